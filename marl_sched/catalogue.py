@@ -1,0 +1,118 @@
+"""The workload catalogue: models, their resource profiles, and GPU speeds.
+
+Every figure here is read from ``marl_sched/data/calibration.json``, which
+``marl_sched.calibration`` fits from the measured data in ``../shared/data/profiles``
+and the published figures in ``../shared/data/PROVENANCE.md``; each model entry
+carries a ``source`` string naming where its numbers come from. See
+``docs/performance-model.md`` for the whole derivation.
+
+Resources, in this order in every vector (``RESOURCES``):
+
+- ``cpu``    CPU cores and caches (data loading, augmentation, PS aggregation);
+- ``pcie``   the GPU group's PCIe switch (host↔GPU copies, gradients to the PS);
+- ``membw``  the socket's memory bandwidth and QPI/UPI link;
+- ``disk``   the server's disk I/O (reading the data set);
+- ``net``    the server's NIC (gradients to remote parameter servers).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+CALIBRATION_FILE = Path(__file__).resolve().parent / "data" / "calibration.json"
+RESOURCES = ("cpu", "pcie", "membw", "disk", "net")
+N_RESOURCES = len(RESOURCES)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model of the catalogue: what the performance model needs to know.
+
+    Attributes:
+        name: catalogue key (lower case, as in traces).
+        index: position in :data:`MODEL_NAMES` (a stable feature id).
+        compute_s: seconds per iteration of forward + backward on the reference GPU
+            (V100, speed 1.0) at the model's profiled batch size.
+        model_mb: size of the parameters (= gradients) moved each iteration, MB.
+        cpu_worker: CPU cores a worker task uses.
+        cpu_ps: CPU cores a parameter-server task uses.
+        mem_gb: host memory per task, GB.
+        pressure: how hard the job presses on each resource (per task), shape (5,).
+        sensitivity: how much the job slows per unit of neighbours' pressure, (5,).
+        source: where the numbers come from.
+    """
+
+    name: str
+    index: int
+    compute_s: float
+    model_mb: float
+    cpu_worker: float
+    cpu_ps: float
+    mem_gb: float
+    pressure: np.ndarray
+    sensitivity: np.ndarray
+    source: str
+
+    @property
+    def model_bytes(self) -> float:
+        return self.model_mb * 1e6
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """All fitted constants of the performance model (see calibration.json)."""
+
+    gpu_speed: dict[str, float]
+    link_efficiency: dict[str, float]
+    sync_overhead_s: float
+    level_coupling: dict[str, float]
+    models: dict[str, ModelSpec]
+    notes: dict[str, str]
+
+
+@lru_cache(maxsize=4)
+def load_calibration(path: str | None = None) -> Calibration:
+    """Read the calibration file (the shipped one by default)."""
+    data = json.loads(Path(path or CALIBRATION_FILE).read_text(encoding="utf-8"))
+    models = {}
+    for i, name in enumerate(sorted(data["models"])):
+        m = data["models"][name]
+        models[name] = ModelSpec(
+            name=name,
+            index=i,
+            compute_s=float(m["compute_s"]),
+            model_mb=float(m["model_mb"]),
+            cpu_worker=float(m["cpu_worker"]),
+            cpu_ps=float(m["cpu_ps"]),
+            mem_gb=float(m["mem_gb"]),
+            pressure=np.asarray(m["pressure"], dtype=np.float64),
+            sensitivity=np.asarray(m["sensitivity"], dtype=np.float64),
+            source=str(m["source"]),
+        )
+    return Calibration(
+        gpu_speed={k: float(v) for k, v in data["gpu_speed"].items()},
+        link_efficiency={k: float(v) for k, v in data["link_efficiency"].items()},
+        sync_overhead_s=float(data["sync_overhead_s"]),
+        level_coupling={k: float(v) for k, v in data["level_coupling"].items()},
+        models=models,
+        notes=dict(data.get("notes", {})),
+    )
+
+
+CALIBRATION = load_calibration()
+GPU_SPEED: dict[str, float] = CALIBRATION.gpu_speed
+CATALOGUE: dict[str, ModelSpec] = CALIBRATION.models
+MODEL_NAMES: tuple[str, ...] = tuple(sorted(CATALOGUE))
+
+
+def get_model(name: str) -> ModelSpec:
+    """The catalogue entry for ``name``; ``KeyError`` lists the known names."""
+    try:
+        return CATALOGUE[name]
+    except KeyError:
+        raise KeyError(f"unknown model {name!r} (known: {', '.join(MODEL_NAMES)})") from None

@@ -1,0 +1,280 @@
+"""``marl-sched``: the command line.
+
+::
+
+    marl-sched simulate --config C [--trace F] [trace options] [--policy NAME] --out DIR
+    marl-sched train    --config C --out DIR [--iterations N] [--ray-address A] [--resume]
+    marl-sched evaluate --checkpoint P --trace F [--config C] [trace options] --out DIR
+    marl-sched compare  --config C --trace F --policies a,b,... [--checkpoint P] [...] --out DIR
+    marl-sched interference fit --config C --out DIR | interference report --model P
+    marl-sched trace inspect F [--trace-format ...]
+    marl-sched policies
+
+Trace options: ``--trace-format``, ``--start``, ``--max-jobs``, ``--load``, ``--seed``.
+Exit status 0 on success, 2 on bad input with one line on stderr naming the file,
+line or key and the problem; nothing is left half-written. The commands that need
+torch or Ray import them only when they run, so ``simulate`` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from marl_sched.errors import InputError
+
+# commands implemented in the heavier layers: "module:function", imported on use
+LAZY_COMMANDS = {
+    "train": "agents.commands:train_command",
+    "evaluate": "agents.commands:evaluate_command",
+    "compare": "agents.compare:compare_command",
+    "interference": "agents.interference_cli:interference_command",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one line and exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise InputError(f"{self.prog}: {message}")
+
+
+def _trace_options(p: argparse.ArgumentParser, trace_required: bool = False) -> None:
+    p.add_argument("--trace", required=trace_required, help="trace file (default: the config's)")
+    p.add_argument(
+        "--trace-format",
+        choices=["auto", "canonical", "philly", "alibaba", "pollux"],
+        help="trace format (default: detect from the header)",
+    )
+    p.add_argument("--start", type=int, help="index of the first job of the window")
+    p.add_argument("--max-jobs", type=int, help="number of jobs in the window")
+    p.add_argument("--load", type=float, help="arrival-rate multiplier (2 = twice as fast)")
+    p.add_argument("--seed", type=int, help="seed of fill rules and policies")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="marl-sched", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("simulate", help="replay a trace under one placement policy")
+    p.add_argument("--config", required=True)
+    p.add_argument("--policy", help="placement policy (default: the config's)")
+    p.add_argument("--out", required=True, help="output folder")
+    _trace_options(p)
+
+    p = sub.add_parser("train", help="train the MARL agents with RLlib")
+    p.add_argument("--config", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--iterations", type=int)
+    p.add_argument("--ray-address")
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--quiet", action="store_true")
+
+    p = sub.add_parser("evaluate", help="roll a checkpoint out on a trace")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--config")
+    p.add_argument("--out", required=True)
+    _trace_options(p, trace_required=True)
+
+    p = sub.add_parser("compare", help="run several policies on the same trace window")
+    p.add_argument("--config", required=True)
+    p.add_argument("--policies", required=True)
+    p.add_argument("--checkpoint")
+    p.add_argument("--out", required=True)
+    _trace_options(p, trace_required=True)
+
+    p = sub.add_parser("interference", help="fit or report the learned interference model")
+    isub = p.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    q = isub.add_parser("fit")
+    q.add_argument("--config", required=True)
+    q.add_argument("--out", required=True)
+    q.add_argument("--samples", type=int)
+    q.add_argument("--seed", type=int)
+    q.add_argument("--quiet", action="store_true")
+    q = isub.add_parser("report")
+    q.add_argument("--model", required=True)
+
+    p = sub.add_parser("trace", help="trace utilities")
+    tsub = p.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    q = tsub.add_parser("inspect", help="summary of a trace")
+    q.add_argument("file")
+    q.add_argument(
+        "--trace-format", choices=["auto", "canonical", "philly", "alibaba", "pollux"]
+    )
+    q.add_argument("--start", type=int, default=0)
+    q.add_argument("--max-jobs", type=int)
+    q.add_argument("--load", type=float, default=1.0)
+    q.add_argument("--gpus", type=int, help="cluster GPUs, to report the offered load")
+
+    sub.add_parser("policies", help="list the placement policies")
+    return parser
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def prepare_out(out: str | Path) -> Path:
+    """The output folder, created; refuses a path that is an existing file."""
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"--out: {out}: exists and is not a folder")
+    return path
+
+
+class Progress:
+    """A rich progress bar over jobs completed, or nothing with ``quiet``."""
+
+    def __init__(self, total: int, label: str, quiet: bool) -> None:
+        self.quiet = quiet or not sys.stderr.isatty() and False
+        self._bar = None
+        if not quiet:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+            from rich.progress import Progress as RichProgress
+
+            self._bar = RichProgress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                transient=False,
+            )
+            self._task = self._bar.add_task(label, total=total)
+            self._bar.start()
+
+    def __call__(self, done: int) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, completed=done)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def format_table(rows: Sequence[dict], columns: Sequence[tuple[str, str, str]]) -> str:
+    """A plain text table; ``columns`` = (key, header, format spec)."""
+    head = [h for _, h, _ in columns]
+    body = []
+    for r in rows:
+        line = []
+        for key, _, spec in columns:
+            v = r.get(key, "")
+            line.append(format(v, spec) if isinstance(v, int | float) and spec else str(v))
+        body.append(line)
+    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
+    fmt = "  ".join(f"{{:>{w}}}" for w in widths)
+    sep = "  ".join("-" * w for w in widths)
+    return "\n".join([fmt.format(*head), sep, *(fmt.format(*b) for b in body)])
+
+
+RESULT_COLUMNS = (
+    ("policy", "policy", ""),
+    ("jobs_completed", "jobs", "d"),
+    ("avg_jct_s", "avg JCT (s)", ".0f"),
+    ("p50_jct_s", "p50 (s)", ".0f"),
+    ("p95_jct_s", "p95 (s)", ".0f"),
+    ("avg_queue_s", "queue (s)", ".0f"),
+    ("avg_slowdown", "slowdown", ".3f"),
+    ("gpu_utilization", "GPU util", ".3f"),
+    ("decision_ms_p50", "dec p50 (ms)", ".3f"),
+    ("wall_s", "wall (s)", ".1f"),
+)
+
+
+# ---------------------------------------------------------------------------- commands
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from marl_sched.config import load_config
+    from marl_sched.metrics import write_run
+    from marl_sched.policies import get_policy_class
+    from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
+
+    cfg = load_config(args.config)
+    policy = args.policy or cfg.simulation.policy
+    get_policy_class(policy)  # unknown name → exit 2 before any work
+    out = prepare_out(args.out)
+    topo, perf = build_cluster(cfg)
+    opts = TraceOptions(args.trace, args.trace_format, args.start, args.max_jobs, args.load, args.seed)
+    workload = load_workload(cfg, perf, opts)
+    bar = Progress(len(workload.jobs), f"simulate {policy}", args.quiet)
+    try:
+        metrics, records, _ = simulate(
+            cfg, policy, workload, topo, perf, seed=args.seed, progress=bar
+        )
+    finally:
+        bar.close()
+    write_run(out, metrics, records)
+    print(f"cluster: {topo.describe()}")
+    print(f"trace:   {workload.trace_path} ({len(workload.jobs)} jobs)")
+    print(format_table([metrics], RESULT_COLUMNS))
+    print(f"wrote {out / 'metrics.json'} and {out / 'jobs.csv'}")
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from marl_sched.traces import format_summary, load_trace, summarize
+
+    fmt = None if args.trace_format in (None, "auto") else args.trace_format
+    trace = load_trace(args.file, fmt, start=args.start, max_jobs=args.max_jobs, load=args.load)
+    print(format_summary(summarize(trace, args.gpus)))
+    return 0
+
+
+def cmd_policies(args: argparse.Namespace) -> int:
+    from marl_sched.policies import policy_entries
+
+    entries = policy_entries()
+    width = max(len(n) for n in entries)
+    for name, e in entries.items():
+        print(f"{name:<{width}}  {e.kind:<9}  {e.description}")
+    return 0
+
+
+LOCAL_COMMANDS = {"simulate": cmd_simulate, "trace": cmd_trace, "policies": cmd_policies}
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command in LOCAL_COMMANDS:
+        return LOCAL_COMMANDS[args.command](args)
+    module, _, func = LAZY_COMMANDS[args.command].partition(":")
+    try:
+        handler = getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError) as exc:
+        raise InputError(f"{args.command}: not available in this install: {exc}") from None
+    return int(handler(args) or 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``marl-sched`` console script."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return _run(args)
+    except InputError as exc:
+        print(f"marl-sched: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("marl-sched: interrupted", file=sys.stderr)
+        return 130
+
+
+def _unused() -> None:  # keep imports used by helpers of other modules discoverable
+    del shutil, time
+
+
+if __name__ == "__main__":
+    sys.exit(main())

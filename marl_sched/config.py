@@ -1,0 +1,366 @@
+"""Typed experiment configs, one dataclass per concern, loaded from YAML.
+
+An experiment config is a YAML mapping with these sections::
+
+    topology:    TopologyConfig     the datacenter (see marl_sched.topology)
+    workload:    WorkloadConfig     which trace, which window, how missing fields are filled
+    simulation:  SimulationConfig   queue ordering, seed
+    env:         mapping            the multi-agent environment (validated by envs)
+    model:       mapping            the GNN (validated by agents)
+    train:       mapping            the RL trainer (validated by agents)
+    interference: mapping           the learned interference model (validated by agents)
+
+Every key is checked: an unknown key, a missing required key or a value of the wrong
+type or range raises :class:`~marl_sched.errors.InputError` with one line naming the
+file and the dotted key, e.g. ``configs/x.yaml: topology.racks_per_subcluster: must be
+>= 1, got 0``. Sections owned by the heavier packages (env, model, train, interference)
+are kept as plain mappings here and parsed with :func:`parse_section` by their owners,
+so this module imports nothing beyond the standard library and PyYAML.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from marl_sched.errors import InputError
+
+T = TypeVar("T")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+# --------------------------------------------------------------------------- sections
+
+
+@dataclass(frozen=True)
+class ServerTypeConfig:
+    """One kind of server; a cluster may mix several.
+
+    Attributes:
+        name: label used in reports.
+        count: how many servers of this type (summed over types = total servers).
+        gpu_type: key into the GPU speed table (``v100``, ``p100``, ``k80``, ``t4``).
+        sockets: CPU sockets per server (joined by QPI/UPI when > 1).
+        groups_per_socket: GPU groups (GPUs behind one PCIe switch) per socket.
+        gpus_per_group: GPUs per group.
+        cpu_cores: CPU cores per server.
+        memory_gb: host memory per server.
+        nic_gbps: server NIC bandwidth, Gbit/s.
+    """
+
+    name: str
+    count: int
+    gpu_type: str = "v100"
+    sockets: int = 2
+    groups_per_socket: int = 2
+    gpus_per_group: int = 2
+    cpu_cores: int = 48
+    memory_gb: float = 384.0
+    nic_gbps: float = 25.0
+
+    def validate(self, where: str, key: str) -> None:
+        from marl_sched.catalogue import GPU_SPEED
+
+        for name in ("count", "sockets", "groups_per_socket", "gpus_per_group", "cpu_cores"):
+            value = getattr(self, name)
+            check(value >= 1, where, f"{key}.{name}", f"must be >= 1, got {value}")
+        for name in ("memory_gb", "nic_gbps"):
+            value = getattr(self, name)
+            check(value > 0, where, f"{key}.{name}", f"must be > 0, got {value}")
+        check(
+            self.gpu_type in GPU_SPEED,
+            where,
+            f"{key}.gpu_type",
+            f"unknown GPU type {self.gpu_type!r} (known: {', '.join(sorted(GPU_SPEED))})",
+        )
+
+
+@dataclass(frozen=True)
+class TopologyConfig:
+    """The datacenter hierarchy and its link bandwidths.
+
+    Attributes:
+        subclusters: number of subclusters (one scheduler agent each).
+        racks_per_subcluster: racks (one ToR switch each) per subcluster.
+        servers_per_rack: servers per rack.
+        server_types: server kinds with counts; servers are dealt to racks in order.
+        pcie_gbps: GPU-group ↔ CPU-socket PCIe link, Gbit/s (PCIe 3.0 x16 ≈ 128).
+        qpi_gbps: socket ↔ socket link, Gbit/s.
+        rack_oversubscription: rack uplink = servers_per_rack × NIC / this ratio.
+        subcluster_uplink_gbps: each subcluster's uplink to the datacenter core, Gbit/s.
+    """
+
+    subclusters: int = 4
+    racks_per_subcluster: int = 3
+    servers_per_rack: int = 4
+    server_types: tuple[ServerTypeConfig, ...] = (ServerTypeConfig(name="v100x8", count=48),)
+    pcie_gbps: float = 128.0
+    qpi_gbps: float = 160.0
+    rack_oversubscription: float = 2.0
+    subcluster_uplink_gbps: float = 400.0
+
+    @property
+    def n_servers(self) -> int:
+        return self.subclusters * self.racks_per_subcluster * self.servers_per_rack
+
+    def validate(self, where: str, key: str) -> None:
+        for name in ("subclusters", "racks_per_subcluster", "servers_per_rack"):
+            value = getattr(self, name)
+            check(value >= 1, where, f"{key}.{name}", f"must be >= 1, got {value}")
+        for name in ("pcie_gbps", "qpi_gbps", "rack_oversubscription", "subcluster_uplink_gbps"):
+            value = getattr(self, name)
+            check(value > 0, where, f"{key}.{name}", f"must be > 0, got {value}")
+        check(len(self.server_types) >= 1, where, f"{key}.server_types", "needs at least one")
+        names = [s.name for s in self.server_types]
+        check(len(set(names)) == len(names), where, f"{key}.server_types", "duplicate name")
+        total = sum(s.count for s in self.server_types)
+        check(
+            total == self.n_servers,
+            where,
+            f"{key}.server_types",
+            f"counts sum to {total} servers, but subclusters x racks_per_subcluster x "
+            f"servers_per_rack = {self.n_servers}",
+        )
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    """Which trace drives the run and how fields a trace lacks are filled.
+
+    Attributes:
+        trace: path of the trace (relative paths resolve against the repo root).
+        trace_format: ``canonical``, ``philly``, ``alibaba``, ``pollux`` or ``auto``.
+        start: index of the first job of the window (after sorting by submit time).
+        max_jobs: window length in jobs (null = to the end).
+        load: arrival-rate multiplier (2.0 = jobs arrive twice as fast).
+        seed: seed of the fill rules (model by GPU-time bucket, ...).
+        max_job_gpus: jobs asking for more GPUs are clipped to this (null = the
+            cluster's GPU count); clipping is counted in the run's metrics.
+    """
+
+    trace: str = "configs/traces/philly_sample.csv"
+    trace_format: str = "auto"
+    start: int = 0
+    max_jobs: int | None = None
+    load: float = 1.0
+    seed: int = 0
+    max_job_gpus: int | None = None
+
+    def validate(self, where: str, key: str) -> None:
+        formats = ("auto", "canonical", "philly", "alibaba", "pollux")
+        check(
+            self.trace_format in formats,
+            where,
+            f"{key}.trace_format",
+            f"must be one of {', '.join(formats)}, got {self.trace_format!r}",
+        )
+        check(self.start >= 0, where, f"{key}.start", f"must be >= 0, got {self.start}")
+        if self.max_jobs is not None:
+            check(self.max_jobs >= 1, where, f"{key}.max_jobs", f"must be >= 1, got {self.max_jobs}")
+        check(self.load > 0, where, f"{key}.load", f"must be > 0, got {self.load}")
+        if self.max_job_gpus is not None:
+            check(self.max_job_gpus >= 1, where, f"{key}.max_job_gpus", "must be >= 1")
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    """How the discrete-event simulator runs.
+
+    Attributes:
+        policy: default placement policy for ``marl-sched simulate``.
+        ordering: queue ordering (``fifo``, ``smallest-first``, ``shortest-first``).
+        backfill: when the head job cannot be placed, try later jobs (otherwise
+            the queue waits for the head job).
+        seed: seed of the policy's randomness.
+    """
+
+    policy: str = "load-balance"
+    ordering: str = "fifo"
+    backfill: bool = True
+    seed: int = 0
+
+    def validate(self, where: str, key: str) -> None:
+        from marl_sched.simulator import ORDERINGS
+
+        check(
+            self.ordering in ORDERINGS,
+            where,
+            f"{key}.ordering",
+            f"must be one of {', '.join(ORDERINGS)}, got {self.ordering!r}",
+        )
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """A whole experiment: one section per concern, plus where it came from."""
+
+    topology: TopologyConfig = field(default_factory=TopologyConfig)
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    simulation: SimulationConfig = field(default_factory=SimulationConfig)
+    env: dict[str, Any] = field(default_factory=dict)
+    model: dict[str, Any] = field(default_factory=dict)
+    train: dict[str, Any] = field(default_factory=dict)
+    interference: dict[str, Any] = field(default_factory=dict)
+    source: str = "<defaults>"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested mapping (YAML-ready), without ``source``."""
+        out = dataclasses.asdict(self)
+        out.pop("source")
+        out["topology"]["server_types"] = [dict(s) for s in out["topology"]["server_types"]]
+        return out
+
+    def resolve_path(self, path: str) -> Path:
+        """A path from the config, relative ones against the repo root."""
+        p = Path(path)
+        return p if p.is_absolute() else REPO_ROOT / p
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, where: str, key: str) -> Any:
+    """Check ``value`` against the annotation ``tp``; return it converted."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(value, inner[0], where, key)
+    if dataclasses.is_dataclass(tp):
+        return parse_section(tp, value, where, key)
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise InputError(f"{where}: {key}: expected a list, got {value!r}")
+        return tuple(_coerce(v, args[0], where, f"{key}[{i}]") for i, v in enumerate(value))
+    if origin is dict or tp is dict:
+        if not isinstance(value, dict):
+            raise InputError(f"{where}: {key}: expected a mapping, got {value!r}")
+        return dict(value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise InputError(f"{where}: {key}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(f"{where}: {key}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InputError(f"{where}: {key}: expected a number, got {value!r}")
+        if value != value or value in (float("inf"), float("-inf")):
+            raise InputError(f"{where}: {key}: must be finite, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise InputError(f"{where}: {key}: expected a string, got {value!r}")
+        return value
+    if tp is Any:
+        return value
+    raise TypeError(f"unsupported config annotation {_type_name(tp)} for {key}")
+
+
+def parse_section(cls: type[T], data: Any, where: str, prefix: str) -> T:
+    """Build dataclass ``cls`` from mapping ``data``, checking every key.
+
+    Args:
+        cls: a dataclass whose fields have simple annotations (int, float, str, bool,
+            optionals, tuples of those or of dataclasses, nested dataclasses).
+        data: the mapping read from YAML (``None`` means all defaults).
+        where: the file name used in error messages.
+        prefix: the dotted key of this section, e.g. ``"topology"``.
+
+    Raises:
+        InputError: unknown key, missing required key, wrong type; after building,
+            the dataclass's ``validate(where, prefix)`` method runs if it has one.
+    """
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: {prefix}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    for key in data:
+        if key not in fields:
+            known = ", ".join(sorted(fields))
+            raise InputError(f"{where}: {prefix}.{key}: unknown key (known: {known})")
+    kwargs = {}
+    for name, f in fields.items():
+        dotted = f"{prefix}.{name}" if prefix else name
+        if name in data:
+            kwargs[name] = _coerce(data[name], hints[name], where, dotted)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise InputError(f"{where}: {dotted}: required key is missing")
+    obj = cls(**kwargs)
+    validate = getattr(obj, "validate", None)
+    if callable(validate):
+        validate(where, prefix)
+    return obj
+
+
+def check(cond: bool, where: str, key: str, problem: str) -> None:
+    """Raise ``InputError(f"{where}: {key}: {problem}")`` unless ``cond``."""
+    if not cond:
+        raise InputError(f"{where}: {key}: {problem}")
+
+
+_SECTIONS = ("topology", "workload", "simulation", "env", "model", "train", "interference")
+
+
+def config_from_dict(data: Any, where: str = "<config>") -> ExperimentConfig:
+    """Validate a loaded mapping into an :class:`ExperimentConfig`."""
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected a mapping of sections, got {type(data).__name__}")
+    for key in data:
+        if key not in _SECTIONS:
+            raise InputError(f"{where}: {key}: unknown section (known: {', '.join(_SECTIONS)})")
+    cfg = ExperimentConfig(
+        topology=parse_section(TopologyConfig, data.get("topology"), where, "topology"),
+        workload=parse_section(WorkloadConfig, data.get("workload"), where, "workload"),
+        simulation=parse_section(SimulationConfig, data.get("simulation"), where, "simulation"),
+        env=_coerce(data.get("env") or {}, dict, where, "env"),
+        model=_coerce(data.get("model") or {}, dict, where, "model"),
+        train=_coerce(data.get("train") or {}, dict, where, "train"),
+        interference=_coerce(data.get("interference") or {}, dict, where, "interference"),
+        source=where,
+    )
+    return cfg
+
+
+def load_config(path: str | Path | ExperimentConfig) -> ExperimentConfig:
+    """Load and validate an experiment config from a YAML file.
+
+    ``path`` may also be an already-loaded :class:`ExperimentConfig`, returned as is.
+    Relative paths that do not exist are also tried against the repo root, so
+    ``configs/default.yaml`` works from any directory.
+    """
+    if isinstance(path, ExperimentConfig):
+        return path
+    p = Path(path)
+    if not p.exists() and not p.is_absolute() and (REPO_ROOT / p).exists():
+        p = REPO_ROOT / p
+    where = str(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{where}: cannot read config: {exc.__class__.__name__}: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f"{where}:{mark.line + 1}" if mark is not None else where
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(f"{at}: invalid YAML: {problem}") from None
+    return config_from_dict(data if data is not None else {}, where)

@@ -1,0 +1,161 @@
+"""Jobs, placements, and the fill rules that turn trace rows into jobs.
+
+A job is a PS/worker data-parallel training job: ``num_workers`` worker tasks (one
+GPU each) and ``num_ps`` parameter-server tasks (CPU only), training a catalogue
+model for ``iterations`` synchronous iterations.
+
+Fill rules for fields a trace lacks (seeded, documented in the README):
+
+- ``model``: drawn from the catalogue models of the job's GPU-time bucket
+  (``duration × num_gpus``): < 1 GPU-hour → light models, < 24 GPU-hours → medium
+  models, otherwise heavy models (see :data:`MODEL_BUCKETS`); uniform within the
+  bucket, with ``numpy.random.default_rng(seed)`` consumed in trace order.
+- ``num_ps``: 0 for a single-worker job (it trains locally), else
+  ``ceil(num_workers / 4)`` (one PS shard per four workers, the ratio DL2's profiled
+  jobs cluster around).
+- ``iterations``: ``duration / isolated_iteration_time``, so that the job, alone on
+  its best placement, runs exactly as long as the trace says it ran.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from marl_sched.catalogue import CATALOGUE, MODEL_NAMES
+from marl_sched.errors import InputError
+
+#: models by GPU-time bucket, (upper bound in GPU-seconds, models)
+MODEL_BUCKETS: tuple[tuple[float, tuple[str, ...]], ...] = (
+    (3600.0, ("cnn-text-classification", "dssm", "seq2seq", "wlm", "ncf", "cifar10")),
+    (86400.0, ("resnext-110", "inception-bn", "resnet-50", "deepspeech2", "cifar10")),
+    (math.inf, ("vgg-16", "resnet-50", "bert", "yolov3", "imagenet", "inception-bn")),
+)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One training job (immutable; the simulator keeps its live state elsewhere).
+
+    Attributes:
+        job_id: dense index 0..n-1 in submit order.
+        name: the trace's job id.
+        model: catalogue key.
+        num_workers: worker tasks = GPUs.
+        num_ps: parameter-server tasks.
+        iterations: synchronous iterations to run.
+        submit_time: seconds from the start of the trace window.
+        duration: the run time recorded in the trace (s), for reference.
+        vc: virtual cluster from the trace, if any.
+        line: 1-based line of the source trace file.
+    """
+
+    job_id: int
+    name: str
+    model: str
+    num_workers: int
+    num_ps: int
+    iterations: float
+    submit_time: float
+    duration: float
+    vc: str | None = None
+    line: int = 0
+
+    @property
+    def num_tasks(self) -> int:
+        return self.num_workers + self.num_ps
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where each task of a job runs: a GPU-group id per worker and per PS.
+
+    A worker uses one GPU of its group; a PS uses CPU cores and memory of the group's
+    server and sits on the group's CPU socket.
+    """
+
+    worker_groups: tuple[int, ...]
+    ps_groups: tuple[int, ...]
+
+
+def default_num_ps(num_workers: int) -> int:
+    """The fill rule for a trace without a PS count."""
+    return 0 if num_workers <= 1 else math.ceil(num_workers / 4)
+
+
+def pick_model(gpu_seconds: float, rng: np.random.Generator) -> str:
+    """The fill rule for a trace without a model: by GPU-time bucket."""
+    for bound, names in MODEL_BUCKETS:
+        if gpu_seconds < bound:
+            return names[int(rng.integers(len(names)))]
+    raise AssertionError("unreachable: last bucket is unbounded")
+
+
+def build_jobs(
+    trace_jobs: Sequence,
+    isolated_iteration_time,
+    *,
+    seed: int = 0,
+    max_job_gpus: int | None = None,
+    path: str = "<trace>",
+) -> tuple[list[Job], dict[str, int]]:
+    """Turn trace rows (``marl_sched.traces.TraceJob``) into :class:`Job` s.
+
+    Args:
+        trace_jobs: rows sorted by submit time.
+        isolated_iteration_time: ``f(model, num_workers, num_ps) -> seconds``.
+        seed: seed of the model fill rule.
+        max_job_gpus: clip larger jobs to this many workers (counted in the result).
+        path: trace path for error messages.
+
+    Returns:
+        The jobs and counters ``{"clipped_jobs": n, "filled_models": n, ...}``.
+    """
+    rng = np.random.default_rng(seed)
+    jobs: list[Job] = []
+    info = {"clipped_jobs": 0, "filled_models": 0, "filled_ps": 0, "filled_iterations": 0}
+    for i, row in enumerate(trace_jobs):
+        workers = int(row.num_gpus)
+        if max_job_gpus is not None and workers > max_job_gpus:
+            workers = max_job_gpus
+            info["clipped_jobs"] += 1
+        model = row.model
+        if model is None:
+            model = pick_model(row.duration * row.num_gpus, rng)
+            info["filled_models"] += 1
+        elif model not in CATALOGUE:
+            raise InputError(
+                f"{path}:{row.line}: model: unknown model {model!r} "
+                f"(known: {', '.join(MODEL_NAMES)})"
+            )
+        num_ps = row.num_ps
+        if num_ps is None:
+            num_ps = default_num_ps(workers)
+            info["filled_ps"] += 1
+        elif workers > 1 and num_ps < 1:
+            raise InputError(
+                f"{path}:{row.line}: num_ps: must be >= 1 for a job with {workers} workers, "
+                f"got {num_ps}"
+            )
+        iterations = row.iterations
+        if iterations is None:
+            iterations = row.duration / isolated_iteration_time(model, workers, num_ps)
+            info["filled_iterations"] += 1
+        jobs.append(
+            Job(
+                job_id=i,
+                name=str(row.job_id),
+                model=model,
+                num_workers=workers,
+                num_ps=int(num_ps),
+                iterations=float(iterations),
+                submit_time=float(row.submit_time),
+                duration=float(row.duration),
+                vc=row.vc,
+                line=int(row.line),
+            )
+        )
+    return jobs, info

@@ -1,0 +1,181 @@
+"""Run metrics (``metrics.json``), per-job rows (``jobs.csv``) and atomic writes."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from marl_sched.simulator import JobRecord, Simulator
+
+METRIC_KEYS = (
+    "policy",
+    "trace",
+    "jobs_total",
+    "jobs_completed",
+    "avg_jct_s",
+    "p50_jct_s",
+    "p95_jct_s",
+    "p99_jct_s",
+    "avg_queue_s",
+    "avg_slowdown",
+    "makespan_s",
+    "gpu_utilization",
+    "wall_s",
+    "decisions",
+    "decision_ms_p50",
+    "decision_ms_p99",
+)
+
+JOB_COLUMNS = (
+    "job_id",
+    "name",
+    "model",
+    "num_workers",
+    "num_ps",
+    "submit_time",
+    "start_time",
+    "finish_time",
+    "jct_s",
+    "queue_s",
+    "isolated_runtime_s",
+    "slowdown",
+    "n_servers",
+    "n_racks",
+    "n_subclusters",
+)
+
+
+def _pct(values: np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q)) if len(values) else math.nan
+
+
+def compute_metrics(
+    sim: Simulator, *, policy: str, trace: str, wall_s: float, jobs_total: int | None = None
+) -> dict[str, Any]:
+    """The design's metrics of a finished simulation."""
+    recs = sim.result()
+    jct = np.array([r.jct for r in recs])
+    queue = np.array([r.queue_time for r in recs])
+    slow = np.array([r.jct / r.isolated_runtime for r in recs])
+    first_submit = min((j.submit_time for j in sim.jobs), default=0.0)
+    last_finish = max((r.finish_time for r in recs), default=first_submit)
+    makespan = last_finish - first_submit
+    dec = np.array(sim.stats.decision_s) * 1e3
+    util = sim.stats.busy_gpu_seconds / (sim.topology.n_gpus * makespan) if makespan > 0 else 0.0
+    return {
+        "policy": policy,
+        "trace": trace,
+        "jobs_total": int(jobs_total if jobs_total is not None else len(sim.jobs)),
+        "jobs_completed": len(recs),
+        "jobs_unplaceable": len(sim.unplaceable),
+        "avg_jct_s": float(jct.mean()) if len(jct) else math.nan,
+        "p50_jct_s": _pct(jct, 50),
+        "p95_jct_s": _pct(jct, 95),
+        "p99_jct_s": _pct(jct, 99),
+        "avg_queue_s": float(queue.mean()) if len(queue) else math.nan,
+        "avg_slowdown": float(slow.mean()) if len(slow) else math.nan,
+        "makespan_s": float(makespan),
+        "gpu_utilization": float(util),
+        "wall_s": float(wall_s),
+        "decisions": int(sim.stats.decisions),
+        "decision_ms_p50": _pct(dec, 50),
+        "decision_ms_p99": _pct(dec, 99),
+        "events": int(sim.stats.events),
+        "speed_recomputes": int(sim.stats.recomputes),
+        "jobs_per_s": len(recs) / wall_s if wall_s > 0 else math.nan,
+        "events_per_s": sim.stats.events / wall_s if wall_s > 0 else math.nan,
+    }
+
+
+def job_rows(records: Sequence[JobRecord]) -> list[dict[str, Any]]:
+    rows = []
+    for r in records:
+        j = r.job
+        rows.append(
+            {
+                "job_id": j.job_id,
+                "name": j.name,
+                "model": j.model,
+                "num_workers": j.num_workers,
+                "num_ps": j.num_ps,
+                "submit_time": round(j.submit_time, 6),
+                "start_time": round(r.start_time, 6),
+                "finish_time": round(r.finish_time, 6),
+                "jct_s": round(r.jct, 6),
+                "queue_s": round(r.queue_time, 6),
+                "isolated_runtime_s": round(r.isolated_runtime, 6),
+                "slowdown": round(r.jct / r.isolated_runtime, 6),
+                "n_servers": r.n_servers,
+                "n_racks": r.n_racks,
+                "n_subclusters": r.n_subclusters,
+            }
+        )
+    return rows
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same folder + rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    atomic_write_text(path, json.dumps(_json_safe(data), indent=2, sort_keys=False) + "\n")
+
+
+def csv_text(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
+    w.writeheader()
+    for row in rows:
+        w.writerow({k: row.get(k, "") for k in columns})
+    return buf.getvalue()
+
+
+def write_run(out_dir: str | Path, metrics: dict[str, Any], records: Sequence[JobRecord]) -> None:
+    """Write ``metrics.json`` and ``jobs.csv`` (each atomically)."""
+    out = Path(out_dir)
+    write_json(out / "metrics.json", metrics)
+    atomic_write_text(out / "jobs.csv", csv_text(job_rows(records), JOB_COLUMNS))

@@ -1,0 +1,257 @@
+"""The placement-aware performance model: the simulator's ground truth.
+
+For a job with model ``m``, ``w`` workers on GPU groups ``G`` and ``p`` parameter
+servers, one synchronous iteration takes::
+
+    T = compute_s(m) / min_{g∈G} speed(g) × I  +  C  +  sync_overhead·[p ≥ 1]
+
+**Compute.** ``compute_s`` is the catalogue's time on the reference GPU (V100 = 1);
+``speed`` is the relative speed of the group's GPU type (fitted from Gavel's
+isolated throughputs and Pollux's T4 profiles). Synchronous training waits for the
+slowest worker.
+
+**Communication** ``C``. Every iteration each worker pushes its gradients to, and pulls
+parameters from, every PS shard: ``2 · model_bytes / p`` per (PS, worker) pair. A
+pair's bytes cross the links on its path: the worker group's PCIe link always (the
+PS lives in host memory); the server's QPI link if the PS is on the other socket;
+both servers' NICs if the PS is on another server; both racks' uplinks if on another
+rack; both subclusters' uplinks if in another subcluster. With ``B_l`` the job's
+bytes per iteration on link ``l``, ``bw_l`` its effective bandwidth and ``n_l`` the
+number of jobs whose traffic crosses it (fair sharing)::
+
+    C = max_l  B_l · n_l / bw_l
+
+**Interference** ``I``. Tasks of *other* jobs near a worker press on shared
+resources; with ``P^L`` the summed pressure vectors (cpu, pcie, membw, disk, net) of
+the other jobs' tasks in the worker's GPU group (L = group), CPU socket (L = socket)
+and server (L = server), ``s`` the job's sensitivity vector and ``M^L`` the
+resources each level shares::
+
+    I = max_{g∈G} 1 + Σ_L λ_L · Σ_r s_r · M^L_r · P^L_r(g)
+
+so interference grows with the number of neighbours and depends on both sides'
+profiles. ``λ_L`` and every vector are fitted in :mod:`marl_sched.calibration`; a
+PS task presses only on cpu, membw and net.
+
+The isolated iteration time (alone on an empty cluster) uses a provable lower bound
+of the communication term, so that no placement, however lucky, beats it and
+``JCT ≥ isolated runtime`` holds for every job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from marl_sched.catalogue import CALIBRATION, CATALOGUE, N_RESOURCES, Calibration, ModelSpec
+from marl_sched.topology import Topology
+
+#: which resources are shared at each level: rows group, socket, server
+LEVEL_RESOURCES = np.array(
+    [
+        [0.0, 1.0, 0.0, 0.0, 0.0],  # GPU group: the PCIe switch
+        [1.0, 0.0, 1.0, 0.0, 0.0],  # CPU socket: caches, memory bandwidth, QPI
+        [1.0, 0.0, 0.0, 1.0, 1.0],  # server: CPU cores, disk, NIC
+    ]
+)
+#: a PS task presses on cpu, membw and net only
+PS_PRESSURE_MASK = np.array([1.0, 0.0, 1.0, 0.0, 1.0])
+
+
+@dataclass
+class JobLayout:
+    """Where a placed job's tasks sit, aggregated for the performance model.
+
+    Attributes:
+        groups: unique worker groups; ``group_workers`` the workers in each.
+        sockets, servers: unique sockets / servers touched by any task.
+        socket_press, server_press: the job's own pressure there, (k, 5).
+        group_press: the job's own pressure in each worker group, (k, 5).
+        links: link id → bytes per iteration.
+        speed: slowest worker's GPU speed.
+    """
+
+    groups: np.ndarray
+    group_workers: np.ndarray
+    group_press: np.ndarray
+    worker_sockets: np.ndarray
+    worker_servers: np.ndarray
+    sockets: np.ndarray
+    socket_press: np.ndarray
+    servers: np.ndarray
+    server_press: np.ndarray
+    links: dict[int, float]
+    speed: float
+
+
+class PerformanceModel:
+    """Iteration times of placed jobs on one topology.
+
+    Args:
+        topology: the datacenter.
+        calibration: fitted constants (default: the shipped calibration).
+    """
+
+    def __init__(self, topology: Topology, calibration: Calibration = CALIBRATION) -> None:
+        self.topology = topology
+        self.calibration = calibration
+        lc = calibration.level_coupling
+        self.coupling = np.array([lc["group"], lc["socket"], lc["server"]])
+        self.level_weights = self.coupling[:, None] * LEVEL_RESOURCES  # (3, R)
+        self.sync_overhead_s = calibration.sync_overhead_s
+        self._max_speed = float(topology.server_gpu_speed.max())
+        self._max_pcie = float(topology.link_bw[: topology.n_groups].max())
+        nic = topology.link_bw[topology.link_offset[2] : topology.link_offset[3]]
+        self._max_nic = float(nic.max())
+        self._max_server_gpus = int(topology.server_gpus.max())
+
+    # ------------------------------------------------------------------ layout
+
+    def layout(self, spec: ModelSpec, worker_groups, ps_groups) -> JobLayout:
+        """Aggregate a placement into what the model needs (computed once per job)."""
+        topo = self.topology
+        wg = np.asarray(worker_groups, dtype=np.int64)
+        pg = np.asarray(ps_groups, dtype=np.int64)
+        groups, group_workers = np.unique(wg, return_counts=True)
+        w_press = spec.pressure
+        ps_press = spec.pressure * PS_PRESSURE_MASK
+        group_press = group_workers[:, None] * w_press[None, :]
+
+        w_sock = topo.group_socket[groups]
+        p_sock = topo.group_socket[pg]
+        all_sock = np.concatenate([w_sock, p_sock])
+        sock_weights = np.concatenate(
+            [group_press, np.broadcast_to(ps_press, (len(pg), N_RESOURCES))]
+        )
+        sockets, inv = np.unique(all_sock, return_inverse=True)
+        socket_press = np.zeros((len(sockets), N_RESOURCES))
+        np.add.at(socket_press, inv, sock_weights)
+        all_srv = topo.socket_server[all_sock]
+        servers, inv = np.unique(all_srv, return_inverse=True)
+        server_press = np.zeros((len(servers), N_RESOURCES))
+        np.add.at(server_press, inv, sock_weights)
+
+        links = self._traffic(spec, groups, group_workers, pg)
+        speed = float(topo.group_speed[groups].min())
+        return JobLayout(
+            groups=groups,
+            group_workers=group_workers,
+            group_press=group_press,
+            worker_sockets=w_sock,
+            worker_servers=topo.group_server[groups],
+            sockets=sockets,
+            socket_press=socket_press,
+            servers=servers,
+            server_press=server_press,
+            links=links,
+            speed=speed,
+        )
+
+    def _traffic(
+        self, spec: ModelSpec, groups: np.ndarray, counts: np.ndarray, ps_groups: np.ndarray
+    ) -> dict[int, float]:
+        """Bytes per iteration on every link the job's PS↔worker pairs cross."""
+        p = len(ps_groups)
+        if p == 0:
+            return {}
+        topo = self.topology
+        per_pair = 2.0 * spec.model_bytes / p
+        # pairs: (PS k, worker group g) weighted by workers in g
+        gk = np.repeat(groups, p)
+        cw = np.repeat(counts, p).astype(np.float64) * per_pair
+        pk = np.tile(ps_groups, len(groups))
+        w_sock, p_sock = topo.group_socket[gk], topo.group_socket[pk]
+        w_srv, p_srv = topo.group_server[gk], topo.group_server[pk]
+        w_rack, p_rack = topo.server_rack[w_srv], topo.server_rack[p_srv]
+        w_sc, p_sc = topo.rack_subcluster[w_rack], topo.rack_subcluster[p_rack]
+        off = topo.link_offset
+        ids = [gk]  # PCIe of the worker's group, always
+        wts = [cw]
+        cross_socket = (w_srv == p_srv) & (w_sock != p_sock)
+        ids.append(off[1] + w_srv[cross_socket])
+        wts.append(cw[cross_socket])
+        remote = w_srv != p_srv
+        ids += [off[2] + w_srv[remote], off[2] + p_srv[remote]]
+        wts += [cw[remote], cw[remote]]
+        cross_rack = w_rack != p_rack
+        ids += [off[3] + w_rack[cross_rack], off[3] + p_rack[cross_rack]]
+        wts += [cw[cross_rack], cw[cross_rack]]
+        cross_sc = w_sc != p_sc
+        ids += [off[4] + w_sc[cross_sc], off[4] + p_sc[cross_sc]]
+        wts += [cw[cross_sc], cw[cross_sc]]
+        all_ids = np.concatenate(ids)
+        uniq, inv = np.unique(all_ids, return_inverse=True)
+        total = np.bincount(inv, weights=np.concatenate(wts))
+        return {int(k): float(v) for k, v in zip(uniq, total, strict=True)}
+
+    # ------------------------------------------------------------------ terms
+
+    def comm_time(self, layout: JobLayout, link_jobs: np.ndarray) -> float:
+        """``max_l B_l · n_l / bw_l`` with ``n_l`` from ``link_jobs`` (≥ 1 on own links)."""
+        if not layout.links:
+            return 0.0
+        bw = self.topology.link_bw
+        return max(b * max(int(link_jobs[link]), 1) / bw[link] for link, b in layout.links.items())
+
+    def interference(
+        self,
+        spec: ModelSpec,
+        layout: JobLayout,
+        group_pressure: np.ndarray,
+        socket_pressure: np.ndarray,
+        server_pressure: np.ndarray,
+    ) -> float:
+        """The interference factor ``I`` ≥ 1 given the cluster's summed pressures.
+
+        The pressure arrays include this job's own tasks; they are subtracted here.
+        """
+        topo = self.topology
+        # others' pressure in each worker group
+        p_group = group_pressure[layout.groups] - layout.group_press
+        sock_idx = np.searchsorted(layout.sockets, layout.worker_sockets)
+        p_sock = socket_pressure[layout.worker_sockets] - layout.socket_press[sock_idx]
+        srv_idx = np.searchsorted(layout.servers, layout.worker_servers)
+        p_srv = server_pressure[layout.worker_servers] - layout.server_press[srv_idx]
+        weighted = (
+            p_group @ (self.level_weights[0] * spec.sensitivity)
+            + p_sock @ (self.level_weights[1] * spec.sensitivity)
+            + p_srv @ (self.level_weights[2] * spec.sensitivity)
+        )
+        del topo
+        return 1.0 + max(float(weighted.max()), 0.0)
+
+    def iteration_time(
+        self,
+        spec: ModelSpec,
+        layout: JobLayout,
+        n_ps: int,
+        link_jobs: np.ndarray,
+        group_pressure: np.ndarray,
+        socket_pressure: np.ndarray,
+        server_pressure: np.ndarray,
+    ) -> float:
+        """Seconds per iteration of a placed job in the current cluster state."""
+        interference = self.interference(
+            spec, layout, group_pressure, socket_pressure, server_pressure
+        )
+        compute = spec.compute_s / layout.speed * interference
+        overhead = self.sync_overhead_s if n_ps >= 1 else 0.0
+        return compute + self.comm_time(layout, link_jobs) + overhead
+
+    def isolated_iteration_time(self, model: str, num_workers: int, num_ps: int) -> float:
+        """A lower bound on the iteration time of the job under any placement.
+
+        Compute on the fastest GPU type, no interference, and the smallest
+        communication any placement can achieve: each worker's ``2·model_bytes`` cross
+        its group's PCIe link, and when the workers cannot all share one server with
+        a PS, that PS's NIC carries the remote workers' shards.
+        """
+        spec = CATALOGUE[model]
+        t = spec.compute_s / self._max_speed
+        if num_ps >= 1:
+            pcie = 2.0 * spec.model_bytes / self._max_pcie
+            remote = max(num_workers - self._max_server_gpus, 0)
+            nic = remote * 2.0 * spec.model_bytes / num_ps / self._max_nic
+            t += max(pcie, nic) + self.sync_overhead_s
+        return t

@@ -1,0 +1,19 @@
+"""Placement policies behind one interface, found by name in one registry."""
+
+from marl_sched.policies.base import (
+    Policy,
+    get_policy_class,
+    make_policy,
+    policy_entries,
+    register,
+    register_lazy,
+)
+
+__all__ = [
+    "Policy",
+    "get_policy_class",
+    "make_policy",
+    "policy_entries",
+    "register",
+    "register_lazy",
+]

@@ -1,0 +1,93 @@
+"""The one interface every scheduler implements, and the registry of schedulers.
+
+Every policy — heuristic, Harmony, MLFS, our MARL agents — takes the same input (the
+job to place and a read-only :class:`~marl_sched.simulator.ClusterView`) and returns
+the same kind of decision (a :class:`~marl_sched.jobs.Placement`, or ``None`` to
+leave the job queued). Policies are found by name in one registry; learned ones are
+registered by import path so that listing them imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from marl_sched.errors import InputError
+from marl_sched.jobs import Job, Placement
+from marl_sched.simulator import ClusterView
+from marl_sched.topology import Topology
+
+
+class Policy(ABC):
+    """A placement policy.
+
+    Subclasses set ``name`` and ``description`` and implement :meth:`place`.
+    :meth:`reset` is called once before a run with the topology and a seed; a policy
+    keeps its randomness in its own generator.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+
+    def reset(self, topology: Topology, seed: int = 0) -> None:
+        """Prepare for a run on ``topology``."""
+        self.topology = topology
+        self.seed = seed
+
+    @abstractmethod
+    def place(self, job: Job, view: ClusterView) -> Placement | None:
+        """Where to run every task of ``job``, or ``None`` to leave it queued."""
+
+
+@dataclass(frozen=True)
+class PolicyEntry:
+    name: str
+    description: str
+    kind: str  # "heuristic" or "learned"
+    target: str | type[Policy]  # a class, or "module:Class" imported on first use
+
+
+_REGISTRY: dict[str, PolicyEntry] = {}
+
+
+def register(cls: type[Policy]) -> type[Policy]:
+    """Class decorator: add a heuristic policy to the registry under ``cls.name``."""
+    _REGISTRY[cls.name] = PolicyEntry(cls.name, cls.description, "heuristic", cls)
+    return cls
+
+
+def register_lazy(name: str, description: str, target: str) -> None:
+    """Register a learned policy by import path (``"agents.policy:MarlPolicy"``)."""
+    _REGISTRY[name] = PolicyEntry(name, description, "learned", target)
+
+
+def policy_entries() -> dict[str, PolicyEntry]:
+    """All registered policies, by name, heuristics first."""
+    import marl_sched.policies.heuristics  # noqa: F401  (registers the heuristics)
+
+    return dict(sorted(_REGISTRY.items(), key=lambda kv: (kv[1].kind != "heuristic", kv[0])))
+
+
+def get_policy_class(name: str) -> type[Policy]:
+    entries = policy_entries()
+    if name not in entries:
+        raise InputError(f"--policy: unknown policy {name!r} (known: {', '.join(entries)})")
+    target = entries[name].target
+    if isinstance(target, str):
+        module, _, attr = target.partition(":")
+        try:
+            target = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise InputError(f"--policy: {name}: not available: {exc}") from None
+    return target
+
+
+def make_policy(name: str, **kwargs: Any) -> Policy:
+    """Instantiate a registered policy by name."""
+    return get_policy_class(name)(**kwargs)
+
+
+PlaceFn = Callable[[Job, ClusterView], Placement | None]

@@ -1,0 +1,362 @@
+"""Heuristic placement policies.
+
+=======================  ===================================================================
+name                     rule
+=======================  ===================================================================
+``random``               workers on uniformly random free GPUs; PS on random servers
+``first-fit``            lowest-numbered server that holds the whole job, else fill GPU
+                         groups in index order (consolidates)
+``load-balance``         each worker on the server with the most free GPUs (spreads)
+``tetris``               servers by alignment of their free (GPU, CPU, memory) vector with
+                         the job's demand vector, packing the best-aligned first
+``locality``             an anchor server with the most free GPUs holds the PS; workers on
+                         the free GPUs closest to it (socket, server, rack, subcluster)
+``congestion-aware``     the rack (else subcluster) whose uplink and NICs carry the fewest
+                         jobs, packing inside it on the least-loaded NICs
+``interference-aware``   each worker on the GPU group where the interference it suffers
+                         and causes is predicted lowest, with a locality penalty
+=======================  ===================================================================
+
+All of them place parameter servers on the servers holding most of the job's
+workers (CPU and memory permitting), then on the nearest server with room. Each
+respects GPU, CPU and memory capacity; when a job cannot be placed whole, it returns
+``None`` and the job stays queued.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from marl_sched.catalogue import CATALOGUE
+from marl_sched.jobs import Job, Placement
+from marl_sched.policies.base import Policy, register
+from marl_sched.simulator import ClusterView
+from marl_sched.topology import Topology
+
+
+class _Draft:
+    """A tentative placement with its own copy of free capacity."""
+
+    def __init__(self, job: Job, view: ClusterView) -> None:
+        self.job = job
+        self.topo = view.topology
+        spec = CATALOGUE[job.model]
+        self.cpu_w, self.cpu_p, self.mem = spec.cpu_worker, spec.cpu_ps, spec.mem_gb
+        self.group_free = np.array(view.group_free)
+        self.cpu = np.array(view.server_cpu_free)
+        self.memf = np.array(view.server_mem_free)
+        self.workers: list[int] = []
+        self.ps: list[int] = []
+
+    @property
+    def missing(self) -> int:
+        return self.job.num_workers - len(self.workers)
+
+    def worker_room(self, g: int) -> int:
+        """Workers group ``g`` can still take (GPU, CPU and memory of its server)."""
+        s = self.topo.group_server[g]
+        by_cpu = int((self.cpu[s] + 1e-9) // self.cpu_w) if self.cpu_w > 0 else 1 << 30
+        by_mem = int((self.memf[s] + 1e-9) // self.mem) if self.mem > 0 else 1 << 30
+        return max(min(int(self.group_free[g]), by_cpu, by_mem), 0)
+
+    def add_workers(self, g: int, k: int) -> None:
+        s = self.topo.group_server[g]
+        self.group_free[g] -= k
+        self.cpu[s] -= k * self.cpu_w
+        self.memf[s] -= k * self.mem
+        self.workers.extend([int(g)] * k)
+
+    def fill(self, order, spread: bool = False) -> None:
+        """Take workers from groups in ``order`` (all a group can give, or one each)."""
+        for g in order:
+            if self.missing == 0:
+                return
+            k = min(self.worker_room(int(g)), self.missing)
+            if spread:
+                k = min(k, 1)
+            if k > 0:
+                self.add_workers(int(g), k)
+
+    def ps_fits(self, s: int) -> bool:
+        return self.cpu[s] + 1e-9 >= self.cpu_p and self.memf[s] + 1e-9 >= self.mem
+
+    def place_ps(self) -> None:
+        """PS on servers holding most workers, round-robin; else nearest with room."""
+        topo = self.topo
+        if self.job.num_ps == 0:
+            return
+        wg = np.asarray(self.workers, dtype=np.int64)
+        servers, counts = np.unique(topo.group_server[wg], return_counts=True)
+        order = servers[np.argsort(-counts, kind="stable")]
+        group_of = {int(s): int(g) for g, s in zip(wg[::-1], topo.group_server[wg[::-1]])}
+        anchor_rack = topo.server_rack[order[0]]
+        anchor_sc = topo.server_subcluster[order[0]]
+        fallback = None
+        i = 0
+        while len(self.ps) < self.job.num_ps:
+            candidates = [int(s) for s in order if self.ps_fits(int(s))]
+            if candidates:
+                s = candidates[i % len(candidates)]
+                i += 1
+                g = group_of[s]
+            else:
+                if fallback is None:
+                    dist = (topo.server_rack != anchor_rack).astype(np.int64) + (
+                        topo.server_subcluster != anchor_sc
+                    )
+                    fallback = np.argsort(dist, kind="stable")
+                s = next((int(x) for x in fallback if self.ps_fits(int(x))), None)
+                if s is None:
+                    return
+                g = int(topo.server_groups_start[s])
+            self.cpu[s] -= self.cpu_p
+            self.memf[s] -= self.mem
+            self.ps.append(g)
+
+    def result(self) -> Placement | None:
+        if self.missing > 0:
+            return None
+        self.place_ps()
+        if len(self.ps) < self.job.num_ps:
+            return None
+        return Placement(tuple(self.workers), tuple(self.ps))
+
+
+def _server_free(view: ClusterView) -> np.ndarray:
+    t = view.topology
+    return np.bincount(t.group_server, weights=view.group_free, minlength=t.n_servers)
+
+
+def _groups_by_server_order(topo: Topology, server_order: np.ndarray) -> np.ndarray:
+    """GPU groups, server by server in ``server_order``, groups in id order."""
+    starts = topo.server_groups_start[server_order]
+    counts = topo.server_n_groups[server_order]
+    return np.concatenate([np.arange(s, s + c) for s, c in zip(starts, counts)])
+
+
+@register
+class RandomPolicy(Policy):
+    name = "random"
+    description = "workers on uniformly random free GPUs, PS on random servers with room"
+
+    def reset(self, topology: Topology, seed: int = 0) -> None:
+        super().reset(topology, seed)
+        self.rng = np.random.default_rng(seed)
+
+    def place(self, job: Job, view: ClusterView) -> Placement | None:
+        if not hasattr(self, "rng"):
+            self.reset(view.topology)
+        d = _Draft(job, view)
+        slots = np.repeat(np.arange(view.topology.n_groups), view.group_free)
+        order = self.rng.permutation(slots)
+        d.fill(order, spread=True)
+        if d.missing:
+            return None
+        if job.num_ps:
+            # random servers for the PS: shuffle worker order so place_ps starts anywhere
+            servers = self.rng.permutation(view.topology.n_servers)
+            for s in servers:
+                if len(d.ps) == job.num_ps:
+                    break
+                if d.ps_fits(int(s)):
+                    d.cpu[s] -= d.cpu_p
+                    d.memf[s] -= d.mem
+                    d.ps.append(int(view.topology.server_groups_start[s]))
+            if len(d.ps) < job.num_ps:
+                return None
+        return Placement(tuple(d.workers), tuple(d.ps))
+
+
+@register
+class FirstFitPolicy(Policy):
+    name = "first-fit"
+    description = "first server that holds the whole job, else GPU groups in index order"
+
+    def place(self, job: Job, view: ClusterView) -> Placement | None:
+        topo = view.topology
+        d = _Draft(job, view)
+        free = _server_free(view)
+        whole = np.flatnonzero(free >= job.num_workers)
+        if len(whole):
+            d.fill(_groups_by_server_order(topo, whole[:1]))
+        d.fill(np.flatnonzero(d.group_free > 0))
+        return d.result()
+
+
+@register
+class LoadBalancePolicy(Policy):
+    name = "load-balance"
+    description = "each worker on the server with the most free GPUs (spreads load)"
+
+    def place(self, job: Job, view: ClusterView) -> Placement | None:
+        topo = view.topology
+        d = _Draft(job, view)
+        free = _server_free(view).astype(np.float64)
+        frac = free / np.maximum(topo.server_gpus, 1)
+        for _ in range(job.num_workers):
+            s = int(np.argmax(frac))
+            if frac[s] <= 0:
+                return None
+            a, n = topo.server_groups_start[s], topo.server_n_groups[s]
+            groups = np.arange(a, a + n)
+            room = d.group_free[groups]
+            g = int(groups[np.argmax(room)])
+            if d.worker_room(g) == 0:
+                frac[s] = 0.0  # CPU or memory full: stop offering this server
+                continue
+            d.add_workers(g, 1)
+            free[s] -= 1
+            frac[s] = free[s] / topo.server_gpus[s]
+        return d.result()
+
+
+@register
+class TetrisPolicy(Policy):
+    name = "tetris"
+    description = "servers by alignment of free (GPU, CPU, memory) with the job's demand"
+
+    def place(self, job: Job, view: ClusterView) -> Placement | None:
+        topo = view.topology
+        d = _Draft(job, view)
+        free = _server_free(view)
+        cap = np.stack([topo.server_gpus, topo.server_cpu, topo.server_memory_gb], axis=1)
+        have = np.stack([free, view.server_cpu_free, view.server_mem_free], axis=1) / cap
+        demand = np.array([1.0, d.cpu_w, d.mem]) * job.num_workers / cap.max(axis=0)
+        score = have @ demand
+        score[free <= 0] = -np.inf
+        order = np.argsort(-score, kind="stable")
+        order = order[np.isfinite(score[order])]
+        d.fill(_groups_by_server_order(topo, order) if len(order) else [])
+        return d.result()
+
+
+def _distance_order(topo: Topology, anchor: int, group_free: np.ndarray) -> np.ndarray:
+    """Groups with free GPUs by hierarchy distance from server ``anchor``."""
+    groups = np.flatnonzero(group_free > 0)
+    srv = topo.group_server[groups]
+    dist = (
+        (srv != anchor).astype(np.int64)
+        + (topo.server_rack[srv] != topo.server_rack[anchor])
+        + (topo.server_subcluster[srv] != topo.server_subcluster[anchor])
+    )
+    order = np.lexsort((groups, -group_free[groups], dist))
+    return groups[order]
+
+
+@register
+class LocalityPolicy(Policy):
+    name = "locality"
+    description = "PS on an anchor server, workers on the free GPUs closest to it"
+
+    def place(self, job: Job, view: ClusterView) -> Placement | None:
+        topo = view.topology
+        d = _Draft(job, view)
+        free = _server_free(view)
+        anchor = int(np.argmax(free))
+        if free[anchor] <= 0:
+            return None
+        d.fill(_distance_order(topo, anchor, d.group_free))
+        return d.result()
+
+
+@register
+class CongestionAwarePolicy(Policy):
+    name = "congestion-aware"
+    description = "the rack whose uplink and NICs carry the fewest jobs, packed on quiet NICs"
+
+    def place(self, job: Job, view: ClusterView) -> Placement | None:
+        topo = view.topology
+        d = _Draft(job, view)
+        free = _server_free(view)
+        off = topo.link_offset
+        nic_load = view.link_jobs[off[2] : off[3]].astype(np.float64)
+        rack_load = view.link_jobs[off[3] : off[4]].astype(np.float64)
+        sc_load = view.link_jobs[off[4] :].astype(np.float64)
+        rack_free = np.bincount(topo.server_rack, weights=free, minlength=topo.n_racks)
+        rack_nic = np.bincount(topo.server_rack, weights=nic_load, minlength=topo.n_racks)
+        rack_key = rack_load + rack_nic / np.bincount(topo.server_rack) + sc_load[
+            topo.rack_subcluster
+        ] * 0.1
+        fits = rack_free >= job.num_workers
+        if fits.any():
+            racks = np.flatnonzero(fits)
+            racks = racks[np.lexsort((racks, rack_key[racks]))]
+        else:
+            racks = np.lexsort((np.arange(topo.n_racks), rack_key, -rack_free))
+        rank = np.empty(topo.n_racks, dtype=np.int64)
+        rank[racks] = np.arange(len(racks))
+        rank_all = np.full(topo.n_racks, len(racks), dtype=np.int64)
+        rank_all[racks] = rank[racks]
+        servers = np.flatnonzero(free > 0)
+        order = np.lexsort((servers, -free[servers], nic_load[servers], rank_all[topo.server_rack[servers]]))
+        d.fill(_groups_by_server_order(topo, servers[order]) if len(servers) else [])
+        return d.result()
+
+
+@register
+class InterferenceAwarePolicy(Policy):
+    """Greedy: each worker on the group with the lowest predicted interference cost.
+
+    The cost of a group ``g`` for a job with sensitivity ``s`` and pressure ``p``:
+
+    ``Σ_L λ_L (s·M^L)·P^L(g)  +  Σ_L λ_L (p·M^L)·S^L(g)  +  locality penalty``
+
+    — what the job would suffer from the residents, what the residents would suffer
+    from it (``S^L`` is approximated by the residents' pressure, a proxy for their
+    activity), and a penalty per hierarchy level between the group and the job's
+    first worker, scaled by the job's communication-to-compute ratio. The level
+    couplings and profiles come from the interference model the policy is given
+    (the calibrated coefficients by default; the learned model of
+    ``checkpoints/interference`` once fitted).
+    """
+
+    name = "interference-aware"
+    description = "each worker where predicted interference (suffered + caused) is lowest"
+
+    def place(self, job: Job, view: ClusterView) -> Placement | None:
+        topo = view.topology
+        perf = view.perf
+        spec = CATALOGUE[job.model]
+        d = _Draft(job, view)
+        weights = perf.level_weights  # (3, R) = λ_L · M^L
+        suffer = weights * spec.sensitivity  # (3, R)
+        cause = weights * spec.pressure
+        group_cost = view.group_pressure @ (suffer[0] + cause[0])
+        socket_cost = view.socket_pressure @ (suffer[1] + cause[1])
+        server_cost = view.server_pressure @ (suffer[2] + cause[2])
+        base = group_cost + socket_cost[topo.group_socket] + server_cost[topo.group_server]
+        # adding our own worker raises the pressure our later workers see
+        own_g = float(spec.pressure @ (suffer[0] + cause[0]))
+        own_s = float(spec.pressure @ (suffer[1] + cause[1]))
+        own_v = float(spec.pressure @ (suffer[2] + cause[2]))
+        comm_ratio = 2.0 * spec.model_bytes / max(spec.compute_s, 1e-6) / 1e10
+        level_penalty = min(comm_ratio, 1.0) * 0.1
+        cost = base.copy()
+        first = None
+        for _ in range(job.num_workers):
+            cand = np.flatnonzero(d.group_free > 0)
+            if len(cand) == 0:
+                return None
+            c = cost[cand]
+            if first is not None:
+                srv = topo.group_server[cand]
+                c = c + level_penalty * (
+                    (srv != topo.group_server[first]).astype(np.float64)
+                    + (topo.server_rack[srv] != topo.group_rack[first])
+                    + (topo.server_subcluster[srv] != topo.group_subcluster[first])
+                )
+            for g in cand[np.argsort(c, kind="stable")]:
+                if d.worker_room(int(g)) > 0:
+                    break
+            else:
+                return None
+            g = int(g)
+            d.add_workers(g, 1)
+            first = g if first is None else first
+            s = topo.group_server[g]
+            cost[g] += own_g
+            a, n = topo.server_groups_start[s], topo.server_n_groups[s]
+            seg = cost[a : a + n]
+            seg[topo.group_socket[a : a + n] == topo.group_socket[g]] += own_s
+            seg += own_v
+        return d.result()

@@ -1,0 +1,475 @@
+"""The discrete-event cluster simulator.
+
+The event core is SimPy-small: a heap of ``(time, priority, seq, kind, payload)``
+with a counter for deterministic ties, and one handler per event kind
+(``ARRIVAL``, ``COMPLETION``). Completions at a given time are handled before
+arrivals, so freed GPUs are visible to the jobs arriving then.
+
+Scheduling is driven from outside, one decision at a time, so the same engine
+serves ``marl-sched simulate`` (a :class:`~marl_sched.policies.Policy` places whole
+jobs) and the multi-agent environment (agents place task by task)::
+
+    sim = Simulator(topology, jobs)
+    while (job := sim.next_decision()) is not None:
+        sim.apply(policy.place(job, sim.view()))   # None = leave it queued
+    result = sim.result()
+
+``next_decision`` advances simulated time until some queued job could fit (enough
+free GPUs) and returns it; the queue is scanned in the configured ordering, and with
+``backfill`` a job that cannot be placed does not block those behind it.
+
+Progress is integrated exactly: a running job's iteration time changes only at
+events, so remaining iterations fall linearly in between. Whenever a job starts or
+ends, the jobs whose neighbourhood changed (sharing a server or a link with it) are
+brought up to date and get a new iteration time and completion event; stale
+completion events are skipped by a version number.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time as _time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from marl_sched.catalogue import CATALOGUE, N_RESOURCES
+from marl_sched.jobs import Job, Placement
+from marl_sched.perf import PS_PRESSURE_MASK, JobLayout, PerformanceModel
+from marl_sched.topology import Topology
+
+ARRIVAL, COMPLETION = "arrival", "completion"
+_PRIORITY = {COMPLETION: 0, ARRIVAL: 1}
+
+ORDERINGS: dict[str, Callable[[Job], tuple]] = {
+    "fifo": lambda j: (j.submit_time, j.job_id),
+    "smallest-first": lambda j: (j.num_workers, j.submit_time, j.job_id),
+    "shortest-first": lambda j: (j.duration, j.submit_time, j.job_id),
+}
+
+
+class PlacementError(ValueError):
+    """A policy returned a placement that breaks capacity or the job's shape."""
+
+
+@dataclass
+class RunningJob:
+    """Live state of a placed job (internal to the simulator)."""
+
+    job: Job
+    placement: Placement
+    layout: JobLayout
+    start_time: float
+    remaining: float  # iterations
+    iter_time: float = math.inf
+    last_update: float = 0.0
+    version: int = 0
+    isolated_iter_time: float = 0.0
+
+
+@dataclass
+class JobRecord:
+    """The outcome of one job."""
+
+    job: Job
+    start_time: float
+    finish_time: float
+    isolated_runtime: float
+    n_servers: int
+    n_racks: int
+    n_subclusters: int
+
+    @property
+    def jct(self) -> float:
+        return self.finish_time - self.job.submit_time
+
+    @property
+    def queue_time(self) -> float:
+        return self.start_time - self.job.submit_time
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """A read-only snapshot view of the cluster for policies.
+
+    Arrays are views with the write flag off; they reflect the simulator at the
+    moment :meth:`Simulator.view` was called and must not be kept across decisions.
+
+    Attributes:
+        now: simulated time (s).
+        group_free: free GPUs per GPU group.
+        server_cpu_free, server_mem_free: free CPU cores / memory (GB) per server.
+        group_pressure, socket_pressure, server_pressure: summed pressure vectors of
+            resident tasks, (n, 5) in resource order cpu, pcie, membw, disk, net.
+        link_jobs: jobs whose traffic crosses each link.
+        free_gpus: total free GPUs.
+    """
+
+    topology: Topology
+    perf: PerformanceModel
+    now: float
+    group_free: np.ndarray
+    server_cpu_free: np.ndarray
+    server_mem_free: np.ndarray
+    group_pressure: np.ndarray
+    socket_pressure: np.ndarray
+    server_pressure: np.ndarray
+    link_jobs: np.ndarray
+    free_gpus: int
+    queue_length: int
+
+
+def _ro(a: np.ndarray) -> np.ndarray:
+    v = a.view()
+    v.setflags(write=False)
+    return v
+
+
+@dataclass
+class SimStats:
+    events: int = 0
+    recomputes: int = 0
+    decisions: int = 0
+    placed: int = 0
+    busy_gpu_seconds: float = 0.0
+    decision_s: list[float] = field(default_factory=list)
+
+
+class Simulator:
+    """Trace-driven simulation of one cluster under externally made decisions.
+
+    Args:
+        topology: the datacenter.
+        jobs: jobs sorted by submit time with dense ``job_id`` 0..n-1.
+        perf: performance model (default: calibrated model on ``topology``).
+        ordering: queue ordering, a key of :data:`ORDERINGS`.
+        backfill: skip over queued jobs that cannot be placed now.
+    """
+
+    def __init__(
+        self,
+        topology: Topology,
+        jobs: Sequence[Job],
+        *,
+        perf: PerformanceModel | None = None,
+        ordering: str = "fifo",
+        backfill: bool = True,
+    ) -> None:
+        self.topology = topology
+        self.perf = perf or PerformanceModel(topology)
+        self.jobs = list(jobs)
+        if ordering not in ORDERINGS:
+            raise ValueError(f"unknown ordering {ordering!r} (known: {', '.join(ORDERINGS)})")
+        self._order_key = ORDERINGS[ordering]
+        self.backfill = backfill
+        t = topology
+        self.now = 0.0
+        self.group_free = t.group_capacity.astype(np.int64).copy()
+        self.server_cpu_free = t.server_cpu.copy()
+        self.server_mem_free = t.server_memory_gb.copy()
+        self.group_pressure = np.zeros((t.n_groups, N_RESOURCES))
+        self.socket_pressure = np.zeros((t.n_sockets, N_RESOURCES))
+        self.server_pressure = np.zeros((t.n_servers, N_RESOURCES))
+        self.link_jobs = np.zeros(t.n_links, dtype=np.int64)
+        self.free_gpus = int(t.n_gpus)
+        self._server_jobs: list[set[int]] = [set() for _ in range(t.n_servers)]
+        self._link_members: dict[int, set[int]] = {}
+        self.running: dict[int, RunningJob] = {}
+        self.queue: list[Job] = []
+        self.records: dict[int, JobRecord] = {}
+        self.unplaceable: list[Job] = []
+        self.stats = SimStats()
+        self._events: list[tuple] = []
+        self._seq = 0
+        self._scan: list[Job] | None = None
+        self._scan_pos = 0
+        self._pending: Job | None = None
+        self._last_busy_t = 0.0
+        self._handlers = {ARRIVAL: self._on_arrival, COMPLETION: self._on_completion}
+        for job in self.jobs:
+            self._push(job.submit_time, ARRIVAL, job)
+
+    # ------------------------------------------------------------------ event core
+
+    def _push(self, when: float, kind: str, payload) -> None:
+        heapq.heappush(self._events, (when, _PRIORITY[kind], self._seq, kind, payload))
+        self._seq += 1
+
+    def _advance_clock(self, when: float) -> None:
+        if when < self.now:
+            raise AssertionError(f"time ran backwards: {when} < {self.now}")
+        busy = self.topology.n_gpus - self.free_gpus
+        self.stats.busy_gpu_seconds += busy * (when - self._last_busy_t)
+        self._last_busy_t = when
+        self.now = when
+
+    def step(self) -> bool:
+        """Handle every event at the next event time; False when none is left."""
+        if not self._events:
+            return False
+        when = self._events[0][0]
+        self._advance_clock(when)
+        while self._events and self._events[0][0] == when:
+            _, _, _, kind, payload = heapq.heappop(self._events)
+            self.stats.events += 1
+            self._handlers[kind](payload)
+        return True
+
+    def _on_arrival(self, job: Job) -> None:
+        key = self._order_key(job)
+        q = self.queue
+        # insert keeping order; arrivals come mostly in order, so search from the end
+        i = len(q)
+        while i > 0 and self._order_key(q[i - 1]) > key:
+            i -= 1
+        q.insert(i, job)
+
+    def _on_completion(self, payload: tuple[int, int]) -> None:
+        job_id, version = payload
+        run = self.running.get(job_id)
+        if run is None or run.version != version:
+            return  # stale event
+        self._remove(run)
+
+    # ------------------------------------------------------------------ decisions
+
+    def next_decision(self) -> Job | None:
+        """Advance until a queued job could be placed; None when the run is over."""
+        if self._pending is not None:
+            raise RuntimeError("apply() a decision for the pending job first")
+        while True:
+            if self._scan is not None:
+                while self._scan_pos < len(self._scan) and self.free_gpus > 0:
+                    job = self._scan[self._scan_pos]
+                    self._scan_pos += 1
+                    if job.num_workers <= self.free_gpus:
+                        self._pending = job
+                        return job
+                    if not self.backfill:
+                        break
+                self._scan = None
+            if not self.step():
+                self._finish_unplaceable()
+                return None
+            self._scan = list(self.queue)
+            self._scan_pos = 0
+
+    def apply(self, placement: Placement | None, decision_s: float | None = None) -> bool:
+        """Place the pending job (or leave it queued with ``None``); True if placed."""
+        job = self._pending
+        if job is None:
+            raise RuntimeError("no pending decision: call next_decision() first")
+        self._pending = None
+        self.stats.decisions += 1
+        if decision_s is not None:
+            self.stats.decision_s.append(decision_s)
+        if placement is None:
+            if not self.backfill:
+                self._scan = None  # the head waits; nothing behind it may pass
+            return False
+        self._check(job, placement)
+        self.queue.remove(job)
+        self._start(job, placement)
+        return True
+
+    def view(self) -> ClusterView:
+        """Read-only view of the current state for a policy."""
+        return ClusterView(
+            topology=self.topology,
+            perf=self.perf,
+            now=self.now,
+            group_free=_ro(self.group_free),
+            server_cpu_free=_ro(self.server_cpu_free),
+            server_mem_free=_ro(self.server_mem_free),
+            group_pressure=_ro(self.group_pressure),
+            socket_pressure=_ro(self.socket_pressure),
+            server_pressure=_ro(self.server_pressure),
+            link_jobs=_ro(self.link_jobs),
+            free_gpus=self.free_gpus,
+            queue_length=len(self.queue),
+        )
+
+    @property
+    def pending(self) -> Job | None:
+        return self._pending
+
+    # ------------------------------------------------------------------ placement
+
+    def _check(self, job: Job, placement: Placement) -> None:
+        t = self.topology
+        wg, pg = placement.worker_groups, placement.ps_groups
+        if len(wg) != job.num_workers or len(pg) != job.num_ps:
+            raise PlacementError(
+                f"job {job.name}: placement has {len(wg)} workers / {len(pg)} PS, "
+                f"job needs {job.num_workers} / {job.num_ps}"
+            )
+        groups = np.asarray(wg + pg, dtype=np.int64)
+        if groups.size and (groups.min() < 0 or groups.max() >= t.n_groups):
+            raise PlacementError(f"job {job.name}: GPU group id out of range")
+        need = np.bincount(np.asarray(wg, dtype=np.int64), minlength=t.n_groups)
+        if np.any(need > self.group_free):
+            g = int(np.argmax(need > self.group_free))
+            raise PlacementError(
+                f"job {job.name}: group {g} has {self.group_free[g]} free GPUs, needs {need[g]}"
+            )
+        cpu, mem = self.task_demands(job)
+        srv = t.group_server[groups]
+        weights_cpu = np.concatenate([np.full(len(wg), cpu[0]), np.full(len(pg), cpu[1])])
+        need_cpu = np.bincount(srv, weights=weights_cpu, minlength=t.n_servers)
+        need_mem = np.bincount(srv, weights=np.full(len(srv), mem), minlength=t.n_servers)
+        if np.any(need_cpu > self.server_cpu_free + 1e-9) or np.any(
+            need_mem > self.server_mem_free + 1e-9
+        ):
+            raise PlacementError(f"job {job.name}: not enough CPU or memory on a server")
+
+    @staticmethod
+    def task_demands(job: Job) -> tuple[tuple[float, float], float]:
+        """((cpu per worker, cpu per PS), memory GB per task)."""
+        spec = CATALOGUE[job.model]
+        return (spec.cpu_worker, spec.cpu_ps), spec.mem_gb
+
+    def _start(self, job: Job, placement: Placement) -> None:
+        t = self.topology
+        spec = CATALOGUE[job.model]
+        layout = self.perf.layout(spec, placement.worker_groups, placement.ps_groups)
+        wg = np.asarray(placement.worker_groups, dtype=np.int64)
+        pg = np.asarray(placement.ps_groups, dtype=np.int64)
+        np.subtract.at(self.group_free, wg, 1)
+        self.free_gpus -= len(wg)
+        (cpu_w, cpu_p), mem = self.task_demands(job)
+        np.subtract.at(self.server_cpu_free, t.group_server[wg], cpu_w)
+        np.subtract.at(self.server_cpu_free, t.group_server[pg], cpu_p)
+        np.subtract.at(self.server_mem_free, t.group_server[np.concatenate([wg, pg])], mem)
+        self._add_pressure(layout, +1.0)
+        affected: set[int] = set()
+        for s in layout.servers:
+            members = self._server_jobs[int(s)]
+            affected |= members
+            members.add(job.job_id)
+        for link in layout.links:
+            self.link_jobs[link] += 1
+            members = self._link_members.setdefault(link, set())
+            affected |= members
+            members.add(job.job_id)
+        iso = self.perf.isolated_iteration_time(job.model, job.num_workers, job.num_ps)
+        run = RunningJob(
+            job=job,
+            placement=placement,
+            layout=layout,
+            start_time=self.now,
+            remaining=job.iterations,
+            last_update=self.now,
+            isolated_iter_time=iso,
+        )
+        self.running[job.job_id] = run
+        self.stats.placed += 1
+        affected.add(job.job_id)
+        self._refresh(affected)
+
+    def _remove(self, run: RunningJob) -> None:
+        t = self.topology
+        job, layout = run.job, run.layout
+        wg = np.asarray(run.placement.worker_groups, dtype=np.int64)
+        pg = np.asarray(run.placement.ps_groups, dtype=np.int64)
+        np.add.at(self.group_free, wg, 1)
+        self.free_gpus += len(wg)
+        (cpu_w, cpu_p), mem = self.task_demands(job)
+        np.add.at(self.server_cpu_free, t.group_server[wg], cpu_w)
+        np.add.at(self.server_cpu_free, t.group_server[pg], cpu_p)
+        np.add.at(self.server_mem_free, t.group_server[np.concatenate([wg, pg])], mem)
+        self._add_pressure(layout, -1.0)
+        del self.running[job.job_id]
+        affected: set[int] = set()
+        for s in layout.servers:
+            members = self._server_jobs[int(s)]
+            members.discard(job.job_id)
+            affected |= members
+        for link in layout.links:
+            self.link_jobs[link] -= 1
+            members = self._link_members[link]
+            members.discard(job.job_id)
+            affected |= members
+            if not members:
+                del self._link_members[link]
+        srv = layout.servers
+        racks = np.unique(t.server_rack[srv])
+        self.records[job.job_id] = JobRecord(
+            job=job,
+            start_time=run.start_time,
+            finish_time=self.now,
+            isolated_runtime=run.isolated_iter_time * job.iterations,
+            n_servers=len(np.unique(t.group_server[np.asarray(run.placement.worker_groups)])),
+            n_racks=len(racks),
+            n_subclusters=len(np.unique(t.rack_subcluster[racks])),
+        )
+        self._refresh(affected)
+
+    def _add_pressure(self, layout: JobLayout, sign: float) -> None:
+        self.group_pressure[layout.groups] += sign * layout.group_press
+        self.socket_pressure[layout.sockets] += sign * layout.socket_press
+        self.server_pressure[layout.servers] += sign * layout.server_press
+        if sign < 0:  # clean float dust so an empty cluster is exactly empty
+            for arr, idx in (
+                (self.group_pressure, layout.groups),
+                (self.socket_pressure, layout.sockets),
+                (self.server_pressure, layout.servers),
+            ):
+                rows = arr[idx]
+                rows[np.abs(rows) < 1e-9] = 0.0
+                arr[idx] = rows
+
+    def _refresh(self, job_ids: set[int]) -> None:
+        """Bring affected jobs to ``now`` and give them a new speed and completion."""
+        now = self.now
+        perf = self.perf
+        for jid in sorted(job_ids):
+            run = self.running.get(jid)
+            if run is None:
+                continue
+            if run.iter_time < math.inf:
+                run.remaining = max(run.remaining - (now - run.last_update) / run.iter_time, 0.0)
+            run.last_update = now
+            run.iter_time = perf.iteration_time(
+                CATALOGUE[run.job.model],
+                run.layout,
+                run.job.num_ps,
+                self.link_jobs,
+                self.group_pressure,
+                self.socket_pressure,
+                self.server_pressure,
+            )
+            run.version += 1
+            self.stats.recomputes += 1
+            self._push(now + run.remaining * run.iter_time, COMPLETION, (jid, run.version))
+
+    def _finish_unplaceable(self) -> None:
+        """Jobs still queued when no event is left can never be placed."""
+        self.unplaceable = list(self.queue)
+
+    # ------------------------------------------------------------------ results
+
+    def result(self) -> list[JobRecord]:
+        """Records of completed jobs, in job-id order."""
+        return [self.records[k] for k in sorted(self.records)]
+
+
+def run_policy(
+    sim: Simulator,
+    place: Callable[[Job, ClusterView], Placement | None],
+    progress: Callable[[int], None] | None = None,
+) -> list[JobRecord]:
+    """Drive ``sim`` to the end with a whole-job placement function, timing decisions."""
+    clock = _time.perf_counter
+    done = 0
+    while (job := sim.next_decision()) is not None:
+        t0 = clock()
+        placement = place(job, sim.view())
+        sim.apply(placement, clock() - t0)
+        if progress is not None and len(sim.records) != done:
+            done = len(sim.records)
+            progress(done)
+    if progress is not None:
+        progress(len(sim.records))
+    return sim.result()
