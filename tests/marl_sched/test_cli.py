@@ -1,0 +1,94 @@
+"""The command line: outputs, exit status 2 with one line on bad input, nothing partial."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from marl_sched.cli import main
+from marl_sched.config import REPO_ROOT
+from marl_sched.metrics import JOB_COLUMNS, METRIC_KEYS
+
+DEFAULT = str(REPO_ROOT / "configs/default.yaml")
+
+
+def _err_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "Traceback" not in err[0]
+    return err[0]
+
+
+def test_simulate_writes_metrics_and_jobs(tmp_path, capsys):
+    out = tmp_path / "run"
+    rc = main(["simulate", "--config", DEFAULT, "--max-jobs", "60", "--out", str(out), "--quiet"])
+    assert rc == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(METRIC_KEYS) <= set(metrics)
+    assert metrics["jobs_total"] == metrics["jobs_completed"] == 60
+    assert metrics["avg_jct_s"] >= metrics["p50_jct_s"] * 0 and metrics["avg_slowdown"] >= 1.0
+    lines = (out / "jobs.csv").read_text().splitlines()
+    assert lines[0].split(",") == list(JOB_COLUMNS) and len(lines) == 61
+    assert "avg JCT" in capsys.readouterr().out
+
+
+def test_bad_trace_row_exit_2_names_line_and_writes_nothing(tmp_path, capsys):
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submit_time,num_gpus,duration\na,0,1,100\nb,5,1,-7\n")
+    out = tmp_path / "run"
+    rc = main(["simulate", "--config", DEFAULT, "--trace", str(trace), "--out", str(out)])
+    assert rc == 2
+    assert _err_line(capsys).endswith(f"{trace}:3: duration: must be > 0, got -7")
+    assert not (out / "metrics.json").exists() and not (out / "jobs.csv").exists()
+
+
+def test_unknown_model_in_trace(tmp_path, capsys):
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submit_time,num_gpus,duration,model\na,0,1,100,alexnet9000\n")
+    rc = main(["simulate", "--config", DEFAULT, "--trace", str(trace), "--out", str(tmp_path / "o")])
+    assert rc == 2
+    assert f"{trace}:2: model: unknown model 'alexnet9000'" in _err_line(capsys)
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["simulate", "--config", DEFAULT, "--policy", "nope", "--out", "X"], "unknown policy 'nope'"),
+        (["simulate", "--config", DEFAULT, "--load", "0", "--out", "X"], "must be > 0, got 0"),
+        (["simulate", "--config", "missing.yaml", "--out", "X"], "missing.yaml: cannot read config"),
+        (["simulate", "--config", DEFAULT], "the following arguments are required: --out"),
+        (["trace", "inspect", "nothing.csv"], "nothing.csv: cannot read trace"),
+    ],
+)
+def test_bad_arguments_exit_2(tmp_path, capsys, monkeypatch, argv, fragment):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert fragment in _err_line(capsys)
+    assert not (tmp_path / "X" / "metrics.json").exists()
+
+
+def test_bad_config_key_exit_2(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("topology:\n  subclusters: 2\n  rackz: 1\n")
+    assert main(["simulate", "--config", str(cfg), "--out", str(tmp_path / "o")]) == 2
+    assert _err_line(capsys) == (
+        "marl-sched: error: " + f"{cfg}: topology.rackz: unknown key (known: "
+        "pcie_gbps, qpi_gbps, rack_oversubscription, racks_per_subcluster, server_types, "
+        "servers_per_rack, subcluster_uplink_gbps, subclusters)"
+    )
+
+
+def test_policies_lists_every_heuristic(capsys):
+    assert main(["policies"]) == 0
+    out = capsys.readouterr().out
+    for name in ("random", "first-fit", "load-balance", "tetris", "locality",
+                 "congestion-aware", "interference-aware"):
+        assert any(line.startswith(name + " ") for line in out.splitlines()), name
+
+
+def test_trace_inspect(capsys):
+    assert main(["trace", "inspect", str(REPO_ROOT / "configs/traces/philly_sample.csv"),
+                 "--gpus", "384"]) == 0
+    out = capsys.readouterr().out
+    assert "2,500" in out and "offered load" in out

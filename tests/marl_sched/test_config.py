@@ -1,0 +1,86 @@
+"""Configs: every shipped config loads; every bad key or value is named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from marl_sched.config import REPO_ROOT, load_config
+from marl_sched.errors import InputError
+
+SHIPPED = sorted((REPO_ROOT / "configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_shipped_configs_load(path):
+    cfg = load_config(path)
+    assert cfg.topology.n_servers == sum(s.count for s in cfg.topology.server_types)
+
+
+def test_fixed_configs_exist_with_their_sizes():
+    from marl_sched.topology import Topology
+
+    names = {p.name for p in SHIPPED}
+    assert {"default.yaml", "philly.yaml", "large.yaml"} <= names
+    default = Topology(load_config(REPO_ROOT / "configs/default.yaml").topology)
+    assert default.n_subclusters == 4 and 200 <= default.n_gpus <= 999
+    philly = Topology(load_config(REPO_ROOT / "configs/philly.yaml").topology)
+    assert 500 <= philly.n_servers <= 600 and 2400 <= philly.n_gpus <= 2600
+    large = Topology(load_config(REPO_ROOT / "configs/large.yaml").topology)
+    assert (large.n_servers, large.n_gpus, large.n_subclusters) == (4000, 32000, 16)
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("topology:\n  racks: 3\n", "topology.racks: unknown key"),
+        ("topology:\n  subclusters: 0\n", "topology.subclusters: must be >= 1, got 0"),
+        ("topology:\n  subclusters: two\n", "topology.subclusters: expected an integer, got 'two'"),
+        ("workload:\n  load: -1\n", "workload.load: must be > 0, got -1"),
+        ("simulation:\n  ordering: lifo\n", "simulation.ordering: must be one of"),
+        ("bogus: {}\n", "bogus: unknown section"),
+        (
+            "topology:\n  subclusters: 1\n  racks_per_subcluster: 1\n  servers_per_rack: 2\n"
+            "  server_types:\n    - {name: a, count: 3}\n",
+            "topology.server_types: counts sum to 3 servers, but",
+        ),
+        (
+            "topology:\n  subclusters: 1\n  racks_per_subcluster: 1\n  servers_per_rack: 1\n"
+            "  server_types:\n    - {name: a, count: 1, gpu_type: h999}\n",
+            "topology.server_types[0].gpu_type: unknown GPU type 'h999'",
+        ),
+        (
+            "topology:\n  server_types:\n    - {count: 48}\n",
+            "topology.server_types[0].name: required key is missing",
+        ),
+        ("topology: [1, 2\n", "invalid YAML"),
+    ],
+)
+def test_bad_config_names_file_and_key(tmp_path, text, message):
+    p = _write(tmp_path, text)
+    with pytest.raises(InputError) as err:
+        load_config(p)
+    assert str(err.value).startswith(f"{p}:")
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(InputError, match="cannot read config"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_round_trip_to_dict(tmp_path):
+    import yaml
+
+    cfg = load_config(REPO_ROOT / "configs/default.yaml")
+    p = _write(tmp_path, yaml.safe_dump(cfg.to_dict()))
+    again = load_config(p)
+    assert again.topology == cfg.topology and again.workload == cfg.workload

@@ -1,0 +1,106 @@
+"""The performance model's structure: what makes placement matter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from marl_sched.catalogue import CATALOGUE, MODEL_NAMES
+from marl_sched.perf import PerformanceModel
+from tests.helpers import tiny_topology
+
+TOPO = tiny_topology(subclusters=2, racks=2, servers=2, sockets=2, groups_per_socket=2,
+                     gpus_per_group=2, oversubscription=4.0)
+PERF = PerformanceModel(TOPO)
+
+
+def _alone(model, workers, ps, links=None):
+    spec = CATALOGUE[model]
+    lay = PERF.layout(spec, workers, ps)
+    jobs = np.zeros(TOPO.n_links, dtype=np.int64)
+    for link in lay.links:
+        jobs[link] = 1
+    if links:
+        for link, n in links.items():
+            jobs[link] = n
+    z = np.zeros
+    pressures = z((TOPO.n_groups, 5)), z((TOPO.n_sockets, 5)), z((TOPO.n_servers, 5))
+    return PERF.iteration_time(spec, lay, len(ps), jobs, *pressures), lay
+
+
+def _with_own_pressure(model, workers, ps):
+    spec = CATALOGUE[model]
+    lay = PERF.layout(spec, workers, ps)
+    g, s, v = (np.zeros((TOPO.n_groups, 5)), np.zeros((TOPO.n_sockets, 5)),
+               np.zeros((TOPO.n_servers, 5)))
+    g[lay.groups] += lay.group_press
+    s[lay.sockets] += lay.socket_press
+    v[lay.servers] += lay.server_press
+    return spec, lay, g, s, v
+
+
+def test_single_worker_has_no_communication():
+    t, lay = _alone("resnet-50", [0], [])
+    assert lay.links == {}
+    assert t == pytest.approx(CATALOGUE["resnet-50"].compute_s / TOPO.group_speed[0])
+
+
+def test_communication_grows_with_distance():
+    """same socket < other socket < other server < other rack < other subcluster."""
+    groups_per_server = TOPO.server_n_groups[0]
+    per_rack = groups_per_server * 2
+    per_sc = per_rack * 2
+    times = [
+        _alone("vgg-16", [0, 1], [0])[0],  # PS on the workers' socket
+        _alone("vgg-16", [0, 1], [2])[0],  # PS on the other socket
+        _alone("vgg-16", [0, 1], [groups_per_server])[0],  # PS on another server
+        _alone("vgg-16", [0, 1], [per_rack])[0],  # another rack (uplink is oversubscribed)
+    ]
+    assert times == sorted(times) and len(set(times)) == len(times)
+    cross_sc = _alone("vgg-16", [0, 1], [per_sc])[0]
+    assert cross_sc >= times[-1]
+
+
+def test_link_sharing_slows_communication_fairly():
+    t1, lay = _alone("vgg-16", [0, 1], [TOPO.server_n_groups[0]])
+    comm = PERF.comm_time(lay, np.ones(TOPO.n_links, dtype=np.int64))
+    comm2 = PERF.comm_time(lay, np.full(TOPO.n_links, 2, dtype=np.int64))
+    assert comm2 == pytest.approx(2 * comm)
+
+
+def test_interference_grows_with_neighbours():
+    spec, lay, g, s, v = _with_own_pressure("resnet-50", [0], [])
+    alone = PERF.interference(spec, lay, g, s, v)
+    assert alone == 1.0
+    factors = []
+    for k in range(1, 4):  # k neighbour workers of a heavy model on the same server
+        other = CATALOGUE["vgg-16"].pressure
+        g2, s2, v2 = g.copy(), s.copy(), v.copy()
+        g2[0] += other  # one of them shares the GPU group
+        s2[0] += k * other
+        v2[0] += k * other
+        factors.append(PERF.interference(spec, lay, g2, s2, v2))
+    assert factors == sorted(factors) and factors[0] > 1.0
+    assert factors[-1] < 2.0, "three neighbours should not halve the speed"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    model=st.sampled_from(MODEL_NAMES),
+    workers=st.lists(st.integers(0, TOPO.n_groups - 1), min_size=1, max_size=6),
+    n_ps=st.integers(0, 3),
+    seed=st.integers(0, 1000),
+)
+def test_isolated_time_is_a_lower_bound(model, workers, n_ps, seed):
+    if len(workers) > 1 and n_ps == 0:
+        n_ps = 1
+    rng = np.random.default_rng(seed)
+    ps = list(rng.integers(0, TOPO.n_groups, n_ps))
+    t, _ = _alone(model, workers, ps)
+    # ... and still a lower bound with other jobs sharing links
+    t_shared, _ = _alone(model, workers, ps, links={int(k): 3 for k in range(TOPO.n_links)})
+    iso = PERF.isolated_iteration_time(model, len(workers), n_ps)
+    assert t >= iso * (1 - 1e-12)
+    assert t_shared >= t
