@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import shutil
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -32,7 +30,7 @@ from marl_sched.errors import InputError
 LAZY_COMMANDS = {
     "train": "agents.commands:train_command",
     "evaluate": "agents.commands:evaluate_command",
-    "compare": "agents.compare:compare_command",
+    "compare": "marl_sched.compare:compare_command",
     "interference": "agents.interference_cli:interference_command",
 }
 
@@ -132,7 +130,7 @@ class Progress:
     """A rich progress bar over jobs completed, or nothing with ``quiet``."""
 
     def __init__(self, total: int, label: str, quiet: bool) -> None:
-        self.quiet = quiet or not sys.stderr.isatty() and False
+        self.quiet = quiet
         self._bar = None
         if not quiet:
             from rich.progress import (
@@ -270,10 +268,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("marl-sched: interrupted", file=sys.stderr)
         return 130
-
-
-def _unused() -> None:  # keep imports used by helpers of other modules discoverable
-    del shutil, time
 
 
 if __name__ == "__main__":

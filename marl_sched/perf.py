@@ -83,6 +83,11 @@ class JobLayout:
     server_press: np.ndarray
     links: dict[int, float]
     speed: float
+    link_ids: np.ndarray | None = None
+    link_cost: np.ndarray | None = None  # bytes / bandwidth per own link (s)
+    sock_idx: np.ndarray | None = None
+    srv_idx: np.ndarray | None = None
+    weights: np.ndarray | None = None  # (3, 5) λ_L · M^L · sensitivity
 
 
 class PerformanceModel:
@@ -134,6 +139,8 @@ class PerformanceModel:
 
         links = self._traffic(spec, groups, group_workers, pg)
         speed = float(topo.group_speed[groups].min())
+        link_ids = np.fromiter(links.keys(), dtype=np.int64, count=len(links))
+        link_bytes = np.fromiter(links.values(), dtype=np.float64, count=len(links))
         return JobLayout(
             groups=groups,
             group_workers=group_workers,
@@ -146,6 +153,11 @@ class PerformanceModel:
             server_press=server_press,
             links=links,
             speed=speed,
+            link_ids=link_ids,
+            link_cost=link_bytes / topo.link_bw[link_ids],
+            sock_idx=np.searchsorted(sockets, w_sock),
+            srv_idx=np.searchsorted(servers, topo.group_server[groups]),
+            weights=self.level_weights * spec.sensitivity,
         )
 
     def _traffic(
@@ -191,8 +203,8 @@ class PerformanceModel:
         """``max_l B_l · n_l / bw_l`` with ``n_l`` from ``link_jobs`` (≥ 1 on own links)."""
         if not layout.links:
             return 0.0
-        bw = self.topology.link_bw
-        return max(b * max(int(link_jobs[link]), 1) / bw[link] for link, b in layout.links.items())
+        n = np.maximum(link_jobs[layout.link_ids], 1)
+        return float((layout.link_cost * n).max())
 
     def interference(
         self,
@@ -206,19 +218,11 @@ class PerformanceModel:
 
         The pressure arrays include this job's own tasks; they are subtracted here.
         """
-        topo = self.topology
-        # others' pressure in each worker group
+        w = layout.weights
         p_group = group_pressure[layout.groups] - layout.group_press
-        sock_idx = np.searchsorted(layout.sockets, layout.worker_sockets)
-        p_sock = socket_pressure[layout.worker_sockets] - layout.socket_press[sock_idx]
-        srv_idx = np.searchsorted(layout.servers, layout.worker_servers)
-        p_srv = server_pressure[layout.worker_servers] - layout.server_press[srv_idx]
-        weighted = (
-            p_group @ (self.level_weights[0] * spec.sensitivity)
-            + p_sock @ (self.level_weights[1] * spec.sensitivity)
-            + p_srv @ (self.level_weights[2] * spec.sensitivity)
-        )
-        del topo
+        p_sock = socket_pressure[layout.worker_sockets] - layout.socket_press[layout.sock_idx]
+        p_srv = server_pressure[layout.worker_servers] - layout.server_press[layout.srv_idx]
+        weighted = p_group @ w[0] + p_sock @ w[1] + p_srv @ w[2]
         return 1.0 + max(float(weighted.max()), 0.0)
 
     def iteration_time(

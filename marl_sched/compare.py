@@ -1,0 +1,176 @@
+"""``marl-sched compare``: several policies on the same trace window, side by side.
+
+Each policy runs in its own worker process (as many at once as there are cores), on
+the same jobs, topology and seed. Outputs, each written atomically:
+
+- ``DIR/<policy>/metrics.json`` and ``DIR/<policy>/jobs.csv`` (as ``simulate``);
+- ``DIR/results.csv`` and ``DIR/results.md``: one row per policy with avg / p50 / p95
+  / p99 JCT, queueing, slowdown, utilisation, decision latency, and the ratio of each
+  policy's average JCT to the best *baseline* (every policy but ``marl``);
+- ``DIR/jct_cdf.png`` and ``DIR/avg_jct.png``.
+
+Learned policies (``marl``, ``single-agent``, ``harmony``, ``mlfs-rl``) take
+``--checkpoint``; they are found through the policy registry, so this module does
+not import their frameworks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from marl_sched.errors import InputError
+
+RESULT_FIELDS = (
+    "policy",
+    "jobs_completed",
+    "avg_jct_s",
+    "p50_jct_s",
+    "p95_jct_s",
+    "p99_jct_s",
+    "avg_queue_s",
+    "avg_slowdown",
+    "gpu_utilization",
+    "decision_ms_p50",
+    "decision_ms_p99",
+    "wall_s",
+    "ratio_to_best_baseline",
+)
+OURS = ("marl",)
+
+
+def _run_one(task: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
+    """Worker: one policy on the window; writes its own folder, returns metrics + JCTs."""
+    from marl_sched.config import load_config
+    from marl_sched.metrics import write_run
+    from marl_sched.policies import get_policy_class
+    from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
+
+    cfg = load_config(task["config"])
+    topo, perf = build_cluster(cfg)
+    workload = load_workload(cfg, perf, TraceOptions(**task["trace_options"]))
+    cls = get_policy_class(task["policy"])
+    kwargs = {}
+    if task["checkpoint"] and "checkpoint" in getattr(cls.__init__, "__code__").co_varnames:
+        kwargs["checkpoint"] = task["checkpoint"]
+    policy = cls(**kwargs)
+    metrics, records, _ = simulate(
+        cfg, task["policy"], workload, topo, perf, seed=task["seed"], policy=policy
+    )
+    write_run(Path(task["out"]) / task["policy"], metrics, records)
+    return metrics, [r.jct for r in records]
+
+
+def run_compare(
+    config: str,
+    policies: list[str],
+    out: Path,
+    trace_options: dict[str, Any],
+    checkpoint: str | None = None,
+    seed: int | None = None,
+    workers: int | None = None,
+    progress=None,
+) -> list[dict[str, Any]]:
+    """Run every policy; write results; return the result rows (best first)."""
+    from marl_sched.config import load_config
+    from marl_sched.metrics import atomic_write_text, csv_text
+    from marl_sched.plots import bars, jct_cdf
+    from marl_sched.policies import get_policy_class
+
+    from marl_sched.runner import TraceOptions, build_cluster, load_workload
+
+    cfg = load_config(config)  # bad config, trace or policy → exit 2 before any work
+    for name in policies:
+        get_policy_class(name)
+    load_workload(cfg, build_cluster(cfg)[1], TraceOptions(**trace_options))
+    tasks = [
+        {
+            "config": config,
+            "policy": p,
+            "trace_options": trace_options,
+            "checkpoint": checkpoint,
+            "seed": cfg.simulation.seed if seed is None else seed,
+            "out": str(out),
+        }
+        for p in policies
+    ]
+    n_workers = max(1, min(len(tasks), workers or os.cpu_count() or 1))
+    results: dict[str, tuple[dict, list[float]]] = {}
+    if n_workers == 1:
+        for t in tasks:
+            results[t["policy"]] = _run_one(t)
+            if progress:
+                progress(len(results))
+    else:
+        with ProcessPoolExecutor(max_workers=n_workers) as pool:
+            futures = {pool.submit(_run_one, t): t["policy"] for t in tasks}
+            for fut in futures:
+                results[futures[fut]] = fut.result()
+                if progress:
+                    progress(len(results))
+    rows = [dict(results[p][0]) for p in policies]
+    baselines = [r["avg_jct_s"] for r in rows if r["policy"] not in OURS]
+    best = min(baselines) if baselines else min(r["avg_jct_s"] for r in rows)
+    for r in rows:
+        r["ratio_to_best_baseline"] = r["avg_jct_s"] / best
+    rows.sort(key=lambda r: r["avg_jct_s"])
+    atomic_write_text(out / "results.csv", csv_text(rows, RESULT_FIELDS))
+    atomic_write_text(out / "results.md", results_markdown(rows, trace_options, config))
+    jct_cdf({p: results[p][1] for p in policies}, out / "jct_cdf.png",
+            title=f"JCT CDF — {Path(config).name}")
+    bars({r["policy"]: r["avg_jct_s"] for r in rows}, out / "avg_jct.png",
+         ylabel="average JCT (s)", title="Average JCT by policy", highlight="marl")
+    return rows
+
+
+def results_markdown(rows: list[dict[str, Any]], trace_options: dict, config: str) -> str:
+    head = ("| policy | jobs | avg JCT (s) | p50 | p95 | p99 | queue (s) | slowdown | GPU util "
+            "| decision p50 / p99 (ms) | avg JCT / best baseline |")
+    lines = [
+        f"# Comparison on `{trace_options.get('trace') or 'the config trace'}` "
+        f"({Path(config).name})",
+        "",
+        head,
+        "|" + "---|" * 11,
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['policy']} | {r['jobs_completed']} | {r['avg_jct_s']:.0f} | "
+            f"{r['p50_jct_s']:.0f} | {r['p95_jct_s']:.0f} | {r['p99_jct_s']:.0f} | "
+            f"{r['avg_queue_s']:.0f} | {r['avg_slowdown']:.3f} | {r['gpu_utilization']:.3f} | "
+            f"{r['decision_ms_p50']:.3f} / {r['decision_ms_p99']:.3f} | "
+            f"{r['ratio_to_best_baseline']:.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    from marl_sched.cli import RESULT_COLUMNS, Progress, format_table, prepare_out
+
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if not policies:
+        raise InputError("--policies: empty list")
+    if len(set(policies)) != len(policies):
+        raise InputError(f"--policies: duplicate name in {args.policies!r}")
+    out = prepare_out(args.out)
+    opts = {
+        "trace": args.trace,
+        "trace_format": args.trace_format,
+        "start": args.start,
+        "max_jobs": args.max_jobs,
+        "load": args.load,
+        "seed": args.seed,
+    }
+    bar = Progress(len(policies), "compare (policies done)", args.quiet)
+    try:
+        rows = run_compare(args.config, policies, out, opts, args.checkpoint, args.seed,
+                           progress=bar)
+    finally:
+        bar.close()
+    print(format_table(rows, RESULT_COLUMNS + (("ratio_to_best_baseline", "/ best", ".3f"),)))
+    print(f"wrote {out / 'results.md'}, {out / 'results.csv'}, {out / 'jct_cdf.png'}, "
+          f"{out / 'avg_jct.png'}")
+    return 0
