@@ -1,0 +1,42 @@
+"""Golden trace: a small trace replayed under every heuristic must reproduce the stored
+metrics exactly. A change of the model or the calibration that moves them must
+regenerate the file on purpose:
+
+    python -m tests.marl_sched.test_golden --update
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from marl_sched.config import REPO_ROOT, load_config
+from marl_sched.policies import policy_entries
+from marl_sched.runner import build_cluster, load_workload, simulate
+
+GOLDEN = REPO_ROOT / "tests" / "data" / "golden_metrics.json"
+CONFIG = REPO_ROOT / "tests" / "data" / "golden.yaml"
+KEYS = ("jobs_completed", "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "avg_queue_s",
+        "avg_slowdown", "makespan_s", "gpu_utilization", "decisions", "events")
+HEURISTICS = [n for n, e in policy_entries().items() if e.kind == "heuristic"]
+
+
+def golden_metrics(policy: str) -> dict:
+    cfg = load_config(CONFIG)
+    topo, perf = build_cluster(cfg)
+    workload = load_workload(cfg, perf)
+    metrics, _, _ = simulate(cfg, policy, workload, topo, perf, seed=0)
+    return {k: metrics[k] for k in KEYS}
+
+
+@pytest.mark.parametrize("policy", HEURISTICS)
+def test_golden_trace_metrics_are_unchanged(policy):
+    stored = json.loads(GOLDEN.read_text())
+    assert golden_metrics(policy) == stored[policy]
+
+
+if __name__ == "__main__" and "--update" in sys.argv:
+    GOLDEN.write_text(json.dumps({p: golden_metrics(p) for p in HEURISTICS}, indent=1) + "\n")
+    print(f"wrote {GOLDEN}")
