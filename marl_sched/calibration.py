@@ -153,17 +153,22 @@ POLLUX_NIC_GBPS = 50.0
 POLLUX_MAX_NODES = 16  # scalability.csv goes up to 16 nodes
 
 #: ridge weight pulling the Gavel factors towards their priors (keeps the columns'
-#: meaning: same-GPU pairs alone cannot tell the resources apart)
-ANLS_RIDGE = 0.05
+#: meaning: same-GPU pairs alone cannot tell the resources apart). 0.05 fits to MRE
+#: 0.07 but scrambles the columns (median cosine to the prior 0.4); 1.0 keeps them
+#: (cosine 0.85-0.9) at MRE 0.16; 5 is the prior again (MRE 0.22, cosine 0.99).
+ANLS_RIDGE = 1.0
 ANLS_ITERS = 300
 
-#: interference targets: median one-neighbour slowdown at the server level, and
-#: the ceiling of a fully packed 8-GPU server of the heaviest jobs
+#: interference targets: the median one-neighbour slowdown at the server level we
+#: aim for, and the ceiling of a fully packed 8-GPU server (7 workers of the
+#: heaviest job around the median victim); the smaller λ of the two wins
 TARGET_SERVER_NEIGHBOUR = 1.10
-PACKED_CEILING = 1.9
+PACKED_CEILING = 2.0
 #: per-unit coupling of the socket and group levels relative to the server level
-SOCKET_TO_SERVER = 1.5
-GROUP_TO_SERVER = 2.0
+#: (no data separates them; closer neighbours already hurt more because they share
+#: more resources: a same-socket one adds caches/membw, a same-group one PCIe)
+SOCKET_TO_SERVER = 1.0
+GROUP_TO_SERVER = 1.0
 
 SIG_DIGITS = 6
 
@@ -603,25 +608,24 @@ def fit_links(
 
 
 def pollux_model_mb(fitted_mb: dict[str, float]) -> dict[str, tuple[float, str]]:
-    """Shipped sizes: parameter count × 4 B where the count is known, else the
-    sync-fitted size."""
+    """Shipped sizes: fitted to the multi-node sync times (what perf.py's NIC term
+    needs), with the parameter-count size quoted beside it where known."""
     out = {}
     for model in POLLUX_MODELS:
+        fit = f"fitted to Pollux multi-node sync times ({fitted_mb[model]:.1f} MB"
         if model in PARAM_COUNTS:
             n, what = PARAM_COUNTS[model]
-            out[model] = (n * 4 / 1e6, f"{what} x 4 B (sync-fitted: {fitted_mb[model]:.1f} MB)")
+            out[model] = (fitted_mb[model], f"{fit}; {what} x 4 B = {n * 4 / 1e6:.1f} MB)")
         elif model == "ncf":
             out[model] = (
                 fitted_mb[model],
-                f"fitted to Pollux multi-node sync times ({fitted_mb[model]:.2f} MB; adaptdl's "
-                f"NeuMF on MovieLens-1M has {NCF_PARAMS / 1e6:.2f}M parameters = "
-                f"{NCF_PARAMS * 4 / 1e6:.2f} MB)",
+                f"{fit}; adaptdl's NeuMF on MovieLens-1M has {NCF_PARAMS / 1e6:.2f}M "
+                f"parameters = {NCF_PARAMS * 4 / 1e6:.2f} MB)",
             )
         else:
             out[model] = (
                 fitted_mb[model],
-                f"fitted to Pollux multi-node sync times ({fitted_mb[model]:.1f} MB; no "
-                "parameter count recorded for the Pollux DeepSpeech2 configuration)",
+                f"{fit}; no parameter count recorded for the Pollux DeepSpeech2 run)",
             )
     return out
 
@@ -883,76 +887,77 @@ def neighbour_slowdown(
     return 1.0 + float(np.sum(sens * w * press))
 
 
-def packed_server_slowdown(coupling: np.ndarray, sens: np.ndarray, press: np.ndarray) -> float:
+def packed_server_slowdown(
+    coupling: np.ndarray, sens: np.ndarray, press: np.ndarray, with_ps: bool = False
+) -> float:
     """A worker on a full default 8-GPU server (2 sockets × 2 groups × 2 GPUs): 1
-    neighbour in its group, 3 on its socket, 7 on the server, all of one other job,
-    each neighbour's PS on the same server too (PS press on cpu, membw, net)."""
-    ps = press * PS_PRESSURE_MASK
+    neighbour in its group, 3 on its socket, 7 on the server, all workers of other
+    jobs of one model; ``with_ps`` puts each neighbour's PS on the server too."""
+    extra = press * PS_PRESSURE_MASK if with_ps else np.zeros_like(press)
     group = coupling[0] * LEVEL_RESOURCES[0] * press
-    socket = coupling[1] * LEVEL_RESOURCES[1] * 3 * (press + ps)
-    server = coupling[2] * LEVEL_RESOURCES[2] * 7 * (press + ps)
+    socket = coupling[1] * LEVEL_RESOURCES[1] * 3 * (press + extra)
+    server = coupling[2] * LEVEL_RESOURCES[2] * 7 * (press + extra)
     return 1.0 + float(np.sum(sens * (group + socket + server)))
+
+
+def coupling_stats(
+    coupling: np.ndarray, vectors: dict[str, tuple[np.ndarray, np.ndarray]]
+) -> dict[str, float]:
+    """Slowdowns the coupling gives over all (victim, aggressor) catalogue pairs."""
+    names = sorted(vectors)
+    pairs = [(vectors[a][1], vectors[b][0]) for a in names for b in names if a != b]
+    packed = np.array(
+        [
+            [packed_server_slowdown(coupling, vectors[a][1], vectors[b][0]) for a in names]
+            for b in names
+        ]
+    )  # rows: aggressor, columns: victim
+    packed_ps = [
+        packed_server_slowdown(coupling, vectors[a][1], vectors[b][0], with_ps=True)
+        for a in names
+        for b in names
+    ]
+    heavy = int(np.argmax(np.median(packed, axis=1)))
+    out = {
+        f"median_{level}_neighbour": statistics.median(
+            neighbour_slowdown(coupling, s, p, level) for s, p in pairs
+        )
+        for level in ("server", "socket", "group")
+    }
+    out.update(
+        {
+            "max_server_neighbour": max(
+                neighbour_slowdown(coupling, s, p, "server") for s, p in pairs
+            ),
+            "median_packed_server": float(np.median(packed)),
+            "heaviest_packed_server": float(np.median(packed[heavy])),
+            "max_packed_server": float(packed.max()),
+            "max_packed_server_with_ps": max(packed_ps),
+        }
+    )
+    out["heaviest"] = names[heavy]  # type: ignore[assignment]
+    return out
 
 
 def fit_level_coupling(
     vectors: dict[str, tuple[np.ndarray, np.ndarray]],
-) -> tuple[dict[str, float], dict[str, float]]:
+) -> tuple[dict[str, float], dict[str, Any]]:
     """λ_group, λ_socket, λ_server scaled down from the same-GPU (Gavel) level 1.
 
-    λ_server makes the median one-neighbour server-level slowdown over all ordered
-    catalogue pairs ``TARGET_SERVER_NEIGHBOUR``; socket and group get
-    ``SOCKET_TO_SERVER``/``GROUP_TO_SERVER`` times that per unit pressure (closer =
-    fewer sharers of a smaller resource); all three are then scaled down if a fully
-    packed server of the heaviest pair would exceed ``PACKED_CEILING``.
+    With ratios ``GROUP_TO_SERVER : SOCKET_TO_SERVER : 1``, λ is the smaller of
+    (a) the λ giving a median one-neighbour server-level slowdown of
+    ``TARGET_SERVER_NEIGHBOUR`` over all ordered catalogue pairs and (b) the λ at
+    which 7 workers of the heaviest model on a full 8-GPU server slow the median
+    victim by ``PACKED_CEILING``. Interference is linear in λ, so both are exact.
     """
-    names = sorted(vectors)
     ratio = np.array([GROUP_TO_SERVER, SOCKET_TO_SERVER, 1.0])
-
-    def median_server(lam: float) -> float:
-        c = lam * ratio
-        return statistics.median(
-            neighbour_slowdown(c, vectors[a][1], vectors[b][0], "server")
-            for a in names
-            for b in names
-            if a != b
-        )
-
-    unit = median_server(1.0) - 1.0
-    lam = (TARGET_SERVER_NEIGHBOUR - 1.0) / unit
-    packed = max(
-        packed_server_slowdown(lam * ratio, vectors[a][1], vectors[b][0])
-        for a in names
-        for b in names
-    )
-    if packed > PACKED_CEILING:
-        lam *= (PACKED_CEILING - 1.0) / (packed - 1.0)
+    unit = coupling_stats(ratio, vectors)
+    lam_target = (TARGET_SERVER_NEIGHBOUR - 1.0) / (unit["median_server_neighbour"] - 1.0)
+    lam_cap = (PACKED_CEILING - 1.0) / (unit["heaviest_packed_server"] - 1.0)
+    lam = min(lam_target, lam_cap)
     c = lam * ratio
-    stats = {
-        "median_server_neighbour": median_server(lam),
-        "median_socket_neighbour": statistics.median(
-            neighbour_slowdown(c, vectors[a][1], vectors[b][0], "socket")
-            for a in names
-            for b in names
-            if a != b
-        ),
-        "median_group_neighbour": statistics.median(
-            neighbour_slowdown(c, vectors[a][1], vectors[b][0], "group")
-            for a in names
-            for b in names
-            if a != b
-        ),
-        "max_server_neighbour": max(
-            neighbour_slowdown(c, vectors[a][1], vectors[b][0], "server")
-            for a in names
-            for b in names
-        ),
-        "max_packed_server": max(
-            packed_server_slowdown(c, vectors[a][1], vectors[b][0]) for a in names for b in names
-        ),
-        "median_packed_server": statistics.median(
-            packed_server_slowdown(c, vectors[a][1], vectors[b][0]) for a in names for b in names
-        ),
-    }
+    stats = coupling_stats(c, vectors)
+    stats["binding"] = "packed-server ceiling" if lam_cap < lam_target else "neighbour target"
     return {"group": float(c[0]), "socket": float(c[1]), "server": float(c[2])}, stats
 
 
@@ -1000,6 +1005,42 @@ def gavel_consolidation_model(
     return out
 
 
+# --------------------------------------------------------------------------- noise floors
+
+
+def pollux_noise_floor(pollux: dict[str, PolluxProfile]) -> float:
+    """Best median relative error any model can reach that, like perf.py, depends
+    only on the multiset of GPUs per node: points vs the median of their class
+    (multi-node placements whose digits sort the same, e.g. ``1122`` and ``1212``)."""
+    errs = []
+    for point_list in _by_class(pollux_sync_points(pollux)).values():
+        if len(point_list) < 2:
+            continue
+        mid = statistics.median(point_list)
+        errs += [abs(v - mid) / v for v in point_list]
+    return float(np.median(errs))
+
+
+def _by_class(points: Sequence[SyncPoint]) -> dict[tuple[str, str], list[float]]:
+    out: dict[tuple[str, str], list[float]] = {}
+    for p in points:
+        if p.multi_node:
+            out.setdefault((p.model, "".join(sorted(p.placement))), []).append(p.measured)
+    return out
+
+
+def dl2_noise_floor(rows: Sequence[DL2Row]) -> float:
+    """DL2's run-to-run jitter: with one worker, perf.py's iteration time is the same
+    for every PS count (the worker's NIC carries 2M whatever p is), so the spread of
+    the 1-worker speeds around their per-model median is measurement noise."""
+    errs = []
+    for model in DL2_MODELS:
+        speeds = [float(np.mean(r.speeds)) for r in rows if r.model == model and r.num_workers == 1]
+        mid = statistics.median(speeds)
+        errs += [abs(v - mid) / mid for v in speeds]
+    return float(np.median(errs))
+
+
 # --------------------------------------------------------------------------- all
 
 
@@ -1009,8 +1050,44 @@ def mem_rule(model_mb: float) -> float:
     return math.ceil((4.0 + 4.0 * model_mb / 1000.0) * 2.0) / 2.0
 
 
-def fit_all(shared: str | os.PathLike[str]) -> dict[str, Any]:
-    """Fit every constant; returns the calibration.json content."""
+#: a PS task always uses some CPU; DL2 logs 0.0 cores for dssm's 6 MB model
+MIN_PS_CPU = 0.05
+
+
+@dataclass
+class Fit:
+    """Everything :func:`fit` derives; :func:`fit_all` turns it into the JSON."""
+
+    speeds: dict[str, float]
+    speed_info: dict[str, Any]
+    overhead: float
+    overhead_per_model: dict[str, float]
+    efficiency: dict[str, float]
+    fitted_mb: dict[str, float]
+    link_info: dict[str, Any]
+    pollux_mb: dict[str, tuple[float, str]]
+    pollux_compute: dict[str, tuple[float, int]]
+    cpu: dict[str, tuple[float, float, int]]
+    dl2_rows: int
+    dl2_skipped: int
+    sizes: dict[str, tuple[float, float]]
+    gavel_types: list[str]
+    s_mat: np.ndarray
+    p_mat: np.ndarray
+    gavel_info: dict[str, Any]
+    vectors: dict[str, tuple[np.ndarray, np.ndarray]]
+    coupling: dict[str, float]
+    coupling_info: dict[str, Any]
+    dl2_bandwidth: float
+    dl2_errors: np.ndarray
+    pollux_errors: dict[str, Any]
+    pollux_floor: float
+    dl2_floor: float
+    consolidation: list[tuple[str, int, float, float]]
+
+
+def fit(shared: str | os.PathLike[str]) -> Fit:
+    """Run every fit and check on the data in ``shared``."""
     shared = Path(shared)
     gavel = load_gavel(shared)
     pollux = load_pollux(shared)
@@ -1022,7 +1099,6 @@ def fit_all(shared: str | os.PathLike[str]) -> dict[str, Any]:
     efficiency = {"pcie": eff["pcie"], "qpi": eff["pcie"], "nic": eff["nic"]}
     pollux_mb = pollux_model_mb(fitted_mb)
     pollux_c = pollux_compute(pollux, speeds["t4"])
-    cpu = dl2_cpu(dl2)
 
     sizes = {m: PUBLISHED[m] for m in DL2_MODELS}
     for m in POLLUX_MODELS:
@@ -1032,173 +1108,221 @@ def fit_all(shared: str | os.PathLike[str]) -> dict[str, Any]:
     vectors = catalogue_vectors(types, s_mat, p_mat, sizes)
     coupling, coupling_info = fit_level_coupling(vectors)
 
-    dl2_bw, dl2_err, dl2_pts = fit_dl2_bandwidth(
+    dl2_bw, dl2_err, _ = fit_dl2_bandwidth(
         dl2,
         {m: PUBLISHED[m][0] for m in DL2_MODELS},
         {m: PUBLISHED[m][1] for m in DL2_MODELS},
         overhead,
     )
-    pollux_err = pollux_errors(pollux, {m: s[0] for m, s in sizes.items()}, efficiency, overhead)
-    cons_meas = gavel_consolidation(gavel)
-    cons_model = gavel_consolidation_model(gavel, efficiency, overhead)
+    cons = [
+        (job, scale, meas, model)
+        for (job, scale, meas), (_, _, model) in zip(
+            gavel_consolidation(gavel),
+            gavel_consolidation_model(gavel, efficiency, overhead),
+            strict=True,
+        )
+    ]
+    return Fit(
+        speeds=speeds,
+        speed_info=speed_info,
+        overhead=overhead,
+        overhead_per_model=overhead_per_model,
+        efficiency=efficiency,
+        fitted_mb=fitted_mb,
+        link_info=link_info,
+        pollux_mb=pollux_mb,
+        pollux_compute=pollux_c,
+        cpu=dl2_cpu(dl2),
+        dl2_rows=len(dl2),
+        dl2_skipped=skipped,
+        sizes=sizes,
+        gavel_types=types,
+        s_mat=s_mat,
+        p_mat=p_mat,
+        gavel_info=gavel_info,
+        vectors=vectors,
+        coupling=coupling,
+        coupling_info=coupling_info,
+        dl2_bandwidth=dl2_bw,
+        dl2_errors=dl2_err,
+        pollux_errors=pollux_errors(
+            pollux, {m: sz[0] for m, sz in sizes.items()}, efficiency, overhead
+        ),
+        pollux_floor=pollux_noise_floor(pollux),
+        dl2_floor=dl2_noise_floor(dl2),
+        consolidation=cons,
+    )
 
+
+def fit_all(shared: str | os.PathLike[str]) -> dict[str, Any]:
+    """Fit every constant; returns the calibration.json content."""
+    f = fit(shared)
     models: dict[str, Any] = {}
     for m in DL2_MODELS + POLLUX_MODELS:
-        mb, comp = sizes[m]
-        press, sens = vectors[m]
+        mb, comp = f.sizes[m]
+        press, sens = f.vectors[m]
         if m in DL2_MODELS:
-            cw, cp, nrows = cpu[m]
-            src_size = (
+            cw, cp, nrows = f.cpu[m]
+            src = (
                 "model_mb, compute_s: DL2/Harmony published catalogue (PROVENANCE.md); "
                 f"cpu_worker, cpu_ps: median per-task cores over {nrows} DL2 rows "
                 "(dl2_ps_worker_config_speed.txt)"
             )
         else:
-            cw, cp, _ = cpu[POLLUX_CPU_FROM[m]]
-            src_size = (
-                f"compute_s: Pollux 1-GPU step_time - sync_time at local_bsz "
-                f"{pollux_c[m][1]} (pollux/{m}/placements.csv) x t4 speed; model_mb: "
-                f"{pollux_mb[m][1]}; cpu_worker, cpu_ps: DL2 median of "
-                f"{POLLUX_CPU_FROM[m]} (same family, not measured)"
+            cw, cp, _ = f.cpu[POLLUX_CPU_FROM[m]]
+            src = (
+                f"compute_s: 1-GPU step_time - sync_time at local_bsz "
+                f"{f.pollux_compute[m][1]} (pollux/{m}/placements.csv) x t4 speed; "
+                f"model_mb: {f.pollux_mb[m][1]}; cpu_worker, cpu_ps: DL2 median of "
+                f"{POLLUX_CPU_FROM[m]} (same family; not measured for {m})"
             )
         models[m] = {
             "compute_s": _round(comp),
             "model_mb": _round(mb),
             "cpu_worker": _round(cw),
-            "cpu_ps": _round(max(cp, 0.05)),
+            "cpu_ps": _round(max(cp, MIN_PS_CPU)),
             "mem_gb": mem_rule(mb),
             "pressure": [_round(x) for x in press],
             "sensitivity": [_round(x) for x in sens],
             "source": (
-                f"{src_size}; mem_gb: rule 4 GB + 4 x model size; pressure, sensitivity: "
-                f"Gavel V100 co-location ANLS fit of '{GAVEL_MAP[m]}', net column from "
-                "communication intensity (docs/performance-model.md)"
+                f"{src}; mem_gb: rule 4 GB + 4 x model_mb (assumption); pressure, "
+                f"sensitivity: Gavel V100 co-location ANLS fit of job type "
+                f"'{GAVEL_MAP[m]}', net column from communication intensity "
+                "(docs/performance-model.md)"
             ),
         }
+    return {
+        "version": 1,
+        "gpu_speed": {k: _round(f.speeds[k]) for k in ("v100", "p100", "k80", "t4")},
+        "link_efficiency": {k: _round(v) for k, v in f.efficiency.items()},
+        "sync_overhead_s": _round(f.overhead),
+        "level_coupling": {k: _round(v) for k, v in f.coupling.items()},
+        "notes": _notes(f),
+        "models": models,
+    }
 
-    t4_txt = ", ".join(f"{m} b{b}: {r:.3f}" for m, b, r in speed_info["t4"])
-    single_err = pollux_err["single"]
-    multi_err = pollux_err["multi"]
-    notes = {
+
+def _notes(f: Fit) -> dict[str, str]:
+    """The derivation of every global constant and the fit errors, as text."""
+    si, li, gi, ci = f.speed_info, f.link_info, f.gavel_info, f.coupling_info
+    pe = f.pollux_errors
+    t4 = ", ".join(f"{m} batch {b}: {r:.3f}" for m, b, r in si["t4"])
+    cons_meas = np.array([c[2] for c in f.consolidation])
+    cons_model = np.array([c[3] for c in f.consolidation])
+    return {
         "generated_by": (
             "python -m marl_sched.calibration --shared ../shared/data --out "
-            "marl_sched/data/calibration.json (do not edit by hand: "
-            "tests/marl_sched/test_calibration.py checks it equals a refit)"
+            "marl_sched/data/calibration.json. Do not edit by hand: "
+            "tests/marl_sched/test_calibration.py checks this file equals a refit. "
+            "Derivation: docs/performance-model.md."
         ),
         "gpu_speed": (
-            "v100 = 1. p100, k80: geometric mean over the "
-            f"{speed_info['p100']['n']} Gavel job types at scale 1 of isolated "
-            "throughput / V100 isolated throughput (gavel_simulation_throughputs.json); "
-            f"p100 ratios span {speed_info['p100']['min']:.2f}-{speed_info['p100']['max']:.2f}, "
-            f"k80 {speed_info['k80']['min']:.2f}-{speed_info['k80']['max']:.2f}. t4: geometric "
-            "mean of Pollux T4 1-GPU samples/s (placement 1, local_bsz/step_time, "
-            "log-log interpolated at Gavel's batch size) / Gavel V100 samples/s "
-            "(steps/s x batch) for the same architecture (imagenet = ResNet-50, cifar10 = "
-            "ResNet-18) at every Gavel batch size inside Pollux's profiled range: "
-            f"{t4_txt}"
+            f"v100 = 1. p100, k80: geometric mean over the {si['p100']['n']} Gavel job "
+            "types at scale 1 of isolated throughput / V100 isolated throughput "
+            f"(gavel_simulation_throughputs.json); p100 ratios span "
+            f"{si['p100']['min']:.2f}-{si['p100']['max']:.2f}, k80 "
+            f"{si['k80']['min']:.2f}-{si['k80']['max']:.2f}. t4: geometric mean of Pollux "
+            "T4 1-GPU samples/s (placement 1, local_bsz / step_time, interpolated "
+            "log-log at Gavel's batch size) over Gavel V100 samples/s (steps/s x batch) "
+            "for the same architecture (imagenet = ResNet-50, cifar10 = ResNet-18), at "
+            f"every Gavel batch size inside Pollux's profiled range: {t4}."
         ),
         "link_efficiency": (
-            "Ring all-reduce over n GPUs = perf.py PS model with p = n shards, one "
-            "co-located with each worker: each (shard, worker) pair moves 2M/n, so a "
-            "worker's PCIe link carries 2M and a server holding k of the n GPUs carries "
-            "4M k(n-k)/n on its NIC. Bytes per link come from PerformanceModel.layout on "
-            "a g4dn.12xlarge topology (1 GPU group per T4, pcie 128, nic 50 Gbit/s). "
-            "Measured = Pollux sync_time at the smallest profiled local_bsz (least "
-            "backward compute to overlap with). Model = C + sync_overhead_s with "
-            "parameter-count model sizes of bert, cifar10, imagenet, yolov3. pcie: "
-            f"log-least-squares over {link_info['n_single']} single-node points "
-            "(placements 2, 3, 4); it exceeds 1 because perf.py charges push + pull (2M) "
-            "to one full-duplex link rated at its one-direction bandwidth. nic: "
-            f"log-least-squares over {link_info['n_multi']} multi-node points "
-            "(placements.csv + scalability.csv, replicas dealt evenly over nodes). "
-            "qpi: no public measurement crosses a socket (g4dn.12xlarge has one); set "
-            "equal to pcie (assumption)."
+            "A ring all-reduce over n GPUs is modelled as perf.py's PS model with p = n "
+            "shards, one co-located with each worker: every (shard, worker) pair moves "
+            "2M/n, so each worker's PCIe link carries 2M and a server holding k of the n "
+            "GPUs carries 4M k(n-k)/n on its NIC (2k(n-k) remote pairs). Bytes per link "
+            "come from PerformanceModel.layout on a g4dn.12xlarge topology (one GPU "
+            "group per T4, pcie 128, nic 50 Gbit/s nominal). Measured = Pollux "
+            "sync_time at the smallest profiled local_bsz (least backward compute to "
+            "overlap with); model = C + sync_overhead_s with parameter-count sizes of "
+            "bert, cifar10, imagenet, yolov3. pcie: log-least-squares over "
+            f"{li['n_single']} single-node points (placements 2, 3, 4); > 1 because "
+            "perf.py charges push + pull (2M) to a full-duplex link rated at its "
+            "one-direction bandwidth. nic: log-least-squares over "
+            f"{li['n_multi']} multi-node points (placements.csv + scalability.csv, "
+            "replicas dealt evenly over nodes). qpi: no public measurement crosses a "
+            "socket (a g4dn.12xlarge has one); set equal to pcie (assumption)."
         ),
         "sync_overhead_s": (
             "median over the 6 Pollux models of the median 1-GPU sync_time (nothing to "
             "send): "
-            + ", ".join(f"{m} {v * 1e3:.2f} ms" for m, v in sorted(overhead_per_model.items()))
+            + ", ".join(f"{m} {v * 1e3:.2f} ms" for m, v in sorted(f.overhead_per_model.items()))
+            + "."
         ),
-        "model_mb_fit": (
-            "Pollux model sizes fitted to multi-node sync times at the fitted nic "
-            "efficiency vs parameter count x 4 B: "
+        "model_mb": (
+            "DL2 models: published. Pollux models: fitted to their multi-node sync "
+            "times at the fitted nic efficiency (parameter count x 4 B in brackets): "
             + ", ".join(
-                f"{m} {fitted_mb[m]:.1f}"
-                + (f" vs {link_info['param_mb'][m]:.1f}" if m in link_info["param_mb"] else "")
+                f"{m} {f.fitted_mb[m]:.1f}"
+                + (f" ({li['param_mb'][m]:.1f})" if m in li["param_mb"] else "")
                 for m in POLLUX_MODELS
             )
-            + " MB. Shipped: parameter counts where known, fitted for deepspeech2 and ncf."
+            + f" MB; ncf's NeuMF on MovieLens-1M would be {NCF_PARAMS * 4 / 1e6:.1f} MB."
         ),
         "compute_s": (
             "DL2 models: published. Pollux models: (step_time - sync_time) on 1 T4 at "
             "the batch a 1-GPU Pollux job starts with (smallest validated batch of "
             "adaptdl's simulator, capped at the largest profiled local_bsz), times the "
-            "t4 speed to convert to V100 seconds."
+            "t4 speed (V100 seconds): "
+            + ", ".join(f"{m} local_bsz {b}" for m, (_, b) in f.pollux_compute.items())
+            + "."
         ),
         "cpu_mem": (
             "cpu_worker / cpu_ps: median over all tasks of DL2's measured per-task CPU "
-            f"cores ({len(dl2)} rows kept, {skipped} skipped: all-zero or partly-zero "
-            "speeds = failed runs); PS floor 0.05 core (DL2 logs 0.0 for dssm's tiny PS). "
-            "Pollux models borrow the nearest DL2 family's figures. mem_gb: rule 4 GB + "
-            "4 x model_mb, rounded up to 0.5 GB (not measured)."
+            f"cores ({f.dl2_rows} rows kept, {f.dl2_skipped} skipped: all-zero or "
+            f"partly-zero speeds = failed runs); PS floor {MIN_PS_CPU} core. Pollux "
+            "models borrow the nearest DL2 family's figures. mem_gb: rule 4 GB + 4 x "
+            "model_mb, rounded up to 0.5 GB (not measured)."
         ),
         "interference": (
-            f"Gavel V100 scale-1 same-GPU pairs ({gavel_info['n_pairs']} pairs, [0,0] "
-            "excluded): slowdown = isolated / co-located throughput, median "
-            f"{gavel_info['measured_median']:.2f}. Fit slowdown_ij - 1 = s_i . p_j "
-            f"(5 resources) by alternating NNLS, rows weighted 1/slowdown, ridge "
-            f"{ANLS_RIDGE} to family priors (cpu,pcie,membw,disk,net): "
+            f"Gavel V100 scale-1 same-GPU pairs ({gi['n_pairs']} pairs, [0,0] excluded): "
+            f"slowdown = isolated / co-located throughput, median "
+            f"{gi['measured_median']:.2f}. Fit slowdown_ij - 1 = s_i . p_j over the 5 "
+            f"resources by alternating NNLS, rows weighted 1/slowdown, ridge "
+            f"{ANLS_RIDGE} towards family priors (cpu, pcie, membw, disk, net): "
             + "; ".join(f"{k} {v}" for k, v in FAMILY_PRIOR.items())
-            + f". MRE {gavel_info['mre']:.3f} (median {gavel_info['median_re']:.3f}; "
-            f"priors alone {gavel_info['prior_mre']:.3f}). Catalogue -> Gavel type: "
+            + f". MRE {gi['mre']:.3f} (median {gi['median_re']:.3f}; priors alone "
+            f"{gi['prior_mre']:.3f}). Catalogue model -> Gavel job type: "
             + "; ".join(f"{m} -> {j}" for m, j in GAVEL_MAP.items())
-            + ". net column set from communication intensity model_mb/compute_s."
+            + ". The net column (no signal in same-GPU pairs) is the median fitted "
+            "entry x sqrt(model_mb/compute_s over its catalogue median), clipped to "
+            "[0.25, 3]."
         ),
         "level_coupling": (
             "lambda_L scale the same-GPU (Gavel) level 1 down to what our placements "
-            "allow (same PCIe switch / socket / server, never the same GPU). "
-            f"lambda_server gives a median one-neighbour server-level slowdown of "
-            f"{TARGET_SERVER_NEIGHBOUR} over all catalogue pairs (Harmony: co-located "
-            "jobs slow each other by tens of percent); per unit pressure the socket "
-            f"level is {SOCKET_TO_SERVER}x and the group level {GROUP_TO_SERVER}x the "
-            f"server level; all scaled down if a packed 8-GPU server exceeds "
-            f"{PACKED_CEILING}. Result: median one neighbour "
-            f"server {coupling_info['median_server_neighbour']:.3f}, socket "
-            f"{coupling_info['median_socket_neighbour']:.3f}, group "
-            f"{coupling_info['median_group_neighbour']:.3f}; worst server neighbour "
-            f"{coupling_info['max_server_neighbour']:.3f}; packed 8-GPU server median "
-            f"{coupling_info['median_packed_server']:.3f}, worst "
-            f"{coupling_info['max_packed_server']:.3f}."
+            "allow (same PCIe switch / socket / server, never the same GPU). Ratios "
+            f"group:socket:server = {GROUP_TO_SERVER}:{SOCKET_TO_SERVER}:1; lambda = the "
+            f"smaller of a median one-neighbour server-level slowdown of "
+            f"{TARGET_SERVER_NEIGHBOUR} (Harmony: tens of percent) and 7 workers of the "
+            f"heaviest model ({ci['heaviest']}) on a full 8-GPU server slowing the "
+            f"median victim {PACKED_CEILING}x; binding: {ci['binding']}. Result over "
+            f"all catalogue pairs: one neighbour median server "
+            f"{ci['median_server_neighbour']:.3f}, socket "
+            f"{ci['median_socket_neighbour']:.3f}, group {ci['median_group_neighbour']:.3f}, "
+            f"worst server {ci['max_server_neighbour']:.3f}; packed 8-GPU server median "
+            f"{ci['median_packed_server']:.3f}, worst {ci['max_packed_server']:.3f}, "
+            f"worst with every neighbour's PS on the server too "
+            f"{ci['max_packed_server_with_ps']:.3f}."
         ),
         "fit_errors": (
-            f"Pollux sync (model C + overhead vs measured): multi-node median relative "
-            f"error {np.median(multi_err):.3f} over {len(multi_err)} points, single-node "
-            f"{np.median(single_err):.3f} over {len(single_err)}; per model "
-            + ", ".join(
-                f"{m} {np.median(pollux_err['per_model'][m]):.3f}" for m in POLLUX_MODELS
-            )
-            + f". Gavel co-location MRE {gavel_info['mre']:.3f}. DL2 relative per-worker "
-            f"speed median relative error {np.median(dl2_err):.3f} over {len(dl2_pts)} "
-            f"points at a fitted effective testbed bandwidth of {dl2_bw / 1e6:.1f} MB/s "
-            f"(DL2's own trace.py inter_bws: 10-233 MB/s, median 92 MB/s)."
+            "Pollux sync time (C + overhead vs measured), median relative error: "
+            f"multi-node {np.median(pe['multi']):.3f} over {len(pe['multi'])} points "
+            f"(noise floor of any placement-multiset model {f.pollux_floor:.3f}), "
+            f"single-node {np.median(pe['single']):.3f} over {len(pe['single'])}; per "
+            "model "
+            + ", ".join(f"{m} {np.median(v):.3f}" for m, v in pe["per_model"].items())
+            + f". Gavel co-location MRE {gi['mre']:.3f}. DL2 per-worker speed relative "
+            f"to 1 worker: median relative error {np.median(f.dl2_errors):.3f} over "
+            f"{len(f.dl2_errors)} points (1-worker speed jitter across PS counts "
+            f"{f.dl2_floor:.3f}) at a fitted effective testbed bandwidth of "
+            f"{f.dl2_bandwidth / 1e6:.1f} MB/s (DL2's own trace.py inter_bws: 10-233 "
+            "MB/s, median 92 MB/s). Gavel V100 consolidated/unconsolidated throughput "
+            "ratio, ResNet-18/50 x2/x4/x8: measured median "
+            f"{np.median(cons_meas):.2f}, model median {np.median(cons_model):.2f} "
+            f"(default topology), median |log(model/measured)| "
+            f"{np.median(np.abs(np.log(cons_model / cons_meas))):.2f}."
         ),
-        "gavel_consolidation_check": (
-            "V100 consolidated / unconsolidated throughput, ResNet-18/50 (measured vs "
-            "model on the default topology): "
-            + ", ".join(
-                f"{j.replace(' (batch size ', '/b').rstrip(')')} x{s}: {a:.2f} vs {b:.2f}"
-                for (j, s, a), (_, _, b) in zip(cons_meas, cons_model, strict=True)
-            )
-        ),
-    }
-    return {
-        "version": 1,
-        "gpu_speed": {k: _round(speeds[k]) for k in ("v100", "p100", "k80", "t4")},
-        "link_efficiency": {k: _round(v) for k, v in efficiency.items()},
-        "sync_overhead_s": _round(overhead),
-        "level_coupling": {k: _round(v) for k, v in coupling.items()},
-        "notes": notes,
-        "models": models,
     }
 
 
@@ -1209,14 +1333,14 @@ def pollux_errors(
     overhead: float,
 ) -> dict[str, Any]:
     """Relative errors of C + overhead against the measured sync statistic."""
-    points = pollux_sync_points(pollux)
     single, multi = [], []
     per_model: dict[str, list[float]] = {m: [] for m in POLLUX_MODELS}
-    for p in points:
+    for p in pollux_sync_points(pollux):
         pred = comm_time_at(p.kind_s, efficiency) * model_mb[p.model] + overhead
         e = abs(pred - p.measured) / p.measured
         (multi if p.multi_node else single).append(e)
-        per_model[p.model].append(e)
+        if p.multi_node:
+            per_model[p.model].append(e)
     return {
         "single": np.array(single),
         "multi": np.array(multi),
@@ -1261,5 +1385,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-
-

@@ -16,10 +16,14 @@ pair's bytes cross the links on its path: the worker group's PCIe link always (t
 PS lives in host memory); the server's QPI link if the PS is on the other socket;
 both servers' NICs if the PS is on another server; both racks' uplinks if on another
 rack; both subclusters' uplinks if in another subcluster. With ``B_l`` the job's
-bytes per iteration on link ``l``, ``bw_l`` its effective bandwidth and ``n_l`` the
-number of jobs whose traffic crosses it (fair sharing)::
+bytes per iteration on link ``l`` and ``bw_l`` its effective bandwidth, the job alone
+would keep the link busy a fraction ``u_l = (B_l / bw_l) / T⁰`` of the time, where
+``T⁰`` is its iteration time with no other job anywhere. A link's load is the sum
+``U_l = Σ_j u_{j,l}`` over the jobs crossing it; while ``U_l ≤ 1`` the link keeps up
+with everyone, beyond that every transfer on it stretches by ``U_l`` (proportional
+sharing of an oversubscribed link)::
 
-    C = max_l  B_l · n_l / bw_l
+    C = max_l  B_l / bw_l · max(1, U_l)
 
 **Interference** ``I``. Tasks of *other* jobs near a worker press on shared
 resources; with ``P^L`` the summed pressure vectors (cpu, pcie, membw, disk, net) of
@@ -85,6 +89,7 @@ class JobLayout:
     speed: float
     link_ids: np.ndarray | None = None
     link_cost: np.ndarray | None = None  # bytes / bandwidth per own link (s)
+    link_util: np.ndarray | None = None  # u_l: share of each own link the job uses alone
     sock_idx: np.ndarray | None = None
     srv_idx: np.ndarray | None = None
     weights: np.ndarray | None = None  # (3, 5) λ_L · M^L · sensitivity
@@ -141,6 +146,12 @@ class PerformanceModel:
         speed = float(topo.group_speed[groups].min())
         link_ids = np.fromiter(links.keys(), dtype=np.int64, count=len(links))
         link_bytes = np.fromiter(links.values(), dtype=np.float64, count=len(links))
+        link_cost = link_bytes / topo.link_bw[link_ids]
+        alone = (
+            spec.compute_s / speed
+            + (float(link_cost.max()) if len(link_cost) else 0.0)
+            + (self.sync_overhead_s if len(pg) else 0.0)
+        )
         return JobLayout(
             groups=groups,
             group_workers=group_workers,
@@ -154,7 +165,8 @@ class PerformanceModel:
             links=links,
             speed=speed,
             link_ids=link_ids,
-            link_cost=link_bytes / topo.link_bw[link_ids],
+            link_cost=link_cost,
+            link_util=link_cost / alone,
             sock_idx=np.searchsorted(sockets, w_sock),
             srv_idx=np.searchsorted(servers, topo.group_server[groups]),
             weights=self.level_weights * spec.sensitivity,
@@ -199,12 +211,15 @@ class PerformanceModel:
 
     # ------------------------------------------------------------------ terms
 
-    def comm_time(self, layout: JobLayout, link_jobs: np.ndarray) -> float:
-        """``max_l B_l · n_l / bw_l`` with ``n_l`` from ``link_jobs`` (≥ 1 on own links)."""
+    def comm_time(self, layout: JobLayout, link_load: np.ndarray) -> float:
+        """``max_l B_l / bw_l · max(1, U_l)``, ``U_l`` = ``link_load`` (summed ``u_l``).
+
+        Passing zeros (or ones) gives the job's communication time alone.
+        """
         if not layout.links:
             return 0.0
-        n = np.maximum(link_jobs[layout.link_ids], 1)
-        return float((layout.link_cost * n).max())
+        u = np.maximum(link_load[layout.link_ids], 1.0)
+        return float((layout.link_cost * u).max())
 
     def interference(
         self,
@@ -230,7 +245,7 @@ class PerformanceModel:
         spec: ModelSpec,
         layout: JobLayout,
         n_ps: int,
-        link_jobs: np.ndarray,
+        link_load: np.ndarray,
         group_pressure: np.ndarray,
         socket_pressure: np.ndarray,
         server_pressure: np.ndarray,
@@ -241,7 +256,7 @@ class PerformanceModel:
         )
         compute = spec.compute_s / layout.speed * interference
         overhead = self.sync_overhead_s if n_ps >= 1 else 0.0
-        return compute + self.comm_time(layout, link_jobs) + overhead
+        return compute + self.comm_time(layout, link_load) + overhead
 
     def isolated_iteration_time(self, model: str, num_workers: int, num_ps: int) -> float:
         """A lower bound on the iteration time of the job under any placement.

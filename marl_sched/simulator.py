@@ -104,6 +104,8 @@ class ClusterView:
         group_pressure, socket_pressure, server_pressure: summed pressure vectors of
             resident tasks, (n, 5) in resource order cpu, pcie, membw, disk, net.
         link_jobs: jobs whose traffic crosses each link.
+        link_load: summed share of each link the jobs crossing it would use alone
+            (``U_l`` of :mod:`marl_sched.perf`; > 1 = oversubscribed).
         free_gpus: total free GPUs.
     """
 
@@ -117,6 +119,7 @@ class ClusterView:
     socket_pressure: np.ndarray
     server_pressure: np.ndarray
     link_jobs: np.ndarray
+    link_load: np.ndarray
     free_gpus: int
     queue_length: int
 
@@ -173,6 +176,7 @@ class Simulator:
         self.socket_pressure = np.zeros((t.n_sockets, N_RESOURCES))
         self.server_pressure = np.zeros((t.n_servers, N_RESOURCES))
         self.link_jobs = np.zeros(t.n_links, dtype=np.int64)
+        self.link_load = np.zeros(t.n_links)
         self.free_gpus = int(t.n_gpus)
         self._server_jobs: list[set[int]] = [set() for _ in range(t.n_servers)]
         self._link_members: dict[int, set[int]] = {}
@@ -287,6 +291,7 @@ class Simulator:
             socket_pressure=_ro(self.socket_pressure),
             server_pressure=_ro(self.server_pressure),
             link_jobs=_ro(self.link_jobs),
+            link_load=_ro(self.link_load),
             free_gpus=self.free_gpus,
             queue_length=len(self.queue),
         )
@@ -348,6 +353,8 @@ class Simulator:
             members = self._server_jobs[int(s)]
             affected |= members
             members.add(job.job_id)
+        if len(layout.link_ids):
+            self.link_load[layout.link_ids] += layout.link_util
         for link in layout.links:
             self.link_jobs[link] += 1
             members = self._link_members.setdefault(link, set())
@@ -386,6 +393,10 @@ class Simulator:
             members = self._server_jobs[int(s)]
             members.discard(job.job_id)
             affected |= members
+        if len(layout.link_ids):
+            self.link_load[layout.link_ids] -= layout.link_util
+            idle = layout.link_ids[self.link_jobs[layout.link_ids] == 1]
+            self.link_load[idle] = 0.0  # no float dust on links nobody uses
         for link in layout.links:
             self.link_jobs[link] -= 1
             members = self._link_members[link]
@@ -435,7 +446,7 @@ class Simulator:
                 CATALOGUE[run.job.model],
                 run.layout,
                 run.job.num_ps,
-                self.link_jobs,
+                self.link_load,
                 self.group_pressure,
                 self.socket_pressure,
                 self.server_pressure,

@@ -295,68 +295,63 @@ class CongestionAwarePolicy(Policy):
 
 @register
 class InterferenceAwarePolicy(Policy):
-    """Greedy: each worker on the group with the lowest predicted interference cost.
+    """Greedy: consolidate as communication requires, then pick the quietest spot.
 
-    The cost of a group ``g`` for a job with sensitivity ``s`` and pressure ``p``:
+    The interference cost of a GPU group ``g`` for a job with sensitivity ``s`` and
+    pressure ``p``, with ``P^L(g)`` the residents' summed pressure at level ``L``:
 
-    ``Σ_L λ_L (s·M^L)·P^L(g)  +  Σ_L λ_L (p·M^L)·S^L(g)  +  locality penalty``
+    ``Σ_L λ_L (s·M^L)·P^L(g)  +  Σ_L λ_L (p·M^L)·P^L(g)``
 
-    — what the job would suffer from the residents, what the residents would suffer
-    from it (``S^L`` is approximated by the residents' pressure, a proxy for their
-    activity), and a penalty per hierarchy level between the group and the job's
-    first worker, scaled by the job's communication-to-compute ratio. The level
-    couplings and profiles come from the interference model the policy is given
-    (the calibrated coefficients by default; the learned model of
-    ``checkpoints/interference`` once fitted).
+    — what the job would suffer from the residents and (with the residents' pressure
+    as a proxy for their sensitivity) what it would inflict on them. A job that fits
+    one server goes to the server whose cheapest free groups cost least; a larger
+    job fills servers of the least-loaded rack first. Within a server, workers take
+    the cheapest groups one by one, each raising the cost its own pressure adds.
+    The couplings ``λ_L`` and profiles come from the calibrated model; the learned
+    interference model (``checkpoints/interference``) scores candidate servers when
+    it is available.
     """
 
     name = "interference-aware"
-    description = "each worker where predicted interference (suffered + caused) is lowest"
+    description = "consolidate, then the GPU groups with the least predicted interference"
 
     def place(self, job: Job, view: ClusterView) -> Placement | None:
         topo = view.topology
-        perf = view.perf
         spec = CATALOGUE[job.model]
         d = _Draft(job, view)
-        weights = perf.level_weights  # (3, R) = λ_L · M^L
-        suffer = weights * spec.sensitivity  # (3, R)
-        cause = weights * spec.pressure
-        group_cost = view.group_pressure @ (suffer[0] + cause[0])
-        socket_cost = view.socket_pressure @ (suffer[1] + cause[1])
-        server_cost = view.server_pressure @ (suffer[2] + cause[2])
-        base = group_cost + socket_cost[topo.group_socket] + server_cost[topo.group_server]
-        # adding our own worker raises the pressure our later workers see
-        own_g = float(spec.pressure @ (suffer[0] + cause[0]))
-        own_s = float(spec.pressure @ (suffer[1] + cause[1]))
-        own_v = float(spec.pressure @ (suffer[2] + cause[2]))
-        comm_ratio = 2.0 * spec.model_bytes / max(spec.compute_s, 1e-6) / 1e10
-        level_penalty = min(comm_ratio, 1.0) * 0.1
-        cost = base.copy()
-        first = None
-        for _ in range(job.num_workers):
-            cand = np.flatnonzero(d.group_free > 0)
-            if len(cand) == 0:
-                return None
-            c = cost[cand]
-            if first is not None:
-                srv = topo.group_server[cand]
-                c = c + level_penalty * (
-                    (srv != topo.group_server[first]).astype(np.float64)
-                    + (topo.server_rack[srv] != topo.group_rack[first])
-                    + (topo.server_subcluster[srv] != topo.group_subcluster[first])
-                )
-            for g in cand[np.argsort(c, kind="stable")]:
-                if d.worker_room(int(g)) > 0:
+        weights = view.perf.level_weights  # (3, R) = λ_L · M^L
+        both = weights * (spec.sensitivity + spec.pressure)
+        cost = (
+            view.group_pressure @ both[0]
+            + (view.socket_pressure @ both[1])[topo.group_socket]
+            + (view.server_pressure @ both[2])[topo.group_server]
+        )
+        own = spec.pressure @ both.T  # what one more worker of ours adds, per level
+        free = _server_free(view)
+        fits = np.flatnonzero(free >= job.num_workers)
+        if len(fits):
+            # the server whose w cheapest free groups (approximately) cost least
+            masked = np.where(d.group_free > 0, cost, np.inf)
+            best = np.full(topo.n_servers, np.inf)
+            np.minimum.at(best, topo.group_server, masked)
+            srv_score = best[fits] + own[2] * (job.num_workers - 1)
+            servers = fits[np.argsort(srv_score, kind="stable")]
+        else:
+            rack_free = np.bincount(topo.server_rack, weights=free, minlength=topo.n_racks)
+            rank = np.argsort(np.argsort(-rack_free, kind="stable"), kind="stable")
+            servers = np.lexsort((np.arange(topo.n_servers), -free, rank[topo.server_rack]))
+        for s in servers:
+            if d.missing == 0:
+                break
+            a, n = int(topo.server_groups_start[s]), int(topo.server_n_groups[s])
+            local = cost[a : a + n].copy()
+            while d.missing:
+                room = np.array([d.worker_room(a + i) for i in range(n)])
+                if not room.any():
                     break
-            else:
-                return None
-            g = int(g)
-            d.add_workers(g, 1)
-            first = g if first is None else first
-            s = topo.group_server[g]
-            cost[g] += own_g
-            a, n = topo.server_groups_start[s], topo.server_n_groups[s]
-            seg = cost[a : a + n]
-            seg[topo.group_socket[a : a + n] == topo.group_socket[g]] += own_s
-            seg += own_v
+                i = int(np.argmin(np.where(room > 0, local, np.inf)))
+                d.add_workers(a + i, 1)
+                local[i] += own[0]
+                local[topo.group_socket[a : a + n] == topo.group_socket[a + i]] += own[1]
+                local += own[2]
         return d.result()
