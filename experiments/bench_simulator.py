@@ -64,8 +64,8 @@ def _run_child(config: str, policy: str, max_jobs: int | None) -> dict:
 
 def _table(rows: list[dict], keys: list[str]) -> str:
     widths = [max(len(k), *(len(str(r[k])) for r in rows)) for k in keys]
-    line = "  ".join(f"{k:>{w}}" for k, w in zip(keys, widths))
-    body = ["  ".join(f"{str(r[k]):>{w}}" for k, w in zip(keys, widths)) for r in rows]
+    line = "  ".join(f"{k:>{w}}" for k, w in zip(keys, widths, strict=True))
+    body = ["  ".join(f"{str(r[k]):>{w}}" for k, w in zip(keys, widths, strict=True)) for r in rows]
     return "\n".join([line, "  ".join("-" * w for w in widths), *body])
 
 
@@ -80,8 +80,17 @@ def main() -> None:
         return
 
     figures: dict = {"quick": args.quick}
-    keys = ["config", "policy", "servers", "gpus", "jobs", "wall_s", "jobs_per_s",
-            "events_per_s", "peak_mb"]
+    keys = [
+        "config",
+        "policy",
+        "servers",
+        "gpus",
+        "jobs",
+        "wall_s",
+        "jobs_per_s",
+        "events_per_s",
+        "peak_mb",
+    ]
     if SHARED.is_dir():
         philly = _run_child("configs/philly.yaml", "load-balance", 10000 if args.quick else None)
         large = _run_child("configs/large.yaml", "load-balance", 2000 if args.quick else 10000)
@@ -103,8 +112,10 @@ def main() -> None:
     print(_table(rows, ["policy", "jobs", "avg_jct_s", "gpu_utilization", "wall_s"]))
     ratio = worst["avg_jct_s"] / best["avg_jct_s"]
     ia_vs_random = by["interference-aware"]["avg_jct_s"] / by["random"]["avg_jct_s"]
-    print(f"worst/best avg JCT: {ratio:.2f}x ({worst['policy']} / {best['policy']}); "
-          f"interference-aware / random: {ia_vs_random:.3f}")
+    print(
+        f"worst/best avg JCT: {ratio:.2f}x ({worst['policy']} / {best['policy']}); "
+        f"interference-aware / random: {ia_vs_random:.3f}"
+    )
     figures["placement"] = {r["policy"]: r["avg_jct_s"] for r in rows}
     figures["worst_over_best"] = round(ratio, 3)
     figures["interference_aware_over_random"] = round(ia_vs_random, 3)

@@ -103,9 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     tsub = p.add_subparsers(dest="action", required=True, parser_class=_Parser)
     q = tsub.add_parser("inspect", help="summary of a trace")
     q.add_argument("file")
-    q.add_argument(
-        "--trace-format", choices=["auto", "canonical", "philly", "alibaba", "pollux"]
-    )
+    q.add_argument("--trace-format", choices=["auto", "canonical", "philly", "alibaba", "pollux"])
     q.add_argument("--start", type=int, default=0)
     q.add_argument("--max-jobs", type=int)
     q.add_argument("--load", type=float, default=1.0)
@@ -172,7 +170,9 @@ def format_table(rows: Sequence[dict], columns: Sequence[tuple[str, str, str]]) 
             v = r.get(key, "")
             line.append(format(v, spec) if isinstance(v, int | float) and spec else str(v))
         body.append(line)
-    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
+    widths = [
+        max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)
+    ]
     fmt = "  ".join(f"{{:>{w}}}" for w in widths)
     sep = "  ".join("-" * w for w in widths)
     return "\n".join([fmt.format(*head), sep, *(fmt.format(*b) for b in body)])
@@ -206,7 +206,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     get_policy_class(policy)  # unknown name → exit 2 before any work
     out = prepare_out(args.out)
     topo, perf = build_cluster(cfg)
-    opts = TraceOptions(args.trace, args.trace_format, args.start, args.max_jobs, args.load, args.seed)
+    opts = TraceOptions(
+        args.trace, args.trace_format, args.start, args.max_jobs, args.load, args.seed
+    )
     workload = load_workload(cfg, perf, opts)
     bar = Progress(len(workload.jobs), f"simulate {policy}", args.quiet)
     try:

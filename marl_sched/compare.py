@@ -54,7 +54,7 @@ def _run_one(task: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
     workload = load_workload(cfg, perf, TraceOptions(**task["trace_options"]))
     cls = get_policy_class(task["policy"])
     kwargs = {}
-    if task["checkpoint"] and "checkpoint" in getattr(cls.__init__, "__code__").co_varnames:
+    if task["checkpoint"] and "checkpoint" in cls.__init__.__code__.co_varnames:
         kwargs["checkpoint"] = task["checkpoint"]
     policy = cls(**kwargs)
     metrics, records, _ = simulate(
@@ -79,7 +79,6 @@ def run_compare(
     from marl_sched.metrics import atomic_write_text, csv_text
     from marl_sched.plots import bars, jct_cdf
     from marl_sched.policies import get_policy_class
-
     from marl_sched.runner import TraceOptions, build_cluster, load_workload
 
     cfg = load_config(config)  # bad config, trace or policy → exit 2 before any work
@@ -119,16 +118,26 @@ def run_compare(
     rows.sort(key=lambda r: r["avg_jct_s"])
     atomic_write_text(out / "results.csv", csv_text(rows, RESULT_FIELDS))
     atomic_write_text(out / "results.md", results_markdown(rows, trace_options, config))
-    jct_cdf({p: results[p][1] for p in policies}, out / "jct_cdf.png",
-            title=f"JCT CDF — {Path(config).name}")
-    bars({r["policy"]: r["avg_jct_s"] for r in rows}, out / "avg_jct.png",
-         ylabel="average JCT (s)", title="Average JCT by policy", highlight="marl")
+    jct_cdf(
+        {p: results[p][1] for p in policies},
+        out / "jct_cdf.png",
+        title=f"JCT CDF — {Path(config).name}",
+    )
+    bars(
+        {r["policy"]: r["avg_jct_s"] for r in rows},
+        out / "avg_jct.png",
+        ylabel="average JCT (s)",
+        title="Average JCT by policy",
+        highlight="marl",
+    )
     return rows
 
 
 def results_markdown(rows: list[dict[str, Any]], trace_options: dict, config: str) -> str:
-    head = ("| policy | jobs | avg JCT (s) | p50 | p95 | p99 | queue (s) | slowdown | GPU util "
-            "| decision p50 / p99 (ms) | avg JCT / best baseline |")
+    head = (
+        "| policy | jobs | avg JCT (s) | p50 | p95 | p99 | queue (s) | slowdown | GPU util "
+        "| decision p50 / p99 (ms) | avg JCT / best baseline |"
+    )
     lines = [
         f"# Comparison on `{trace_options.get('trace') or 'the config trace'}` "
         f"({Path(config).name})",
@@ -166,11 +175,14 @@ def compare_command(args: argparse.Namespace) -> int:
     }
     bar = Progress(len(policies), "compare (policies done)", args.quiet)
     try:
-        rows = run_compare(args.config, policies, out, opts, args.checkpoint, args.seed,
-                           progress=bar)
+        rows = run_compare(
+            args.config, policies, out, opts, args.checkpoint, args.seed, progress=bar
+        )
     finally:
         bar.close()
     print(format_table(rows, RESULT_COLUMNS + (("ratio_to_best_baseline", "/ best", ".3f"),)))
-    print(f"wrote {out / 'results.md'}, {out / 'results.csv'}, {out / 'jct_cdf.png'}, "
-          f"{out / 'avg_jct.png'}")
+    print(
+        f"wrote {out / 'results.md'}, {out / 'results.csv'}, {out / 'jct_cdf.png'}, "
+        f"{out / 'avg_jct.png'}"
+    )
     return 0

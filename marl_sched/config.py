@@ -163,7 +163,9 @@ class WorkloadConfig:
         )
         check(self.start >= 0, where, f"{key}.start", f"must be >= 0, got {self.start}")
         if self.max_jobs is not None:
-            check(self.max_jobs >= 1, where, f"{key}.max_jobs", f"must be >= 1, got {self.max_jobs}")
+            check(
+                self.max_jobs >= 1, where, f"{key}.max_jobs", f"must be >= 1, got {self.max_jobs}"
+            )
         check(self.load > 0, where, f"{key}.load", f"must be > 0, got {self.load}")
         if self.max_job_gpus is not None:
             check(self.max_job_gpus >= 1, where, f"{key}.max_job_gpus", "must be >= 1")

@@ -370,8 +370,9 @@ class InterferenceModel:
         self.weights = [np.asarray(w, dtype=np.float32) for w in weights]
         self.biases = [np.asarray(b, dtype=np.float32) for b in biases]
         self.x_mean = np.asarray(x_mean, dtype=np.float32)
-        self.x_scale = (1.0 / np.asarray(x_std, dtype=np.float64)).astype(np.float32)
         self.x_std = np.asarray(x_std, dtype=np.float32)
+        # from the stored float32 std, so a saved and reloaded model is bit-identical
+        self.x_scale = (1.0 / self.x_std.astype(np.float64)).astype(np.float32)
         self.y_mean = float(y_mean)
         self.y_std = float(y_std)
         if activation not in _ACTIVATIONS:
@@ -451,9 +452,9 @@ class InterferenceModel:
             )
         names = tuple(str(n) for n in need("feature_names"))
         if names != FEATURE_NAMES:
+            pairs = enumerate(zip(names, FEATURE_NAMES, strict=False))
             diff = next(
-                (f"#{i}: {a!r} != {b!r}" for i, (a, b) in enumerate(zip(names, FEATURE_NAMES))
-                 if a != b),
+                (f"#{i}: {a!r} != {b!r}" for i, (a, b) in pairs if a != b),
                 f"{len(names)} features, expected {N_FEATURES}",
             )
             raise InputError(f"{where}: feature names differ from this code ({diff}): refit")
@@ -463,17 +464,23 @@ class InterferenceModel:
         dim = N_FEATURES
         for i, (w, b) in enumerate(zip(weights, biases, strict=True)):
             if w.ndim != 2 or w.shape[0] != dim or b.shape != (w.shape[1],):
-                raise InputError(f"{where}: layer {i}: weight shape {w.shape} / bias "
-                                 f"{b.shape} do not chain from {dim} inputs")
+                raise InputError(
+                    f"{where}: layer {i}: weight shape {w.shape} / bias "
+                    f"{b.shape} do not chain from {dim} inputs"
+                )
             dim = w.shape[1]
         if dim != 1:
             raise InputError(f"{where}: last layer has {dim} outputs, expected 1")
         x_mean, x_std, y_scale = need("x_mean"), need("x_std"), need("y_scale")
         if x_mean.shape != (N_FEATURES,) or x_std.shape != (N_FEATURES,) or y_scale.shape != (2,):
             raise InputError(f"{where}: normalisation arrays have the wrong shape")
-        for key, arr in [("x_mean", x_mean), ("x_std", x_std), ("y_scale", y_scale),
-                         *((f"W{i}", w) for i, w in enumerate(weights)),
-                         *((f"b{i}", b) for i, b in enumerate(biases))]:
+        for key, arr in [
+            ("x_mean", x_mean),
+            ("x_std", x_std),
+            ("y_scale", y_scale),
+            *((f"W{i}", w) for i, w in enumerate(weights)),
+            *((f"b{i}", b) for i, b in enumerate(biases)),
+        ]:
             if not np.all(np.isfinite(arr)):
                 raise InputError(f"{where}: {key}: contains non-finite values")
         if np.any(x_std <= 0):
@@ -541,9 +548,8 @@ class Samples:
 
     @staticmethod
     def concat(parts: Sequence[Samples]) -> Samples:
-        return Samples(
-            *(np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(Samples))
-        )
+        fields = dataclasses.fields(Samples)
+        return Samples(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields))
 
 
 def _samples_from_rows(
@@ -586,8 +592,10 @@ def random_topology(rng: np.random.Generator) -> TopologyConfig:
                 sockets=sockets,
                 groups_per_socket=gps,
                 gpus_per_group=gpg,
-                cpu_cores=int(rng.choice([24, 32, 48, 64, 96])),
-                memory_gb=float(rng.choice([128, 256, 384, 512])),
+                # >= 2 cores and 16 GB per GPU, as real GPU servers have (and so that
+                # GPU-free servers are not mostly refused for lack of CPU)
+                cpu_cores=max(16, sockets * gps * gpg * int(rng.choice([2, 3, 4, 6]))),
+                memory_gb=float(max(64, sockets * gps * gpg * int(rng.choice([16, 32, 48])))),
                 nic_gbps=float(rng.choice([10, 25, 40, 100])),
             )
         )
@@ -660,7 +668,8 @@ def _simulate_samples(
     jobs = random_jobs(rng, perf, n_jobs, load)
     names = list(POLICY_MIX)
     weights = np.array([POLICY_MIX[n] for n in names])
-    chosen = rng.choice(names, size=int(rng.integers(1, 4)), replace=False, p=weights / weights.sum())
+    k = int(rng.integers(1, 4))
+    chosen = rng.choice(names, size=k, replace=False, p=weights / weights.sum())
     policies = []
     for name in chosen:
         pol = make_policy(str(name))
@@ -669,7 +678,12 @@ def _simulate_samples(
     sim = Simulator(topo, jobs, perf=perf)
     rows, ys, models = [], [], []
     snapshot_p = float(rng.uniform(0.3, 1.0))
-    while len(ys) < budget and (job := sim.next_decision()) is not None:
+    max_decisions = 20 * n_jobs  # a run whose queue keeps refusing jobs stops early
+    while (
+        len(ys) < budget
+        and sim.stats.decisions < max_decisions
+        and (job := sim.next_decision()) is not None
+    ):
         view = sim.view()
         placement = policies[int(rng.integers(len(policies)))].place(job, view)
         sim.apply(placement)
@@ -710,6 +724,7 @@ def generate_samples(
         progress: called with the number of samples collected so far.
     """
     root = np.random.SeedSequence(seed)
+    per_run = min(600, max(50, n // 20))
     parts: list[Samples] = []
     have = 0
     sim_id = 0
@@ -720,7 +735,8 @@ def generate_samples(
             cfg = topologies[int(rng.integers(len(topologies)))]
         else:
             cfg = random_topology(rng)
-        part = _simulate_samples(rng, cfg, min(n - have, 600), sim_id)
+        # at most 1/20 of the samples from one run, so even small sets span many
+        part = _simulate_samples(rng, cfg, min(n - have, per_run), sim_id)
         sim_id += 1
         parts.append(part)
         have += len(part)
@@ -742,8 +758,15 @@ GAVEL_MODELS = {
 }
 #: Pollux's AWS g4dn.12xlarge nodes: 4 T4 GPUs, one socket, 50 Gbit/s
 POLLUX_SERVER = ServerTypeConfig(
-    name="g4dn.12xlarge", count=1, gpu_type="t4", sockets=1, groups_per_socket=2,
-    gpus_per_group=2, cpu_cores=48, memory_gb=192.0, nic_gbps=50.0,
+    name="g4dn.12xlarge",
+    count=1,
+    gpu_type="t4",
+    sockets=1,
+    groups_per_socket=2,
+    gpus_per_group=2,
+    cpu_cores=48,
+    memory_gb=192.0,
+    nic_gbps=50.0,
 )
 
 
@@ -911,6 +934,22 @@ def load_pollux_placements(root: str | Path) -> Samples:
     return _samples_from_rows(rows, ys, models, groups, "pollux", refs, sims)
 
 
+_DL2_SERVER = ServerTypeConfig(
+    name="dl2", count=1, sockets=2, groups_per_socket=2, gpus_per_group=2
+)
+
+
+def _dl2_spread(model: str, workers: int, ps: int, servers: int) -> tuple[np.ndarray, float]:
+    """A DL2 job spread one task per server: workers first, then the PS."""
+    gps = _DL2_SERVER.sockets * _DL2_SERVER.groups_per_socket
+    first_ps = servers - ps
+    placement = Placement(
+        tuple(i * gps for i in range(workers)), tuple((first_ps + j) * gps for j in range(ps))
+    )
+    job = Job(0, "d", model, workers, ps, 1e6, 0.0, 0.0)
+    return _features_alone(_one_rack(_DL2_SERVER, servers), job, placement)
+
+
 def load_dl2_speeds(path: str | Path) -> Samples:
     """DL2's PS/worker speed table → the slowdown of adding workers to the PS.
 
@@ -942,25 +981,12 @@ def load_dl2_speeds(path: str | Path) -> Samples:
             continue
         speed[(model, p, w)] = float(np.mean(speeds))
     rows, ys, models, groups, refs = [], [], [], [], []
-    server = ServerTypeConfig(name="dl2", count=1, sockets=2, groups_per_socket=2, gpus_per_group=2)
     for (model, p, w), s in sorted(speed.items()):
         base = speed.get((model, p, 1))
         if w < 2 or base is None:
             continue
-        n = w + p
-        topo_cfg = _one_rack(server, n)
-        gps = 4
-
-        def spread(workers: int, model=model, p=p, n=n, topo_cfg=topo_cfg):
-            placement = Placement(
-                tuple(i * gps for i in range(workers)), tuple((w + j) * gps for j in range(p))
-            )
-            job = Job(0, "d", model, workers, p, 1e6, 0.0, 0.0)
-            return _features_alone(topo_cfg, job, placement)
-
-        x, t = spread(w)
-        _, t1 = spread(1)
-        del n
+        x, t = _dl2_spread(model, w, p, w + p)
+        _, t1 = _dl2_spread(model, 1, p, w + p)
         rows.append(x)
         ys.append(base / s)
         refs.append(t / t1)

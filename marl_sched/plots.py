@@ -48,7 +48,10 @@ def jct_cdf(jcts: Mapping[str, Sequence[float]], path: str | Path, title: str = 
 
 
 def bars(
-    values: Mapping[str, float], path: str | Path, ylabel: str, title: str = "",
+    values: Mapping[str, float],
+    path: str | Path,
+    ylabel: str,
+    title: str = "",
     highlight: str | None = None,
 ) -> None:
     """A bar per policy, sorted ascending, value printed on each bar."""
@@ -57,9 +60,14 @@ def bars(
     fig, ax = plt.subplots(figsize=(max(5, 0.9 * len(items) + 2), 4))
     colors = ["#d95f02" if k == highlight else "#1b9e77" for k, _ in items]
     rects = ax.bar([k for k, _ in items], [v for _, v in items], color=colors)
-    for r, (_, v) in zip(rects, items):
-        ax.annotate(f"{v:,.0f}" if v >= 100 else f"{v:.3g}", (r.get_x() + r.get_width() / 2,
-                    r.get_height()), ha="center", va="bottom", fontsize=8)
+    for r, (_, v) in zip(rects, items, strict=True):
+        ax.annotate(
+            f"{v:,.0f}" if v >= 100 else f"{v:.3g}",
+            (r.get_x() + r.get_width() / 2, r.get_height()),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.tick_params(axis="x", rotation=30)
@@ -69,8 +77,12 @@ def bars(
 
 
 def curve(
-    xs: Sequence[float], ys: Mapping[str, Sequence[float]], path: str | Path,
-    xlabel: str, ylabel: str, title: str = "",
+    xs: Sequence[float],
+    ys: Mapping[str, Sequence[float]],
+    path: str | Path,
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
 ) -> None:
     """Lines over a shared x axis (learning curves, scaling)."""
     plt = _figure()

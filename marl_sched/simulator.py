@@ -37,7 +37,7 @@ import numpy as np
 
 from marl_sched.catalogue import CATALOGUE, N_RESOURCES
 from marl_sched.jobs import Job, Placement
-from marl_sched.perf import PS_PRESSURE_MASK, JobLayout, PerformanceModel
+from marl_sched.perf import JobLayout, PerformanceModel
 from marl_sched.topology import Topology
 
 ARRIVAL, COMPLETION = "arrival", "completion"
@@ -313,19 +313,22 @@ class Simulator:
         groups = np.asarray(wg + pg, dtype=np.int64)
         if groups.size and (groups.min() < 0 or groups.max() >= t.n_groups):
             raise PlacementError(f"job {job.name}: GPU group id out of range")
-        need = np.bincount(np.asarray(wg, dtype=np.int64), minlength=t.n_groups)
-        if np.any(need > self.group_free):
-            g = int(np.argmax(need > self.group_free))
+        used, need = np.unique(np.asarray(wg, dtype=np.int64), return_counts=True)
+        short = need > self.group_free[used]
+        if short.any():
+            g = int(used[np.argmax(short)])
             raise PlacementError(
-                f"job {job.name}: group {g} has {self.group_free[g]} free GPUs, needs {need[g]}"
+                f"job {job.name}: group {g} has {self.group_free[g]} free GPUs, "
+                f"needs {int(need[np.argmax(short)])}"
             )
         cpu, mem = self.task_demands(job)
         srv = t.group_server[groups]
         weights_cpu = np.concatenate([np.full(len(wg), cpu[0]), np.full(len(pg), cpu[1])])
-        need_cpu = np.bincount(srv, weights=weights_cpu, minlength=t.n_servers)
-        need_mem = np.bincount(srv, weights=np.full(len(srv), mem), minlength=t.n_servers)
-        if np.any(need_cpu > self.server_cpu_free + 1e-9) or np.any(
-            need_mem > self.server_mem_free + 1e-9
+        servers, inv = np.unique(srv, return_inverse=True)
+        need_cpu = np.bincount(inv, weights=weights_cpu)
+        need_mem = np.bincount(inv) * mem
+        if np.any(need_cpu > self.server_cpu_free[servers] + 1e-9) or np.any(
+            need_mem > self.server_mem_free[servers] + 1e-9
         ):
             raise PlacementError(f"job {job.name}: not enough CPU or memory on a server")
 
@@ -404,6 +407,7 @@ class Simulator:
             affected |= members
             if not members:
                 del self._link_members[link]
+        self._clear_idle_servers(layout.servers)
         srv = layout.servers
         racks = np.unique(t.server_rack[srv])
         self.records[job.job_id] = JobRecord(
@@ -421,15 +425,17 @@ class Simulator:
         self.group_pressure[layout.groups] += sign * layout.group_press
         self.socket_pressure[layout.sockets] += sign * layout.socket_press
         self.server_pressure[layout.servers] += sign * layout.server_press
-        if sign < 0:  # clean float dust so an empty cluster is exactly empty
-            for arr, idx in (
-                (self.group_pressure, layout.groups),
-                (self.socket_pressure, layout.sockets),
-                (self.server_pressure, layout.servers),
-            ):
-                rows = arr[idx]
-                rows[np.abs(rows) < 1e-9] = 0.0
-                arr[idx] = rows
+
+    def _clear_idle_servers(self, servers: np.ndarray) -> None:
+        """Zero the pressure of servers nobody uses any more (no float dust)."""
+        t = self.topology
+        for s in servers:
+            if not self._server_jobs[int(s)]:
+                self.server_pressure[s] = 0.0
+                a = t.server_first_socket[s]
+                self.socket_pressure[a : a + t.server_sockets[s]] = 0.0
+                g = t.server_groups_start[s]
+                self.group_pressure[g : g + t.server_n_groups[s]] = 0.0
 
     def _refresh(self, job_ids: set[int]) -> None:
         """Bring affected jobs to ``now`` and give them a new speed and completion."""

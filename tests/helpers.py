@@ -33,7 +33,7 @@ def tiny_topology(
             groups_per_socket=groups_per_socket,
             gpus_per_group=gpus_per_group,
         )
-        for i, (g, c) in enumerate(zip(gpu_types, counts))
+        for i, (g, c) in enumerate(zip(gpu_types, counts, strict=True))
         if c > 0
     )
     cfg = TopologyConfig(

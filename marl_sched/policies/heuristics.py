@@ -88,7 +88,8 @@ class _Draft:
         wg = np.asarray(self.workers, dtype=np.int64)
         servers, counts = np.unique(topo.group_server[wg], return_counts=True)
         order = servers[np.argsort(-counts, kind="stable")]
-        group_of = {int(s): int(g) for g, s in zip(wg[::-1], topo.group_server[wg[::-1]])}
+        rev = wg[::-1]
+        group_of = {int(s): int(g) for g, s in zip(rev, topo.group_server[rev], strict=True)}
         anchor_rack = topo.server_rack[order[0]]
         anchor_sc = topo.server_subcluster[order[0]]
         fallback = None
@@ -131,7 +132,7 @@ def _groups_by_server_order(topo: Topology, server_order: np.ndarray) -> np.ndar
     """GPU groups, server by server in ``server_order``, groups in id order."""
     starts = topo.server_groups_start[server_order]
     counts = topo.server_n_groups[server_order]
-    return np.concatenate([np.arange(s, s + c) for s, c in zip(starts, counts)])
+    return np.concatenate([np.arange(s, s + c) for s, c in zip(starts, counts, strict=True)])
 
 
 @register
@@ -274,9 +275,11 @@ class CongestionAwarePolicy(Policy):
         sc_load = view.link_jobs[off[4] :].astype(np.float64)
         rack_free = np.bincount(topo.server_rack, weights=free, minlength=topo.n_racks)
         rack_nic = np.bincount(topo.server_rack, weights=nic_load, minlength=topo.n_racks)
-        rack_key = rack_load + rack_nic / np.bincount(topo.server_rack) + sc_load[
-            topo.rack_subcluster
-        ] * 0.1
+        rack_key = (
+            rack_load
+            + rack_nic / np.bincount(topo.server_rack)
+            + sc_load[topo.rack_subcluster] * 0.1
+        )
         fits = rack_free >= job.num_workers
         if fits.any():
             racks = np.flatnonzero(fits)
@@ -288,7 +291,9 @@ class CongestionAwarePolicy(Policy):
         rank_all = np.full(topo.n_racks, len(racks), dtype=np.int64)
         rank_all[racks] = rank[racks]
         servers = np.flatnonzero(free > 0)
-        order = np.lexsort((servers, -free[servers], nic_load[servers], rank_all[topo.server_rack[servers]]))
+        order = np.lexsort(
+            (servers, -free[servers], nic_load[servers], rank_all[topo.server_rack[servers]])
+        )
         d.fill(_groups_by_server_order(topo, servers[order]) if len(servers) else [])
         return d.result()
 

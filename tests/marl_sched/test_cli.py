@@ -46,7 +46,9 @@ def test_bad_trace_row_exit_2_names_line_and_writes_nothing(tmp_path, capsys):
 def test_unknown_model_in_trace(tmp_path, capsys):
     trace = tmp_path / "t.csv"
     trace.write_text("job_id,submit_time,num_gpus,duration,model\na,0,1,100,alexnet9000\n")
-    rc = main(["simulate", "--config", DEFAULT, "--trace", str(trace), "--out", str(tmp_path / "o")])
+    rc = main(
+        ["simulate", "--config", DEFAULT, "--trace", str(trace), "--out", str(tmp_path / "o")]
+    )
     assert rc == 2
     assert f"{trace}:2: model: unknown model 'alexnet9000'" in _err_line(capsys)
 
@@ -54,9 +56,15 @@ def test_unknown_model_in_trace(tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv, fragment",
     [
-        (["simulate", "--config", DEFAULT, "--policy", "nope", "--out", "X"], "unknown policy 'nope'"),
+        (
+            ["simulate", "--config", DEFAULT, "--policy", "nope", "--out", "X"],
+            "unknown policy 'nope'",
+        ),
         (["simulate", "--config", DEFAULT, "--load", "0", "--out", "X"], "must be > 0, got 0"),
-        (["simulate", "--config", "missing.yaml", "--out", "X"], "missing.yaml: cannot read config"),
+        (
+            ["simulate", "--config", "missing.yaml", "--out", "X"],
+            "missing.yaml: cannot read config",
+        ),
         (["simulate", "--config", DEFAULT], "the following arguments are required: --out"),
         (["trace", "inspect", "nothing.csv"], "nothing.csv: cannot read trace"),
     ],
@@ -82,13 +90,30 @@ def test_bad_config_key_exit_2(tmp_path, capsys):
 def test_policies_lists_every_heuristic(capsys):
     assert main(["policies"]) == 0
     out = capsys.readouterr().out
-    for name in ("random", "first-fit", "load-balance", "tetris", "locality",
-                 "congestion-aware", "interference-aware"):
+    for name in (
+        "random",
+        "first-fit",
+        "load-balance",
+        "tetris",
+        "locality",
+        "congestion-aware",
+        "interference-aware",
+    ):
         assert any(line.startswith(name + " ") for line in out.splitlines()), name
 
 
 def test_trace_inspect(capsys):
-    assert main(["trace", "inspect", str(REPO_ROOT / "configs/traces/philly_sample.csv"),
-                 "--gpus", "384"]) == 0
+    assert (
+        main(
+            [
+                "trace",
+                "inspect",
+                str(REPO_ROOT / "configs/traces/philly_sample.csv"),
+                "--gpus",
+                "384",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "2,500" in out and "offered load" in out

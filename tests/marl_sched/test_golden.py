@@ -18,8 +18,19 @@ from marl_sched.runner import build_cluster, load_workload, simulate
 
 GOLDEN = REPO_ROOT / "tests" / "data" / "golden_metrics.json"
 CONFIG = REPO_ROOT / "tests" / "data" / "golden.yaml"
-KEYS = ("jobs_completed", "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "avg_queue_s",
-        "avg_slowdown", "makespan_s", "gpu_utilization", "decisions", "events")
+KEYS = (
+    "jobs_completed",
+    "avg_jct_s",
+    "p50_jct_s",
+    "p95_jct_s",
+    "p99_jct_s",
+    "avg_queue_s",
+    "avg_slowdown",
+    "makespan_s",
+    "gpu_utilization",
+    "decisions",
+    "events",
+)
 HEURISTICS = [n for n, e in policy_entries().items() if e.kind == "heuristic"]
 
 

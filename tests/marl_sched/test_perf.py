@@ -11,8 +11,15 @@ from marl_sched.catalogue import CATALOGUE, MODEL_NAMES
 from marl_sched.perf import PerformanceModel
 from tests.helpers import tiny_topology
 
-TOPO = tiny_topology(subclusters=2, racks=2, servers=2, sockets=2, groups_per_socket=2,
-                     gpus_per_group=2, oversubscription=4.0)
+TOPO = tiny_topology(
+    subclusters=2,
+    racks=2,
+    servers=2,
+    sockets=2,
+    groups_per_socket=2,
+    gpus_per_group=2,
+    oversubscription=4.0,
+)
 PERF = PerformanceModel(TOPO)
 
 
@@ -31,8 +38,11 @@ def _alone(model, workers, ps, links=None):
 def _with_own_pressure(model, workers, ps):
     spec = CATALOGUE[model]
     lay = PERF.layout(spec, workers, ps)
-    g, s, v = (np.zeros((TOPO.n_groups, 5)), np.zeros((TOPO.n_sockets, 5)),
-               np.zeros((TOPO.n_servers, 5)))
+    g, s, v = (
+        np.zeros((TOPO.n_groups, 5)),
+        np.zeros((TOPO.n_sockets, 5)),
+        np.zeros((TOPO.n_servers, 5)),
+    )
     g[lay.groups] += lay.group_press
     s[lay.sockets] += lay.socket_press
     v[lay.servers] += lay.server_press

@@ -10,8 +10,9 @@ from tests.helpers import tiny_topology
 
 
 def test_counts_and_parents_are_consistent():
-    t = tiny_topology(subclusters=2, racks=3, servers=2, sockets=2, groups_per_socket=2,
-                      gpus_per_group=2)
+    t = tiny_topology(
+        subclusters=2, racks=3, servers=2, sockets=2, groups_per_socket=2, gpus_per_group=2
+    )
     assert (t.n_subclusters, t.n_racks, t.n_servers) == (2, 6, 12)
     assert (t.n_sockets, t.n_groups, t.n_gpus) == (24, 48, 96)
     # every level's parent array points to a valid entity, contiguous blocks
@@ -21,7 +22,7 @@ def test_counts_and_parents_are_consistent():
     assert np.array_equal(np.bincount(t.gpu_group), t.group_capacity)
     for s in range(t.n_servers):
         a, n = t.server_groups_start[s], t.server_n_groups[s]
-        assert np.all(t.group_server[a:a + n] == s)
+        assert np.all(t.group_server[a : a + n] == s)
 
 
 def test_heterogeneous_types_and_link_bandwidths():
