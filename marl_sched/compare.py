@@ -9,9 +9,10 @@ the same jobs, topology and seed. Outputs, each written atomically:
   policy's average JCT to the best *baseline* (every policy but ``marl``);
 - ``DIR/jct_cdf.png`` and ``DIR/avg_jct.png``.
 
-Learned policies (``marl``, ``single-agent``, ``harmony``, ``mlfs-rl``) take
-``--checkpoint``; they are found through the policy registry, so this module does
-not import their frameworks.
+Learned policies are found through the policy registry, so this module does not
+import their frameworks. ``--checkpoint P`` goes to ``marl`` and ``single-agent``;
+``--checkpoint marl=P1,harmony=P2`` names one per policy. A learned policy without
+one loads its shipped checkpoint.
 """
 
 from __future__ import annotations
@@ -64,6 +65,27 @@ def _run_one(task: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
     return metrics, [r.jct for r in records]
 
 
+OWN_CHECKPOINT_POLICIES = ("marl", "single-agent")
+
+
+def checkpoints_by_policy(spec: str | None, policies: list[str]) -> dict[str, str]:
+    """``--checkpoint``: a path for our agents, or ``name=path,...`` per policy."""
+    if not spec:
+        return {}
+    if "=" not in spec:
+        return {p: spec for p in policies if p in OWN_CHECKPOINT_POLICIES}
+    out = {}
+    for item in spec.split(","):
+        name, sep, path = item.partition("=")
+        name = name.strip()
+        if not sep or not path.strip():
+            raise InputError(f"--checkpoint: expected name=path, got {item!r}")
+        if name not in policies:
+            raise InputError(f"--checkpoint: {name!r} is not one of --policies")
+        out[name] = path.strip()
+    return out
+
+
 def run_compare(
     config: str,
     policies: list[str],
@@ -85,12 +107,13 @@ def run_compare(
     for name in policies:
         get_policy_class(name)
     load_workload(cfg, build_cluster(cfg)[1], TraceOptions(**trace_options))
+    ckpts = checkpoints_by_policy(checkpoint, policies)
     tasks = [
         {
             "config": config,
             "policy": p,
             "trace_options": trace_options,
-            "checkpoint": checkpoint,
+            "checkpoint": ckpts.get(p),
             "seed": cfg.simulation.seed if seed is None else seed,
             "out": str(out),
         }

@@ -47,6 +47,14 @@ ORDERINGS: dict[str, Callable[[Job], tuple]] = {
     "fifo": lambda j: (j.submit_time, j.job_id),
     "smallest-first": lambda j: (j.num_workers, j.submit_time, j.job_id),
     "shortest-first": lambda j: (j.duration, j.submit_time, j.job_id),
+    # MLFS (CoNEXT'20) MLF-H priority: remaining work and job size, equal weights;
+    # agents/baselines/mlf_h.py holds the reference (a test checks they agree)
+    "mlfs-priority": lambda j: (
+        0.5 * min(1.0, math.log1p(j.iterations * CATALOGUE[j.model].compute_s) / math.log1p(1e7))
+        + 0.5 * min(1.0, math.log2(j.num_workers + j.num_ps) / 10.0),
+        j.submit_time,
+        j.job_id,
+    ),
 }
 
 

@@ -91,3 +91,21 @@ def make_policy(name: str, **kwargs: Any) -> Policy:
 
 
 PlaceFn = Callable[[Job, ClusterView], Placement | None]
+
+
+# learned and published schedulers, imported only when used
+register_lazy(
+    "harmony",
+    "Harmony (INFOCOM'19): actor-critic over per-server resource vectors",
+    "agents.baselines.harmony:HarmonyPolicy",
+)
+register_lazy(
+    "mlfs-h",
+    "MLFS heuristic: ideal-host placement near the PS, avoiding loaded servers",
+    "agents.baselines.mlf_h:MlfHPolicy",
+)
+register_lazy(
+    "mlfs-rl",
+    "MLFS's RL scheduler: REINFORCE node network warm-started on MLF-H",
+    "agents.baselines.mlfs:MlfsRlPolicy",
+)

@@ -1,0 +1,222 @@
+"""Harmony (Bao, Peng, Wu, INFOCOM 2019): deep-RL placement of PS/worker tasks.
+
+Harmony places the tasks of a job one at a time with an actor-critic network whose
+state is the cluster as *resource vectors* (no topology graph): job types, per-task
+demands, worker/PS counts, free resources of every server and the current placement.
+Its reward comes from a reward-prediction network trained on historical
+(co-location → speed) samples (:mod:`agents.baselines.reward_model`); training uses
+experience replay, entropy regularisation, and exploration that falls back to
+bin-packing or load-balancing actions (:mod:`agents.baselines.harmony_train`).
+
+This module is the network and the policy. Scaling to our cluster sizes: instead of
+one output per (server, task kind) the actor scores every server with one shared
+per-server network on ``[server features ‖ job features]`` (so any server count works),
+the task goes to the highest-scoring server with room, and within that server a worker
+takes the GPU group with the most free GPUs (:class:`~agents.baselines.draft.TaskDraft`).
+Workers are placed first, then parameter servers (the placement-so-far features let
+the network put a PS beside its workers).
+
+State, per server (``SERVER_FEATURES``): free GPU / CPU / memory fractions, relative
+GPU speed, the residents' summed pressure on cpu, pcie, membw, disk, net (``log1p``),
+the jobs crossing its NIC (``log1p``), this job's workers and PSs already there (the
+job's row of Harmony's placement matrix; other jobs' rows are summarised by the
+pressure features, since the policy sees only the read-only ``ClusterView``), its hop
+distance to the job's first task, and whether it can still take all remaining workers.
+Per job (``JOB_FEATURES``): the model type (one-hot over the catalogue), workers, PSs,
+the kind of task being placed, tasks left, model size and compute time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from agents.baselines.checkpoint import (
+    check_topology,
+    load_checkpoint,
+    load_module_state,
+    resolve_checkpoint,
+    save_checkpoint,
+)
+from agents.baselines.draft import WORKER, TaskDraft, place_greedy
+from marl_sched.catalogue import CATALOGUE, MODEL_NAMES
+from marl_sched.jobs import Job, Placement
+from marl_sched.policies.base import Policy
+from marl_sched.simulator import ClusterView
+from marl_sched.topology import Topology
+
+KIND = "harmony"
+LAYOUT_VERSION = 1
+CHECKPOINT_FILE = "harmony.pt"
+SERVER_FEATURES = (
+    "free_gpu_frac",
+    "free_cpu_frac",
+    "free_mem_frac",
+    "gpu_speed",
+    "pressure_cpu",
+    "pressure_pcie",
+    "pressure_membw",
+    "pressure_disk",
+    "pressure_net",
+    "nic_jobs",
+    "job_workers_here",
+    "job_ps_here",
+    "hops_to_first_task",
+    "fits_remaining_workers",
+)
+JOB_FEATURES = tuple(f"model={m}" for m in MODEL_NAMES) + (
+    "workers",
+    "ps",
+    "task_is_worker",
+    "workers_left",
+    "ps_left",
+    "model_size",
+    "compute_time",
+)
+
+
+def server_features(draft: TaskDraft) -> np.ndarray:
+    """(n_servers, len(SERVER_FEATURES)) float32 for the draft's next task."""
+    view, topo, job = draft.view, draft.topo, draft.job
+    nic = view.link_jobs[topo.link_offset[2] : topo.link_offset[3]]
+    cols = [
+        draft.server_free_gpus / np.maximum(topo.server_gpus, 1),
+        draft.cpu_free / topo.server_cpu,
+        draft.mem_free / topo.server_memory_gb,
+        topo.server_gpu_speed / topo.server_gpu_speed.max(),
+        *np.log1p(np.maximum(view.server_pressure, 0.0)).T,
+        np.log1p(nic),
+        draft.server_workers / max(job.num_workers, 1),
+        draft.server_ps / max(job.num_ps, 1),
+        draft.hops() / 3.0,
+        (draft.server_free_gpus >= draft.remaining_workers).astype(np.float64),
+    ]
+    return np.stack(cols, axis=1).astype(np.float32)
+
+
+def job_features(draft: TaskDraft) -> np.ndarray:
+    """(len(JOB_FEATURES),) float32 for the draft's next task."""
+    job = draft.job
+    spec = CATALOGUE[job.model]
+    onehot = np.zeros(len(MODEL_NAMES), dtype=np.float32)
+    onehot[spec.index] = 1.0
+    rest = [
+        np.log2(1 + job.num_workers) / 5.0,
+        job.num_ps / 4.0,
+        float(draft.next_kind == WORKER),
+        draft.remaining_workers / max(job.num_workers, 1),
+        draft.remaining_ps / max(job.num_ps, 1),
+        np.log1p(spec.model_mb) / 7.0,
+        np.log1p(10.0 * spec.compute_s) / 3.0,
+    ]
+    return np.concatenate([onehot, np.asarray(rest, dtype=np.float32)])
+
+
+class HarmonyNet(nn.Module):
+    """Shared per-server actor and pooled critic.
+
+    ``h_s = MLP([x_s ‖ j])``; ``logit_s = w·h_s``; ``V = MLP([mean_s h_s ‖ max_s h_s ‖ j])``.
+
+    Args:
+        hidden: width of the per-server encoder and the critic.
+
+    Shapes:
+        servers (B, S, F_s), job (B, F_j), mask (B, S) bool → logits (B, S) with
+        ``-inf`` where masked, value (B,).
+    """
+
+    def __init__(self, hidden: int = 64) -> None:
+        super().__init__()
+        fs, fj = len(SERVER_FEATURES), len(JOB_FEATURES)
+        self.hidden = hidden
+        self.encoder = nn.Sequential(
+            nn.Linear(fs + fj, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh()
+        )
+        self.actor = nn.Linear(hidden, 1)
+        self.critic = nn.Sequential(
+            nn.Linear(2 * hidden + fj, hidden), nn.Tanh(), nn.Linear(hidden, 1)
+        )
+
+    def forward(
+        self, servers: torch.Tensor, job: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        b, s, _ = servers.shape
+        x = torch.cat([servers, job[:, None, :].expand(b, s, job.shape[-1])], dim=-1)
+        h = self.encoder(x)
+        logits = self.actor(h).squeeze(-1).masked_fill(~mask, float("-inf"))
+        pooled = torch.cat([h.mean(dim=1), h.amax(dim=1), job], dim=-1)
+        return logits, self.critic(pooled).squeeze(-1)
+
+
+def save_harmony(
+    path: str | Path, net: HarmonyNet, reward_net: nn.Module, metadata: dict[str, Any]
+) -> None:
+    meta = {**metadata, "hidden": net.hidden, "reward_hidden": reward_net.hidden}
+    save_checkpoint(
+        path,
+        KIND,
+        LAYOUT_VERSION,
+        {"actor_critic": net.state_dict(), "reward_model": reward_net.state_dict()},
+        meta,
+    )
+
+
+class HarmonyPolicy(Policy):
+    """Harmony's trained actor, acting greedily (highest-scoring server with room).
+
+    Args:
+        checkpoint: a ``harmony.pt`` file, a folder holding one (as written by
+            ``experiments/train_baselines.py --out DIR``), or ``None`` for the shipped
+            ``checkpoints/baselines/harmony.pt``.
+        strict_topology: refuse (``InputError``) a topology other than the one the
+            checkpoint was trained on; the network itself accepts any server count.
+        net: use this network instead of loading one (for training and tests).
+    """
+
+    name = "harmony"
+    description = "Harmony (INFOCOM'19): actor-critic over per-server resource vectors"
+
+    def __init__(
+        self,
+        checkpoint: str | Path | None = None,
+        strict_topology: bool = True,
+        net: HarmonyNet | None = None,
+    ) -> None:
+        self.strict_topology = strict_topology
+        self.metadata: dict[str, Any] = {}
+        if net is not None:
+            self.net, self.path = net, None
+            return
+        self.path = resolve_checkpoint(checkpoint, CHECKPOINT_FILE)
+        state, self.metadata = load_checkpoint(self.path, KIND, LAYOUT_VERSION)
+        hidden = self.metadata.get("hidden")
+        if not isinstance(hidden, int) or hidden < 1:
+            from marl_sched.errors import InputError
+
+            raise InputError(f"{self.path}: malformed checkpoint: bad 'hidden' {hidden!r}")
+        self.net = HarmonyNet(hidden)
+        load_module_state(self.path, self.net, state.get("actor_critic"), "actor_critic")
+        self.net.eval()
+
+    def reset(self, topology: Topology, seed: int = 0) -> None:
+        super().reset(topology, seed)
+        if self.path is not None and self.strict_topology:
+            check_topology(self.path, self.metadata, topology)
+
+    @torch.no_grad()
+    def place(self, job: Job, view: ClusterView) -> Placement | None:
+        draft = TaskDraft(job, view, ps_first=False)
+
+        def choose(d: TaskDraft, mask: np.ndarray) -> int:
+            logits, _ = self.net(
+                torch.from_numpy(server_features(d))[None],
+                torch.from_numpy(job_features(d))[None],
+                torch.from_numpy(mask)[None],
+            )
+            return int(torch.argmax(logits[0]))
+
+        return place_greedy(draft, choose)
