@@ -7,7 +7,7 @@ co-location features::
     slowdown = iteration_time / iteration_time_alone_on_the_same_placement   (>= 1)
 
 where the alone time is the performance model's time with empty cluster pressures
-and one job (this one) per link. This module holds what needs no torch:
+and no other job on its links. This module holds what needs no torch:
 
 - the feature layout (:data:`FEATURE_NAMES`, :func:`job_features`,
   :func:`candidate_features`), shared by training, the environment's reward and the
@@ -39,9 +39,12 @@ name                               meaning
 ``nbr_L_workers_max/_mean`` (6)    other jobs' workers (busy GPUs) at level L around each
                                    worker group, max and mean over the groups
 ``link_k_jobs_max`` (5)            most other jobs on any of the job's own links of kind k
+``link_k_load_max`` (5)            largest load other jobs put on one of those links: the
+                                   sum of the shares of it they would use alone
 ``log_link_k_alone_s`` (5)         ln(1e-4 + t), t = the job's transfer time on its busiest
                                    link of kind k when alone (bytes / bandwidth)
-``log_link_k_shared_s`` (5)        the same with fair sharing: max_l bytes·jobs / bandwidth
+``log_link_k_shared_s`` (5)        the same under the links' current total load ``U``:
+                                   ln(1e-4 + max_l bytes / bandwidth · max(1, U_l))
 =================================  ==========================================================
 
 The "number of jobs per level" is counted in other jobs' *workers* (busy GPUs): the
@@ -57,6 +60,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import warnings
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -65,13 +69,20 @@ from pathlib import Path
 
 import numpy as np
 
-from marl_sched.catalogue import CALIBRATION_FILE, CATALOGUE, GPU_SPEED, MODEL_NAMES, RESOURCES
+from marl_sched.catalogue import (
+    CALIBRATION,
+    CALIBRATION_FILE,
+    CATALOGUE,
+    GPU_SPEED,
+    MODEL_NAMES,
+    RESOURCES,
+)
 from marl_sched.config import REPO_ROOT, ServerTypeConfig, TopologyConfig
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement, default_num_ps
 from marl_sched.perf import JobLayout, PerformanceModel
 from marl_sched.simulator import ClusterView, Simulator
-from marl_sched.topology import LINK_KINDS, Topology
+from marl_sched.topology import GBPS, LINK_KINDS, Topology
 
 FEATURE_SCHEMA_VERSION = 1
 LEVELS = ("group", "socket", "server")
@@ -91,6 +102,7 @@ def _names() -> tuple[str, ...]:
     for level in LEVELS:
         names += [f"nbr_{level}_workers_max", f"nbr_{level}_workers_mean"]
     names += [f"link_{k}_jobs_max" for k in LINK_KINDS]
+    names += [f"link_{k}_load_max" for k in LINK_KINDS]
     names += [f"log_link_{k}_alone_s" for k in LINK_KINDS]
     names += [f"log_link_{k}_shared_s" for k in LINK_KINDS]
     return tuple(names)
@@ -121,7 +133,7 @@ def _level_spans(topo: Topology, groups: np.ndarray) -> tuple[np.ndarray, ...]:
     return s_lo, s_hi, v_lo, v_hi
 
 
-def _own_workers(layout: JobLayout, topo: Topology, lo: np.ndarray, hi: np.ndarray):
+def _own_workers(layout: JobLayout, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """The job's own workers within each [lo, hi) group range."""
     g = layout.groups
     return np.array(
@@ -136,9 +148,14 @@ def _assemble(
     layout: JobLayout,
     nbr: tuple[np.ndarray, np.ndarray, np.ndarray],
     busy: tuple[np.ndarray, np.ndarray, np.ndarray],
-    link_others: dict[int, int],
+    link_others: np.ndarray,
+    link_total_load: np.ndarray,
 ) -> np.ndarray:
-    """One feature row from the job's layout and its neighbours' state."""
+    """One feature row from the job's layout and its neighbours' state.
+
+    ``link_others`` (other jobs) and ``link_total_load`` (``U_l``, this job
+    included) are aligned with ``layout.link_ids``.
+    """
     topo = perf.topology
     spec = CATALOGUE[job.model]
     x = np.empty(N_FEATURES)
@@ -162,20 +179,20 @@ def _assemble(
     for b in busy:
         x[i], x[i + 1] = b.max(), b.mean()
         i += 2
-    jobs_max = np.zeros(len(LINK_KINDS))
-    alone = np.zeros(len(LINK_KINDS))
-    shared = np.zeros(len(LINK_KINDS))
-    bw, kind = topo.link_bw, topo.link_kind
-    for link, nbytes in layout.links.items():
-        k = int(kind[link])
-        n_other = link_others.get(link, 0)
-        t = nbytes / bw[link]
-        jobs_max[k] = max(jobs_max[k], n_other)
-        alone[k] = max(alone[k], t)
-        shared[k] = max(shared[k], t * (n_other + 1))
+    n_kinds = len(LINK_KINDS)
+    jobs_max, load_max = np.zeros(n_kinds), np.zeros(n_kinds)
+    alone, shared = np.zeros(n_kinds), np.zeros(n_kinds)
+    if len(layout.link_ids):
+        kind = topo.link_kind[layout.link_ids]
+        cost = layout.link_cost
+        np.maximum.at(jobs_max, kind, link_others)
+        np.maximum.at(load_max, kind, np.maximum(link_total_load - layout.link_util, 0.0))
+        np.maximum.at(alone, kind, cost)
+        np.maximum.at(shared, kind, cost * np.maximum(link_total_load, 1.0))
     x[i : i + 5] = jobs_max
-    x[i + 5 : i + 10] = np.log(_TIME_FLOOR_S + alone)
-    x[i + 10 : i + 15] = np.log(_TIME_FLOOR_S + shared)
+    x[i + 5 : i + 10] = load_max
+    x[i + 10 : i + 15] = np.log(_TIME_FLOOR_S + alone)
+    x[i + 15 : i + 20] = np.log(_TIME_FLOOR_S + shared)
     return x
 
 
@@ -210,12 +227,12 @@ def job_features(
     s_lo, s_hi, v_lo, v_hi = _level_spans(topo, g)
     busy = (
         (prefix[g + 1] - prefix[g]) - layout.group_workers,
-        (prefix[s_hi] - prefix[s_lo]) - _own_workers(layout, topo, s_lo, s_hi),
-        (prefix[v_hi] - prefix[v_lo]) - _own_workers(layout, topo, v_lo, v_hi),
+        (prefix[s_hi] - prefix[s_lo]) - _own_workers(layout, s_lo, s_hi),
+        (prefix[v_hi] - prefix[v_lo]) - _own_workers(layout, v_lo, v_hi),
     )
-    link_jobs = view.link_jobs
-    others = {link: int(link_jobs[link]) - 1 for link in layout.links}
-    return _assemble(perf, job, layout, nbr, busy, others)
+    ids = layout.link_ids
+    others = np.asarray(view.link_jobs)[ids] - 1
+    return _assemble(perf, job, layout, nbr, busy, others, np.asarray(view.link_load)[ids])
 
 
 def candidate_features(
@@ -250,7 +267,7 @@ def candidate_features(
     gp = np.asarray(view.group_pressure)
     sp = np.asarray(view.socket_pressure)
     vp = np.asarray(view.server_pressure)
-    link_jobs = view.link_jobs
+    link_jobs, link_load = np.asarray(view.link_jobs), np.asarray(view.link_load)
     rows = []
     for wg, pg in zip(wgs, pgs, strict=True):
         layout = perf.layout(spec, wg, pg)
@@ -262,8 +279,9 @@ def candidate_features(
             (prefix[s_hi] - prefix[s_lo]).astype(np.float64),
             (prefix[v_hi] - prefix[v_lo]).astype(np.float64),
         )
-        others = {link: int(link_jobs[link]) for link in layout.links}
-        rows.append(_assemble(perf, job, layout, nbr, busy, others))
+        ids = layout.link_ids
+        total = link_load[ids] + layout.link_util  # what the simulator will add
+        rows.append(_assemble(perf, job, layout, nbr, busy, link_jobs[ids], total))
     out = np.stack(rows)
     return out if batch else out[0]
 
@@ -271,7 +289,7 @@ def candidate_features(
 def alone_iteration_time(perf: PerformanceModel, job: Job, layout: JobLayout) -> float:
     """Iteration time of the job on its placement in an otherwise empty cluster (s)."""
     spec = CATALOGUE[job.model]
-    comm = perf.comm_time(layout, _ones_links(perf.topology))
+    comm = float(layout.link_cost.max()) if len(layout.link_ids) else 0.0
     overhead = perf.sync_overhead_s if job.num_ps >= 1 else 0.0
     return spec.compute_s / layout.speed + comm + overhead
 
@@ -283,23 +301,12 @@ def true_slowdown(view: ClusterView, job: Job, layout: JobLayout) -> float:
         CATALOGUE[job.model],
         layout,
         job.num_ps,
-        view.link_jobs,
+        view.link_load,
         view.group_pressure,
         view.socket_pressure,
         view.server_pressure,
     )
     return now / alone_iteration_time(perf, job, layout)
-
-
-_ONES: dict[int, np.ndarray] = {}
-
-
-def _ones_links(topo: Topology) -> np.ndarray:
-    arr = _ONES.get(id(topo))
-    if arr is None or len(arr) != topo.n_links:
-        arr = np.ones(topo.n_links, dtype=np.int64)
-        _ONES[id(topo)] = arr
-    return arr
 
 
 def colocation_level(x: np.ndarray) -> np.ndarray:
@@ -336,7 +343,8 @@ def default_model_path() -> Path:
 _ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "relu": lambda z: np.maximum(z, 0.0),
     "tanh": np.tanh,
-    "silu": lambda z: z / (1.0 + np.exp(-z)),
+    # z·sigmoid(z) with sigmoid = (1 + tanh(z/2)) / 2: no overflow for large |z|
+    "silu": lambda z: z * (0.5 + 0.5 * np.tanh(0.5 * z)),
 }
 
 
@@ -386,9 +394,24 @@ class InterferenceModel:
     def n_features(self) -> int:
         return int(self.weights[0].shape[0])
 
+    #: rows per matrix product: larger blocks make OpenBLAS start its threads, which
+    #: on a busy machine ran 100x slower (10k vs 1.5M rows/s measured with 2 cores
+    #: shared by training jobs); blocks of 128 stay single-threaded and fast
+    block_rows = 128
+
     def forward(self, x: np.ndarray) -> np.ndarray:
         """Predicted ln(slowdown), (n,), before clamping; ``x`` is (n, F) raw features."""
-        h = (np.asarray(x, dtype=np.float32) - self.x_mean) * self.x_scale
+        x = np.asarray(x, dtype=np.float32)
+        if len(x) <= self.block_rows:
+            return self._forward_block(x)
+        out = np.empty(len(x), dtype=np.float32)
+        for start in range(0, len(x), self.block_rows):
+            stop = start + self.block_rows
+            out[start:stop] = self._forward_block(x[start:stop])
+        return out
+
+    def _forward_block(self, x: np.ndarray) -> np.ndarray:
+        h = (x - self.x_mean) * self.x_scale
         last = len(self.weights) - 1
         for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
             h = h @ w + b
@@ -507,8 +530,20 @@ class InterferenceModel:
 
 @lru_cache(maxsize=1)
 def load_default() -> InterferenceModel:
-    """The shipped model (:func:`default_model_path`), loaded once."""
-    return InterferenceModel.load(default_model_path())
+    """The shipped model (:func:`default_model_path`), loaded once.
+
+    Warns (``UserWarning``) when it was fitted on another calibration than the
+    current ``calibration.json``: its predictions then describe an older simulator.
+    """
+    path = default_model_path()
+    model = InterferenceModel.load(path)
+    if model.calibration_sha256 != calibration_sha256():
+        warnings.warn(
+            f"{path}: fitted on another calibration.json than the current one; "
+            "refit with `marl-sched interference fit`",
+            stacklevel=2,
+        )
+    return model
 
 
 # --------------------------------------------------------------------------- samples
@@ -756,14 +791,15 @@ GAVEL_MODELS = {
     "LM": "wlm",
     "Recommendation": "ncf",
 }
-#: Pollux's AWS g4dn.12xlarge nodes: 4 T4 GPUs, one socket, 50 Gbit/s
+#: Pollux's AWS g4dn.12xlarge nodes: 4 T4 GPUs (one group each, as
+#: marl_sched.calibration models them), one socket, 50 Gbit/s
 POLLUX_SERVER = ServerTypeConfig(
     name="g4dn.12xlarge",
     count=1,
     gpu_type="t4",
     sockets=1,
-    groups_per_socket=2,
-    gpus_per_group=2,
+    groups_per_socket=4,
+    gpus_per_group=1,
     cpu_cores=48,
     memory_gb=192.0,
     nic_gbps=50.0,
@@ -856,20 +892,14 @@ def load_gavel_colocations(path: str | Path) -> Samples:
     return _samples_from_rows(rows, ys, models, groups, "gavel", simulated=sims)
 
 
-def _pollux_placement(digits: str, servers: int) -> tuple[Placement, int]:
-    """Workers by node from Pollux's placement string; PS by the default rule."""
+def _pollux_placement(digits: str) -> tuple[Placement, int]:
+    """Workers by node from Pollux's placement string (``"13"`` = 1 GPU on one node,
+    3 on another); the all-reduce as ``w`` PS shards, one beside each worker (how
+    :mod:`marl_sched.calibration` maps a ring all-reduce onto the PS model)."""
     per_node = [int(c) for c in digits]
-    groups_per_server = POLLUX_SERVER.sockets * POLLUX_SERVER.groups_per_socket
-    wg: list[int] = []
-    for node, k in enumerate(per_node):
-        for i in range(k):
-            wg.append(node * groups_per_server + i // POLLUX_SERVER.gpus_per_group)
-    w = len(wg)
-    ps = default_num_ps(w)
-    order = sorted(range(len(per_node)), key=lambda n: -per_node[n])
-    pg = [order[i % len(order)] * groups_per_server for i in range(ps)]
-    del servers
-    return Placement(tuple(wg), tuple(pg)), ps
+    gps = POLLUX_SERVER.sockets * POLLUX_SERVER.groups_per_socket
+    wg = [node * gps + i for node, k in enumerate(per_node) for i in range(k)]
+    return Placement(tuple(wg), tuple(wg)), len(wg)
 
 
 def load_pollux_placements(root: str | Path) -> Samples:
@@ -881,10 +911,9 @@ def load_pollux_placements(root: str | Path) -> Samples:
     slowdown (the job runs alone in both): the model's prediction for the spread
     placement (≈ 1, no neighbours) is multiplied by the simulator's alone-time
     ratio of the two placements (``reference`` column), so the comparison checks the
-    performance model's communication term more than the learned model. Pollux jobs
-    use all-reduce; they are mapped to PS jobs with the default PS count, PS on the
-    nodes holding most workers, on g4dn.12xlarge-like servers
-    (:data:`POLLUX_SERVER`).
+    performance model's communication term more than the learned model. Pollux's
+    all-reduce is mapped to one PS shard beside each worker, on g4dn.12xlarge-like
+    servers (:data:`POLLUX_SERVER`).
     """
     root = Path(root)
     rows, ys, models, groups, refs, sims = [], [], [], [], [], []
@@ -910,7 +939,7 @@ def load_pollux_placements(root: str | Path) -> Samples:
         def alone(digits: str, model=model, cache=cache) -> tuple[np.ndarray, float]:
             if digits not in cache:
                 n_nodes = len(digits)
-                placement, ps = _pollux_placement(digits, n_nodes)
+                placement, ps = _pollux_placement(digits)
                 job = Job(0, "p", model, len(placement.worker_groups), ps, 1e6, 0.0, 0.0)
                 cache[digits] = _features_alone(_one_rack(POLLUX_SERVER, n_nodes), job, placement)
             return cache[digits]
@@ -934,18 +963,27 @@ def load_pollux_placements(root: str | Path) -> Samples:
     return _samples_from_rows(rows, ys, models, groups, "pollux", refs, sims)
 
 
+#: DL2's testbed: one task per server; its NIC's *effective* bandwidth is the 92 MB/s
+#: that DL2's own simulator uses (trace.py inter_bws median) and that
+#: marl_sched.calibration fits to this very table (91.9 MB/s)
+DL2_EFFECTIVE_NIC_BYTES_S = 92e6
 _DL2_SERVER = ServerTypeConfig(
-    name="dl2", count=1, sockets=2, groups_per_socket=2, gpus_per_group=2
+    name="dl2",
+    count=1,
+    gpu_type="v100",
+    sockets=1,
+    groups_per_socket=1,
+    gpus_per_group=1,
+    cpu_cores=8,
+    memory_gb=48.0,
+    nic_gbps=DL2_EFFECTIVE_NIC_BYTES_S / (GBPS * CALIBRATION.link_efficiency["nic"]),
 )
 
 
 def _dl2_spread(model: str, workers: int, ps: int, servers: int) -> tuple[np.ndarray, float]:
     """A DL2 job spread one task per server: workers first, then the PS."""
-    gps = _DL2_SERVER.sockets * _DL2_SERVER.groups_per_socket
-    first_ps = servers - ps
-    placement = Placement(
-        tuple(i * gps for i in range(workers)), tuple((first_ps + j) * gps for j in range(ps))
-    )
+    first_ps = servers - ps  # one group per server: group id = server id
+    placement = Placement(tuple(range(workers)), tuple(range(first_ps, servers)))
     job = Job(0, "d", model, workers, ps, 1e6, 0.0, 0.0)
     return _features_alone(_one_rack(_DL2_SERVER, servers), job, placement)
 
@@ -953,14 +991,16 @@ def _dl2_spread(model: str, workers: int, ps: int, servers: int) -> tuple[np.nda
 def load_dl2_speeds(path: str | Path) -> Samples:
     """DL2's PS/worker speed table → the slowdown of adding workers to the PS.
 
-    Each line ``(model, 'dist_sync', batch, p, w, [worker speeds], [PS cpu], [worker
-    cpu])`` measures a job alone; all-zero speed rows are failed runs and skipped.
-    The sample for ``(p, w)``, ``w >= 2``, is the mean per-worker speed with one
-    worker over that with ``w`` workers, at the same ``p``: how much the shared PS
-    shards slow each worker. As with Pollux this is a placement effect, not a
-    co-location one: the model's prediction is multiplied by the simulator's
-    alone-time ratio (``reference``) of the job spread one task per server (DL2
-    spread tasks over machines) with ``w`` and with one worker.
+    Each line ``(model, 'dist_sync', tot_batch, p, w, [worker speeds], [PS cpu],
+    [worker cpu])`` measures a job alone; all-zero speed rows are failed runs and
+    skipped. DL2 splits a fixed global batch over the workers and reports each
+    worker's speed (the reading :mod:`marl_sched.calibration` uses), so the
+    iteration time with ``w`` workers relative to one, at the same ``p``, is
+    ``speed(1) / (w · speed(w))``: the sample's target. As with Pollux this is a
+    placement effect, not a co-location one: the model's prediction (≈ 1, alone) is
+    multiplied by the simulator's ratio (``reference``) of the same two iteration
+    times, the job spread one task per server (as DL2 ran it) with its local
+    compute shrunk to ``compute_s / w``.
     """
     where = str(path)
     try:
@@ -987,9 +1027,10 @@ def load_dl2_speeds(path: str | Path) -> Samples:
             continue
         x, t = _dl2_spread(model, w, p, w + p)
         _, t1 = _dl2_spread(model, 1, p, w + p)
+        compute = CATALOGUE[model].compute_s / GPU_SPEED[_DL2_SERVER.gpu_type]
         rows.append(x)
-        ys.append(base / s)
-        refs.append(t / t1)
+        ys.append(base / (w * s))
+        refs.append((t - compute + compute / w) / t1)
         models.append(CATALOGUE[model].index)
         groups.append(3_000_000 + MODEL_NAMES.index(model))
     return _samples_from_rows(rows, ys, models, groups, "dl2", refs, list(refs))

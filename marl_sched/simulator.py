@@ -199,6 +199,8 @@ class Simulator:
         self._scan_pos = 0
         self._pending: Job | None = None
         self._last_busy_t = 0.0
+        self._completions = 0  # resources only ever grow back at a completion
+        self._declined: dict[int, int] = {}  # job id -> completions when last declined
         self._handlers = {ARRIVAL: self._on_arrival, COMPLETION: self._on_completion}
         for job in self.jobs:
             self._push(job.submit_time, ARRIVAL, job)
@@ -256,7 +258,9 @@ class Simulator:
                 while self._scan_pos < len(self._scan) and self.free_gpus > 0:
                     job = self._scan[self._scan_pos]
                     self._scan_pos += 1
-                    if job.num_workers <= self.free_gpus:
+                    if job.num_workers <= self.free_gpus and (
+                        self._declined.get(job.job_id) != self._completions
+                    ):
                         self._pending = job
                         return job
                     if not self.backfill:
@@ -278,11 +282,14 @@ class Simulator:
         if decision_s is not None:
             self.stats.decision_s.append(decision_s)
         if placement is None:
+            # not offered again until a completion frees resources
+            self._declined[job.job_id] = self._completions
             if not self.backfill:
                 self._scan = None  # the head waits; nothing behind it may pass
             return False
         self._check(job, placement)
         self.queue.remove(job)
+        self._declined.pop(job.job_id, None)
         self._start(job, placement)
         return True
 
@@ -399,6 +406,7 @@ class Simulator:
         np.add.at(self.server_mem_free, t.group_server[np.concatenate([wg, pg])], mem)
         self._add_pressure(layout, -1.0)
         del self.running[job.job_id]
+        self._completions += 1
         affected: set[int] = set()
         for s in layout.servers:
             members = self._server_jobs[int(s)]

@@ -298,6 +298,22 @@ class CongestionAwarePolicy(Policy):
         return d.result()
 
 
+def _fill_server_by_cost(d: _Draft, s: int, cost: np.ndarray, own: np.ndarray) -> None:
+    """Workers onto server ``s``'s cheapest groups, each adding its own pressure."""
+    topo = d.topo
+    a, n = int(topo.server_groups_start[s]), int(topo.server_n_groups[s])
+    local = cost[a : a + n].copy()
+    while d.missing:
+        room = np.array([d.worker_room(a + i) for i in range(n)])
+        if not room.any():
+            return
+        i = int(np.argmin(np.where(room > 0, local, np.inf)))
+        d.add_workers(a + i, 1)
+        local[i] += own[0]
+        local[topo.group_socket[a : a + n] == topo.group_socket[a + i]] += own[1]
+        local += own[2]
+
+
 @register
 class InterferenceAwarePolicy(Policy):
     """Greedy: consolidate as communication requires, then pick the quietest spot.
@@ -309,21 +325,39 @@ class InterferenceAwarePolicy(Policy):
 
     — what the job would suffer from the residents and (with the residents' pressure
     as a proxy for their sensitivity) what it would inflict on them. A job that fits
-    one server goes to the server whose cheapest free groups cost least; a larger
-    job fills servers of the least-loaded rack first. Within a server, workers take
-    the cheapest groups one by one, each raising the cost its own pressure adds.
-    The couplings ``λ_L`` and profiles come from the calibrated model; the learned
-    interference model (``checkpoints/interference``) scores candidate servers when
-    it is available.
+    one server goes to one server: the ``candidates`` servers whose cheapest free
+    groups cost least are each filled greedily, and the learned interference model
+    (``checkpoints/interference``, :func:`marl_sched.interference.load_default`)
+    predicts the job's slowdown on each; the lowest wins (without a learned model,
+    the lowest cost wins). A larger job fills servers of the least-loaded rack
+    first. Within a server, workers take the cheapest groups one by one, each
+    raising the cost its own pressure adds.
+
+    Args:
+        candidates: servers scored by the learned model per decision (default 4).
+        learned: use the learned model when it is available (default True).
     """
 
     name = "interference-aware"
-    description = "consolidate, then the GPU groups with the least predicted interference"
+    description = "consolidate, then the spot with the least predicted interference"
+
+    def __init__(self, candidates: int = 4, learned: bool = True) -> None:
+        self.candidates = candidates
+        self.learned = learned
+        self._model = None
+
+    def reset(self, topology: Topology, seed: int = 0) -> None:
+        super().reset(topology, seed)
+        self._model = None
+        if self.learned:
+            from marl_sched import interference
+
+            if interference.default_model_path().exists():
+                self._model = interference.load_default()
 
     def place(self, job: Job, view: ClusterView) -> Placement | None:
         topo = view.topology
         spec = CATALOGUE[job.model]
-        d = _Draft(job, view)
         weights = view.perf.level_weights  # (3, R) = λ_L · M^L
         both = weights * (spec.sensitivity + spec.pressure)
         cost = (
@@ -335,28 +369,37 @@ class InterferenceAwarePolicy(Policy):
         free = _server_free(view)
         fits = np.flatnonzero(free >= job.num_workers)
         if len(fits):
-            # the server whose w cheapest free groups (approximately) cost least
-            masked = np.where(d.group_free > 0, cost, np.inf)
+            masked = np.where(view.group_free > 0, cost, np.inf)
             best = np.full(topo.n_servers, np.inf)
             np.minimum.at(best, topo.group_server, masked)
-            srv_score = best[fits] + own[2] * (job.num_workers - 1)
-            servers = fits[np.argsort(srv_score, kind="stable")]
-        else:
-            rack_free = np.bincount(topo.server_rack, weights=free, minlength=topo.n_racks)
-            rank = np.argsort(np.argsort(-rack_free, kind="stable"), kind="stable")
-            servers = np.lexsort((np.arange(topo.n_servers), -free, rank[topo.server_rack]))
+            order = fits[np.argsort(best[fits] + own[2] * (job.num_workers - 1), kind="stable")]
+            options = []
+            for s in order:
+                d = _Draft(job, view)
+                _fill_server_by_cost(d, int(s), cost, own)
+                placement = d.result()
+                if placement is not None:
+                    options.append(placement)
+                    if self._model is None or len(options) >= self.candidates:
+                        break
+            if options:
+                return options[self._pick(job, view, options)]
+        d = _Draft(job, view)
+        rack_free = np.bincount(topo.server_rack, weights=free, minlength=topo.n_racks)
+        rank = np.argsort(np.argsort(-rack_free, kind="stable"), kind="stable")
+        servers = np.lexsort((np.arange(topo.n_servers), -free, rank[topo.server_rack]))
         for s in servers:
             if d.missing == 0:
                 break
-            a, n = int(topo.server_groups_start[s]), int(topo.server_n_groups[s])
-            local = cost[a : a + n].copy()
-            while d.missing:
-                room = np.array([d.worker_room(a + i) for i in range(n)])
-                if not room.any():
-                    break
-                i = int(np.argmin(np.where(room > 0, local, np.inf)))
-                d.add_workers(a + i, 1)
-                local[i] += own[0]
-                local[topo.group_socket[a : a + n] == topo.group_socket[a + i]] += own[1]
-                local += own[2]
+            _fill_server_by_cost(d, int(s), cost, own)
         return d.result()
+
+    def _pick(self, job: Job, view: ClusterView, options: list[Placement]) -> int:
+        if self._model is None or len(options) == 1:
+            return 0
+        from marl_sched.interference import candidate_features
+
+        x = candidate_features(
+            view, job, [o.worker_groups for o in options], [o.ps_groups for o in options]
+        )
+        return int(np.argmin(self._model.predict(x)))
