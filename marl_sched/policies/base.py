@@ -109,3 +109,13 @@ register_lazy(
     "MLFS's RL scheduler: REINFORCE node network warm-started on MLF-H",
     "agents.baselines.mlfs:MlfsRlPolicy",
 )
+register_lazy(
+    "marl",
+    "trained hierarchical-GNN agents, one per subcluster (checkpoint)",
+    "agents.policy:MarlPolicy",
+)
+register_lazy(
+    "single-agent",
+    "one trained centralised hierarchical-GNN agent (checkpoint)",
+    "agents.policy:SingleAgentPolicy",
+)

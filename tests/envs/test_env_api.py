@@ -76,6 +76,7 @@ def test_rllib_multiagent_env_check(path):
     import ray
     from ray.rllib.utils.pre_checks.env import check_multiagent_environments
 
+    ray_was_up = ray.is_initialized()  # other test files may have started it
     env = _rllib(path)
     check_multiagent_environments(env)  # resets with seed 42, steps a sampled action
     obs, _ = env.reset(seed=1)
@@ -86,7 +87,7 @@ def test_rllib_multiagent_env_check(path):
         obs, *_ = env.step({agent: env.get_action_space(agent).sample()})
         if env.done:
             break
-    assert not ray.is_initialized()
+    assert ray.is_initialized() == ray_was_up  # the checks never start a Ray cluster
 
 
 @pytest.mark.parametrize(
@@ -193,6 +194,7 @@ def test_gymnasium_registry_and_rllib_registration():
     import ray
     from ray.tune.registry import ENV_CREATOR, _global_registry
 
+    ray_was_up = ray.is_initialized()
     made = gym.make(envs.ENV_ID, config=TINY)
     assert isinstance(made.unwrapped, envs.make_env(TINY).__class__)
     assert envs.register_rllib() == envs.ENV_ID
@@ -200,7 +202,7 @@ def test_gymnasium_registry_and_rllib_registration():
     creator = _global_registry.get(ENV_CREATOR, envs.ENV_ID)
     env = creator({"config": TINY, "env": {"home_rule": "round-robin"}})
     assert env.env_config.home_rule == "round-robin"
-    assert not ray.is_initialized()
+    assert ray.is_initialized() == ray_was_up
 
 
 def test_import_envs_does_not_import_ray():

@@ -1,0 +1,175 @@
+"""``marl-sched train`` and ``marl-sched evaluate`` (dispatched lazily by the CLI).
+
+::
+
+    marl-sched train    --config C --out DIR [--iterations N] [--ray-address A] [--resume]
+                        [--seed S] [--quiet]
+    marl-sched evaluate --checkpoint P --trace F --out DIR [--config C] [trace options]
+
+Every bad input (config key, non-empty DIR without ``--resume``, missing or corrupt
+or incompatible checkpoint) raises :class:`~marl_sched.errors.InputError` before any
+output is written: exit status 2 with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from pathlib import Path
+
+from marl_sched.errors import InputError
+
+
+def _load_train_config(path):
+    from agents.config import model_config, train_config
+    from marl_sched.config import load_config
+
+    cfg = load_config(path)
+    return cfg, model_config(cfg), train_config(cfg)
+
+
+def train_command(args: argparse.Namespace) -> int:
+    from agents.training import RunPaths, Trainer
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out: {out}: exists and is not a folder")
+    paths = RunPaths(out)
+    if args.resume:
+        if paths.latest() is None:
+            raise InputError(f"--resume: {out}: no checkpoint to resume from")
+        # the run's own resolved config, so the resumed run trains what it started
+        cfg, mc, tc = _load_train_config(paths.config)
+        if args.seed is not None and args.seed != tc.seed:
+            raise InputError(f"--seed: the run in {out} was started with seed {tc.seed}")
+    else:
+        if out.exists() and any(out.iterdir()):
+            raise InputError(f"--out: {out}: not empty (use --resume to continue the run there)")
+        cfg, mc, tc = _load_train_config(args.config)
+        if args.seed is not None:
+            tc = dataclasses.replace(tc, seed=args.seed)
+    iterations = args.iterations if args.iterations is not None else tc.iterations
+    if iterations < 1:
+        raise InputError(f"--iterations: must be >= 1, got {iterations}")
+    if args.resume:
+        done = _read_state(paths.latest())["iteration"]
+        if iterations <= done:
+            raise InputError(
+                f"--iterations: the run in {out} already has {done} iterations; "
+                f"ask for more than {done}"
+            )
+
+    log = _printer(args.quiet)
+    _start_ray(args.ray_address)
+    try:
+        t0 = time.perf_counter()
+        summary = Trainer(cfg, mc, tc, out, resume=args.resume, log=log).run(iterations)
+    finally:
+        _stop_ray()
+    if not args.quiet:
+        print(
+            f"trained iterations {summary['start_iteration'] + 1}..{iterations} "
+            f"in {time.perf_counter() - t0:.0f} s; run folder {out}"
+        )
+    return 0
+
+
+def _read_state(ckpt: Path) -> dict:
+    import json
+
+    return json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
+
+
+def _printer(quiet: bool):
+    if quiet:
+        return lambda line: None
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    return console.print
+
+
+_RAY_STARTED = False
+
+
+def _start_ray(address: str | None) -> None:
+    """Connect to ``address`` or start a small local Ray (no dashboard)."""
+    global _RAY_STARTED
+    import os
+
+    import ray
+
+    if ray.is_initialized():
+        return
+    if address:
+        try:
+            ray.init(address=address, log_to_driver=False)
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            raise InputError(f"--ray-address: {address}: {str(exc).splitlines()[0]}") from None
+    else:
+        ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
+    _RAY_STARTED = True
+
+
+def _stop_ray() -> None:
+    global _RAY_STARTED
+    if _RAY_STARTED:
+        import ray
+
+        ray.shutdown()
+        _RAY_STARTED = False
+
+
+def evaluate_command(args: argparse.Namespace) -> int:
+    from agents.policy import (
+        MarlPolicy,
+        SingleAgentPolicy,
+        check_envs_compatible,
+        load_checkpoint,
+        rollout_in_envs,
+    )
+    from marl_sched.cli import RESULT_COLUMNS, Progress, format_table, prepare_out
+    from marl_sched.config import config_from_dict, load_config
+    from marl_sched.metrics import write_run
+    from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
+
+    agents = load_checkpoint(args.checkpoint)
+    if args.config:
+        cfg = load_config(args.config)
+    elif "config" in agents.manifest:
+        cfg = config_from_dict(agents.manifest["config"], f"{args.checkpoint}: manifest config")
+    else:
+        raise InputError(f"{args.checkpoint}: checkpoint holds no config; pass --config")
+    cls = SingleAgentPolicy if agents.central else MarlPolicy
+    in_envs = agents.manifest.get("env_backend") == "envs"
+    topo, perf = build_cluster(cfg)
+    policy = None
+    if in_envs:
+        check_envs_compatible(agents, cfg)  # incompatible checkpoint → exit 2 now
+    else:
+        policy = cls(agents=agents)
+        policy._builder_for_topology(topo, perf)
+    opts = TraceOptions(
+        args.trace, args.trace_format, args.start, args.max_jobs, args.load, args.seed
+    )
+    workload = load_workload(cfg, perf, opts)
+    out = prepare_out(args.out)
+    if in_envs:
+        metrics, records = rollout_in_envs(agents, cfg, workload.jobs, workload.trace_path)
+    else:
+        bar = Progress(len(workload.jobs), f"evaluate {cls.name}", args.quiet)
+        try:
+            metrics, records, _ = simulate(
+                cfg, cls.name, workload, topo, perf, seed=args.seed, progress=bar, policy=policy
+            )
+        finally:
+            bar.close()
+    metrics["checkpoint"] = str(args.checkpoint)
+    write_run(out, metrics, records)
+    if not args.quiet:
+        print(f"cluster: {topo.describe()}")
+        print(f"trace:   {workload.trace_path} ({len(workload.jobs)} jobs)")
+        print(format_table([metrics], RESULT_COLUMNS))
+        print(f"wrote {out / 'metrics.json'} and {out / 'jobs.csv'}")
+    return 0

@@ -1,0 +1,225 @@
+"""The ``model:`` and ``train:`` sections of an experiment config.
+
+Both are parsed with :func:`marl_sched.config.parse_section`, so an unknown key or a
+value of the wrong type or range raises :class:`~marl_sched.errors.InputError` with
+one line naming the file and the dotted key (``configs/x.yaml: train.lr: must be > 0,
+got -1``), which the CLI turns into exit status 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from marl_sched.config import ExperimentConfig, check, parse_section
+
+ENV_BACKENDS = ("builtin", "envs")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The hierarchical GNN (see :mod:`agents.gnn`).
+
+    Attributes:
+        hidden: width of every node, subcluster and peer embedding.
+        layers: hierarchy blocks (each: groups ← siblings + server, servers ← groups +
+            rack, racks ← servers); 2 lets information go up and back down twice.
+        exchange: mix the subcluster embeddings of all agents with attention
+            (false = each agent sees only its own summary: an ablation).
+        share_parameters: one module for all agents (``policy_mapping_fn`` → "shared");
+            false = one module per agent.
+        central: the single-agent variant: one centralised agent over the whole
+            datacenter (``agents.single_agent``) instead of one per subcluster.
+    """
+
+    hidden: int = 64
+    layers: int = 2
+    exchange: bool = True
+    share_parameters: bool = True
+    central: bool = False
+
+    def validate(self, where: str, key: str) -> None:
+        check(self.hidden >= 4, where, f"{key}.hidden", f"must be >= 4, got {self.hidden}")
+        check(self.layers >= 1, where, f"{key}.layers", f"must be >= 1, got {self.layers}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Multi-agent PPO on RLlib's new API stack, and the run's bookkeeping.
+
+    Attributes:
+        iterations: PPO iterations (``algo.train()`` calls) of a run.
+        lr: Adam learning rate.
+        gamma: discount per decision.
+        gae_lambda: GAE λ.
+        train_batch_size: env steps (decisions, all agents) per iteration.
+        minibatch_size: SGD minibatch, in env steps.
+        num_epochs: SGD passes over each train batch.
+        entropy_coeff: entropy bonus.
+        clip_param: PPO ratio clip.
+        vf_loss_coeff: weight of the value loss.
+        vf_clip_param: clip of the value loss (in reward units).
+        grad_clip: global gradient-norm clip (null = none).
+        eval_interval: evaluate every this many iterations (0 = only at the end).
+        checkpoint_interval: checkpoint every this many iterations (the last one is
+            always checkpointed).
+        seed: seed of the environment's episode sampling and of torch.
+        num_env_runners: RLlib env runners (0 = sample in the driver; with
+            ``--ray-address`` set it to the number of remote workers wanted).
+        num_envs_per_env_runner: vectorised envs per runner.
+        env: training environment: ``builtin`` (``agents.single_agent.SchedulingEnv``,
+            the same observation builder the ``marl`` policy uses at inference) or
+            ``envs`` (``envs.make_env``).
+        episode_jobs: jobs per training episode (a random slice of the config's
+            workload window).
+        time_scale_s: reward unit: an episode's return is ``-avg JCT / time_scale_s``.
+        eval_trace: trace of the evaluation window (null = the config's trace).
+        eval_start: first job of the evaluation window (null = right after the
+            training window); must not overlap the training window on the same trace.
+        eval_max_jobs: jobs in the evaluation window.
+        eval_load: arrival-rate multiplier of the evaluation window (null = the
+            config's).
+        bc_teacher: whose placements warm-start the policy by behaviour cloning
+            before PPO (a heuristic-guided start, in the spirit of Harmony's guided
+            exploration): ``lookahead`` (per job, the heuristic placement with the
+            lowest predicted iteration time, :class:`agents.training.LookaheadTeacher`),
+            a heuristic's name, or null (start from scratch). Builtin env only.
+        bc_episodes: teacher episodes (of ``episode_jobs`` jobs) to imitate.
+        bc_epochs: passes of supervised training over the teacher's decisions.
+    """
+
+    iterations: int = 40
+    lr: float = 3e-5
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    train_batch_size: int = 2000
+    minibatch_size: int = 250
+    num_epochs: int = 4
+    entropy_coeff: float = 0.0
+    clip_param: float = 0.1
+    vf_loss_coeff: float = 0.5
+    vf_clip_param: float = 10.0
+    grad_clip: float | None = 1.0
+    eval_interval: int = 5
+    checkpoint_interval: int = 5
+    seed: int = 0
+    num_env_runners: int = 0
+    num_envs_per_env_runner: int = 1
+    env: str = "builtin"
+    episode_jobs: int = 200
+    time_scale_s: float = 3600.0
+    eval_trace: str | None = None
+    eval_start: int | None = None
+    eval_max_jobs: int = 200
+    eval_load: float | None = None
+    bc_teacher: str | None = "lookahead"
+    bc_episodes: int = 20
+    bc_epochs: int = 12
+
+    def validate(self, where: str, key: str) -> None:
+        for name in (
+            "iterations",
+            "train_batch_size",
+            "minibatch_size",
+            "num_epochs",
+            "episode_jobs",
+            "eval_max_jobs",
+            "num_envs_per_env_runner",
+        ):
+            value = getattr(self, name)
+            check(value >= 1, where, f"{key}.{name}", f"must be >= 1, got {value}")
+        for name in ("eval_interval", "checkpoint_interval", "num_env_runners", "seed"):
+            value = getattr(self, name)
+            check(value >= 0, where, f"{key}.{name}", f"must be >= 0, got {value}")
+        for name in ("lr", "clip_param", "vf_clip_param", "time_scale_s"):
+            value = getattr(self, name)
+            check(value > 0, where, f"{key}.{name}", f"must be > 0, got {value}")
+        for name in ("gamma", "gae_lambda"):
+            value = getattr(self, name)
+            check(0 <= value <= 1, where, f"{key}.{name}", f"must be in [0, 1], got {value}")
+        check(
+            self.entropy_coeff >= 0,
+            where,
+            f"{key}.entropy_coeff",
+            f"must be >= 0, got {self.entropy_coeff}",
+        )
+        check(
+            self.minibatch_size <= self.train_batch_size,
+            where,
+            f"{key}.minibatch_size",
+            f"must be <= train_batch_size ({self.train_batch_size}), got {self.minibatch_size}",
+        )
+        check(
+            self.env in ENV_BACKENDS,
+            where,
+            f"{key}.env",
+            f"must be one of {', '.join(ENV_BACKENDS)}, got {self.env!r}",
+        )
+        if self.grad_clip is not None:
+            check(self.grad_clip > 0, where, f"{key}.grad_clip", "must be > 0 or null")
+        if self.eval_start is not None:
+            check(self.eval_start >= 0, where, f"{key}.eval_start", "must be >= 0")
+        for name in ("bc_episodes", "bc_epochs"):
+            value = getattr(self, name)
+            check(value >= 1, where, f"{key}.{name}", f"must be >= 1, got {value}")
+        if self.bc_teacher is not None:
+            from marl_sched.policies import policy_entries
+
+            names = ["lookahead"]
+            names += [n for n, e in policy_entries().items() if e.kind == "heuristic"]
+            check(
+                self.bc_teacher in names,
+                where,
+                f"{key}.bc_teacher",
+                f"must be one of {', '.join(names)} or null, got {self.bc_teacher!r}",
+            )
+        if self.eval_load is not None:
+            check(self.eval_load > 0, where, f"{key}.eval_load", "must be > 0")
+
+
+def model_config(cfg: ExperimentConfig) -> ModelConfig:
+    """Parse ``cfg.model``; a bad key raises ``InputError`` naming ``model.<key>``."""
+    return parse_section(ModelConfig, cfg.model, cfg.source, "model")
+
+
+def train_config(cfg: ExperimentConfig) -> TrainConfig:
+    """Parse ``cfg.train`` and check the evaluation window against the training one."""
+    tc = parse_section(TrainConfig, cfg.train, cfg.source, "train")
+    wl = cfg.workload
+    same_trace = tc.eval_trace is None or tc.eval_trace == wl.trace
+    if same_trace and tc.eval_start is not None:
+        train_end = wl.start + wl.max_jobs if wl.max_jobs is not None else None
+        eval_end = tc.eval_start + tc.eval_max_jobs
+        overlaps = eval_end > wl.start and (train_end is None or tc.eval_start < train_end)
+        check(
+            not overlaps,
+            cfg.source,
+            "train.eval_start",
+            f"evaluation window [{tc.eval_start}, {eval_end}) overlaps the training window "
+            f"[{wl.start}, {train_end if train_end is not None else 'end'}) of {wl.trace}",
+        )
+    if same_trace and tc.eval_start is None:
+        check(
+            wl.max_jobs is not None,
+            cfg.source,
+            "train.eval_start",
+            "the training window runs to the end of the trace: set train.eval_start "
+            "or train.eval_trace",
+        )
+    return tc
+
+
+def eval_window(cfg: ExperimentConfig, tc: TrainConfig) -> dict:
+    """Trace options (``marl_sched.runner.TraceOptions`` fields) of the eval window."""
+    wl = cfg.workload
+    start = tc.eval_start
+    if start is None:
+        start = wl.start + (wl.max_jobs or 0) if tc.eval_trace is None else 0
+    trace = str(cfg.resolve_path(tc.eval_trace)) if tc.eval_trace else None
+    return {
+        "trace": trace,
+        "trace_format": None,
+        "start": start,
+        "max_jobs": tc.eval_max_jobs,
+        "load": tc.eval_load,
+        "seed": None,
+    }

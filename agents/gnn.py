@@ -1,0 +1,499 @@
+"""The hierarchical GNN: GPU groups → servers → racks → subcluster, plus the exchange.
+
+One agent's observation is a small tree (:mod:`agents.single_agent` documents its
+features): GPU groups under servers under racks, the job being placed, and one
+summary row per peer agent. The network, for ``h`` the hidden width:
+
+1. **embed** every node with the job: ``h_g = MLP([x_g ‖ x_job])`` (likewise servers,
+   racks); peers ``e_k = MLP(x_k)``.
+2. ``layers`` × :class:`HierarchyBlock` = :class:`GroupLayer` (siblings in the
+   server + the parent server), :class:`ServerLayer` (children pooled, rack siblings,
+   the parent rack), :class:`RackLayer` (children pooled, the other racks).
+3. :class:`Readout`: the subcluster embedding ``z`` from pooled groups, servers,
+   racks and the job.
+4. :class:`PeerExchange`: ``z`` attends over the peer embeddings.
+5. heads: a score per GPU-group slot ``MLP([h_g ‖ h_s(g) ‖ z])``, a score per
+   forward target ``MLP([e_k ‖ z])``, a value ``MLP(z)``; masked actions get
+   :data:`MASKED_LOGIT`.
+
+Every aggregation is a scatter over parent indices, so the network is equivariant
+to permutations of the nodes and blind to padding, and its parameters do not depend
+on the number of groups, servers, racks or agents: a trained network serves any
+topology whose observation has the same feature dimensions.
+
+Two input paths reach the same layers (and agree to float precision):
+:func:`from_padded` (the padded ``Dict`` observations RLlib batches, ``(B, G_max,
+Fg)`` ...) and :func:`from_pyg` (a ``torch_geometric`` :class:`~torch_geometric.data.Batch`
+of :class:`ClusterGraph` with only the real nodes, built by :func:`to_pyg`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+from torch_geometric.data import Batch, Data
+from torch_geometric.utils import scatter
+
+#: logit of a masked action: its probability underflows to exactly 0
+MASKED_LOGIT = -1e9
+
+
+@dataclass
+class ClusterBatch:
+    """A batch of observations with only real nodes, indices flat over the batch.
+
+    Shapes: ``group_x (Ng, Fg)``, ``server_x (Ns, Fs)``, ``rack_x (Nr, Fr)``;
+    ``group_server (Ng,)`` indexes ``server_x``; ``server_rack (Ns,)`` indexes
+    ``rack_x``; ``*_batch`` give each node's graph; ``job_x (B, Fj)``, ``peers_x (B,
+    A, Fp)``, ``peers_mask (B, A)``; ``group_allowed (Ng,)`` and ``forward_allowed
+    (B, A)`` are the action mask split in two.
+    """
+
+    group_x: Tensor
+    server_x: Tensor
+    rack_x: Tensor
+    group_server: Tensor
+    server_rack: Tensor
+    group_batch: Tensor
+    server_batch: Tensor
+    rack_batch: Tensor
+    job_x: Tensor
+    peers_x: Tensor
+    peers_mask: Tensor
+    group_allowed: Tensor
+    forward_allowed: Tensor
+
+    @property
+    def num_graphs(self) -> int:
+        return self.job_x.size(0)
+
+
+def from_padded(obs: dict[str, Tensor]) -> tuple[ClusterBatch, tuple[Tensor, Tensor]]:
+    """Flatten padded observations; also return the (batch, slot) of every group.
+
+    Args:
+        obs: the observation ``Dict`` batched, ``group_x (B, G_max, Fg)`` ...
+    """
+    gm, sm, rm = (obs[k] > 0.5 for k in ("group_mask", "server_mask", "rack_mask"))
+    gb, gi = gm.nonzero(as_tuple=True)
+    sb, si = sm.nonzero(as_tuple=True)
+    rb, ri = rm.nonzero(as_tuple=True)
+    server_id = torch.full(sm.shape, -1, dtype=torch.long, device=sm.device)
+    server_id[sb, si] = torch.arange(sb.numel(), device=sm.device)
+    rack_id = torch.full(rm.shape, -1, dtype=torch.long, device=rm.device)
+    rack_id[rb, ri] = torch.arange(rb.numel(), device=rm.device)
+    g_max = gm.size(1)
+    batch = ClusterBatch(
+        group_x=obs["group_x"][gb, gi],
+        server_x=obs["server_x"][sb, si],
+        rack_x=obs["rack_x"][rb, ri],
+        group_server=server_id[gb, obs["group_server"][gb, gi].long()],
+        server_rack=rack_id[sb, obs["server_rack"][sb, si].long()],
+        group_batch=gb,
+        server_batch=sb,
+        rack_batch=rb,
+        job_x=obs["job_x"],
+        peers_x=obs["peers_x"],
+        peers_mask=obs["peers_mask"],
+        group_allowed=obs["action_mask"][:, :g_max][gb, gi],
+        forward_allowed=obs["action_mask"][:, g_max:],
+    )
+    return batch, (gb, gi)
+
+
+class ClusterGraph(Data):
+    """One observation as a PyG graph with only its real nodes (see :func:`to_pyg`).
+
+    ``group_server`` / ``server_rack`` are incremented by the number of servers /
+    racks when batched; ``job_x``, ``peers_x``, ``peers_mask`` and
+    ``forward_allowed`` are stacked along a new batch dimension.
+    """
+
+    def __inc__(self, key, value, *args, **kwargs):
+        if key == "group_server":
+            return self.server_x.size(0)
+        if key == "server_rack":
+            return self.rack_x.size(0)
+        return super().__inc__(key, value, *args, **kwargs)
+
+    def __cat_dim__(self, key, value, *args, **kwargs):
+        if key in ("job_x", "peers_x", "peers_mask", "forward_allowed"):
+            return None
+        return super().__cat_dim__(key, value, *args, **kwargs)
+
+
+def to_pyg(obs: dict) -> ClusterGraph:
+    """One padded observation (arrays or tensors, no batch dim) → :class:`ClusterGraph`."""
+    t = {k: torch.as_tensor(v) for k, v in obs.items()}
+    gm, sm, rm = (t[k] > 0.5 for k in ("group_mask", "server_mask", "rack_mask"))
+    server_id = torch.cumsum(sm.long(), 0) - 1
+    rack_id = torch.cumsum(rm.long(), 0) - 1
+    g_max = gm.numel()
+    return ClusterGraph(
+        group_x=t["group_x"][gm],
+        server_x=t["server_x"][sm],
+        rack_x=t["rack_x"][rm],
+        group_server=server_id[t["group_server"][gm].long()],
+        server_rack=rack_id[t["server_rack"][sm].long()],
+        job_x=t["job_x"],
+        peers_x=t["peers_x"],
+        peers_mask=t["peers_mask"],
+        group_allowed=t["action_mask"][:g_max][gm],
+        forward_allowed=t["action_mask"][g_max:],
+        num_nodes=int(gm.sum()),
+    )
+
+
+def from_pyg(batch: Batch) -> ClusterBatch:
+    """A :class:`~torch_geometric.data.Batch` of :class:`ClusterGraph` → :class:`ClusterBatch`.
+
+    Build it with ``Batch.from_data_list(graphs, follow_batch=FOLLOW_BATCH)``.
+    """
+    return ClusterBatch(
+        group_x=batch.group_x,
+        server_x=batch.server_x,
+        rack_x=batch.rack_x,
+        group_server=batch.group_server,
+        server_rack=batch.server_rack,
+        group_batch=batch.group_x_batch,
+        server_batch=batch.server_x_batch,
+        rack_batch=batch.rack_x_batch,
+        job_x=batch.job_x,
+        peers_x=batch.peers_x,
+        peers_mask=batch.peers_mask,
+        group_allowed=batch.group_allowed,
+        forward_allowed=batch.forward_allowed,
+    )
+
+
+FOLLOW_BATCH = ("group_x", "server_x", "rack_x")
+
+
+def mlp(d_in: int, hidden: int, d_out: int) -> nn.Sequential:
+    """``Linear → ReLU → Linear``."""
+    return nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, d_out))
+
+
+def _reset(module: nn.Module) -> None:
+    for m in module.modules():
+        if isinstance(m, nn.Linear | nn.LayerNorm):
+            m.reset_parameters()
+
+
+def _mean(x: Tensor, index: Tensor, size: int) -> Tensor:
+    return scatter(x, index, 0, dim_size=size, reduce="mean")
+
+
+def _max(x: Tensor, index: Tensor, size: int) -> Tensor:
+    return scatter(x, index, 0, dim_size=size, reduce="max")
+
+
+class GroupLayer(nn.Module):
+    r"""GPU groups exchange messages inside their server and hear their server.
+
+    .. math::
+        h_g \leftarrow \mathrm{LN}\Big(h_g + \mathrm{ReLU}\big(W\,[h_g \,\|\,
+        \tfrac{1}{|s(g)|}\textstyle\sum_{g' \in s(g)} h_{g'} \,\|\, h_{s(g)}]\big)\Big)
+
+    Args:
+        hidden (int): node width ``h``.
+
+    Shapes:
+        - input: groups ``(Ng, h)``, servers ``(Ns, h)``, group_server ``(Ng,)``
+        - output: groups ``(Ng, h)``
+    """
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3 * hidden, hidden)
+        self.norm = nn.LayerNorm(hidden)
+
+    def reset_parameters(self) -> None:
+        _reset(self)
+
+    def forward(self, h_g: Tensor, h_s: Tensor, group_server: Tensor) -> Tensor:
+        siblings = _mean(h_g, group_server, h_s.size(0))[group_server]
+        msg = torch.cat([h_g, siblings, h_s[group_server]], dim=-1)
+        return self.norm(h_g + torch.relu(self.lin(msg)))
+
+
+class ServerLayer(nn.Module):
+    r"""Servers pool their GPU groups, hear the servers of their rack and the rack.
+
+    .. math::
+        h_s \leftarrow \mathrm{LN}\Big(h_s + \mathrm{ReLU}\big(W\,[h_s \,\|\,
+        \mathrm{mean}_{g \in s} h_g \,\|\, \max_{g \in s} h_g \,\|\,
+        \mathrm{mean}_{s' \in r(s)} h_{s'} \,\|\, h_{r(s)}]\big)\Big)
+
+    Args:
+        hidden (int): node width ``h``.
+
+    Shapes:
+        - input: groups ``(Ng, h)``, servers ``(Ns, h)``, racks ``(Nr, h)``,
+          group_server ``(Ng,)``, server_rack ``(Ns,)``
+        - output: servers ``(Ns, h)``
+    """
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.lin = nn.Linear(5 * hidden, hidden)
+        self.norm = nn.LayerNorm(hidden)
+
+    def reset_parameters(self) -> None:
+        _reset(self)
+
+    def forward(
+        self, h_g: Tensor, h_s: Tensor, h_r: Tensor, group_server: Tensor, server_rack: Tensor
+    ) -> Tensor:
+        n_s = h_s.size(0)
+        siblings = _mean(h_s, server_rack, h_r.size(0))[server_rack]
+        msg = torch.cat(
+            [
+                h_s,
+                _mean(h_g, group_server, n_s),
+                _max(h_g, group_server, n_s),
+                siblings,
+                h_r[server_rack],
+            ],
+            dim=-1,
+        )
+        return self.norm(h_s + torch.relu(self.lin(msg)))
+
+
+class RackLayer(nn.Module):
+    r"""Racks pool their servers and hear the other racks of the subcluster.
+
+    .. math::
+        h_r \leftarrow \mathrm{LN}\Big(h_r + \mathrm{ReLU}\big(W\,[h_r \,\|\,
+        \mathrm{mean}_{s \in r} h_s \,\|\, \max_{s \in r} h_s \,\|\,
+        \mathrm{mean}_{r'} h_{r'}]\big)\Big)
+
+    Args:
+        hidden (int): node width ``h``.
+
+    Shapes:
+        - input: servers ``(Ns, h)``, racks ``(Nr, h)``, server_rack ``(Ns,)``,
+          rack_batch ``(Nr,)``, num_graphs ``B``
+        - output: racks ``(Nr, h)``
+    """
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4 * hidden, hidden)
+        self.norm = nn.LayerNorm(hidden)
+
+    def reset_parameters(self) -> None:
+        _reset(self)
+
+    def forward(
+        self, h_s: Tensor, h_r: Tensor, server_rack: Tensor, rack_batch: Tensor, num_graphs: int
+    ) -> Tensor:
+        n_r = h_r.size(0)
+        others = _mean(h_r, rack_batch, num_graphs)[rack_batch]
+        msg = torch.cat(
+            [h_r, _mean(h_s, server_rack, n_r), _max(h_s, server_rack, n_r), others], dim=-1
+        )
+        return self.norm(h_r + torch.relu(self.lin(msg)))
+
+
+class HierarchyBlock(nn.Module):
+    """One pass over the hierarchy: :class:`GroupLayer` → :class:`ServerLayer` →
+    :class:`RackLayer` (messages go down to the groups first, then back up).
+
+    Args:
+        hidden (int): node width.
+    """
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.groups = GroupLayer(hidden)
+        self.servers = ServerLayer(hidden)
+        self.racks = RackLayer(hidden)
+
+    def reset_parameters(self) -> None:
+        for m in (self.groups, self.servers, self.racks):
+            m.reset_parameters()
+
+    def forward(
+        self, h_g: Tensor, h_s: Tensor, h_r: Tensor, b: ClusterBatch
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        h_g = self.groups(h_g, h_s, b.group_server)
+        h_s = self.servers(h_g, h_s, h_r, b.group_server, b.server_rack)
+        h_r = self.racks(h_s, h_r, b.server_rack, b.rack_batch, b.num_graphs)
+        return h_g, h_s, h_r
+
+
+class Readout(nn.Module):
+    r"""The subcluster embedding from its pooled levels and the job.
+
+    .. math::
+        z = \mathrm{MLP}\big([\mathrm{mean}_g h_g \,\|\, \max_g h_g \,\|\,
+        \mathrm{mean}_s h_s \,\|\, \mathrm{mean}_r h_r \,\|\, h_{job}]\big)
+
+    Args:
+        hidden (int): width.
+
+    Shapes:
+        - output: ``(B, h)``
+    """
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.mlp = mlp(5 * hidden, hidden, hidden)
+
+    def reset_parameters(self) -> None:
+        _reset(self)
+
+    def forward(
+        self, h_g: Tensor, h_s: Tensor, h_r: Tensor, h_job: Tensor, b: ClusterBatch
+    ) -> Tensor:
+        n = b.num_graphs
+        pooled = [
+            _mean(h_g, b.group_batch, n),
+            _max(h_g, b.group_batch, n),
+            _mean(h_s, b.server_batch, n),
+            _mean(h_r, b.rack_batch, n),
+            h_job,
+        ]
+        return self.mlp(torch.cat(pooled, dim=-1))
+
+
+class PeerExchange(nn.Module):
+    r"""The agent's embedding attends over every agent's exchanged summary.
+
+    .. math::
+        c = \sum_k \mathrm{softmax}_k\Big(\frac{(W_q z)^\top W_k e_k}{\sqrt h}\Big)
+        W_v e_k, \qquad z \leftarrow \mathrm{LN}\big(z + \mathrm{ReLU}(W [z \,\|\, c])\big)
+
+    over the peers with ``peers_mask = 1``. With ``enabled=False``, ``c = 0`` (the
+    agent ignores what the others exchanged).
+
+    Args:
+        hidden (int): width.
+        enabled (bool, default True): mix the peers in.
+
+    Shapes:
+        - input: z ``(B, h)``, peers ``(B, A, h)``, peers_mask ``(B, A)``
+        - output: ``(B, h)``
+    """
+
+    def __init__(self, hidden: int, enabled: bool = True) -> None:
+        super().__init__()
+        self.enabled = enabled
+        self.query = nn.Linear(hidden, hidden)
+        self.key = nn.Linear(hidden, hidden)
+        self.value = nn.Linear(hidden, hidden)
+        self.lin = nn.Linear(2 * hidden, hidden)
+        self.norm = nn.LayerNorm(hidden)
+
+    def reset_parameters(self) -> None:
+        _reset(self)
+
+    def forward(self, z: Tensor, peers: Tensor, peers_mask: Tensor) -> Tensor:
+        if self.enabled:
+            score = torch.einsum("bh,bah->ba", self.query(z), self.key(peers))
+            score = score / math.sqrt(z.size(-1))
+            score = score.masked_fill(peers_mask < 0.5, MASKED_LOGIT)
+            attn = torch.softmax(score, dim=-1) * (peers_mask > 0.5)
+            context = torch.einsum("ba,bah->bh", attn, self.value(peers))
+        else:
+            context = torch.zeros_like(z)
+        return self.norm(z + torch.relu(self.lin(torch.cat([z, context], dim=-1))))
+
+
+class HierarchicalGNN(nn.Module):
+    """The whole network: embed → hierarchy blocks → readout → exchange → heads.
+
+    Args:
+        group_dim (int): ``Fg``.
+        server_dim (int): ``Fs``.
+        rack_dim (int): ``Fr``.
+        job_dim (int): ``Fj``.
+        peer_dim (int): ``Fp``.
+        hidden (int, default 64): width of every embedding.
+        layers (int, default 2): hierarchy blocks.
+        exchange (bool, default True): see :class:`PeerExchange`.
+
+    Shapes:
+        - :meth:`forward`: :class:`ClusterBatch` → group scores ``(Ng,)`` (masked),
+          forward scores ``(B, A)`` (masked), values ``(B,)``
+        - :meth:`forward_padded`: padded observations → logits ``(B, G_max + A)``,
+          values ``(B,)``
+    """
+
+    def __init__(
+        self,
+        group_dim: int,
+        server_dim: int,
+        rack_dim: int,
+        job_dim: int,
+        peer_dim: int,
+        hidden: int = 64,
+        layers: int = 2,
+        exchange: bool = True,
+    ) -> None:
+        super().__init__()
+        self.job = mlp(job_dim, hidden, hidden)
+        self.embed_group = mlp(group_dim + job_dim, hidden, hidden)
+        self.embed_server = mlp(server_dim + job_dim, hidden, hidden)
+        self.embed_rack = mlp(rack_dim + job_dim, hidden, hidden)
+        self.embed_peer = mlp(peer_dim, hidden, hidden)
+        self.blocks = nn.ModuleList(HierarchyBlock(hidden) for _ in range(layers))
+        self.readout = Readout(hidden)
+        self.exchange = PeerExchange(hidden, exchange)
+        self.group_head = mlp(3 * hidden, hidden, 1)
+        self.forward_head = mlp(2 * hidden, hidden, 1)
+        self.value_head = mlp(hidden, hidden, 1)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        _reset(self)
+        # start near uniform over the allowed actions, as PPO likes
+        for head in (self.group_head, self.forward_head):
+            nn.init.normal_(head[-1].weight, std=0.01)
+            nn.init.zeros_(head[-1].bias)
+
+    def forward(self, b: ClusterBatch) -> tuple[Tensor, Tensor, Tensor]:
+        job = b.job_x
+        h_g = self.embed_group(torch.cat([b.group_x, job[b.group_batch]], dim=-1))
+        h_s = self.embed_server(torch.cat([b.server_x, job[b.server_batch]], dim=-1))
+        h_r = self.embed_rack(torch.cat([b.rack_x, job[b.rack_batch]], dim=-1))
+        for block in self.blocks:
+            h_g, h_s, h_r = block(h_g, h_s, h_r, b)
+        z = self.readout(h_g, h_s, h_r, self.job(job), b)
+        peers = self.embed_peer(b.peers_x)
+        z = self.exchange(z, peers, b.peers_mask)
+        group_in = torch.cat([h_g, h_s[b.group_server], z[b.group_batch]], dim=-1)
+        group_scores = self.group_head(group_in).squeeze(-1)
+        z_peers = z.unsqueeze(1).expand(-1, peers.size(1), -1)
+        forward_scores = self.forward_head(torch.cat([peers, z_peers], dim=-1)).squeeze(-1)
+        group_scores = group_scores.masked_fill(b.group_allowed < 0.5, MASKED_LOGIT)
+        forward_scores = forward_scores.masked_fill(b.forward_allowed < 0.5, MASKED_LOGIT)
+        return group_scores, forward_scores, self.value_head(z).squeeze(-1)
+
+    def forward_padded(self, obs: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """Logits ``(B, G_max + A)`` over the padded action space, and values ``(B,)``."""
+        b, (gb, gi) = from_padded(obs)
+        group_scores, forward_scores, values = self(b)
+        g_max = obs["group_mask"].size(1)
+        logits = group_scores.new_full((b.num_graphs, g_max), MASKED_LOGIT)
+        logits[gb, gi] = group_scores
+        return torch.cat([logits, forward_scores], dim=-1), values
+
+
+def build_gnn(dims: dict[str, int], model_config: dict) -> HierarchicalGNN:
+    """The network for feature dims ``dims`` (``Fg, Fs, Fr, Fj, Fp``) and a
+    :class:`agents.config.ModelConfig`-like mapping (``hidden``, ``layers``, ``exchange``)."""
+    return HierarchicalGNN(
+        group_dim=dims["Fg"],
+        server_dim=dims["Fs"],
+        rack_dim=dims["Fr"],
+        job_dim=dims["Fj"],
+        peer_dim=dims["Fp"],
+        hidden=int(model_config.get("hidden", 64)),
+        layers=int(model_config.get("layers", 2)),
+        exchange=bool(model_config.get("exchange", True)),
+    )

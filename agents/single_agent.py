@@ -1,0 +1,519 @@
+"""Task-by-task placement over the simulator: observations, sessions and the env.
+
+The same decision process serves training (:class:`agents.rl_module.SchedulingEnv`,
+an RLlib ``MultiAgentEnv``) and inference (:class:`agents.policy.MarlPolicy`, which places
+whole jobs through :class:`~marl_sched.policies.Policy`), so what a checkpoint saw
+in training is exactly what it sees when it is evaluated. Two modes:
+
+- **multi-agent** (``central=False``): agents ``"sc0".."sc{A-1}"``, one per
+  subcluster. A job arrives at a home agent (``crc32(vc) mod A``, else
+  ``job_id mod A``); the acting agent places the job's current task on one of its
+  GPU groups (action ``0..G_max-1``) or forwards it to agent ``k`` (action
+  ``G_max + k``); the next task goes to the agent that placed the previous one.
+  A task is never forwarded back to an agent it has visited.
+- **central** (``central=True``): one agent ``"central"`` sees the whole datacenter
+  as a single scope (the single-agent variant for the convergence comparison);
+  ``A = 1`` and its only forward action is always masked.
+
+Tasks of a job: its workers first (one GPU each), then its parameter servers (CPU
+and memory of the chosen group's server). When the job's last task is placed the
+:class:`~marl_sched.jobs.Placement` goes to the simulator; when a task fits nowhere
+the job stays queued.
+
+Observation (a ``gymnasium.spaces.Dict``; every feature is a ratio or a small
+count so a network trained on one topology reads another): ``group_x (G_max, Fg)``,
+``group_mask``, ``group_server`` (local parent index), ``server_x (S_max, Fs)``,
+``server_mask``, ``server_rack``, ``rack_x (R_max, Fr)``, ``rack_mask``, ``job_x
+(Fj,)``, ``peers_x (A, Fp)`` (a summary of every scope), ``peers_mask``,
+``action_mask (G_max + A,)``. Feature names: :data:`FEATURES`.
+
+Reward (cooperative, to the acting agent): with ``C(t)`` the job-seconds spent in
+the system up to ``t`` (Σ of ``min(finish, t) - submit`` over submitted jobs) and
+``W`` the predicted remaining run time of the running jobs (Σ remaining iterations
+× current iteration time)::
+
+    r = -(ΔC + ΔW) / (time_scale_s × episode_jobs)
+
+``W`` is 0 at both ends of an episode, so the return is exactly ``-avg JCT /
+time_scale_s``; ``ΔW`` (potential-based shaping) credits a placement at once with
+the run time it adds, its own and the slowdown it causes its neighbours.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+
+from marl_sched.catalogue import CATALOGUE
+from marl_sched.jobs import Job, Placement
+from marl_sched.perf import PerformanceModel
+from marl_sched.simulator import ClusterView
+from marl_sched.topology import Topology
+
+OBS_VERSION = 1
+FEATURES = {
+    "group_x": (
+        "free_frac", "free_gpus/8", "gpu_speed", "worker_fits", "ps_fits",
+        "interference_suffered", "interference_caused", "log1p_pcie_jobs",
+        "job_tasks_in_group", "job_tasks_in_socket",
+    ),
+    "server_x": (
+        "free_gpu_frac", "cpu_free_frac", "mem_free_frac", "log1p_nic_jobs",
+        "log1p_qpi_jobs", "job_tasks_on_server", "gpu_speed", "gpus/8", "pressure/5",
+        "nic_gbps/100",
+    ),
+    "rack_x": (
+        "free_gpu_frac", "log1p_uplink_jobs", "job_tasks_in_rack", "free/needed/4",
+        "uplink_gbps/1000",
+    ),
+    "job_x": (
+        "log2_workers/6", "ps/4", "is_worker", "tasks_done_frac", "workers_left_frac",
+        "compute_s", "model_gb", "comm_ratio", "hops_frac", "in_scope_frac",
+        *(f"sensitivity_{r}" for r in ("cpu", "pcie", "membw", "disk", "net")),
+        *(f"pressure_{r}" for r in ("cpu", "pcie", "membw", "disk", "net")),
+    ),
+    "peers_x": (
+        "free_gpu_frac", "log1p_free_gpus", "free_gpu_speed", "best_server_free/8",
+        "log1p_uplink_jobs", "job_tasks_frac", "is_self", "can_host_task", "visited",
+    ),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The entities one agent sees: a subcluster, or the whole datacenter.
+
+    Every level of a scope is a contiguous id range (topology ids are dealt in
+    hierarchy order), so the arrays below are slices and local segment starts.
+    """
+
+    groups: np.ndarray  # global group ids (G,)
+    servers: np.ndarray  # global server ids (S,)
+    racks: np.ndarray  # global rack ids (R,)
+    group_server: np.ndarray  # local server index per group (G,)
+    server_rack: np.ndarray  # local rack index per server (S,)
+    group_socket: np.ndarray  # local socket index per group (G,)
+    server_starts: np.ndarray  # first local group of each server (S,)
+    socket_starts: np.ndarray  # first local group of each local socket
+    rack_starts: np.ndarray  # first local server of each rack (R,)
+
+    @property
+    def gslice(self) -> slice:
+        return slice(int(self.groups[0]), int(self.groups[-1]) + 1)
+
+    @property
+    def sslice(self) -> slice:
+        return slice(int(self.servers[0]), int(self.servers[-1]) + 1)
+
+    @property
+    def rslice(self) -> slice:
+        return slice(int(self.racks[0]), int(self.racks[-1]) + 1)
+
+
+def _scope(topo: Topology, groups: np.ndarray) -> Scope:
+    servers = np.unique(topo.group_server[groups])
+    racks = np.unique(topo.server_rack[servers])
+    sockets = topo.group_socket[groups] - topo.group_socket[groups[0]]
+    for ids in (groups, servers, racks):
+        assert np.all(np.diff(ids) == 1), "scopes are contiguous id ranges"
+    local_server = np.searchsorted(servers, topo.group_server[groups])
+    local_rack = np.searchsorted(racks, topo.server_rack[servers])
+    return Scope(
+        groups=groups,
+        servers=servers,
+        racks=racks,
+        group_server=local_server,
+        server_rack=local_rack,
+        group_socket=sockets,
+        server_starts=np.searchsorted(local_server, np.arange(len(servers))),
+        socket_starts=np.searchsorted(sockets, np.arange(sockets[-1] + 1)),
+        rack_starts=np.searchsorted(local_rack, np.arange(len(racks))),
+    )
+
+
+class ObservationBuilder:
+    """Observations and action masks of every agent of one topology.
+
+    Args:
+        topology: the datacenter.
+        perf: its performance model (interference weights).
+        central: one scope for the whole datacenter instead of one per subcluster.
+        pad: ``(G_max, S_max, R_max)``; default = the largest scope's sizes.
+    """
+
+    def __init__(
+        self,
+        topology: Topology,
+        perf: PerformanceModel,
+        central: bool = False,
+        pad: tuple[int, int, int] | None = None,
+    ) -> None:
+        t = self.topology = topology
+        self.perf = perf
+        self.central = central
+        if central:
+            self.scopes = [_scope(t, np.arange(t.n_groups))]
+            self.group_scope = np.zeros(t.n_groups, dtype=np.int64)
+        else:
+            self.scopes = [_scope(t, t.subcluster_groups(k)) for k in range(t.n_subclusters)]
+            self.group_scope = t.group_subcluster.astype(np.int64)
+        self.agent_ids = ["central"] if central else [f"sc{k}" for k in range(len(self.scopes))]
+        self.n_agents = len(self.scopes)
+        sizes = np.array([(len(s.groups), len(s.servers), len(s.racks)) for s in self.scopes])
+        need = tuple(int(x) for x in sizes.max(axis=0))
+        self.pad = tuple(pad) if pad is not None else need
+        if any(p < n for p, n in zip(self.pad, need, strict=True)):
+            raise ValueError(f"padding {self.pad} is smaller than the largest scope {need}")
+        self.scope_capacity = np.bincount(
+            self.group_scope, weights=t.group_capacity, minlength=self.n_agents
+        )
+        self.server_scope = self.group_scope[t.server_groups_start]
+        self.scope_server_start = np.searchsorted(self.server_scope, np.arange(self.n_agents))
+        self.scope_group_start = np.searchsorted(self.group_scope, np.arange(self.n_agents))
+        self.server_gpus = np.maximum(t.server_gpus, 1)
+        self.rack_gpus = np.bincount(t.server_rack, weights=t.server_gpus, minlength=t.n_racks)
+        self.observation_space = self._space()
+        self.action_space = gym.spaces.Discrete(self.pad[0] + self.n_agents)
+
+    def _space(self) -> gym.spaces.Dict:
+        g, s, r = self.pad
+        a = self.n_agents
+
+        def box(*shape, lo=-np.inf, hi=np.inf, dtype=np.float32):
+            return gym.spaces.Box(lo, hi, shape, dtype)
+
+        n = {k: len(v) for k, v in FEATURES.items()}
+        return gym.spaces.Dict(
+            {
+                "group_x": box(g, n["group_x"]),
+                "group_mask": box(g, lo=0.0, hi=1.0),
+                "group_server": box(g, lo=0, hi=max(s - 1, 0), dtype=np.int64),
+                "server_x": box(s, n["server_x"]),
+                "server_mask": box(s, lo=0.0, hi=1.0),
+                "server_rack": box(s, lo=0, hi=max(r - 1, 0), dtype=np.int64),
+                "rack_x": box(r, n["rack_x"]),
+                "rack_mask": box(r, lo=0.0, hi=1.0),
+                "job_x": box(n["job_x"]),
+                "peers_x": box(a, n["peers_x"]),
+                "peers_mask": box(a, lo=0.0, hi=1.0),
+                "action_mask": box(g + a, lo=0.0, hi=1.0),
+            }
+        )
+
+    def observe(self, session: PlacementSession, agent: int) -> dict[str, np.ndarray]:
+        """The observation of ``agent`` (a scope index) while ``session`` is open."""
+        t, sc, v = self.topology, self.scopes[agent], session.view
+        g_max, s_max, r_max = self.pad
+        gs, ss, rs = sc.gslice, sc.sslice, sc.rslice
+        fits_w, fits_p = session.fits()
+        server_free = np.add.reduceat(session.group_free, t.server_groups_start)
+        free = session.group_free[gs]
+        job_g = session.job_groups[gs]
+        job_srv = np.add.reduceat(job_g, sc.server_starts)
+        job_sock = np.add.reduceat(job_g, sc.socket_starts)[sc.group_socket]
+        job_rack = np.add.reduceat(job_srv, sc.rack_starts)
+        n_tasks = session.job.num_tasks
+        off = t.link_offset
+        links = v.link_jobs
+
+        suffer, cause = session.cost_weights
+        pg = v.group_pressure[gs]
+        ps = v.socket_pressure[t.group_socket[gs]]
+        pv = v.server_pressure[t.group_server[gs]]
+        group_x = np.stack(
+            [
+                free / t.group_capacity[gs],
+                free / 8.0,
+                t.group_speed[gs],
+                fits_w[gs],
+                fits_p[gs],
+                pg @ suffer[0] + ps @ suffer[1] + pv @ suffer[2],
+                pg @ cause[0] + ps @ cause[1] + pv @ cause[2],
+                np.log1p(links[gs]),
+                job_g / n_tasks,
+                job_sock / n_tasks,
+            ],
+            axis=1,
+        )
+        sid = sc.servers
+        srv_free = server_free[ss]
+        server_x = np.stack(
+            [
+                srv_free / self.server_gpus[ss],
+                session.cpu[ss] / t.server_cpu[ss],
+                session.mem[ss] / t.server_memory_gb[ss],
+                np.log1p(links[off[2] + sid]),
+                np.log1p(links[off[1] + sid]),
+                job_srv / n_tasks,
+                t.server_gpu_speed[ss],
+                t.server_gpus[ss] / 8.0,
+                v.server_pressure[ss].sum(axis=1) / 5.0,
+                t.server_nic_gbps[ss] / 100.0,
+            ],
+            axis=1,
+        )
+        rid = sc.racks
+        rack_free = np.add.reduceat(srv_free, sc.rack_starts)
+        need = max(session.workers_left, 1)
+        rack_x = np.stack(
+            [
+                rack_free / np.maximum(self.rack_gpus[rs], 1),
+                np.log1p(links[off[3] + rid]),
+                job_rack / n_tasks,
+                np.minimum(rack_free / need, 4.0) / 4.0,
+                t.link_nominal_gbps[off[3] + rid] / 1000.0,
+            ],
+            axis=1,
+        )
+        g, s, r = len(sc.groups), len(sid), len(rid)
+        return {
+            "group_x": _pad2(group_x, g_max),
+            "group_mask": _pad1(np.ones(g, np.float32), g_max),
+            "group_server": _pad1(sc.group_server.astype(np.int64), g_max),
+            "server_x": _pad2(server_x, s_max),
+            "server_mask": _pad1(np.ones(s, np.float32), s_max),
+            "server_rack": _pad1(sc.server_rack.astype(np.int64), s_max),
+            "rack_x": _pad2(rack_x, r_max),
+            "rack_mask": _pad1(np.ones(r, np.float32), r_max),
+            "job_x": session.job_features(agent),
+            "peers_x": self._peers(session, agent, server_free),
+            "peers_mask": np.ones(self.n_agents, np.float32),
+            "action_mask": session.action_mask(agent),
+        }
+
+    def _peers(self, session, agent, server_free) -> np.ndarray:
+        t, a = self.topology, self.n_agents
+        free = session.group_free
+        starts = self.scope_group_start
+        scope_free = np.add.reduceat(free, starts)
+        speed_free = np.add.reduceat(free * t.group_speed, starts)
+        best = np.maximum.reduceat(server_free, self.scope_server_start)
+        uplink = np.log1p(session.view.link_jobs[t.link_offset[4] :].astype(np.float64))
+        if self.central:
+            uplink = uplink.mean(keepdims=True)
+        job = np.add.reduceat(session.job_groups, starts)
+        is_self = np.zeros(a)
+        is_self[agent] = 1.0
+        visited = np.zeros(a)
+        visited[list(session.visited)] = 1.0
+        return np.stack(
+            [
+                scope_free / self.scope_capacity,
+                np.log1p(scope_free),
+                speed_free / np.maximum(scope_free, 1),
+                best / 8.0,
+                uplink,
+                job / session.job.num_tasks,
+                is_self,
+                session.scope_can_host(),
+                visited,
+            ],
+            axis=1,
+        ).astype(np.float32)
+
+
+OBS_KEYS = (
+    "group_x",
+    "group_mask",
+    "group_server",
+    "server_x",
+    "server_mask",
+    "server_rack",
+    "rack_x",
+    "rack_mask",
+    "job_x",
+    "peers_x",
+    "peers_mask",
+    "action_mask",
+)
+
+
+def feature_dims(space: gym.spaces.Dict) -> dict[str, int]:
+    """``Fg, Fs, Fr, Fj, Fp`` and the padded sizes ``G_max, S_max, R_max, A`` of a space."""
+    missing = [k for k in OBS_KEYS if k not in space.spaces]
+    if missing:
+        raise ValueError(f"observation space lacks {', '.join(missing)}")
+    return {
+        "Fg": int(space["group_x"].shape[-1]),
+        "Fs": int(space["server_x"].shape[-1]),
+        "Fr": int(space["rack_x"].shape[-1]),
+        "Fj": int(space["job_x"].shape[-1]),
+        "Fp": int(space["peers_x"].shape[-1]),
+        "G_max": int(space["group_x"].shape[0]),
+        "S_max": int(space["server_x"].shape[0]),
+        "R_max": int(space["rack_x"].shape[0]),
+        "A": int(space["peers_x"].shape[0]),
+    }
+
+
+def _pad1(a: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n, dtype=a.dtype)
+    out[: len(a)] = a
+    return out
+
+
+def _pad2(a: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros((n, a.shape[1]), dtype=np.float32)
+    out[: len(a)] = a
+    return out
+
+
+class PlacementSession:
+    """The tentative placement of one job, task by task (a draft over a view).
+
+    Args:
+        builder: the observation builder of the topology.
+        job: the job to place.
+        view: the cluster when the job came up (not modified).
+        home: the agent the job arrives at.
+    """
+
+    def __init__(self, builder: ObservationBuilder, job: Job, view: ClusterView, home: int):
+        self.builder = builder
+        self.job = job
+        self.view = view
+        spec = CATALOGUE[job.model]
+        self.spec = spec
+        w = view.perf.level_weights
+        self.cost_weights = (w * spec.sensitivity, w * spec.pressure)
+        self.group_free = np.asarray(view.group_free, dtype=np.float64).copy()
+        self.cpu = np.array(view.server_cpu_free, dtype=np.float64)
+        self.mem = np.array(view.server_mem_free, dtype=np.float64)
+        self.job_groups = np.zeros(builder.topology.n_groups)
+        self.workers: list[int] = []
+        self.ps: list[int] = []
+        self.agent = home
+        self.visited = {home}
+        self.hops = 0
+        self._fits: tuple[np.ndarray, np.ndarray] | None = None
+        self._hosts: np.ndarray | None = None
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def task(self) -> int:
+        return len(self.workers) + len(self.ps)
+
+    @property
+    def is_worker(self) -> bool:
+        return len(self.workers) < self.job.num_workers
+
+    @property
+    def workers_left(self) -> int:
+        return self.job.num_workers - len(self.workers)
+
+    @property
+    def done(self) -> bool:
+        return self.task >= self.job.num_tasks
+
+    def fits(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per GPU group (global): can it take a worker / a PS now (0/1 floats)."""
+        if self._fits is None:
+            t, s = self.builder.topology, self.spec
+            srv = t.group_server
+            cpu_ok_w = self.cpu[srv] + 1e-9 >= s.cpu_worker
+            cpu_ok_p = self.cpu[srv] + 1e-9 >= s.cpu_ps
+            mem_ok = self.mem[srv] + 1e-9 >= s.mem_gb
+            fw = (self.group_free > 0) & cpu_ok_w & mem_ok
+            fp = cpu_ok_p & mem_ok
+            self._fits = (fw.astype(np.float32), fp.astype(np.float32))
+        return self._fits
+
+    def _task_fits(self) -> np.ndarray:
+        fw, fp = self.fits()
+        return fw if self.is_worker else fp
+
+    def scope_can_host(self) -> np.ndarray:
+        """Per agent: does any of its groups have room for the current task (0/1)."""
+        if self._hosts is None:
+            b = self.builder
+            hosts = np.maximum.reduceat(self._task_fits(), b.scope_group_start)
+            self._hosts = (hosts > 0).astype(np.float32)
+        return self._hosts
+
+    def feasible(self) -> bool:
+        """Can the current task go anywhere?"""
+        return bool(self._task_fits().any())
+
+    def action_mask(self, agent: int) -> np.ndarray:
+        b = self.builder
+        g_max = b.pad[0]
+        mask = np.zeros(g_max + b.n_agents, dtype=np.float32)
+        local = self._task_fits()[b.scopes[agent].groups]
+        mask[: len(local)] = local
+        host = self.scope_can_host()
+        for k in range(b.n_agents):
+            if k != agent and k not in self.visited and host[k] > 0:
+                mask[g_max + k] = 1.0
+        return mask
+
+    def job_features(self, agent: int) -> np.ndarray:
+        job, s = self.job, self.spec
+        n = job.num_tasks
+        in_scope = self.job_groups[self.builder.scopes[agent].groups].sum() / n
+        comm = min(2.0 * s.model_bytes / max(s.compute_s, 1e-6) / 1e10, 4.0)
+        return np.concatenate(
+            [
+                [
+                    math.log2(job.num_workers) / 6.0,
+                    job.num_ps / 4.0,
+                    float(self.is_worker),
+                    self.task / n,
+                    self.workers_left / job.num_workers,
+                    min(s.compute_s, 4.0),
+                    s.model_mb / 1000.0,
+                    comm,
+                    self.hops / max(self.builder.n_agents, 1),
+                    in_scope,
+                ],
+                s.sensitivity,
+                s.pressure,
+            ]
+        ).astype(np.float32)
+
+    # ------------------------------------------------------------------ actions
+
+    def act(self, action: int) -> None:
+        """Apply the acting agent's action (local group slot or forward)."""
+        b = self.builder
+        g_max = b.pad[0]
+        mask = self.action_mask(self.agent)
+        if not (0 <= action < len(mask)) or mask[action] == 0:
+            raise ValueError(f"agent {b.agent_ids[self.agent]}: action {action} is masked")
+        if action >= g_max:
+            self.agent = action - g_max
+            self.visited.add(self.agent)
+            self.hops += 1
+            return
+        g = int(b.scopes[self.agent].groups[action])
+        t, s = b.topology, self.spec
+        srv = t.group_server[g]
+        if self.is_worker:
+            self.group_free[g] -= 1
+            self.cpu[srv] -= s.cpu_worker
+            self.workers.append(g)
+        else:
+            self.cpu[srv] -= s.cpu_ps
+            self.ps.append(g)
+        self.mem[srv] -= s.mem_gb
+        self.job_groups[g] += 1
+        self.visited = {self.agent}
+        self.hops = 0
+        self._fits = None
+        self._hosts = None
+
+    def placement(self) -> Placement:
+        return Placement(tuple(self.workers), tuple(self.ps))
+
+
+def home_agent(job: Job, n_agents: int) -> int:
+    """The agent a job arrives at: ``crc32(vc) mod A``, else ``job_id mod A``."""
+    if n_agents == 1:
+        return 0
+    if job.vc:
+        return zlib.crc32(job.vc.encode()) % n_agents
+    return job.job_id % n_agents

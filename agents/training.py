@@ -1,0 +1,568 @@
+"""Multi-agent PPO on RLlib's new API stack, with a run folder CleanRL would recognise.
+
+One run folder per training run::
+
+    DIR/config.yaml                     the resolved experiment config (every section)
+    DIR/tb/events.out.tfevents.*        TensorBoard: charts/episode_return,
+                                        charts/episode_avg_jct_s, charts/avg_jct_s (eval),
+                                        losses/policy_loss, losses/value_loss,
+                                        losses/entropy, charts/learning_rate,
+                                        charts/env_steps_per_s; hyperparameters as text
+    DIR/checkpoints/iter_000010/        rllib/ (Algorithm.save_to_path, for --resume),
+                                        modules/<id>.pt + manifest.json (plain torch, for
+                                        inference without Ray)
+    DIR/checkpoints/latest              name of the newest complete checkpoint (atomic)
+    DIR/evals/iter_000010/metrics.json  greedy rollout on the evaluation window (+ jobs.csv)
+
+The script reads top to bottom: config → seed → Ray → algorithm (restored when
+resuming) → loop (train, log, evaluate, checkpoint). A checkpoint folder is written
+under a temporary name and renamed into place before ``latest`` points at it, so an
+interrupted run resumes from its last complete checkpoint with its iteration count,
+and TensorBoard steps purged past it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agents.config import ModelConfig, TrainConfig, eval_window
+from marl_sched.config import ExperimentConfig
+from marl_sched.errors import InputError
+from marl_sched.metrics import atomic_write_text, write_json, write_run
+
+CHECKPOINTS = "checkpoints"
+LATEST = "latest"
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def resolved_config(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig) -> dict:
+    """Every section of the experiment, with the model and train defaults filled in."""
+    data = cfg.to_dict()
+    data["model"] = dataclasses.asdict(mc)
+    data["train"] = dataclasses.asdict(tc)
+    return _plain(data)
+
+
+def _map_shared(agent_id, *args, **kwargs) -> str:
+    return "shared"
+
+
+def _map_own(agent_id, *args, **kwargs) -> str:
+    return str(agent_id)
+
+
+def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int):
+    """(env class or creator, env_config, observation builder of the topology)."""
+    from agents.single_agent import ObservationBuilder
+    from marl_sched.runner import build_cluster
+
+    topo, perf = build_cluster(cfg)
+    builder = ObservationBuilder(topo, perf, central=mc.central)
+    if tc.env == "envs":
+        if mc.central:
+            raise InputError(f"{cfg.source}: train.env: 'envs' has no central mode")
+        import envs
+
+        return envs.register_rllib(), {"config": cfg}, builder
+    from agents.rl_module import SchedulingEnv
+
+    env_config = {
+        "experiment": cfg,
+        "central": mc.central,
+        "episode_jobs": tc.episode_jobs,
+        "time_scale_s": tc.time_scale_s,
+        "seed": seed,
+    }
+    return SchedulingEnv, env_config, builder
+
+
+def module_ids(agent_ids: list[str], mc: ModelConfig) -> list[str]:
+    return ["shared"] if mc.share_parameters or mc.central else list(agent_ids)
+
+
+def algo_config(
+    cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int, agent_ids: list[str]
+):
+    """The ``PPOConfig`` of a run."""
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    from agents.rl_module import HierarchicalGNNModule
+
+    env, env_config, _ = env_setup(cfg, mc, tc, seed)
+    ids = module_ids(agent_ids, mc)
+    model = {"hidden": mc.hidden, "layers": mc.layers, "exchange": mc.exchange}
+    specs = {m: RLModuleSpec(module_class=HierarchicalGNNModule, model_config=model) for m in ids}
+    return (
+        PPOConfig()
+        .environment(
+            env,
+            env_config=env_config,
+            # RLlib's pre-check steps random actions, which the action mask forbids
+            disable_env_checking=True,
+        )
+        .env_runners(
+            num_env_runners=tc.num_env_runners,
+            num_envs_per_env_runner=tc.num_envs_per_env_runner,
+        )
+        .multi_agent(
+            policies=set(ids),
+            policy_mapping_fn=_map_shared if len(ids) == 1 else _map_own,
+        )
+        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
+        .training(
+            lr=tc.lr,
+            gamma=tc.gamma,
+            lambda_=tc.gae_lambda,
+            train_batch_size_per_learner=tc.train_batch_size,
+            minibatch_size=tc.minibatch_size,
+            num_epochs=tc.num_epochs,
+            entropy_coeff=tc.entropy_coeff,
+            clip_param=tc.clip_param,
+            vf_loss_coeff=tc.vf_loss_coeff,
+            vf_clip_param=tc.vf_clip_param,
+            grad_clip=tc.grad_clip,
+            use_kl_loss=False,
+        )
+        .debugging(seed=seed)
+    )
+
+
+# ------------------------------------------------------------------------------ warm start
+
+LOOKAHEAD_CANDIDATES = (
+    "locality",
+    "tetris",
+    "interference-aware",
+    "first-fit",
+    "congestion-aware",
+    "load-balance",
+)
+
+
+class LookaheadTeacher:
+    """Per job, the heuristic placement with the lowest predicted iteration time.
+
+    Each candidate heuristic proposes a placement; the job's iteration time under it
+    is predicted with the performance model on the current view (the job's own
+    pressure and link use added, as the simulator would after placing it); the
+    fastest wins (ties: candidate order). A one-step lookahead over the heuristics,
+    used only as the behaviour-cloning teacher.
+    """
+
+    name = "lookahead"
+
+    def __init__(self, candidates: tuple[str, ...] = LOOKAHEAD_CANDIDATES) -> None:
+        from marl_sched.policies import make_policy
+
+        self.candidates = [make_policy(c) for c in candidates]
+
+    def reset(self, topology, seed: int = 0) -> None:
+        for c in self.candidates:
+            c.reset(topology, seed)
+
+    def place(self, job, view):
+        import numpy as np
+
+        from marl_sched.catalogue import CATALOGUE
+
+        spec, perf = CATALOGUE[job.model], view.perf
+        best, best_time = None, float("inf")
+        for candidate in self.candidates:
+            p = candidate.place(job, view)
+            if p is None:
+                continue
+            lay = perf.layout(spec, p.worker_groups, p.ps_groups)
+            gp = np.array(view.group_pressure)
+            gp[lay.groups] += lay.group_press
+            sp = np.array(view.socket_pressure)
+            sp[lay.sockets] += lay.socket_press
+            vp = np.array(view.server_pressure)
+            vp[lay.servers] += lay.server_press
+            load = np.array(view.link_load)
+            load[lay.link_ids] += lay.link_util
+            t = perf.iteration_time(spec, lay, job.num_ps, load, gp, sp, vp)
+            if t < best_time - 1e-12:
+                best, best_time = p, t
+        return best
+
+
+def teacher_decisions(cfg, mc, tc, seed: int) -> tuple[list[dict], list[int], list[float]]:
+    """Roll ``tc.bc_teacher`` out through the builtin env: (observations, actions,
+    discounted returns of each acting agent's own trajectory)."""
+    import numpy as np
+
+    from agents.rl_module import SchedulingEnv
+    from marl_sched.policies import make_policy
+
+    _, env_config, _ = env_setup(cfg, mc, tc, seed)
+    env = SchedulingEnv(env_config)
+    builder, g_max = env.builder, env.builder.pad[0]
+    teacher = LookaheadTeacher() if tc.bc_teacher == "lookahead" else make_policy(tc.bc_teacher)
+    teacher.reset(env.topology, seed)
+    observations, actions, returns = [], [], []
+    for episode in range(tc.bc_episodes):
+        obs, _ = env.reset(seed=seed * 1000 + episode)
+        planned, plan = None, None
+        steps: dict[str, list[list]] = {}  # agent → [sample index or None, reward]
+        while True:
+            agent, o = next(iter(obs.items()))
+            s = env.session
+            if s is not planned:  # a new job: ask the teacher for its whole placement
+                planned = s
+                p = teacher.place(s.job, s.view)
+                plan = None if p is None else [*p.worker_groups, *p.ps_groups]
+            action = None
+            if plan is not None:
+                g = plan[s.task]
+                owner = int(builder.group_scope[g])
+                if owner != s.agent:
+                    action = g_max + owner
+                else:
+                    action = int(np.searchsorted(builder.scopes[owner].groups, g))
+                if o["action_mask"][action] < 0.5:
+                    action, plan = None, None
+            index = None
+            if action is None:  # the teacher would wait: take the first legal action
+                action = int(np.flatnonzero(o["action_mask"])[0])
+            else:
+                index = len(actions)
+                observations.append(o)
+                actions.append(action)
+                returns.append(0.0)
+            obs, rewards, terminated, _, _ = env.step({agent: action})
+            steps.setdefault(agent, []).append([index, 0.0])
+            for a, r in rewards.items():
+                if a in steps:
+                    steps[a][-1][1] += r
+            if terminated["__all__"]:
+                break
+        for trajectory in steps.values():
+            ret = 0.0
+            for index, r in reversed(trajectory):
+                ret = r + tc.gamma * ret
+                if index is not None:
+                    returns[index] = ret
+    return observations, actions, returns
+
+
+def behaviour_cloning(cfg, mc, tc, seed: int, log: Callable[[str], None]) -> dict:
+    """A GNN state dict (``gnn.``-prefixed, as the RLModule's) imitating the teacher."""
+    import numpy as np
+    import torch
+
+    from agents.gnn import build_gnn
+    from agents.single_agent import feature_dims
+
+    t0 = time.perf_counter()
+    observations, actions, returns = teacher_decisions(cfg, mc, tc, seed)
+    _, _, builder = env_setup(cfg, mc, tc, seed)
+    torch.manual_seed(seed)
+    net = build_gnn(feature_dims(builder.observation_space), dataclasses.asdict(mc))
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    rng = np.random.default_rng(seed)
+    act = torch.as_tensor(actions)
+    ret = torch.as_tensor(returns, dtype=torch.float32)
+    data = {k: torch.as_tensor(np.stack([o[k] for o in observations])) for k in observations[0]}
+    accuracy = 0.0
+    for _ in range(tc.bc_epochs):
+        order = torch.as_tensor(rng.permutation(len(actions)))
+        hits = 0
+        for lo in range(0, len(order), 256):
+            idx = order[lo : lo + 256]
+            logits, values = net.forward_padded({k: v[idx] for k, v in data.items()})
+            loss = torch.nn.functional.cross_entropy(logits, act[idx])
+            loss = loss + 0.5 * torch.nn.functional.mse_loss(values, ret[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            hits += int((logits.argmax(-1) == act[idx]).sum())
+        accuracy = hits / len(actions)
+    log(
+        f"warm start: imitated {tc.bc_teacher} on {len(actions)} decisions "
+        f"({tc.bc_episodes} episodes), train accuracy {accuracy:.3f}, "
+        f"{time.perf_counter() - t0:.0f} s"
+    )
+    return {f"gnn.{k}": v.detach().clone() for k, v in net.state_dict().items()}
+
+
+# ------------------------------------------------------------------------------ logging
+
+
+def scalars_from_result(result: dict, last_steps: float) -> tuple[dict[str, float], float]:
+    """CleanRL-style TensorBoard scalars from one ``algo.train()`` result."""
+    out: dict[str, float] = {}
+    runners = result.get("env_runners", {})
+    ret = runners.get("episode_return_mean")
+    if ret is not None and math.isfinite(ret):
+        out["charts/episode_return"] = float(ret)
+    learners = {k: v for k, v in result.get("learners", {}).items() if k != "__all_modules__"}
+    for tag, key in (
+        ("losses/policy_loss", "policy_loss"),
+        ("losses/value_loss", "vf_loss"),
+        ("losses/entropy", "entropy"),
+        ("charts/learning_rate", "default_optimizer_learning_rate"),
+    ):
+        vals = [float(v[key]) for v in learners.values() if key in v]
+        if vals:
+            out[tag] = sum(vals) / len(vals)
+    steps = float(result.get("num_env_steps_sampled_lifetime", last_steps))
+    dt = float(result.get("time_this_iter_s", 0.0))
+    if dt > 0:
+        out["charts/env_steps_per_s"] = (steps - last_steps) / dt
+    return out, steps
+
+
+def hyperparameter_text(data: dict) -> str:
+    rows = ["|section|key|value|", "|-|-|-|"]
+    for section in ("model", "train", "env", "workload", "simulation"):
+        for k, v in (data.get(section) or {}).items():
+            rows.append(f"|{section}|{k}|{v}|")
+    return "\n".join(rows)
+
+
+# ------------------------------------------------------------------------------ the run
+
+
+@dataclasses.dataclass
+class RunPaths:
+    root: Path
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def tb(self) -> Path:
+        return self.root / "tb"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / CHECKPOINTS
+
+    def checkpoint(self, iteration: int) -> Path:
+        return self.checkpoints / f"iter_{iteration:06d}"
+
+    def eval(self, iteration: int) -> Path:
+        return self.root / "evals" / f"iter_{iteration:06d}"
+
+    def latest(self) -> Path | None:
+        pointer = self.checkpoints / LATEST
+        if not pointer.is_file():
+            return None
+        target = self.checkpoints / pointer.read_text(encoding="utf-8").strip()
+        return target if target.is_dir() else None
+
+
+def evaluate_weights(
+    cfg: ExperimentConfig,
+    mc: ModelConfig,
+    tc: TrainConfig,
+    manifest: dict,
+    weights: dict,
+    out: Path | None = None,
+) -> dict[str, Any]:
+    """Greedy rollout of ``weights`` on the evaluation window; metrics (and files)."""
+    from agents.policy import MarlPolicy, SingleAgentPolicy, agents_from_weights
+    from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
+
+    agents = agents_from_weights(manifest, weights)
+    cls = SingleAgentPolicy if mc.central else MarlPolicy
+    topo, perf = build_cluster(cfg)
+    workload = load_workload(cfg, perf, TraceOptions(**eval_window(cfg, tc)))
+    if tc.env == "envs":
+        from agents.policy import rollout_in_envs
+
+        metrics, records = rollout_in_envs(agents, cfg, workload.jobs, workload.trace_path)
+    else:
+        policy = cls(agents=agents)
+        metrics, records, _ = simulate(cfg, cls.name, workload, topo, perf, policy=policy)
+    if out is not None:
+        write_run(out, metrics, records)
+    return metrics
+
+
+class Trainer:
+    """One training run (fresh or resumed) into a run folder."""
+
+    def __init__(
+        self,
+        cfg: ExperimentConfig,
+        mc: ModelConfig,
+        tc: TrainConfig,
+        out: Path,
+        *,
+        resume: bool = False,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.cfg, self.mc, self.tc = cfg, mc, tc
+        self.paths = RunPaths(Path(out))
+        self.resume = resume
+        self.log = log or (lambda line: None)
+
+    def run(self, iterations: int) -> dict[str, Any]:
+        import torch
+        from torch.utils.tensorboard import SummaryWriter
+
+        cfg, mc, tc, paths = self.cfg, self.mc, self.tc, self.paths
+        t_run = time.perf_counter()
+        torch.manual_seed(tc.seed)
+        torch.set_num_threads(1)  # tiny graphs: intra-op threads only add latency
+        _, _, builder = env_setup(cfg, mc, tc, tc.seed)
+        self.builder, self.ids = builder, module_ids(builder.agent_ids, mc)
+        algo = algo_config(cfg, mc, tc, tc.seed, builder.agent_ids).build_algo()
+        state = {"iteration": 0, "env_steps": 0.0, "wall_s": 0.0, "best": None}
+        if self.resume:
+            ckpt = paths.latest()
+            state.update(_read_json(ckpt / "state.json"))
+            algo.restore_from_path(str((ckpt / "rllib").resolve()))
+        else:
+            paths.root.mkdir(parents=True, exist_ok=True)
+            data = resolved_config(cfg, mc, tc)
+            atomic_write_text(paths.config, yaml.safe_dump(data, sort_keys=False))
+        start, wall0 = state["iteration"], state["wall_s"] - time.perf_counter() + t_run
+        self.state = state
+        writer = SummaryWriter(str(paths.tb), purge_step=start + 1 if start else None)
+        summary: dict[str, Any] = {"start_iteration": start, "evals": {}}
+        try:
+            if not self.resume:
+                text = hyperparameter_text(resolved_config(cfg, mc, tc))
+                writer.add_text("hyperparameters", text)
+                if tc.bc_teacher and tc.env == "builtin":
+                    weights = behaviour_cloning(cfg, mc, tc, tc.seed, self.log)
+                    algo.learner_group.set_weights({m: weights for m in self.ids})
+                    algo.env_runner_group.sync_weights(
+                        from_worker_or_learner_group=algo.learner_group, inference_only=True
+                    )
+                    # iteration 0: the warm-started policy, evaluated and checkpointed
+                    self._after_iteration(
+                        algo,
+                        0,
+                        {},
+                        wall0 + time.perf_counter() - t_run,
+                        writer,
+                        summary,
+                        force=True,
+                    )
+            for it in range(start + 1, iterations + 1):
+                result = algo.train()
+                scalars, state["env_steps"] = scalars_from_result(result, state["env_steps"])
+                ret = scalars.get("charts/episode_return")
+                if ret is not None:
+                    scalars["charts/episode_avg_jct_s"] = -ret * tc.time_scale_s
+                wall = wall0 + time.perf_counter() - t_run
+                self._after_iteration(
+                    algo, it, scalars, wall, writer, summary, force=it == iterations
+                )
+        finally:
+            writer.close()
+            algo.stop()
+        summary.update(
+            iterations=iterations,
+            env_steps=state["env_steps"],
+            wall_s=wall0 + time.perf_counter() - t_run,
+            best=state["best"],
+        )
+        return summary
+
+    def _after_iteration(self, algo, it, scalars, wall, writer, summary, force) -> None:
+        """Evaluate, log, checkpoint (each when due) and print the progress line."""
+        tc, state = self.tc, self.state
+        state.update(iteration=it, wall_s=wall)
+        due_eval = force or (tc.eval_interval and it % tc.eval_interval == 0)
+        due_ckpt = force or (tc.checkpoint_interval and it % tc.checkpoint_interval == 0)
+        weights = manifest = eval_m = None
+        if due_eval or due_ckpt:
+            weights = algo.learner_group.get_weights(module_ids=self.ids)
+            manifest = self._manifest(
+                self.builder, dataclasses.asdict(self.mc), self.ids, it, state["env_steps"], wall
+            )
+        if due_eval:
+            eval_m = evaluate_weights(self.cfg, self.mc, tc, manifest, weights, self.paths.eval(it))
+            scalars["charts/avg_jct_s"] = eval_m["avg_jct_s"]
+            summary["evals"][it] = eval_m["avg_jct_s"]
+        for tag, value in scalars.items():
+            writer.add_scalar(tag, value, it)
+        writer.flush()
+        if due_ckpt:
+            best = state["best"]
+            if eval_m is not None and (best is None or eval_m["avg_jct_s"] < best[1]):
+                state["best"] = [f"iter_{it:06d}", eval_m["avg_jct_s"]]
+            self._checkpoint(algo, it, weights, manifest)
+        self.log(_progress_line(it, state["env_steps"], scalars, wall, eval_m))
+
+    def _manifest(self, builder, model, ids, it, steps, wall) -> dict[str, Any]:
+        from agents.policy import manifest_for
+
+        if self.tc.env == "envs" and not hasattr(self, "_envs_dims"):
+            from agents.policy import envs_signature
+
+            self._envs_dims = envs_signature(self.cfg)
+        return manifest_for(
+            builder,
+            model,
+            ids,
+            env_backend=self.tc.env,
+            dims=getattr(self, "_envs_dims", None),
+            extra={
+                "iteration": it,
+                "env_steps": steps,
+                "wall_s": wall,
+                "config": resolved_config(self.cfg, self.mc, self.tc),
+            },
+        )
+
+    def _checkpoint(self, algo, it: int, weights, manifest) -> None:
+        """``checkpoints/iter_X`` written under a temporary name, then ``latest`` (and
+        ``best``: the checkpoint with the lowest evaluation average JCT so far)."""
+        from agents.policy import save_modules
+
+        final = self.paths.checkpoint(it)
+        tmp = final.with_name(f".{final.name}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        algo.save_to_path(str((tmp / "rllib").resolve()))
+        save_modules(tmp, weights, manifest)
+        write_json(tmp / "state.json", self.state)
+        atomic_write_text(tmp / "config.yaml", yaml.safe_dump(manifest["config"], sort_keys=False))
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        atomic_write_text(self.paths.checkpoints / LATEST, final.name + "\n")
+        if self.state["best"] is not None:
+            atomic_write_text(self.paths.checkpoints / "best", self.state["best"][0] + "\n")
+
+
+def _read_json(path: Path) -> dict:
+    import json
+
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _progress_line(it, steps, scalars, wall, eval_m) -> str:
+    parts = [f"iter {it}", f"steps {int(steps)}"]
+    if "charts/episode_return" in scalars:
+        parts.append(f"return {scalars['charts/episode_return']:.3f}")
+    if "charts/env_steps_per_s" in scalars:
+        parts.append(f"{scalars['charts/env_steps_per_s']:.0f} steps/s")
+    if eval_m is not None:
+        parts.append(f"eval avg JCT {eval_m['avg_jct_s']:.0f} s")
+    parts.append(f"{wall:.0f} s")
+    return "  ".join(parts)

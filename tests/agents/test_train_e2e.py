@@ -1,0 +1,91 @@
+"""End to end: ``marl-sched train`` (tiny config, a few PPO iterations), resume,
+evaluate; the run folder's files and TensorBoard tags. Uses the session Ray."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from marl_sched.cli import main
+from marl_sched.config import REPO_ROOT
+
+TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
+TAGS = {
+    "charts/episode_return",
+    "charts/avg_jct_s",
+    "losses/policy_loss",
+    "losses/value_loss",
+    "losses/entropy",
+    "charts/learning_rate",
+    "charts/env_steps_per_s",
+}
+
+
+def scalar_steps(run) -> dict[str, set[int]]:
+    steps: dict[str, set[int]] = {}
+    for f in sorted((run / "tb").glob("events.out.tfevents.*")):
+        acc = EventAccumulator(str(f))
+        acc.Reload()
+        for tag in acc.Tags()["scalars"]:
+            steps.setdefault(tag, set()).update(e.step for e in acc.Scalars(tag))
+    return steps
+
+
+@pytest.fixture(scope="module")
+def run(ray_session, tmp_path_factory):
+    out = tmp_path_factory.mktemp("train") / "run"
+    assert main(["train", "--config", TINY, "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+def test_run_folder_after_two_iterations(run):
+    assert (run / "config.yaml").is_file()
+    assert (run / "checkpoints" / "latest").read_text().strip() == "iter_000002"
+    ckpt = run / "checkpoints" / "iter_000002"
+    assert (ckpt / "manifest.json").is_file() and (ckpt / "rllib").is_dir()
+    metrics = json.loads((run / "evals" / "iter_000002" / "metrics.json").read_text())
+    assert metrics["jobs_total"] == 20 and metrics["avg_jct_s"] > 0
+    steps = scalar_steps(run)
+    assert TAGS <= set(steps), TAGS - set(steps)
+    assert steps["losses/policy_loss"] == {1, 2}
+    assert steps["charts/avg_jct_s"] == {0, 2}  # 0 = the warm-started policy
+
+
+def test_refuses_a_non_empty_folder_without_resume(run, capsys):
+    assert main(["train", "--config", TINY, "--out", str(run), "--quiet"]) == 2
+    assert "not empty" in capsys.readouterr().err
+
+
+def test_bad_config_key_exits_2_and_writes_nothing(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((REPO_ROOT / "configs" / "train_tiny.yaml").read_text() + "  lrr: 1\n")
+    out = tmp_path / "out"
+    assert main(["train", "--config", str(bad), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "train.lrr: unknown key" in err
+    assert not out.exists()
+
+
+def test_resume_runs_exactly_the_missing_iterations_then_evaluate(run, tmp_path, capsys):
+    args = ["train", "--config", TINY, "--out", str(run), "--resume", "--quiet"]
+    assert main([*args, "--iterations", "3"]) == 0
+    assert (run / "checkpoints" / "latest").read_text().strip() == "iter_000003"
+    steps = scalar_steps(run)
+    assert steps["losses/policy_loss"] == {1, 2, 3}
+    assert (run / "evals" / "iter_000003" / "metrics.json").is_file()
+    state = json.loads((run / "checkpoints" / "iter_000003" / "state.json").read_text())
+    assert state["iteration"] == 3 and state["env_steps"] == 600
+    assert main([*args, "--iterations", "3"]) == 2
+    assert "already has 3 iterations" in capsys.readouterr().err
+
+    out = tmp_path / "eval"
+    trace = str(REPO_ROOT / "configs" / "traces" / "philly_sample.csv")
+    rc = main(
+        ["evaluate", "--checkpoint", str(run), "--trace", trace, "--start", "2300",
+         "--max-jobs", "15", "--out", str(out), "--quiet"]
+    )  # fmt: skip
+    assert rc == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["policy"] == "marl" and metrics["jobs_total"] == 15
