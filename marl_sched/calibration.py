@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import ast
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -407,25 +408,27 @@ def fit_gpu_speed(
 # --------------------------------------------------------------------------- topologies
 
 
+#: an AWS g4dn.12xlarge, where Pollux measured: 4 T4s, each its own GPU group
+POLLUX_SERVER = ServerTypeConfig(
+    name="g4dn.12xlarge",
+    count=1,
+    gpu_type="t4",
+    sockets=1,
+    groups_per_socket=4,
+    gpus_per_group=1,
+    cpu_cores=48,
+    memory_gb=192.0,
+    nic_gbps=POLLUX_NIC_GBPS,
+)
+
+
 def pollux_topology(nodes: int = POLLUX_MAX_NODES) -> Topology:
     """``nodes`` g4dn.12xlarge servers in one rack, one GPU group per T4."""
     cfg = TopologyConfig(
         subclusters=1,
         racks_per_subcluster=1,
         servers_per_rack=nodes,
-        server_types=(
-            ServerTypeConfig(
-                name="g4dn.12xlarge",
-                count=nodes,
-                gpu_type="t4",
-                sockets=1,
-                groups_per_socket=4,
-                gpus_per_group=1,
-                cpu_cores=48,
-                memory_gb=192.0,
-                nic_gbps=POLLUX_NIC_GBPS,
-            ),
-        ),
+        server_types=(dataclasses.replace(POLLUX_SERVER, count=nodes),),
         pcie_gbps=POLLUX_PCIE_GBPS,
     )
     return Topology.from_config(cfg)

@@ -69,6 +69,7 @@ from pathlib import Path
 
 import numpy as np
 
+from marl_sched.calibration import POLLUX_SERVER
 from marl_sched.catalogue import (
     CALIBRATION,
     CALIBRATION_FILE,
@@ -791,19 +792,6 @@ GAVEL_MODELS = {
     "LM": "wlm",
     "Recommendation": "ncf",
 }
-#: Pollux's AWS g4dn.12xlarge nodes: 4 T4 GPUs (one group each, as
-#: marl_sched.calibration models them), one socket, 50 Gbit/s
-POLLUX_SERVER = ServerTypeConfig(
-    name="g4dn.12xlarge",
-    count=1,
-    gpu_type="t4",
-    sockets=1,
-    groups_per_socket=4,
-    gpus_per_group=1,
-    cpu_cores=48,
-    memory_gb=192.0,
-    nic_gbps=50.0,
-)
 
 
 def _one_rack(server: ServerTypeConfig, n_servers: int) -> TopologyConfig:
