@@ -121,7 +121,59 @@ def _stop_ray() -> None:
         _RAY_STARTED = False
 
 
+def _baseline_kind(path: str) -> str | None:
+    """``harmony`` / ``mlfs-rl`` for a baseline checkpoint file, else None."""
+    import torch
+
+    p = Path(path)
+    if not (p.is_file() and p.suffix == ".pt"):
+        return None
+    try:
+        payload = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001  (not a baseline file: the MARL loader reports it)
+        return None
+    if isinstance(payload, dict) and payload.get("format") == "marl_sched.baseline":
+        return str(payload.get("kind"))
+    return None
+
+
+def _evaluate_baseline(args: argparse.Namespace, kind: str) -> int:
+    """Roll a Harmony or MLF-RL checkpoint out like ``simulate`` (same outputs)."""
+    from marl_sched.cli import RESULT_COLUMNS, Progress, format_table, prepare_out
+    from marl_sched.config import REPO_ROOT, load_config
+    from marl_sched.metrics import write_run
+    from marl_sched.policies import get_policy_class
+    from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
+
+    cfg = load_config(args.config or REPO_ROOT / "configs" / "default.yaml")
+    policy = get_policy_class(kind)(checkpoint=args.checkpoint)
+    topo, perf = build_cluster(cfg)
+    opts = TraceOptions(
+        args.trace, args.trace_format, args.start, args.max_jobs, args.load, args.seed
+    )
+    workload = load_workload(cfg, perf, opts)
+    out = prepare_out(args.out)
+    bar = Progress(len(workload.jobs), f"evaluate {kind}", args.quiet)
+    try:
+        metrics, records, _ = simulate(
+            cfg, kind, workload, topo, perf, seed=args.seed, progress=bar, policy=policy
+        )
+    finally:
+        bar.close()
+    metrics["checkpoint"] = str(args.checkpoint)
+    write_run(out, metrics, records)
+    if not args.quiet:
+        print(format_table([metrics], RESULT_COLUMNS))
+        print(f"wrote {out / 'metrics.json'} and {out / 'jobs.csv'}")
+    return 0
+
+
 def evaluate_command(args: argparse.Namespace) -> int:
+    """``marl-sched evaluate``: a MARL/single-agent run folder or checkpoint, or a
+    Harmony / MLF-RL checkpoint file (``checkpoints/baselines/*.pt``)."""
+    kind = _baseline_kind(args.checkpoint)
+    if kind is not None:
+        return _evaluate_baseline(args, kind)
     from agents.policy import (
         MarlPolicy,
         SingleAgentPolicy,

@@ -274,3 +274,37 @@ def test_mlf_h_imports_no_torch():
     code = "import sys, agents.baselines.mlf_h; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_evaluate_rolls_out_a_baseline_checkpoint(tmp_path, capsys):
+    import json
+
+    from marl_sched.cli import main
+    from marl_sched.config import REPO_ROOT
+
+    out = tmp_path / "ev"
+    argv = [
+        "evaluate",
+        "--checkpoint",
+        str(REPO_ROOT / "checkpoints/baselines/mlfs_rl.pt"),
+        "--trace",
+        str(REPO_ROOT / "configs/traces/philly_sample.csv"),
+        "--start",
+        "2200",
+        "--max-jobs",
+        "30",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
+    assert main(argv) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["policy"] == "mlfs-rl" and metrics["jobs_completed"] == 30
+    bad = tmp_path / "broken.pt"
+    bad.write_bytes(b"\x80\x02not really torch")
+    argv[2] = str(bad)
+    argv[-2] = str(tmp_path / "ev2")
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(bad) in err[0]
+    assert not (tmp_path / "ev2" / "metrics.json").exists()
