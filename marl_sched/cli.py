@@ -125,7 +125,7 @@ def prepare_out(out: str | Path) -> Path:
 
 
 class Progress:
-    """A rich progress bar over jobs completed, or nothing with ``quiet``."""
+    """A rich progress bar over jobs completed (on stderr), or nothing with ``quiet``."""
 
     def __init__(self, total: int, label: str, quiet: bool) -> None:
         self.quiet = quiet
@@ -138,6 +138,7 @@ class Progress:
                 TimeElapsedColumn,
                 TimeRemainingColumn,
             )
+            from rich.console import Console
             from rich.progress import Progress as RichProgress
 
             self._bar = RichProgress(
@@ -147,6 +148,7 @@ class Progress:
                 TimeElapsedColumn(),
                 TimeRemainingColumn(),
                 transient=False,
+                console=Console(stderr=True),
             )
             self._task = self._bar.add_task(label, total=total)
             self._bar.start()
