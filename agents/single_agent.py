@@ -10,7 +10,18 @@ in training is exactly what it sees when it is evaluated. Two modes:
   ``job_id mod A``); the acting agent places the job's current task on one of its
   GPU groups (action ``0..G_max-1``) or forwards it to agent ``k`` (action
   ``G_max + k``); the next task goes to the agent that placed the previous one.
-  A task is never forwarded back to an agent it has visited.
+  A task is never forwarded back to an agent it has visited. The cooperative
+  mechanism is **forward when you must**: a forward is legal only when the acting
+  agent's subcluster cannot host the current task (then to any unvisited agent
+  whose subcluster can), or can host it but not all of the job's remaining (not yet
+  placed) tasks while some unvisited agent's subcluster can host them all (then to
+  those), or — before any task of the job is placed — to an unvisited agent whose
+  subcluster can host the whole job (a job moves whole, for load balancing);
+  otherwise the agent places the task itself. So a job is spread over several
+  subclusters only when no single one can hold the rest of it. The rule is
+  :func:`envs.observations.forward_targets` (with the greedy capacity check
+  :func:`envs.observations.scopes_can_host_rest`), the same one the env
+  ``ClusterPlacement-v0`` applies.
 - **central** (``central=True``): one agent ``"central"`` sees the whole datacenter
   as a single scope (the single-agent variant for the convergence comparison);
   ``A = 1`` and its only forward action is always masked.
@@ -48,6 +59,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
+from envs.observations import forward_targets, scopes_can_host_rest
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.jobs import Job, Placement
 from marl_sched.perf import PerformanceModel
@@ -391,6 +403,7 @@ class PlacementSession:
         self.hops = 0
         self._fits: tuple[np.ndarray, np.ndarray] | None = None
         self._hosts: np.ndarray | None = None
+        self._rest: np.ndarray | None = None
 
     # ------------------------------------------------------------------ state
 
@@ -435,6 +448,34 @@ class PlacementSession:
             self._hosts = (hosts > 0).astype(np.float32)
         return self._hosts
 
+    def scope_can_host_rest(self) -> np.ndarray:
+        """Per agent: can its scope alone host all of the job's remaining tasks (bool)."""
+        if self._rest is None:
+            b, s = self.builder, self.spec
+            self._rest = scopes_can_host_rest(
+                b.topology,
+                b.scope_group_start,
+                self.group_free,
+                self.cpu,
+                self.mem,
+                (s.cpu_worker, s.cpu_ps, s.mem_gb),
+                self.workers_left,
+                self.job.num_ps - len(self.ps),
+            )
+        return self._rest
+
+    def forward_targets(self, agent: int) -> np.ndarray:
+        """Per agent: may ``agent`` forward the current task there (forward when you must)."""
+        allowed = np.ones(self.builder.n_agents, dtype=bool)
+        allowed[list(self.visited)] = False
+        return forward_targets(
+            self.scope_can_host() > 0,
+            self.scope_can_host_rest(),
+            agent,
+            allowed,
+            whole=self.task == 0,
+        )
+
     def feasible(self) -> bool:
         """Can the current task go anywhere?"""
         return bool(self._task_fits().any())
@@ -445,10 +486,7 @@ class PlacementSession:
         mask = np.zeros(g_max + b.n_agents, dtype=np.float32)
         local = self._task_fits()[b.scopes[agent].groups]
         mask[: len(local)] = local
-        host = self.scope_can_host()
-        for k in range(b.n_agents):
-            if k != agent and k not in self.visited and host[k] > 0:
-                mask[g_max + k] = 1.0
+        mask[g_max:] = self.forward_targets(agent)
         return mask
 
     def job_features(self, agent: int) -> np.ndarray:
@@ -505,9 +543,52 @@ class PlacementSession:
         self.hops = 0
         self._fits = None
         self._hosts = None
+        self._rest = None
 
     def placement(self) -> Placement:
         return Placement(tuple(self.workers), tuple(self.ps))
+
+
+def placement_steps(builder: ObservationBuilder, start: int, placement: Placement) -> list[int]:
+    """The actions that place ``placement`` task by task, starting at agent ``start``:
+    a task whose group lies in another scope is first forwarded straight to its owner."""
+    g_max, steps, k = builder.pad[0], [], start
+    for g in (*placement.worker_groups, *placement.ps_groups):
+        owner = int(builder.group_scope[g])
+        if owner != k:
+            steps.append(g_max + owner)
+            k = owner
+        steps.append(int(np.searchsorted(builder.scopes[owner].groups, g)))
+    return steps
+
+
+def follows_forward_rule(
+    builder: ObservationBuilder, job: Job, view: ClusterView, home: int, placement: Placement
+) -> bool:
+    """Can ``placement`` be made through the masks (forward when you must) from ``home``?"""
+    session = PlacementSession(builder, job, view, home)
+    for action in placement_steps(builder, home, placement):
+        if session.action_mask(session.agent)[action] == 0:
+            return False
+        session.act(action)
+    return session.done
+
+
+def scope_view(builder: ObservationBuilder, view: ClusterView, agent: int) -> ClusterView:
+    """``view`` with every GPU, core and GB outside ``agent``'s scope marked in use, so
+    a heuristic asked to place a job on it keeps the job inside that scope."""
+    import dataclasses
+
+    t = builder.topology
+    gfree = np.where(builder.group_scope == agent, view.group_free, 0)
+    inside = builder.server_scope == agent
+    return dataclasses.replace(
+        view,
+        group_free=gfree.astype(np.asarray(view.group_free).dtype),
+        server_cpu_free=np.where(inside, view.server_cpu_free, 0.0),
+        server_mem_free=np.where(inside, view.server_mem_free, 0.0),
+        free_gpus=int(gfree[: t.n_groups].sum()),
+    )
 
 
 def home_agent(job: Job, n_agents: int) -> int:

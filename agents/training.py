@@ -178,16 +178,20 @@ class LookaheadTeacher:
         for c in self.candidates:
             c.reset(topology, seed)
 
-    def place(self, job, view):
+    def place(self, job, view, legal=None, views=None):
+        """The fastest candidate placement. ``views``: ask every heuristic on each of
+        these (e.g. views restricted to one subcluster) instead of on ``view``; the
+        predicted iteration time is always that on ``view``. ``legal`` (a predicate on
+        placements): only those it accepts (the teacher respects the agents' masks)."""
         import numpy as np
 
         from marl_sched.catalogue import CATALOGUE
 
         spec, perf = CATALOGUE[job.model], view.perf
         best, best_time = None, float("inf")
-        for candidate in self.candidates:
-            p = candidate.place(job, view)
-            if p is None:
+        proposals = (c.place(job, v) for v in (views or [view]) for c in self.candidates)
+        for p in proposals:
+            if p is None or (legal is not None and not legal(p)):
                 continue
             lay = perf.layout(spec, p.worker_groups, p.ps_groups)
             gp = np.array(view.group_pressure)
@@ -210,6 +214,7 @@ def teacher_decisions(cfg, mc, tc, seed: int) -> tuple[list[dict], list[int], li
     import numpy as np
 
     from agents.rl_module import SchedulingEnv
+    from agents.single_agent import follows_forward_rule, scope_view
     from marl_sched.policies import make_policy
 
     _, env_config, _ = env_setup(cfg, mc, tc, seed)
@@ -227,7 +232,24 @@ def teacher_decisions(cfg, mc, tc, seed: int) -> tuple[list[dict], list[int], li
             s = env.session
             if s is not planned:  # a new job: ask the teacher for its whole placement
                 planned = s
-                p = teacher.place(s.job, s.view)
+                home = s.agent
+
+                def legal(p, s=s, home=home):  # reachable through the masks (forward rule)
+                    return follows_forward_rule(builder, s.job, s.view, home, p)
+
+                # the heuristics also see each subcluster that can hold the whole job
+                # alone (a job moves whole; it is split only when no subcluster can)
+                views = [s.view]
+                if builder.n_agents > 1:
+                    rest = s.scope_can_host_rest()
+                    views = [scope_view(builder, s.view, k) for k in np.flatnonzero(rest)]
+                    views.append(s.view)
+                if isinstance(teacher, LookaheadTeacher):
+                    p = teacher.place(s.job, s.view, legal=legal, views=views)
+                else:
+                    p = next(
+                        (q for v in views if (q := teacher.place(s.job, v)) and legal(q)), None
+                    )
                 plan = None if p is None else [*p.worker_groups, *p.ps_groups]
             action = None
             if plan is not None:

@@ -35,9 +35,12 @@ subcluster's GPU-group count unless ``env.max_groups`` pads further):
 
 - ``0 .. G-1``: put the task on local GPU-group slot ``i`` of the agent's subcluster
   (slot ``i`` = the subcluster's ``i``-th group in id order);
-- ``G + k``: **forward** the task to agent ``k`` — the cooperative mechanism: on the
-  next step agent ``k`` acts on the same task, with its own subcluster's observation,
-  so a job may use GPUs of several subclusters. A task can be forwarded at most
+- ``G + k``: **forward** the task to agent ``k`` — the cooperative mechanism,
+  **forward when you must**: on the next step agent ``k`` acts on the same task, with
+  its own subcluster's observation, so a job may use GPUs of several subclusters when
+  no single one can hold the rest of it; a job that one subcluster can hold is never
+  split (it may move there whole), because spreading a job over subclusters puts its
+  synchronisation traffic on the slowest links. A task can be forwarded at most
   ``A - 1`` times (then forward actions are masked), so forwarding cannot loop.
 
 ``action_mask`` (in the observation) is 1 exactly for the legal actions:
@@ -47,9 +50,24 @@ subcluster's GPU-group count unless ``env.max_groups`` pads further):
   ``cpu_worker`` cores and ``mem_gb`` memory free on the group's server; a PS needs
   ``cpu_ps`` cores and ``mem_gb`` on the server (same tolerance as the simulator);
 - ``G + k`` iff ``k`` is not the acting agent, the task has been forwarded fewer than
-  ``A - 1`` times, and subcluster ``k`` has a group with room for the task.
+  ``A - 1`` times, and either
+  (a) the acting agent's subcluster has no group with room for the task and
+  subcluster ``k`` has one, or
+  (b) the acting agent's subcluster has room for the task but cannot host all of the
+  job's remaining (not yet placed) tasks, and subcluster ``k`` can host them all, or
+  (c) no task of the job is placed yet and subcluster ``k`` can host the whole job
+  (a job may move whole to balance load; it is never spread needlessly).
+  "Can host all" is a greedy capacity check on the tentative free GPUs, cores and
+  memory (``envs.observations.scopes_can_host_rest``: workers fill the servers with
+  the most room first, the PS must fit in what is left). In every other case forward
+  actions are masked: the agent places the task itself. ``env.forward_rule: free``
+  restores the unrestricted rule (forward to any subcluster with room for the task),
+  which :meth:`ClusterPlacementEnv.replay_placement` needs to replay placements that
+  spread a job needlessly. The agents' own decision process
+  (``agents.single_agent.PlacementSession``) applies the same rule.
 
-Forward targets must have room, so the acting agent always has a legal action, unless
+A forward is legal only if the task fits locally (then a local slot is legal too) or
+forward targets have room, so the acting agent always has a legal action, unless
 no group of the datacenter has room for the task (possible only through CPU or
 memory, since the simulator offers a job only when enough GPUs are free): then the
 job's tentative placement is dropped (``sim.apply(None)``: the job stays queued and
@@ -191,6 +209,8 @@ so equal seeds and actions give identical observations, rewards and metrics.
 Version history
 ---------------
 - v0: first version.
+- v0, revised: forward when you must (``env.forward_rule``, default ``must``); the
+  first version's rule is ``forward_rule: free``.
 """
 
 from __future__ import annotations
@@ -275,7 +295,9 @@ class ClusterPlacementEnv(MultiAgentEnv):
         self.layout = ClusterLayout(
             self.topology, ec.max_groups, ec.max_servers, ec.max_racks, cfg.source
         )
-        self.builder = ObservationBuilder(self.layout, exchange=ec.exchange)
+        self.builder = ObservationBuilder(
+            self.layout, exchange=ec.exchange, forward_rule=ec.forward_rule
+        )
         n_agents = self.layout.n_agents
         self.possible_agents = [f"sc{k}" for k in range(n_agents)]
         self.agents = list(self.possible_agents)
@@ -442,7 +464,20 @@ class ClusterPlacementEnv(MultiAgentEnv):
             return "forward to self (the no-op slot) is never legal for the acting agent"
         if self._hops >= lay.n_agents - 1:
             return f"the task was already forwarded {self._hops} times (limit {lay.n_agents - 1})"
-        return f"subcluster {target} has no GPU group with room for a {kind}"
+        st = self._state
+        if not st.sc_room[target]:
+            return f"subcluster {target} has no GPU group with room for a {kind}"
+        if st.sc_room[k]:
+            if not st.sc_rest[target]:
+                return (
+                    f"forward when you must: subcluster {k} can host the {kind}, and "
+                    f"subcluster {target} cannot host all of the job's remaining tasks"
+                )
+            return (
+                f"forward when you must: subcluster {k} can host the {kind} and all of "
+                "the job's remaining tasks, and part of the job is already placed"
+            )
+        return f"subcluster {target} cannot take the {kind}"
 
     def _commit(self) -> float:
         """Apply the completed placement; the shaping reward; move to the next decision."""

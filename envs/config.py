@@ -8,6 +8,7 @@ from marl_sched.config import ExperimentConfig, check, parse_section
 
 HOME_RULES = ("vc", "round-robin", "least-loaded")
 WINDOW_SAMPLING = ("random", "sequential", "first")
+FORWARD_RULES = ("must", "free")
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,11 @@ class EnvConfig:
             subcluster's); set it to share spaces across topologies.
         max_servers: pad server arrays to this size (null = the largest subcluster's).
         max_racks: pad rack arrays to this size (null = the largest subcluster's).
+        forward_rule: when a forward action is legal: ``must`` (default; forward when
+            you must: only if the acting subcluster cannot host the current task, or
+            cannot host all of the job's remaining tasks while another can) or
+            ``free`` (to any other subcluster with room for the task; lets any
+            heuristic placement be replayed step by step).
     """
 
     window_jobs: int | None = 200
@@ -55,6 +61,7 @@ class EnvConfig:
     max_groups: int | None = None
     max_servers: int | None = None
     max_racks: int | None = None
+    forward_rule: str = "must"
 
     def validate(self, where: str, key: str) -> None:
         for name in ("window_jobs", "max_placed_jobs", "max_groups", "max_servers", "max_racks"):
@@ -81,6 +88,12 @@ class EnvConfig:
             where,
             f"{key}.home_rule",
             f"must be one of {', '.join(HOME_RULES)}, got {self.home_rule!r}",
+        )
+        check(
+            self.forward_rule in FORWARD_RULES,
+            where,
+            f"{key}.forward_rule",
+            f"must be one of {', '.join(FORWARD_RULES)}, got {self.forward_rule!r}",
         )
         check(
             self.time_scale_s > 0,

@@ -269,6 +269,88 @@ class JobDraft:
         return room
 
 
+def scopes_can_host_rest(
+    topology: Topology,
+    group_start: np.ndarray,
+    group_free: np.ndarray,
+    cpu_free: np.ndarray,
+    mem_free: np.ndarray,
+    demands: tuple[float, float, float],
+    workers_left: int,
+    ps_left: int,
+) -> np.ndarray:
+    """(A,) bool: can scope ``a`` alone host all of a job's remaining tasks.
+
+    Scopes are contiguous group ranges starting at ``group_start`` (length A, first
+    0). ``group_free``/``cpu_free``/``mem_free`` are the tentative free GPUs per group
+    and free cores / GB per server; ``demands`` = (cores per worker, cores per PS, GB
+    per task). A greedy capacity check: per server, worker slots = min(free GPUs,
+    cores // cpu_worker, memory // mem_gb); the workers fill the servers with the most
+    slots first, and the parameter servers must fit in the cores and memory left. It
+    may say "no" for a job that a cleverer packing would fit, never "yes" for one that
+    cannot fit (GPU groups of a server share its cores and memory only).
+    """
+    t = topology
+    cw, cp, m = demands
+
+    def slots(x: np.ndarray, d: float) -> np.ndarray:
+        if d <= 0:
+            return np.full(x.shape, np.inf)
+        return np.floor(np.maximum(x + _EPS, 0.0) / d)
+
+    srv_free = np.add.reduceat(np.maximum(group_free, 0), t.server_groups_start)
+    w_slots = np.minimum(srv_free, np.minimum(slots(cpu_free, cw), slots(mem_free, m)))
+    bounds = [*(int(g) for g in group_start), t.n_groups]
+    srv_bounds = np.searchsorted(t.server_groups_start, bounds)
+    out = np.zeros(len(group_start), dtype=bool)
+    for a in range(len(group_start)):
+        s0, s1 = int(srv_bounds[a]), int(srv_bounds[a + 1])
+        ws = w_slots[s0:s1]
+        if ws.sum() < workers_left:
+            continue
+        order = np.argsort(-ws, kind="stable")
+        before = np.concatenate([[0.0], np.cumsum(ws[order])[:-1]])
+        x = np.zeros(s1 - s0)
+        x[order] = np.clip(workers_left - before, 0.0, ws[order])
+        cpu = cpu_free[s0:s1] - x * cw
+        mem = mem_free[s0:s1] - x * m
+        out[a] = np.minimum(slots(cpu, cp), slots(mem, m)).sum() >= ps_left
+    return out
+
+
+def forward_targets(
+    can_task: np.ndarray,
+    can_rest: np.ndarray,
+    agent: int,
+    allowed: np.ndarray,
+    whole: bool = False,
+) -> np.ndarray:
+    """(A,) bool: the agents ``agent`` may forward the current task to.
+
+    The cooperative rule, **forward when you must** (split a job only when you must):
+
+    - the acting agent's scope cannot host the current task: to any ``allowed``
+      agent whose scope can;
+    - it can, but cannot host all of the job's remaining tasks while some
+      ``allowed`` agent's scope can host them all: to those;
+    - ``whole`` (no task of the job is placed yet): to any ``allowed`` agent whose
+      scope can host the whole job — a job moves whole (load balancing), it is not
+      spread;
+    - otherwise nowhere: the agent places the task itself.
+
+    ``allowed`` excludes the agents the task may not go to (visited / forward budget
+    used up); the acting agent itself is never a target.
+    """
+    allowed = np.asarray(allowed, dtype=bool).copy()
+    allowed[agent] = False
+    if not can_task[agent]:
+        return allowed & np.asarray(can_task, dtype=bool)
+    rest = allowed & np.asarray(can_rest, dtype=bool)
+    if whole or not can_rest[agent]:
+        return rest
+    return np.zeros_like(allowed)
+
+
 @dataclass(frozen=True)
 class DecisionContext:
     """What the observation needs to know about the pending decision.
@@ -342,9 +424,21 @@ class StepState:
         if self.job is not None:
             self.room = draft.room(sim)
             self.sc_room = np.logical_or.reduceat(self.room, layout.group_start[:-1])
+            job = self.job
+            self.sc_rest = scopes_can_host_rest(
+                t,
+                layout.group_start[:-1],
+                gfree,
+                cpu_free,
+                mem_free,
+                (draft.cpu_w, draft.cpu_p, draft.mem),
+                job.num_workers - len(draft.worker_groups),
+                job.num_ps - len(draft.ps_groups),
+            )
         else:
             self.room = np.zeros(t.n_groups, dtype=bool)
             self.sc_room = np.zeros(t.n_subclusters, dtype=bool)
+            self.sc_rest = np.zeros(t.n_subclusters, dtype=bool)
 
         # the exchanged summaries, one row per subcluster
         g0, s0 = layout.group_start[:-1], layout.server_start[:-1]
@@ -396,13 +490,22 @@ class ObservationBuilder:
         layout: the topology's :class:`ClusterLayout`.
         exchange: include the other subclusters' rows in ``peers_x``.
         mask_dtype: dtype of ``action_mask`` (float32 for RLlib, int8 for PettingZoo).
+        forward_rule: ``"must"`` (:func:`forward_targets`) or ``"free"`` (any other
+            subcluster with room for the task).
     """
 
     def __init__(
-        self, layout: ClusterLayout, exchange: bool = True, mask_dtype: type = np.float32
+        self,
+        layout: ClusterLayout,
+        exchange: bool = True,
+        mask_dtype: type = np.float32,
+        forward_rule: str = "must",
     ) -> None:
+        if forward_rule not in ("must", "free"):
+            raise ValueError(f"forward_rule must be 'must' or 'free', got {forward_rule!r}")
         self.layout = layout
         self.exchange = exchange
+        self.forward_rule = forward_rule
         self.mask_dtype = np.dtype(mask_dtype)
         g, s, r, a = layout.max_groups, layout.max_servers, layout.max_racks, layout.n_agents
 
@@ -553,8 +656,15 @@ class ObservationBuilder:
         if acting:
             action_mask[:ng] = state.room[g0:g1]
             if state.ctx.hops < lay.n_agents - 1:
-                action_mask[lay.max_groups :] = state.sc_room
-                action_mask[lay.max_groups + k] = 0
+                allowed = np.ones(lay.n_agents, dtype=bool)
+                if self.forward_rule == "must":
+                    targets = forward_targets(
+                        state.sc_room, state.sc_rest, k, allowed, whole=draft.placed == 0
+                    )
+                else:  # "free": any other subcluster with room for the task
+                    targets = allowed & state.sc_room
+                    targets[k] = False
+                action_mask[lay.max_groups :] = targets
         else:
             action_mask[lay.max_groups + k] = 1
 

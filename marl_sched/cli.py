@@ -131,6 +131,7 @@ class Progress:
         self.quiet = quiet
         self._bar = None
         if not quiet:
+            from rich.console import Console
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -138,7 +139,6 @@ class Progress:
                 TimeElapsedColumn,
                 TimeRemainingColumn,
             )
-            from rich.console import Console
             from rich.progress import Progress as RichProgress
 
             self._bar = RichProgress(

@@ -187,6 +187,12 @@ def compare_command(args: argparse.Namespace) -> int:
         raise InputError("--policies: empty list")
     if len(set(policies)) != len(policies):
         raise InputError(f"--policies: duplicate name in {args.policies!r}")
+    from marl_sched.policies import policy_entries
+
+    known = policy_entries()
+    for name in policies:
+        if name not in known:
+            raise InputError(f"--policies: unknown policy {name!r} (known: {', '.join(known)})")
     out = prepare_out(args.out)
     opts = {
         "trace": args.trace,

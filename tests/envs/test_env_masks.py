@@ -169,7 +169,8 @@ def test_a_task_nobody_has_room_for_drops_the_job_back_into_the_queue():
     obs, _ = env.reset(seed=0)
     g = env.layout.max_groups
     assert list(obs) == ["sc0"]
-    np.testing.assert_array_equal(obs["sc0"]["action_mask"], [1, 0, 1])  # local, or to sc1
+    # no subcluster can host the whole job, and sc0 has room for this worker: place it
+    np.testing.assert_array_equal(obs["sc0"]["action_mask"], [1, 0, 0])
     obs, *_ = env.step({"sc0": 0})
     # the second worker: no memory left in sc0, so the only legal action is forwarding
     np.testing.assert_array_equal(obs["sc0"]["action_mask"], [0, 0, 1])
@@ -192,7 +193,7 @@ def test_forwarding_is_limited_to_n_agents_minus_one_hops():
         subclusters=3,
         server_types=(dataclasses.replace(_two_tight_servers().server_types[0], count=3),),
     )
-    env = _env(topo, [_job(0, workers=1, ps=0)])
+    env = _env(topo, [_job(0, workers=1, ps=0)], forward_rule="free")
     obs, _ = env.reset(seed=0)
     g = env.layout.max_groups
     hops = 0
@@ -212,7 +213,7 @@ def test_forwarding_is_limited_to_n_agents_minus_one_hops():
 
 
 def test_illegal_actions_raise_value_errors_naming_agent_and_action(tiny_env):
-    env = tiny_env()
+    env = tiny_env(forward_rule="free")
     obs, _ = env.reset(seed=0)
     (agent,) = obs
     k = env.possible_agents.index(agent)
@@ -258,3 +259,71 @@ def test_a_full_group_is_refused_with_its_free_capacity():
         r"worker \(free GPUs 0, server \d free CPU [\d.]+ cores, memory [\d.]+ GB\)",
     ):
         env.step({agent: 0})
+
+
+def _roomy_two_servers(gpus: int = 2) -> TopologyConfig:
+    roomy = dataclasses.replace(
+        _two_tight_servers().server_types[0], memory_gb=256.0, gpus_per_group=gpus
+    )
+    return dataclasses.replace(_two_tight_servers(), server_types=(roomy,))
+
+
+def test_forward_when_you_must_moves_jobs_whole_and_never_splits_them_needlessly():
+    env = _env(_roomy_two_servers(), [_job(0, workers=2, ps=1)])
+    obs, _ = env.reset(seed=0)
+    g = env.layout.max_groups
+    # nothing placed yet and sc1 can host the whole job: it may move there whole
+    np.testing.assert_array_equal(obs["sc0"]["action_mask"][g:], [0, 1])
+    obs, *_ = env.step({"sc0": 0})
+    for _ in range(2):  # part of the job is in sc0, which can host the rest: no forward
+        np.testing.assert_array_equal(obs["sc0"]["action_mask"][g:], [0, 0])
+        with pytest.raises(ValueError, match="forward when you must"):
+            env.step({"sc0": g + 1})
+        obs, *_ = env.step({"sc0": 0})
+    assert env.done
+    assert env.metrics()["jobs_completed"] == 1
+
+
+def test_a_job_only_another_subcluster_can_hold_whole_may_not_go_to_one_that_cannot():
+    # three subclusters of one 2-GPU group; jobs 0 and 1 leave sc0 and sc2 one free GPU
+    # each: job 2 (2 workers, home sc2) may go, whole, to sc1 only
+    topo = dataclasses.replace(
+        _roomy_two_servers(),
+        subclusters=3,
+        server_types=(dataclasses.replace(_roomy_two_servers().server_types[0], count=3),),
+    )
+    jobs = [_job(0, 1, 0, vc=None), _job(1, 1, 0, vc=None), _job(2, 2, 0, vc=None)]
+    env = _env(topo, jobs, home_rule="round-robin")
+    obs, _ = env.reset(seed=0)
+    g = env.layout.max_groups
+    obs, *_ = env.step({"sc0": 0})  # job 0 in sc0
+    obs, *_ = env.step({"sc1": g + 2})  # job 1 moves whole from sc1 to sc2
+    obs, *_ = env.step({"sc2": 0})
+    (agent,) = obs
+    assert agent == "sc2"  # job 2 arrives at sc2, which has room for 1 of its 2 workers
+    np.testing.assert_array_equal(obs[agent]["action_mask"][g:], [0, 1, 0])
+
+
+def test_forward_when_you_must_moves_a_job_its_home_cannot_hold():
+    # sc0 has one free GPU after job 0 takes one; job 1 needs 2 workers and sc1 is empty
+    env = _env(_roomy_two_servers(), [_job(0, 1, 0, vc="x"), _job(1, 2, 0, vc="x")])
+    obs, _ = env.reset(seed=0)
+    g = env.layout.max_groups
+    (home,) = obs
+    k = env.possible_agents.index(home)
+    obs, *_ = env.step({home: 0})  # job 0 on the home's group
+    assert list(obs) == [home]  # job 1, same home: room for one worker, not for both
+    mask = obs[home]["action_mask"]
+    assert mask[0] == 1 and mask[g + 1 - k] == 1  # may place, or forward to the other
+    # and once a worker is placed at home, the other can't host "the rest" (1 worker)
+    # better than home can't: home is full, so forwarding is the only legal action
+    obs, *_ = env.step({home: 0})
+    mask = obs[home]["action_mask"]
+    assert not mask[:g].any() and mask[g + 1 - k] == 1
+
+
+def test_free_rule_allows_needless_forwards():
+    env = _env(_roomy_two_servers(), [_job(0, workers=2, ps=1)], forward_rule="free")
+    obs, _ = env.reset(seed=0)
+    g = env.layout.max_groups
+    np.testing.assert_array_equal(obs["sc0"]["action_mask"][g:], [0, 1])

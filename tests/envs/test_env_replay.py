@@ -43,7 +43,9 @@ def test_replaying_a_heuristic_reproduces_simulate_exactly(policy_name):
     cfg = load_config(TINY)
     topo, perf = build_cluster(cfg)
     expected, _, _ = simulate(cfg, policy_name, load_workload(cfg, perf), topo, perf)
-    env = make_env(cfg, env={"window_jobs": None, "window_sampling": "first"})
+    env = make_env(
+        cfg, env={"window_jobs": None, "window_sampling": "first", "forward_rule": "free"}
+    )
     got = _replay(env, policy_name, cfg.simulation.seed)
     assert got["jobs_total"] == expected["jobs_total"] == 40
     for key in EXACT:
@@ -51,14 +53,16 @@ def test_replaying_a_heuristic_reproduces_simulate_exactly(policy_name):
 
 
 def test_time_term_sums_to_minus_avg_jct_over_the_time_scale():
-    env = make_env(TINY, env={"slowdown_weight": 0.0, "time_scale_s": 1000.0})
+    env = make_env(
+        TINY, env={"slowdown_weight": 0.0, "time_scale_s": 1000.0, "forward_rule": "free"}
+    )
     metrics = _replay(env, "first-fit", 0)
     assert metrics["jobs_completed"] == 40
     assert env.team_return == pytest.approx(-metrics["avg_jct_s"] / 1000.0, rel=1e-9)
 
 
 def test_placement_actions_forward_to_the_owning_agent_first(tiny_env):
-    env = tiny_env()
+    env = tiny_env(forward_rule="free")
     env.reset(seed=0)
     job = env.pending_job
     home = env.acting_agent

@@ -1,0 +1,105 @@
+"""Forward when you must: the agents' decision process (``PlacementSession``) and the
+env ``ClusterPlacement-v0`` apply the same cooperation rule."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from agents.single_agent import (
+    ObservationBuilder,
+    PlacementSession,
+    follows_forward_rule,
+    scope_view,
+)
+from envs import make_env
+from envs.observations import forward_targets
+from marl_sched.config import REPO_ROOT, load_config
+from marl_sched.jobs import Job, Placement
+from marl_sched.runner import build_cluster
+from marl_sched.simulator import Simulator
+
+TINY = str(REPO_ROOT / "configs" / "tiny.yaml")
+
+
+def _session(job: Job, home: int = 0):
+    cfg = load_config(TINY)
+    topo, perf = build_cluster(cfg)
+    builder = ObservationBuilder(topo, perf)
+    sim = Simulator(topo, [job], perf=perf)
+    return builder, PlacementSession(builder, job, sim.view(), home)
+
+
+def _job(workers: int, ps: int) -> Job:
+    return Job(0, "j0", "cifar10", workers, ps, 100.0, 0.0, 10.0)
+
+
+def test_forward_targets_rule():
+    yes, no = np.array([1, 1, 1], bool), np.array([0, 0, 0], bool)
+    allowed = np.ones(3, bool)
+    # cannot host the task: to those that can
+    np.testing.assert_array_equal(forward_targets(np.array([0, 1, 0]), no, 0, allowed), [0, 1, 0])
+    # can host the task and the rest: nowhere (unless the job is still whole)
+    np.testing.assert_array_equal(forward_targets(yes, yes, 0, allowed), [0, 0, 0])
+    np.testing.assert_array_equal(forward_targets(yes, yes, 0, allowed, whole=True), [0, 1, 1])
+    # can host the task, not the rest: to those that can host the rest
+    rest = np.array([0, 0, 1], bool)
+    np.testing.assert_array_equal(forward_targets(yes, rest, 0, allowed), [0, 0, 1])
+    # nobody can host the rest: place it here
+    np.testing.assert_array_equal(forward_targets(yes, no, 0, allowed), [0, 0, 0])
+    # visited agents are never targets
+    np.testing.assert_array_equal(
+        forward_targets(np.array([0, 1, 1]), no, 0, np.array([1, 0, 1], bool)), [0, 0, 1]
+    )
+
+
+def test_session_moves_jobs_whole_and_splits_only_when_it_must():
+    builder, s = _session(_job(2, 1))
+    g = builder.pad[0]
+    mask = s.action_mask(0)
+    assert mask[:g].any() and mask[g + 1] == 1  # whole job: place here or move it
+    s.act(int(np.flatnonzero(mask[:g])[0]))
+    assert not s.action_mask(0)[g:].any()  # part placed, home holds the rest: no forward
+
+
+def test_teacher_views_and_legality():
+    builder, s = _session(_job(2, 1))
+    view = scope_view(builder, s.view, 1)
+    assert np.all(np.asarray(view.group_free)[builder.group_scope != 1] == 0)
+    home_groups = builder.scopes[0].groups
+    other = builder.scopes[1].groups
+    whole_elsewhere = Placement((int(other[0]), int(other[0])), (int(other[0]),))
+    split = Placement((int(home_groups[0]), int(other[0])), (int(home_groups[0]),))
+    assert follows_forward_rule(builder, s.job, s.view, 0, whole_elsewhere)
+    assert not follows_forward_rule(builder, s.job, s.view, 0, split)
+
+
+def test_session_and_env_masks_agree_over_an_episode():
+    """Random legal play through the env; at every step the session, fed the same
+    actions, offers the same legal actions (tiny config: 2 agents)."""
+    cfg = load_config(TINY)
+    env = make_env(cfg, env={"window_jobs": 30, "window_sampling": "first"})
+    topo, perf = env.topology, None
+    builder = None
+    rng = np.random.default_rng(0)
+    obs, _ = env.reset(seed=0)
+    session, steps = None, 0
+    while not env.done:
+        (agent,) = obs
+        k = env.possible_agents.index(agent)
+        emask = obs[agent]["action_mask"]
+        if env._draft.placed == 0 and env._hops == 0:  # a fresh job
+            view = env.cluster_view()
+            if builder is None:
+                perf = view.perf
+                builder = ObservationBuilder(topo, perf)
+            session = PlacementSession(builder, env.pending_job, view, k)
+        assert session.agent == k
+        smask = session.action_mask(k)
+        g_env, g_s = env.layout.max_groups, builder.pad[0]
+        np.testing.assert_array_equal(smask[g_s:], emask[g_env:])
+        np.testing.assert_array_equal(smask[:g_s] > 0, emask[:g_s] > 0)
+        action = int(rng.choice(np.flatnonzero(emask)))
+        session.act(action if action < g_env else g_s + action - g_env)
+        obs, *_ = env.step({agent: action})
+        steps += 1
+    assert steps > 30
