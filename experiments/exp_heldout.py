@@ -24,9 +24,17 @@ from marl_sched.plots import bars
 
 CONFIG = str(REPO_ROOT / "configs" / "default.yaml")
 BASELINES = [
-    "harmony", "mlfs-h", "mlfs-rl", "random", "first-fit", "load-balance", "tetris",
-    "locality", "congestion-aware", "interference-aware",
-]  # fmt: skip
+    "harmony",
+    "mlfs-h",
+    "mlfs-rl",
+    "random",
+    "first-fit",
+    "load-balance",
+    "tetris",
+    "locality",
+    "congestion-aware",
+    "interference-aware",
+]
 
 
 def _windows():
@@ -58,29 +66,50 @@ def main() -> None:
             print(f"skipping {name}: {window['trace']} not found")
             continue
         results = run_compare(
-            CONFIG, ["marl", *BASELINES], out / name, options(window),
+            CONFIG,
+            ["marl", *BASELINES],
+            out / name,
+            options(window),
             checkpoint=args.checkpoint,
-        )  # fmt: skip
+        )
         jct = {r["policy"]: r["avg_jct_s"] for r in results}
         marl = jct["marl"]
         print(f"\n{name}: MARL avg JCT {marl:,.0f} s")
         for policy in BASELINES:
             margin = (jct[policy] - marl) / jct[policy]
-            rows.append({"window": name, "baseline": policy, "baseline_avg_jct_s":
-                         round(jct[policy], 1), "marl_avg_jct_s": round(marl, 1),
-                         "margin": round(margin, 4)})  # fmt: skip
+            rows.append(
+                {
+                    "window": name,
+                    "baseline": policy,
+                    "baseline_avg_jct_s": round(jct[policy], 1),
+                    "marl_avg_jct_s": round(marl, 1),
+                    "margin": round(margin, 4),
+                }
+            )
             print(f"  {policy:<20} {jct[policy]:>12,.0f} s   MARL margin {margin:+.1%}")
         best = min(BASELINES, key=jct.__getitem__)
-        figures[name] = {"marl": marl, "best_baseline": best, "best_baseline_jct": jct[best],
-                         "margin_over_best": (jct[best] - marl) / jct[best]}  # fmt: skip
-        bars({"marl": marl, **{p: jct[p] for p in BASELINES}}, out / f"{name}.png",
-             ylabel="average JCT (s)", title=f"held-out window {name}", highlight="marl")  # fmt: skip
+        figures[name] = {
+            "marl": marl,
+            "best_baseline": best,
+            "best_baseline_jct": jct[best],
+            "margin_over_best": (jct[best] - marl) / jct[best],
+        }
+        bars(
+            {"marl": marl, **{p: jct[p] for p in BASELINES}},
+            out / f"{name}.png",
+            ylabel="average JCT (s)",
+            title=f"held-out window {name}",
+            highlight="marl",
+        )
     cols = ["window", "baseline", "baseline_avg_jct_s", "marl_avg_jct_s", "margin"]
     atomic_write_text(out / "heldout.csv", csv_text(rows, cols))
     md = ["| window | " + " | ".join(BASELINES) + " | MARL |", "|" + "---|" * (len(BASELINES) + 2)]
     for name, f in figures.items():
-        cells = [f"{r['baseline_avg_jct_s']:,.0f} ({r['margin']:+.1%})" for r in rows
-                 if r["window"] == name]  # fmt: skip
+        cells = [
+            f"{r['baseline_avg_jct_s']:,.0f} ({r['margin']:+.1%})"
+            for r in rows
+            if r["window"] == name
+        ]
         md.append(f"| {name} | " + " | ".join(cells) + f" | **{f['marl']:,.0f}** |")
     atomic_write_text(out / "heldout.md", "\n".join(md) + "\n")
     print("\n" + "\n".join(md))
