@@ -115,26 +115,7 @@ class SlowdownPredictor(Protocol):
 
 def alone_iteration_time(sim: Simulator, run: RunningJob) -> float:
     """Seconds per iteration of a placed job with the cluster to itself (same placement)."""
-    spec = CATALOGUE[run.job.model]
-    bw = sim.topology.link_bw
-    comm = max((b / bw[link] for link, b in run.layout.links.items()), default=0.0)
-    overhead = sim.perf.sync_overhead_s if run.job.num_ps >= 1 else 0.0
-    return spec.compute_s / run.layout.speed + comm + overhead
-
-
-def neighbours(sim: Simulator, job_id: int) -> list[int]:
-    """Running jobs (ids, ascending) sharing a server or a link with job ``job_id``."""
-    run = sim.running[job_id]
-    servers = set(run.layout.servers.tolist())
-    links = run.layout.links.keys()
-    out = []
-    for jid in sorted(sim.running):
-        if jid == job_id:
-            continue
-        other = sim.running[jid].layout
-        if not servers.isdisjoint(other.servers.tolist()) or not links.isdisjoint(other.links):
-            out.append(jid)
-    return out
+    return sim.perf.alone_iteration_time(CATALOGUE[run.job.model], run.layout, run.job.num_ps)
 
 
 class PerfModelSlowdown:
@@ -197,7 +178,7 @@ class LearnedSlowdown:
     ) -> SlowdownEstimate:
         before, after = prepared, sim.view()
         rows = [self.candidate_features(before, job, placement.worker_groups, placement.ps_groups)]
-        nbrs = [sim.running[jid] for jid in neighbours(sim, job.job_id)]
+        nbrs = [sim.running[jid] for jid in sim.neighbours(job.job_id)]
         for run in nbrs:
             rows.append(self.job_features(before, run.job, run.placement, run.layout))
             rows.append(self.job_features(after, run.job, run.placement, run.layout))

@@ -287,14 +287,6 @@ def candidate_features(
     return out if batch else out[0]
 
 
-def alone_iteration_time(perf: PerformanceModel, job: Job, layout: JobLayout) -> float:
-    """Iteration time of the job on its placement in an otherwise empty cluster (s)."""
-    spec = CATALOGUE[job.model]
-    comm = float(layout.link_cost.max()) if len(layout.link_ids) else 0.0
-    overhead = perf.sync_overhead_s if job.num_ps >= 1 else 0.0
-    return spec.compute_s / layout.speed + comm + overhead
-
-
 def true_slowdown(view: ClusterView, job: Job, layout: JobLayout) -> float:
     """The simulator's slowdown of a placed job: its time now / its time alone."""
     perf = view.perf
@@ -307,7 +299,7 @@ def true_slowdown(view: ClusterView, job: Job, layout: JobLayout) -> float:
         view.socket_pressure,
         view.server_pressure,
     )
-    return now / alone_iteration_time(perf, job, layout)
+    return now / perf.alone_iteration_time(CATALOGUE[job.model], layout, job.num_ps)
 
 
 def colocation_level(x: np.ndarray) -> np.ndarray:
@@ -820,9 +812,8 @@ def _features_alone(topo_cfg: TopologyConfig, job: Job, placement: Placement):
     _place(sim, job, placement)
     run = sim.running[job.job_id]
     view = sim.view()
-    return job_features(view, job, placement, run.layout), alone_iteration_time(
-        perf, job, run.layout
-    )
+    alone = perf.alone_iteration_time(CATALOGUE[job.model], run.layout, job.num_ps)
+    return job_features(view, job, placement, run.layout), alone
 
 
 def load_gavel_colocations(path: str | Path) -> Samples:

@@ -147,11 +147,7 @@ class PerformanceModel:
         link_ids = np.fromiter(links.keys(), dtype=np.int64, count=len(links))
         link_bytes = np.fromiter(links.values(), dtype=np.float64, count=len(links))
         link_cost = link_bytes / topo.link_bw[link_ids]
-        alone = (
-            spec.compute_s / speed
-            + (float(link_cost.max()) if len(link_cost) else 0.0)
-            + (self.sync_overhead_s if len(pg) else 0.0)
-        )
+        alone = self._alone(spec, speed, link_cost, len(pg))
         return JobLayout(
             groups=groups,
             group_workers=group_workers,
@@ -257,6 +253,14 @@ class PerformanceModel:
         compute = spec.compute_s / layout.speed * interference
         overhead = self.sync_overhead_s if n_ps >= 1 else 0.0
         return compute + self.comm_time(layout, link_load) + overhead
+
+    def _alone(self, spec: ModelSpec, speed: float, link_cost: np.ndarray, n_ps: int) -> float:
+        comm = float(link_cost.max()) if len(link_cost) else 0.0
+        return spec.compute_s / speed + comm + (self.sync_overhead_s if n_ps >= 1 else 0.0)
+
+    def alone_iteration_time(self, spec: ModelSpec, layout: JobLayout, n_ps: int) -> float:
+        """Seconds per iteration on this placement with the cluster to itself (``T⁰``)."""
+        return self._alone(spec, layout.speed, layout.link_cost, n_ps)
 
     def isolated_iteration_time(self, model: str, num_workers: int, num_ps: int) -> float:
         """A lower bound on the iteration time of the job under any placement.

@@ -311,6 +311,19 @@ class Simulator:
             queue_length=len(self.queue),
         )
 
+    def jobs_near(self, layout: JobLayout) -> set[int]:
+        """Running jobs sharing a server or a link with ``layout`` (placed or not)."""
+        near: set[int] = set()
+        for s in layout.servers:
+            near |= self._server_jobs[int(s)]
+        for link in layout.links:
+            near |= self._link_members.get(link, set())
+        return near
+
+    def neighbours(self, job_id: int) -> list[int]:
+        """Running jobs (ids, ascending) sharing a server or a link with ``job_id``."""
+        return sorted(self.jobs_near(self.running[job_id].layout) - {job_id})
+
     @property
     def pending(self) -> Job | None:
         return self._pending

@@ -97,18 +97,9 @@ def colocation_features(
 
 
 def neighbours(sim: Simulator, layout: JobLayout, exclude: int | None = None) -> list[int]:
-    """Running jobs that share a server or a link with ``layout``."""
-    servers = set(layout.servers.tolist())
-    links = set(layout.links)
-    out = []
-    for jid, run in sim.running.items():
-        if jid == exclude:
-            continue
-        if servers.intersection(run.layout.servers.tolist()) or links.intersection(
-            run.layout.links
-        ):
-            out.append(jid)
-    return out
+    """Running jobs that share a server or a link with ``layout``, in start order."""
+    near = sim.jobs_near(layout) - {exclude}
+    return [jid for jid in sim.running if jid in near]
 
 
 def running_features(sim: Simulator, job_ids: Iterable[int]) -> np.ndarray:

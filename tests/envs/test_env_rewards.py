@@ -15,6 +15,7 @@ from envs.rewards import (
     snapshot_view,
 )
 from marl_sched import interference
+from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import ExperimentConfig, ServerTypeConfig, TopologyConfig
 from marl_sched.jobs import Job, Placement
 from tests.envs.helpers import masked_random_action
@@ -103,7 +104,9 @@ def test_perf_model_predictor_reports_job_and_neighbour_slowdowns():
     heavy = sim.running[0]
     assert heavy.iter_time > heavy_before  # the heavy job got slower too
     assert est.job > 1.0
-    alone = interference.alone_iteration_time(sim.perf, heavy.job, heavy.layout)
+    alone = sim.perf.alone_iteration_time(
+        CATALOGUE[heavy.job.model], heavy.layout, heavy.job.num_ps
+    )
     assert est.neighbours == pytest.approx((heavy.iter_time - heavy_before) / alone)
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from marl_sched import interference as itf
+from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import ServerTypeConfig, TopologyConfig
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement
@@ -183,7 +184,7 @@ def test_true_slowdown_is_the_simulators_own_iteration_time(policy):
     view = sim.view()
     assert len(sim.running) >= 3
     for run in sim.running.values():
-        alone = itf.alone_iteration_time(view.perf, run.job, run.layout)
+        alone = view.perf.alone_iteration_time(CATALOGUE[run.job.model], run.layout, run.job.num_ps)
         slowdown = itf.true_slowdown(view, run.job, run.layout)
         assert slowdown >= 1.0
         assert slowdown * alone == pytest.approx(run.iter_time, rel=1e-12)
