@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +132,26 @@ def check_topology(path: str | Path, metadata: dict[str, Any], topology: Topolog
             f"{have['sha256']}); train on this config with experiments/train_baselines.py, "
             "or construct the policy with strict_topology=False"
         )
+
+
+def load_network(
+    checkpoint: str | Path | None,
+    filename: str,
+    kind: str,
+    layout_version: int,
+    build: Callable[[int], torch.nn.Module],
+    state_key: str,
+) -> tuple[Path, torch.nn.Module, dict[str, Any]]:
+    """Resolve, read and check a checkpoint, and rebuild its network in eval mode.
+
+    Returns ``(path, network, metadata)``; ``build(hidden)`` makes the empty network.
+    """
+    path = resolve_checkpoint(checkpoint, filename)
+    state, metadata = load_checkpoint(path, kind, layout_version)
+    hidden = metadata.get("hidden")
+    if not isinstance(hidden, int) or hidden < 1:
+        raise InputError(f"{path}: malformed checkpoint: bad 'hidden' {hidden!r}")
+    net = build(hidden)
+    load_module_state(path, net, state.get(state_key), state_key)
+    net.eval()
+    return path, net, metadata

@@ -37,9 +37,7 @@ from torch import nn
 
 from agents.baselines.checkpoint import (
     check_topology,
-    load_checkpoint,
-    load_module_state,
-    resolve_checkpoint,
+    load_network,
     save_checkpoint,
 )
 from agents.baselines.draft import WORKER, TaskDraft, place_greedy
@@ -191,16 +189,9 @@ class HarmonyPolicy(Policy):
         if net is not None:
             self.net, self.path = net, None
             return
-        self.path = resolve_checkpoint(checkpoint, CHECKPOINT_FILE)
-        state, self.metadata = load_checkpoint(self.path, KIND, LAYOUT_VERSION)
-        hidden = self.metadata.get("hidden")
-        if not isinstance(hidden, int) or hidden < 1:
-            from marl_sched.errors import InputError
-
-            raise InputError(f"{self.path}: malformed checkpoint: bad 'hidden' {hidden!r}")
-        self.net = HarmonyNet(hidden)
-        load_module_state(self.path, self.net, state.get("actor_critic"), "actor_critic")
-        self.net.eval()
+        self.path, self.net, self.metadata = load_network(
+            checkpoint, CHECKPOINT_FILE, KIND, LAYOUT_VERSION, HarmonyNet, "actor_critic"
+        )
 
     def reset(self, topology: Topology, seed: int = 0) -> None:
         super().reset(topology, seed)

@@ -31,9 +31,7 @@ from torch import nn
 
 from agents.baselines.checkpoint import (
     check_topology,
-    load_checkpoint,
-    load_module_state,
-    resolve_checkpoint,
+    load_network,
     save_checkpoint,
 )
 from agents.baselines.draft import WORKER, TaskDraft, place_greedy
@@ -45,7 +43,6 @@ from agents.baselines.mlf_h import (
     mlfs_priority_key,
     server_load,
 )
-from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement
 from marl_sched.policies.base import Policy
 from marl_sched.simulator import ClusterView
@@ -161,13 +158,9 @@ class MlfsRlPolicy(Policy):
         if net is not None:
             self.net, self.path = net, None
             return
-        self.path = resolve_checkpoint(checkpoint, CHECKPOINT_FILE)
-        state, self.metadata = load_checkpoint(self.path, KIND, LAYOUT_VERSION)
-        hidden = self.metadata.get("hidden")
-        if not isinstance(hidden, int) or hidden < 1:
-            raise InputError(f"{self.path}: malformed checkpoint: bad 'hidden' {hidden!r}")
-        self.net = MlfsNet(hidden)
-        load_module_state(self.path, self.net, state.get("policy"), "policy")
+        self.path, self.net, self.metadata = load_network(
+            checkpoint, CHECKPOINT_FILE, KIND, LAYOUT_VERSION, MlfsNet, "policy"
+        )
         self.overload_threshold = float(self.metadata.get("overload_threshold", overload_threshold))
         self.net.eval()
 
