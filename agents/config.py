@@ -85,6 +85,10 @@ class TrainConfig:
             a heuristic's name, or null (start from scratch). Builtin env only.
         bc_episodes: teacher episodes (of ``episode_jobs`` jobs) to imitate.
         bc_epochs: passes of supervised training over the teacher's decisions.
+        dagger_rounds: after behaviour cloning, rounds of DAgger relabelling (0 =
+            none): the network acts greedily on ``bc_episodes`` fresh training
+            episodes, the teacher labels every state it visits, the labels are added
+            to the dataset and the network trains ``bc_epochs`` more passes on it all.
     """
 
     iterations: int = 40
@@ -114,6 +118,7 @@ class TrainConfig:
     bc_teacher: str | None = "lookahead"
     bc_episodes: int = 20
     bc_epochs: int = 12
+    dagger_rounds: int = 0
 
     def validate(self, where: str, key: str) -> None:
         for name in (
@@ -127,7 +132,13 @@ class TrainConfig:
         ):
             value = getattr(self, name)
             check(value >= 1, where, f"{key}.{name}", f"must be >= 1, got {value}")
-        for name in ("eval_interval", "checkpoint_interval", "num_env_runners", "seed"):
+        for name in (
+            "eval_interval",
+            "checkpoint_interval",
+            "num_env_runners",
+            "seed",
+            "dagger_rounds",
+        ):
             value = getattr(self, name)
             check(value >= 0, where, f"{key}.{name}", f"must be >= 0, got {value}")
         for name in ("lr", "clip_param", "vf_clip_param", "time_scale_s"):

@@ -208,10 +208,22 @@ class LookaheadTeacher:
         return best
 
 
-def teacher_decisions(cfg, mc, tc, seed: int) -> tuple[list[dict], list[int], list[float]]:
+def teacher_decisions(
+    cfg, mc, tc, seed: int, student=None, first_episode: int = 0
+) -> tuple[list[dict], list[int], list[float]]:
     """Roll ``tc.bc_teacher`` out through the builtin env: (observations, actions,
-    discounted returns of each acting agent's own trajectory)."""
+    discounted returns of each acting agent's own trajectory).
+
+    ``student`` (a GNN): DAgger relabelling instead — the student acts (greedy) and
+    the teacher labels every state it visits: per job, the teacher plans the whole
+    placement on the view the job arrives on; each task is labelled with the action
+    that puts it where that plan puts it (when the masks allow it; else the state is
+    not labelled). Returns are those of the student's trajectory. ``first_episode``:
+    episode seeds ``seed * 1000 + first_episode + k``."""
     import numpy as np
+
+    if student is not None:
+        from agents.policy import greedy_action
 
     from agents.rl_module import SchedulingEnv
     from agents.single_agent import follows_forward_rule, scope_view
@@ -223,7 +235,7 @@ def teacher_decisions(cfg, mc, tc, seed: int) -> tuple[list[dict], list[int], li
     teacher = LookaheadTeacher() if tc.bc_teacher == "lookahead" else make_policy(tc.bc_teacher)
     teacher.reset(env.topology, seed)
     observations, actions, returns = [], [], []
-    for episode in range(tc.bc_episodes):
+    for episode in range(first_episode, first_episode + tc.bc_episodes):
         obs, _ = env.reset(seed=seed * 1000 + episode)
         planned, plan = None, None
         steps: dict[str, list[list]] = {}  # agent → [sample index or None, reward]
@@ -260,15 +272,21 @@ def teacher_decisions(cfg, mc, tc, seed: int) -> tuple[list[dict], list[int], li
                 else:
                     action = int(np.searchsorted(builder.scopes[owner].groups, g))
                 if o["action_mask"][action] < 0.5:
-                    action, plan = None, None
+                    action = None
+                    if student is None:
+                        plan = None
             index = None
-            if action is None:  # the teacher would wait: take the first legal action
-                action = int(np.flatnonzero(o["action_mask"])[0])
-            else:
+            if action is not None:
                 index = len(actions)
                 observations.append(o)
                 actions.append(action)
                 returns.append(0.0)
+            if student is not None:
+                label, action = action, greedy_action(student, o)
+                if label != action:  # off the teacher's plan: no more labels this job
+                    plan = None
+            elif action is None:  # the teacher would wait: take the first legal action
+                action = int(np.flatnonzero(o["action_mask"])[0])
             obs, rewards, terminated, _, _ = env.step({agent: action})
             steps.setdefault(agent, []).append([index, 0.0])
             for a, r in rewards.items():
@@ -300,28 +318,50 @@ def behaviour_cloning(cfg, mc, tc, seed: int, log: Callable[[str], None]) -> dic
     net = build_gnn(feature_dims(builder.observation_space), dataclasses.asdict(mc))
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     rng = np.random.default_rng(seed)
-    act = torch.as_tensor(actions)
-    ret = torch.as_tensor(returns, dtype=torch.float32)
-    data = {k: torch.as_tensor(np.stack([o[k] for o in observations])) for k in observations[0]}
-    accuracy = 0.0
-    for _ in range(tc.bc_epochs):
-        order = torch.as_tensor(rng.permutation(len(actions)))
-        hits = 0
-        for lo in range(0, len(order), 256):
-            idx = order[lo : lo + 256]
-            logits, values = net.forward_padded({k: v[idx] for k, v in data.items()})
-            loss = torch.nn.functional.cross_entropy(logits, act[idx])
-            loss = loss + 0.5 * torch.nn.functional.mse_loss(values, ret[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            hits += int((logits.argmax(-1) == act[idx]).sum())
-        accuracy = hits / len(actions)
+
+    def fit() -> float:
+        act = torch.as_tensor(actions)
+        ret = torch.as_tensor(returns, dtype=torch.float32)
+        data = {k: torch.as_tensor(np.stack([o[k] for o in observations])) for k in observations[0]}
+        accuracy = 0.0
+        for _ in range(tc.bc_epochs):
+            order = torch.as_tensor(rng.permutation(len(actions)))
+            hits = 0
+            for lo in range(0, len(order), 256):
+                idx = order[lo : lo + 256]
+                logits, values = net.forward_padded({k: v[idx] for k, v in data.items()})
+                loss = torch.nn.functional.cross_entropy(logits, act[idx])
+                loss = loss + 0.5 * torch.nn.functional.mse_loss(values, ret[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                hits += int((logits.argmax(-1) == act[idx]).sum())
+            accuracy = hits / len(actions)
+        return accuracy
+
+    accuracy = fit()
     log(
         f"warm start: imitated {tc.bc_teacher} on {len(actions)} decisions "
         f"({tc.bc_episodes} episodes), train accuracy {accuracy:.3f}, "
         f"{time.perf_counter() - t0:.0f} s"
     )
+    for r in range(1, tc.dagger_rounds + 1):
+        # DAgger: the teacher labels the states the current network visits (fresh
+        # episodes of the training window); aggregate and train on.
+        net.eval()
+        o2, a2, r2 = teacher_decisions(
+            cfg, mc, tc, seed, student=net, first_episode=r * tc.bc_episodes
+        )
+        net.train()
+        observations += o2
+        actions += a2
+        returns += r2
+        accuracy = fit()
+        log(
+            f"warm start: DAgger round {r}: {len(a2)} relabelled decisions, "
+            f"{len(actions)} in all, train accuracy {accuracy:.3f}, "
+            f"{time.perf_counter() - t0:.0f} s"
+        )
     return {f"gnn.{k}": v.detach().clone() for k, v in net.state_dict().items()}
 
 
