@@ -443,25 +443,26 @@ def pollux_groups(topology: Topology, placement: str) -> list[int]:
     return groups
 
 
+#: DL2's testbed as the calibration models it: one task per server, one GPU each
+DL2_SERVER = ServerTypeConfig(
+    name="dl2",
+    count=1,
+    gpu_type="v100",
+    sockets=1,
+    groups_per_socket=1,
+    gpus_per_group=1,
+    cpu_cores=8,
+    memory_gb=48.0,
+)
+
+
 def dl2_topology(nodes: int, nic_gbps: float) -> Topology:
     """One task per server (1 GPU each), for the DL2 PS/worker check."""
     cfg = TopologyConfig(
         subclusters=1,
         racks_per_subcluster=1,
         servers_per_rack=nodes,
-        server_types=(
-            ServerTypeConfig(
-                name="dl2",
-                count=nodes,
-                gpu_type="v100",
-                sockets=1,
-                groups_per_socket=1,
-                gpus_per_group=1,
-                cpu_cores=8,
-                memory_gb=48.0,
-                nic_gbps=nic_gbps,
-            ),
-        ),
+        server_types=(dataclasses.replace(DL2_SERVER, count=nodes, nic_gbps=nic_gbps),),
         rack_oversubscription=1.0,
     )
     return Topology.from_config(cfg)

@@ -69,7 +69,7 @@ from pathlib import Path
 
 import numpy as np
 
-from marl_sched.calibration import POLLUX_SERVER
+from marl_sched.calibration import DL2_SERVER, POLLUX_SERVER
 from marl_sched.catalogue import (
     CALIBRATION,
     CALIBRATION_FILE,
@@ -946,15 +946,8 @@ def load_pollux_placements(root: str | Path) -> Samples:
 #: that DL2's own simulator uses (trace.py inter_bws median) and that
 #: marl_sched.calibration fits to this very table (91.9 MB/s)
 DL2_EFFECTIVE_NIC_BYTES_S = 92e6
-_DL2_SERVER = ServerTypeConfig(
-    name="dl2",
-    count=1,
-    gpu_type="v100",
-    sockets=1,
-    groups_per_socket=1,
-    gpus_per_group=1,
-    cpu_cores=8,
-    memory_gb=48.0,
+_DL2_SERVER = dataclasses.replace(
+    DL2_SERVER,
     nic_gbps=DL2_EFFECTIVE_NIC_BYTES_S / (GBPS * CALIBRATION.link_efficiency["nic"]),
 )
 
