@@ -173,10 +173,10 @@ class TrainConfig:
             value = getattr(self, name)
             check(value >= 1, where, f"{key}.{name}", f"must be >= 1, got {value}")
         if self.bc_teacher is not None:
-            from marl_sched.policies import policy_entries
+            from marl_sched.policies import heuristic_names
 
             names = ["lookahead"]
-            names += [n for n, e in policy_entries().items() if e.kind == "heuristic"]
+            names += heuristic_names()
             check(
                 self.bc_teacher in names,
                 where,

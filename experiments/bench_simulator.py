@@ -101,9 +101,9 @@ def main() -> None:
     else:
         print(f"skipping the Philly scenarios: {SHARED} not found")
 
-    from marl_sched.policies import policy_entries
+    from marl_sched.policies import heuristic_names
 
-    heuristics = [n for n, e in policy_entries().items() if e.kind == "heuristic"]
+    heuristics = heuristic_names()
     rows = [_run_child("configs/default.yaml", p, None) for p in heuristics]
     rows.sort(key=lambda r: r["avg_jct_s"])
     best, worst = rows[0], rows[-1]

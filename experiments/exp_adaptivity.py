@@ -32,17 +32,10 @@ from pathlib import Path
 
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.metrics import atomic_write_text, csv_text
+from marl_sched.policies import heuristic_names
 from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
 
-HEURISTICS = (
-    "random",
-    "first-fit",
-    "load-balance",
-    "tetris",
-    "locality",
-    "congestion-aware",
-    "interference-aware",
-)
+HEURISTICS = heuristic_names()
 WINDOW = {"trace": "configs/traces/philly_sample.csv", "start": 2200, "max_jobs": 300}
 
 

@@ -21,20 +21,10 @@ from marl_sched.compare import run_compare
 from marl_sched.config import REPO_ROOT
 from marl_sched.metrics import atomic_write_text, csv_text
 from marl_sched.plots import bars
+from marl_sched.policies import heuristic_names
 
 CONFIG = str(REPO_ROOT / "configs" / "default.yaml")
-BASELINES = [
-    "harmony",
-    "mlfs-h",
-    "mlfs-rl",
-    "random",
-    "first-fit",
-    "load-balance",
-    "tetris",
-    "locality",
-    "congestion-aware",
-    "interference-aware",
-]
+BASELINES = ["harmony", "mlfs-h", "mlfs-rl", *heuristic_names()]
 
 
 def _windows():

@@ -29,22 +29,11 @@ from pathlib import Path
 
 from marl_sched.compare import run_compare
 from marl_sched.config import REPO_ROOT
-from marl_sched.policies import policy_entries, register_lazy
-
-if "marl" not in policy_entries():  # until marl_sched/policies/base.py registers it
-    register_lazy("marl", "trained hierarchical-GNN agents", "agents.policy:MarlPolicy")
+from marl_sched.policies import heuristic_names
 
 CONFIG = str(REPO_ROOT / "configs" / "default.yaml")
 TRACES = REPO_ROOT.parent / "shared" / "data" / "traces"
-HEURISTICS = [
-    "random",
-    "first-fit",
-    "load-balance",
-    "tetris",
-    "locality",
-    "congestion-aware",
-    "interference-aware",
-]
+HEURISTICS = heuristic_names()
 WINDOWS = {
     "philly-sample-2200": {"trace": "configs/traces/philly_sample.csv", "start": 2200,
                            "max_jobs": 300},

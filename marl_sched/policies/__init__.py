@@ -3,6 +3,7 @@
 from marl_sched.policies.base import (
     Policy,
     get_policy_class,
+    heuristic_names,
     make_policy,
     policy_entries,
     register,
@@ -12,6 +13,7 @@ from marl_sched.policies.base import (
 __all__ = [
     "Policy",
     "get_policy_class",
+    "heuristic_names",
     "make_policy",
     "policy_entries",
     "register",

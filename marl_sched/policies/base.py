@@ -71,6 +71,11 @@ def policy_entries() -> dict[str, PolicyEntry]:
     return dict(sorted(_REGISTRY.items(), key=lambda kv: (kv[1].kind != "heuristic", kv[0])))
 
 
+def heuristic_names() -> list[str]:
+    """Names of the registered heuristics (no learned policy), in registry order."""
+    return [n for n, e in policy_entries().items() if e.kind == "heuristic"]
+
+
 def get_policy_class(name: str) -> type[Policy]:
     entries = policy_entries()
     if name not in entries:

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from marl_sched.config import REPO_ROOT, load_config
-from marl_sched.policies import policy_entries
+from marl_sched.policies import heuristic_names
 from marl_sched.runner import build_cluster, load_workload, simulate
 
 GOLDEN = REPO_ROOT / "tests" / "data" / "golden_metrics.json"
@@ -31,7 +31,7 @@ KEYS = (
     "decisions",
     "events",
 )
-HEURISTICS = [n for n, e in policy_entries().items() if e.kind == "heuristic"]
+HEURISTICS = heuristic_names()
 
 
 def golden_metrics(policy: str) -> dict:

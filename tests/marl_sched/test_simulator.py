@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 
 from marl_sched.jobs import Placement
 from marl_sched.perf import PerformanceModel
-from marl_sched.policies import make_policy, policy_entries
+from marl_sched.policies import heuristic_names, make_policy
 from marl_sched.simulator import PlacementError, Simulator
 from tests.helpers import random_jobs, tiny_topology
 
-HEURISTICS = [n for n, e in policy_entries().items() if e.kind == "heuristic"]
+HEURISTICS = heuristic_names()
 
 
 def _check_state(sim: Simulator) -> None:
