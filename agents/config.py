@@ -43,6 +43,35 @@ class ModelConfig:
 
 
 @dataclass(frozen=True)
+class TrainWindow:
+    """A trace window mixed into the training episodes (``train.extra_windows``).
+
+    Attributes:
+        trace: trace file (relative paths: to the repository root, like
+            ``workload.trace``).
+        start: first job of the window.
+        max_jobs: jobs in the window (null = to the end of the trace).
+        load: arrival-rate multiplier (null = the config's ``workload.load``).
+        share: relative weight of the window when an episode picks its source (the
+            config's own workload weighs ``train.workload_share``).
+    """
+
+    trace: str
+    start: int = 0
+    max_jobs: int | None = None
+    load: float | None = None
+    share: float = 1.0
+
+    def validate(self, where: str, key: str) -> None:
+        check(self.start >= 0, where, f"{key}.start", f"must be >= 0, got {self.start}")
+        if self.max_jobs is not None:
+            check(self.max_jobs >= 1, where, f"{key}.max_jobs", "must be >= 1 or null")
+        if self.load is not None:
+            check(self.load > 0, where, f"{key}.load", "must be > 0 or null")
+        check(self.share > 0, where, f"{key}.share", f"must be > 0, got {self.share}")
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Multi-agent PPO on RLlib's new API stack, and the run's bookkeeping.
 
@@ -70,7 +99,11 @@ class TrainConfig:
             the same observation builder the ``marl`` policy uses at inference) or
             ``envs`` (``envs.make_env``).
         episode_jobs: jobs per training episode (a random slice of the config's
-            workload window).
+            workload window, or of one of ``extra_windows``; a window shorter than
+            that is one whole episode).
+        extra_windows: more trace windows to train on (:class:`TrainWindow`); each
+            episode picks its source with probability proportional to its share.
+        workload_share: the share of the config's own workload among the sources.
         time_scale_s: reward unit: an episode's return is ``-avg JCT / time_scale_s``.
         eval_trace: trace of the evaluation window (null = the config's trace).
         eval_start: first job of the evaluation window (null = right after the
@@ -81,8 +114,10 @@ class TrainConfig:
         bc_teacher: whose placements warm-start the policy by behaviour cloning
             before PPO (a heuristic-guided start, in the spirit of Harmony's guided
             exploration): ``lookahead`` (per job, the heuristic placement with the
-            lowest predicted iteration time, :class:`agents.training.LookaheadTeacher`),
-            a heuristic's name, or null (start from scratch). Builtin env only.
+            lowest predicted iteration time, :class:`agents.teachers.LookaheadTeacher`),
+            ``rollout`` (per job, the heuristic placement whose simulated future has
+            the lowest total JCT, :class:`agents.teachers.RolloutTeacher`), a
+            heuristic's name, or null (start from scratch). Builtin env only.
         bc_episodes: teacher episodes (of ``episode_jobs`` jobs) to imitate.
         bc_epochs: passes of supervised training over the teacher's decisions.
         dagger_rounds: after behaviour cloning, rounds of DAgger relabelling (0 =
@@ -110,6 +145,8 @@ class TrainConfig:
     num_envs_per_env_runner: int = 1
     env: str = "builtin"
     episode_jobs: int = 200
+    extra_windows: tuple[TrainWindow, ...] = ()
+    workload_share: float = 1.0
     time_scale_s: float = 3600.0
     eval_trace: str | None = None
     eval_start: int | None = None
@@ -141,7 +178,7 @@ class TrainConfig:
         ):
             value = getattr(self, name)
             check(value >= 0, where, f"{key}.{name}", f"must be >= 0, got {value}")
-        for name in ("lr", "clip_param", "vf_clip_param", "time_scale_s"):
+        for name in ("lr", "clip_param", "vf_clip_param", "time_scale_s", "workload_share"):
             value = getattr(self, name)
             check(value > 0, where, f"{key}.{name}", f"must be > 0, got {value}")
         for name in ("gamma", "gae_lambda"):
@@ -175,7 +212,7 @@ class TrainConfig:
         if self.bc_teacher is not None:
             from marl_sched.policies import heuristic_names
 
-            names = ["lookahead"]
+            names = ["lookahead", "rollout"]
             names += heuristic_names()
             check(
                 self.bc_teacher in names,
@@ -207,6 +244,20 @@ def train_config(cfg: ExperimentConfig) -> TrainConfig:
             "train.eval_start",
             f"evaluation window [{tc.eval_start}, {eval_end}) overlaps the training window "
             f"[{wl.start}, {train_end if train_end is not None else 'end'}) of {wl.trace}",
+        )
+    eval_trace = cfg.resolve_path(tc.eval_trace or wl.trace)
+    window = eval_window(cfg, tc)
+    eval_lo, eval_hi = window["start"], window["start"] + tc.eval_max_jobs
+    for i, w in enumerate(tc.extra_windows):
+        if cfg.resolve_path(w.trace) != eval_trace:
+            continue
+        hi = w.start + w.max_jobs if w.max_jobs is not None else None
+        check(
+            not (eval_hi > w.start and (hi is None or eval_lo < hi)),
+            cfg.source,
+            f"train.extra_windows[{i}]",
+            f"training window [{w.start}, {hi if hi is not None else 'end'}) of {w.trace} "
+            f"overlaps the evaluation window [{eval_lo}, {eval_hi})",
         )
     if same_trace and tc.eval_start is None:
         check(

@@ -70,23 +70,36 @@ class SchedulingEnv(MultiAgentEnv):
 
     Args:
         config: ``{"experiment": ExperimentConfig or path, "central": bool,
-            "episode_jobs": int, "time_scale_s": float, "seed": int}``.
+            "episode_jobs": int, "time_scale_s": float, "seed": int,
+            "extra_windows": [{"trace", "start", "max_jobs", "load", "share"}, ...],
+            "workload_share": float}`` — each episode is a slice of the config's
+            workload or of an extra window, picked in proportion to the shares.
     """
 
     def __init__(self, config: dict | None = None) -> None:
         super().__init__()
         from marl_sched.config import load_config
-        from marl_sched.runner import build_cluster, load_workload
+        from marl_sched.runner import TraceOptions, build_cluster, load_workload
 
         config = dict(config or {})
         cfg = load_config(config.get("experiment", "configs/default.yaml"))
         self.cfg = cfg
         self.topology, self.perf = build_cluster(cfg)
-        self.jobs = load_workload(cfg, self.perf).jobs
+        sources = [load_workload(cfg, self.perf).jobs]
+        shares = [float(config.get("workload_share", 1.0))]
+        for w in config.get("extra_windows") or ():
+            options = TraceOptions(
+                trace=w["trace"], start=w["start"], max_jobs=w["max_jobs"], load=w["load"]
+            )
+            sources.append(load_workload(cfg, self.perf, options).jobs)
+            shares.append(float(w["share"]))
+        self.sources = sources
+        self.source_p = np.asarray(shares) / sum(shares)
+        self.jobs = sources[0]
         self.builder = ObservationBuilder(
             self.topology, self.perf, central=bool(config.get("central", False))
         )
-        self.episode_jobs = min(int(config.get("episode_jobs", 200)), len(self.jobs))
+        self.episode_jobs = int(config.get("episode_jobs", 200))
         self.time_scale_s = float(config.get("time_scale_s", 3600.0))
         self.rng = np.random.default_rng(config.get("seed", 0))
         ids = self.builder.agent_ids
@@ -101,9 +114,14 @@ class SchedulingEnv(MultiAgentEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is not None:
             self.rng = np.random.default_rng(seed)
-        n = len(self.jobs)
-        start = int(self.rng.integers(0, n - self.episode_jobs + 1))
-        window = self.jobs[start : start + self.episode_jobs]
+        k = 0
+        if len(self.sources) > 1:
+            k = int(self.rng.choice(len(self.sources), p=self.source_p))
+        source = self.sources[k]
+        size = min(self.episode_jobs, len(source))
+        start = int(self.rng.integers(0, len(source) - size + 1))
+        window = source[start : start + size]
+        self.episode_key = (k, start, size)  # (source, first job, jobs): same key, same episode
         t0 = window[0].submit_time
         jobs = [
             Job(i, j.name, j.model, j.num_workers, j.num_ps, j.iterations,
@@ -140,7 +158,7 @@ class SchedulingEnv(MultiAgentEnv):
             self.sim.apply(None)
             finished = not self._next_session()
         potential = self._job_seconds() + self._remaining_work()
-        reward = -(potential - self._potential) / (self.time_scale_s * self.episode_jobs)
+        reward = -(potential - self._potential) / (self.time_scale_s * len(self.sim.jobs))
         self._potential = potential
         if finished:
             obs = dict(self._last_obs)

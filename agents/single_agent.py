@@ -43,7 +43,7 @@ the system up to ``t`` (Σ of ``min(finish, t) - submit`` over submitted jobs) a
 ``W`` the predicted remaining run time of the running jobs (Σ remaining iterations
 × current iteration time)::
 
-    r = -(ΔC + ΔW) / (time_scale_s × episode_jobs)
+    r = -(ΔC + ΔW) / (time_scale_s × jobs in the episode)
 
 ``W`` is 0 at both ends of an episode, so the return is exactly ``-avg JCT /
 time_scale_s``; ``ΔW`` (potential-based shaping) credits a placement at once with

@@ -88,6 +88,11 @@ def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int
         "episode_jobs": tc.episode_jobs,
         "time_scale_s": tc.time_scale_s,
         "seed": seed,
+        "workload_share": tc.workload_share,
+        "extra_windows": [
+            {**dataclasses.asdict(w), "trace": str(cfg.resolve_path(w.trace))}
+            for w in tc.extra_windows
+        ],
     }
     return SchedulingEnv, env_config, builder
 
@@ -147,67 +152,6 @@ def algo_config(
 
 # ------------------------------------------------------------------------------ warm start
 
-LOOKAHEAD_CANDIDATES = (
-    "locality",
-    "tetris",
-    "interference-aware",
-    "first-fit",
-    "congestion-aware",
-    "load-balance",
-)
-
-
-class LookaheadTeacher:
-    """Per job, the heuristic placement with the lowest predicted iteration time.
-
-    Each candidate heuristic proposes a placement; the job's iteration time under it
-    is predicted with the performance model on the current view (the job's own
-    pressure and link use added, as the simulator would after placing it); the
-    fastest wins (ties: candidate order). A one-step lookahead over the heuristics,
-    used only as the behaviour-cloning teacher.
-    """
-
-    name = "lookahead"
-
-    def __init__(self, candidates: tuple[str, ...] = LOOKAHEAD_CANDIDATES) -> None:
-        from marl_sched.policies import make_policy
-
-        self.candidates = [make_policy(c) for c in candidates]
-
-    def reset(self, topology, seed: int = 0) -> None:
-        for c in self.candidates:
-            c.reset(topology, seed)
-
-    def place(self, job, view, legal=None, views=None):
-        """The fastest candidate placement. ``views``: ask every heuristic on each of
-        these (e.g. views restricted to one subcluster) instead of on ``view``; the
-        predicted iteration time is always that on ``view``. ``legal`` (a predicate on
-        placements): only those it accepts (the teacher respects the agents' masks)."""
-        import numpy as np
-
-        from marl_sched.catalogue import CATALOGUE
-
-        spec, perf = CATALOGUE[job.model], view.perf
-        best, best_time = None, float("inf")
-        proposals = (c.place(job, v) for v in (views or [view]) for c in self.candidates)
-        for p in proposals:
-            if p is None or (legal is not None and not legal(p)):
-                continue
-            lay = perf.layout(spec, p.worker_groups, p.ps_groups)
-            gp = np.array(view.group_pressure)
-            gp[lay.groups] += lay.group_press
-            sp = np.array(view.socket_pressure)
-            sp[lay.sockets] += lay.socket_press
-            vp = np.array(view.server_pressure)
-            vp[lay.servers] += lay.server_press
-            load = np.array(view.link_load)
-            load[lay.link_ids] += lay.link_util
-            t = perf.iteration_time(spec, lay, job.num_ps, load, gp, sp, vp)
-            if t < best_time - 1e-12:
-                best, best_time = p, t
-        return best
-
-
 def teacher_decisions(
     cfg, mc, tc, seed: int, student=None, first_episode: int = 0
 ) -> tuple[list[dict], list[int], list[float]]:
@@ -227,16 +171,26 @@ def teacher_decisions(
 
     from agents.rl_module import SchedulingEnv
     from agents.single_agent import follows_forward_rule, scope_view
-    from marl_sched.policies import make_policy
+    from agents.teachers import LookaheadTeacher, make_teacher
 
     _, env_config, _ = env_setup(cfg, mc, tc, seed)
     env = SchedulingEnv(env_config)
     builder, g_max = env.builder, env.builder.pad[0]
-    teacher = LookaheadTeacher() if tc.bc_teacher == "lookahead" else make_policy(tc.bc_teacher)
+    teacher = make_teacher(tc.bc_teacher)
     teacher.reset(env.topology, seed)
     observations, actions, returns = [], [], []
+    done: dict[tuple, tuple[int, int]] = {}  # episode key → its samples (teacher only)
     for episode in range(first_episode, first_episode + tc.bc_episodes):
         obs, _ = env.reset(seed=seed * 1000 + episode)
+        if student is None and env.episode_key in done:
+            # the same episode again (a window shorter than an episode is drawn whole):
+            # the deterministic teacher would make the same decisions; count them twice
+            lo, hi = done[env.episode_key]
+            observations += observations[lo:hi]
+            actions += actions[lo:hi]
+            returns += returns[lo:hi]
+            continue
+        first_sample = len(actions)
         planned, plan = None, None
         steps: dict[str, list[list]] = {}  # agent → [sample index or None, reward]
         while True:
@@ -257,7 +211,7 @@ def teacher_decisions(
                     views = [scope_view(builder, s.view, k) for k in np.flatnonzero(rest)]
                     views.append(s.view)
                 if isinstance(teacher, LookaheadTeacher):
-                    p = teacher.place(s.job, s.view, legal=legal, views=views)
+                    p = teacher.place(s.job, s.view, legal=legal, views=views, sim=env.sim)
                 else:
                     p = next(
                         (q for v in views if (q := teacher.place(s.job, v)) and legal(q)), None
@@ -300,6 +254,7 @@ def teacher_decisions(
                 ret = r + tc.gamma * ret
                 if index is not None:
                     returns[index] = ret
+        done[env.episode_key] = (first_sample, len(actions))
     return observations, actions, returns
 
 

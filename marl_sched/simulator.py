@@ -31,7 +31,7 @@ import heapq
 import math
 import time as _time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -292,6 +292,54 @@ class Simulator:
         self._declined.pop(job.job_id, None)
         self._start(job, placement)
         return True
+
+    def fork(self) -> Simulator:
+        """An independent copy of the current state (for what-if rollouts).
+
+        Topology, performance model and jobs (immutable) are shared; every piece of
+        mutable state is copied, so driving the fork never changes ``self``. The
+        fork's decision statistics start empty.
+        """
+        f = object.__new__(Simulator)
+        f.__dict__.update(self.__dict__)
+        for name in (
+            "group_free", "server_cpu_free", "server_mem_free", "group_pressure",
+            "socket_pressure", "server_pressure", "link_jobs", "link_load",
+        ):  # fmt: skip
+            setattr(f, name, getattr(self, name).copy())
+        f._server_jobs = [set(s) for s in self._server_jobs]
+        f._link_members = {k: set(v) for k, v in self._link_members.items()}
+        f.running = {k: replace(r) for k, r in self.running.items()}
+        f.queue = list(self.queue)
+        f.records = dict(self.records)
+        f.unplaceable = list(self.unplaceable)
+        f.stats = SimStats(self.stats.events, self.stats.recomputes)
+        f._events = list(self._events)
+        f._scan = None if self._scan is None else list(self._scan)
+        f._declined = dict(self._declined)
+        f._handlers = {ARRIVAL: f._on_arrival, COMPLETION: f._on_completion}
+        return f
+
+    def estimated_total_jct(self, until: float) -> float:
+        """Σ over jobs submitted by ``until`` of their completion time, as far as it
+        is known now: finished jobs exactly, running ones at their current speed, and
+        queued ones as if they started now at their isolated speed (a lower bound).
+        The objective of what-if rollouts (:class:`agents.teachers.RolloutTeacher`)."""
+        total = 0.0
+        for job in self.jobs:
+            if job.submit_time > until:
+                break
+            rec = self.records.get(job.job_id)
+            if rec is not None:
+                total += rec.finish_time - job.submit_time
+                continue
+            run = self.running.get(job.job_id)
+            if run is not None:
+                total += run.last_update + run.remaining * run.iter_time - job.submit_time
+                continue
+            iso = self.perf.isolated_iteration_time(job.model, job.num_workers, job.num_ps)
+            total += max(self.now, job.submit_time) + iso * job.iterations - job.submit_time
+        return total
 
     def view(self) -> ClusterView:
         """Read-only view of the current state for a policy."""

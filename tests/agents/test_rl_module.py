@@ -83,6 +83,30 @@ def test_env_is_deterministic_under_a_seed(env):
             np.testing.assert_array_equal(x[k], y[k])
 
 
+def test_extra_windows_mix_sources_and_keep_the_return_exact():
+    """Episodes come from the config's window or an extra one in proportion to the
+    shares; a window shorter than an episode is one whole episode, and the return is
+    still -avg JCT over the jobs the episode has."""
+    extra = {"trace": "configs/traces/philly_sample.csv", "start": 2300, "max_jobs": 12,
+             "load": 2.0, "share": 3.0}  # fmt: skip
+    env = SchedulingEnv(
+        {"experiment": TINY, "episode_jobs": 20, "seed": 0, "extra_windows": [extra],
+         "workload_share": 1.0}  # fmt: skip
+    )
+    assert [len(s) for s in env.sources] == [40, 12]
+    np.testing.assert_allclose(env.source_p, [0.25, 0.75])
+    keys = []
+    for seed in range(12):
+        _, total = rollout(env, seed=seed)
+        keys.append(env.episode_key)
+        jcts = [r.jct for r in env.sim.result()]
+        assert len(jcts) == (12 if env.episode_key[0] == 1 else 20)
+        assert total == pytest.approx(-np.mean(jcts) / 3600.0, rel=1e-9)
+    extra_keys = {k for k in keys if k[0] == 1}
+    assert extra_keys == {(1, 0, 12)}  # drawn whole, always the same episode
+    assert 0 < sum(k[0] == 1 for k in keys) < 12  # both sources drawn
+
+
 def test_module_forward_and_values_with_masks(env):
     module = RLModuleSpec(
         module_class=HierarchicalGNNModule,

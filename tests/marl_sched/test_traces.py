@@ -567,6 +567,15 @@ def test_sample_regenerates_byte_for_byte(shared_data: Path, tmp_path: Path) -> 
     assert out.read_bytes() == SAMPLE.read_bytes()
 
 
+@pytest.mark.shared_data
+def test_shipped_pollux_training_windows_equal_the_shared_files(shared_data: Path) -> None:
+    shipped = sorted((SAMPLE.parent / "pollux").glob("workload-*.csv"))
+    assert [p.name for p in shipped] == [f"workload-{k}.csv" for k in (2, 3, 4, 5, 6)]
+    for path in shipped:
+        original = shared_data / "traces" / "pollux_workloads" / path.name
+        assert path.read_bytes() == original.read_bytes()
+
+
 def test_shipped_sample_loads() -> None:
     trace = load_trace(SAMPLE)
     assert trace.format == "canonical"

@@ -1,0 +1,189 @@
+"""Teachers whose placements warm-start the agents by behaviour cloning.
+
+Both teachers choose among the placements the heuristics propose (each heuristic is
+asked on the whole view and on each subcluster that can hold the job); they differ in
+how they score a proposal:
+
+- :class:`LookaheadTeacher` — the job's own predicted iteration time right after
+  placing it (one step, myopic: it ignores what the job does to its neighbours and
+  to the jobs that arrive later);
+- :class:`RolloutTeacher` — a rollout policy in Bertsekas's sense: for each proposal,
+  a fork of the simulator applies it and runs on with a base heuristic; the proposal
+  with the lowest estimated total JCT of the window wins. With the base heuristic's
+  own placement among the proposals, a full-horizon rollout is never worse than the
+  base heuristic on the rolled-out episode (the classical rollout improvement
+  property — up to the end-of-horizon estimate). It looks at future arrivals, which
+  no online scheduler can: a privileged teacher for training only, never a policy.
+
+Teachers take ``legal`` (a predicate: only placements the agents' masks can
+produce) and ``views`` (the views to ask the heuristics on).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from marl_sched.catalogue import CATALOGUE
+from marl_sched.jobs import Job, Placement
+from marl_sched.simulator import ClusterView, Simulator
+
+LOOKAHEAD_CANDIDATES = (
+    "locality",
+    "tetris",
+    "interference-aware",
+    "first-fit",
+    "congestion-aware",
+    "load-balance",
+)
+
+
+def placement_key(p: Placement) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """What makes two placements the same: the multisets of their worker and PS
+    groups (the order of a job's tasks does not matter to the simulator)."""
+    return tuple(sorted(p.worker_groups)), tuple(sorted(p.ps_groups))
+
+
+def proposals(candidates, job: Job, views, legal=None) -> list[Placement]:
+    """Distinct placements proposed by ``candidates`` on ``views`` that ``legal``
+    accepts, in proposal order."""
+    out, seen = [], set()
+    for view in views:
+        for c in candidates:
+            p = c.place(job, view)
+            if p is None:
+                continue
+            key = placement_key(p)
+            if key in seen:
+                continue
+            seen.add(key)
+            if legal is None or legal(p):
+                out.append(p)
+    return out
+
+
+def predicted_iteration_time(job: Job, view: ClusterView, p: Placement) -> float:
+    """The job's iteration time right after placing it as ``p`` on ``view`` (its own
+    pressure and link use added, as the simulator would)."""
+    spec, perf = CATALOGUE[job.model], view.perf
+    lay = perf.layout(spec, p.worker_groups, p.ps_groups)
+    gp = np.array(view.group_pressure)
+    gp[lay.groups] += lay.group_press
+    sp = np.array(view.socket_pressure)
+    sp[lay.sockets] += lay.socket_press
+    vp = np.array(view.server_pressure)
+    vp[lay.servers] += lay.server_press
+    load = np.array(view.link_load)
+    load[lay.link_ids] += lay.link_util
+    return perf.iteration_time(spec, lay, job.num_ps, load, gp, sp, vp)
+
+
+class LookaheadTeacher:
+    """Per job, the heuristic placement with the lowest predicted iteration time
+    (ties: proposal order). A one-step lookahead over the heuristics."""
+
+    name = "lookahead"
+
+    def __init__(self, candidates: tuple[str, ...] = LOOKAHEAD_CANDIDATES) -> None:
+        from marl_sched.policies import make_policy
+
+        self.candidates = [make_policy(c) for c in candidates]
+
+    def reset(self, topology, seed: int = 0) -> None:
+        for c in self.candidates:
+            c.reset(topology, seed)
+
+    def place(self, job, view, legal=None, views=None, sim=None):
+        """The fastest proposal (``sim`` is not needed and ignored)."""
+        best, best_time = None, math.inf
+        for p in proposals(self.candidates, job, views or [view], legal):
+            t = predicted_iteration_time(job, view, p)
+            if t < best_time - 1e-12:
+                best, best_time = p, t
+        return best
+
+
+class RolloutTeacher(LookaheadTeacher):
+    """Per job, the proposal whose simulated future has the lowest total JCT.
+
+    Args:
+        base: the heuristic that places every later job in a rollout.
+        min_workers: jobs with fewer workers get the one-step lookahead's choice (a
+            single-GPU job has no communication to arrange; rollouts cost time).
+        horizon_jobs: a rollout ends at the arrival of the ``horizon_jobs``-th job
+            after now (0 = at the end of the simulator's job list); the score is
+            :meth:`Simulator.estimated_total_jct` of the jobs submitted by then.
+        candidates: the heuristics that propose placements.
+    """
+
+    name = "rollout"
+
+    def __init__(
+        self,
+        base: str = "interference-aware",
+        min_workers: int = 2,
+        horizon_jobs: int = 0,
+        candidates: tuple[str, ...] = LOOKAHEAD_CANDIDATES,
+    ) -> None:
+        from marl_sched.policies import make_policy
+
+        super().__init__(candidates)
+        self.base = make_policy(base)
+        self.min_workers = min_workers
+        self.horizon_jobs = horizon_jobs
+        self.rollouts = 0
+
+    def reset(self, topology, seed: int = 0) -> None:
+        super().reset(topology, seed)
+        self.base.reset(topology, seed)
+
+    def place(self, job, view, legal=None, views=None, sim: Simulator | None = None):
+        """``sim``: the simulator whose pending decision is ``job`` (required for
+        jobs of ``min_workers`` or more)."""
+        if job.num_workers < self.min_workers:
+            return super().place(job, view, legal, views)
+        if sim is None or sim.pending is not job:
+            raise ValueError("RolloutTeacher.place needs the simulator whose pending job it is")
+        options = proposals(self.candidates, job, views or [view], legal)
+        if len(options) <= 1:
+            return options[0] if options else None
+        until = self._horizon_end(sim)
+        best, best_score = None, math.inf
+        for p in options:
+            score = self.rollout(sim, p, until)
+            if score < best_score - 1e-9:
+                best, best_score = p, score
+        return best
+
+    def _horizon_end(self, sim: Simulator) -> float:
+        later = [j.submit_time for j in sim.jobs if j.submit_time > sim.now]
+        if not later:
+            return sim.now
+        if self.horizon_jobs > 0:
+            later = later[: self.horizon_jobs]
+        return later[-1]
+
+    def rollout(self, sim: Simulator, placement: Placement, until: float) -> float:
+        """Estimated total JCT (s) of the jobs submitted by ``until`` when the pending
+        job is placed as ``placement`` and the base heuristic places the rest."""
+        self.rollouts += 1
+        f = sim.fork()
+        f.apply(placement)
+        while (nxt := f.next_decision()) is not None:
+            if f.now > until:
+                f.apply(None)  # past the horizon: the fork's state is what counts
+                break
+            f.apply(self.base.place(nxt, f.view()))
+        return f.estimated_total_jct(until)
+
+
+def make_teacher(name: str):
+    """A teacher by name: ``lookahead``, ``rollout`` or a heuristic's name."""
+    if name == "lookahead":
+        return LookaheadTeacher()
+    if name == "rollout":
+        return RolloutTeacher()
+    from marl_sched.policies import make_policy
+
+    return make_policy(name)

@@ -1,0 +1,113 @@
+"""The behaviour-cloning teachers: proposals, the one-step lookahead, rollouts."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from agents.teachers import (
+    LookaheadTeacher,
+    RolloutTeacher,
+    placement_key,
+    predicted_iteration_time,
+    proposals,
+)
+from marl_sched.perf import PerformanceModel
+from marl_sched.policies import make_policy
+from marl_sched.simulator import Simulator
+from tests.helpers import random_jobs, tiny_topology
+
+
+def _busy_sim(n_jobs=50, placed=20, seed=11):
+    """A simulator part-way through a busy window, with a multi-worker job pending
+    on which the heuristics propose at least three different placements."""
+    topo = tiny_topology()
+    perf = PerformanceModel(topo)
+    jobs = random_jobs(perf, n_jobs, seed=seed, mean_gap=40.0)
+    base = make_policy("first-fit")
+    base.reset(topo, 0)
+    sim = Simulator(topo, jobs, perf=perf)
+    heuristics = LookaheadTeacher()
+    heuristics.reset(topo)
+    done = 0
+    while (job := sim.next_decision()) is not None:
+        if done >= placed and job.num_workers >= 2:
+            if len(proposals(heuristics.candidates, job, [sim.view()])) >= 3:
+                return topo, sim, job
+        sim.apply(base.place(job, sim.view()))
+        done += 1
+    raise AssertionError("no multi-worker decision after the warm-up")
+
+
+def test_proposals_are_distinct_and_legal():
+    topo, sim, job = _busy_sim()
+    teacher = LookaheadTeacher()
+    teacher.reset(topo)
+    view = sim.view()
+    every = proposals(teacher.candidates, job, [view])
+    keys = [placement_key(p) for p in every]
+    assert len(every) >= 2 and len(set(keys)) == len(keys)
+    legal = proposals(
+        teacher.candidates, job, [view], legal=lambda p: placement_key(p) != keys[0]
+    )
+    assert [placement_key(p) for p in legal] == keys[1:]
+
+
+def test_lookahead_picks_the_fastest_proposal():
+    topo, sim, job = _busy_sim()
+    teacher = LookaheadTeacher()
+    teacher.reset(topo)
+    view = sim.view()
+    chosen = teacher.place(job, view)
+    times = [predicted_iteration_time(job, view, p) for p in proposals(teacher.candidates, job, [view])]
+    assert predicted_iteration_time(job, view, chosen) == pytest.approx(min(times))
+
+
+def test_rollout_score_is_the_total_jct_of_the_base_heuristic_run():
+    """A full-horizon rollout scores a proposal with exactly the total JCT the window
+    ends with when the proposal is applied and the base heuristic places the rest."""
+    topo, sim, job = _busy_sim()
+    teacher = RolloutTeacher(base="locality")
+    teacher.reset(topo)
+    view = sim.view()
+    options = proposals(teacher.candidates, job, [view])
+    base = make_policy("locality")
+    base.reset(topo)
+    for p in options[:3]:
+        score = teacher.rollout(sim, p, math.inf)
+        f = sim.fork()
+        f.apply(p)
+        while (j := f.next_decision()) is not None:
+            f.apply(base.place(j, f.view()))
+        assert score == pytest.approx(sum(r.jct for r in f.result()), rel=1e-12)
+    assert sim.pending is job  # rollouts never touch the simulator they fork
+
+
+def test_rollout_teacher_picks_the_lowest_scoring_proposal():
+    topo, sim, job = _busy_sim()
+    teacher = RolloutTeacher()
+    teacher.reset(topo)
+    view = sim.view()
+    chosen = teacher.place(job, view, sim=sim)
+    until = teacher._horizon_end(sim)
+    scores = {
+        placement_key(p): teacher.rollout(sim, p, until)
+        for p in proposals(teacher.candidates, job, [view])
+    }
+    assert len(scores) >= 2
+    assert scores[placement_key(chosen)] == pytest.approx(min(scores.values()))
+
+
+def test_rollout_teacher_needs_the_simulator_of_the_pending_job():
+    topo, sim, job = _busy_sim()
+    teacher = RolloutTeacher()
+    teacher.reset(topo)
+    with pytest.raises(ValueError, match="needs the simulator"):
+        teacher.place(job, sim.view())
+    # small jobs take the one-step lookahead's choice and need no simulator
+    small = RolloutTeacher(min_workers=job.num_workers + 1)
+    small.reset(topo)
+    look = LookaheadTeacher()
+    look.reset(topo)
+    assert small.place(job, sim.view()) == look.place(job, sim.view())
