@@ -250,7 +250,7 @@ def test_dl2_loader_skips_failed_runs(shared_data: Path) -> None:
 
 # Tolerance 0.20 on the mean relative error of the rank-5 fit of Gavel's 636 same-GPU
 # slowdowns (measured: 0.156). The family priors alone give 0.29; an unregularised fit
-# reaches 0.07 but loses the resource meaning of the columns (see calibration.py,
+# reaches 0.07 but loses the resource meaning of the columns (see calibration/constants.py,
 # ANLS_RIDGE), so 0.20 requires the fit to beat its priors clearly.
 TOL_GAVEL_MRE = 0.20
 
