@@ -111,6 +111,10 @@ class TrainConfig:
         eval_max_jobs: jobs in the evaluation window.
         eval_load: arrival-rate multiplier of the evaluation window (null = the
             config's).
+        eval_extra_windows: more validation windows (:class:`TrainWindow`; ``share``
+            unused). The validation figure that selects the best checkpoint is then
+            the average JCT over the jobs of all validation windows (each rolled out
+            on its own). None may overlap a training window.
         bc_teacher: whose placements warm-start the policy by behaviour cloning
             before PPO (a heuristic-guided start, in the spirit of Harmony's guided
             exploration): ``lookahead`` (per job, the heuristic placement with the
@@ -152,6 +156,7 @@ class TrainConfig:
     eval_start: int | None = None
     eval_max_jobs: int = 200
     eval_load: float | None = None
+    eval_extra_windows: tuple[TrainWindow, ...] = ()
     bc_teacher: str | None = "lookahead"
     bc_episodes: int = 20
     bc_epochs: int = 12
@@ -245,20 +250,32 @@ def train_config(cfg: ExperimentConfig) -> TrainConfig:
             f"evaluation window [{tc.eval_start}, {eval_end}) overlaps the training window "
             f"[{wl.start}, {train_end if train_end is not None else 'end'}) of {wl.trace}",
         )
-    eval_trace = cfg.resolve_path(tc.eval_trace or wl.trace)
     window = eval_window(cfg, tc)
-    eval_lo, eval_hi = window["start"], window["start"] + tc.eval_max_jobs
-    for i, w in enumerate(tc.extra_windows):
-        if cfg.resolve_path(w.trace) != eval_trace:
-            continue
-        hi = w.start + w.max_jobs if w.max_jobs is not None else None
-        check(
-            not (eval_hi > w.start and (hi is None or eval_lo < hi)),
-            cfg.source,
-            f"train.extra_windows[{i}]",
-            f"training window [{w.start}, {hi if hi is not None else 'end'}) of {w.trace} "
-            f"overlaps the evaluation window [{eval_lo}, {eval_hi})",
-        )
+    evals = [(cfg.resolve_path(tc.eval_trace or wl.trace), window["start"], tc.eval_max_jobs)]
+    evals += [(cfg.resolve_path(w.trace), w.start, w.max_jobs) for w in tc.eval_extra_windows]
+    trains = [(cfg.resolve_path(wl.trace), wl.start, wl.max_jobs, "workload")]
+    trains += [
+        (cfg.resolve_path(w.trace), w.start, w.max_jobs, f"train.extra_windows[{i}]")
+        for i, w in enumerate(tc.extra_windows)
+    ]
+    for trace, start, n, key in trains[1:]:
+        for e_trace, e_start, e_n in evals:
+            check(
+                trace != e_trace or not _overlap(start, n, e_start, e_n),
+                cfg.source,
+                key,
+                f"training window [{start}, {_end(start, n)}) of {trace.name} overlaps the "
+                f"evaluation window [{e_start}, {_end(e_start, e_n)})",
+            )
+    for i, (e_trace, e_start, e_n) in enumerate(evals[1:]):
+        for trace, start, n, _ in trains:
+            check(
+                trace != e_trace or not _overlap(start, n, e_start, e_n),
+                cfg.source,
+                f"train.eval_extra_windows[{i}]",
+                f"evaluation window [{e_start}, {_end(e_start, e_n)}) of {e_trace.name} "
+                f"overlaps the training window [{start}, {_end(start, n)})",
+            )
     if same_trace and tc.eval_start is None:
         check(
             wl.max_jobs is not None,
@@ -268,6 +285,26 @@ def train_config(cfg: ExperimentConfig) -> TrainConfig:
             "or train.eval_trace",
         )
     return tc
+
+
+def _end(start: int, n: int | None) -> int | str:
+    return "end" if n is None else start + n
+
+
+def _overlap(a: int, n: int | None, b: int, m: int | None) -> bool:
+    """Do job ranges ``[a, a+n)`` and ``[b, b+m)`` share a job (None = to the end)?"""
+    return (m is None or a < b + m) and (n is None or b < a + n)
+
+
+def eval_windows(cfg: ExperimentConfig, tc: TrainConfig) -> list[dict]:
+    """Trace options of every validation window: the main one, then the extra ones."""
+    out = [eval_window(cfg, tc)]
+    for w in tc.eval_extra_windows:
+        out.append(
+            {"trace": str(cfg.resolve_path(w.trace)), "trace_format": None, "start": w.start,
+             "max_jobs": w.max_jobs, "load": w.load, "seed": None}  # fmt: skip
+        )
+    return out
 
 
 def eval_window(cfg: ExperimentConfig, tc: TrainConfig) -> dict:

@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from agents.config import ModelConfig, TrainConfig, eval_window
+from agents.config import ModelConfig, TrainConfig, eval_windows
 from marl_sched.config import ExperimentConfig
 from marl_sched.errors import InputError
 from marl_sched.metrics import atomic_write_text, write_json, write_run
@@ -396,24 +396,47 @@ def evaluate_weights(
     weights: dict,
     out: Path | None = None,
 ) -> dict[str, Any]:
-    """Greedy rollout of ``weights`` on the evaluation window; metrics (and files)."""
+    """Greedy rollout of ``weights`` on the validation windows; metrics (and files).
+
+    One window: that window's simulator metrics (``out/metrics.json``, ``jobs.csv``).
+    Several (``train.eval_extra_windows``): each window's run goes to ``out/`` (the
+    main one) or ``out/extra_<k>/``, and the result is ``{"avg_jct_s": average JCT
+    over the jobs of all windows, "jobs": their number, "windows": [per window:
+    trace, start, jobs, avg_jct_s]}``, also written to ``out/validation.json``."""
     from agents.policy import MarlPolicy, SingleAgentPolicy, agents_from_weights
     from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
 
     agents = agents_from_weights(manifest, weights)
     cls = SingleAgentPolicy if mc.central else MarlPolicy
     topo, perf = build_cluster(cfg)
-    workload = load_workload(cfg, perf, TraceOptions(**eval_window(cfg, tc)))
-    if tc.env == "envs":
-        from agents.policy import rollout_in_envs
+    runs = []
+    for k, window in enumerate(eval_windows(cfg, tc)):
+        workload = load_workload(cfg, perf, TraceOptions(**window))
+        if tc.env == "envs":
+            from agents.policy import rollout_in_envs
 
-        metrics, records = rollout_in_envs(agents, cfg, workload.jobs, workload.trace_path)
-    else:
-        policy = cls(agents=agents)
-        metrics, records, _ = simulate(cfg, cls.name, workload, topo, perf, policy=policy)
+            metrics, records = rollout_in_envs(agents, cfg, workload.jobs, workload.trace_path)
+        else:
+            policy = cls(agents=agents)
+            metrics, records, _ = simulate(cfg, cls.name, workload, topo, perf, policy=policy)
+        if out is not None:
+            write_run(out if k == 0 else out / f"extra_{k - 1}", metrics, records)
+        runs.append((window, metrics, len(records)))
+    if len(runs) == 1:
+        return runs[0][1]
+    jobs = sum(n for _, _, n in runs)
+    summary = {
+        "avg_jct_s": sum(m["avg_jct_s"] * n for _, m, n in runs) / jobs,
+        "jobs": jobs,
+        "windows": [
+            {"trace": w["trace"] or cfg.workload.trace, "start": w["start"], "jobs": n,
+             "avg_jct_s": m["avg_jct_s"]}  # fmt: skip
+            for w, m, n in runs
+        ],
+    }
     if out is not None:
-        write_run(out, metrics, records)
-    return metrics
+        write_json(out / "validation.json", summary)
+    return summary
 
 
 class Trainer:

@@ -6,8 +6,9 @@ with every heuristic on trace windows not used in training.
     python experiments/train_marl.py [--quick] [--seeds 0,1,2] [--iterations N]
                                      [--runs DIR] [--reuse]
 
-Training uses jobs 0..1999 of the shipped Philly sample (``workload`` of the config);
-checkpoint selection uses the validation window (jobs 2000..2199, ``train.eval_*``);
+Training uses jobs 0..1999 of the shipped Philly sample (``workload`` of the config)
+and Pollux workloads 2-5 (``train.extra_windows``); checkpoint selection uses the
+validation windows (Philly sample jobs 2000..2199 and Pollux workload 6, ``train.eval_*``);
 the test windows below share no job with either. For each seed the checkpoint with the
 best validation JCT (``DIR/s<seed>/checkpoints/best``) is rolled out greedily on every
 test window, next to every heuristic, through ``marl_sched.compare.run_compare``.
@@ -40,8 +41,9 @@ WINDOWS = {
     "philly-20000": {"trace": str(TRACES / "philly.csv"), "start": 20000, "max_jobs": 500},
     "philly-60000": {"trace": str(TRACES / "philly.csv"), "start": 60000, "max_jobs": 500},
     "alibaba-0": {"trace": str(TRACES / "alibaba_openb_pods.csv"), "start": 0, "max_jobs": 500},
-    "pollux-1": {"trace": str(TRACES / "pollux_workloads" / "workload-1.csv"), "start": 0,
-                 "max_jobs": 500},
+    # Pollux workloads 2-5 train, 6 validates (configs/default.yaml); 1, 7, 8 held out
+    **{f"pollux-{k}": {"trace": str(TRACES / "pollux_workloads" / f"workload-{k}.csv"),
+                       "start": 0, "max_jobs": 500} for k in (1, 7, 8)},
 }  # fmt: skip
 QUICK_WINDOWS = ("philly-sample-2200", "philly-60000")
 

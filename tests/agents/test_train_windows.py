@@ -21,13 +21,15 @@ def _with_train(**train):
     return dataclasses.replace(cfg, train={**cfg.train, **train})
 
 
-def test_default_config_trains_on_held_in_pollux_windows_only():
+def test_default_config_trains_and_validates_on_shipped_pollux_windows_only():
     cfg = load_config(REPO_ROOT / "configs" / "default.yaml")
     tc = train_config(cfg)
     assert tc.bc_teacher == "rollout"
     traces = [w.trace for w in tc.extra_windows]
-    assert traces == [f"configs/traces/pollux/workload-{k}.csv" for k in (2, 3, 4, 5, 6)]
-    assert all(cfg.resolve_path(t).is_file() for t in traces)
+    assert traces == [f"configs/traces/pollux/workload-{k}.csv" for k in (2, 3, 4, 5)]
+    validation = [w.trace for w in tc.eval_extra_windows]
+    assert validation == ["configs/traces/pollux/workload-6.csv"]
+    assert all(cfg.resolve_path(t).is_file() for t in traces + validation)
 
 
 @pytest.mark.parametrize(
@@ -65,3 +67,47 @@ def test_rollout_teacher_labels_and_a_repeated_episode_is_reused():
     for a, o in zip(actions, obs, strict=True):
         assert o["action_mask"][a] == 1  # every label is a legal action
     assert all(np.isfinite(returns)) and min(returns) < 0
+
+
+def test_validation_over_several_windows_averages_over_all_their_jobs(tmp_path):
+    import json
+
+    import torch
+
+    from agents.gnn import build_gnn
+    from agents.policy import manifest_for
+    from agents.single_agent import feature_dims
+    from agents.training import env_setup, evaluate_weights
+
+    extra = {"trace": SAMPLE, "start": 2300, "max_jobs": 15, "load": 2.0}
+    cfg = _with_train(eval_extra_windows=[extra])
+    mc, tc = model_config(cfg), train_config(cfg)
+    _, _, builder = env_setup(cfg, mc, tc, 0)
+    torch.manual_seed(0)
+    model = dataclasses.asdict(mc)
+    net = build_gnn(feature_dims(builder.observation_space), model)
+    weights = {"shared": {f"gnn.{k}": v for k, v in net.state_dict().items()}}
+    manifest = manifest_for(builder, model, ["shared"])
+    summary = evaluate_weights(cfg, mc, tc, manifest, weights, tmp_path)
+    main = json.loads((tmp_path / "metrics.json").read_text())
+    other = json.loads((tmp_path / "extra_0" / "metrics.json").read_text())
+    n_main, n_other = tc.eval_max_jobs, 15
+    assert [w["jobs"] for w in summary["windows"]] == [n_main, n_other]
+    assert summary["jobs"] == n_main + n_other
+    expected = (main["avg_jct_s"] * n_main + other["avg_jct_s"] * n_other) / (n_main + n_other)
+    assert summary["avg_jct_s"] == pytest.approx(expected)
+    assert json.loads((tmp_path / "validation.json").read_text()) == summary
+
+
+def test_a_validation_window_may_not_overlap_training():
+    # the tiny config trains on jobs 2150..2189 of the sample
+    bad = _with_train(eval_extra_windows=[{"trace": SAMPLE, "start": 2180, "max_jobs": 5}])
+    with pytest.raises(InputError, match=r"train.eval_extra_windows\[0\]: .* overlaps"):
+        train_config(bad)
+    # nor may a training window overlap an extra validation window
+    bad = _with_train(
+        extra_windows=[{"trace": SAMPLE, "start": 2300, "max_jobs": 10}],
+        eval_extra_windows=[{"trace": SAMPLE, "start": 2305, "max_jobs": 10}],
+    )
+    with pytest.raises(InputError, match=r"train.extra_windows\[0\]: .* overlaps"):
+        train_config(bad)
