@@ -298,24 +298,24 @@ def scopes_can_host_rest(
             return np.full(x.shape, np.inf)
         return np.floor(np.maximum(x + _EPS, 0.0) / d)
 
+    n = len(group_start)
     srv_free = np.add.reduceat(np.maximum(group_free, 0), t.server_groups_start)
     w_slots = np.minimum(srv_free, np.minimum(slots(cpu_free, cw), slots(mem_free, m)))
-    bounds = [*(int(g) for g in group_start), t.n_groups]
-    srv_bounds = np.searchsorted(t.server_groups_start, bounds)
-    out = np.zeros(len(group_start), dtype=bool)
-    for a in range(len(group_start)):
-        s0, s1 = int(srv_bounds[a]), int(srv_bounds[a + 1])
-        ws = w_slots[s0:s1]
-        if ws.sum() < workers_left:
-            continue
-        order = np.argsort(-ws, kind="stable")
-        before = np.concatenate([[0.0], np.cumsum(ws[order])[:-1]])
-        x = np.zeros(s1 - s0)
-        x[order] = np.clip(workers_left - before, 0.0, ws[order])
-        cpu = cpu_free[s0:s1] - x * cw
-        mem = mem_free[s0:s1] - x * m
-        out[a] = np.minimum(slots(cpu, cp), slots(mem, m)).sum() >= ps_left
-    return out
+    srv_bounds = np.searchsorted(t.server_groups_start, [*group_start, t.n_groups])
+    scope = np.repeat(np.arange(n), np.diff(srv_bounds))  # of each server (sorted)
+    # all scopes at once: per scope, servers with the most worker slots first (stable);
+    # slot counts are whole numbers, so these float sums are exact in any order
+    order = np.lexsort((-w_slots, scope))
+    ws = w_slots[order]
+    total = np.bincount(scope, weights=w_slots, minlength=n)
+    scope_ahead = np.concatenate([[0.0], np.cumsum(total)[:-1]])
+    ahead = np.cumsum(ws) - ws - scope_ahead[scope]  # slots of the servers filled before
+    x = np.zeros(len(ws))
+    x[order] = np.clip(workers_left - ahead, 0.0, ws)
+    cpu = cpu_free - x * cw
+    mem = mem_free - x * m
+    ps_slots = np.bincount(scope, weights=np.minimum(slots(cpu, cp), slots(mem, m)), minlength=n)
+    return (total >= workers_left) & (ps_slots >= ps_left)
 
 
 def forward_targets(

@@ -12,7 +12,7 @@ from agents.single_agent import (
     scope_view,
 )
 from envs import make_env
-from envs.observations import forward_targets
+from envs.observations import forward_targets, scopes_can_host_rest
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.jobs import Job, Placement
 from marl_sched.runner import build_cluster
@@ -103,3 +103,42 @@ def test_session_and_env_masks_agree_over_an_episode():
         obs, *_ = env.step({agent: action})
         steps += 1
     assert steps > 30
+
+
+def _host_rest_one_scope_at_a_time(t, group_start, gfree, cpu, mem, demands, workers, ps):
+    """Reference for ``scopes_can_host_rest``: the greedy check scope by scope."""
+    cw, cp, m = demands
+
+    def slots(x, d):
+        return np.full(x.shape, np.inf) if d <= 0 else np.floor(np.maximum(x + 1e-9, 0) / d)
+
+    srv_free = np.add.reduceat(np.maximum(gfree, 0), t.server_groups_start)
+    w_slots = np.minimum(srv_free, np.minimum(slots(cpu, cw), slots(mem, m)))
+    bounds = np.searchsorted(t.server_groups_start, [*group_start, t.n_groups])
+    out = []
+    for s0, s1 in zip(bounds[:-1], bounds[1:], strict=True):
+        ws = w_slots[s0:s1]
+        order = np.argsort(-ws, kind="stable")
+        x = np.zeros(s1 - s0)
+        x[order] = np.clip(workers - (np.cumsum(ws[order]) - ws[order]), 0.0, ws[order])
+        ps_slots = np.minimum(slots(cpu[s0:s1] - x * cw, cp), slots(mem[s0:s1] - x * m, m))
+        out.append(ws.sum() >= workers and ps_slots.sum() >= ps)
+    return np.array(out)
+
+
+def test_scopes_can_host_rest_matches_the_scope_by_scope_greedy_check():
+    topo, _ = build_cluster(load_config(REPO_ROOT / "configs" / "default.yaml"))
+    starts = np.searchsorted(topo.group_subcluster, np.arange(topo.n_subclusters))
+    rng = np.random.default_rng(0)
+    answers = []
+    for _ in range(200):  # few distinct values: many ties in the worker slots
+        gfree = rng.integers(0, 3, topo.n_groups).astype(float)
+        cpu = rng.choice([0.0, 2.0, 4.0, 8.0, 16.5], topo.n_servers)
+        mem = rng.choice([0.0, 10.0, 64.0, 256.0], topo.n_servers)
+        demands = tuple(float(rng.choice(v)) for v in ([0, 1, 4], [0, 1, 2], [0, 8, 30]))
+        left = int(rng.integers(0, 40)), int(rng.integers(0, 6))  # workers, parameter servers
+        args = (topo, starts, gfree, cpu, mem, demands, *left)
+        got = scopes_can_host_rest(*args)
+        np.testing.assert_array_equal(got, _host_rest_one_scope_at_a_time(*args))
+        answers.extend(got)
+    assert 0 < sum(answers) < len(answers)
