@@ -184,7 +184,9 @@ def _reset(module: nn.Module) -> None:
 
 
 def _mean(x: Tensor, index: Tensor, size: int) -> Tensor:
-    return scatter(x, index, 0, dim_size=size, reduce="mean")
+    total = x.new_zeros(size, x.size(-1)).index_add_(0, index, x)
+    count = torch.bincount(index, minlength=size).clamp_(min=1)
+    return total / count.unsqueeze(-1)
 
 
 def _max(x: Tensor, index: Tensor, size: int) -> Tensor:
@@ -215,8 +217,8 @@ class GroupLayer(nn.Module):
         _reset(self)
 
     def forward(self, h_g: Tensor, h_s: Tensor, group_server: Tensor) -> Tensor:
-        siblings = _mean(h_g, group_server, h_s.size(0))[group_server]
-        msg = torch.cat([h_g, siblings, h_s[group_server]], dim=-1)
+        siblings = _mean(h_g, group_server, h_s.size(0)).index_select(0, group_server)
+        msg = torch.cat([h_g, siblings, h_s.index_select(0, group_server)], dim=-1)
         return self.norm(h_g + torch.relu(self.lin(msg)))
 
 
@@ -249,14 +251,14 @@ class ServerLayer(nn.Module):
         self, h_g: Tensor, h_s: Tensor, h_r: Tensor, group_server: Tensor, server_rack: Tensor
     ) -> Tensor:
         n_s = h_s.size(0)
-        siblings = _mean(h_s, server_rack, h_r.size(0))[server_rack]
+        siblings = _mean(h_s, server_rack, h_r.size(0)).index_select(0, server_rack)
         msg = torch.cat(
             [
                 h_s,
                 _mean(h_g, group_server, n_s),
                 _max(h_g, group_server, n_s),
                 siblings,
-                h_r[server_rack],
+                h_r.index_select(0, server_rack),
             ],
             dim=-1,
         )
@@ -292,7 +294,7 @@ class RackLayer(nn.Module):
         self, h_s: Tensor, h_r: Tensor, server_rack: Tensor, rack_batch: Tensor, num_graphs: int
     ) -> Tensor:
         n_r = h_r.size(0)
-        others = _mean(h_r, rack_batch, num_graphs)[rack_batch]
+        others = _mean(h_r, rack_batch, num_graphs).index_select(0, rack_batch)
         msg = torch.cat(
             [h_r, _mean(h_s, server_rack, n_r), _max(h_s, server_rack, n_r), others], dim=-1
         )
@@ -458,15 +460,16 @@ class HierarchicalGNN(nn.Module):
 
     def forward(self, b: ClusterBatch) -> tuple[Tensor, Tensor, Tensor]:
         job = b.job_x
-        h_g = self.embed_group(torch.cat([b.group_x, job[b.group_batch]], dim=-1))
-        h_s = self.embed_server(torch.cat([b.server_x, job[b.server_batch]], dim=-1))
-        h_r = self.embed_rack(torch.cat([b.rack_x, job[b.rack_batch]], dim=-1))
+        h_g = self.embed_group(torch.cat([b.group_x, job.index_select(0, b.group_batch)], -1))
+        h_s = self.embed_server(torch.cat([b.server_x, job.index_select(0, b.server_batch)], -1))
+        h_r = self.embed_rack(torch.cat([b.rack_x, job.index_select(0, b.rack_batch)], -1))
         for block in self.blocks:
             h_g, h_s, h_r = block(h_g, h_s, h_r, b)
         z = self.readout(h_g, h_s, h_r, self.job(job), b)
         peers = self.embed_peer(b.peers_x)
         z = self.exchange(z, peers, b.peers_mask)
-        group_in = torch.cat([h_g, h_s[b.group_server], z[b.group_batch]], dim=-1)
+        parents = [h_s.index_select(0, b.group_server), z.index_select(0, b.group_batch)]
+        group_in = torch.cat([h_g, *parents], dim=-1)
         group_scores = self.group_head(group_in).squeeze(-1)
         z_peers = z.unsqueeze(1).expand(-1, peers.size(1), -1)
         forward_scores = self.forward_head(torch.cat([peers, z_peers], dim=-1)).squeeze(-1)
