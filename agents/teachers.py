@@ -178,6 +178,31 @@ class RolloutTeacher(LookaheadTeacher):
         return f.estimated_total_jct(until)
 
 
+def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | None:
+    """The teacher's whole placement of ``session.job`` from the session's first task
+    (``session``: an :class:`agents.single_agent.PlacementSession` before any action).
+
+    Only placements reachable through the agents' masks (the forward rule from the
+    job's home agent) are allowed; the heuristics also see each subcluster that can
+    hold the whole job alone (a job moves whole; it is split only when none can).
+    ``teacher``: a :class:`LookaheadTeacher` / :class:`RolloutTeacher`, or any policy
+    (then its first legal placement over those views)."""
+    from agents.single_agent import follows_forward_rule, scope_view
+
+    builder, job, view, home = session.builder, session.job, session.view, session.agent
+
+    def legal(p: Placement) -> bool:
+        return follows_forward_rule(builder, job, view, home, p)
+
+    views = [view]
+    if builder.n_agents > 1:
+        rest = session.scope_can_host_rest()
+        views = [scope_view(builder, view, k) for k in np.flatnonzero(rest)] + [view]
+    if isinstance(teacher, LookaheadTeacher):
+        return teacher.place(job, view, legal=legal, views=views, sim=sim)
+    return next((q for v in views if (q := teacher.place(job, v)) and legal(q)), None)
+
+
 def make_teacher(name: str):
     """A teacher by name: ``lookahead``, ``rollout`` or a heuristic's name."""
     if name == "lookahead":

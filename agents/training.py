@@ -170,8 +170,7 @@ def teacher_decisions(
         from agents.policy import greedy_action
 
     from agents.rl_module import SchedulingEnv
-    from agents.single_agent import follows_forward_rule, scope_view
-    from agents.teachers import LookaheadTeacher, make_teacher
+    from agents.teachers import make_teacher, teacher_plan
 
     _, env_config, _ = env_setup(cfg, mc, tc, seed)
     env = SchedulingEnv(env_config)
@@ -198,24 +197,7 @@ def teacher_decisions(
             s = env.session
             if s is not planned:  # a new job: ask the teacher for its whole placement
                 planned = s
-                home = s.agent
-
-                def legal(p, s=s, home=home):  # reachable through the masks (forward rule)
-                    return follows_forward_rule(builder, s.job, s.view, home, p)
-
-                # the heuristics also see each subcluster that can hold the whole job
-                # alone (a job moves whole; it is split only when no subcluster can)
-                views = [s.view]
-                if builder.n_agents > 1:
-                    rest = s.scope_can_host_rest()
-                    views = [scope_view(builder, s.view, k) for k in np.flatnonzero(rest)]
-                    views.append(s.view)
-                if isinstance(teacher, LookaheadTeacher):
-                    p = teacher.place(s.job, s.view, legal=legal, views=views, sim=env.sim)
-                else:
-                    p = next(
-                        (q for v in views if (q := teacher.place(s.job, v)) and legal(q)), None
-                    )
+                p = teacher_plan(teacher, s, sim=env.sim)
                 plan = None if p is None else [*p.worker_groups, *p.ps_groups]
             action = None
             if plan is not None:
