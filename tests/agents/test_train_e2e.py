@@ -53,6 +53,25 @@ def test_run_folder_after_two_iterations(run):
     assert steps["charts/avg_jct_s"] == {0, 2}  # 0 = the warm-started policy
 
 
+def test_learning_curve_plot_reads_the_runs_scalars(run, tmp_path, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "plot_learning_curve", REPO_ROOT / "experiments" / "plot_learning_curve.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    jct = module.read_scalars(run, "charts/avg_jct_s")
+    assert set(jct) == {0, 2}
+    metrics = json.loads((run / "evals" / "iter_000002" / "metrics.json").read_text())
+    assert jct[2] == pytest.approx(metrics["avg_jct_s"], rel=1e-6)
+    out = tmp_path / "curve.png"
+    assert module.main([str(run), "--out", str(out), "--tag", "charts/avg_jct_s"]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert module.main([str(tmp_path), "--out", str(out)]) == 2  # not a run folder
+    assert "not a run folder" in capsys.readouterr().err
+
+
 def test_refuses_a_non_empty_folder_without_resume(run, capsys):
     assert main(["train", "--config", TINY, "--out", str(run), "--quiet"]) == 2
     assert "not empty" in capsys.readouterr().err
