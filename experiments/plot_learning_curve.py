@@ -19,6 +19,10 @@ from pathlib import Path
 from marl_sched.plots import curve
 
 DEFAULT_TAGS = ("charts/avg_jct_s", "charts/episode_return")
+LABELS = {
+    "charts/avg_jct_s": "validation average JCT (s)",
+    "charts/episode_return": "training episode return (-avg JCT / 3600 s)",
+}
 
 
 def read_scalars(run: Path, tag: str) -> dict[int, float]:
@@ -56,9 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         path = args.out.with_name(f"{args.out.stem}_{tag.split('/')[-1]}{args.out.suffix}")
         if len(tags) == 1:
             path = args.out
-        ys = {name: [v[s] for s in steps if s in v] for name, v in series.items()}
-        xs = steps
-        curve(xs, ys, path, xlabel="training iteration", ylabel=tag, title=tag)
+        ys = {Path(name).name: [v[s] for s in steps if s in v] for name, v in series.items()}
+        label = LABELS.get(tag, tag)
+        curve(steps, ys, path, xlabel="training iteration (0 = warm start)", ylabel=label,
+              title=f"{label} ({tag})")  # fmt: skip
         print(f"wrote {path}")
     return 0
 
