@@ -21,12 +21,13 @@ import io
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
 from marl_sched.errors import InputError
 from marl_sched.metrics import atomic_write_bytes
+from marl_sched.policies.base import Policy
 from marl_sched.topology import Topology
 
 FORMAT = "marl_sched.baseline"
@@ -155,3 +156,50 @@ def load_network(
     load_module_state(path, net, state.get(state_key), state_key)
     net.eval()
     return path, net, metadata
+
+
+class CheckpointPolicy(Policy):
+    """A learned baseline acting with the network of one checkpoint file.
+
+    Subclasses set ``checkpoint_file``, ``kind``, ``layout_version``, ``net_class``
+    (built from the checkpoint's ``hidden``) and ``state_key`` (the network's entry in
+    the checkpoint's ``state``).
+
+    Args:
+        checkpoint: the checkpoint file, a folder holding ``checkpoint_file``, or
+            ``None`` for the shipped one in ``checkpoints/baselines/``.
+        strict_topology: refuse (``InputError``) a topology other than the one the
+            checkpoint was trained on; the networks themselves accept any server count.
+        net: use this network instead of loading one (for training and tests).
+    """
+
+    checkpoint_file: ClassVar[str]
+    kind: ClassVar[str]
+    layout_version: ClassVar[int]
+    net_class: ClassVar[Callable[[int], torch.nn.Module]]
+    state_key: ClassVar[str]
+
+    def __init__(
+        self,
+        checkpoint: str | Path | None = None,
+        strict_topology: bool = True,
+        net: torch.nn.Module | None = None,
+    ) -> None:
+        self.strict_topology = strict_topology
+        self.metadata: dict[str, Any] = {}
+        if net is not None:
+            self.net, self.path = net, None
+            return
+        self.path, self.net, self.metadata = load_network(
+            checkpoint,
+            self.checkpoint_file,
+            self.kind,
+            self.layout_version,
+            self.net_class,
+            self.state_key,
+        )
+
+    def reset(self, topology: Topology, seed: int = 0) -> None:
+        super().reset(topology, seed)
+        if self.path is not None and self.strict_topology:
+            check_topology(self.path, self.metadata, topology)

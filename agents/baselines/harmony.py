@@ -35,17 +35,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from agents.baselines.checkpoint import (
-    check_topology,
-    load_network,
-    save_checkpoint,
-)
+from agents.baselines.checkpoint import CheckpointPolicy, save_checkpoint
 from agents.baselines.draft import WORKER, TaskDraft, place_greedy
 from marl_sched.catalogue import CATALOGUE, MODEL_NAMES
 from marl_sched.jobs import Job, Placement
-from marl_sched.policies.base import Policy
 from marl_sched.simulator import ClusterView
-from marl_sched.topology import Topology
 
 KIND = "harmony"
 LAYOUT_VERSION = 1
@@ -163,40 +157,21 @@ def save_harmony(
     )
 
 
-class HarmonyPolicy(Policy):
+class HarmonyPolicy(CheckpointPolicy):
     """Harmony's trained actor, acting greedily (highest-scoring server with room).
 
-    Args:
-        checkpoint: a ``harmony.pt`` file, a folder holding one (as written by
-            ``experiments/train_baselines.py --out DIR``), or ``None`` for the shipped
-            ``checkpoints/baselines/harmony.pt``.
-        strict_topology: refuse (``InputError``) a topology other than the one the
-            checkpoint was trained on; the network itself accepts any server count.
-        net: use this network instead of loading one (for training and tests).
+    Args: as :class:`~agents.baselines.checkpoint.CheckpointPolicy` (``checkpoint``: a
+    ``harmony.pt`` file, or a folder holding one as written by
+    ``experiments/train_baselines.py --out DIR``).
     """
 
     name = "harmony"
     description = "Harmony (INFOCOM'19): actor-critic over per-server resource vectors"
-
-    def __init__(
-        self,
-        checkpoint: str | Path | None = None,
-        strict_topology: bool = True,
-        net: HarmonyNet | None = None,
-    ) -> None:
-        self.strict_topology = strict_topology
-        self.metadata: dict[str, Any] = {}
-        if net is not None:
-            self.net, self.path = net, None
-            return
-        self.path, self.net, self.metadata = load_network(
-            checkpoint, CHECKPOINT_FILE, KIND, LAYOUT_VERSION, HarmonyNet, "actor_critic"
-        )
-
-    def reset(self, topology: Topology, seed: int = 0) -> None:
-        super().reset(topology, seed)
-        if self.path is not None and self.strict_topology:
-            check_topology(self.path, self.metadata, topology)
+    checkpoint_file = CHECKPOINT_FILE
+    kind = KIND
+    layout_version = LAYOUT_VERSION
+    net_class = HarmonyNet
+    state_key = "actor_critic"
 
     @torch.no_grad()
     def place(self, job: Job, view: ClusterView) -> Placement | None:

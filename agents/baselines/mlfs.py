@@ -29,11 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from agents.baselines.checkpoint import (
-    check_topology,
-    load_network,
-    save_checkpoint,
-)
+from agents.baselines.checkpoint import CheckpointPolicy, save_checkpoint
 from agents.baselines.draft import WORKER, TaskDraft, place_greedy
 from agents.baselines.mlf_h import (
     OVERLOAD_THRESHOLD,
@@ -44,9 +40,7 @@ from agents.baselines.mlf_h import (
     server_load,
 )
 from marl_sched.jobs import Job, Placement
-from marl_sched.policies.base import Policy
 from marl_sched.simulator import ClusterView
-from marl_sched.topology import Topology
 
 __all__ = [
     "FEATURES",
@@ -131,19 +125,22 @@ def save_mlfs(path: str | Path, net: MlfsNet, metadata: dict[str, Any]) -> None:
     )
 
 
-class MlfsRlPolicy(Policy):
+class MlfsRlPolicy(CheckpointPolicy):
     """MLF-RL's trained node network, acting greedily.
 
-    Args:
-        checkpoint: an ``mlfs_rl.pt`` file, a folder holding one, or ``None`` for the
-            shipped ``checkpoints/baselines/mlfs_rl.pt``.
-        strict_topology: refuse (``InputError``) a topology other than the training one.
-        overload_threshold: the load-control threshold of the ``overloaded`` feature.
-        net: use this network instead of loading one (for training and tests).
+    Args: those of :class:`~agents.baselines.checkpoint.CheckpointPolicy`
+    (``checkpoint``: an ``mlfs_rl.pt`` file or a folder holding one), and
+        overload_threshold: the load-control threshold of the ``overloaded`` feature
+            (a loaded checkpoint's own threshold takes precedence).
     """
 
     name = "mlfs-rl"
     description = "MLFS's RL scheduler: REINFORCE node network warm-started on MLF-H"
+    checkpoint_file = CHECKPOINT_FILE
+    kind = KIND
+    layout_version = LAYOUT_VERSION
+    net_class = MlfsNet
+    state_key = "policy"
 
     def __init__(
         self,
@@ -152,22 +149,10 @@ class MlfsRlPolicy(Policy):
         overload_threshold: float = OVERLOAD_THRESHOLD,
         net: MlfsNet | None = None,
     ) -> None:
-        self.strict_topology = strict_topology
-        self.overload_threshold = overload_threshold
-        self.metadata: dict[str, Any] = {}
-        if net is not None:
-            self.net, self.path = net, None
-            return
-        self.path, self.net, self.metadata = load_network(
-            checkpoint, CHECKPOINT_FILE, KIND, LAYOUT_VERSION, MlfsNet, "policy"
-        )
+        super().__init__(checkpoint, strict_topology, net)
         self.overload_threshold = float(self.metadata.get("overload_threshold", overload_threshold))
-        self.net.eval()
-
-    def reset(self, topology: Topology, seed: int = 0) -> None:
-        super().reset(topology, seed)
-        if self.path is not None and self.strict_topology:
-            check_topology(self.path, self.metadata, topology)
+        if self.path is not None:
+            self.net.eval()
 
     @torch.no_grad()
     def place(self, job: Job, view: ClusterView) -> Placement | None:
