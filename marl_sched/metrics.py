@@ -35,6 +35,22 @@ METRIC_KEYS = (
     "decision_ms_p99",
 )
 
+# What a run's outcome is made of: metrics that depend only on the trace, the cluster
+# and the decisions (not on wall-clock time), so equal drivers of equal decisions —
+# reruns, a replay through the environment — must reproduce them exactly.
+OUTCOME_KEYS = (
+    "jobs_completed",
+    "avg_jct_s",
+    "p50_jct_s",
+    "p95_jct_s",
+    "p99_jct_s",
+    "avg_queue_s",
+    "avg_slowdown",
+    "makespan_s",
+    "gpu_utilization",
+    "decisions",
+)
+
 JOB_COLUMNS = (
     "job_id",
     "name",

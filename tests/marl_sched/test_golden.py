@@ -13,24 +13,13 @@ import sys
 import pytest
 
 from marl_sched.config import REPO_ROOT, load_config
+from marl_sched.metrics import OUTCOME_KEYS
 from marl_sched.policies import heuristic_names
 from marl_sched.runner import build_cluster, load_workload, simulate
 
 GOLDEN = REPO_ROOT / "tests" / "data" / "golden_metrics.json"
 CONFIG = REPO_ROOT / "tests" / "data" / "golden.yaml"
-KEYS = (
-    "jobs_completed",
-    "avg_jct_s",
-    "p50_jct_s",
-    "p95_jct_s",
-    "p99_jct_s",
-    "avg_queue_s",
-    "avg_slowdown",
-    "makespan_s",
-    "gpu_utilization",
-    "decisions",
-    "events",
-)
+KEYS = (*OUTCOME_KEYS, "events")
 HEURISTICS = heuristic_names()
 
 
