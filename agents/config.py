@@ -235,47 +235,10 @@ def model_config(cfg: ExperimentConfig) -> ModelConfig:
 
 
 def train_config(cfg: ExperimentConfig) -> TrainConfig:
-    """Parse ``cfg.train`` and check the evaluation window against the training one."""
+    """Parse ``cfg.train`` and check that no validation window overlaps a training one."""
     tc = parse_section(TrainConfig, cfg.train, cfg.source, "train")
     wl = cfg.workload
     same_trace = tc.eval_trace is None or tc.eval_trace == wl.trace
-    if same_trace and tc.eval_start is not None:
-        train_end = wl.start + wl.max_jobs if wl.max_jobs is not None else None
-        eval_end = tc.eval_start + tc.eval_max_jobs
-        overlaps = eval_end > wl.start and (train_end is None or tc.eval_start < train_end)
-        check(
-            not overlaps,
-            cfg.source,
-            "train.eval_start",
-            f"evaluation window [{tc.eval_start}, {eval_end}) overlaps the training window "
-            f"[{wl.start}, {train_end if train_end is not None else 'end'}) of {wl.trace}",
-        )
-    window = eval_window(cfg, tc)
-    evals = [(cfg.resolve_path(tc.eval_trace or wl.trace), window["start"], tc.eval_max_jobs)]
-    evals += [(cfg.resolve_path(w.trace), w.start, w.max_jobs) for w in tc.eval_extra_windows]
-    trains = [(cfg.resolve_path(wl.trace), wl.start, wl.max_jobs, "workload")]
-    trains += [
-        (cfg.resolve_path(w.trace), w.start, w.max_jobs, f"train.extra_windows[{i}]")
-        for i, w in enumerate(tc.extra_windows)
-    ]
-    for trace, start, n, key in trains[1:]:
-        for e_trace, e_start, e_n in evals:
-            check(
-                trace != e_trace or not _overlap(start, n, e_start, e_n),
-                cfg.source,
-                key,
-                f"training window [{start}, {_end(start, n)}) of {trace.name} overlaps the "
-                f"evaluation window [{e_start}, {_end(e_start, e_n)})",
-            )
-    for i, (e_trace, e_start, e_n) in enumerate(evals[1:]):
-        for trace, start, n, _ in trains:
-            check(
-                trace != e_trace or not _overlap(start, n, e_start, e_n),
-                cfg.source,
-                f"train.eval_extra_windows[{i}]",
-                f"evaluation window [{e_start}, {_end(e_start, e_n)}) of {e_trace.name} "
-                f"overlaps the training window [{start}, {_end(start, n)})",
-            )
     if same_trace and tc.eval_start is None:
         check(
             wl.max_jobs is not None,
@@ -284,6 +247,7 @@ def train_config(cfg: ExperimentConfig) -> TrainConfig:
             "the training window runs to the end of the trace: set train.eval_start "
             "or train.eval_trace",
         )
+    _check_windows_apart(cfg, tc)
     return tc
 
 
@@ -296,13 +260,46 @@ def _overlap(a: int, n: int | None, b: int, m: int | None) -> bool:
     return (m is None or a < b + m) and (n is None or b < a + n)
 
 
+def _check_windows_apart(cfg: ExperimentConfig, tc: TrainConfig) -> None:
+    """No validation window may share a job with a training window. The key blamed is
+    the extra training window's, or else the validation window's."""
+    wl = cfg.workload
+    trains = [("workload", wl.trace, wl.start, wl.max_jobs)]
+    trains += [
+        (f"train.extra_windows[{i}]", w.trace, w.start, w.max_jobs)
+        for i, w in enumerate(tc.extra_windows)
+    ]
+    evals = [("train.eval_start", tc.eval_trace or wl.trace, eval_window(cfg, tc)["start"],
+              tc.eval_max_jobs)]  # fmt: skip
+    evals += [
+        (f"train.eval_extra_windows[{i}]", w.trace, w.start, w.max_jobs)
+        for i, w in enumerate(tc.eval_extra_windows)
+    ]
+    for t_key, t_trace, t_start, t_n in trains:
+        for e_key, e_trace, e_start, e_n in evals:
+            same = cfg.resolve_path(t_trace) == cfg.resolve_path(e_trace)
+            check(
+                not (same and _overlap(t_start, t_n, e_start, e_n)),
+                cfg.source,
+                e_key if t_key == "workload" else t_key,
+                f"training window [{t_start}, {_end(t_start, t_n)}) of {t_trace} overlaps "
+                f"the evaluation window [{e_start}, {_end(e_start, e_n)}) of {e_trace}",
+            )
+
+
 def eval_windows(cfg: ExperimentConfig, tc: TrainConfig) -> list[dict]:
     """Trace options of every validation window: the main one, then the extra ones."""
     out = [eval_window(cfg, tc)]
     for w in tc.eval_extra_windows:
         out.append(
-            {"trace": str(cfg.resolve_path(w.trace)), "trace_format": None, "start": w.start,
-             "max_jobs": w.max_jobs, "load": w.load, "seed": None}  # fmt: skip
+            {
+                "trace": str(cfg.resolve_path(w.trace)),
+                "trace_format": None,
+                "start": w.start,
+                "max_jobs": w.max_jobs,
+                "load": w.load,
+                "seed": None,
+            }
         )
     return out
 

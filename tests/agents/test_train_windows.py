@@ -104,6 +104,9 @@ def test_a_validation_window_may_not_overlap_training():
     bad = _with_train(eval_extra_windows=[{"trace": SAMPLE, "start": 2180, "max_jobs": 5}])
     with pytest.raises(InputError, match=r"train.eval_extra_windows\[0\]: .* overlaps"):
         train_config(bad)
+    # nor the main validation window the config's own workload
+    with pytest.raises(InputError, match=r"train.eval_start: training window \[2150, 2190\)"):
+        train_config(_with_train(eval_start=2170))
     # nor may a training window overlap an extra validation window
     bad = _with_train(
         extra_windows=[{"trace": SAMPLE, "start": 2300, "max_jobs": 10}],
