@@ -152,6 +152,7 @@ def algo_config(
 
 # ------------------------------------------------------------------------------ warm start
 
+
 def teacher_decisions(
     cfg, mc, tc, seed: int, student=None, first_episode: int = 0
 ) -> tuple[list[dict], list[int], list[float]]:
@@ -411,8 +412,12 @@ def evaluate_weights(
         "avg_jct_s": sum(m["avg_jct_s"] * n for _, m, n in runs) / jobs,
         "jobs": jobs,
         "windows": [
-            {"trace": w["trace"] or cfg.workload.trace, "start": w["start"], "jobs": n,
-             "avg_jct_s": m["avg_jct_s"]}  # fmt: skip
+            {
+                "trace": w["trace"] or cfg.workload.trace,
+                "start": w["start"],
+                "jobs": n,
+                "avg_jct_s": m["avg_jct_s"],
+            }  # fmt: skip
             for w, m, n in runs
         ],
     }

@@ -90,8 +90,13 @@ def test_extra_windows_mix_sources_and_keep_the_return_exact():
     extra = {"trace": "configs/traces/philly_sample.csv", "start": 2300, "max_jobs": 12,
              "load": 2.0, "share": 3.0}  # fmt: skip
     env = SchedulingEnv(
-        {"experiment": TINY, "episode_jobs": 20, "seed": 0, "extra_windows": [extra],
-         "workload_share": 1.0}  # fmt: skip
+        {
+            "experiment": TINY,
+            "episode_jobs": 20,
+            "seed": 0,
+            "extra_windows": [extra],
+            "workload_share": 1.0,
+        }  # fmt: skip
     )
     assert [len(s) for s in env.sources] == [40, 12]
     np.testing.assert_allclose(env.source_p, [0.25, 0.75])

@@ -48,9 +48,7 @@ def test_proposals_are_distinct_and_legal():
     every = proposals(teacher.candidates, job, [view])
     keys = [placement_key(p) for p in every]
     assert len(every) >= 2 and len(set(keys)) == len(keys)
-    legal = proposals(
-        teacher.candidates, job, [view], legal=lambda p: placement_key(p) != keys[0]
-    )
+    legal = proposals(teacher.candidates, job, [view], legal=lambda p: placement_key(p) != keys[0])
     assert [placement_key(p) for p in legal] == keys[1:]
 
 
@@ -60,7 +58,9 @@ def test_lookahead_picks_the_fastest_proposal():
     teacher.reset(topo)
     view = sim.view()
     chosen = teacher.place(job, view)
-    times = [predicted_iteration_time(job, view, p) for p in proposals(teacher.candidates, job, [view])]
+    times = [
+        predicted_iteration_time(job, view, p) for p in proposals(teacher.candidates, job, [view])
+    ]
     assert predicted_iteration_time(job, view, chosen) == pytest.approx(min(times))
 
 
