@@ -21,6 +21,7 @@ produce) and ``views`` (the views to ask the heuristics on).
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import numpy as np
@@ -157,12 +158,16 @@ class RolloutTeacher(LookaheadTeacher):
         return best
 
     def _horizon_end(self, sim: Simulator) -> float:
-        later = [j.submit_time for j in sim.jobs if j.submit_time > sim.now]
-        if not later:
+        """Submit time of the ``horizon_jobs``-th job after now (of the last job when
+        0); ``now`` when none is left (``sim.jobs`` is sorted by submit time)."""
+        jobs = sim.jobs
+        first = bisect.bisect_right(jobs, sim.now, key=lambda j: j.submit_time)
+        if first == len(jobs):
             return sim.now
+        last = len(jobs) - 1
         if self.horizon_jobs > 0:
-            later = later[: self.horizon_jobs]
-        return later[-1]
+            last = min(last, first + self.horizon_jobs - 1)
+        return jobs[last].submit_time
 
     def rollout(self, sim: Simulator, placement: Placement, until: float) -> float:
         """Estimated total JCT (s) of the jobs submitted by ``until`` when the pending
@@ -170,10 +175,7 @@ class RolloutTeacher(LookaheadTeacher):
         self.rollouts += 1
         f = sim.fork()
         f.apply(placement)
-        while (nxt := f.next_decision()) is not None:
-            if f.now > until:
-                f.apply(None)  # past the horizon: the fork's state is what counts
-                break
+        while (nxt := f.next_decision()) is not None and f.now <= until:
             f.apply(self.base.place(nxt, f.view()))
         return f.estimated_total_jct(until)
 

@@ -111,3 +111,12 @@ def test_rollout_teacher_needs_the_simulator_of_the_pending_job():
     look = LookaheadTeacher()
     look.reset(topo)
     assert small.place(job, sim.view()) == look.place(job, sim.view())
+
+
+def test_rollout_horizon_ends_at_the_nth_later_arrival():
+    topo, sim, job = _busy_sim()
+    later = [j.submit_time for j in sim.jobs if j.submit_time > sim.now]
+    assert len(later) > 3
+    assert RolloutTeacher(horizon_jobs=3)._horizon_end(sim) == later[2]
+    assert RolloutTeacher()._horizon_end(sim) == later[-1]
+    assert RolloutTeacher(horizon_jobs=10**6)._horizon_end(sim) == later[-1]
