@@ -114,9 +114,15 @@ def test_rollout_teacher_needs_the_simulator_of_the_pending_job():
 
 
 def test_rollout_horizon_ends_at_the_nth_later_arrival():
-    topo, sim, job = _busy_sim()
+    topo = tiny_topology()
+    perf = PerformanceModel(topo)
+    sim = Simulator(topo, random_jobs(perf, 30, seed=2), perf=perf)
+    sim.next_decision()  # now = the first arrival
     later = [j.submit_time for j in sim.jobs if j.submit_time > sim.now]
-    assert len(later) > 3
+    assert len(later) == 29
     assert RolloutTeacher(horizon_jobs=3)._horizon_end(sim) == later[2]
     assert RolloutTeacher()._horizon_end(sim) == later[-1]
     assert RolloutTeacher(horizon_jobs=10**6)._horizon_end(sim) == later[-1]
+    last = Simulator(topo, random_jobs(perf, 1, seed=2), perf=perf)
+    last.next_decision()  # the only job has arrived: nothing later
+    assert RolloutTeacher()._horizon_end(last) == last.now
