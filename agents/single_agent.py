@@ -549,16 +549,25 @@ class PlacementSession:
         return Placement(tuple(self.workers), tuple(self.ps))
 
 
+def action_towards(builder: ObservationBuilder, agent: int, g: int) -> int:
+    """``agent``'s action that brings a task closer to GPU group ``g``: the local slot
+    of ``g`` when ``agent`` owns it, else forwarding straight to its owner."""
+    owner = int(builder.group_scope[g])
+    if owner != agent:
+        return builder.pad[0] + owner
+    return int(np.searchsorted(builder.scopes[owner].groups, g))
+
+
 def placement_steps(builder: ObservationBuilder, start: int, placement: Placement) -> list[int]:
     """The actions that place ``placement`` task by task, starting at agent ``start``:
     a task whose group lies in another scope is first forwarded straight to its owner."""
-    g_max, steps, k = builder.pad[0], [], start
+    steps, k = [], start
     for g in (*placement.worker_groups, *placement.ps_groups):
         owner = int(builder.group_scope[g])
         if owner != k:
-            steps.append(g_max + owner)
+            steps.append(action_towards(builder, k, g))
             k = owner
-        steps.append(int(np.searchsorted(builder.scopes[owner].groups, g)))
+        steps.append(action_towards(builder, k, g))
     return steps
 
 

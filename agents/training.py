@@ -171,11 +171,12 @@ def teacher_decisions(
         from agents.policy import greedy_action
 
     from agents.rl_module import SchedulingEnv
+    from agents.single_agent import action_towards
     from agents.teachers import make_teacher, teacher_plan
 
     _, env_config, _ = env_setup(cfg, mc, tc, seed)
     env = SchedulingEnv(env_config)
-    builder, g_max = env.builder, env.builder.pad[0]
+    builder = env.builder
     teacher = make_teacher(tc.bc_teacher)
     teacher.reset(env.topology, seed)
     observations, actions, returns = [], [], []
@@ -202,12 +203,7 @@ def teacher_decisions(
                 plan = None if p is None else [*p.worker_groups, *p.ps_groups]
             action = None
             if plan is not None:
-                g = plan[s.task]
-                owner = int(builder.group_scope[g])
-                if owner != s.agent:
-                    action = g_max + owner
-                else:
-                    action = int(np.searchsorted(builder.scopes[owner].groups, g))
+                action = action_towards(builder, s.agent, plan[s.task])
                 if o["action_mask"][action] < 0.5:
                     action = None
                     if student is None:
