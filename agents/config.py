@@ -95,7 +95,7 @@ class TrainConfig:
         num_env_runners: RLlib env runners (0 = sample in the driver; with
             ``--ray-address`` set it to the number of remote workers wanted).
         num_envs_per_env_runner: vectorised envs per runner.
-        env: training environment: ``builtin`` (``agents.single_agent.SchedulingEnv``,
+        env: training environment: ``builtin`` (``agents.rl_module.SchedulingEnv``,
             the same observation builder the ``marl`` policy uses at inference) or
             ``envs`` (``envs.make_env``).
         episode_jobs: jobs per training episode (a random slice of the config's

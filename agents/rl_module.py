@@ -95,7 +95,6 @@ class SchedulingEnv(MultiAgentEnv):
             shares.append(float(w["share"]))
         self.sources = sources
         self.source_p = np.asarray(shares) / sum(shares)
-        self.jobs = sources[0]
         self.builder = ObservationBuilder(
             self.topology, self.perf, central=bool(config.get("central", False))
         )
