@@ -16,7 +16,6 @@ import numpy as np
 
 from marl_sched.simulator import JobRecord, Simulator
 
-
 # What a run's outcome is made of: metrics that depend only on the trace, the cluster
 # and the decisions (not on wall-clock time), so equal drivers of equal decisions —
 # reruns, a replay through the environment — must reproduce them exactly.
