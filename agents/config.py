@@ -29,6 +29,9 @@ class ModelConfig:
             false = one module per agent.
         central: the single-agent variant: one centralised agent over the whole
             datacenter (``agents.single_agent``) instead of one per subcluster.
+        hints: heuristics whose placement of the job inside the acting agent's scope
+            the network reads as extra group and job features (heuristic hints,
+            :mod:`agents.single_agent`); empty = none. Builtin env only.
     """
 
     hidden: int = 64
@@ -36,10 +39,19 @@ class ModelConfig:
     exchange: bool = True
     share_parameters: bool = True
     central: bool = False
+    hints: tuple[str, ...] = ()
 
     def validate(self, where: str, key: str) -> None:
+        from marl_sched.policies.base import heuristic_names
+
         check(self.hidden >= 4, where, f"{key}.hidden", f"must be >= 4, got {self.hidden}")
         check(self.layers >= 1, where, f"{key}.layers", f"must be >= 1, got {self.layers}")
+        known = heuristic_names()
+        for h in self.hints:
+            check(
+                h in known, where, f"{key}.hints", f"{h!r} is not a heuristic ({', '.join(known)})"
+            )
+        check(len(set(self.hints)) == len(self.hints), where, f"{key}.hints", "repeats a name")
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,6 @@ import torch
 
 from agents.gnn import HierarchicalGNN, build_gnn
 from agents.single_agent import (
-    FEATURES,
     OBS_VERSION,
     ObservationBuilder,
     PlacementSession,
@@ -86,10 +85,15 @@ def agents_from_weights(manifest: dict[str, Any], weights: dict[str, dict]) -> T
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
-    """A checkpoint folder from a checkpoint, a run folder or a ``latest`` pointer."""
+    """A checkpoint folder from a checkpoint, a run folder or a pointer file
+    (``checkpoints/latest``, ``checkpoints/best``)."""
     p = Path(path)
     if not p.exists() and not p.is_absolute() and (REPO_ROOT / p).exists():
         p = REPO_ROOT / p
+    if p.is_file() and p.stat().st_size < 256:  # a pointer (``checkpoints/best``)
+        name = p.read_bytes().decode("utf-8", errors="replace").strip()
+        if name and "/" not in name and (p.parent / name / MANIFEST).is_file():
+            return p.parent / name
     for cand in (p, p / "checkpoints"):
         if (cand / MANIFEST).is_file():
             return cand
@@ -147,6 +151,9 @@ def check_compatible(agents: TrainedAgents, builder: ObservationBuilder, central
             f"{path}: checkpoint expects observation layout v{m.get('obs_version')} with "
             f"{exp} but config gives v{OBS_VERSION} with {got}"
         )
+    names = m.get("features")
+    if names is not None and names != {k: list(v) for k, v in builder.features.items()}:
+        raise InputError(f"{path}: checkpoint's feature names differ from this version's")
     if not m["share_parameters"] and not central and len(m["agents"]) != builder.n_agents:
         raise InputError(
             f"{path}: checkpoint has {len(m['agents'])} per-agent modules but config gives "
@@ -241,7 +248,8 @@ class MarlPolicy(Policy):
     def _builder_for_topology(self, topology: Topology, perf) -> ObservationBuilder:
         """The observation builder of ``topology``; refuses an incompatible checkpoint."""
         if self.builder is None or self.builder.topology is not topology:
-            self.builder = ObservationBuilder(topology, perf, central=self.central)
+            hints = tuple(self.agents.manifest["model"].get("hints") or ())
+            self.builder = ObservationBuilder(topology, perf, central=self.central, hints=hints)
             check_compatible(self.agents, self.builder, self.central)
         return self.builder
 
@@ -280,7 +288,7 @@ def manifest_for(
     return {
         "format": MANIFEST_FORMAT,
         "obs_version": OBS_VERSION if builtin else f"envs:{ENVS_OBS}",
-        "features": {k: list(v) for k, v in FEATURES.items()} if builtin else None,
+        "features": {k: list(v) for k, v in builder.features.items()} if builtin else None,
         "dims": observation_signature(builder) if builtin else dict(dims or {}),
         "central": builder.central,
         "share_parameters": bool(model.get("share_parameters", True)),

@@ -38,6 +38,16 @@ count so a network trained on one topology reads another): ``group_x (G_max, Fg)
 (Fj,)``, ``peers_x (A, Fp)`` (a summary of every scope), ``peers_mask``,
 ``action_mask (G_max + A,)``. Feature names: :data:`FEATURES`.
 
+Heuristic hints (optional, ``model.hints``): for each named heuristic ``h``, where
+``h`` would put the job if the acting agent's scope were the whole cluster (asked
+once per job and scope, on the view the job arrived on, the scope's free capacity
+only). ``group_x`` gains ``hint_<h>`` — the tasks of the current kind (worker or PS)
+that plan still puts in the group and the job has not placed there yet, over the
+job's tasks of that kind — and ``job_x`` gains ``hint_<h>_agrees``: 1 while every
+task placed so far lies where that plan put one (0 once the job departs from it, and
+when ``h`` cannot place the whole job in the scope). A policy can follow one plan,
+switch between plans, or ignore them; what it learns to do is its own.
+
 Reward (cooperative, to the acting agent): with ``C(t)`` the job-seconds spent in
 the system up to ``t`` (Σ of ``min(finish, t) - submit`` over submitted jobs) and
 ``W`` the predicted remaining run time of the running jobs (Σ remaining iterations
@@ -93,6 +103,14 @@ FEATURES = {
         "log1p_uplink_jobs", "job_tasks_frac", "is_self", "can_host_task", "visited",
     ),
 }  # fmt: skip
+
+
+def feature_names(hints: tuple[str, ...] = ()) -> dict[str, tuple[str, ...]]:
+    """:data:`FEATURES` with the columns of heuristic hints ``hints`` appended."""
+    out = dict(FEATURES)
+    out["group_x"] = FEATURES["group_x"] + tuple(f"hint_{h}" for h in hints)
+    out["job_x"] = FEATURES["job_x"] + tuple(f"hint_{h}_agrees" for h in hints)
+    return out
 
 
 @dataclass(frozen=True)
@@ -155,6 +173,8 @@ class ObservationBuilder:
         perf: its performance model (interference weights).
         central: one scope for the whole datacenter instead of one per subcluster.
         pad: ``(G_max, S_max, R_max)``; default = the largest scope's sizes.
+        hints: heuristics whose placements inside the acting agent's scope become
+            input features (module docstring); empty = none.
     """
 
     def __init__(
@@ -163,10 +183,21 @@ class ObservationBuilder:
         perf: PerformanceModel,
         central: bool = False,
         pad: tuple[int, int, int] | None = None,
+        hints: tuple[str, ...] = (),
     ) -> None:
+        from marl_sched.policies.base import heuristic_names, make_policy
+
         t = self.topology = topology
         self.perf = perf
         self.central = central
+        unknown = [h for h in hints if h not in heuristic_names()]
+        if unknown:
+            raise ValueError(f"hints: {', '.join(unknown)} is not a heuristic")
+        self.hints = tuple(hints)
+        self.hint_policies = [make_policy(h) for h in self.hints]
+        for h in self.hint_policies:
+            h.reset(topology, 0)
+        self.features = feature_names(self.hints)
         if central:
             self.scopes = [_scope(t, np.arange(t.n_groups))]
             self.group_scope = np.zeros(t.n_groups, dtype=np.int64)
@@ -198,7 +229,7 @@ class ObservationBuilder:
         def box(*shape, lo=-np.inf, hi=np.inf, dtype=np.float32):
             return gym.spaces.Box(lo, hi, shape, dtype)
 
-        n = {k: len(v) for k, v in FEATURES.items()}
+        n = {k: len(v) for k, v in self.features.items()}
         return gym.spaces.Dict(
             {
                 "group_x": box(g, n["group_x"]),
@@ -251,6 +282,9 @@ class ObservationBuilder:
             ],
             axis=1,
         )
+        if self.hints:
+            hint_g, agrees = session.hints(agent)
+            group_x = np.concatenate([group_x, hint_g[:, gs].T], axis=1)
         sid = sc.servers
         srv_free = server_free[ss]
         server_x = np.stack(
@@ -291,7 +325,7 @@ class ObservationBuilder:
             "server_rack": _pad1(sc.server_rack.astype(np.int64), s_max),
             "rack_x": _pad2(rack_x, r_max),
             "rack_mask": _pad1(np.ones(r, np.float32), r_max),
-            "job_x": session.job_features(agent),
+            "job_x": session.job_features(agent, agrees if self.hints else None),
             "peers_x": self._peers(session, agent, server_free),
             "peers_mask": np.ones(self.n_agents, np.float32),
             "action_mask": session.action_mask(agent),
@@ -404,6 +438,7 @@ class PlacementSession:
         self._fits: tuple[np.ndarray, np.ndarray] | None = None
         self._hosts: np.ndarray | None = None
         self._rest: np.ndarray | None = None
+        self._plans: dict[int, list[tuple[np.ndarray, np.ndarray] | None]] = {}
 
     # ------------------------------------------------------------------ state
 
@@ -476,6 +511,46 @@ class PlacementSession:
             whole=self.task == 0,
         )
 
+    def plans(self, agent: int) -> list[tuple[np.ndarray, np.ndarray] | None]:
+        """Per hint heuristic: its placement of the job inside ``agent``'s scope (on the
+        view the job arrived on) as per-group (worker, PS) counts, or None."""
+        if agent not in self._plans:
+            b = self.builder
+            view = self.view if b.central else scope_view(b, self.view, agent)
+            n = b.topology.n_groups
+            out = []
+            for h in b.hint_policies:
+                p = h.place(self.job, view)
+                if p is None:
+                    out.append(None)
+                    continue
+                w = np.bincount(np.asarray(p.worker_groups, dtype=np.int64), minlength=n)
+                q = np.bincount(np.asarray(p.ps_groups, dtype=np.int64), minlength=n)
+                out.append((w, q))
+            self._plans[agent] = out
+        return self._plans[agent]
+
+    def hints(self, agent: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(H, n_groups)`` remaining planned tasks of the current kind per group (over
+        the job's tasks of that kind) and ``(H,)`` does the job so far agree with each
+        plan (module docstring)."""
+        plans = self.plans(agent)
+        n = self.builder.topology.n_groups
+        placed_w = np.bincount(np.asarray(self.workers, dtype=np.int64), minlength=n)
+        placed_p = np.bincount(np.asarray(self.ps, dtype=np.int64), minlength=n)
+        worker = self.is_worker
+        total = self.job.num_workers if worker else max(self.job.num_ps, 1)
+        left = np.zeros((len(plans), n))
+        agrees = np.zeros(len(plans), dtype=np.float32)
+        for i, plan in enumerate(plans):
+            if plan is None:
+                continue
+            w, q = plan
+            if np.all(placed_w <= w) and np.all(placed_p <= q):
+                agrees[i] = 1.0
+            left[i] = np.maximum((w - placed_w) if worker else (q - placed_p), 0) / total
+        return left, agrees
+
     def feasible(self) -> bool:
         """Can the current task go anywhere?"""
         return bool(self._task_fits().any())
@@ -489,7 +564,7 @@ class PlacementSession:
         mask[g_max:] = self.forward_targets(agent)
         return mask
 
-    def job_features(self, agent: int) -> np.ndarray:
+    def job_features(self, agent: int, agrees: np.ndarray | None = None) -> np.ndarray:
         job, s = self.job, self.spec
         n = job.num_tasks
         in_scope = self.job_groups[self.builder.scopes[agent].groups].sum() / n
@@ -510,6 +585,7 @@ class PlacementSession:
                 ],
                 s.sensitivity,
                 s.pressure,
+                agrees if agrees is not None else [],
             ]
         ).astype(np.float32)
 

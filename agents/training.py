@@ -73,10 +73,12 @@ def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int
     from marl_sched.runner import build_cluster
 
     topo, perf = build_cluster(cfg)
-    builder = ObservationBuilder(topo, perf, central=mc.central)
+    builder = ObservationBuilder(topo, perf, central=mc.central, hints=mc.hints)
     if tc.env == "envs":
         if mc.central:
             raise InputError(f"{cfg.source}: train.env: 'envs' has no central mode")
+        if mc.hints:
+            raise InputError(f"{cfg.source}: model.hints: the 'envs' environment has none")
         import envs
 
         return envs.register_rllib(), {"config": cfg}, builder
@@ -85,6 +87,7 @@ def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int
     env_config = {
         "experiment": cfg,
         "central": mc.central,
+        "hints": list(mc.hints),
         "episode_jobs": tc.episode_jobs,
         "time_scale_s": tc.time_scale_s,
         "seed": seed,

@@ -48,11 +48,11 @@ WINDOWS = {
 QUICK_WINDOWS = ("philly-sample-2200", "philly-60000")
 
 
-def train(seed: int, out: Path, iterations: int, reuse: bool) -> dict:
+def train(seed: int, out: Path, iterations: int, reuse: bool, config: str = CONFIG) -> dict:
     """Train one seed (unless reusing a finished run); its wall time and best checkpoint."""
     done = out / "checkpoints" / "latest"
     if not (reuse and done.is_file()):
-        cmd = [sys.executable, "-m", "marl_sched.cli", "train", "--config", CONFIG,
+        cmd = [sys.executable, "-m", "marl_sched.cli", "train", "--config", config,
                "--out", str(out), "--iterations", str(iterations), "--seed", str(seed),
                "--quiet"]  # fmt: skip
         subprocess.run(cmd, check=True)
@@ -76,6 +76,7 @@ def options(window: dict) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 windows, reuse runs")
+    parser.add_argument("--config", default=CONFIG, help="training config")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--iterations", type=int, default=15)
     parser.add_argument("--runs", default="/tmp/marl_runs")
@@ -85,7 +86,8 @@ def main() -> None:
     runs = Path(args.runs)
     windows = {k: WINDOWS[k] for k in (QUICK_WINDOWS if args.quick else WINDOWS)}
 
-    trained = [train(s, runs / f"s{s}", args.iterations, args.reuse or args.quick) for s in seeds]
+    reuse = args.reuse or args.quick
+    trained = [train(s, runs / f"s{s}", args.iterations, reuse, args.config) for s in seeds]
     for t in trained:
         print(
             f"seed {t['seed']}: {t['iterations']} iterations, {t['env_steps']:.0f} env steps, "
@@ -97,11 +99,11 @@ def main() -> None:
     for name, window in windows.items():
         t0 = time.perf_counter()
         out = runs / "compare" / name
-        rows = run_compare(CONFIG, HEURISTICS, out / "heuristics", options(window))
+        rows = run_compare(args.config, HEURISTICS, out / "heuristics", options(window))
         base = {r["policy"]: r["avg_jct_s"] for r in rows}
         marl = []
         for t in trained:
-            r = run_compare(CONFIG, ["marl"], out / f"marl-s{t['seed']}", options(window),
+            r = run_compare(args.config, ["marl"], out / f"marl-s{t['seed']}", options(window),
                             checkpoint=t["checkpoint"])  # fmt: skip
             marl.append(r[0]["avg_jct_s"])
         ranked = sorted(base.items(), key=lambda x: x[1])

@@ -1,0 +1,161 @@
+"""Heuristic hints: the heuristics' plans inside the acting agent's scope, as features."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agents.config import ModelConfig
+from agents.gnn import build_gnn
+from agents.policy import MarlPolicy, agents_from_weights, manifest_for
+from agents.single_agent import (
+    FEATURES,
+    ObservationBuilder,
+    PlacementSession,
+    feature_dims,
+    scope_view,
+)
+from agents.teachers import placement_key
+from marl_sched.config import REPO_ROOT, load_config, parse_section
+from marl_sched.errors import InputError
+from marl_sched.jobs import Job
+from marl_sched.policies import make_policy
+from marl_sched.runner import build_cluster
+from marl_sched.simulator import Simulator
+from tests.helpers import random_jobs
+
+TINY = str(REPO_ROOT / "configs" / "tiny.yaml")
+HINTS = ("interference-aware", "first-fit", "load-balance")
+
+
+def _busy(hints=HINTS):
+    """A builder with ``hints`` and a simulator whose cluster is partly occupied."""
+    topo, perf = build_cluster(load_config(TINY))
+    jobs = random_jobs(perf, 40, seed=3, max_workers=4)
+    sim = Simulator(topo, jobs, perf=perf)
+    ff = make_policy("first-fit")
+    ff.reset(topo, 0)
+    for _ in range(12):
+        job = sim.next_decision()
+        sim.apply(ff.place(job, sim.view()))
+    return ObservationBuilder(topo, perf, hints=hints), sim
+
+
+def _roomiest(builder, sim) -> int:
+    """The agent whose scope has the most free GPUs (a scope with room for the probe)."""
+    free = np.add.reduceat(np.asarray(sim.view().group_free), builder.scope_group_start)
+    assert free.min() < free.max(), "the busy cluster should be unevenly occupied"
+    return int(np.argmax(free))
+
+
+def _job(workers: int, ps: int) -> Job:
+    return Job(999, "probe", "resnet-50", workers, ps, 100.0, 0.0, 10.0)
+
+
+def test_hint_columns_extend_the_layout():
+    builder, _ = _busy()
+    dims = feature_dims(builder.observation_space)
+    assert dims["Fg"] == len(FEATURES["group_x"]) + len(HINTS)
+    assert dims["Fj"] == len(FEATURES["job_x"]) + len(HINTS)
+    assert builder.features["group_x"][-len(HINTS) :] == tuple(f"hint_{h}" for h in HINTS)
+    plain = ObservationBuilder(builder.topology, builder.perf)
+    assert feature_dims(plain.observation_space)["Fg"] == len(FEATURES["group_x"])
+
+
+def test_hint_column_is_the_heuristics_plan_in_the_scope():
+    builder, sim = _busy()
+    job, view = _job(3, 1), sim.view()
+    full = int(np.argmin(np.add.reduceat(np.asarray(view.group_free), builder.scope_group_start)))
+    session = PlacementSession(builder, job, view, home=full)
+    obs = builder.observe(session, full)
+    nf = len(FEATURES["group_x"])
+    if make_policy("first-fit").place(job, scope_view(builder, view, full)) is None:
+        assert not obs["group_x"][:, nf:].any() and not obs["job_x"][-len(HINTS) :].any()
+    a = _roomiest(builder, sim)
+    obs = builder.observe(session, a)
+    groups = builder.scopes[a].groups
+    for i, name in enumerate(HINTS):
+        h = make_policy(name)
+        h.reset(builder.topology, 0)
+        plan = h.place(job, scope_view(builder, view, a))
+        assert plan is not None
+        col = obs["group_x"][: len(groups), nf + i]
+        want = np.bincount(np.searchsorted(groups, plan.worker_groups), minlength=len(groups))
+        np.testing.assert_allclose(col, want / job.num_workers, atol=1e-6)
+        assert obs["job_x"][-len(HINTS) + i] == 1.0
+
+
+@pytest.mark.parametrize("k", range(len(HINTS)))
+def test_following_a_hint_reproduces_the_heuristic(k):
+    builder, sim = _busy()
+    job, view = _job(3, 2), sim.view()
+    a = _roomiest(builder, sim)
+    session = PlacementSession(builder, job, view, home=a)
+    h = make_policy(HINTS[k])
+    h.reset(builder.topology, 0)
+    plan = h.place(job, scope_view(builder, view, a))
+    assert plan is not None
+    nf, nj = len(FEATURES["group_x"]), len(FEATURES["job_x"])
+    while not session.done:
+        obs = builder.observe(session, a)
+        assert obs["job_x"][nj + k] == 1.0  # the job agrees with the plan so far
+        col = obs["group_x"][:, nf + k] * (obs["action_mask"][: builder.pad[0]] > 0)
+        session.act(int(np.argmax(col)))
+    assert placement_key(session.placement()) == placement_key(plan)
+
+
+def test_departing_from_a_plan_clears_its_agreement():
+    builder, sim = _busy(("first-fit",))
+    a = _roomiest(builder, sim)
+    session = PlacementSession(builder, _job(2, 1), sim.view(), home=a)
+    obs = builder.observe(session, a)
+    nf = len(FEATURES["group_x"])
+    assert obs["job_x"][-1] == 1.0
+    allowed = obs["action_mask"][: builder.pad[0]] > 0
+    off_plan = np.flatnonzero((obs["group_x"][:, nf] == 0) & allowed)
+    session.act(int(off_plan[0]))
+    obs = builder.observe(session, a)
+    assert obs["job_x"][-1] == 0.0
+
+
+def test_unknown_hints_are_refused():
+    topo, perf = build_cluster(load_config(TINY))
+    with pytest.raises(ValueError, match="not a heuristic"):
+        ObservationBuilder(topo, perf, hints=("marl",))
+    with pytest.raises(InputError, match=r"model\.hints: 'nope' is not a heuristic"):
+        parse_section(ModelConfig, {"hints": ["nope"]}, "x.yaml", "model")
+
+
+def test_policy_serves_a_checkpoint_with_hints_and_refuses_other_names():
+    builder, sim = _busy()
+    model = {"hidden": 8, "layers": 1, "hints": list(HINTS)}
+    net = build_gnn(feature_dims(builder.observation_space), model)
+    weights = {"shared": {f"gnn.{k}": v for k, v in net.state_dict().items()}}
+    manifest = manifest_for(builder, model, ["shared"])
+    policy = MarlPolicy(agents=agents_from_weights(manifest, weights))
+    policy.reset(builder.topology)
+    job = sim.next_decision()
+    p = policy.place(job, sim.view())
+    assert p is not None and len(p.worker_groups) == job.num_workers
+    # same dims, other heuristics: refused by name
+    renamed = dict(manifest, model={**model, "hints": ["tetris", "locality", "first-fit"]})
+    other = MarlPolicy(agents=agents_from_weights(renamed, weights))
+    other.reset(builder.topology)
+    with pytest.raises(InputError, match="feature names differ"):
+        other.place(job, sim.view())
+
+
+def test_checkpoint_pointer_files_resolve(tmp_path):
+    from agents.policy import MANIFEST, resolve_checkpoint
+
+    for name in ("iter_000000", "iter_000003"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / MANIFEST).write_text("{}")
+    (tmp_path / "best").write_text("iter_000000\n")
+    (tmp_path / "latest").write_text("iter_000003\n")
+    assert resolve_checkpoint(tmp_path / "best") == tmp_path / "iter_000000"
+    assert resolve_checkpoint(tmp_path / "latest") == tmp_path / "iter_000003"
+    assert resolve_checkpoint(tmp_path) == tmp_path / "iter_000003"
+    (tmp_path / "junk.pt").write_bytes(b"\x80\x02junk")
+    with pytest.raises(InputError, match="not a checkpoint"):
+        resolve_checkpoint(tmp_path / "junk.pt")
