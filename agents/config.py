@@ -134,6 +134,10 @@ class TrainConfig:
             ``rollout`` (per job, the heuristic placement whose simulated future has
             the lowest total JCT, :class:`agents.teachers.RolloutTeacher`), a
             heuristic's name, or null (start from scratch). Builtin env only.
+        bc_margin: the ``rollout`` teacher keeps the interference-aware heuristic's
+            own placement unless another proposal's estimated total JCT is lower by
+            more than this fraction (0 = always the lowest;
+            :class:`agents.teachers.RolloutTeacher`).
         bc_episodes: teacher episodes (of ``episode_jobs`` jobs) to imitate.
         bc_epochs: passes of supervised training over the teacher's decisions.
         dagger_rounds: after behaviour cloning, rounds of DAgger relabelling (0 =
@@ -170,6 +174,7 @@ class TrainConfig:
     eval_load: float | None = None
     eval_extra_windows: tuple[TrainWindow, ...] = ()
     bc_teacher: str | None = "lookahead"
+    bc_margin: float = 0.0
     bc_episodes: int = 20
     bc_epochs: int = 12
     dagger_rounds: int = 0
@@ -223,6 +228,7 @@ class TrainConfig:
             check(self.grad_clip > 0, where, f"{key}.grad_clip", "must be > 0 or null")
         if self.eval_start is not None:
             check(self.eval_start >= 0, where, f"{key}.eval_start", "must be >= 0")
+        check(0.0 <= self.bc_margin < 1.0, where, f"{key}.bc_margin", "must be in [0, 1)")
         for name in ("bc_episodes", "bc_epochs"):
             value = getattr(self, name)
             check(value >= 1, where, f"{key}.{name}", f"must be >= 1, got {value}")

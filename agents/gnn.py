@@ -13,8 +13,11 @@ summary row per peer agent. The network, for ``h`` the hidden width:
    racks and the job.
 4. :class:`PeerExchange`: ``z`` attends over the peer embeddings.
 5. heads: a score per GPU-group slot ``MLP([h_g ‖ h_s(g) ‖ z])``, a score per
-   forward target ``MLP([e_k ‖ z])``, a value ``MLP(z)``; masked actions get
-   :data:`MASKED_LOGIT`.
+   forward target ``MLP([e_k ‖ z])``, with heuristic hints (``H > 0``) a score per
+   follow action ``MLP([Σ_g w_gi h_g ‖ z ‖ u_i])`` — the group embeddings pooled with
+   the weights of hint ``i``'s plan (the last ``H`` columns of ``group_x``) and a
+   learned embedding ``u_i`` of the hint: a score of the whole remaining plan — and a
+   value ``MLP(z)``; masked actions get :data:`MASKED_LOGIT`.
 
 Every aggregation is a scatter over parent indices, so the network is equivariant
 to permutations of the nodes and blind to padding, and its parameters do not depend
@@ -48,8 +51,8 @@ class ClusterBatch:
     Shapes: ``group_x (Ng, Fg)``, ``server_x (Ns, Fs)``, ``rack_x (Nr, Fr)``;
     ``group_server (Ng,)`` indexes ``server_x``; ``server_rack (Ns,)`` indexes
     ``rack_x``; ``*_batch`` give each node's graph; ``job_x (B, Fj)``, ``peers_x (B,
-    A, Fp)``, ``peers_mask (B, A)``; ``group_allowed (Ng,)`` and ``forward_allowed
-    (B, A)`` are the action mask split in two.
+    A, Fp)``, ``peers_mask (B, A)``; ``group_allowed (Ng,)``, ``forward_allowed
+    (B, A)`` and ``hint_allowed (B, H)`` are the action mask split in three.
     """
 
     group_x: Tensor
@@ -65,6 +68,7 @@ class ClusterBatch:
     peers_mask: Tensor
     group_allowed: Tensor
     forward_allowed: Tensor
+    hint_allowed: Tensor
 
     @property
     def num_graphs(self) -> int:
@@ -86,6 +90,7 @@ def from_padded(obs: dict[str, Tensor]) -> tuple[ClusterBatch, tuple[Tensor, Ten
     rack_id = torch.full(rm.shape, -1, dtype=torch.long, device=rm.device)
     rack_id[rb, ri] = torch.arange(rb.numel(), device=rm.device)
     g_max = gm.size(1)
+    a_end = g_max + obs["peers_x"].size(1)
     batch = ClusterBatch(
         group_x=obs["group_x"][gb, gi],
         server_x=obs["server_x"][sb, si],
@@ -99,7 +104,8 @@ def from_padded(obs: dict[str, Tensor]) -> tuple[ClusterBatch, tuple[Tensor, Ten
         peers_x=obs["peers_x"],
         peers_mask=obs["peers_mask"],
         group_allowed=obs["action_mask"][:, :g_max][gb, gi],
-        forward_allowed=obs["action_mask"][:, g_max:],
+        forward_allowed=obs["action_mask"][:, g_max:a_end],
+        hint_allowed=obs["action_mask"][:, a_end:],
     )
     return batch, (gb, gi)
 
@@ -108,8 +114,8 @@ class ClusterGraph(Data):
     """One observation as a PyG graph with only its real nodes (see :func:`to_pyg`).
 
     ``group_server`` / ``server_rack`` are incremented by the number of servers /
-    racks when batched; ``job_x``, ``peers_x``, ``peers_mask`` and
-    ``forward_allowed`` are stacked along a new batch dimension.
+    racks when batched; ``job_x``, ``peers_x``, ``peers_mask``, ``forward_allowed``
+    and ``hint_allowed`` are stacked along a new batch dimension.
     """
 
     def __inc__(self, key, value, *args, **kwargs):
@@ -120,7 +126,7 @@ class ClusterGraph(Data):
         return super().__inc__(key, value, *args, **kwargs)
 
     def __cat_dim__(self, key, value, *args, **kwargs):
-        if key in ("job_x", "peers_x", "peers_mask", "forward_allowed"):
+        if key in ("job_x", "peers_x", "peers_mask", "forward_allowed", "hint_allowed"):
             return None
         return super().__cat_dim__(key, value, *args, **kwargs)
 
@@ -132,6 +138,7 @@ def to_pyg(obs: dict) -> ClusterGraph:
     server_id = torch.cumsum(sm.long(), 0) - 1
     rack_id = torch.cumsum(rm.long(), 0) - 1
     g_max = gm.numel()
+    a_end = g_max + t["peers_x"].size(0)
     return ClusterGraph(
         group_x=t["group_x"][gm],
         server_x=t["server_x"][sm],
@@ -142,7 +149,8 @@ def to_pyg(obs: dict) -> ClusterGraph:
         peers_x=t["peers_x"],
         peers_mask=t["peers_mask"],
         group_allowed=t["action_mask"][:g_max][gm],
-        forward_allowed=t["action_mask"][g_max:],
+        forward_allowed=t["action_mask"][g_max:a_end],
+        hint_allowed=t["action_mask"][a_end:],
         num_nodes=int(gm.sum()),
     )
 
@@ -166,6 +174,7 @@ def from_pyg(batch: Batch) -> ClusterBatch:
         peers_mask=batch.peers_mask,
         group_allowed=batch.group_allowed,
         forward_allowed=batch.forward_allowed,
+        hint_allowed=batch.hint_allowed,
     )
 
 
@@ -418,11 +427,13 @@ class HierarchicalGNN(nn.Module):
         hidden (int, default 64): width of every embedding.
         layers (int, default 2): hierarchy blocks.
         exchange (bool, default True): see :class:`PeerExchange`.
+        hints (int, default 0): ``H``, follow actions (the last ``H`` columns of
+            ``group_x`` are their plans' weights).
 
     Shapes:
         - :meth:`forward`: :class:`ClusterBatch` → group scores ``(Ng,)`` (masked),
-          forward scores ``(B, A)`` (masked), values ``(B,)``
-        - :meth:`forward_padded`: padded observations → logits ``(B, G_max + A)``,
+          forward then follow scores ``(B, A + H)`` (masked), values ``(B,)``
+        - :meth:`forward_padded`: padded observations → logits ``(B, G_max + A + H)``,
           values ``(B,)``
     """
 
@@ -436,8 +447,10 @@ class HierarchicalGNN(nn.Module):
         hidden: int = 64,
         layers: int = 2,
         exchange: bool = True,
+        hints: int = 0,
     ) -> None:
         super().__init__()
+        self.hints = hints
         self.job = mlp(job_dim, hidden, hidden)
         self.embed_group = mlp(group_dim + job_dim, hidden, hidden)
         self.embed_server = mlp(server_dim + job_dim, hidden, hidden)
@@ -449,12 +462,18 @@ class HierarchicalGNN(nn.Module):
         self.group_head = mlp(3 * hidden, hidden, 1)
         self.forward_head = mlp(2 * hidden, hidden, 1)
         self.value_head = mlp(hidden, hidden, 1)
+        if hints:
+            self.hint_embed = nn.Embedding(hints, hidden)
+            self.hint_head = mlp(3 * hidden, hidden, 1)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         _reset(self)
         # start near uniform over the allowed actions, as PPO likes
-        for head in (self.group_head, self.forward_head):
+        heads = [self.group_head, self.forward_head]
+        if self.hints:
+            heads.append(self.hint_head)
+        for head in heads:
             nn.init.normal_(head[-1].weight, std=0.01)
             nn.init.zeros_(head[-1].bias)
 
@@ -475,10 +494,23 @@ class HierarchicalGNN(nn.Module):
         forward_scores = self.forward_head(torch.cat([peers, z_peers], dim=-1)).squeeze(-1)
         group_scores = group_scores.masked_fill(b.group_allowed < 0.5, MASKED_LOGIT)
         forward_scores = forward_scores.masked_fill(b.forward_allowed < 0.5, MASKED_LOGIT)
+        if self.hints:
+            hint_scores = self._hint_scores(h_g, z, b)
+            hint_scores = hint_scores.masked_fill(b.hint_allowed < 0.5, MASKED_LOGIT)
+            forward_scores = torch.cat([forward_scores, hint_scores], dim=-1)
         return group_scores, forward_scores, self.value_head(z).squeeze(-1)
 
+    def _hint_scores(self, h_g: Tensor, z: Tensor, b: ClusterBatch) -> Tensor:
+        """``(B, H)``: each hint's remaining plan scored from its pooled groups."""
+        w = b.group_x[:, -self.hints :]  # (Ng, H) planned tasks left per group
+        pooled = z.new_zeros(z.size(0), self.hints, z.size(1))
+        pooled.index_add_(0, b.group_batch, w.unsqueeze(-1) * h_g.unsqueeze(1))
+        z_h = z.unsqueeze(1).expand(-1, self.hints, -1)
+        u = self.hint_embed.weight.unsqueeze(0).expand(z.size(0), -1, -1)
+        return self.hint_head(torch.cat([pooled, z_h, u], dim=-1)).squeeze(-1)
+
     def forward_padded(self, obs: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
-        """Logits ``(B, G_max + A)`` over the padded action space, and values ``(B,)``."""
+        """Logits ``(B, G_max + A + H)`` over the padded action space, and values ``(B,)``."""
         b, (gb, gi) = from_padded(obs)
         group_scores, forward_scores, values = self(b)
         g_max = obs["group_mask"].size(1)
@@ -488,7 +520,7 @@ class HierarchicalGNN(nn.Module):
 
 
 def build_gnn(dims: dict[str, int], model_config: dict) -> HierarchicalGNN:
-    """The network for feature dims ``dims`` (``Fg, Fs, Fr, Fj, Fp``) and a
+    """The network for feature dims ``dims`` (``Fg, Fs, Fr, Fj, Fp``, optional ``H``) and a
     :class:`agents.config.ModelConfig`-like mapping (``hidden``, ``layers``, ``exchange``)."""
     return HierarchicalGNN(
         group_dim=dims["Fg"],
@@ -499,4 +531,5 @@ def build_gnn(dims: dict[str, int], model_config: dict) -> HierarchicalGNN:
         hidden=int(model_config.get("hidden", 64)),
         layers=int(model_config.get("layers", 2)),
         exchange=bool(model_config.get("exchange", True)),
+        hints=int(dims.get("H", 0)),
     )

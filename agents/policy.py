@@ -50,7 +50,7 @@ from marl_sched.topology import Topology
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "marl-sched-agents"
 DEFAULT_CHECKPOINT = REPO_ROOT / "checkpoints" / "marl-default"
-DIM_KEYS = ("Fg", "Fs", "Fr", "Fj", "Fp")
+DIM_KEYS = ("Fg", "Fs", "Fr", "Fj", "Fp", "H")
 
 
 @dataclass
@@ -144,9 +144,10 @@ def check_compatible(agents: TrainedAgents, builder: ObservationBuilder, central
         raise InputError(f"{path}: checkpoint holds a {kind} policy, not a {want!r} one")
     have = observation_signature(builder)
     expect = m["dims"]
-    if m.get("obs_version") != OBS_VERSION or any(expect[k] != have[k] for k in DIM_KEYS):
-        exp = ", ".join(f"{k}={expect[k]}" for k in DIM_KEYS)
-        got = ", ".join(f"{k}={have[k]}" for k in DIM_KEYS)
+    differ = any(expect.get(k, 0) != have.get(k, 0) for k in DIM_KEYS)
+    if m.get("obs_version") != OBS_VERSION or differ:
+        exp = ", ".join(f"{k}={expect.get(k, 0)}" for k in DIM_KEYS)
+        got = ", ".join(f"{k}={have.get(k, 0)}" for k in DIM_KEYS)
         raise InputError(
             f"{path}: checkpoint expects observation layout v{m.get('obs_version')} with "
             f"{exp} but config gives v{OBS_VERSION} with {got}"
@@ -175,9 +176,9 @@ def envs_signature(cfg) -> dict[str, int]:
 def check_envs_compatible(agents: TrainedAgents, cfg) -> None:
     """Refuse an ``envs``-trained checkpoint whose feature dims differ from ``cfg``'s."""
     have, expect = envs_signature(cfg), agents.manifest["dims"]
-    if any(expect[k] != have[k] for k in DIM_KEYS):
-        exp = ", ".join(f"{k}={expect[k]}" for k in DIM_KEYS)
-        got = ", ".join(f"{k}={have[k]}" for k in DIM_KEYS)
+    if any(expect.get(k, 0) != have.get(k, 0) for k in DIM_KEYS):
+        exp = ", ".join(f"{k}={expect.get(k, 0)}" for k in DIM_KEYS)
+        got = ", ".join(f"{k}={have.get(k, 0)}" for k in DIM_KEYS)
         raise InputError(f"{agents.path}: checkpoint expects {exp} but config gives {got}")
     if not agents.manifest["share_parameters"]:
         n = cfg.topology.subclusters

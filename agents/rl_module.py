@@ -39,14 +39,14 @@ from marl_sched.simulator import Simulator
 
 
 class HierarchicalGNNModule(TorchRLModule, ValueFunctionAPI):
-    """PPO-ready module: masked logits over ``G_max + A`` actions and a value."""
+    """PPO-ready module: masked logits over ``G_max + A + H`` actions and a value."""
 
     def setup(self) -> None:
         self.dims = feature_dims(self.observation_space)
-        n_actions = self.dims["G_max"] + self.dims["A"]
+        n_actions = self.dims["G_max"] + self.dims["A"] + self.dims["H"]
         if getattr(self.action_space, "n", None) != n_actions:
             raise ValueError(
-                f"action space {self.action_space} does not match G_max + A = {n_actions}"
+                f"action space {self.action_space} does not match G_max + A + H = {n_actions}"
             )
         self.gnn = build_gnn(self.dims, self.model_config or {})
 

@@ -36,7 +36,7 @@ count so a network trained on one topology reads another): ``group_x (G_max, Fg)
 ``group_mask``, ``group_server`` (local parent index), ``server_x (S_max, Fs)``,
 ``server_mask``, ``server_rack``, ``rack_x (R_max, Fr)``, ``rack_mask``, ``job_x
 (Fj,)``, ``peers_x (A, Fp)`` (a summary of every scope), ``peers_mask``,
-``action_mask (G_max + A,)``. Feature names: :data:`FEATURES`.
+``action_mask (G_max + A + H,)`` (``H`` hints, below). Feature names: :data:`FEATURES`.
 
 Heuristic hints (optional, ``model.hints``): for each named heuristic ``h``, where
 ``h`` would put the job if the acting agent's scope were the whole cluster (asked
@@ -45,8 +45,12 @@ only). ``group_x`` gains ``hint_<h>`` — the tasks of the current kind (worker 
 that plan still puts in the group and the job has not placed there yet, over the
 job's tasks of that kind — and ``job_x`` gains ``hint_<h>_agrees``: 1 while every
 task placed so far lies where that plan put one (0 once the job departs from it, and
-when ``h`` cannot place the whole job in the scope). A policy can follow one plan,
-switch between plans, or ignore them; what it learns to do is its own.
+when ``h`` cannot place the whole job in the scope). With hints the acting agent also
+has one **follow** action per hint (``G_max + A + i``): place the current task where
+plan ``i`` puts its next task of that kind not yet placed (the first such group in
+the plan's task order) — legal while the job agrees with the plan and that group can
+take the task. A policy can follow one plan for a whole job, switch between plans,
+place tasks itself, or ignore the hints; what it learns to do is its own.
 
 Reward (cooperative, to the acting agent): with ``C(t)`` the job-seconds spent in
 the system up to ``t`` (Σ of ``min(finish, t) - submit`` over submitted jobs) and
@@ -69,6 +73,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
+from agents.teachers import placement_key
 from envs.observations import forward_targets, scopes_can_host_rest
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.jobs import Job, Placement
@@ -220,7 +225,7 @@ class ObservationBuilder:
         self.server_gpus = np.maximum(t.server_gpus, 1)
         self.rack_gpus = np.bincount(t.server_rack, weights=t.server_gpus, minlength=t.n_racks)
         self.observation_space = self._space()
-        self.action_space = gym.spaces.Discrete(self.pad[0] + self.n_agents)
+        self.action_space = gym.spaces.Discrete(self.pad[0] + self.n_agents + len(self.hints))
 
     def _space(self) -> gym.spaces.Dict:
         g, s, r = self.pad
@@ -243,7 +248,7 @@ class ObservationBuilder:
                 "job_x": box(n["job_x"]),
                 "peers_x": box(a, n["peers_x"]),
                 "peers_mask": box(a, lo=0.0, hi=1.0),
-                "action_mask": box(g + a, lo=0.0, hi=1.0),
+                "action_mask": box(g + a + len(self.hints), lo=0.0, hi=1.0),
             }
         )
 
@@ -379,7 +384,8 @@ OBS_KEYS = (
 
 
 def feature_dims(space: gym.spaces.Dict) -> dict[str, int]:
-    """``Fg, Fs, Fr, Fj, Fp`` and the padded sizes ``G_max, S_max, R_max, A`` of a space."""
+    """``Fg, Fs, Fr, Fj, Fp``, the padded sizes ``G_max, S_max, R_max, A`` and the
+    number of hints ``H`` (follow actions; the last ``H`` columns of ``group_x``)."""
     missing = [k for k in OBS_KEYS if k not in space.spaces]
     if missing:
         raise ValueError(f"observation space lacks {', '.join(missing)}")
@@ -393,6 +399,8 @@ def feature_dims(space: gym.spaces.Dict) -> dict[str, int]:
         "S_max": int(space["server_x"].shape[0]),
         "R_max": int(space["rack_x"].shape[0]),
         "A": int(space["peers_x"].shape[0]),
+        "H": int(space["action_mask"].shape[0] - space["group_x"].shape[0])
+        - int(space["peers_x"].shape[0]),
     }
 
 
@@ -438,7 +446,8 @@ class PlacementSession:
         self._fits: tuple[np.ndarray, np.ndarray] | None = None
         self._hosts: np.ndarray | None = None
         self._rest: np.ndarray | None = None
-        self._plans: dict[int, list[tuple[np.ndarray, np.ndarray] | None]] = {}
+        self._plans: dict[int, list[Placement | None]] = {}
+        self._follow: dict[int, list[int | None]] = {}
 
     # ------------------------------------------------------------------ state
 
@@ -511,30 +520,55 @@ class PlacementSession:
             whole=self.task == 0,
         )
 
-    def plans(self, agent: int) -> list[tuple[np.ndarray, np.ndarray] | None]:
+    def plans(self, agent: int) -> list[Placement | None]:
         """Per hint heuristic: its placement of the job inside ``agent``'s scope (on the
-        view the job arrived on) as per-group (worker, PS) counts, or None."""
+        view the job arrived on), or None."""
         if agent not in self._plans:
             b = self.builder
             view = self.view if b.central else scope_view(b, self.view, agent)
-            n = b.topology.n_groups
-            out = []
-            for h in b.hint_policies:
-                p = h.place(self.job, view)
-                if p is None:
-                    out.append(None)
-                    continue
-                w = np.bincount(np.asarray(p.worker_groups, dtype=np.int64), minlength=n)
-                q = np.bincount(np.asarray(p.ps_groups, dtype=np.int64), minlength=n)
-                out.append((w, q))
-            self._plans[agent] = out
+            self._plans[agent] = [h.place(self.job, view) for h in b.hint_policies]
         return self._plans[agent]
+
+    def _plan_counts(self, agent: int) -> list[tuple[np.ndarray, np.ndarray] | None]:
+        """:meth:`plans` as per-group (worker, PS) counts."""
+        n = self.builder.topology.n_groups
+        return [
+            None
+            if p is None
+            else (
+                np.bincount(np.asarray(p.worker_groups, dtype=np.int64), minlength=n),
+                np.bincount(np.asarray(p.ps_groups, dtype=np.int64), minlength=n),
+            )
+            for p in self.plans(agent)
+        ]
+
+    def follow_targets(self, agent: int) -> list[int | None]:
+        """Per hint: the global group its follow action puts the current task on, or
+        None when the action is not legal (module docstring)."""
+        if not self.builder.hints:
+            return []
+        if agent not in self._follow:
+            _, agrees = self.hints(agent)
+            fits = self._task_fits()
+            placed = self.workers if self.is_worker else self.ps
+            out = []
+            for plan, ok in zip(self.plans(agent), agrees, strict=True):
+                target = None
+                if plan is not None and ok:
+                    todo = list(plan.worker_groups if self.is_worker else plan.ps_groups)
+                    for g in placed:  # the plan's tasks already placed, in its order
+                        todo.remove(g)
+                    if todo and fits[todo[0]] > 0:
+                        target = int(todo[0])
+                out.append(target)
+            self._follow[agent] = out
+        return self._follow[agent]
 
     def hints(self, agent: int) -> tuple[np.ndarray, np.ndarray]:
         """``(H, n_groups)`` remaining planned tasks of the current kind per group (over
         the job's tasks of that kind) and ``(H,)`` does the job so far agree with each
         plan (module docstring)."""
-        plans = self.plans(agent)
+        plans = self._plan_counts(agent)
         n = self.builder.topology.n_groups
         placed_w = np.bincount(np.asarray(self.workers, dtype=np.int64), minlength=n)
         placed_p = np.bincount(np.asarray(self.ps, dtype=np.int64), minlength=n)
@@ -557,11 +591,12 @@ class PlacementSession:
 
     def action_mask(self, agent: int) -> np.ndarray:
         b = self.builder
-        g_max = b.pad[0]
-        mask = np.zeros(g_max + b.n_agents, dtype=np.float32)
+        g_max, a = b.pad[0], b.n_agents
+        mask = np.zeros(g_max + a + len(b.hints), dtype=np.float32)
         local = self._task_fits()[b.scopes[agent].groups]
         mask[: len(local)] = local
-        mask[g_max:] = self.forward_targets(agent)
+        mask[g_max : g_max + a] = self.forward_targets(agent)
+        mask[g_max + a :] = [g is not None for g in self.follow_targets(agent)]
         return mask
 
     def job_features(self, agent: int, agrees: np.ndarray | None = None) -> np.ndarray:
@@ -598,12 +633,15 @@ class PlacementSession:
         mask = self.action_mask(self.agent)
         if not (0 <= action < len(mask)) or mask[action] == 0:
             raise ValueError(f"agent {b.agent_ids[self.agent]}: action {action} is masked")
-        if action >= g_max:
+        if action >= g_max + b.n_agents:  # follow a hint's plan
+            g = self.follow_targets(self.agent)[action - g_max - b.n_agents]
+        elif action >= g_max:
             self.agent = action - g_max
             self.visited.add(self.agent)
             self.hops += 1
             return
-        g = int(b.scopes[self.agent].groups[action])
+        else:
+            g = int(b.scopes[self.agent].groups[action])
         t, s = b.topology, self.spec
         srv = t.group_server[g]
         if self.is_worker:
@@ -620,6 +658,7 @@ class PlacementSession:
         self._fits = None
         self._hosts = None
         self._rest = None
+        self._follow = {}
 
     def placement(self) -> Placement:
         return Placement(tuple(self.workers), tuple(self.ps))
@@ -632,6 +671,20 @@ def action_towards(builder: ObservationBuilder, agent: int, g: int) -> int:
     if owner != agent:
         return builder.pad[0] + owner
     return int(np.searchsorted(builder.scopes[owner].groups, g))
+
+
+def follow_action(session: PlacementSession, plan: Placement) -> int | None:
+    """The acting agent's follow action whose hint plans exactly ``plan`` (the first
+    such hint), when it is legal; else None."""
+    b = session.builder
+    if not b.hints:
+        return None
+    key = placement_key(plan)
+    targets = session.follow_targets(session.agent)
+    for i, p in enumerate(session.plans(session.agent)):
+        if p is not None and targets[i] is not None and placement_key(p) == key:
+            return b.pad[0] + b.n_agents + i
+    return None
 
 
 def placement_steps(builder: ObservationBuilder, start: int, placement: Placement) -> list[int]:

@@ -116,6 +116,12 @@ class RolloutTeacher(LookaheadTeacher):
             after now (0 = at the end of the simulator's job list); the score is
             :meth:`Simulator.estimated_total_jct` of the jobs submitted by then.
         candidates: the heuristics that propose placements.
+        margin: keep the base heuristic's own placement (on the whole view, when the
+            masks allow it) unless another proposal's score is lower by more than
+            this fraction of the base's score (0 = always the best score). A
+            conservative teacher: it departs from the base only for a clear gain,
+            which is more likely to come from the state it sees now than from the
+            particular future it looks at.
     """
 
     name = "rollout"
@@ -126,6 +132,7 @@ class RolloutTeacher(LookaheadTeacher):
         min_workers: int = 2,
         horizon_jobs: int = 0,
         candidates: tuple[str, ...] = LOOKAHEAD_CANDIDATES,
+        margin: float = 0.0,
     ) -> None:
         from marl_sched.policies import make_policy
 
@@ -133,6 +140,7 @@ class RolloutTeacher(LookaheadTeacher):
         self.base = make_policy(base)
         self.min_workers = min_workers
         self.horizon_jobs = horizon_jobs
+        self.margin = margin
         self.rollouts = 0
 
     def reset(self, topology, seed: int = 0) -> None:
@@ -151,10 +159,16 @@ class RolloutTeacher(LookaheadTeacher):
             return options[0] if options else None
         until = self._horizon_end(sim)
         best, best_score = None, math.inf
+        scores = {}
         for p in options:
-            score = self.rollout(sim, p, until)
+            score = scores[placement_key(p)] = self.rollout(sim, p, until)
             if score < best_score - 1e-9:
                 best, best_score = p, score
+        if self.margin > 0:
+            default = self.base.place(job, view)
+            keep = None if default is None else scores.get(placement_key(default))
+            if keep is not None and best_score > keep * (1.0 - self.margin):
+                return default
         return best
 
     def _horizon_end(self, sim: Simulator) -> float:
@@ -205,12 +219,13 @@ def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | 
     return next((q for v in views if (q := teacher.place(job, v)) and legal(q)), None)
 
 
-def make_teacher(name: str):
-    """A teacher by name: ``lookahead``, ``rollout`` or a heuristic's name."""
+def make_teacher(name: str, margin: float = 0.0):
+    """A teacher by name: ``lookahead``, ``rollout`` (``margin``: see
+    :class:`RolloutTeacher`) or a heuristic's name."""
     if name == "lookahead":
         return LookaheadTeacher()
     if name == "rollout":
-        return RolloutTeacher()
+        return RolloutTeacher(margin=margin)
     from marl_sched.policies import make_policy
 
     return make_policy(name)

@@ -166,21 +166,23 @@ def teacher_decisions(
     the teacher labels every state it visits: per job, the teacher plans the whole
     placement on the view the job arrives on; each task is labelled with the action
     that puts it where that plan puts it (when the masks allow it; else the state is
-    not labelled). Returns are those of the student's trajectory. ``first_episode``:
-    episode seeds ``seed * 1000 + first_episode + k``."""
+    not labelled): the follow action of a hint that plans exactly the teacher's
+    placement (``model.hints``), else the group slot or forward. Returns are those
+    of the student's trajectory. ``first_episode``: episode seeds
+    ``seed * 1000 + first_episode + k``."""
     import numpy as np
 
     if student is not None:
         from agents.policy import greedy_action
 
     from agents.rl_module import SchedulingEnv
-    from agents.single_agent import action_towards
+    from agents.single_agent import action_towards, follow_action
     from agents.teachers import make_teacher, teacher_plan
 
     _, env_config, _ = env_setup(cfg, mc, tc, seed)
     env = SchedulingEnv(env_config)
     builder = env.builder
-    teacher = make_teacher(tc.bc_teacher)
+    teacher = make_teacher(tc.bc_teacher, tc.bc_margin)
     teacher.reset(env.topology, seed)
     observations, actions, returns = [], [], []
     done: dict[tuple, tuple[int, int]] = {}  # episode key → its samples (teacher only)
@@ -206,7 +208,10 @@ def teacher_decisions(
                 plan = None if p is None else [*p.worker_groups, *p.ps_groups]
             action = None
             if plan is not None:
-                action = action_towards(builder, s.agent, plan[s.task])
+                # a hint that plans exactly the teacher's placement: follow it
+                action = follow_action(s, p)
+                if action is None:
+                    action = action_towards(builder, s.agent, plan[s.task])
                 if o["action_mask"][action] < 0.5:
                     action = None
                     if student is None:

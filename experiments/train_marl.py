@@ -21,6 +21,7 @@ JSON object with every figure.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import statistics
 import subprocess
@@ -69,6 +70,25 @@ def train(seed: int, out: Path, iterations: int, reuse: bool, config: str = CONF
     }
 
 
+def compare(
+    config: str,
+    policies: list[str],
+    out: Path,
+    window: dict,
+    reuse: bool,
+    checkpoint: str | None = None,
+) -> list[dict]:
+    """``run_compare`` rows, or with ``reuse`` the ``results.csv`` a finished earlier
+    run of the same comparison left in ``out``."""
+    done = out / "results.csv"
+    if reuse and done.is_file():
+        with done.open(newline="", encoding="utf-8") as f:
+            rows = [{**r, "avg_jct_s": float(r["avg_jct_s"])} for r in csv.DictReader(f)]
+        if sorted(r["policy"] for r in rows) == sorted(policies):
+            return rows
+    return run_compare(config, policies, out, options(window), checkpoint=checkpoint)
+
+
 def options(window: dict) -> dict:
     return {"trace_format": None, "load": None, "seed": None, **window}
 
@@ -80,7 +100,8 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--iterations", type=int, default=15)
     parser.add_argument("--runs", default="/tmp/marl_runs")
-    parser.add_argument("--reuse", action="store_true", help="reuse finished runs in --runs")
+    parser.add_argument("--reuse", action="store_true",
+                        help="reuse finished runs and comparisons in --runs")  # fmt: skip
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     runs = Path(args.runs)
@@ -99,12 +120,12 @@ def main() -> None:
     for name, window in windows.items():
         t0 = time.perf_counter()
         out = runs / "compare" / name
-        rows = run_compare(args.config, HEURISTICS, out / "heuristics", options(window))
+        rows = compare(args.config, HEURISTICS, out / "heuristics", window, reuse)
         base = {r["policy"]: r["avg_jct_s"] for r in rows}
         marl = []
         for t in trained:
-            r = run_compare(args.config, ["marl"], out / f"marl-s{t['seed']}", options(window),
-                            checkpoint=t["checkpoint"])  # fmt: skip
+            r = compare(args.config, ["marl"], out / f"marl-s{t['seed']}", window, reuse,
+                        checkpoint=t["checkpoint"])  # fmt: skip
             marl.append(r[0]["avg_jct_s"])
         ranked = sorted(base.items(), key=lambda x: x[1])
         margins = {b: [(jct - m) / jct for m in marl] for b, jct in ranked}

@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+from torch_geometric.data import Batch
 
 from agents.config import ModelConfig
-from agents.gnn import build_gnn
+from agents.gnn import FOLLOW_BATCH, MASKED_LOGIT, build_gnn, from_pyg, to_pyg
 from agents.policy import MarlPolicy, agents_from_weights, manifest_for
 from agents.single_agent import (
     FEATURES,
     ObservationBuilder,
     PlacementSession,
     feature_dims,
+    follow_action,
     scope_view,
 )
 from agents.teachers import placement_key
 from marl_sched.config import REPO_ROOT, load_config, parse_section
 from marl_sched.errors import InputError
-from marl_sched.jobs import Job
+from marl_sched.jobs import Job, Placement
 from marl_sched.policies import make_policy
 from marl_sched.runner import build_cluster
 from marl_sched.simulator import Simulator
@@ -50,6 +53,19 @@ def _roomiest(builder, sim) -> int:
 
 def _job(workers: int, ps: int) -> Job:
     return Job(999, "probe", "resnet-50", workers, ps, 100.0, 0.0, 10.0)
+
+
+def _probe(k: int, workers: int):
+    """A session for a probe job at the roomiest agent, and hint ``k``'s plan for it."""
+    builder, sim = _busy()
+    job, view = _job(workers, 2), sim.view()
+    a = _roomiest(builder, sim)
+    session = PlacementSession(builder, job, view, home=a)
+    h = make_policy(HINTS[k])
+    h.reset(builder.topology, 0)
+    plan = h.place(job, scope_view(builder, view, a))
+    assert plan is not None
+    return builder, session, a, plan
 
 
 def test_hint_columns_extend_the_layout():
@@ -87,14 +103,7 @@ def test_hint_column_is_the_heuristics_plan_in_the_scope():
 
 @pytest.mark.parametrize("k", range(len(HINTS)))
 def test_following_a_hint_reproduces_the_heuristic(k):
-    builder, sim = _busy()
-    job, view = _job(3, 2), sim.view()
-    a = _roomiest(builder, sim)
-    session = PlacementSession(builder, job, view, home=a)
-    h = make_policy(HINTS[k])
-    h.reset(builder.topology, 0)
-    plan = h.place(job, scope_view(builder, view, a))
-    assert plan is not None
+    builder, session, a, plan = _probe(k, workers=3)
     nf, nj = len(FEATURES["group_x"]), len(FEATURES["job_x"])
     while not session.done:
         obs = builder.observe(session, a)
@@ -159,3 +168,76 @@ def test_checkpoint_pointer_files_resolve(tmp_path):
     (tmp_path / "junk.pt").write_bytes(b"\x80\x02junk")
     with pytest.raises(InputError, match="not a checkpoint"):
         resolve_checkpoint(tmp_path / "junk.pt")
+
+
+# ------------------------------------------------------------------ follow actions
+
+
+def _follow(builder, i):
+    return builder.pad[0] + builder.n_agents + i
+
+
+@pytest.mark.parametrize("k", range(len(HINTS)))
+def test_follow_action_places_the_heuristics_plan(k):
+    builder, session, a, plan = _probe(k, workers=4)
+    assert builder.action_space.n == builder.pad[0] + builder.n_agents + len(HINTS)
+    while not session.done:
+        mask = builder.observe(session, a)["action_mask"]
+        assert mask[_follow(builder, k)] == 1.0
+        session.act(_follow(builder, k))
+    assert placement_key(session.placement()) == placement_key(plan)
+
+
+def test_follow_is_masked_once_the_job_departs_from_the_plan():
+    builder, sim = _busy(("first-fit",))
+    a = _roomiest(builder, sim)
+    session = PlacementSession(builder, _job(2, 1), sim.view(), home=a)
+    obs = builder.observe(session, a)
+    nf = len(FEATURES["group_x"])
+    allowed = obs["action_mask"][: builder.pad[0]] > 0
+    session.act(int(np.flatnonzero((obs["group_x"][:, nf] == 0) & allowed)[0]))
+    assert builder.observe(session, a)["action_mask"][_follow(builder, 0)] == 0.0
+    with pytest.raises(ValueError, match="masked"):
+        session.act(_follow(builder, 0))
+
+
+def test_follow_action_labels_the_teachers_plan():
+    builder, sim = _busy()
+    a = _roomiest(builder, sim)
+    job, view = _job(3, 1), sim.view()
+    session = PlacementSession(builder, job, view, home=a)
+    plans = session.plans(a)
+    assert follow_action(session, plans[1]) == _follow(builder, _first_equal(plans, 1))
+    other = Placement(plans[1].worker_groups[:-1] + (-1,), plans[1].ps_groups)
+    assert follow_action(session, other) is None
+
+
+def _first_equal(plans, i):
+    return next(j for j, p in enumerate(plans) if placement_key(p) == placement_key(plans[i]))
+
+
+def test_gnn_scores_follow_actions_in_both_input_paths():
+    builder, sim = _busy()
+    a = _roomiest(builder, sim)
+    obs = []
+    for workers in (1, 2, 4):
+        session = PlacementSession(builder, _job(workers, 1), sim.view(), home=a)
+        obs.append(builder.observe(session, a))
+    session.act(_follow(builder, 0))  # one more: the 4-worker job after one follow step
+    obs.append(builder.observe(session, a))
+    torch.manual_seed(0)
+    dims = feature_dims(builder.observation_space)
+    assert dims["H"] == len(HINTS)
+    net = build_gnn(dims, {"hidden": 16, "layers": 1}).eval()
+    torch.nn.init.normal_(net.hint_head[-1].weight, std=0.5)
+    padded = {k: torch.as_tensor(np.stack([o[k] for o in obs])) for k in obs[0]}
+    logits, _ = net.forward_padded(padded)
+    assert logits.shape == (len(obs), builder.action_space.n)
+    follow = logits[:, -len(HINTS) :]
+    masked = padded["action_mask"][:, -len(HINTS) :] < 0.5
+    assert (follow[masked] <= MASKED_LOGIT / 2).all() and (follow[~masked] > -100).all()
+    # hints that plan differently score differently
+    assert follow[~masked].unique().numel() > 1
+    pyg = Batch.from_data_list([to_pyg(o) for o in obs], follow_batch=FOLLOW_BATCH)
+    _, other_scores, _ = net(from_pyg(pyg))
+    torch.testing.assert_close(other_scores, logits[:, builder.pad[0] :], atol=1e-5, rtol=1e-5)

@@ -126,3 +126,28 @@ def test_rollout_horizon_ends_at_the_nth_later_arrival():
     last = Simulator(topo, random_jobs(perf, 1, seed=2), perf=perf)
     last.next_decision()  # the only job has arrived: nothing later
     assert RolloutTeacher()._horizon_end(last) == last.now
+
+
+def test_rollout_margin_keeps_the_base_placement_unless_the_gain_is_clear():
+    topo, sim, job = _busy_sim()
+    view = sim.view()
+    free = RolloutTeacher()
+    free.reset(topo)
+    until = free._horizon_end(sim)
+    base = make_policy("interference-aware")
+    base.reset(topo)
+    default = base.place(job, view)
+    scores = {
+        placement_key(p): free.rollout(sim, p, until)
+        for p in proposals(free.candidates, job, [view])
+    }
+    best = min(scores.values())
+    gain = 1.0 - best / scores[placement_key(default)]
+    chosen = free.place(job, view, sim=sim)
+    assert gain > 0, "this state should have a proposal better than the base's"
+    assert placement_key(chosen) != placement_key(default)
+    # a margin above the gain keeps the base's placement, one below it does not
+    for margin, want in ((gain * 1.5, default), (gain * 0.5, chosen)):
+        teacher = RolloutTeacher(margin=margin)
+        teacher.reset(topo)
+        assert placement_key(teacher.place(job, view, sim=sim)) == placement_key(want)
