@@ -155,16 +155,20 @@ class RandomPolicy(Policy):
             return None
         if job.num_ps:
             # random servers for the PS: shuffle worker order so place_ps starts anywhere
+            # (passes over the shuffled servers until every PS is placed: a server may
+            # hold several PS, as with every other policy)
             servers = self.rng.permutation(view.topology.n_servers)
-            for s in servers:
-                if len(d.ps) == job.num_ps:
-                    break
-                if d.ps_fits(int(s)):
-                    d.cpu[s] -= d.cpu_p
-                    d.memf[s] -= d.mem
-                    d.ps.append(int(view.topology.server_groups_start[s]))
-            if len(d.ps) < job.num_ps:
-                return None
+            while len(d.ps) < job.num_ps:
+                placed = len(d.ps)
+                for s in servers:
+                    if len(d.ps) == job.num_ps:
+                        break
+                    if d.ps_fits(int(s)):
+                        d.cpu[s] -= d.cpu_p
+                        d.memf[s] -= d.mem
+                        d.ps.append(int(view.topology.server_groups_start[s]))
+                if len(d.ps) == placed:
+                    return None
         return Placement(tuple(d.workers), tuple(d.ps))
 
 

@@ -213,3 +213,20 @@ def test_estimated_total_jct_counts_the_jobs_submitted_by_then():
     assert sim.estimated_total_jct(first) == pytest.approx(
         sum(r.jct for r in records if r.job.submit_time <= first)
     )
+
+
+@pytest.mark.parametrize("policy", HEURISTICS)
+def test_every_heuristic_puts_several_ps_on_a_lone_server(policy):
+    """Found by the invariants test: ``random`` placed at most one PS per server, so on a
+    one-server cluster a job with two PS never ran and was dropped as unplaceable."""
+    from marl_sched.jobs import Job
+
+    topo = tiny_topology(subclusters=1, racks=1, servers=1, sockets=1, groups_per_socket=2,
+                         gpus_per_group=3, gpu_types=("v100",), oversubscription=1.0)  # fmt: skip
+    perf = PerformanceModel(topo)
+    job = Job(0, "j", "seq2seq", 6, 2, 100.0, 0.0, 60.0)
+    pol = make_policy(policy)
+    pol.reset(topo, 0)
+    sim = Simulator(topo, [job], perf=perf)
+    p = pol.place(sim.next_decision(), sim.view())
+    assert p is not None and len(p.worker_groups) == 6 and len(p.ps_groups) == 2
