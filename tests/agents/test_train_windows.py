@@ -51,6 +51,21 @@ def test_bad_extra_windows_name_the_key(window, message):
 def test_unknown_teacher_is_refused():
     with pytest.raises(InputError, match="train.bc_teacher: must be one of lookahead, rollout"):
         train_config(_with_train(bc_teacher="oracle"))
+    with pytest.raises(InputError, match=r"train.bc_margin: must be in \[0, 1\)"):
+        train_config(_with_train(bc_margin=1.5))
+
+
+def test_hints_config_is_the_default_plus_hints_and_a_margin():
+    from agents.config import model_config
+    from marl_sched.policies import heuristic_names
+
+    cfg = load_config(REPO_ROOT / "configs" / "hints.yaml")
+    default = load_config(REPO_ROOT / "configs" / "default.yaml")
+    assert cfg.topology == default.topology and cfg.workload == default.workload
+    assert train_config(cfg).extra_windows == train_config(default).extra_windows
+    hints = model_config(cfg).hints
+    assert len(hints) == 6 and set(hints) <= set(heuristic_names())
+    assert train_config(cfg).bc_margin == pytest.approx(0.03)
 
 
 def test_rollout_teacher_labels_and_a_repeated_episode_is_reused():
