@@ -446,7 +446,11 @@ class PlacementSession:
         self._fits: tuple[np.ndarray, np.ndarray] | None = None
         self._hosts: np.ndarray | None = None
         self._rest: np.ndarray | None = None
+        # per agent: the hints' plans and their per-group counts (fixed for the job);
+        # the hint features and follow targets (until the next task is placed)
         self._plans: dict[int, list[Placement | None]] = {}
+        self._plan_counts: dict[int, list[tuple[np.ndarray, np.ndarray] | None]] = {}
+        self._hints: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._follow: dict[int, list[int | None]] = {}
 
     # ------------------------------------------------------------------ state
@@ -526,21 +530,19 @@ class PlacementSession:
         if agent not in self._plans:
             b = self.builder
             view = self.view if b.central else scope_view(b, self.view, agent)
-            self._plans[agent] = [h.place(self.job, view) for h in b.hint_policies]
+            plans = [h.place(self.job, view) for h in b.hint_policies]
+            n = b.topology.n_groups
+            self._plans[agent] = plans
+            self._plan_counts[agent] = [
+                None
+                if p is None
+                else (
+                    np.bincount(np.asarray(p.worker_groups, dtype=np.int64), minlength=n),
+                    np.bincount(np.asarray(p.ps_groups, dtype=np.int64), minlength=n),
+                )
+                for p in plans
+            ]
         return self._plans[agent]
-
-    def _plan_counts(self, agent: int) -> list[tuple[np.ndarray, np.ndarray] | None]:
-        """:meth:`plans` as per-group (worker, PS) counts."""
-        n = self.builder.topology.n_groups
-        return [
-            None
-            if p is None
-            else (
-                np.bincount(np.asarray(p.worker_groups, dtype=np.int64), minlength=n),
-                np.bincount(np.asarray(p.ps_groups, dtype=np.int64), minlength=n),
-            )
-            for p in self.plans(agent)
-        ]
 
     def follow_targets(self, agent: int) -> list[int | None]:
         """Per hint: the global group its follow action puts the current task on, or
@@ -568,21 +570,25 @@ class PlacementSession:
         """``(H, n_groups)`` remaining planned tasks of the current kind per group (over
         the job's tasks of that kind) and ``(H,)`` does the job so far agree with each
         plan (module docstring)."""
-        plans = self._plan_counts(agent)
+        if agent in self._hints:
+            return self._hints[agent]
+        self.plans(agent)
+        counts = self._plan_counts[agent]
         n = self.builder.topology.n_groups
         placed_w = np.bincount(np.asarray(self.workers, dtype=np.int64), minlength=n)
         placed_p = np.bincount(np.asarray(self.ps, dtype=np.int64), minlength=n)
         worker = self.is_worker
         total = self.job.num_workers if worker else max(self.job.num_ps, 1)
-        left = np.zeros((len(plans), n))
-        agrees = np.zeros(len(plans), dtype=np.float32)
-        for i, plan in enumerate(plans):
+        left = np.zeros((len(counts), n))
+        agrees = np.zeros(len(counts), dtype=np.float32)
+        for i, plan in enumerate(counts):
             if plan is None:
                 continue
             w, q = plan
             if np.all(placed_w <= w) and np.all(placed_p <= q):
                 agrees[i] = 1.0
             left[i] = np.maximum((w - placed_w) if worker else (q - placed_p), 0) / total
+        self._hints[agent] = (left, agrees)
         return left, agrees
 
     def feasible(self) -> bool:
@@ -658,6 +664,7 @@ class PlacementSession:
         self._fits = None
         self._hosts = None
         self._rest = None
+        self._hints = {}
         self._follow = {}
 
     def placement(self) -> Placement:
