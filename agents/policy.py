@@ -66,6 +66,11 @@ class TrainedAgents:
     def central(self) -> bool:
         return bool(self.manifest["central"])
 
+    @property
+    def hints(self) -> tuple[str, ...]:
+        """The heuristic hints the networks read (``model.hints``; none before them)."""
+        return tuple(self.manifest["model"].get("hints") or ())
+
     def net_for(self, agent_index: int) -> HierarchicalGNN:
         if self.manifest["share_parameters"] or self.central:
             return next(iter(self.nets.values()))
@@ -90,19 +95,24 @@ def resolve_checkpoint(path: str | Path) -> Path:
     p = Path(path)
     if not p.exists() and not p.is_absolute() and (REPO_ROOT / p).exists():
         p = REPO_ROOT / p
-    if p.is_file() and p.stat().st_size < 256:  # a pointer (``checkpoints/best``)
-        name = p.read_bytes().decode("utf-8", errors="replace").strip()
-        if name and "/" not in name and (p.parent / name / MANIFEST).is_file():
-            return p.parent / name
+    if (target := _pointer_target(p)) is not None:
+        return target
     for cand in (p, p / "checkpoints"):
         if (cand / MANIFEST).is_file():
             return cand
-        latest = cand / "latest"
-        if latest.is_file():
-            target = cand / latest.read_text(encoding="utf-8").strip()
-            if (target / MANIFEST).is_file():
-                return target
+        if (target := _pointer_target(cand / "latest")) is not None:
+            return target
     raise InputError(f"{path}: not a checkpoint (no {MANIFEST} and no checkpoints/latest)")
+
+
+def _pointer_target(p: Path) -> Path | None:
+    """The checkpoint a pointer file (a sibling folder's name) names, if ``p`` is one."""
+    if not p.is_file() or p.stat().st_size >= 256:
+        return None
+    name = p.read_bytes().decode("utf-8", errors="replace").strip()
+    if name and "/" not in name and (p.parent / name / MANIFEST).is_file():
+        return p.parent / name
+    return None
 
 
 def load_checkpoint(path: str | Path) -> TrainedAgents:
@@ -130,6 +140,12 @@ def observation_signature(builder: ObservationBuilder) -> dict[str, int]:
     return feature_dims(builder.observation_space)
 
 
+def _dims_text(dims: dict[str, int]) -> str:
+    """``Fg=.., .., H=..`` (a dim a manifest lacks counts as 0: checkpoints from before
+    heuristic hints have no ``H``)."""
+    return ", ".join(f"{k}={dims.get(k, 0)}" for k in DIM_KEYS)
+
+
 def check_compatible(agents: TrainedAgents, builder: ObservationBuilder, central: bool) -> None:
     """Refuse (``InputError``) a checkpoint that cannot serve this topology."""
     m, path = agents.manifest, agents.path
@@ -142,12 +158,8 @@ def check_compatible(agents: TrainedAgents, builder: ObservationBuilder, central
         kind = "single-agent (central)" if m["central"] else "multi-agent"
         want = "single-agent" if central else "marl"
         raise InputError(f"{path}: checkpoint holds a {kind} policy, not a {want!r} one")
-    have = observation_signature(builder)
-    expect = m["dims"]
-    differ = any(expect.get(k, 0) != have.get(k, 0) for k in DIM_KEYS)
-    if m.get("obs_version") != OBS_VERSION or differ:
-        exp = ", ".join(f"{k}={expect.get(k, 0)}" for k in DIM_KEYS)
-        got = ", ".join(f"{k}={have.get(k, 0)}" for k in DIM_KEYS)
+    exp, got = _dims_text(m["dims"]), _dims_text(observation_signature(builder))
+    if m.get("obs_version") != OBS_VERSION or exp != got:
         raise InputError(
             f"{path}: checkpoint expects observation layout v{m.get('obs_version')} with "
             f"{exp} but config gives v{OBS_VERSION} with {got}"
@@ -175,10 +187,8 @@ def envs_signature(cfg) -> dict[str, int]:
 
 def check_envs_compatible(agents: TrainedAgents, cfg) -> None:
     """Refuse an ``envs``-trained checkpoint whose feature dims differ from ``cfg``'s."""
-    have, expect = envs_signature(cfg), agents.manifest["dims"]
-    if any(expect.get(k, 0) != have.get(k, 0) for k in DIM_KEYS):
-        exp = ", ".join(f"{k}={expect.get(k, 0)}" for k in DIM_KEYS)
-        got = ", ".join(f"{k}={have.get(k, 0)}" for k in DIM_KEYS)
+    exp, got = _dims_text(agents.manifest["dims"]), _dims_text(envs_signature(cfg))
+    if exp != got:
         raise InputError(f"{agents.path}: checkpoint expects {exp} but config gives {got}")
     if not agents.manifest["share_parameters"]:
         n = cfg.topology.subclusters
@@ -249,8 +259,9 @@ class MarlPolicy(Policy):
     def _builder_for_topology(self, topology: Topology, perf) -> ObservationBuilder:
         """The observation builder of ``topology``; refuses an incompatible checkpoint."""
         if self.builder is None or self.builder.topology is not topology:
-            hints = tuple(self.agents.manifest["model"].get("hints") or ())
-            self.builder = ObservationBuilder(topology, perf, central=self.central, hints=hints)
+            self.builder = ObservationBuilder(
+                topology, perf, central=self.central, hints=self.agents.hints
+            )
             check_compatible(self.agents, self.builder, self.central)
         return self.builder
 

@@ -60,7 +60,7 @@ def bench(n_servers: int, agents, central: bool, jobs: int, seed: int) -> dict:
     cfg = load_config(REPO_ROOT / "configs" / "large.yaml")
     load = 13.0 * n_servers / 4000
     work = load_workload(cfg, perf, TraceOptions(start=20000, max_jobs=jobs, load=load))
-    hints = () if agents is None else tuple(agents.manifest["model"].get("hints") or ())
+    hints = () if agents is None else agents.hints
     builder = ObservationBuilder(topo, perf, central=central, hints=hints)
     if agents is None:
         torch.manual_seed(seed)
