@@ -55,6 +55,10 @@ def _job(workers: int, ps: int) -> Job:
     return Job(999, "probe", "resnet-50", workers, ps, 100.0, 0.0, 10.0)
 
 
+def _follow(builder, i):
+    return builder.pad[0] + builder.n_agents + i
+
+
 def _probe(k: int, workers: int):
     """A session for a probe job at the roomiest agent, and hint ``k``'s plan for it."""
     builder, sim = _busy()
@@ -101,19 +105,27 @@ def test_hint_column_is_the_heuristics_plan_in_the_scope():
         assert obs["job_x"][-len(HINTS) + i] == 1.0
 
 
+@pytest.mark.parametrize("via", ["column", "follow"])
 @pytest.mark.parametrize("k", range(len(HINTS)))
-def test_following_a_hint_reproduces_the_heuristic(k):
-    builder, session, a, plan = _probe(k, workers=3)
+def test_following_a_hint_reproduces_the_heuristic(k, via):
+    """Either by the arg-max of the hint's column (the features carry the plan) or by
+    its follow action, every task of the job goes where the heuristic put it."""
+    builder, session, a, plan = _probe(k, workers=3 if via == "column" else 4)
+    assert builder.action_space.n == builder.pad[0] + builder.n_agents + len(HINTS)
     nf, nj = len(FEATURES["group_x"]), len(FEATURES["job_x"])
     while not session.done:
         obs = builder.observe(session, a)
         assert obs["job_x"][nj + k] == 1.0  # the job agrees with the plan so far
-        col = obs["group_x"][:, nf + k] * (obs["action_mask"][: builder.pad[0]] > 0)
-        session.act(int(np.argmax(col)))
+        assert obs["action_mask"][_follow(builder, k)] == 1.0
+        if via == "column":
+            col = obs["group_x"][:, nf + k] * (obs["action_mask"][: builder.pad[0]] > 0)
+            session.act(int(np.argmax(col)))
+        else:
+            session.act(_follow(builder, k))
     assert placement_key(session.placement()) == placement_key(plan)
 
 
-def test_departing_from_a_plan_clears_its_agreement():
+def test_departing_from_a_plan_clears_its_agreement_and_masks_its_follow():
     builder, sim = _busy(("first-fit",))
     a = _roomiest(builder, sim)
     session = PlacementSession(builder, _job(2, 1), sim.view(), home=a)
@@ -125,6 +137,9 @@ def test_departing_from_a_plan_clears_its_agreement():
     session.act(int(off_plan[0]))
     obs = builder.observe(session, a)
     assert obs["job_x"][-1] == 0.0
+    assert obs["action_mask"][_follow(builder, 0)] == 0.0
+    with pytest.raises(ValueError, match="masked"):
+        session.act(_follow(builder, 0))
 
 
 def test_unknown_hints_are_refused():
@@ -171,34 +186,6 @@ def test_checkpoint_pointer_files_resolve(tmp_path):
 
 
 # ------------------------------------------------------------------ follow actions
-
-
-def _follow(builder, i):
-    return builder.pad[0] + builder.n_agents + i
-
-
-@pytest.mark.parametrize("k", range(len(HINTS)))
-def test_follow_action_places_the_heuristics_plan(k):
-    builder, session, a, plan = _probe(k, workers=4)
-    assert builder.action_space.n == builder.pad[0] + builder.n_agents + len(HINTS)
-    while not session.done:
-        mask = builder.observe(session, a)["action_mask"]
-        assert mask[_follow(builder, k)] == 1.0
-        session.act(_follow(builder, k))
-    assert placement_key(session.placement()) == placement_key(plan)
-
-
-def test_follow_is_masked_once_the_job_departs_from_the_plan():
-    builder, sim = _busy(("first-fit",))
-    a = _roomiest(builder, sim)
-    session = PlacementSession(builder, _job(2, 1), sim.view(), home=a)
-    obs = builder.observe(session, a)
-    nf = len(FEATURES["group_x"])
-    allowed = obs["action_mask"][: builder.pad[0]] > 0
-    session.act(int(np.flatnonzero((obs["group_x"][:, nf] == 0) & allowed)[0]))
-    assert builder.observe(session, a)["action_mask"][_follow(builder, 0)] == 0.0
-    with pytest.raises(ValueError, match="masked"):
-        session.act(_follow(builder, 0))
 
 
 def test_follow_action_labels_the_teachers_plan():
