@@ -32,6 +32,9 @@ class ModelConfig:
         hints: heuristics whose placement of the job inside the acting agent's scope
             the network reads as extra group and job features (heuristic hints,
             :mod:`agents.single_agent`); empty = none. Builtin env only.
+        consolidate: "consolidate when you can" in the masks: a multi-worker job that
+            fits on one server of another subcluster but of none of its home agent's
+            is forwarded there (:mod:`agents.single_agent`). Builtin env only.
     """
 
     hidden: int = 64
@@ -40,6 +43,7 @@ class ModelConfig:
     share_parameters: bool = True
     central: bool = False
     hints: tuple[str, ...] = ()
+    consolidate: bool = False
 
     def validate(self, where: str, key: str) -> None:
         from marl_sched.policies.base import heuristic_names

@@ -71,6 +71,11 @@ class TrainedAgents:
         """The heuristic hints the networks read (``model.hints``; none before them)."""
         return tuple(self.manifest["model"].get("hints") or ())
 
+    @property
+    def consolidate(self) -> bool:
+        """Whether the agents were trained with "consolidate when you can" masks."""
+        return bool(self.manifest["model"].get("consolidate", False))
+
     def net_for(self, agent_index: int) -> HierarchicalGNN:
         if self.manifest["share_parameters"] or self.central:
             return next(iter(self.nets.values()))
@@ -260,7 +265,11 @@ class MarlPolicy(Policy):
         """The observation builder of ``topology``; refuses an incompatible checkpoint."""
         if self.builder is None or self.builder.topology is not topology:
             self.builder = ObservationBuilder(
-                topology, perf, central=self.central, hints=self.agents.hints
+                topology,
+                perf,
+                central=self.central,
+                hints=self.agents.hints,
+                consolidate=self.agents.consolidate,
             )
             check_compatible(self.agents, self.builder, self.central)
         return self.builder

@@ -70,7 +70,8 @@ class SchedulingEnv(MultiAgentEnv):
 
     Args:
         config: ``{"experiment": ExperimentConfig or path, "central": bool,
-            "hints": [heuristic names], "episode_jobs": int, "time_scale_s": float, "seed": int,
+            "hints": [heuristic names], "consolidate": bool, "episode_jobs": int,
+            "time_scale_s": float, "seed": int,
             "extra_windows": [{"trace", "start", "max_jobs", "load", "share"}, ...],
             "workload_share": float}`` — each episode is a slice of the config's
             workload or of an extra window, picked in proportion to the shares.
@@ -100,6 +101,7 @@ class SchedulingEnv(MultiAgentEnv):
             self.perf,
             central=bool(config.get("central", False)),
             hints=tuple(config.get("hints") or ()),
+            consolidate=bool(config.get("consolidate", False)),
         )
         self.episode_jobs = int(config.get("episode_jobs", 200))
         self.time_scale_s = float(config.get("time_scale_s", 3600.0))

@@ -21,7 +21,11 @@ in training is exactly what it sees when it is evaluated. Two modes:
   subclusters only when no single one can hold the rest of it. The rule is
   :func:`envs.observations.forward_targets` (with the greedy capacity check
   :func:`envs.observations.scopes_can_host_rest`), the same one the env
-  ``ClusterPlacement-v0`` applies.
+  ``ClusterPlacement-v0`` applies. Optionally (``consolidate``, ``model.consolidate``)
+  also **consolidate when you can**: when a job with several workers arrives at an
+  agent none of whose servers can take all of its workers while some unvisited
+  agent's scope has such a server, its first task can only be forwarded, to those
+  agents — a job that fits on one server somewhere is not split over servers.
 - **central** (``central=True``): one agent ``"central"`` sees the whole datacenter
   as a single scope (the single-agent variant for the convergence comparison);
   ``A = 1`` and its only forward action is always masked.
@@ -50,7 +54,9 @@ has one **follow** action per hint (``G_max + A + i``): place the current task w
 plan ``i`` puts its next task of that kind not yet placed (the first such group in
 the plan's task order) — legal while the job agrees with the plan and that group can
 take the task. A policy can follow one plan for a whole job, switch between plans,
-place tasks itself, or ignore the hints; what it learns to do is its own.
+place tasks itself, or ignore the hints; what it learns to do is its own. Hints add
+one ``peers_x`` column, ``rest_on_one_server``: can one server of that scope take all
+of the job's remaining workers (the plans describe the acting agent's scope only).
 
 Reward (cooperative, to the acting agent): with ``C(t)`` the job-seconds spent in
 the system up to ``t`` (Σ of ``min(finish, t) - submit`` over submitted jobs) and
@@ -115,6 +121,10 @@ def feature_names(hints: tuple[str, ...] = ()) -> dict[str, tuple[str, ...]]:
     out = dict(FEATURES)
     out["group_x"] = FEATURES["group_x"] + tuple(f"hint_{h}" for h in hints)
     out["job_x"] = FEATURES["job_x"] + tuple(f"hint_{h}_agrees" for h in hints)
+    if hints:
+        # the hints' counterpart for moving the job: can one server of that scope
+        # take all of the job's remaining workers (a plan elsewhere that does not split)
+        out["peers_x"] = FEATURES["peers_x"] + ("rest_on_one_server",)
     return out
 
 
@@ -180,6 +190,8 @@ class ObservationBuilder:
         pad: ``(G_max, S_max, R_max)``; default = the largest scope's sizes.
         hints: heuristics whose placements inside the acting agent's scope become
             input features (module docstring); empty = none.
+        consolidate: a job that fits on one server somewhere goes to one server's
+            scope (module docstring, "consolidate when you can").
     """
 
     def __init__(
@@ -189,6 +201,7 @@ class ObservationBuilder:
         central: bool = False,
         pad: tuple[int, int, int] | None = None,
         hints: tuple[str, ...] = (),
+        consolidate: bool = False,
     ) -> None:
         from marl_sched.policies.base import heuristic_names, make_policy
 
@@ -199,6 +212,7 @@ class ObservationBuilder:
         if unknown:
             raise ValueError(f"hints: {', '.join(unknown)} is not a heuristic")
         self.hints = tuple(hints)
+        self.consolidate = bool(consolidate)
         self.hint_policies = [make_policy(h) for h in self.hints]
         for h in self.hint_policies:
             h.reset(topology, 0)
@@ -351,20 +365,20 @@ class ObservationBuilder:
         is_self[agent] = 1.0
         visited = np.zeros(a)
         visited[list(session.visited)] = 1.0
-        return np.stack(
-            [
-                scope_free / self.scope_capacity,
-                np.log1p(scope_free),
-                speed_free / np.maximum(scope_free, 1),
-                best / 8.0,
-                uplink,
-                job / session.job.num_tasks,
-                is_self,
-                session.scope_can_host(),
-                visited,
-            ],
-            axis=1,
-        ).astype(np.float32)
+        columns = [
+            scope_free / self.scope_capacity,
+            np.log1p(scope_free),
+            speed_free / np.maximum(scope_free, 1),
+            best / 8.0,
+            uplink,
+            job / session.job.num_tasks,
+            is_self,
+            session.scope_can_host(),
+            visited,
+        ]
+        if self.hints:
+            columns.append(session.one_server_scopes())
+        return np.stack(columns, axis=1).astype(np.float32)
 
 
 OBS_KEYS = (
@@ -402,6 +416,13 @@ def feature_dims(space: gym.spaces.Dict) -> dict[str, int]:
         "H": int(space["action_mask"].shape[0] - space["group_x"].shape[0])
         - int(space["peers_x"].shape[0]),
     }
+
+
+def _per_task(free: np.ndarray, need: float) -> np.ndarray:
+    """How many tasks needing ``need`` each entry of ``free`` can take (inf if 0)."""
+    if need <= 0:
+        return np.full(len(free), np.inf)
+    return np.floor((free + 1e-9) / need)
 
 
 def _pad1(a: np.ndarray, n: int) -> np.ndarray:
@@ -446,6 +467,7 @@ class PlacementSession:
         self._fits: tuple[np.ndarray, np.ndarray] | None = None
         self._hosts: np.ndarray | None = None
         self._rest: np.ndarray | None = None
+        self._one: np.ndarray | None = None
         # per agent: the hints' plans and their per-group counts (fixed for the job);
         # the hint features and follow targets (until the next task is placed)
         self._plans: dict[int, list[Placement | None]] = {}
@@ -512,8 +534,38 @@ class PlacementSession:
             )
         return self._rest
 
+    def one_server_scopes(self) -> np.ndarray:
+        """Per agent: can one server of its scope take all of the job's remaining workers
+        (GPUs, cores and memory; bool)."""
+        if self._one is None:
+            b, s = self.builder, self.spec
+            t = b.topology
+            gpus = np.add.reduceat(self.group_free, t.server_groups_start)
+            room = np.minimum(gpus, _per_task(self.cpu, s.cpu_worker))
+            room = np.minimum(room, _per_task(self.mem, s.mem_gb))
+            best = np.maximum.reduceat(room, b.scope_server_start)
+            self._one = best >= max(self.workers_left, 1)
+        return self._one
+
+    def must_consolidate(self, agent: int) -> np.ndarray | None:
+        """With ``builder.consolidate``: the agents a multi-worker job's first task must
+        be forwarded to — those whose scope has one server for all of its workers, when
+        ``agent``'s has none — else None (no constraint)."""
+        if not self.builder.consolidate or self.task > 0 or self.job.num_workers < 2:
+            return None
+        one = self.one_server_scopes()
+        if one[agent]:
+            return None
+        targets = self._forward_targets(agent) & one
+        return targets if targets.any() else None
+
     def forward_targets(self, agent: int) -> np.ndarray:
-        """Per agent: may ``agent`` forward the current task there (forward when you must)."""
+        """Per agent: may ``agent`` forward the current task there (forward when you
+        must; with ``builder.consolidate`` also consolidate when you can)."""
+        must = self.must_consolidate(agent)
+        return must if must is not None else self._forward_targets(agent)
+
+    def _forward_targets(self, agent: int) -> np.ndarray:
         allowed = np.ones(self.builder.n_agents, dtype=bool)
         allowed[list(self.visited)] = False
         return forward_targets(
@@ -599,9 +651,13 @@ class PlacementSession:
         b = self.builder
         g_max, a = b.pad[0], b.n_agents
         mask = np.zeros(g_max + a + len(b.hints), dtype=np.float32)
+        must = self.must_consolidate(agent)
+        if must is not None:  # forward only
+            mask[g_max : g_max + a] = must
+            return mask
         local = self._task_fits()[b.scopes[agent].groups]
         mask[: len(local)] = local
-        mask[g_max : g_max + a] = self.forward_targets(agent)
+        mask[g_max : g_max + a] = self._forward_targets(agent)
         mask[g_max + a :] = [g is not None for g in self.follow_targets(agent)]
         return mask
 
@@ -664,6 +720,7 @@ class PlacementSession:
         self._fits = None
         self._hosts = None
         self._rest = None
+        self._one = None
         self._hints = {}
         self._follow = {}
 

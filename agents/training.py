@@ -73,12 +73,15 @@ def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int
     from marl_sched.runner import build_cluster
 
     topo, perf = build_cluster(cfg)
-    builder = ObservationBuilder(topo, perf, central=mc.central, hints=mc.hints)
+    builder = ObservationBuilder(
+        topo, perf, central=mc.central, hints=mc.hints, consolidate=mc.consolidate
+    )
     if tc.env == "envs":
         if mc.central:
             raise InputError(f"{cfg.source}: train.env: 'envs' has no central mode")
-        if mc.hints:
-            raise InputError(f"{cfg.source}: model.hints: the 'envs' environment has none")
+        for key in ("hints", "consolidate"):
+            if getattr(mc, key):
+                raise InputError(f"{cfg.source}: model.{key}: the 'envs' environment has none")
         import envs
 
         return envs.register_rllib(), {"config": cfg}, builder
@@ -88,6 +91,7 @@ def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int
         "experiment": cfg,
         "central": mc.central,
         "hints": list(mc.hints),
+        "consolidate": mc.consolidate,
         "episode_jobs": tc.episode_jobs,
         "time_scale_s": tc.time_scale_s,
         "seed": seed,

@@ -142,3 +142,37 @@ def test_scopes_can_host_rest_matches_the_scope_by_scope_greedy_check():
         np.testing.assert_array_equal(got, _host_rest_one_scope_at_a_time(*args))
         answers.extend(got)
     assert 0 < sum(answers) < len(answers)
+
+
+def test_consolidate_sends_a_job_to_a_scope_with_one_server_for_all_its_workers():
+    """``consolidate``: a job whose workers fit on one server of agent 1 but on no
+    server of its home agent 0 can only be forwarded to agent 1 at its first task; it
+    goes unconstrained where home has such a server, or where no scope has one."""
+    cfg = load_config(TINY)
+    topo, perf = build_cluster(cfg)
+    job = Job(0, "j0", "cifar10", 4, 1, 100.0, 0.0, 10.0)
+    sim = Simulator(topo, [job], perf=perf)
+    view = sim.view()
+    free = np.asarray(view.group_free).copy()
+    home = topo.subcluster_groups(0)
+    free[home] = 0
+    free[topo.server_groups_start[np.unique(topo.group_server[home])]] = 1  # 1 GPU/server
+    import dataclasses
+
+    busy = dataclasses.replace(view, group_free=free)
+    g = None
+    for consolidate in (False, True):
+        builder = ObservationBuilder(topo, perf, consolidate=consolidate)
+        g = builder.pad[0]
+        s = PlacementSession(builder, job, busy, home=0)
+        mask = s.action_mask(0)
+        np.testing.assert_array_equal(s.one_server_scopes(), [False, True])
+        assert mask[g + 1] == 1  # moving the job whole is always legal here
+        assert bool(mask[:g].any()) is not consolidate  # splitting it at home is not
+    # after a move to agent 1, agent 1 places it itself
+    s.act(g + 1)
+    assert s.action_mask(1)[:g].any()
+    # with a server free at home, home may place the job itself
+    s = PlacementSession(builder, job, view, home=0)
+    assert s.action_mask(0)[:g].any()
+    assert s.one_server_scopes().all()

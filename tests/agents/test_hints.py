@@ -82,6 +82,24 @@ def test_hint_columns_extend_the_layout():
     assert feature_dims(plain.observation_space)["Fg"] == len(FEATURES["group_x"])
 
 
+def test_peers_say_which_scopes_take_the_remaining_workers_on_one_server():
+    builder, sim = _busy()
+    assert builder.features["peers_x"][-1] == "rest_on_one_server"
+    view = sim.view()
+    server_free = np.bincount(
+        builder.topology.group_server, weights=view.group_free, minlength=builder.topology.n_servers
+    )
+    best = np.maximum.reduceat(server_free, builder.scope_server_start)
+    workers = int(np.median(best)) + 1  # fits on one server of some scopes, not of others
+    session = PlacementSession(builder, _job(workers, 1), view, home=0)
+    col = builder.observe(session, 0)["peers_x"][:, -1]
+    np.testing.assert_array_equal(col, (best >= workers).astype(np.float32))
+    assert 0 < col.sum() < builder.n_agents
+    session.act(int(np.flatnonzero(builder.observe(session, 0)["action_mask"])[0]))
+    col = builder.observe(session, session.agent)["peers_x"][:, -1]
+    assert col.sum() >= (best >= workers).sum()  # one worker fewer to fit
+
+
 def test_hint_column_is_the_heuristics_plan_in_the_scope():
     builder, sim = _busy()
     job, view = _job(3, 1), sim.view()
@@ -152,7 +170,7 @@ def test_unknown_hints_are_refused():
 
 def test_policy_serves_a_checkpoint_with_hints_and_refuses_other_names():
     builder, sim = _busy()
-    model = {"hidden": 8, "layers": 1, "hints": list(HINTS)}
+    model = {"hidden": 8, "layers": 1, "hints": list(HINTS), "consolidate": True}
     net = build_gnn(feature_dims(builder.observation_space), model)
     weights = {"shared": {f"gnn.{k}": v for k, v in net.state_dict().items()}}
     manifest = manifest_for(builder, model, ["shared"])
@@ -161,6 +179,7 @@ def test_policy_serves_a_checkpoint_with_hints_and_refuses_other_names():
     job = sim.next_decision()
     p = policy.place(job, sim.view())
     assert p is not None and len(p.worker_groups) == job.num_workers
+    assert policy.builder.hints == HINTS and policy.builder.consolidate  # as trained
     # same dims, other heuristics: refused by name
     renamed = dict(manifest, model={**model, "hints": ["tetris", "locality", "first-fit"]})
     other = MarlPolicy(agents=agents_from_weights(renamed, weights))

@@ -63,8 +63,8 @@ def test_hints_config_is_the_default_plus_hints_and_a_margin():
     default = load_config(REPO_ROOT / "configs" / "default.yaml")
     assert cfg.topology == default.topology and cfg.workload == default.workload
     assert train_config(cfg).extra_windows == train_config(default).extra_windows
-    hints = model_config(cfg).hints
-    assert len(hints) == 6 and set(hints) <= set(heuristic_names())
+    mc = model_config(cfg)
+    assert mc.hints and set(mc.hints) <= set(heuristic_names()) and mc.consolidate
     assert train_config(cfg).bc_margin == pytest.approx(0.03)
 
 
