@@ -32,6 +32,9 @@ class ModelConfig:
         hints: heuristics whose placement of the job inside the acting agent's scope
             the network reads as extra group and job features (heuristic hints,
             :mod:`agents.single_agent`); empty = none. Builtin env only.
+        global_hints: heuristics whose placement of the job in the whole datacenter
+            the network reads as a column of the peer summaries (the share of the job
+            each scope would get). Builtin env only.
         consolidate: "consolidate when you can" in the masks: a multi-worker job that
             fits on one server of another subcluster but of none of its home agent's
             is forwarded there (:mod:`agents.single_agent`). Builtin env only.
@@ -44,6 +47,7 @@ class ModelConfig:
     central: bool = False
     hints: tuple[str, ...] = ()
     consolidate: bool = False
+    global_hints: tuple[str, ...] = ()
 
     def validate(self, where: str, key: str) -> None:
         from marl_sched.policies.base import heuristic_names
@@ -51,11 +55,15 @@ class ModelConfig:
         check(self.hidden >= 4, where, f"{key}.hidden", f"must be >= 4, got {self.hidden}")
         check(self.layers >= 1, where, f"{key}.layers", f"must be >= 1, got {self.layers}")
         known = heuristic_names()
-        for h in self.hints:
-            check(
-                h in known, where, f"{key}.hints", f"{h!r} is not a heuristic ({', '.join(known)})"
-            )
-        check(len(set(self.hints)) == len(self.hints), where, f"{key}.hints", "repeats a name")
+        for name, names in (("hints", self.hints), ("global_hints", self.global_hints)):
+            for h in names:
+                check(
+                    h in known,
+                    where,
+                    f"{key}.{name}",
+                    f"{h!r} is not a heuristic ({', '.join(known)})",
+                )
+            check(len(set(names)) == len(names), where, f"{key}.{name}", "repeats a name")
 
 
 @dataclass(frozen=True)

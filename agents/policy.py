@@ -72,9 +72,22 @@ class TrainedAgents:
         return tuple(self.manifest["model"].get("hints") or ())
 
     @property
+    def global_hints(self) -> tuple[str, ...]:
+        """The heuristics whose whole-datacenter plans the networks read."""
+        return tuple(self.manifest["model"].get("global_hints") or ())
+
+    @property
     def consolidate(self) -> bool:
         """Whether the agents were trained with "consolidate when you can" masks."""
         return bool(self.manifest["model"].get("consolidate", False))
+
+    def builder_options(self) -> dict[str, Any]:
+        """The :class:`ObservationBuilder` options the networks were trained with."""
+        return {
+            "hints": self.hints,
+            "consolidate": self.consolidate,
+            "global_hints": self.global_hints,
+        }
 
     def net_for(self, agent_index: int) -> HierarchicalGNN:
         if self.manifest["share_parameters"] or self.central:
@@ -265,11 +278,7 @@ class MarlPolicy(Policy):
         """The observation builder of ``topology``; refuses an incompatible checkpoint."""
         if self.builder is None or self.builder.topology is not topology:
             self.builder = ObservationBuilder(
-                topology,
-                perf,
-                central=self.central,
-                hints=self.agents.hints,
-                consolidate=self.agents.consolidate,
+                topology, perf, central=self.central, **self.agents.builder_options()
             )
             check_compatible(self.agents, self.builder, self.central)
         return self.builder

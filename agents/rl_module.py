@@ -70,7 +70,8 @@ class SchedulingEnv(MultiAgentEnv):
 
     Args:
         config: ``{"experiment": ExperimentConfig or path, "central": bool,
-            "hints": [heuristic names], "consolidate": bool, "episode_jobs": int,
+            "hints": [heuristic names], "consolidate": bool, "global_hints": [names],
+            "episode_jobs": int,
             "time_scale_s": float, "seed": int,
             "extra_windows": [{"trace", "start", "max_jobs", "load", "share"}, ...],
             "workload_share": float}`` — each episode is a slice of the config's
@@ -102,6 +103,7 @@ class SchedulingEnv(MultiAgentEnv):
             central=bool(config.get("central", False)),
             hints=tuple(config.get("hints") or ()),
             consolidate=bool(config.get("consolidate", False)),
+            global_hints=tuple(config.get("global_hints") or ()),
         )
         self.episode_jobs = int(config.get("episode_jobs", 200))
         self.time_scale_s = float(config.get("time_scale_s", 3600.0))

@@ -57,6 +57,9 @@ take the task. A policy can follow one plan for a whole job, switch between plan
 place tasks itself, or ignore the hints; what it learns to do is its own. Hints add
 one ``peers_x`` column, ``rest_on_one_server``: can one server of that scope take all
 of the job's remaining workers (the plans describe the acting agent's scope only).
+Global hints (``model.global_hints``): for each named heuristic, a ``peers_x`` column
+``global_<h>`` — the share of the job's tasks that ``h``, asked once per job on the
+whole datacenter, puts in each scope (where that heuristic would send the job).
 
 Reward (cooperative, to the acting agent): with ``C(t)`` the job-seconds spent in
 the system up to ``t`` (Σ of ``min(finish, t) - submit`` over submitted jobs) and
@@ -116,8 +119,11 @@ FEATURES = {
 }  # fmt: skip
 
 
-def feature_names(hints: tuple[str, ...] = ()) -> dict[str, tuple[str, ...]]:
-    """:data:`FEATURES` with the columns of heuristic hints ``hints`` appended."""
+def feature_names(
+    hints: tuple[str, ...] = (), global_hints: tuple[str, ...] = ()
+) -> dict[str, tuple[str, ...]]:
+    """:data:`FEATURES` with the columns of heuristic hints ``hints`` and
+    ``global_hints`` appended."""
     out = dict(FEATURES)
     out["group_x"] = FEATURES["group_x"] + tuple(f"hint_{h}" for h in hints)
     out["job_x"] = FEATURES["job_x"] + tuple(f"hint_{h}_agrees" for h in hints)
@@ -125,6 +131,7 @@ def feature_names(hints: tuple[str, ...] = ()) -> dict[str, tuple[str, ...]]:
         # the hints' counterpart for moving the job: can one server of that scope
         # take all of the job's remaining workers (a plan elsewhere that does not split)
         out["peers_x"] = FEATURES["peers_x"] + ("rest_on_one_server",)
+    out["peers_x"] = out["peers_x"] + tuple(f"global_{h}" for h in global_hints)
     return out
 
 
@@ -192,6 +199,8 @@ class ObservationBuilder:
             input features (module docstring); empty = none.
         consolidate: a job that fits on one server somewhere goes to one server's
             scope (module docstring, "consolidate when you can").
+        global_hints: heuristics whose placement of the job in the whole datacenter
+            becomes a ``peers_x`` column (module docstring); empty = none.
     """
 
     def __init__(
@@ -202,21 +211,25 @@ class ObservationBuilder:
         pad: tuple[int, int, int] | None = None,
         hints: tuple[str, ...] = (),
         consolidate: bool = False,
+        global_hints: tuple[str, ...] = (),
     ) -> None:
         from marl_sched.policies.base import heuristic_names, make_policy
 
         t = self.topology = topology
         self.perf = perf
         self.central = central
-        unknown = [h for h in hints if h not in heuristic_names()]
-        if unknown:
-            raise ValueError(f"hints: {', '.join(unknown)} is not a heuristic")
+        for key, names in (("hints", hints), ("global_hints", global_hints)):
+            unknown = [h for h in names if h not in heuristic_names()]
+            if unknown:
+                raise ValueError(f"{key}: {', '.join(unknown)} is not a heuristic")
         self.hints = tuple(hints)
+        self.global_hints = tuple(global_hints)
         self.consolidate = bool(consolidate)
         self.hint_policies = [make_policy(h) for h in self.hints]
-        for h in self.hint_policies:
+        self.global_policies = [make_policy(h) for h in self.global_hints]
+        for h in (*self.hint_policies, *self.global_policies):
             h.reset(topology, 0)
-        self.features = feature_names(self.hints)
+        self.features = feature_names(self.hints, self.global_hints)
         if central:
             self.scopes = [_scope(t, np.arange(t.n_groups))]
             self.group_scope = np.zeros(t.n_groups, dtype=np.int64)
@@ -378,6 +391,7 @@ class ObservationBuilder:
         ]
         if self.hints:
             columns.append(session.one_server_scopes())
+        columns.extend(session.global_shares())
         return np.stack(columns, axis=1).astype(np.float32)
 
 
@@ -468,6 +482,7 @@ class PlacementSession:
         self._hosts: np.ndarray | None = None
         self._rest: np.ndarray | None = None
         self._one: np.ndarray | None = None
+        self._global: np.ndarray | None = None
         # per agent: the hints' plans and their per-group counts (fixed for the job);
         # the hint features and follow targets (until the next task is placed)
         self._plans: dict[int, list[Placement | None]] = {}
@@ -595,6 +610,22 @@ class PlacementSession:
                 for p in plans
             ]
         return self._plans[agent]
+
+    def global_shares(self) -> np.ndarray:
+        """``(H_global, A)``: per global hint, the share of the job's tasks its
+        placement in the whole datacenter puts in each agent's scope (0 if it cannot
+        place the job); fixed for the job."""
+        if self._global is None:
+            b = self.builder
+            out = np.zeros((len(b.global_policies), b.n_agents))
+            for i, h in enumerate(b.global_policies):
+                p = h.place(self.job, self.view)
+                if p is not None:
+                    groups = np.asarray([*p.worker_groups, *p.ps_groups], dtype=np.int64)
+                    scopes = b.group_scope[groups]
+                    out[i] = np.bincount(scopes, minlength=b.n_agents) / len(groups)
+            self._global = out
+        return self._global
 
     def follow_targets(self, agent: int) -> list[int | None]:
         """Per hint: the global group its follow action puts the current task on, or

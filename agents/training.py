@@ -74,12 +74,17 @@ def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int
 
     topo, perf = build_cluster(cfg)
     builder = ObservationBuilder(
-        topo, perf, central=mc.central, hints=mc.hints, consolidate=mc.consolidate
+        topo,
+        perf,
+        central=mc.central,
+        hints=mc.hints,
+        consolidate=mc.consolidate,
+        global_hints=mc.global_hints,
     )
     if tc.env == "envs":
         if mc.central:
             raise InputError(f"{cfg.source}: train.env: 'envs' has no central mode")
-        for key in ("hints", "consolidate"):
+        for key in ("hints", "consolidate", "global_hints"):
             if getattr(mc, key):
                 raise InputError(f"{cfg.source}: model.{key}: the 'envs' environment has none")
         import envs
@@ -92,6 +97,7 @@ def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int
         "central": mc.central,
         "hints": list(mc.hints),
         "consolidate": mc.consolidate,
+        "global_hints": list(mc.global_hints),
         "episode_jobs": tc.episode_jobs,
         "time_scale_s": tc.time_scale_s,
         "seed": seed,

@@ -100,6 +100,26 @@ def test_peers_say_which_scopes_take_the_remaining_workers_on_one_server():
     assert col.sum() >= (best >= workers).sum()  # one worker fewer to fit
 
 
+def test_global_hints_say_where_the_heuristic_would_send_the_job():
+    builder, sim = _busy()
+    glob = ObservationBuilder(builder.topology, builder.perf, global_hints=("first-fit",))
+    assert glob.features["peers_x"] == FEATURES["peers_x"] + ("global_first-fit",)
+    view = sim.view()
+    job = _job(3, 1)
+    ff = make_policy("first-fit")
+    ff.reset(builder.topology, 0)
+    plan = ff.place(job, view)
+    groups = [*plan.worker_groups, *plan.ps_groups]
+    want = np.bincount(glob.group_scope[groups], minlength=glob.n_agents) / len(groups)
+    for home in range(glob.n_agents):  # the same column whoever acts, and for every task
+        session = PlacementSession(glob, job, view, home=home)
+        obs = glob.observe(session, home)
+        np.testing.assert_allclose(obs["peers_x"][:, -1], want, atol=1e-6)
+    assert want.max() > 0 and want.sum() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="global_hints: nope is not a heuristic"):
+        ObservationBuilder(builder.topology, builder.perf, global_hints=("nope",))
+
+
 def test_hint_column_is_the_heuristics_plan_in_the_scope():
     builder, sim = _busy()
     job, view = _job(3, 1), sim.view()
@@ -160,12 +180,15 @@ def test_departing_from_a_plan_clears_its_agreement_and_masks_its_follow():
         session.act(_follow(builder, 0))
 
 
-def test_unknown_hints_are_refused():
+@pytest.mark.parametrize("key", ["hints", "global_hints"])
+def test_unknown_hints_are_refused(key):
     topo, perf = build_cluster(load_config(TINY))
     with pytest.raises(ValueError, match="not a heuristic"):
-        ObservationBuilder(topo, perf, hints=("marl",))
-    with pytest.raises(InputError, match=r"model\.hints: 'nope' is not a heuristic"):
-        parse_section(ModelConfig, {"hints": ["nope"]}, "x.yaml", "model")
+        ObservationBuilder(topo, perf, **{key: ("marl",)})
+    with pytest.raises(InputError, match=rf"model\.{key}: 'nope' is not a heuristic"):
+        parse_section(ModelConfig, {key: ["nope"]}, "x.yaml", "model")
+    with pytest.raises(InputError, match=rf"model\.{key}: repeats a name"):
+        parse_section(ModelConfig, {key: ["tetris", "tetris"]}, "x.yaml", "model")
 
 
 def test_policy_serves_a_checkpoint_with_hints_and_refuses_other_names():
