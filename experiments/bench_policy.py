@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 import numpy as np
@@ -26,6 +27,7 @@ from agents.gnn import build_gnn
 from agents.policy import DEFAULT_CHECKPOINT, greedy_action, load_checkpoint
 from agents.single_agent import ObservationBuilder, PlacementSession, feature_dims, home_agent
 from marl_sched.config import REPO_ROOT, ServerTypeConfig, TopologyConfig, load_config
+from marl_sched.errors import InputError
 from marl_sched.perf import PerformanceModel
 from marl_sched.runner import TraceOptions, load_workload
 from marl_sched.simulator import Simulator
@@ -101,11 +103,15 @@ def main() -> None:
     parser.add_argument("--central", action="store_true", help="also the single-agent variant")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    try:
-        agents = load_checkpoint(args.checkpoint)
-        source = args.checkpoint
-    except Exception:  # no shipped checkpoint yet: latency does not depend on weights
+    if args.checkpoint == str(DEFAULT_CHECKPOINT) and not DEFAULT_CHECKPOINT.exists():
+        # no shipped checkpoint: latency does not depend on the weights
         agents, source = None, "untrained network (default ModelConfig)"
+    else:
+        try:
+            agents, source = load_checkpoint(args.checkpoint), args.checkpoint
+        except InputError as e:
+            print(f"error: {e}", file=sys.stderr)
+            raise SystemExit(2) from None
     jobs = 60 if args.quick else 300
     rows = []
     variants = [("marl", False)] + ([("single-agent", True)] if args.central else [])
