@@ -65,6 +65,15 @@ class ModelConfig:
                 )
             check(len(set(names)) == len(names), where, f"{key}.{name}", "repeats a name")
 
+    def builder_options(self) -> dict:
+        """Keyword arguments of :class:`agents.single_agent.ObservationBuilder`."""
+        return {k: getattr(self, k) for k in BUILDER_OPTIONS}
+
+
+#: the :class:`ModelConfig` fields that are :class:`agents.single_agent.ObservationBuilder`
+#: options (the decision process and observation layout, not the network)
+BUILDER_OPTIONS = ("central", "hints", "consolidate", "global_hints")
+
 
 @dataclass(frozen=True)
 class TrainWindow:

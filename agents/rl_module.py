@@ -27,6 +27,7 @@ from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
+from agents.config import BUILDER_OPTIONS
 from agents.gnn import build_gnn
 from agents.single_agent import (
     ObservationBuilder,
@@ -70,8 +71,8 @@ class SchedulingEnv(MultiAgentEnv):
 
     Args:
         config: ``{"experiment": ExperimentConfig or path, "central": bool,
-            "hints": [heuristic names], "consolidate": bool, "global_hints": [names],
-            "episode_jobs": int,
+            "hints": [heuristic names], "consolidate": bool, "global_hints": [names]
+            (:data:`agents.config.BUILDER_OPTIONS`), "episode_jobs": int,
             "time_scale_s": float, "seed": int,
             "extra_windows": [{"trace", "start", "max_jobs", "load", "share"}, ...],
             "workload_share": float}`` — each episode is a slice of the config's
@@ -98,12 +99,7 @@ class SchedulingEnv(MultiAgentEnv):
         self.sources = sources
         self.source_p = np.asarray(shares) / sum(shares)
         self.builder = ObservationBuilder(
-            self.topology,
-            self.perf,
-            central=bool(config.get("central", False)),
-            hints=tuple(config.get("hints") or ()),
-            consolidate=bool(config.get("consolidate", False)),
-            global_hints=tuple(config.get("global_hints") or ()),
+            self.topology, self.perf, **{k: config[k] for k in BUILDER_OPTIONS if k in config}
         )
         self.episode_jobs = int(config.get("episode_jobs", 200))
         self.time_scale_s = float(config.get("time_scale_s", 3600.0))

@@ -83,7 +83,7 @@ import gymnasium as gym
 import numpy as np
 
 from agents.teachers import placement_key
-from envs.observations import forward_targets, scopes_can_host_rest
+from envs.observations import forward_targets, scopes_can_host_rest, server_worker_slots
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.jobs import Job, Placement
 from marl_sched.perf import PerformanceModel
@@ -432,13 +432,6 @@ def feature_dims(space: gym.spaces.Dict) -> dict[str, int]:
     }
 
 
-def _per_task(free: np.ndarray, need: float) -> np.ndarray:
-    """How many tasks needing ``need`` each entry of ``free`` can take (inf if 0)."""
-    if need <= 0:
-        return np.full(len(free), np.inf)
-    return np.floor((free + 1e-9) / need)
-
-
 def _pad1(a: np.ndarray, n: int) -> np.ndarray:
     out = np.zeros(n, dtype=a.dtype)
     out[: len(a)] = a
@@ -554,10 +547,9 @@ class PlacementSession:
         (GPUs, cores and memory; bool)."""
         if self._one is None:
             b, s = self.builder, self.spec
-            t = b.topology
-            gpus = np.add.reduceat(self.group_free, t.server_groups_start)
-            room = np.minimum(gpus, _per_task(self.cpu, s.cpu_worker))
-            room = np.minimum(room, _per_task(self.mem, s.mem_gb))
+            room = server_worker_slots(
+                b.topology, self.group_free, self.cpu, self.mem, s.cpu_worker, s.mem_gb
+            )
             best = np.maximum.reduceat(room, b.scope_server_start)
             self._one = best >= max(self.workers_left, 1)
         return self._one
@@ -571,16 +563,12 @@ class PlacementSession:
         one = self.one_server_scopes()
         if one[agent]:
             return None
-        targets = self._forward_targets(agent) & one
+        targets = self.forward_targets(agent) & one
         return targets if targets.any() else None
 
     def forward_targets(self, agent: int) -> np.ndarray:
         """Per agent: may ``agent`` forward the current task there (forward when you
-        must; with ``builder.consolidate`` also consolidate when you can)."""
-        must = self.must_consolidate(agent)
-        return must if must is not None else self._forward_targets(agent)
-
-    def _forward_targets(self, agent: int) -> np.ndarray:
+        must; :meth:`action_mask` narrows it with :meth:`must_consolidate`)."""
         allowed = np.ones(self.builder.n_agents, dtype=bool)
         allowed[list(self.visited)] = False
         return forward_targets(
@@ -688,7 +676,7 @@ class PlacementSession:
             return mask
         local = self._task_fits()[b.scopes[agent].groups]
         mask[: len(local)] = local
-        mask[g_max : g_max + a] = self._forward_targets(agent)
+        mask[g_max : g_max + a] = self.forward_targets(agent)
         mask[g_max + a :] = [g is not None for g in self.follow_targets(agent)]
         return mask
 

@@ -73,19 +73,13 @@ def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int
     from marl_sched.runner import build_cluster
 
     topo, perf = build_cluster(cfg)
-    builder = ObservationBuilder(
-        topo,
-        perf,
-        central=mc.central,
-        hints=mc.hints,
-        consolidate=mc.consolidate,
-        global_hints=mc.global_hints,
-    )
+    options = mc.builder_options()
+    builder = ObservationBuilder(topo, perf, **options)
     if tc.env == "envs":
         if mc.central:
             raise InputError(f"{cfg.source}: train.env: 'envs' has no central mode")
-        for key in ("hints", "consolidate", "global_hints"):
-            if getattr(mc, key):
+        for key in options:
+            if key != "central" and options[key]:
                 raise InputError(f"{cfg.source}: model.{key}: the 'envs' environment has none")
         import envs
 
@@ -94,10 +88,7 @@ def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int
 
     env_config = {
         "experiment": cfg,
-        "central": mc.central,
-        "hints": list(mc.hints),
-        "consolidate": mc.consolidate,
-        "global_hints": list(mc.global_hints),
+        **options,
         "episode_jobs": tc.episode_jobs,
         "time_scale_s": tc.time_scale_s,
         "seed": seed,

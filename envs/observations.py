@@ -269,6 +269,27 @@ class JobDraft:
         return room
 
 
+def _slots(x: np.ndarray, d: float) -> np.ndarray:
+    """Tasks needing ``d`` each entry of ``x`` can take (inf when ``d`` is 0)."""
+    if d <= 0:
+        return np.full(x.shape, np.inf)
+    return np.floor(np.maximum(x + _EPS, 0.0) / d)
+
+
+def server_worker_slots(
+    topology: Topology,
+    group_free: np.ndarray,
+    cpu_free: np.ndarray,
+    mem_free: np.ndarray,
+    cpu_worker: float,
+    mem_gb: float,
+) -> np.ndarray:
+    """(n_servers,) workers each server can take: min(free GPUs, cores // cpu_worker,
+    memory // mem_gb)."""
+    gpus = np.add.reduceat(np.maximum(group_free, 0), topology.server_groups_start)
+    return np.minimum(gpus, np.minimum(_slots(cpu_free, cpu_worker), _slots(mem_free, mem_gb)))
+
+
 def scopes_can_host_rest(
     topology: Topology,
     group_start: np.ndarray,
@@ -292,15 +313,8 @@ def scopes_can_host_rest(
     """
     t = topology
     cw, cp, m = demands
-
-    def slots(x: np.ndarray, d: float) -> np.ndarray:
-        if d <= 0:
-            return np.full(x.shape, np.inf)
-        return np.floor(np.maximum(x + _EPS, 0.0) / d)
-
     n = len(group_start)
-    srv_free = np.add.reduceat(np.maximum(group_free, 0), t.server_groups_start)
-    w_slots = np.minimum(srv_free, np.minimum(slots(cpu_free, cw), slots(mem_free, m)))
+    w_slots = server_worker_slots(t, group_free, cpu_free, mem_free, cw, m)
     srv_bounds = np.searchsorted(t.server_groups_start, [*group_start, t.n_groups])
     scope = np.repeat(np.arange(n), np.diff(srv_bounds))  # of each server (sorted)
     # all scopes at once: per scope, servers with the most worker slots first (stable);
@@ -314,7 +328,7 @@ def scopes_can_host_rest(
     x[order] = np.clip(workers_left - ahead, 0.0, ws)
     cpu = cpu_free - x * cw
     mem = mem_free - x * m
-    ps_slots = np.bincount(scope, weights=np.minimum(slots(cpu, cp), slots(mem, m)), minlength=n)
+    ps_slots = np.bincount(scope, weights=np.minimum(_slots(cpu, cp), _slots(mem, m)), minlength=n)
     return (total >= workers_left) & (ps_slots >= ps_left)
 
 

@@ -1,7 +1,7 @@
 """Golden trace: a small trace replayed under every heuristic must reproduce the stored
 metrics — counts exactly, times to 1e-9 relative (the last bits of a float sum may
-differ between numpy builds; any change of a decision moves them far more). A change of the model or the calibration that moves them must
-regenerate the file on purpose:
+differ between numpy builds; any change of a decision moves them far more). A change
+of the model or the calibration that moves them must regenerate the file on purpose:
 
     python -m tests.marl_sched.test_golden --update
 """
