@@ -13,6 +13,7 @@ from agents.gnn import (
     HierarchicalGNN,
     from_padded,
     from_pyg,
+    linear_cat,
     to_pyg,
 )
 
@@ -172,3 +173,32 @@ def test_gradients_reach_every_parameter(net):
     loss.backward()
     missing = [n for n, p in net.named_parameters() if p.grad is None]
     assert not missing
+
+
+def test_linear_cat_is_the_layer_on_the_concatenation():
+    torch.manual_seed(8)
+    lin = torch.nn.Linear(3 + 4 + 2, 5)
+    rows = torch.randn(7, 3)
+    servers, jobs = torch.randn(3, 4), torch.randn(2, 2)
+    i_s, i_j = torch.tensor([0, 0, 1, 2, 2, 2, 1]), torch.tensor([0, 0, 0, 1, 1, 1, 1])
+    expected = lin(torch.cat([rows, servers[i_s], jobs[i_j]], dim=-1))
+    torch.testing.assert_close(linear_cat(lin, rows, (servers, i_s), (jobs, i_j)), expected)
+    with pytest.raises(ValueError, match="8 wide, the layer takes 9"):
+        linear_cat(lin, rows, (servers, i_s), (jobs[:, :1], i_j))
+
+
+def test_batch_mean_and_max_per_parent():
+    rng = np.random.default_rng(9)
+    obs = [make_obs(rng, 6, 3, 2), make_obs(rng, 3, 4, 2)]  # server 3 of graph 2: no group
+    b, _ = from_padded(batch(obs))
+    x = b.group_x
+    assert (torch.bincount(b.group_server, minlength=b.parents("group_server")) == 0).sum() == 1
+    for parent in range(b.parents("group_server")):
+        rows = x[b.group_server == parent]
+        mean = rows.mean(0) if len(rows) else torch.zeros(x.size(1))
+        torch.testing.assert_close(b.mean(x, "group_server")[parent], mean)
+        if len(rows):
+            torch.testing.assert_close(b.max(x, "group_server")[parent], rows.max(0).values)
+    assert b.parents("group_batch") == 2 and b.parents("server_rack") == 4
+    # the counts are cached per index: a second call with other rows still divides right
+    torch.testing.assert_close(b.mean(2 * x, "group_batch"), 2 * b.mean(x, "group_batch"))
