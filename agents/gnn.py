@@ -89,6 +89,8 @@ class ClusterBatch:
         (0 for a parent without children); the child counts are computed once per
         batch, as every layer pools over the same indices."""
         index, size = getattr(self, by), self.parents(by)
+        if size == 1 and x.size(0) > 0:  # one parent (a lone observation): a plain mean
+            return x.mean(0, keepdim=True)
         inverse = self._inverse_counts.get(by)
         if inverse is None:
             count = torch.bincount(index, minlength=size).clamp_(min=1)
@@ -98,6 +100,8 @@ class ClusterBatch:
 
     def max(self, x: Tensor, by: str) -> Tensor:
         """``(parents, h)``: the elementwise max of the rows ``x`` per parent."""
+        if self.parents(by) == 1 and x.size(0) > 0:
+            return x.amax(0, keepdim=True)
         return scatter(x, getattr(self, by), 0, dim_size=self.parents(by), reduce="max")
 
 

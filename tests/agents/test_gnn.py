@@ -202,3 +202,14 @@ def test_batch_mean_and_max_per_parent():
     assert b.parents("group_batch") == 2 and b.parents("server_rack") == 4
     # the counts are cached per index: a second call with other rows still divides right
     torch.testing.assert_close(b.mean(2 * x, "group_batch"), 2 * b.mean(x, "group_batch"))
+
+
+def test_an_observation_alone_and_in_a_batch_agree(net):
+    # a lone observation takes the one-parent shortcut of ClusterBatch.mean / max
+    rng = np.random.default_rng(10)
+    obs = [make_obs(rng, 6, 3, 2), make_obs(rng, 4, 2, 1)]
+    both, v_both = net.forward_padded(batch(obs))
+    for i, o in enumerate(obs):
+        alone, v_alone = net.forward_padded(batch([o]))
+        torch.testing.assert_close(alone[0], both[i], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(v_alone[0], v_both[i], atol=1e-5, rtol=1e-5)
