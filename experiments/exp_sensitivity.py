@@ -43,7 +43,8 @@ CONFIG = REPO_ROOT / "configs" / "default.yaml"
 
 class OneSwap(Policy):
     """``base`` for every job but ``job_id``, which ``alternatives`` place (the first
-    whose placement differs from ``base``'s); ``swapped`` says whether one did."""
+    whose workers land on other GPU groups than ``base``'s); ``swapped`` says whether
+    one did."""
 
     name = "one-swap"
 
