@@ -100,9 +100,10 @@ class ClusterBatch:
 
     def max(self, x: Tensor, by: str) -> Tensor:
         """``(parents, h)``: the elementwise max of the rows ``x`` per parent."""
-        if self.parents(by) == 1 and x.size(0) > 0:
+        size = self.parents(by)
+        if size == 1 and x.size(0) > 0:
             return x.amax(0, keepdim=True)
-        return scatter(x, getattr(self, by), 0, dim_size=self.parents(by), reduce="max")
+        return scatter(x, getattr(self, by), 0, dim_size=size, reduce="max")
 
 
 def from_padded(obs: dict[str, Tensor]) -> tuple[ClusterBatch, tuple[Tensor, Tensor]]:
@@ -510,18 +511,16 @@ class HierarchicalGNN(nn.Module):
 
     def forward(self, b: ClusterBatch) -> tuple[Tensor, Tensor, Tensor]:
         job = b.job_x
-        h_g = _embed(self.embed_group, b.group_x, (job, b.group_batch))
-        h_s = _embed(self.embed_server, b.server_x, (job, b.server_batch))
-        h_r = _embed(self.embed_rack, b.rack_x, (job, b.rack_batch))
+        h_g = mlp_cat(self.embed_group, b.group_x, (job, b.group_batch))
+        h_s = mlp_cat(self.embed_server, b.server_x, (job, b.server_batch))
+        h_r = mlp_cat(self.embed_rack, b.rack_x, (job, b.rack_batch))
         for block in self.blocks:
             h_g, h_s, h_r = block(h_g, h_s, h_r, b)
         z = self.readout(h_g, h_s, h_r, self.job(job), b)
         peers = self.embed_peer(b.peers_x)
         z = self.exchange(z, peers, b.peers_mask)
-        # group_head(h_g ‖ h_s(g) ‖ z): its first layer with the parents multiplied once
-        first, act, last = self.group_head
-        hidden = linear_cat(first, h_g, (h_s, b.group_server), (z, b.group_batch))
-        group_scores = last(act(hidden)).squeeze(-1)
+        parents = (h_s, b.group_server), (z, b.group_batch)
+        group_scores = mlp_cat(self.group_head, h_g, *parents).squeeze(-1)
         z_peers = z.unsqueeze(1).expand(-1, peers.size(1), -1)
         forward_scores = self.forward_head(torch.cat([peers, z_peers], dim=-1)).squeeze(-1)
         group_scores = group_scores.masked_fill(b.group_allowed < 0.5, MASKED_LOGIT)
@@ -551,10 +550,11 @@ class HierarchicalGNN(nn.Module):
         return torch.cat([logits, forward_scores], dim=-1), values
 
 
-def _embed(net: nn.Sequential, rows: Tensor, parent: tuple[Tensor, Tensor]) -> Tensor:
-    """An :func:`mlp` applied to ``[rows ‖ x[i]]`` (``parent = (x, i)``), via :func:`linear_cat`."""
+def mlp_cat(net: nn.Sequential, rows: Tensor, *parents: tuple[Tensor, Tensor]) -> Tensor:
+    """An :func:`mlp` applied to ``[rows ‖ x_1[i_1] ‖ ...]``, its first layer by
+    :func:`linear_cat`."""
     first, act, last = net
-    return last(act(linear_cat(first, rows, parent)))
+    return last(act(linear_cat(first, rows, *parents)))
 
 
 def build_gnn(dims: dict[str, int], model_config: dict) -> HierarchicalGNN:

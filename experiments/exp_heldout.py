@@ -27,20 +27,10 @@ CONFIG = str(REPO_ROOT / "configs" / "default.yaml")
 BASELINES = ["harmony", "mlfs-h", "mlfs-rl", *heuristic_names()]
 
 
-def _windows():
-    """The held-out windows, defined once in ``experiments/train_marl.py``."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "train_marl", Path(__file__).with_name("train_marl.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.QUICK_WINDOWS, module.WINDOWS, module.options
-
-
 def main() -> None:
-    QUICK_WINDOWS, WINDOWS, options = _windows()
+    # the held-out windows, defined once (experiments/ is on the path of a script)
+    from train_marl import QUICK_WINDOWS, WINDOWS, options, trace_exists
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="two windows only")
     ap.add_argument("--out", default="runs/exp_heldout")
@@ -52,7 +42,7 @@ def main() -> None:
     t0 = time.perf_counter()
     for name in names:
         window = WINDOWS[name]
-        if not (REPO_ROOT / window["trace"]).exists() and not Path(window["trace"]).exists():
+        if not trace_exists(window):
             print(f"skipping {name}: {window['trace']} not found")
             continue
         results = run_compare(

@@ -126,7 +126,7 @@ def main() -> None:
     rows, t0 = [], time.perf_counter()
     for name in names:
         window = tm.WINDOWS[name]
-        if not Path(window["trace"]).exists() and not (REPO_ROOT / window["trace"]).exists():
+        if not tm.trace_exists(window):
             print(f"skipping {name}: {window['trace']} not found")
             continue
         rows.append(window_sensitivity(name, window, args.swaps, args.seed, tm.options))

@@ -16,29 +16,18 @@ heuristic, then one JSON object. The rollout teacher costs ≈ 1–3 min per Pol
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import time
-from pathlib import Path
 
 import torch
 
 from agents.single_agent import ObservationBuilder, PlacementSession, home_agent
 from agents.teachers import make_teacher, teacher_plan
-from marl_sched.config import REPO_ROOT, load_config
+from marl_sched.config import load_config
 from marl_sched.metrics import compute_metrics
 from marl_sched.policies import heuristic_names, make_policy
 from marl_sched.runner import TraceOptions, build_cluster, load_workload
 from marl_sched.simulator import Simulator, run_policy
-
-
-def _train_marl():
-    spec = importlib.util.spec_from_file_location(
-        "train_marl", Path(__file__).with_name("train_marl.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def run(cfg, topo, perf, window: dict, place_factory) -> float:
@@ -54,7 +43,8 @@ def run(cfg, topo, perf, window: dict, place_factory) -> float:
 
 
 def main() -> None:
-    tm = _train_marl()
+    import train_marl as tm  # the held-out windows (experiments/ is on the path of a script)
+
     windows = dict(tm.WINDOWS)
     for k in (2, 3, 4, 5, 6):
         windows[f"pollux-{k}"] = {
@@ -73,8 +63,7 @@ def main() -> None:
     figures: dict = {}
     for name in args.windows.split(","):
         window = windows[name]
-        path = Path(window["trace"])
-        if not (path if path.is_absolute() else REPO_ROOT / path).exists():
+        if not tm.trace_exists(window):
             print(f"skipping {name}: {window['trace']} not found")
             continue
         row: dict[str, float] = {}

@@ -93,6 +93,11 @@ def options(window: dict) -> dict:
     return {"trace_format": None, "load": None, "seed": None, **window}
 
 
+def trace_exists(window: dict) -> bool:
+    """Is the window's trace on disk (the full traces live in ``../shared/data``)?"""
+    return Path(window["trace"]).exists() or (REPO_ROOT / window["trace"]).exists()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 windows, reuse runs")
