@@ -37,8 +37,8 @@ CONFIG = str(REPO_ROOT / "configs" / "default.yaml")
 TRACES = REPO_ROOT.parent / "shared" / "data" / "traces"
 HEURISTICS = heuristic_names()
 WINDOWS = {
-    "philly-sample-2200": {"trace": "configs/traces/philly_sample.csv", "start": 2200,
-                           "max_jobs": 300},
+    "philly-sample-2200": {"trace": str(REPO_ROOT / "configs" / "traces" / "philly_sample.csv"),
+                           "start": 2200, "max_jobs": 300},
     "philly-20000": {"trace": str(TRACES / "philly.csv"), "start": 20000, "max_jobs": 500},
     "philly-60000": {"trace": str(TRACES / "philly.csv"), "start": 60000, "max_jobs": 500},
     "alibaba-0": {"trace": str(TRACES / "alibaba_openb_pods.csv"), "start": 0, "max_jobs": 500},
@@ -95,7 +95,7 @@ def options(window: dict) -> dict:
 
 def trace_exists(window: dict) -> bool:
     """Is the window's trace on disk (the full traces live in ``../shared/data``)?"""
-    return Path(window["trace"]).exists() or (REPO_ROOT / window["trace"]).exists()
+    return Path(window["trace"]).exists()
 
 
 def main() -> None:
