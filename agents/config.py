@@ -38,6 +38,10 @@ class ModelConfig:
         consolidate: "consolidate when you can" in the masks: a multi-worker job that
             fits on one server of another subcluster but of none of its home agent's
             is forwarded there (:mod:`agents.single_agent`). Builtin env only.
+        resident_features: a group column ``harm_to_residents``: the slowdown the
+            current task would add to the jobs resident near each GPU group, each
+            weighted by its workers (:func:`marl_sched.simulator.harm_to_residents`)
+            — who the neighbours are, not only how hard they press. Builtin env only.
     """
 
     hidden: int = 64
@@ -48,6 +52,7 @@ class ModelConfig:
     hints: tuple[str, ...] = ()
     consolidate: bool = False
     global_hints: tuple[str, ...] = ()
+    resident_features: bool = False
 
     def validate(self, where: str, key: str) -> None:
         from marl_sched.policies.base import heuristic_names
@@ -72,7 +77,7 @@ class ModelConfig:
 
 #: the :class:`ModelConfig` fields that are :class:`agents.single_agent.ObservationBuilder`
 #: options (the decision process and observation layout, not the network)
-BUILDER_OPTIONS = ("central", "hints", "consolidate", "global_hints")
+BUILDER_OPTIONS = ("central", "hints", "consolidate", "global_hints", "resident_features")
 
 
 @dataclass(frozen=True)
@@ -159,6 +164,9 @@ class TrainConfig:
             own placement unless another proposal's estimated total JCT is lower by
             more than this fraction (0 = always the lowest;
             :class:`agents.teachers.RolloutTeacher`).
+        bc_protect: with ``rollout``, one more proposal: interference-aware with its
+            cost also counting the harm to resident jobs weighted by their size,
+            ``bc_protect`` times (its ``protect``; 0 = no such proposal).
         bc_episodes: teacher episodes (of ``episode_jobs`` jobs) to imitate.
         bc_epochs: passes of supervised training over the teacher's decisions.
         dagger_rounds: after behaviour cloning, rounds of DAgger relabelling (0 =
@@ -196,6 +204,7 @@ class TrainConfig:
     eval_extra_windows: tuple[TrainWindow, ...] = ()
     bc_teacher: str | None = "lookahead"
     bc_margin: float = 0.0
+    bc_protect: float = 0.0
     bc_episodes: int = 20
     bc_epochs: int = 12
     dagger_rounds: int = 0
@@ -250,6 +259,9 @@ class TrainConfig:
         if self.eval_start is not None:
             check(self.eval_start >= 0, where, f"{key}.eval_start", "must be >= 0")
         check(0.0 <= self.bc_margin < 1.0, where, f"{key}.bc_margin", "must be in [0, 1)")
+        check(
+            self.bc_protect >= 0, where, f"{key}.bc_protect", f"must be >= 0, got {self.bc_protect}"
+        )
         for name in ("bc_episodes", "bc_epochs"):
             value = getattr(self, name)
             check(value >= 1, where, f"{key}.{name}", f"must be >= 1, got {value}")

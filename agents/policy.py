@@ -81,12 +81,18 @@ class TrainedAgents:
         """Whether the agents were trained with "consolidate when you can" masks."""
         return bool(self.manifest["model"].get("consolidate", False))
 
+    @property
+    def resident_features(self) -> bool:
+        """Whether the networks read the ``harm_to_residents`` group column."""
+        return bool(self.manifest["model"].get("resident_features", False))
+
     def builder_options(self) -> dict[str, Any]:
         """The :class:`ObservationBuilder` options the networks were trained with."""
         return {
             "hints": self.hints,
             "consolidate": self.consolidate,
             "global_hints": self.global_hints,
+            "resident_features": self.resident_features,
         }
 
     def net_for(self, agent_index: int) -> HierarchicalGNN:

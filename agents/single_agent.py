@@ -61,6 +61,13 @@ Global hints (``model.global_hints``): for each named heuristic, a ``peers_x`` c
 ``global_<h>`` — the share of the job's tasks that ``h``, asked once per job on the
 whole datacenter, puts in each scope (where that heuristic would send the job).
 
+Resident features (optional, ``model.resident_features``): ``group_x`` gains
+``harm_to_residents``, ``log1p`` of the slowdown the current task would add to the
+jobs already running near the group, each weighted by its number of workers (a
+synchronous job runs at its slowest worker's pace, so slowing one worker of a
+48-GPU job stalls 48 GPUs). ``interference_caused`` counts the residents' pressure
+alone and cannot tell a one-GPU job from one worker of a giant.
+
 Reward (cooperative, to the acting agent): with ``C(t)`` the job-seconds spent in
 the system up to ``t`` (Σ of ``min(finish, t) - submit`` over submitted jobs) and
 ``W`` the predicted remaining run time of the running jobs (Σ remaining iterations
@@ -87,7 +94,7 @@ from envs.observations import forward_targets, scopes_can_host_rest, server_work
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.jobs import Job, Placement
 from marl_sched.perf import PerformanceModel
-from marl_sched.simulator import ClusterView
+from marl_sched.simulator import ClusterView, harm_to_residents
 from marl_sched.topology import Topology
 
 OBS_VERSION = 1
@@ -120,12 +127,14 @@ FEATURES = {
 
 
 def feature_names(
-    hints: tuple[str, ...] = (), global_hints: tuple[str, ...] = ()
+    hints: tuple[str, ...] = (), global_hints: tuple[str, ...] = (), residents: bool = False
 ) -> dict[str, tuple[str, ...]]:
     """:data:`FEATURES` with the columns of heuristic hints ``hints`` and
-    ``global_hints`` appended."""
+    ``global_hints`` appended, and with ``residents`` the ``harm_to_residents`` group
+    column."""
     out = dict(FEATURES)
-    out["group_x"] = FEATURES["group_x"] + tuple(f"hint_{h}" for h in hints)
+    out["group_x"] = FEATURES["group_x"] + ("harm_to_residents",) * residents
+    out["group_x"] = out["group_x"] + tuple(f"hint_{h}" for h in hints)
     out["job_x"] = FEATURES["job_x"] + tuple(f"hint_{h}_agrees" for h in hints)
     if hints:
         # the hints' counterpart for moving the job: can one server of that scope
@@ -201,6 +210,7 @@ class ObservationBuilder:
             scope (module docstring, "consolidate when you can").
         global_hints: heuristics whose placement of the job in the whole datacenter
             becomes a ``peers_x`` column (module docstring); empty = none.
+        resident_features: the ``harm_to_residents`` group column (module docstring).
     """
 
     def __init__(
@@ -212,6 +222,7 @@ class ObservationBuilder:
         hints: tuple[str, ...] = (),
         consolidate: bool = False,
         global_hints: tuple[str, ...] = (),
+        resident_features: bool = False,
     ) -> None:
         from marl_sched.policies.base import heuristic_names, make_policy
 
@@ -225,11 +236,12 @@ class ObservationBuilder:
         self.hints = tuple(hints)
         self.global_hints = tuple(global_hints)
         self.consolidate = bool(consolidate)
+        self.resident_features = bool(resident_features)
         self.hint_policies = [make_policy(h) for h in self.hints]
         self.global_policies = [make_policy(h) for h in self.global_hints]
         for h in (*self.hint_policies, *self.global_policies):
             h.reset(topology, 0)
-        self.features = feature_names(self.hints, self.global_hints)
+        self.features = feature_names(self.hints, self.global_hints, self.resident_features)
         if central:
             self.scopes = [_scope(t, np.arange(t.n_groups))]
             self.group_scope = np.zeros(t.n_groups, dtype=np.int64)
@@ -314,6 +326,9 @@ class ObservationBuilder:
             ],
             axis=1,
         )
+        if self.resident_features:
+            harm = session.harm_to_residents()[gs]
+            group_x = np.concatenate([group_x, np.log1p(harm)[:, None]], axis=1)
         if self.hints:
             hint_g, agrees = session.hints(agent)
             group_x = np.concatenate([group_x, hint_g[:, gs].T], axis=1)
@@ -476,6 +491,7 @@ class PlacementSession:
         self._rest: np.ndarray | None = None
         self._one: np.ndarray | None = None
         self._global: np.ndarray | None = None
+        self._harm: dict[bool, np.ndarray] = {}  # task kind (is PS) -> per-group harm
         # per agent: the hints' plans and their per-group counts (fixed for the job);
         # the hint features and follow targets (until the next task is placed)
         self._plans: dict[int, list[Placement | None]] = {}
@@ -488,6 +504,17 @@ class PlacementSession:
     @property
     def task(self) -> int:
         return len(self.workers) + len(self.ps)
+
+    def harm_to_residents(self) -> np.ndarray:
+        """Per GPU group (whole datacenter), the size-weighted slowdown the current
+        task would add to the resident jobs near it
+        (:func:`marl_sched.simulator.harm_to_residents`). The residents do not change
+        while a job is placed, so one array per task kind."""
+        ps = not self.is_worker
+        if ps not in self._harm:
+            pressure = CATALOGUE[self.job.model].pressure
+            self._harm[ps] = harm_to_residents(self.view, pressure, ps=ps)
+        return self._harm[ps]
 
     @property
     def is_worker(self) -> bool:

@@ -122,6 +122,9 @@ class RolloutTeacher(LookaheadTeacher):
             conservative teacher: it departs from the base only for a clear gain,
             which is more likely to come from the state it sees now than from the
             particular future it looks at.
+        protect: when > 0, one more proposer: interference-aware whose cost also
+            counts the harm to resident jobs weighted by their size, this many times
+            (:class:`~marl_sched.policies.heuristics.InterferenceAwarePolicy`).
     """
 
     name = "rollout"
@@ -133,10 +136,14 @@ class RolloutTeacher(LookaheadTeacher):
         horizon_jobs: int = 0,
         candidates: tuple[str, ...] = LOOKAHEAD_CANDIDATES,
         margin: float = 0.0,
+        protect: float = 0.0,
     ) -> None:
         from marl_sched.policies import make_policy
+        from marl_sched.policies.heuristics import InterferenceAwarePolicy
 
         super().__init__(candidates)
+        if protect > 0:
+            self.candidates.append(InterferenceAwarePolicy(protect=protect))
         self.base = make_policy(base)
         self.min_workers = min_workers
         self.horizon_jobs = horizon_jobs
@@ -219,13 +226,13 @@ def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | 
     return next((q for v in views if (q := teacher.place(job, v)) and legal(q)), None)
 
 
-def make_teacher(name: str, margin: float = 0.0):
-    """A teacher by name: ``lookahead``, ``rollout`` (``margin``: see
+def make_teacher(name: str, margin: float = 0.0, protect: float = 0.0):
+    """A teacher by name: ``lookahead``, ``rollout`` (``margin``, ``protect``: see
     :class:`RolloutTeacher`) or a heuristic's name."""
     if name == "lookahead":
         return LookaheadTeacher()
     if name == "rollout":
-        return RolloutTeacher(margin=margin)
+        return RolloutTeacher(margin=margin, protect=protect)
     from marl_sched.policies import make_policy
 
     return make_policy(name)

@@ -37,7 +37,7 @@ import numpy as np
 
 from marl_sched.catalogue import CATALOGUE, N_RESOURCES
 from marl_sched.jobs import Job, Placement
-from marl_sched.perf import JobLayout, PerformanceModel
+from marl_sched.perf import PS_PRESSURE_MASK, JobLayout, PerformanceModel
 from marl_sched.topology import Topology
 
 ARRIVAL, COMPLETION = "arrival", "completion"
@@ -114,6 +114,13 @@ class ClusterView:
         link_jobs: jobs whose traffic crosses each link.
         link_load: summed share of each link the jobs crossing it would use alone
             (``U_l`` of :mod:`marl_sched.perf`; > 1 = oversubscribed).
+        group_exposure, socket_exposure, server_exposure: what resident jobs stand to
+            lose to more pressure there, (n, 5): Σ over running jobs with a worker in
+            the unit of ``num_workers · λ_L · M^L ⊙ s`` (their level-weighted
+            sensitivity, times the GPUs that wait when one of their workers slows —
+            a synchronous job runs at its slowest worker's pace). What a scheduler
+            knows of its residents (where they run, how big they are, their model);
+            :func:`harm_to_residents` turns it into a cost.
         free_gpus: total free GPUs.
     """
 
@@ -128,8 +135,24 @@ class ClusterView:
     server_pressure: np.ndarray
     link_jobs: np.ndarray
     link_load: np.ndarray
+    group_exposure: np.ndarray
+    socket_exposure: np.ndarray
+    server_exposure: np.ndarray
     free_gpus: int
     queue_length: int
+
+
+def harm_to_residents(view: ClusterView, pressure: np.ndarray, ps: bool = False) -> np.ndarray:
+    """Per GPU group, the slowdown one more task pressing ``pressure`` (5,) would add
+    to the jobs resident near it, each weighted by its workers (GPU-equivalents of
+    lost progress): ``Σ_L E^L(g) · p``. A parameter server (``ps``) presses only on
+    its socket and server, and only on cpu, membw and net."""
+    t = view.topology
+    p = pressure * PS_PRESSURE_MASK if ps else pressure
+    harm = (view.socket_exposure @ p)[t.group_socket] + (view.server_exposure @ p)[t.group_server]
+    if not ps:
+        harm = harm + view.group_exposure @ p
+    return harm
 
 
 def _ro(a: np.ndarray) -> np.ndarray:
@@ -185,6 +208,9 @@ class Simulator:
         self.server_pressure = np.zeros((t.n_servers, N_RESOURCES))
         self.link_jobs = np.zeros(t.n_links, dtype=np.int64)
         self.link_load = np.zeros(t.n_links)
+        self.group_exposure = np.zeros((t.n_groups, N_RESOURCES))
+        self.socket_exposure = np.zeros((t.n_sockets, N_RESOURCES))
+        self.server_exposure = np.zeros((t.n_servers, N_RESOURCES))
         self.free_gpus = int(t.n_gpus)
         self._server_jobs: list[set[int]] = [set() for _ in range(t.n_servers)]
         self._link_members: dict[int, set[int]] = {}
@@ -305,6 +331,7 @@ class Simulator:
         for name in (
             "group_free", "server_cpu_free", "server_mem_free", "group_pressure",
             "socket_pressure", "server_pressure", "link_jobs", "link_load",
+            "group_exposure", "socket_exposure", "server_exposure",
         ):  # fmt: skip
             setattr(f, name, getattr(self, name).copy())
         f._server_jobs = [set(s) for s in self._server_jobs]
@@ -355,6 +382,9 @@ class Simulator:
             server_pressure=_ro(self.server_pressure),
             link_jobs=_ro(self.link_jobs),
             link_load=_ro(self.link_load),
+            group_exposure=_ro(self.group_exposure),
+            socket_exposure=_ro(self.socket_exposure),
+            server_exposure=_ro(self.server_exposure),
             free_gpus=self.free_gpus,
             queue_length=len(self.queue),
         )
@@ -427,6 +457,7 @@ class Simulator:
         np.subtract.at(self.server_cpu_free, t.group_server[pg], cpu_p)
         np.subtract.at(self.server_mem_free, t.group_server[np.concatenate([wg, pg])], mem)
         self._add_pressure(layout, +1.0)
+        self._add_exposure(job, layout, +1.0)
         affected: set[int] = set()
         for s in layout.servers:
             members = self._server_jobs[int(s)]
@@ -466,6 +497,7 @@ class Simulator:
         np.add.at(self.server_cpu_free, t.group_server[pg], cpu_p)
         np.add.at(self.server_mem_free, t.group_server[np.concatenate([wg, pg])], mem)
         self._add_pressure(layout, -1.0)
+        self._add_exposure(job, layout, -1.0)
         del self.running[job.job_id]
         self._completions += 1
         affected: set[int] = set()
@@ -503,16 +535,29 @@ class Simulator:
         self.socket_pressure[layout.sockets] += sign * layout.socket_press
         self.server_pressure[layout.servers] += sign * layout.server_press
 
+    def _add_exposure(self, job: Job, layout: JobLayout, sign: float) -> None:
+        """``num_workers · λ_L M^L ⊙ s`` at every unit holding one of the job's workers
+        (once per unit: the job runs at its slowest worker's pace, whichever it is)."""
+        w = sign * job.num_workers * layout.weights
+        self.group_exposure[layout.groups] += w[0]
+        self.socket_exposure[np.unique(layout.worker_sockets)] += w[1]
+        self.server_exposure[np.unique(layout.worker_servers)] += w[2]
+
     def _clear_idle_servers(self, servers: np.ndarray) -> None:
-        """Zero the pressure of servers nobody uses any more (no float dust)."""
+        """Zero the pressure and exposure of servers nobody uses any more (no float
+        dust)."""
         t = self.topology
         for s in servers:
             if not self._server_jobs[int(s)]:
-                self.server_pressure[s] = 0.0
                 a = t.server_first_socket[s]
-                self.socket_pressure[a : a + t.server_sockets[s]] = 0.0
                 g = t.server_groups_start[s]
-                self.group_pressure[g : g + t.server_n_groups[s]] = 0.0
+                for server, socket, group in (
+                    (self.server_pressure, self.socket_pressure, self.group_pressure),
+                    (self.server_exposure, self.socket_exposure, self.group_exposure),
+                ):
+                    server[s] = 0.0
+                    socket[a : a + t.server_sockets[s]] = 0.0
+                    group[g : g + t.server_n_groups[s]] = 0.0
 
     def _refresh(self, job_ids: set[int]) -> None:
         """Bring affected jobs to ``now`` and give them a new speed and completion."""

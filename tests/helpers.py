@@ -62,3 +62,33 @@ def random_jobs(
         iters = duration / perf.isolated_iteration_time(model, w, p)
         jobs.append(Job(i, f"j{i}", model, w, p, iters, t, duration))
     return jobs
+
+
+def partly_occupied(config: str, seed: int = 3, decisions: int = 12):
+    """``(topology, perf, simulator)`` for ``config``'s cluster after first-fit has
+    placed the first ``decisions`` of 40 random jobs (up to 4 workers each)."""
+    from marl_sched.config import load_config
+    from marl_sched.policies import make_policy
+    from marl_sched.runner import build_cluster
+    from marl_sched.simulator import Simulator
+
+    topo, perf = build_cluster(load_config(config))
+    sim = Simulator(topo, random_jobs(perf, 40, seed=seed, max_workers=4), perf=perf)
+    ff = make_policy("first-fit")
+    ff.reset(topo, 0)
+    for _ in range(decisions):
+        job = sim.next_decision()
+        sim.apply(ff.place(job, sim.view()))
+    return topo, perf, sim
+
+
+def untrained_checkpoint(builder, model: dict) -> tuple[dict, dict]:
+    """``(manifest, weights)`` of freshly initialised shared-parameter networks for
+    ``builder``'s observations (what ``agents.policy.agents_from_weights`` takes)."""
+    from agents.gnn import build_gnn
+    from agents.policy import manifest_for
+    from agents.single_agent import feature_dims
+
+    net = build_gnn(feature_dims(builder.observation_space), model)
+    weights = {"shared": {f"gnn.{k}": v for k, v in net.state_dict().items()}}
+    return manifest_for(builder, model, ["shared"]), weights

@@ -30,7 +30,7 @@ import numpy as np
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.jobs import Job, Placement
 from marl_sched.policies.base import Policy, register
-from marl_sched.simulator import ClusterView
+from marl_sched.simulator import ClusterView, harm_to_residents
 from marl_sched.topology import Topology
 
 
@@ -337,17 +337,27 @@ class InterferenceAwarePolicy(Policy):
     first. Within a server, workers take the cheapest groups one by one, each
     raising the cost its own pressure adds.
 
+    With ``protect > 0`` the cost of a group also counts, ``protect`` times, the
+    slowdown a worker there would add to the resident jobs weighted by their size
+    (:func:`~marl_sched.simulator.harm_to_residents`): the inflicted term above
+    treats a one-GPU resident and one worker of a 48-GPU job alike, although the
+    second stalls 48 GPUs. Off in the registered heuristic (the foundation's
+    ``interference-aware``); the rollout teacher can propose with it
+    (``train.bc_protect``).
+
     Args:
         candidates: servers scored by the learned model per decision (default 4).
         learned: use the learned model when it is available (default True).
+        protect: weight of the harm to residents in the cost (default 0: off).
     """
 
     name = "interference-aware"
     description = "consolidate, then the spot with the least predicted interference"
 
-    def __init__(self, candidates: int = 4, learned: bool = True) -> None:
+    def __init__(self, candidates: int = 4, learned: bool = True, protect: float = 0.0) -> None:
         self.candidates = candidates
         self.learned = learned
+        self.protect = protect
         self._model = None
 
     def reset(self, topology: Topology, seed: int = 0) -> None:
@@ -369,6 +379,8 @@ class InterferenceAwarePolicy(Policy):
             + (view.socket_pressure @ both[1])[topo.group_socket]
             + (view.server_pressure @ both[2])[topo.group_server]
         )
+        if self.protect > 0:
+            cost = cost + self.protect * harm_to_residents(view, spec.pressure)
         own = spec.pressure @ both.T  # what one more worker of ours adds, per level
         free = _server_free(view)
         fits = np.flatnonzero(free >= job.num_workers)

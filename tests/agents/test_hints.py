@@ -9,7 +9,7 @@ from torch_geometric.data import Batch
 
 from agents.config import ModelConfig
 from agents.gnn import FOLLOW_BATCH, MASKED_LOGIT, build_gnn, from_pyg, to_pyg
-from agents.policy import MarlPolicy, agents_from_weights, manifest_for
+from agents.policy import MarlPolicy, agents_from_weights
 from agents.single_agent import (
     FEATURES,
     ObservationBuilder,
@@ -24,8 +24,7 @@ from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement
 from marl_sched.policies import make_policy
 from marl_sched.runner import build_cluster
-from marl_sched.simulator import Simulator
-from tests.helpers import random_jobs
+from tests.helpers import partly_occupied, untrained_checkpoint
 
 TINY = str(REPO_ROOT / "configs" / "tiny.yaml")
 HINTS = ("interference-aware", "first-fit", "load-balance")
@@ -33,14 +32,7 @@ HINTS = ("interference-aware", "first-fit", "load-balance")
 
 def _busy(hints=HINTS):
     """A builder with ``hints`` and a simulator whose cluster is partly occupied."""
-    topo, perf = build_cluster(load_config(TINY))
-    jobs = random_jobs(perf, 40, seed=3, max_workers=4)
-    sim = Simulator(topo, jobs, perf=perf)
-    ff = make_policy("first-fit")
-    ff.reset(topo, 0)
-    for _ in range(12):
-        job = sim.next_decision()
-        sim.apply(ff.place(job, sim.view()))
+    topo, perf, sim = partly_occupied(TINY)
     return ObservationBuilder(topo, perf, hints=hints), sim
 
 
@@ -194,9 +186,7 @@ def test_unknown_hints_are_refused(key):
 def test_policy_serves_a_checkpoint_with_hints_and_refuses_other_names():
     builder, sim = _busy()
     model = {"hidden": 8, "layers": 1, "hints": list(HINTS), "consolidate": True}
-    net = build_gnn(feature_dims(builder.observation_space), model)
-    weights = {"shared": {f"gnn.{k}": v for k, v in net.state_dict().items()}}
-    manifest = manifest_for(builder, model, ["shared"])
+    manifest, weights = untrained_checkpoint(builder, model)
     policy = MarlPolicy(agents=agents_from_weights(manifest, weights))
     policy.reset(builder.topology)
     job = sim.next_decision()

@@ -11,6 +11,7 @@ from agents.config import model_config, train_config
 from agents.training import teacher_decisions
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.errors import InputError
+from tests.helpers import untrained_checkpoint
 
 TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
 SAMPLE = "configs/traces/philly_sample.csv"
@@ -89,9 +90,6 @@ def test_validation_over_several_windows_averages_over_all_their_jobs(tmp_path):
 
     import torch
 
-    from agents.gnn import build_gnn
-    from agents.policy import manifest_for
-    from agents.single_agent import feature_dims
     from agents.training import env_setup, evaluate_weights
 
     extra = {"trace": SAMPLE, "start": 2300, "max_jobs": 15, "load": 2.0}
@@ -100,9 +98,7 @@ def test_validation_over_several_windows_averages_over_all_their_jobs(tmp_path):
     _, _, builder = env_setup(cfg, mc, tc, 0)
     torch.manual_seed(0)
     model = dataclasses.asdict(mc)
-    net = build_gnn(feature_dims(builder.observation_space), model)
-    weights = {"shared": {f"gnn.{k}": v for k, v in net.state_dict().items()}}
-    manifest = manifest_for(builder, model, ["shared"])
+    manifest, weights = untrained_checkpoint(builder, model)
     summary = evaluate_weights(cfg, mc, tc, manifest, weights, tmp_path)
     main = json.loads((tmp_path / "metrics.json").read_text())
     other = json.loads((tmp_path / "extra_0" / "metrics.json").read_text())

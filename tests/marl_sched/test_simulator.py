@@ -29,6 +29,18 @@ def _check_state(sim: Simulator) -> None:
     assert sim.free_gpus == int(sim.group_free.sum())
     assert np.all(sim.server_cpu_free >= -1e-9)
     assert np.all(sim.server_mem_free >= -1e-9)
+    # what residents stand to lose, recomputed from the running jobs
+    expo = [np.zeros_like(sim.group_exposure), np.zeros_like(sim.socket_exposure)]
+    expo.append(np.zeros_like(sim.server_exposure))
+    for run in sim.running.values():
+        w, lay = run.job.num_workers * run.layout.weights, run.layout
+        expo[0][lay.groups] += w[0]
+        expo[1][np.unique(lay.worker_sockets)] += w[1]
+        expo[2][np.unique(lay.worker_servers)] += w[2]
+    for got, want in zip(
+        (sim.group_exposure, sim.socket_exposure, sim.server_exposure), expo, strict=True
+    ):
+        np.testing.assert_allclose(got, want, atol=1e-9)
 
 
 def _run_checked(sim: Simulator, policy) -> None:

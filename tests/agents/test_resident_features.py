@@ -1,0 +1,62 @@
+"""The ``harm_to_residents`` group column (``model.resident_features``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agents.policy import MarlPolicy, agents_from_weights
+from agents.single_agent import FEATURES, ObservationBuilder, PlacementSession
+from marl_sched.catalogue import CATALOGUE
+from marl_sched.config import REPO_ROOT
+from marl_sched.errors import InputError
+from marl_sched.jobs import Job
+from marl_sched.simulator import harm_to_residents
+from tests.helpers import partly_occupied, untrained_checkpoint
+
+TINY = str(REPO_ROOT / "configs" / "tiny.yaml")
+COLUMN = len(FEATURES["group_x"])  # the column comes right after the base features
+
+
+def _busy(resident_features: bool = True):
+    topo, perf, sim = partly_occupied(TINY, seed=5)
+    return ObservationBuilder(topo, perf, resident_features=resident_features), sim
+
+
+def test_column_is_the_log_harm_of_the_current_task_kind():
+    builder, sim = _busy()
+    assert builder.features["group_x"][COLUMN] == "harm_to_residents"
+    view = sim.view()
+    job = Job(999, "probe", "bert", 1, 1, 100.0, view.now, 10.0)
+    session = PlacementSession(builder, job, view, 0)
+    scope = builder.scopes[0]
+    pressure = CATALOGUE["bert"].pressure
+    for ps in (False, True):
+        if ps:  # place the worker; the next task is the PS
+            session.act(int(np.flatnonzero(session.action_mask(0)[: builder.pad[0]])[0]))
+            assert not session.is_worker
+        obs = builder.observe(session, 0)
+        want = np.log1p(harm_to_residents(view, pressure, ps=ps)[scope.gslice])
+        got = obs["group_x"][: len(scope.groups), COLUMN]
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+        assert want.max() > 0, "the busy cluster should have residents in scope 0"
+    assert not np.allclose(
+        harm_to_residents(view, pressure), harm_to_residents(view, pressure, ps=True)
+    )
+
+
+def test_a_checkpoint_is_served_with_its_own_column_or_refused():
+    builder, sim = _busy()
+    model = {"hidden": 8, "layers": 1, "resident_features": True}
+    manifest, weights = untrained_checkpoint(builder, model)
+    policy = MarlPolicy(agents=agents_from_weights(manifest, weights))
+    policy.reset(builder.topology)
+    job = sim.next_decision()
+    assert policy.place(job, sim.view()) is not None
+    assert policy.builder.resident_features  # served as trained
+    # the same networks claiming no such column: refused, not misread
+    other = dict(manifest, model={**model, "resident_features": False})
+    bad = MarlPolicy(agents=agents_from_weights(other, weights))
+    bad.reset(builder.topology)
+    with pytest.raises(InputError):
+        bad.place(job, sim.view())
