@@ -1,0 +1,173 @@
+"""What knowing the residents is worth to a heuristic: interference-aware with and
+without protecting them.
+
+::
+
+    python experiments/exp_residents.py [--protect 1,3,10] [--windows NAME,...] [--out DIR]
+
+Interference-aware scores a GPU group by the pressure of the tasks around it, which
+cannot tell a one-GPU job from one worker of a 48-GPU job; a synchronous job runs at
+its slowest worker's pace, so slowing that worker stalls all 48 GPUs.
+``InterferenceAwarePolicy(protect=k)`` adds ``k`` times the harm a worker would do to
+the resident jobs, each weighted by its workers
+(:func:`marl_sched.simulator.harm_to_residents`) — the information
+``model.resident_features`` gives the agents. Run on the held-out windows of
+``experiments/train_marl.py`` and on the shipped Pollux training and validation
+workloads (2–6), so the reader can see which windows the information can move at all.
+
+Prints a table of average JCT (s) per window and ``protect`` value with the change
+against plain interference-aware (positive: protecting is better); then, per window,
+the ``--top`` jobs with the largest JCT under interference-aware: their share of the
+window's summed JCT, their slowdown over the isolated runtime, and the largest
+interference factor and communication stretch (over the job alone on its placement)
+they met while running — a job that never meets either is slow for its placement's
+own sake (for a 16-worker job on two 8-GPU servers the NIC bytes are the same for every
+PS split), and no choice of neighbours moves it. Writes ``residents.md`` and
+``residents.csv`` into ``--out`` (atomically), and ends with one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from marl_sched.catalogue import CATALOGUE
+from marl_sched.config import REPO_ROOT, load_config
+from marl_sched.metrics import atomic_write_text, csv_text
+from marl_sched.policies.heuristics import InterferenceAwarePolicy
+from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
+from marl_sched.simulator import Simulator
+
+CONFIG = REPO_ROOT / "configs" / "default.yaml"
+POLLUX = REPO_ROOT / "configs" / "traces" / "pollux"
+
+
+def windows() -> dict[str, tuple[str, dict]]:
+    """Name -> (role, window): the held-out windows, then the shipped Pollux training
+    and validation workloads."""
+    import train_marl as tm  # experiments/ is on the path of a script
+
+    out = {name: ("held out", w) for name, w in tm.WINDOWS.items()}
+    for k in range(2, 7):
+        window = {"trace": str(POLLUX / f"workload-{k}.csv"), "start": 0, "max_jobs": 500}
+        out[f"pollux-{k}"] = ("training" if k < 6 else "validation", window)
+    return out
+
+
+def avg_jct(window: dict, protect: float) -> float:
+    cfg = load_config(CONFIG)
+    topo, perf = build_cluster(cfg)
+    options = TraceOptions(**{k: window[k] for k in ("trace", "start", "max_jobs")})
+    workload = load_workload(cfg, perf, options)
+    policy = InterferenceAwarePolicy(protect=protect)
+    metrics, _, _ = simulate(cfg, policy.name, workload, topo, perf, policy=policy)
+    return float(metrics["avg_jct_s"])
+
+
+def heaviest_jobs(window: dict, top: int) -> list[dict]:
+    """Interference-aware on ``window``: the ``top`` jobs with the largest JCT and what
+    slowed them (sampled after every decision while they ran)."""
+    cfg = load_config(CONFIG)
+    topo, perf = build_cluster(cfg)
+    options = TraceOptions(**{k: window[k] for k in ("trace", "start", "max_jobs")})
+    workload = load_workload(cfg, perf, options)
+    sim = Simulator(topo, workload.jobs, perf=perf)
+    policy = InterferenceAwarePolicy()
+    policy.reset(topo, 0)
+    worst: dict[int, list[float]] = {}  # job id -> [max interference, max comm stretch]
+    idle = np.zeros_like(sim.link_load)
+    while (job := sim.next_decision()) is not None:
+        sim.apply(policy.place(job, sim.view()))
+        for jid, run in sim.running.items():
+            spec = CATALOGUE[run.job.model]
+            i = perf.interference(
+                spec, run.layout, sim.group_pressure, sim.socket_pressure, sim.server_pressure
+            )
+            alone = perf.comm_time(run.layout, idle)
+            stretch = perf.comm_time(run.layout, sim.link_load) / alone if alone > 0 else 1.0
+            w = worst.setdefault(jid, [1.0, 1.0])
+            w[0], w[1] = max(w[0], i), max(w[1], stretch)
+    records = sorted(sim.result(), key=lambda r: -r.jct)
+    total = sum(r.jct for r in records)
+    return [
+        {
+            "job_id": r.job.job_id,
+            "model": r.job.model,
+            "workers": r.job.num_workers,
+            "servers": r.n_servers,
+            "share_of_total_jct": r.jct / total,
+            "slowdown": r.jct / r.isolated_runtime,
+            "max_interference": worst.get(r.job.job_id, [1.0, 1.0])[0],
+            "max_comm_stretch": worst.get(r.job.job_id, [1.0, 1.0])[1],
+        }
+        for r in records[:top]
+    ]
+
+
+def main() -> None:
+    known = windows()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--protect", default="1,3,10", help="comma-separated protect weights > 0")
+    ap.add_argument("--windows", default=None, help="comma-separated names (default: all)")
+    ap.add_argument("--top", type=int, default=3, help="heaviest jobs shown per window")
+    ap.add_argument("--out", default="runs/exp_residents")
+    args = ap.parse_args()
+    try:
+        weights = [float(k) for k in args.protect.split(",")]
+    except ValueError:
+        weights = []
+    if not weights or min(weights) <= 0:
+        print(f"error: --protect: expected weights > 0, got {args.protect!r}", file=sys.stderr)
+        raise SystemExit(2)
+    names = list(known) if args.windows is None else args.windows.split(",")
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        print(f"error: --windows: unknown window {unknown[0]!r} (known: {', '.join(known)})",
+              file=sys.stderr)  # fmt: skip
+        raise SystemExit(2)
+
+    rows, t0 = [], time.perf_counter()
+    for name in names:
+        role, window = known[name]
+        if not Path(window["trace"]).exists():
+            print(f"skipping {name}: {window['trace']} not found")
+            continue
+        base = avg_jct(window, 0.0)
+        row = {"window": name, "role": role, "interference_aware": base}
+        for k in weights:
+            row[f"protect_{k:g}"] = avg_jct(window, k)
+        rows.append(row)
+    keys = ["window", "role", "interference_aware", *(f"protect_{k:g}" for k in weights)]
+    header = "| window | role | interference-aware | "
+    header += " | ".join(f"protect {k:g}" for k in weights)
+    lines = [header + " |", "|---" * len(keys) + "|"]
+    for r in rows:
+        base = r["interference_aware"]
+        cells = [f"{r[key]:,.0f} ({(base - r[key]) / base:+.1%})" for key in keys[3:]]
+        lines.append(f"| {r['window']} | {r['role']} | {base:,.0f} | " + " | ".join(cells) + " |")
+    lines += ["", "| window | job | model | workers | servers | share of Σ JCT | slowdown "
+              "| max interference | max comm stretch |", "|---" * 9 + "|"]  # fmt: skip
+    for r in rows:
+        r["heaviest"] = heaviest_jobs(known[r["window"]][1], args.top)
+        for h in r["heaviest"]:
+            lines.append(
+                f"| {r['window']} | {h['job_id']} | {h['model']} | {h['workers']} | "
+                f"{h['servers']} | {h['share_of_total_jct']:.1%} | {h['slowdown']:.2f} | "
+                f"{h['max_interference']:.2f} | {h['max_comm_stretch']:.2f} |"
+            )
+    table = "\n".join(lines)
+    print(table)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "residents.md", table + "\n")
+    atomic_write_text(out / "residents.csv", csv_text(rows, keys))
+    print(json.dumps({"wall_s": round(time.perf_counter() - t0, 1), "windows": rows}))
+
+
+if __name__ == "__main__":
+    main()
