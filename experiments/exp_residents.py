@@ -59,23 +59,26 @@ def windows() -> dict[str, tuple[str, dict]]:
     return out
 
 
-def avg_jct(window: dict, protect: float) -> float:
+def load(window: dict) -> tuple:
+    """``(config, topology, perf, workload)`` of ``window`` on the default cluster."""
     cfg = load_config(CONFIG)
     topo, perf = build_cluster(cfg)
     options = TraceOptions(**{k: window[k] for k in ("trace", "start", "max_jobs")})
-    workload = load_workload(cfg, perf, options)
+    return cfg, topo, perf, load_workload(cfg, perf, options)
+
+
+def avg_jct(loaded: tuple, protect: float) -> float:
+    """Interference-aware's average JCT (s) with ``protect`` on a :func:`load`-ed window."""
+    cfg, topo, perf, workload = loaded
     policy = InterferenceAwarePolicy(protect=protect)
     metrics, _, _ = simulate(cfg, policy.name, workload, topo, perf, policy=policy)
     return float(metrics["avg_jct_s"])
 
 
-def heaviest_jobs(window: dict, top: int) -> list[dict]:
-    """Interference-aware on ``window``: the ``top`` jobs with the largest JCT and what
-    slowed them (sampled after every decision while they ran)."""
-    cfg = load_config(CONFIG)
-    topo, perf = build_cluster(cfg)
-    options = TraceOptions(**{k: window[k] for k in ("trace", "start", "max_jobs")})
-    workload = load_workload(cfg, perf, options)
+def heaviest_jobs(loaded: tuple, top: int) -> list[dict]:
+    """Interference-aware on a :func:`load`-ed window: the ``top`` jobs with the
+    largest JCT and what slowed them (sampled after every decision while they ran)."""
+    _, topo, perf, workload = loaded
     sim = Simulator(topo, workload.jobs, perf=perf)
     policy = InterferenceAwarePolicy()
     policy.reset(topo, 0)
@@ -137,10 +140,12 @@ def main() -> None:
         if not Path(window["trace"]).exists():
             print(f"skipping {name}: {window['trace']} not found")
             continue
-        base = avg_jct(window, 0.0)
+        loaded = load(window)
+        base = avg_jct(loaded, 0.0)
         row = {"window": name, "role": role, "interference_aware": base}
         for k in weights:
-            row[f"protect_{k:g}"] = avg_jct(window, k)
+            row[f"protect_{k:g}"] = avg_jct(loaded, k)
+        row["heaviest"] = heaviest_jobs(loaded, args.top)
         rows.append(row)
     keys = ["window", "role", "interference_aware", *(f"protect_{k:g}" for k in weights)]
     header = "| window | role | interference-aware | "
@@ -153,7 +158,6 @@ def main() -> None:
     lines += ["", "| window | job | model | workers | servers | share of Σ JCT | slowdown "
               "| max interference | max comm stretch |", "|---" * 9 + "|"]  # fmt: skip
     for r in rows:
-        r["heaviest"] = heaviest_jobs(known[r["window"]][1], args.top)
         for h in r["heaviest"]:
             lines.append(
                 f"| {r['window']} | {h['job_id']} | {h['model']} | {h['workers']} | "

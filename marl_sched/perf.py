@@ -69,6 +69,9 @@ class JobLayout:
 
     Attributes:
         groups: unique worker groups; ``group_workers`` the workers in each.
+        worker_sockets, worker_servers: the socket / server of each worker group.
+        worker_socket_set, worker_server_set: the unique ones (where the job's
+            workers can be slowed).
         sockets, servers: unique sockets / servers touched by any task.
         socket_press, server_press: the job's own pressure there, (k, 5).
         group_press: the job's own pressure in each worker group, (k, 5).
@@ -81,6 +84,8 @@ class JobLayout:
     group_press: np.ndarray
     worker_sockets: np.ndarray
     worker_servers: np.ndarray
+    worker_socket_set: np.ndarray
+    worker_server_set: np.ndarray
     sockets: np.ndarray
     socket_press: np.ndarray
     servers: np.ndarray
@@ -154,6 +159,8 @@ class PerformanceModel:
             group_press=group_press,
             worker_sockets=w_sock,
             worker_servers=topo.group_server[groups],
+            worker_socket_set=np.unique(w_sock),
+            worker_server_set=np.unique(topo.group_server[groups]),
             sockets=sockets,
             socket_press=socket_press,
             servers=servers,

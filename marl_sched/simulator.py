@@ -540,8 +540,8 @@ class Simulator:
         (once per unit: the job runs at its slowest worker's pace, whichever it is)."""
         w = sign * job.num_workers * layout.weights
         self.group_exposure[layout.groups] += w[0]
-        self.socket_exposure[np.unique(layout.worker_sockets)] += w[1]
-        self.server_exposure[np.unique(layout.worker_servers)] += w[2]
+        self.socket_exposure[layout.worker_socket_set] += w[1]
+        self.server_exposure[layout.worker_server_set] += w[2]
 
     def _clear_idle_servers(self, servers: np.ndarray) -> None:
         """Zero the pressure and exposure of servers nobody uses any more (no float

@@ -5,9 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from marl_sched.catalogue import MODEL_NAMES
-from marl_sched.config import ServerTypeConfig, TopologyConfig
+from marl_sched.config import ServerTypeConfig, TopologyConfig, load_config
 from marl_sched.jobs import Job, default_num_ps
 from marl_sched.perf import PerformanceModel
+from marl_sched.policies import make_policy
+from marl_sched.runner import build_cluster
+from marl_sched.simulator import Simulator
 from marl_sched.topology import Topology
 
 
@@ -67,11 +70,6 @@ def random_jobs(
 def partly_occupied(config: str, seed: int = 3, decisions: int = 12):
     """``(topology, perf, simulator)`` for ``config``'s cluster after first-fit has
     placed the first ``decisions`` of 40 random jobs (up to 4 workers each)."""
-    from marl_sched.config import load_config
-    from marl_sched.policies import make_policy
-    from marl_sched.runner import build_cluster
-    from marl_sched.simulator import Simulator
-
     topo, perf = build_cluster(load_config(config))
     sim = Simulator(topo, random_jobs(perf, 40, seed=seed, max_workers=4), perf=perf)
     ff = make_policy("first-fit")

@@ -27,15 +27,15 @@ def _module():
 
 def test_heaviest_jobs_are_ranked_and_their_slowdowns_explained():
     mod = _module()
-    window = {"trace": SAMPLE, "start": 100, "max_jobs": 60}
-    rows = mod.heaviest_jobs(window, top=4)
+    loaded = mod.load({"trace": SAMPLE, "start": 100, "max_jobs": 60})
+    rows = mod.heaviest_jobs(loaded, top=4)
     assert len(rows) == 4
     shares = [r["share_of_total_jct"] for r in rows]
     assert shares == sorted(shares, reverse=True) and 0 < sum(shares) <= 1
     for r in rows:
         assert r["slowdown"] >= 1.0 - 1e-9  # JCT >= isolated runtime
         assert r["max_interference"] >= 1.0 and r["max_comm_stretch"] >= 1.0 - 1e-9
-    assert mod.avg_jct(window, 3.0) > 0
+    assert mod.avg_jct(loaded, 3.0) > 0
 
 
 @pytest.mark.parametrize(
