@@ -55,18 +55,18 @@ class ModelConfig:
     resident_features: bool = False
 
     def validate(self, where: str, key: str) -> None:
-        from marl_sched.policies.base import heuristic_names
+        from marl_sched.policies.heuristics import hint_names
 
         check(self.hidden >= 4, where, f"{key}.hidden", f"must be >= 4, got {self.hidden}")
         check(self.layers >= 1, where, f"{key}.layers", f"must be >= 1, got {self.layers}")
-        known = heuristic_names()
+        known = hint_names()
         for name, names in (("hints", self.hints), ("global_hints", self.global_hints)):
             for h in names:
                 check(
                     h in known,
                     where,
                     f"{key}.{name}",
-                    f"{h!r} is not a heuristic ({', '.join(known)})",
+                    f"{h!r} is not a heuristic or hint variant ({', '.join(known)})",
                 )
             check(len(set(names)) == len(names), where, f"{key}.{name}", "repeats a name")
 
@@ -167,6 +167,9 @@ class TrainConfig:
         bc_protect: with ``rollout``, one more proposal: interference-aware with its
             cost also counting the harm to resident jobs weighted by their size,
             ``bc_protect`` times (its ``protect``; 0 = no such proposal).
+        bc_speed: with ``rollout``, one more proposal: interference-aware with its
+            cost also counting how much slower each GPU type runs the job's compute,
+            ``bc_speed`` times (its ``speed``; 0 = no such proposal).
         bc_episodes: teacher episodes (of ``episode_jobs`` jobs) to imitate.
         bc_epochs: passes of supervised training over the teacher's decisions.
         dagger_rounds: after behaviour cloning, rounds of DAgger relabelling (0 =
@@ -205,6 +208,7 @@ class TrainConfig:
     bc_teacher: str | None = "lookahead"
     bc_margin: float = 0.0
     bc_protect: float = 0.0
+    bc_speed: float = 0.0
     bc_episodes: int = 20
     bc_epochs: int = 12
     dagger_rounds: int = 0
@@ -259,9 +263,9 @@ class TrainConfig:
         if self.eval_start is not None:
             check(self.eval_start >= 0, where, f"{key}.eval_start", "must be >= 0")
         check(0.0 <= self.bc_margin < 1.0, where, f"{key}.bc_margin", "must be in [0, 1)")
-        check(
-            self.bc_protect >= 0, where, f"{key}.bc_protect", f"must be >= 0, got {self.bc_protect}"
-        )
+        for name in ("bc_protect", "bc_speed"):
+            value = getattr(self, name)
+            check(value >= 0, where, f"{key}.{name}", f"must be >= 0, got {value}")
         for name in ("bc_episodes", "bc_epochs"):
             value = getattr(self, name)
             check(value >= 1, where, f"{key}.{name}", f"must be >= 1, got {value}")

@@ -224,21 +224,21 @@ class ObservationBuilder:
         global_hints: tuple[str, ...] = (),
         resident_features: bool = False,
     ) -> None:
-        from marl_sched.policies.base import heuristic_names, make_policy
+        from marl_sched.policies.heuristics import hint_names, make_hint
 
         t = self.topology = topology
         self.perf = perf
         self.central = central
         for key, names in (("hints", hints), ("global_hints", global_hints)):
-            unknown = [h for h in names if h not in heuristic_names()]
+            unknown = [h for h in names if h not in hint_names()]
             if unknown:
-                raise ValueError(f"{key}: {', '.join(unknown)} is not a heuristic")
+                raise ValueError(f"{key}: {', '.join(unknown)} is not a heuristic or hint variant")
         self.hints = tuple(hints)
         self.global_hints = tuple(global_hints)
         self.consolidate = bool(consolidate)
         self.resident_features = bool(resident_features)
-        self.hint_policies = [make_policy(h) for h in self.hints]
-        self.global_policies = [make_policy(h) for h in self.global_hints]
+        self.hint_policies = [make_hint(h) for h in self.hints]
+        self.global_policies = [make_hint(h) for h in self.global_hints]
         for h in (*self.hint_policies, *self.global_policies):
             h.reset(topology, 0)
         self.features = feature_names(self.hints, self.global_hints, self.resident_features)

@@ -125,6 +125,10 @@ class RolloutTeacher(LookaheadTeacher):
         protect: when > 0, one more proposer: interference-aware whose cost also
             counts the harm to resident jobs weighted by their size, this many times
             (:class:`~marl_sched.policies.heuristics.InterferenceAwarePolicy`).
+        speed: when > 0, one more proposer: interference-aware whose cost also counts
+            how much slower each GPU type runs the job's compute, this many times (its
+            ``speed``); the rollouts tell when a fast GPU is worth it (a long job) and
+            when it is not.
     """
 
     name = "rollout"
@@ -137,6 +141,7 @@ class RolloutTeacher(LookaheadTeacher):
         candidates: tuple[str, ...] = LOOKAHEAD_CANDIDATES,
         margin: float = 0.0,
         protect: float = 0.0,
+        speed: float = 0.0,
     ) -> None:
         from marl_sched.policies import make_policy
         from marl_sched.policies.heuristics import InterferenceAwarePolicy
@@ -144,6 +149,8 @@ class RolloutTeacher(LookaheadTeacher):
         super().__init__(candidates)
         if protect > 0:
             self.candidates.append(InterferenceAwarePolicy(protect=protect))
+        if speed > 0:
+            self.candidates.append(InterferenceAwarePolicy(speed=speed))
         self.base = make_policy(base)
         self.min_workers = min_workers
         self.horizon_jobs = horizon_jobs
@@ -226,13 +233,13 @@ def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | 
     return next((q for v in views if (q := teacher.place(job, v)) and legal(q)), None)
 
 
-def make_teacher(name: str, margin: float = 0.0, protect: float = 0.0):
-    """A teacher by name: ``lookahead``, ``rollout`` (``margin``, ``protect``: see
-    :class:`RolloutTeacher`) or a heuristic's name."""
+def make_teacher(name: str, margin: float = 0.0, protect: float = 0.0, speed: float = 0.0):
+    """A teacher by name: ``lookahead``, ``rollout`` (``margin``, ``protect``,
+    ``speed``: see :class:`RolloutTeacher`) or a heuristic's name."""
     if name == "lookahead":
         return LookaheadTeacher()
     if name == "rollout":
-        return RolloutTeacher(margin=margin, protect=protect)
+        return RolloutTeacher(margin=margin, protect=protect, speed=speed)
     from marl_sched.policies import make_policy
 
     return make_policy(name)

@@ -183,7 +183,7 @@ def teacher_decisions(
     _, env_config, _ = env_setup(cfg, mc, tc, seed)
     env = SchedulingEnv(env_config)
     builder = env.builder
-    teacher = make_teacher(tc.bc_teacher, tc.bc_margin, tc.bc_protect)
+    teacher = make_teacher(tc.bc_teacher, tc.bc_margin, tc.bc_protect, tc.bc_speed)
     teacher.reset(env.topology, seed)
     observations, actions, returns = [], [], []
     done: dict[tuple, tuple[int, int]] = {}  # episode key → its samples (teacher only)

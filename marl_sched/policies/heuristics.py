@@ -354,10 +354,13 @@ class InterferenceAwarePolicy(Policy):
     name = "interference-aware"
     description = "consolidate, then the spot with the least predicted interference"
 
-    def __init__(self, candidates: int = 4, learned: bool = True, protect: float = 0.0) -> None:
+    def __init__(
+        self, candidates: int = 4, learned: bool = True, protect: float = 0.0, speed: float = 0.0
+    ) -> None:
         self.candidates = candidates
         self.learned = learned
         self.protect = protect
+        self.speed = speed
         self._model = None
 
     def reset(self, topology: Topology, seed: int = 0) -> None:
@@ -381,6 +384,9 @@ class InterferenceAwarePolicy(Policy):
         )
         if self.protect > 0:
             cost = cost + self.protect * harm_to_residents(view, spec.pressure)
+        slow = self._slowness(job, view) if self.speed > 0 else None
+        if slow is not None:
+            cost = cost + self.speed * slow
         own = spec.pressure @ both.T  # what one more worker of ours adds, per level
         free = _server_free(view)
         fits = np.flatnonzero(free >= job.num_workers)
@@ -399,7 +405,7 @@ class InterferenceAwarePolicy(Policy):
                     if self._model is None or len(options) >= self.candidates:
                         break
             if options:
-                return options[self._pick(job, view, options)]
+                return options[self._pick(job, view, options, slow)]
         d = _Draft(job, view)
         rack_free = np.bincount(topo.server_rack, weights=free, minlength=topo.n_racks)
         rank = np.argsort(np.argsort(-rack_free, kind="stable"), kind="stable")
@@ -410,12 +416,58 @@ class InterferenceAwarePolicy(Policy):
             _fill_server_by_cost(d, int(s), cost, own)
         return d.result()
 
-    def _pick(self, job: Job, view: ClusterView, options: list[Placement]) -> int:
-        if self._model is None or len(options) == 1:
-            return 0
-        from marl_sched.interference import candidate_features
+    def _slowness(self, job: Job, view: ClusterView) -> np.ndarray:
+        """Per GPU group, the fraction by which a worker there stretches the job's
+        isolated iteration time for its GPU type alone: the compute share of the
+        isolated time times ``max_speed / speed - 1`` (0 on the fastest type)."""
+        topo, perf = view.topology, view.perf
+        spec = CATALOGUE[job.model]
+        fastest = float(topo.group_speed.max())
+        iso = perf.isolated_iteration_time(job.model, job.num_workers, job.num_ps)
+        share = spec.compute_s / fastest / iso
+        return share * (fastest / topo.group_speed - 1.0)
 
-        x = candidate_features(
-            view, job, [o.worker_groups for o in options], [o.ps_groups for o in options]
-        )
-        return int(np.argmin(self._model.predict(x)))
+    def _pick(
+        self, job: Job, view: ClusterView, options: list[Placement], slow: np.ndarray | None
+    ) -> int:
+        if (self._model is None and slow is None) or len(options) == 1:
+            return 0
+        score = np.zeros(len(options))
+        if self._model is not None:
+            from marl_sched.interference import candidate_features
+
+            x = candidate_features(
+                view, job, [o.worker_groups for o in options], [o.ps_groups for o in options]
+            )
+            score = score + self._model.predict(x)
+        if slow is not None:
+            # a synchronous job runs at its slowest worker's pace
+            worst = [slow[list(o.worker_groups)].max() for o in options]
+            score = score + self.speed * np.array(worst)
+        return int(np.argmin(score))
+
+
+# Variants of the heuristics that the agents may take as hints (``model.hints``) and the
+# rollout teacher as proposers, but that are not registered schedulers: the foundation's
+# heuristics stay the comparison set. Each is reported next to them where it is used
+# (docs/results.md).
+HINT_VARIANTS = {
+    # interference-aware that also counts how much slower a GPU type runs the job's
+    # compute (its speed option at the natural weight 1: the cost is then in units of
+    # relative iteration time, like the learned interference model's slowdown)
+    "speed-aware": lambda: InterferenceAwarePolicy(speed=1.0),
+}
+
+
+def hint_names() -> list[str]:
+    """What ``model.hints`` may name: the registered heuristics, then the variants."""
+    from marl_sched.policies.base import heuristic_names
+
+    return [*heuristic_names(), *HINT_VARIANTS]
+
+
+def make_hint(name: str) -> Policy:
+    """A heuristic or a :data:`HINT_VARIANTS` variant by name."""
+    from marl_sched.policies.base import make_policy
+
+    return HINT_VARIANTS[name]() if name in HINT_VARIANTS else make_policy(name)

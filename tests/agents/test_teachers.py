@@ -151,3 +151,15 @@ def test_rollout_margin_keeps_the_base_placement_unless_the_gain_is_clear():
         teacher = RolloutTeacher(margin=margin)
         teacher.reset(topo)
         assert placement_key(teacher.place(job, view, sim=sim)) == placement_key(want)
+
+
+def test_rollout_teacher_proposes_with_protect_and_speed_when_asked():
+    from agents.teachers import make_teacher
+    from marl_sched.policies.heuristics import InterferenceAwarePolicy
+
+    plain = RolloutTeacher()
+    both = make_teacher("rollout", 0.03, protect=3.0, speed=1.0)
+    extra = both.candidates[len(plain.candidates) :]
+    assert [type(c) for c in extra] == [InterferenceAwarePolicy] * 2
+    assert [(c.protect, c.speed) for c in extra] == [(3.0, 0.0), (0.0, 1.0)]
+    assert both.margin == 0.03

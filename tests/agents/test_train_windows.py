@@ -54,6 +54,23 @@ def test_unknown_teacher_is_refused():
         train_config(_with_train(bc_teacher="oracle"))
     with pytest.raises(InputError, match=r"train.bc_margin: must be in \[0, 1\)"):
         train_config(_with_train(bc_margin=1.5))
+    for key in ("bc_protect", "bc_speed"):
+        with pytest.raises(InputError, match=rf"train.{key}: must be >= 0, got -1"):
+            train_config(_with_train(**{key: -1}))
+
+
+def test_speed_config_is_residents_plus_the_speed_hint_and_proposal():
+    from agents.config import model_config
+
+    cfg = load_config(REPO_ROOT / "configs" / "speed.yaml")
+    base = load_config(REPO_ROOT / "configs" / "residents.yaml")
+    assert cfg.topology == base.topology and cfg.workload == base.workload
+    mc, mb = model_config(cfg), model_config(base)
+    assert mc.hints == (*mb.hints, "speed-aware")
+    assert mc.global_hints == (*mb.global_hints, "speed-aware")
+    tc, tb = train_config(cfg), train_config(base)
+    assert tc.bc_speed == 1.0 and tb.bc_speed == 0.0
+    assert tc.extra_windows == tb.extra_windows and tc.bc_protect == tb.bc_protect
 
 
 def test_hints_config_is_the_default_plus_hints_and_a_margin():
