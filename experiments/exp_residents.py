@@ -3,7 +3,8 @@ without protecting them.
 
 ::
 
-    python experiments/exp_residents.py [--protect 1,3,10] [--windows NAME,...] [--out DIR]
+    python experiments/exp_residents.py [--protect 1,3,10] [--speed 1] [--windows NAME,...]
+        [--out DIR]
 
 Interference-aware scores a GPU group by the pressure of the tasks around it, which
 cannot tell a one-GPU job from one worker of a 48-GPU job; a synchronous job runs at
@@ -14,6 +15,9 @@ the resident jobs, each weighted by its workers
 ``model.resident_features`` gives the agents. Run on the held-out windows of
 ``experiments/train_marl.py`` and on the shipped Pollux training and validation
 workloads (2–6), so the reader can see which windows the information can move at all.
+Beside it, ``InterferenceAwarePolicy(speed=k)``: interference-aware that also counts how
+much slower a GPU type runs the job's compute (the ``speed-aware`` hint variant of
+``configs/speed.yaml`` is ``k = 1``).
 
 Prints a table of average JCT (s) per window and ``protect`` value with the change
 against plain interference-aware (positive: protecting is better); then, per window,
@@ -67,10 +71,11 @@ def load(window: dict) -> tuple:
     return cfg, topo, perf, load_workload(cfg, perf, options)
 
 
-def avg_jct(loaded: tuple, protect: float) -> float:
-    """Interference-aware's average JCT (s) with ``protect`` on a :func:`load`-ed window."""
+def avg_jct(loaded: tuple, protect: float, speed: float = 0.0) -> float:
+    """Interference-aware's average JCT (s) with ``protect`` and ``speed`` on a
+    :func:`load`-ed window."""
     cfg, topo, perf, workload = loaded
-    policy = InterferenceAwarePolicy(protect=protect)
+    policy = InterferenceAwarePolicy(protect=protect, speed=speed)
     metrics, _, _ = simulate(cfg, policy.name, workload, topo, perf, policy=policy)
     return float(metrics["avg_jct_s"])
 
@@ -112,21 +117,28 @@ def heaviest_jobs(loaded: tuple, top: int) -> list[dict]:
     ]
 
 
+def _weights(flag: str, text: str) -> list[float]:
+    """Comma-separated weights > 0; anything else exits 2 with one line."""
+    try:
+        weights = [float(k) for k in text.split(",")]
+    except ValueError:
+        weights = []
+    if not weights or min(weights) <= 0:
+        print(f"error: {flag}: expected weights > 0, got {text!r}", file=sys.stderr)
+        raise SystemExit(2)
+    return weights
+
+
 def main() -> None:
     known = windows()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--protect", default="1,3,10", help="comma-separated protect weights > 0")
+    ap.add_argument("--speed", default="1", help="comma-separated speed weights > 0")
     ap.add_argument("--windows", default=None, help="comma-separated names (default: all)")
     ap.add_argument("--top", type=int, default=3, help="heaviest jobs shown per window")
     ap.add_argument("--out", default="runs/exp_residents")
     args = ap.parse_args()
-    try:
-        weights = [float(k) for k in args.protect.split(",")]
-    except ValueError:
-        weights = []
-    if not weights or min(weights) <= 0:
-        print(f"error: --protect: expected weights > 0, got {args.protect!r}", file=sys.stderr)
-        raise SystemExit(2)
+    weights, speeds = _weights("--protect", args.protect), _weights("--speed", args.speed)
     names = list(known) if args.windows is None else args.windows.split(",")
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -145,11 +157,14 @@ def main() -> None:
         row = {"window": name, "role": role, "interference_aware": base}
         for k in weights:
             row[f"protect_{k:g}"] = avg_jct(loaded, k)
+        for k in speeds:
+            row[f"speed_{k:g}"] = avg_jct(loaded, 0.0, k)
         row["heaviest"] = heaviest_jobs(loaded, args.top)
         rows.append(row)
-    keys = ["window", "role", "interference_aware", *(f"protect_{k:g}" for k in weights)]
+    variants = [*(f"protect_{k:g}" for k in weights), *(f"speed_{k:g}" for k in speeds)]
+    keys = ["window", "role", "interference_aware", *variants]
     header = "| window | role | interference-aware | "
-    header += " | ".join(f"protect {k:g}" for k in weights)
+    header += " | ".join(v.replace("_", " ") for v in variants)
     lines = [header + " |", "|---" * len(keys) + "|"]
     for r in rows:
         base = r["interference_aware"]

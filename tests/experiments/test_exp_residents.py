@@ -43,6 +43,7 @@ def test_heaviest_jobs_are_ranked_and_their_slowdowns_explained():
     [
         (["--protect", "0,3"], "--protect: expected weights > 0, got '0,3'"),
         (["--protect", "x"], "--protect: expected weights > 0"),
+        (["--speed", "-1"], "--speed: expected weights > 0, got '-1'"),
         (["--windows", "nope"], "--windows: unknown window 'nope'"),
     ],
 )
