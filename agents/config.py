@@ -42,6 +42,11 @@ class ModelConfig:
             current task would add to the jobs resident near each GPU group, each
             weighted by its workers (:func:`marl_sched.simulator.harm_to_residents`)
             — who the neighbours are, not only how hard they press. Builtin env only.
+        keep_together: a job's workers stay on as few servers as the masks can keep
+            them: a worker goes to a server already holding the job's workers while
+            one has room (fill before opening), else to a server of the scope that
+            takes every remaining worker when there is one — one stray task cannot
+            split a job (:mod:`agents.single_agent`). Builtin env only.
     """
 
     hidden: int = 64
@@ -53,6 +58,7 @@ class ModelConfig:
     consolidate: bool = False
     global_hints: tuple[str, ...] = ()
     resident_features: bool = False
+    keep_together: bool = False
 
     def validate(self, where: str, key: str) -> None:
         from marl_sched.policies.heuristics import hint_names
@@ -77,7 +83,14 @@ class ModelConfig:
 
 #: the :class:`ModelConfig` fields that are :class:`agents.single_agent.ObservationBuilder`
 #: options (the decision process and observation layout, not the network)
-BUILDER_OPTIONS = ("central", "hints", "consolidate", "global_hints", "resident_features")
+BUILDER_OPTIONS = (
+    "central",
+    "hints",
+    "consolidate",
+    "global_hints",
+    "resident_features",
+    "keep_together",
+)
 
 
 @dataclass(frozen=True)

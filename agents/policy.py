@@ -86,6 +86,11 @@ class TrainedAgents:
         """Whether the networks read the ``harm_to_residents`` group column."""
         return bool(self.manifest["model"].get("resident_features", False))
 
+    @property
+    def keep_together(self) -> bool:
+        """Whether the agents were trained with the keep-together masks."""
+        return bool(self.manifest["model"].get("keep_together", False))
+
     def builder_options(self) -> dict[str, Any]:
         """The :class:`ObservationBuilder` options the networks were trained with."""
         return {
@@ -93,6 +98,7 @@ class TrainedAgents:
             "consolidate": self.consolidate,
             "global_hints": self.global_hints,
             "resident_features": self.resident_features,
+            "keep_together": self.keep_together,
         }
 
     def net_for(self, agent_index: int) -> HierarchicalGNN:

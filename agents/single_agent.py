@@ -68,6 +68,14 @@ synchronous job runs at its slowest worker's pace, so slowing one worker of a
 48-GPU job stalls 48 GPUs). ``interference_caused`` counts the residents' pressure
 alone and cannot tell a one-GPU job from one worker of a giant.
 
+Keep together (optional, ``model.keep_together``): a constraint in the masks, not a
+feature. While a server already holding the job's workers has a worker slot in the
+acting scope, the next worker must go to one of them and cannot be forwarded (fill
+before opening); when the job opens a server, it must be one that takes every
+remaining worker if the scope has such a server. A job that fits on one server stays
+on one, and one stray task cannot split a giant over more servers than it needs
+(the imitated policies' costliest mistake on Pollux, docs/results.md).
+
 Reward (cooperative, to the acting agent): with ``C(t)`` the job-seconds spent in
 the system up to ``t`` (Σ of ``min(finish, t) - submit`` over submitted jobs) and
 ``W`` the predicted remaining run time of the running jobs (Σ remaining iterations
@@ -211,6 +219,7 @@ class ObservationBuilder:
         global_hints: heuristics whose placement of the job in the whole datacenter
             becomes a ``peers_x`` column (module docstring); empty = none.
         resident_features: the ``harm_to_residents`` group column (module docstring).
+        keep_together: the keep-together masks (module docstring).
     """
 
     def __init__(
@@ -223,6 +232,7 @@ class ObservationBuilder:
         consolidate: bool = False,
         global_hints: tuple[str, ...] = (),
         resident_features: bool = False,
+        keep_together: bool = False,
     ) -> None:
         from marl_sched.policies.heuristics import hint_names, make_hint
 
@@ -237,6 +247,7 @@ class ObservationBuilder:
         self.global_hints = tuple(global_hints)
         self.consolidate = bool(consolidate)
         self.resident_features = bool(resident_features)
+        self.keep_together = bool(keep_together)
         self.hint_policies = [make_hint(h) for h in self.hints]
         self.global_policies = [make_hint(h) for h in self.global_hints]
         for h in (*self.hint_policies, *self.global_policies):
@@ -492,6 +503,7 @@ class PlacementSession:
         self._one: np.ndarray | None = None
         self._global: np.ndarray | None = None
         self._harm: dict[bool, np.ndarray] = {}  # task kind (is PS) -> per-group harm
+        self._together: dict[int, tuple[np.ndarray, bool] | None] = {}  # per agent
         # per agent: the hints' plans and their per-group counts (fixed for the job);
         # the hint features and follow targets (until the next task is placed)
         self._plans: dict[int, list[Placement | None]] = {}
@@ -592,6 +604,27 @@ class PlacementSession:
             return None
         targets = self.forward_targets(agent) & one
         return targets if targets.any() else None
+
+    def together(self, agent: int) -> tuple[np.ndarray, bool] | None:
+        """With ``builder.keep_together``, for a worker: ``(servers, stay)`` — the
+        servers (bool, global) ``agent`` may put it on, and whether it must stay in the
+        scope (no forwarding); None when no rule applies (module docstring)."""
+        b = self.builder
+        if not b.keep_together or not self.is_worker:
+            return None
+        if agent not in self._together:
+            t, s = b.topology, self.spec
+            slots = server_worker_slots(
+                t, self.group_free, self.cpu, self.mem, s.cpu_worker, s.mem_gb
+            )
+            mine = (b.server_scope == agent) & (slots >= 1)
+            fill = np.zeros(t.n_servers, dtype=bool)
+            fill[t.group_server[self.workers]] = True
+            fill &= mine
+            whole = mine & (slots >= self.workers_left)
+            rule = (fill, True) if fill.any() else (whole, False) if whole.any() else None
+            self._together[agent] = rule
+        return self._together[agent]
 
     def forward_targets(self, agent: int) -> np.ndarray:
         """Per agent: may ``agent`` forward the current task there (forward when you
@@ -701,10 +734,18 @@ class PlacementSession:
         if must is not None:  # forward only
             mask[g_max : g_max + a] = must
             return mask
-        local = self._task_fits()[b.scopes[agent].groups]
+        groups = b.scopes[agent].groups
+        local = self._task_fits()[groups]
+        servers, stay = self.together(agent) or (None, False)
+        if servers is not None:
+            local = local * servers[b.topology.group_server[groups]]
         mask[: len(local)] = local
-        mask[g_max : g_max + a] = self.forward_targets(agent)
-        mask[g_max + a :] = [g is not None for g in self.follow_targets(agent)]
+        if not stay:
+            mask[g_max : g_max + a] = self.forward_targets(agent)
+        mask[g_max + a :] = [
+            g is not None and (servers is None or servers[b.topology.group_server[g]])
+            for g in self.follow_targets(agent)
+        ]
         return mask
 
     def job_features(self, agent: int, agrees: np.ndarray | None = None) -> np.ndarray:
@@ -767,6 +808,7 @@ class PlacementSession:
         self._hosts = None
         self._rest = None
         self._one = None
+        self._together = {}
         self._hints = {}
         self._follow = {}
 
