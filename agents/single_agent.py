@@ -501,6 +501,7 @@ class PlacementSession:
         self._hosts: np.ndarray | None = None
         self._rest: np.ndarray | None = None
         self._one: np.ndarray | None = None
+        self._slots: np.ndarray | None = None
         self._global: np.ndarray | None = None
         self._harm: dict[bool, np.ndarray] = {}  # task kind (is PS) -> per-group harm
         self._together: dict[int, tuple[np.ndarray, bool] | None] = {}  # per agent
@@ -585,13 +586,20 @@ class PlacementSession:
         """Per agent: can one server of its scope take all of the job's remaining workers
         (GPUs, cores and memory; bool)."""
         if self._one is None:
-            b, s = self.builder, self.spec
-            room = server_worker_slots(
-                b.topology, self.group_free, self.cpu, self.mem, s.cpu_worker, s.mem_gb
-            )
-            best = np.maximum.reduceat(room, b.scope_server_start)
+            best = np.maximum.reduceat(self.worker_slots(), self.builder.scope_server_start)
             self._one = best >= max(self.workers_left, 1)
         return self._one
+
+    def worker_slots(self) -> np.ndarray:
+        """Per server (global): workers of this job it can take now (GPUs, cores and
+        memory; :func:`envs.observations.server_worker_slots`), until the next task
+        is placed."""
+        if self._slots is None:
+            s = self.spec
+            self._slots = server_worker_slots(
+                self.builder.topology, self.group_free, self.cpu, self.mem, s.cpu_worker, s.mem_gb
+            )
+        return self._slots
 
     def must_consolidate(self, agent: int) -> np.ndarray | None:
         """With ``builder.consolidate``: the agents a multi-worker job's first task must
@@ -613,10 +621,7 @@ class PlacementSession:
         if not b.keep_together or not self.is_worker:
             return None
         if agent not in self._together:
-            t, s = b.topology, self.spec
-            slots = server_worker_slots(
-                t, self.group_free, self.cpu, self.mem, s.cpu_worker, s.mem_gb
-            )
+            t, slots = b.topology, self.worker_slots()
             mine = (b.server_scope == agent) & (slots >= 1)
             fill = np.zeros(t.n_servers, dtype=bool)
             fill[t.group_server[self.workers]] = True
@@ -808,6 +813,7 @@ class PlacementSession:
         self._hosts = None
         self._rest = None
         self._one = None
+        self._slots = None
         self._together = {}
         self._hints = {}
         self._follow = {}
