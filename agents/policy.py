@@ -66,40 +66,21 @@ class TrainedAgents:
     def central(self) -> bool:
         return bool(self.manifest["central"])
 
-    @property
-    def hints(self) -> tuple[str, ...]:
-        """The heuristic hints the networks read (``model.hints``; none before them)."""
-        return tuple(self.manifest["model"].get("hints") or ())
-
-    @property
-    def global_hints(self) -> tuple[str, ...]:
-        """The heuristics whose whole-datacenter plans the networks read."""
-        return tuple(self.manifest["model"].get("global_hints") or ())
-
-    @property
-    def consolidate(self) -> bool:
-        """Whether the agents were trained with "consolidate when you can" masks."""
-        return bool(self.manifest["model"].get("consolidate", False))
-
-    @property
-    def resident_features(self) -> bool:
-        """Whether the networks read the ``harm_to_residents`` group column."""
-        return bool(self.manifest["model"].get("resident_features", False))
-
-    @property
-    def keep_together(self) -> bool:
-        """Whether the agents were trained with the keep-together masks."""
-        return bool(self.manifest["model"].get("keep_together", False))
-
     def builder_options(self) -> dict[str, Any]:
-        """The :class:`ObservationBuilder` options the networks were trained with."""
-        return {
-            "hints": self.hints,
-            "consolidate": self.consolidate,
-            "global_hints": self.global_hints,
-            "resident_features": self.resident_features,
-            "keep_together": self.keep_together,
-        }
+        """The :class:`ObservationBuilder` options the networks were trained with:
+        :data:`agents.config.BUILDER_OPTIONS` from the manifest's model section (an
+        option the checkpoint predates takes its :class:`ModelConfig` default;
+        ``central`` is the manifest's own key)."""
+        from agents.config import BUILDER_OPTIONS, ModelConfig
+
+        model, default = self.manifest["model"], ModelConfig()
+        out = {}
+        for key in BUILDER_OPTIONS:
+            if key == "central":
+                continue
+            value, d = model.get(key), getattr(default, key)
+            out[key] = tuple(value or ()) if isinstance(d, tuple) else bool(value or d)
+        return out
 
     def net_for(self, agent_index: int) -> HierarchicalGNN:
         if self.manifest["share_parameters"] or self.central:
