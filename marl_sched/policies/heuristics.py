@@ -384,8 +384,9 @@ class InterferenceAwarePolicy(Policy):
         )
         if self.protect > 0:
             cost = cost + self.protect * harm_to_residents(view, spec.pressure)
-        slow = self._slowness(job, view) if self.speed > 0 else None
-        if slow is not None:
+        slow = None
+        if self.speed > 0:
+            slow = self._slowness(job, view)
             cost = cost + self.speed * slow
         own = spec.pressure @ both.T  # what one more worker of ours adds, per level
         free = _server_free(view)
