@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from marl_sched.config import REPO_ROOT, load_config
-from marl_sched.metrics import atomic_write_text, csv_text
+from marl_sched.metrics import write_report
 from marl_sched.policies import heuristic_names
 from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
 
@@ -112,7 +112,6 @@ def main() -> None:
         )
     cols = ["variant", "gpus", "marl_jct_s", "best_heuristic", "best_jct_s", "margin_vs_best_pct"]
     cols += [f"{h}_jct_s" for h in HEURISTICS]
-    atomic_write_text(out / "adaptivity.csv", csv_text(rows, cols))
     short = ["variant", "marl_jct_s", "best_heuristic", "best_jct_s", "margin_vs_best_pct"]
     short += ["first-fit_jct_s", "load-balance_jct_s", "locality_jct_s"]
     md = [
@@ -125,7 +124,7 @@ def main() -> None:
     ]
     md += ["| " + " | ".join(str(r[c]) for c in short) + " |" for r in rows]
     table = "\n".join(md) + "\n"
-    atomic_write_text(out / "adaptivity.md", table)
+    write_report(out, "adaptivity", table, rows, cols)
 
     import matplotlib
 

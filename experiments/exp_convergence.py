@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from marl_sched.config import REPO_ROOT, load_config
-from marl_sched.metrics import atomic_write_text, csv_text
+from marl_sched.metrics import write_report
 
 CONFIG = REPO_ROOT / "configs" / "convergence.yaml"
 PROGRESS = re.compile(r"^iter (\d+) .*eval avg JCT (\d+) s\s+(\d+) s$")
@@ -137,13 +137,12 @@ def main() -> None:
     ]
     md += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
     table = "\n".join(md) + "\n"
-    atomic_write_text(out / "convergence.md", table)
     curves = [
         {"variant": r["variant"], "iteration": i, "wall_s": round(w, 1), "val_avg_jct_s": j}
         for r in runs
         for i, w, j in zip(r["iterations"], r["wall_s"], r["val_avg_jct_s"], strict=True)
     ]
-    atomic_write_text(out / "convergence.csv", csv_text(curves, list(curves[0])))
+    write_report(out, "convergence", table, curves, list(curves[0]))
     plot(runs, target, out / "convergence.png")
     print(table)
     print(json.dumps({"target_val_jct_s": target, "rows": rows, "curves": runs}))

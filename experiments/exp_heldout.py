@@ -19,7 +19,7 @@ from pathlib import Path
 
 from marl_sched.compare import run_compare
 from marl_sched.config import REPO_ROOT
-from marl_sched.metrics import atomic_write_text, csv_text
+from marl_sched.metrics import write_report
 from marl_sched.plots import bars
 from marl_sched.policies import heuristic_names
 
@@ -82,7 +82,6 @@ def main() -> None:
             highlight="marl",
         )
     cols = ["window", "baseline", "baseline_avg_jct_s", "marl_avg_jct_s", "margin"]
-    atomic_write_text(out / "heldout.csv", csv_text(rows, cols))
     md = ["| window | " + " | ".join(BASELINES) + " | MARL |", "|" + "---|" * (len(BASELINES) + 2)]
     for name, f in figures.items():
         cells = [
@@ -91,7 +90,7 @@ def main() -> None:
             if r["window"] == name
         ]
         md.append(f"| {name} | " + " | ".join(cells) + f" | **{f['marl']:,.0f}** |")
-    atomic_write_text(out / "heldout.md", "\n".join(md) + "\n")
+    write_report(out, "heldout", "\n".join(md) + "\n", rows, cols)
     print("\n" + "\n".join(md))
     print(json.dumps({"wall_s": round(time.perf_counter() - t0, 1), "windows": figures}))
 

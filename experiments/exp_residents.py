@@ -42,7 +42,7 @@ import numpy as np
 
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import REPO_ROOT, load_config
-from marl_sched.metrics import atomic_write_text, csv_text
+from marl_sched.metrics import write_report
 from marl_sched.policies.heuristics import InterferenceAwarePolicy
 from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
 from marl_sched.simulator import Simulator
@@ -181,10 +181,7 @@ def main() -> None:
             )
     table = "\n".join(lines)
     print(table)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "residents.md", table + "\n")
-    atomic_write_text(out / "residents.csv", csv_text(rows, keys))
+    write_report(args.out, "residents", table + "\n", rows, keys)
     print(json.dumps({"wall_s": round(time.perf_counter() - t0, 1), "windows": rows}))
 
 

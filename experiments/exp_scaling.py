@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 from marl_sched.config import REPO_ROOT, ServerTypeConfig, load_config
-from marl_sched.metrics import atomic_write_text, csv_text
+from marl_sched.metrics import write_report
 from marl_sched.plots import curve
 from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
 
@@ -81,10 +81,9 @@ def main() -> None:
                 f"p99 {m['decision_ms_p99']:.3f} ms"
             )
     cols = list(rows[0])
-    atomic_write_text(out / "scaling.csv", csv_text(rows, cols))
     md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     md += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
-    atomic_write_text(out / "scaling.md", "\n".join(md) + "\n")
+    write_report(out, "scaling", "\n".join(md) + "\n", rows, cols)
     xs = [s for s, _ in SIZES]
     curve(
         xs,

@@ -25,13 +25,12 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.jobs import Job, Placement
-from marl_sched.metrics import atomic_write_text, csv_text
+from marl_sched.metrics import write_report
 from marl_sched.policies import make_policy
 from marl_sched.policies.base import Policy
 from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
@@ -139,11 +138,8 @@ def main() -> None:
         )
     table = "\n".join(lines)
     print(table)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "sensitivity.md", table + "\n")
     keys = ["window", "ia_avg_jct_s", "swaps", "min", "median", "max", "beyond_2pct"]
-    atomic_write_text(out / "sensitivity.csv", csv_text(rows, keys))
+    write_report(args.out, "sensitivity", table + "\n", rows, keys)
     print(json.dumps({"wall_s": round(time.perf_counter() - t0, 1), "windows": rows}))
 
 

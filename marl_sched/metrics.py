@@ -182,6 +182,16 @@ def csv_text(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
     return buf.getvalue()
 
 
+def write_report(
+    out_dir: str | Path, stem: str, table: str, rows: Sequence[dict[str, Any]], columns
+) -> None:
+    """An experiment's report: ``<stem>.md`` (``table``) and ``<stem>.csv`` (``rows``
+    by ``columns``) in ``out_dir``, each written atomically."""
+    out = Path(out_dir)
+    atomic_write_text(out / f"{stem}.md", table)
+    atomic_write_text(out / f"{stem}.csv", csv_text(rows, columns))
+
+
 def write_run(out_dir: str | Path, metrics: dict[str, Any], records: Sequence[JobRecord]) -> None:
     """Write ``metrics.json`` and ``jobs.csv`` (each atomically)."""
     out = Path(out_dir)
