@@ -47,6 +47,10 @@ class ModelConfig:
             one has room (fill before opening), else to a server of the scope that
             takes every remaining worker when there is one — one stray task cannot
             split a job (:mod:`agents.single_agent`). Builtin env only.
+        job_length: a job column ``log10_work_s/7``: the job's requested training
+            work (iterations × reference compute per iteration, as MLF-H and the env
+            ``ClusterPlacement-v0`` read it) — what separates a giant that needs fast
+            GPUs from a short job. Builtin env only.
     """
 
     hidden: int = 64
@@ -59,6 +63,7 @@ class ModelConfig:
     global_hints: tuple[str, ...] = ()
     resident_features: bool = False
     keep_together: bool = False
+    job_length: bool = False
 
     def validate(self, where: str, key: str) -> None:
         from marl_sched.policies.heuristics import hint_names
@@ -90,6 +95,7 @@ BUILDER_OPTIONS = (
     "global_hints",
     "resident_features",
     "keep_together",
+    "job_length",
 )
 
 

@@ -68,6 +68,13 @@ synchronous job runs at its slowest worker's pace, so slowing one worker of a
 48-GPU job stalls 48 GPUs). ``interference_caused`` counts the residents' pressure
 alone and cannot tell a one-GPU job from one worker of a giant.
 
+Job length (optional, ``model.job_length``): ``job_x`` gains ``log10_work_s/7``,
+``log10(1 + iterations × compute_s) / 7`` — the job's requested training work in
+reference-GPU seconds, the quantity MLF-H ranks jobs by (``agents.baselines.mlf_h``)
+and the env ``ClusterPlacement-v0`` observes (``log10_total_compute_s``): a job
+submitted with its iteration count, as MLFS assumes. It is what tells a giant that
+must have fast GPUs from a short job that can take slow ones.
+
 Keep together (optional, ``model.keep_together``): a constraint in the masks, not a
 feature. While a server already holding the job's workers has a worker slot in the
 acting scope, the next worker must go to one of them and cannot be forwarded (fill
@@ -135,15 +142,19 @@ FEATURES = {
 
 
 def feature_names(
-    hints: tuple[str, ...] = (), global_hints: tuple[str, ...] = (), residents: bool = False
+    hints: tuple[str, ...] = (),
+    global_hints: tuple[str, ...] = (),
+    residents: bool = False,
+    job_length: bool = False,
 ) -> dict[str, tuple[str, ...]]:
     """:data:`FEATURES` with the columns of heuristic hints ``hints`` and
-    ``global_hints`` appended, and with ``residents`` the ``harm_to_residents`` group
-    column."""
+    ``global_hints`` appended, with ``residents`` the ``harm_to_residents`` group
+    column and with ``job_length`` the ``log10_work_s/7`` job column."""
     out = dict(FEATURES)
     out["group_x"] = FEATURES["group_x"] + ("harm_to_residents",) * residents
     out["group_x"] = out["group_x"] + tuple(f"hint_{h}" for h in hints)
-    out["job_x"] = FEATURES["job_x"] + tuple(f"hint_{h}_agrees" for h in hints)
+    out["job_x"] = FEATURES["job_x"] + ("log10_work_s/7",) * job_length
+    out["job_x"] = out["job_x"] + tuple(f"hint_{h}_agrees" for h in hints)
     if hints:
         # the hints' counterpart for moving the job: can one server of that scope
         # take all of the job's remaining workers (a plan elsewhere that does not split)
@@ -220,6 +231,7 @@ class ObservationBuilder:
             becomes a ``peers_x`` column (module docstring); empty = none.
         resident_features: the ``harm_to_residents`` group column (module docstring).
         keep_together: the keep-together masks (module docstring).
+        job_length: the ``log10_work_s/7`` job column (module docstring).
     """
 
     def __init__(
@@ -233,6 +245,7 @@ class ObservationBuilder:
         global_hints: tuple[str, ...] = (),
         resident_features: bool = False,
         keep_together: bool = False,
+        job_length: bool = False,
     ) -> None:
         from marl_sched.policies.heuristics import hint_names, make_hint
 
@@ -248,11 +261,14 @@ class ObservationBuilder:
         self.consolidate = bool(consolidate)
         self.resident_features = bool(resident_features)
         self.keep_together = bool(keep_together)
+        self.job_length = bool(job_length)
         self.hint_policies = [make_hint(h) for h in self.hints]
         self.global_policies = [make_hint(h) for h in self.global_hints]
         for h in (*self.hint_policies, *self.global_policies):
             h.reset(topology, 0)
-        self.features = feature_names(self.hints, self.global_hints, self.resident_features)
+        self.features = feature_names(
+            self.hints, self.global_hints, self.resident_features, self.job_length
+        )
         if central:
             self.scopes = [_scope(t, np.arange(t.n_groups))]
             self.group_scope = np.zeros(t.n_groups, dtype=np.int64)
@@ -774,6 +790,7 @@ class PlacementSession:
                 ],
                 s.sensitivity,
                 s.pressure,
+                [math.log10(1.0 + job.iterations * s.compute_s) / 7.0] * self.builder.job_length,
                 agrees if agrees is not None else [],
             ]
         ).astype(np.float32)

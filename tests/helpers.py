@@ -90,3 +90,26 @@ def untrained_checkpoint(builder, model: dict) -> tuple[dict, dict]:
     net = build_gnn(feature_dims(builder.observation_space), model)
     weights = {"shared": {f"gnn.{k}": v for k, v in net.state_dict().items()}}
     return manifest_for(builder, model, ["shared"]), weights
+
+
+def check_served_or_refused(builder, sim, option: str) -> None:
+    """A checkpoint trained with the boolean builder option ``option`` on is served with
+    it on (a job is placed), and the same weights claiming it off are refused with an
+    :class:`~marl_sched.errors.InputError`, not misread."""
+    import pytest
+
+    from agents.policy import MarlPolicy, agents_from_weights
+    from marl_sched.errors import InputError
+
+    model = {"hidden": 8, "layers": 1, option: True}
+    manifest, weights = untrained_checkpoint(builder, model)
+    policy = MarlPolicy(agents=agents_from_weights(manifest, weights))
+    policy.reset(builder.topology)
+    job = sim.next_decision()
+    assert policy.place(job, sim.view()) is not None
+    assert getattr(policy.builder, option) is True  # served as trained
+    other = dict(manifest, model={**model, option: False})
+    bad = MarlPolicy(agents=agents_from_weights(other, weights))
+    bad.reset(builder.topology)
+    with pytest.raises(InputError):
+        bad.place(job, sim.view())

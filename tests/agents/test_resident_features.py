@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from agents.policy import MarlPolicy, agents_from_weights
 from agents.single_agent import FEATURES, ObservationBuilder, PlacementSession
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import REPO_ROOT
-from marl_sched.errors import InputError
 from marl_sched.jobs import Job
 from marl_sched.simulator import harm_to_residents
-from tests.helpers import partly_occupied, untrained_checkpoint
+from tests.helpers import check_served_or_refused, partly_occupied
 
 TINY = str(REPO_ROOT / "configs" / "tiny.yaml")
 COLUMN = len(FEATURES["group_x"])  # the column comes right after the base features
@@ -46,17 +43,4 @@ def test_column_is_the_log_harm_of_the_current_task_kind():
 
 
 def test_a_checkpoint_is_served_with_its_own_column_or_refused():
-    builder, sim = _busy()
-    model = {"hidden": 8, "layers": 1, "resident_features": True}
-    manifest, weights = untrained_checkpoint(builder, model)
-    policy = MarlPolicy(agents=agents_from_weights(manifest, weights))
-    policy.reset(builder.topology)
-    job = sim.next_decision()
-    assert policy.place(job, sim.view()) is not None
-    assert policy.builder.resident_features  # served as trained
-    # the same networks claiming no such column: refused, not misread
-    other = dict(manifest, model={**model, "resident_features": False})
-    bad = MarlPolicy(agents=agents_from_weights(other, weights))
-    bad.reset(builder.topology)
-    with pytest.raises(InputError):
-        bad.place(job, sim.view())
+    check_served_or_refused(*_busy(), "resident_features")
