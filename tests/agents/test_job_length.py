@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from agents.config import BUILDER_OPTIONS, ModelConfig, model_config
+from agents.config import BUILDER_OPTIONS, ModelConfig, model_config, train_config
 from agents.single_agent import FEATURES, ObservationBuilder, PlacementSession
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import REPO_ROOT, load_config
@@ -47,10 +48,12 @@ def test_off_by_default_and_the_option_is_a_builder_option():
     assert builder.features["job_x"] == FEATURES["job_x"]
     assert "job_length" in BUILDER_OPTIONS
     assert ModelConfig().job_length is False
-    together = model_config(load_config(str(REPO_ROOT / "configs" / "together.yaml")))
-    length = model_config(load_config(str(REPO_ROOT / "configs" / "length.yaml")))
+    together = load_config(str(REPO_ROOT / "configs" / "together.yaml"))
+    length = load_config(str(REPO_ROOT / "configs" / "length.yaml"))
     # configs/length.yaml is configs/together.yaml plus this column, nothing else
-    assert length.builder_options() == {**together.builder_options(), "job_length": True}
+    assert (length.topology, length.workload) == (together.topology, together.workload)
+    assert train_config(length) == train_config(together)
+    assert model_config(length) == replace(model_config(together), job_length=True)
 
 
 def test_a_checkpoint_is_served_with_its_own_column_or_refused():
