@@ -191,6 +191,10 @@ class TrainConfig:
             ``bc_speed`` times (its ``speed``; 0 = no such proposal).
         bc_episodes: teacher episodes (of ``episode_jobs`` jobs) to imitate.
         bc_epochs: passes of supervised training over the teacher's decisions.
+        bc_weight_power: each decision's imitation loss is weighted by its job's GPU
+            work (workers × iterations × compute per iteration) to this power, scaled
+            to mean 1 (:func:`agents.training.imitation_weights`); 0 = every decision
+            alike.
         dagger_rounds: after behaviour cloning, rounds of DAgger relabelling (0 =
             none): the network acts greedily on ``bc_episodes`` fresh training
             episodes, the teacher labels every state it visits, the labels are added
@@ -230,6 +234,7 @@ class TrainConfig:
     bc_speed: float = 0.0
     bc_episodes: int = 20
     bc_epochs: int = 12
+    bc_weight_power: float = 0.0
     dagger_rounds: int = 0
 
     def validate(self, where: str, key: str) -> None:
@@ -282,7 +287,7 @@ class TrainConfig:
         if self.eval_start is not None:
             check(self.eval_start >= 0, where, f"{key}.eval_start", "must be >= 0")
         check(0.0 <= self.bc_margin < 1.0, where, f"{key}.bc_margin", "must be in [0, 1)")
-        for name in ("bc_protect", "bc_speed"):
+        for name in ("bc_protect", "bc_speed", "bc_weight_power"):
             value = getattr(self, name)
             check(value >= 0, where, f"{key}.{name}", f"must be >= 0, got {value}")
         for name in ("bc_episodes", "bc_epochs"):

@@ -159,9 +159,10 @@ def algo_config(
 
 def teacher_decisions(
     cfg, mc, tc, seed: int, student=None, first_episode: int = 0
-) -> tuple[list[dict], list[int], list[float]]:
+) -> tuple[list[dict], list[int], list[float], list[float]]:
     """Roll ``tc.bc_teacher`` out through the builtin env: (observations, actions,
-    discounted returns of each acting agent's own trajectory).
+    discounted returns of each acting agent's own trajectory, the GPU work of the job
+    each decision places — workers × iterations × reference compute per iteration).
 
     ``student`` (a GNN): DAgger relabelling instead — the student acts (greedy) and
     the teacher labels every state it visits: per job, the teacher plans the whole
@@ -185,7 +186,7 @@ def teacher_decisions(
     builder = env.builder
     teacher = make_teacher(tc.bc_teacher, tc.bc_margin, tc.bc_protect, tc.bc_speed)
     teacher.reset(env.topology, seed)
-    observations, actions, returns = [], [], []
+    observations, actions, returns, works = [], [], [], []
     done: dict[tuple, tuple[int, int]] = {}  # episode key → its samples (teacher only)
     for episode in range(first_episode, first_episode + tc.bc_episodes):
         obs, _ = env.reset(seed=seed * 1000 + episode)
@@ -196,6 +197,7 @@ def teacher_decisions(
             observations += observations[lo:hi]
             actions += actions[lo:hi]
             returns += returns[lo:hi]
+            works += works[lo:hi]
             continue
         first_sample = len(actions)
         planned, plan = None, None
@@ -223,6 +225,7 @@ def teacher_decisions(
                 observations.append(o)
                 actions.append(action)
                 returns.append(0.0)
+                works.append(s.job.num_workers * s.job.iterations * s.spec.compute_s)
             if student is not None:
                 label, action = action, greedy_action(student, o)
                 if label != action:  # off the teacher's plan: no more labels this job
@@ -243,7 +246,20 @@ def teacher_decisions(
                 if index is not None:
                     returns[index] = ret
         done[env.episode_key] = (first_sample, len(actions))
-    return observations, actions, returns
+    return observations, actions, returns, works
+
+
+def imitation_weights(works, power: float):
+    """Per-decision weights of the imitation loss: ``work ** power``, scaled to mean 1.
+
+    ``power = 0`` weighs every decision alike; at ``power > 0`` a decision counts more
+    the more GPU work its job carries, so the few giant jobs that set a window's
+    average JCT are not drowned by thousands of one-GPU placements.
+    """
+    import numpy as np
+
+    w = np.power(np.maximum(np.asarray(works, dtype=np.float64), 1.0), power)
+    return (w / w.mean()).astype(np.float32)
 
 
 def behaviour_cloning(cfg, mc, tc, seed: int, log: Callable[[str], None]) -> dict:
@@ -255,7 +271,7 @@ def behaviour_cloning(cfg, mc, tc, seed: int, log: Callable[[str], None]) -> dic
     from agents.single_agent import feature_dims
 
     t0 = time.perf_counter()
-    observations, actions, returns = teacher_decisions(cfg, mc, tc, seed)
+    observations, actions, returns, works = teacher_decisions(cfg, mc, tc, seed)
     _, _, builder = env_setup(cfg, mc, tc, seed)
     torch.manual_seed(seed)
     net = build_gnn(feature_dims(builder.observation_space), dataclasses.asdict(mc))
@@ -265,6 +281,7 @@ def behaviour_cloning(cfg, mc, tc, seed: int, log: Callable[[str], None]) -> dic
     def fit() -> float:
         act = torch.as_tensor(actions)
         ret = torch.as_tensor(returns, dtype=torch.float32)
+        weight = torch.as_tensor(imitation_weights(works, tc.bc_weight_power))
         data = {k: torch.as_tensor(np.stack([o[k] for o in observations])) for k in observations[0]}
         accuracy = 0.0
         for _ in range(tc.bc_epochs):
@@ -273,7 +290,8 @@ def behaviour_cloning(cfg, mc, tc, seed: int, log: Callable[[str], None]) -> dic
             for lo in range(0, len(order), 256):
                 idx = order[lo : lo + 256]
                 logits, values = net.forward_padded({k: v[idx] for k, v in data.items()})
-                loss = torch.nn.functional.cross_entropy(logits, act[idx])
+                ce = torch.nn.functional.cross_entropy(logits, act[idx], reduction="none")
+                loss = (ce * weight[idx]).mean()
                 loss = loss + 0.5 * torch.nn.functional.mse_loss(values, ret[idx])
                 opt.zero_grad()
                 loss.backward()
@@ -292,13 +310,14 @@ def behaviour_cloning(cfg, mc, tc, seed: int, log: Callable[[str], None]) -> dic
         # DAgger: the teacher labels the states the current network visits (fresh
         # episodes of the training window); aggregate and train on.
         net.eval()
-        o2, a2, r2 = teacher_decisions(
+        o2, a2, r2, w2 = teacher_decisions(
             cfg, mc, tc, seed, student=net, first_episode=r * tc.bc_episodes
         )
         net.train()
         observations += o2
         actions += a2
         returns += r2
+        works += w2
         accuracy = fit()
         log(
             f"warm start: DAgger round {r}: {len(a2)} relabelled decisions, "

@@ -54,7 +54,7 @@ def test_unknown_teacher_is_refused():
         train_config(_with_train(bc_teacher="oracle"))
     with pytest.raises(InputError, match=r"train.bc_margin: must be in \[0, 1\)"):
         train_config(_with_train(bc_margin=1.5))
-    for key in ("bc_protect", "bc_speed"):
+    for key in ("bc_protect", "bc_speed", "bc_weight_power"):
         with pytest.raises(InputError, match=rf"train.{key}: must be >= 0, got -1"):
             train_config(_with_train(**{key: -1}))
 
@@ -92,11 +92,12 @@ def test_rollout_teacher_labels_and_a_repeated_episode_is_reused():
     extra = {"trace": SAMPLE, "start": 2300, "max_jobs": 10, "load": 2.0, "share": 1000.0}
     cfg = _with_train(bc_teacher="rollout", bc_episodes=3, extra_windows=[extra])
     tc = train_config(cfg)
-    obs, actions, returns = teacher_decisions(cfg, model_config(cfg), tc, seed=0)
+    obs, actions, returns, works = teacher_decisions(cfg, model_config(cfg), tc, seed=0)
     assert len(actions) % 3 == 0 and actions
     n = len(actions) // 3
     assert actions[:n] == actions[n : 2 * n] == actions[2 * n :]
     assert returns[:n] == returns[n : 2 * n]
+    assert works[:n] == works[n : 2 * n]
     for a, o in zip(actions, obs, strict=True):
         assert o["action_mask"][a] == 1  # every label is a legal action
     assert all(np.isfinite(returns)) and min(returns) < 0
