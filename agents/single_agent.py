@@ -541,8 +541,7 @@ class PlacementSession:
         while a job is placed, so one array per task kind."""
         ps = not self.is_worker
         if ps not in self._harm:
-            pressure = CATALOGUE[self.job.model].pressure
-            self._harm[ps] = harm_to_residents(self.view, pressure, ps=ps)
+            self._harm[ps] = harm_to_residents(self.view, self.spec.pressure, ps=ps)
         return self._harm[ps]
 
     @property
@@ -790,7 +789,7 @@ class PlacementSession:
                 ],
                 s.sensitivity,
                 s.pressure,
-                [math.log10(1.0 + job.iterations * s.compute_s) / 7.0] * self.builder.job_length,
+                [math.log10(1.0 + job.work_s) / 7.0] * self.builder.job_length,
                 agrees if agrees is not None else [],
             ]
         ).astype(np.float32)

@@ -68,6 +68,13 @@ class Job:
     def num_tasks(self) -> int:
         return self.num_workers + self.num_ps
 
+    @property
+    def work_s(self) -> float:
+        """Requested training work per worker in reference-GPU seconds: iterations ×
+        the model's compute per iteration on the reference GPU (what MLF-H ranks jobs
+        by)."""
+        return self.iterations * CATALOGUE[self.model].compute_s
+
 
 @dataclass(frozen=True)
 class Placement:

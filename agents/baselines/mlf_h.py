@@ -47,7 +47,6 @@ import math
 import numpy as np
 
 from agents.baselines.draft import TaskDraft, place_greedy
-from marl_sched.catalogue import CATALOGUE
 from marl_sched.jobs import Job, Placement
 from marl_sched.policies.base import Policy
 from marl_sched.simulator import ClusterView
@@ -71,7 +70,7 @@ ORDERING_ENTRY = (
 
 def mlfs_priority(job: Job) -> float:
     """MLF-H's job priority in [0, 1]; lower is scheduled sooner."""
-    work = job.iterations * CATALOGUE[job.model].compute_s
+    work = job.work_s
     u_ml = min(1.0, math.log1p(work) / math.log1p(1e7))
     u_c = min(1.0, math.log2(job.num_workers + job.num_ps) / 10.0)
     return W_ML * u_ml + W_COMPUTE * u_c
