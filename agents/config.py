@@ -51,6 +51,13 @@ class ModelConfig:
             work (iterations × reference compute per iteration, as MLF-H and the env
             ``ClusterPlacement-v0`` read it) — what separates a giant that needs fast
             GPUs from a short job. Builtin env only.
+        speed_floor: ``f`` in [0, 1], 0 = off: a worker only goes to a server whose
+            GPUs run at ``>= f ×`` the speed of the fastest GPU type that still has
+            room for all of the job's remaining workers (:mod:`agents.single_agent`)
+            — no giant on K80s while V100s have room. Builtin env only.
+        ps_rule: the agents place a job's workers; its PS go where every heuristic
+            puts them (round-robin over the servers holding most of its workers,
+            :func:`marl_sched.policies.heuristics.ps_near_workers`). Builtin env only.
     """
 
     hidden: int = 64
@@ -64,12 +71,20 @@ class ModelConfig:
     resident_features: bool = False
     keep_together: bool = False
     job_length: bool = False
+    speed_floor: float = 0.0
+    ps_rule: bool = False
 
     def validate(self, where: str, key: str) -> None:
         from marl_sched.policies.heuristics import hint_names
 
         check(self.hidden >= 4, where, f"{key}.hidden", f"must be >= 4, got {self.hidden}")
         check(self.layers >= 1, where, f"{key}.layers", f"must be >= 1, got {self.layers}")
+        check(
+            0.0 <= self.speed_floor <= 1.0,
+            where,
+            f"{key}.speed_floor",
+            f"must be in [0, 1], got {self.speed_floor}",
+        )
         known = hint_names()
         for name, names in (("hints", self.hints), ("global_hints", self.global_hints)):
             for h in names:
@@ -96,6 +111,8 @@ BUILDER_OPTIONS = (
     "resident_features",
     "keep_together",
     "job_length",
+    "speed_floor",
+    "ps_rule",
 )
 
 

@@ -79,7 +79,10 @@ class TrainedAgents:
             if key == "central":
                 continue
             value, d = model.get(key), getattr(default, key)
-            out[key] = tuple(value or ()) if isinstance(d, tuple) else bool(value or d)
+            if isinstance(d, tuple):
+                out[key] = tuple(value or ())
+            else:
+                out[key] = type(d)(d if value is None else value)
         return out
 
     def net_for(self, agent_index: int) -> HierarchicalGNN:

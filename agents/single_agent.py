@@ -83,6 +83,27 @@ remaining worker if the scope has such a server. A job that fits on one server s
 on one, and one stray task cannot split a giant over more servers than it needs
 (the imitated policies' costliest mistake on Pollux, docs/results.md).
 
+Speed floor (optional, ``model.speed_floor`` = ``f`` in (0, 1]): also a constraint in
+the masks. With ``v*`` the speed of the fastest GPU type whose servers, counted over
+the whole datacenter, still have worker slots for all of the job's remaining workers
+(lowered to the slowest GPU the job already holds: a synchronous job runs at its
+slowest worker's pace, so that worker's type costs nothing more), a worker may only
+go to a server whose GPUs run at ``>= f × v*``; an agent whose scope has none of
+those with a worker slot forwards the task to any unvisited scope that has one (as if
+its scope could not host the task); otherwise forwarding keeps its rule, narrowed to
+such scopes. "Consolidate when you can" counts only
+those servers. With ``f = 0.9`` on the Pollux topology (V100 1.0, P100 0.94, K80
+0.30), a job never takes a K80 while V100s or P100s have room for it — a giant sent
+to K80s was the learned policies' costliest mistake on Pollux-7 (docs/results.md). If
+the floor leaves the acting agent no legal action, it is lifted for that task.
+
+PS rule (optional, ``model.ps_rule``): the agents place a job's workers only; once the
+last worker is placed, its parameter servers go where every heuristic puts them
+(:func:`marl_sched.policies.heuristics.ps_near_workers`: round-robin over the servers
+holding most of its workers) — unless they do not fit there, when the agents place
+them. A learned policy that stacks a 48-worker job's 12 PS on one server makes that
+server's NIC the job's bottleneck (docs/results.md).
+
 Reward (cooperative, to the acting agent): with ``C(t)`` the job-seconds spent in
 the system up to ``t`` (Σ of ``min(finish, t) - submit`` over submitted jobs) and
 ``W`` the predicted remaining run time of the running jobs (Σ remaining iterations
@@ -109,6 +130,7 @@ from envs.observations import forward_targets, scopes_can_host_rest, server_work
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.jobs import Job, Placement
 from marl_sched.perf import PerformanceModel
+from marl_sched.policies.heuristics import ps_near_workers
 from marl_sched.simulator import ClusterView, harm_to_residents
 from marl_sched.topology import Topology
 
@@ -231,6 +253,10 @@ class ObservationBuilder:
             becomes a ``peers_x`` column (module docstring); empty = none.
         resident_features: the ``harm_to_residents`` group column (module docstring).
         keep_together: the keep-together masks (module docstring).
+        ps_rule: PS placed by the heuristics' rule, not by the agents (module
+            docstring).
+        speed_floor: the speed-floor masks, ``f`` in [0, 1] (0 = off; module
+            docstring).
         job_length: the ``log10_work_s/7`` job column (module docstring).
     """
 
@@ -246,6 +272,8 @@ class ObservationBuilder:
         resident_features: bool = False,
         keep_together: bool = False,
         job_length: bool = False,
+        speed_floor: float = 0.0,
+        ps_rule: bool = False,
     ) -> None:
         from marl_sched.policies.heuristics import hint_names, make_hint
 
@@ -262,6 +290,10 @@ class ObservationBuilder:
         self.resident_features = bool(resident_features)
         self.keep_together = bool(keep_together)
         self.job_length = bool(job_length)
+        if not 0.0 <= speed_floor <= 1.0:
+            raise ValueError(f"speed_floor must be in [0, 1], got {speed_floor}")
+        self.speed_floor = float(speed_floor)
+        self.ps_rule = bool(ps_rule)
         self.hint_policies = [make_hint(h) for h in self.hints]
         self.global_policies = [make_hint(h) for h in self.global_hints]
         for h in (*self.hint_policies, *self.global_policies):
@@ -518,6 +550,8 @@ class PlacementSession:
         self._rest: np.ndarray | None = None
         self._one: np.ndarray | None = None
         self._slots: np.ndarray | None = None
+        self._fast: np.ndarray | None = None
+        self._floor_lifted = False  # the speed floor left no legal action (this task)
         self._global: np.ndarray | None = None
         self._harm: dict[bool, np.ndarray] = {}  # task kind (is PS) -> per-group harm
         self._together: dict[int, tuple[np.ndarray, bool] | None] = {}  # per agent
@@ -616,35 +650,78 @@ class PlacementSession:
             )
         return self._slots
 
+    def fast_servers(self) -> np.ndarray | None:
+        """With ``builder.speed_floor``, for a worker: per server (global), do its GPUs
+        clear the job's speed floor (module docstring); None when no floor applies."""
+        b = self.builder
+        if not b.speed_floor or not self.is_worker or self._floor_lifted:
+            return None
+        if self._fast is None:
+            t = b.topology
+            speed, slots = t.server_gpu_speed, self.worker_slots()
+            top = 0.0  # no type has room for the rest: no floor
+            for v in np.unique(speed)[::-1]:  # fastest type first
+                if slots[speed >= v].sum() >= self.workers_left:
+                    top = float(v)
+                    break
+            if self.workers:
+                top = min(top, float(speed[t.group_server[self.workers]].min()))
+            self._fast = speed >= b.speed_floor * top - 1e-9
+        return self._fast
+
     def must_consolidate(self, agent: int) -> np.ndarray | None:
         """With ``builder.consolidate``: the agents a multi-worker job's first task must
         be forwarded to — those whose scope has one server for all of its workers, when
-        ``agent``'s has none — else None (no constraint)."""
+        ``agent``'s has none — else None (no constraint). Under a speed floor only the
+        servers that clear it count."""
         if not self.builder.consolidate or self.task > 0 or self.job.num_workers < 2:
             return None
         one = self.one_server_scopes()
+        fast = self.fast_servers()
+        if fast is not None:
+            slots = self.worker_slots() * fast
+            one = np.maximum.reduceat(slots, self.builder.scope_server_start) >= max(
+                self.workers_left, 1
+            )
         if one[agent]:
             return None
         targets = self.forward_targets(agent) & one
         return targets if targets.any() else None
 
     def together(self, agent: int) -> tuple[np.ndarray, bool] | None:
-        """With ``builder.keep_together``, for a worker: ``(servers, stay)`` — the
-        servers (bool, global) ``agent`` may put it on, and whether it must stay in the
-        scope (no forwarding); None when no rule applies (module docstring)."""
+        """With ``builder.keep_together`` or ``builder.speed_floor``, for a worker:
+        ``(servers, stay)`` — the servers (bool, global) ``agent`` may put it on, and
+        whether it must stay in the scope (no forwarding); None when no rule applies
+        (module docstring)."""
         b = self.builder
-        if not b.keep_together or not self.is_worker:
+        fast = self.fast_servers()
+        if not self.is_worker or (not b.keep_together and fast is None):
             return None
         if agent not in self._together:
             t, slots = b.topology, self.worker_slots()
             mine = (b.server_scope == agent) & (slots >= 1)
-            fill = np.zeros(t.n_servers, dtype=bool)
-            fill[t.group_server[self.workers]] = True
-            fill &= mine
-            whole = mine & (slots >= self.workers_left)
-            rule = (fill, True) if fill.any() else (whole, False) if whole.any() else None
+            rule = None
+            if b.keep_together:
+                fill = np.zeros(t.n_servers, dtype=bool)
+                fill[t.group_server[self.workers]] = True
+                fill &= mine  # these clear the floor: it is at most the job's slowest GPU
+                whole = mine & (slots >= self.workers_left)
+                if fast is not None:
+                    whole &= fast
+                rule = (fill, True) if fill.any() else (whole, False) if whole.any() else None
+            if rule is None and fast is not None:
+                rule = (mine & fast, False)  # may be empty: then forward
             self._together[agent] = rule
         return self._together[agent]
+
+    def fast_scopes(self) -> np.ndarray | None:
+        """Per agent: does its scope have a server with a worker slot that clears the
+        speed floor; None when no floor applies."""
+        fast = self.fast_servers()
+        if fast is None:
+            return None
+        ok = (fast & (self.worker_slots() >= 1)).astype(np.float32)
+        return np.maximum.reduceat(ok, self.builder.scope_server_start) > 0
 
     def forward_targets(self, agent: int) -> np.ndarray:
         """Per agent: may ``agent`` forward the current task there (forward when you
@@ -747,6 +824,14 @@ class PlacementSession:
         return bool(self._task_fits().any())
 
     def action_mask(self, agent: int) -> np.ndarray:
+        mask = self._action_mask(agent)
+        if not mask.any() and self.fast_servers() is not None:
+            self._floor_lifted = True  # the floor left nothing legal: lift it
+            self._together = {}
+            mask = self._action_mask(agent)
+        return mask
+
+    def _action_mask(self, agent: int) -> np.ndarray:
         b = self.builder
         g_max, a = b.pad[0], b.n_agents
         mask = np.zeros(g_max + a + len(b.hints), dtype=np.float32)
@@ -761,7 +846,15 @@ class PlacementSession:
             local = local * servers[b.topology.group_server[groups]]
         mask[: len(local)] = local
         if not stay:
-            mask[g_max : g_max + a] = self.forward_targets(agent)
+            forward = self.forward_targets(agent)
+            fast = self.fast_scopes()
+            if fast is not None:
+                if fast[agent]:
+                    forward = forward & fast
+                else:  # no server here clears the floor: forward to any scope with one
+                    forward = fast.copy()
+                    forward[list(self.visited)] = False
+            mask[g_max : g_max + a] = forward
         mask[g_max + a :] = [
             g is not None and (servers is None or servers[b.topology.group_server[g]])
             for g in self.follow_targets(agent)
@@ -812,7 +905,27 @@ class PlacementSession:
             return
         else:
             g = int(b.scopes[self.agent].groups[action])
-        t, s = b.topology, self.spec
+        self._add(g)
+        if b.ps_rule and self.job.num_ps and not self.ps and not self.is_worker:
+            ps = ps_near_workers(self.job, self.view, self.workers)
+            for p in ps or ():
+                self._add(p)
+        self.visited = {self.agent}
+        self.hops = 0
+        self._fits = None
+        self._hosts = None
+        self._rest = None
+        self._one = None
+        self._slots = None
+        self._fast = None
+        self._floor_lifted = False
+        self._together = {}
+        self._hints = {}
+        self._follow = {}
+
+    def _add(self, g: int) -> None:
+        """Put the current task on global group ``g`` (the job's own accounting)."""
+        t, s = self.builder.topology, self.spec
         srv = t.group_server[g]
         if self.is_worker:
             self.group_free[g] -= 1
@@ -823,16 +936,6 @@ class PlacementSession:
             self.ps.append(g)
         self.mem[srv] -= s.mem_gb
         self.job_groups[g] += 1
-        self.visited = {self.agent}
-        self.hops = 0
-        self._fits = None
-        self._hosts = None
-        self._rest = None
-        self._one = None
-        self._slots = None
-        self._together = {}
-        self._hints = {}
-        self._follow = {}
 
     def placement(self) -> Placement:
         return Placement(tuple(self.workers), tuple(self.ps))

@@ -123,6 +123,18 @@ class _Draft:
         return Placement(tuple(self.workers), tuple(self.ps))
 
 
+def ps_near_workers(job: Job, view: ClusterView, worker_groups) -> tuple[int, ...] | None:
+    """The PS groups every heuristic here gives a job whose workers sit on
+    ``worker_groups`` (:meth:`_Draft.place_ps`: round-robin over the servers holding
+    most of its workers, else the nearest servers with room); None if they do not
+    fit. ``view``: the cluster before any of the job's tasks is placed."""
+    d = _Draft(job, view)
+    for g in worker_groups:
+        d.add_workers(int(g), 1)
+    d.place_ps()
+    return tuple(d.ps) if len(d.ps) == job.num_ps else None
+
+
 def _server_free(view: ClusterView) -> np.ndarray:
     t = view.topology
     return np.bincount(t.group_server, weights=view.group_free, minlength=t.n_servers)
