@@ -55,6 +55,9 @@ class ModelConfig:
             GPUs run at ``>= f ×`` the speed of the fastest GPU type that still has
             room for all of the job's remaining workers (:mod:`agents.single_agent`)
             — no giant on K80s while V100s have room. Builtin env only.
+        speed_floor_min_work: the speed floor binds only jobs whose GPU work
+            (workers × iterations × compute per iteration) is at least this many
+            GPU-seconds; 0 = every job. Builtin env only.
         ps_rule: the agents place a job's workers; its PS go where every heuristic
             puts them (round-robin over the servers holding most of its workers,
             :func:`marl_sched.policies.heuristics.ps_near_workers`). Builtin env only.
@@ -73,6 +76,7 @@ class ModelConfig:
     job_length: bool = False
     speed_floor: float = 0.0
     ps_rule: bool = False
+    speed_floor_min_work: float = 0.0
 
     def validate(self, where: str, key: str) -> None:
         from marl_sched.policies.heuristics import hint_names
@@ -84,6 +88,12 @@ class ModelConfig:
             where,
             f"{key}.speed_floor",
             f"must be in [0, 1], got {self.speed_floor}",
+        )
+        check(
+            self.speed_floor_min_work >= 0.0,
+            where,
+            f"{key}.speed_floor_min_work",
+            f"must be >= 0, got {self.speed_floor_min_work}",
         )
         known = hint_names()
         for name, names in (("hints", self.hints), ("global_hints", self.global_hints)):
@@ -113,6 +123,7 @@ BUILDER_OPTIONS = (
     "job_length",
     "speed_floor",
     "ps_rule",
+    "speed_floor_min_work",
 )
 
 

@@ -95,7 +95,10 @@ such scopes. "Consolidate when you can" counts only
 those servers. With ``f = 0.9`` on the Pollux topology (V100 1.0, P100 0.94, K80
 0.30), a job never takes a K80 while V100s or P100s have room for it — a giant sent
 to K80s was the learned policies' costliest mistake on Pollux-7 (docs/results.md). If
-the floor leaves the acting agent no legal action, it is lifted for that task.
+the floor leaves the acting agent no legal action, it is lifted for that task. With
+``model.speed_floor_min_work = T`` the floor binds only jobs whose GPU work (workers ×
+iterations × reference compute per iteration) is at least ``T`` GPU-seconds: a short
+job loses little on a slow GPU and leaves the fast ones to the giants.
 
 PS rule (optional, ``model.ps_rule``): the agents place a job's workers only; once the
 last worker is placed, its parameter servers go where every heuristic puts them
@@ -253,6 +256,8 @@ class ObservationBuilder:
             becomes a ``peers_x`` column (module docstring); empty = none.
         resident_features: the ``harm_to_residents`` group column (module docstring).
         keep_together: the keep-together masks (module docstring).
+        speed_floor_min_work: the floor binds only jobs with at least this much GPU
+            work (GPU-seconds; module docstring).
         ps_rule: PS placed by the heuristics' rule, not by the agents (module
             docstring).
         speed_floor: the speed-floor masks, ``f`` in [0, 1] (0 = off; module
@@ -274,6 +279,7 @@ class ObservationBuilder:
         job_length: bool = False,
         speed_floor: float = 0.0,
         ps_rule: bool = False,
+        speed_floor_min_work: float = 0.0,
     ) -> None:
         from marl_sched.policies.heuristics import hint_names, make_hint
 
@@ -294,6 +300,7 @@ class ObservationBuilder:
             raise ValueError(f"speed_floor must be in [0, 1], got {speed_floor}")
         self.speed_floor = float(speed_floor)
         self.ps_rule = bool(ps_rule)
+        self.speed_floor_min_work = float(speed_floor_min_work)
         self.hint_policies = [make_hint(h) for h in self.hints]
         self.global_policies = [make_hint(h) for h in self.global_hints]
         for h in (*self.hint_policies, *self.global_policies):
@@ -655,6 +662,8 @@ class PlacementSession:
         clear the job's speed floor (module docstring); None when no floor applies."""
         b = self.builder
         if not b.speed_floor or not self.is_worker or self._floor_lifted:
+            return None
+        if self.job.num_workers * self.job.work_s < b.speed_floor_min_work:
             return None
         if self._fast is None:
             t = b.topology

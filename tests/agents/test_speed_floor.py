@@ -146,3 +146,23 @@ def test_floor_config_is_psrule_plus_the_floor():
     assert (floor.topology, floor.workload) == (psrule.topology, psrule.workload)
     assert train_config(floor) == train_config(psrule)
     assert model_config(floor) == replace(model_config(psrule), speed_floor=0.9)
+
+
+def test_the_floor_binds_only_jobs_with_enough_work():
+    topo, perf = _cluster()
+    view = _occupy(topo, perf, v100_gpus_left=32)
+    builder = ObservationBuilder(topo, perf, speed_floor=0.9, speed_floor_min_work=1e5)
+    short = Job(9, "short", MODEL, 2, 1, 10.0, view.now, 10.0)
+    long = replace(short, iterations=1e7)
+    assert short.num_workers * short.work_s < 1e5 <= long.num_workers * long.work_s
+    assert PlacementSession(builder, short, view, 1).fast_servers() is None
+    fast = PlacementSession(builder, long, view, 1).fast_servers()
+    assert fast.tolist() == (topo.server_gpu_speed == 1.0).tolist()
+    tiny = load_config(str(REPO_ROOT / "configs" / "tiny.yaml"))
+    bad = replace(tiny, model={"speed_floor_min_work": -1})
+    with pytest.raises(InputError, match="model.speed_floor_min_work: must be >= 0"):
+        model_config(bad)
+    floor = load_config(str(REPO_ROOT / "configs" / "floor.yaml"))
+    gated = load_config(str(REPO_ROOT / "configs" / "gated.yaml"))
+    assert train_config(gated) == train_config(floor)
+    assert model_config(gated) == replace(model_config(floor), speed_floor_min_work=1e5)
