@@ -256,13 +256,13 @@ class ObservationBuilder:
             becomes a ``peers_x`` column (module docstring); empty = none.
         resident_features: the ``harm_to_residents`` group column (module docstring).
         keep_together: the keep-together masks (module docstring).
-        speed_floor_min_work: the floor binds only jobs with at least this much GPU
-            work (GPU-seconds; module docstring).
-        ps_rule: PS placed by the heuristics' rule, not by the agents (module
-            docstring).
+        job_length: the ``log10_work_s/7`` job column (module docstring).
         speed_floor: the speed-floor masks, ``f`` in [0, 1] (0 = off; module
             docstring).
-        job_length: the ``log10_work_s/7`` job column (module docstring).
+        ps_rule: PS placed by the heuristics' rule, not by the agents (module
+            docstring).
+        speed_floor_min_work: the floor binds only jobs with at least this much GPU
+            work (GPU-seconds; module docstring).
     """
 
     def __init__(
@@ -642,9 +642,14 @@ class PlacementSession:
         """Per agent: can one server of its scope take all of the job's remaining workers
         (GPUs, cores and memory; bool)."""
         if self._one is None:
-            best = np.maximum.reduceat(self.worker_slots(), self.builder.scope_server_start)
-            self._one = best >= max(self.workers_left, 1)
+            self._one = self._scopes_with_one_server(self.worker_slots())
         return self._one
+
+    def _scopes_with_one_server(self, slots: np.ndarray) -> np.ndarray:
+        """Per agent: does one server of its scope have ``slots`` (per server, global)
+        for all of the job's remaining workers (bool)."""
+        best = np.maximum.reduceat(slots, self.builder.scope_server_start)
+        return best >= max(self.workers_left, 1)
 
     def worker_slots(self) -> np.ndarray:
         """Per server (global): workers of this job it can take now (GPUs, cores and
@@ -663,7 +668,7 @@ class PlacementSession:
         b = self.builder
         if not b.speed_floor or not self.is_worker or self._floor_lifted:
             return None
-        if self.job.num_workers * self.job.work_s < b.speed_floor_min_work:
+        if self.job.gpu_work_s < b.speed_floor_min_work:
             return None
         if self._fast is None:
             t = b.topology
@@ -688,10 +693,7 @@ class PlacementSession:
         one = self.one_server_scopes()
         fast = self.fast_servers()
         if fast is not None:
-            slots = self.worker_slots() * fast
-            one = np.maximum.reduceat(slots, self.builder.scope_server_start) >= max(
-                self.workers_left, 1
-            )
+            one = self._scopes_with_one_server(self.worker_slots() * fast)
         if one[agent]:
             return None
         targets = self.forward_targets(agent) & one

@@ -225,7 +225,7 @@ def teacher_decisions(
                 observations.append(o)
                 actions.append(action)
                 returns.append(0.0)
-                works.append(s.job.num_workers * s.job.work_s)
+                works.append(s.job.gpu_work_s)
             if student is not None:
                 label, action = action, greedy_action(student, o)
                 if label != action:  # off the teacher's plan: no more labels this job

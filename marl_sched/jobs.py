@@ -75,6 +75,12 @@ class Job:
         by)."""
         return self.iterations * CATALOGUE[self.model].compute_s
 
+    @property
+    def gpu_work_s(self) -> float:
+        """The whole job's requested GPU work in reference-GPU seconds: workers ×
+        :attr:`work_s`."""
+        return self.num_workers * self.work_s
+
 
 @dataclass(frozen=True)
 class Placement:
