@@ -207,10 +207,13 @@ class TrainConfig:
             ``rollout`` (per job, the heuristic placement whose simulated future has
             the lowest total JCT, :class:`agents.teachers.RolloutTeacher`), a
             heuristic's name, or null (start from scratch). Builtin env only.
-        bc_margin: the ``rollout`` teacher keeps the interference-aware heuristic's
+        bc_margin: the ``rollout`` teacher keeps its base heuristic's (``bc_base``)
             own placement unless another proposal's estimated total JCT is lower by
             more than this fraction (0 = always the lowest;
             :class:`agents.teachers.RolloutTeacher`).
+        bc_base: the ``rollout`` teacher's base: the heuristic (or hint variant,
+            ``marl_sched.policies.heuristics.HINT_VARIANTS``) that places every later
+            job of a rollout and whose placement ``bc_margin`` keeps.
         bc_protect: with ``rollout``, one more proposal: interference-aware with its
             cost also counting the harm to resident jobs weighted by their size,
             ``bc_protect`` times (its ``protect``; 0 = no such proposal).
@@ -258,6 +261,7 @@ class TrainConfig:
     eval_extra_windows: tuple[TrainWindow, ...] = ()
     bc_teacher: str | None = "lookahead"
     bc_margin: float = 0.0
+    bc_base: str = "interference-aware"
     bc_protect: float = 0.0
     bc_speed: float = 0.0
     bc_episodes: int = 20
@@ -332,6 +336,14 @@ class TrainConfig:
                 f"{key}.bc_teacher",
                 f"must be one of {', '.join(names)} or null, got {self.bc_teacher!r}",
             )
+        from marl_sched.policies.heuristics import hint_names
+
+        check(
+            self.bc_base in hint_names(),
+            where,
+            f"{key}.bc_base",
+            f"must be one of {', '.join(hint_names())}, got {self.bc_base!r}",
+        )
         if self.eval_load is not None:
             check(self.eval_load > 0, where, f"{key}.eval_load", "must be > 0")
 

@@ -109,7 +109,9 @@ class RolloutTeacher(LookaheadTeacher):
     """Per job, the proposal whose simulated future has the lowest total JCT.
 
     Args:
-        base: the heuristic that places every later job in a rollout.
+        base: the heuristic (or hint variant,
+            :data:`~marl_sched.policies.heuristics.HINT_VARIANTS`) that places every
+            later job in a rollout and whose placement ``margin`` keeps.
         min_workers: jobs with fewer workers get the one-step lookahead's choice (a
             single-GPU job has no communication to arrange; rollouts cost time).
         horizon_jobs: a rollout ends at the arrival of the ``horizon_jobs``-th job
@@ -143,15 +145,14 @@ class RolloutTeacher(LookaheadTeacher):
         protect: float = 0.0,
         speed: float = 0.0,
     ) -> None:
-        from marl_sched.policies import make_policy
-        from marl_sched.policies.heuristics import InterferenceAwarePolicy
+        from marl_sched.policies.heuristics import InterferenceAwarePolicy, make_hint
 
         super().__init__(candidates)
         if protect > 0:
             self.candidates.append(InterferenceAwarePolicy(protect=protect))
         if speed > 0:
             self.candidates.append(InterferenceAwarePolicy(speed=speed))
-        self.base = make_policy(base)
+        self.base = make_hint(base)
         self.min_workers = min_workers
         self.horizon_jobs = horizon_jobs
         self.margin = margin
@@ -233,13 +234,19 @@ def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | 
     return next((q for v in views if (q := teacher.place(job, v)) and legal(q)), None)
 
 
-def make_teacher(name: str, margin: float = 0.0, protect: float = 0.0, speed: float = 0.0):
+def make_teacher(
+    name: str,
+    margin: float = 0.0,
+    protect: float = 0.0,
+    speed: float = 0.0,
+    base: str = "interference-aware",
+):
     """A teacher by name: ``lookahead``, ``rollout`` (``margin``, ``protect``,
-    ``speed``: see :class:`RolloutTeacher`) or a heuristic's name."""
+    ``speed``, ``base``: see :class:`RolloutTeacher`) or a heuristic's name."""
     if name == "lookahead":
         return LookaheadTeacher()
     if name == "rollout":
-        return RolloutTeacher(margin=margin, protect=protect, speed=speed)
+        return RolloutTeacher(base=base, margin=margin, protect=protect, speed=speed)
     from marl_sched.policies import make_policy
 
     return make_policy(name)

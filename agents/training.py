@@ -184,7 +184,7 @@ def teacher_decisions(
     _, env_config, _ = env_setup(cfg, mc, tc, seed)
     env = SchedulingEnv(env_config)
     builder = env.builder
-    teacher = make_teacher(tc.bc_teacher, tc.bc_margin, tc.bc_protect, tc.bc_speed)
+    teacher = make_teacher(tc.bc_teacher, tc.bc_margin, tc.bc_protect, tc.bc_speed, tc.bc_base)
     teacher.reset(env.topology, seed)
     observations, actions, returns, works = [], [], [], []
     done: dict[tuple, tuple[int, int]] = {}  # episode key → its samples (teacher only)

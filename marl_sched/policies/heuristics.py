@@ -469,6 +469,10 @@ HINT_VARIANTS = {
     # compute (its speed option at the natural weight 1: the cost is then in units of
     # relative iteration time, like the learned interference model's slowdown)
     "speed-aware": lambda: InterferenceAwarePolicy(speed=1.0),
+    # interference-aware that also counts, 3 times, the slowdown a worker would add to
+    # the resident jobs weighted by their size (its protect option; the rollout
+    # teacher's ``train.bc_protect: 3.0`` proposer, as a hint and as the teacher's base)
+    "resident-aware": lambda: InterferenceAwarePolicy(protect=3.0),
 }
 
 

@@ -163,3 +163,32 @@ def test_rollout_teacher_proposes_with_protect_and_speed_when_asked():
     assert [type(c) for c in extra] == [InterferenceAwarePolicy] * 2
     assert [(c.protect, c.speed) for c in extra] == [(3.0, 0.0), (0.0, 1.0)]
     assert both.margin == 0.03
+
+
+def test_rollout_teacher_rolls_out_and_keeps_its_base_heuristic():
+    from agents.teachers import make_teacher
+    from marl_sched.policies.heuristics import InterferenceAwarePolicy
+
+    topo, sim, job = _busy_sim(placed=5)  # early: later arrivals for the base to place
+    view = sim.view()
+    teacher = make_teacher("rollout", 0.99, base="resident-aware")
+    teacher.reset(topo)
+    assert isinstance(teacher.base, InterferenceAwarePolicy) and teacher.base.protect == 3.0
+    until = teacher._horizon_end(sim)
+    assert until > sim.now
+    by_hand = InterferenceAwarePolicy(protect=3.0)
+    by_hand.reset(topo)
+    plain = RolloutTeacher()  # base: interference-aware
+    plain.reset(topo)
+    p = proposals(teacher.candidates, job, [view])[0]
+    fork = sim.fork()
+    fork.apply(p)
+    while (nxt := fork.next_decision()) is not None and fork.now <= until:
+        fork.apply(by_hand.place(nxt, fork.view()))
+    want = fork.estimated_total_jct(until)
+    assert teacher.rollout(sim, p, until) == pytest.approx(want)
+    assert plain.rollout(sim, p, until) != pytest.approx(want)  # the base matters here
+    # a margin no proposal clears keeps the base's own placement
+    assert placement_key(teacher.place(job, view, sim=sim)) == placement_key(
+        by_hand.place(job, view)
+    )

@@ -57,6 +57,23 @@ def test_unknown_teacher_is_refused():
     for key in ("bc_protect", "bc_speed", "bc_weight_power"):
         with pytest.raises(InputError, match=rf"train.{key}: must be >= 0, got -1"):
             train_config(_with_train(**{key: -1}))
+    with pytest.raises(InputError, match=r"train.bc_base: must be one of .*, got 'oracle'"):
+        train_config(_with_train(bc_base="oracle"))
+    assert train_config(_with_train(bc_base="resident-aware")).bc_base == "resident-aware"
+
+
+def test_resident_config_is_gated_plus_the_resident_aware_base_and_hint():
+    from agents.config import model_config
+
+    cfg = load_config(REPO_ROOT / "configs" / "resident.yaml")
+    base = load_config(REPO_ROOT / "configs" / "gated.yaml")
+    assert cfg.topology == base.topology and cfg.workload == base.workload
+    mc, mb = model_config(cfg), model_config(base)
+    assert mc.hints == (mb.hints[0], "resident-aware", *mb.hints[1:])
+    assert dataclasses.replace(mc, hints=mb.hints) == mb
+    tc, tb = train_config(cfg), train_config(base)
+    assert (tc.bc_base, tb.bc_base) == ("resident-aware", "interference-aware")
+    assert dataclasses.replace(tc, bc_base=tb.bc_base) == tb
 
 
 def test_speed_config_is_residents_plus_the_speed_hint_and_proposal():

@@ -89,4 +89,6 @@ def test_hint_variants_are_not_registered_heuristics():
     assert hint_names() == [*heuristic_names(), *HINT_VARIANTS]
     hint = make_hint("speed-aware")
     assert isinstance(hint, InterferenceAwarePolicy) and hint.speed == 1.0
+    hint = make_hint("resident-aware")
+    assert isinstance(hint, InterferenceAwarePolicy) and (hint.protect, hint.speed) == (3.0, 0.0)
     assert make_hint("locality").name == "locality"
