@@ -61,6 +61,10 @@ class ModelConfig:
         ps_rule: the agents place a job's workers; its PS go where every heuristic
             puts them (round-robin over the servers holding most of its workers,
             :func:`marl_sched.policies.heuristics.ps_near_workers`). Builtin env only.
+        wait_to_fit: ``c >= 0``, 0 = off: a job that one server could hold (2 to a
+            server's GPUs workers) but no server can take whole right now waits in
+            the queue rather than split, for at most ``c ×`` its isolated runtime
+            (:meth:`agents.single_agent.PlacementSession.waits`). Builtin env only.
     """
 
     hidden: int = 64
@@ -77,6 +81,7 @@ class ModelConfig:
     speed_floor: float = 0.0
     ps_rule: bool = False
     speed_floor_min_work: float = 0.0
+    wait_to_fit: float = 0.0
 
     def validate(self, where: str, key: str) -> None:
         from marl_sched.policies.heuristics import hint_names
@@ -94,6 +99,12 @@ class ModelConfig:
             where,
             f"{key}.speed_floor_min_work",
             f"must be >= 0, got {self.speed_floor_min_work}",
+        )
+        check(
+            self.wait_to_fit >= 0.0,
+            where,
+            f"{key}.wait_to_fit",
+            f"must be >= 0, got {self.wait_to_fit}",
         )
         known = hint_names()
         for name, names in (("hints", self.hints), ("global_hints", self.global_hints)):
@@ -124,6 +135,7 @@ BUILDER_OPTIONS = (
     "speed_floor",
     "ps_rule",
     "speed_floor_min_work",
+    "wait_to_fit",
 )
 
 

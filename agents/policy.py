@@ -282,6 +282,8 @@ class MarlPolicy(Policy):
     def place(self, job: Job, view: ClusterView) -> Placement | None:
         builder = self._builder_for_topology(view.topology, view.perf)
         session = PlacementSession(builder, job, view, home_agent(job, builder.n_agents))
+        if session.waits():
+            return None
         while not session.done:
             if not session.feasible():
                 return None

@@ -181,7 +181,7 @@ class SchedulingEnv(MultiAgentEnv):
         while (job := self.sim.next_decision()) is not None:
             home = home_agent(job, self.builder.n_agents)
             session = PlacementSession(self.builder, job, self.sim.view(), home)
-            if session.feasible():
+            if session.feasible() and not session.waits():
                 if not session.action_mask(home).any():
                     raise AssertionError("a feasible task must leave an action")
                 self.session = session

@@ -100,6 +100,13 @@ the floor leaves the acting agent no legal action, it is lifted for that task. W
 iterations × reference compute per iteration) is at least ``T`` GPU-seconds: a short
 job loses little on a slow GPU and leaves the fast ones to the giants.
 
+Wait to fit (optional, ``model.wait_to_fit = c``): a job that one server could hold
+(2 to a server's GPUs workers) but that no server can take whole right now stays in
+the queue instead of being split, until a server frees up or it has waited ``c ×`` its
+isolated runtime (:meth:`PlacementSession.waits`); the simulator offers it again at
+the next completion. Split over servers, an 8-worker job can run 3–5× slower than on
+one; a short wait is cheaper.
+
 PS rule (optional, ``model.ps_rule``): the agents place a job's workers only; once the
 last worker is placed, its parameter servers go where every heuristic puts them
 (:func:`marl_sched.policies.heuristics.ps_near_workers`: round-robin over the servers
@@ -263,6 +270,8 @@ class ObservationBuilder:
             docstring).
         speed_floor_min_work: the floor binds only jobs with at least this much GPU
             work (GPU-seconds; module docstring).
+        wait_to_fit: a job one server could hold waits rather than split, for up to
+            this many times its isolated runtime (0 = off; module docstring).
     """
 
     def __init__(
@@ -280,6 +289,7 @@ class ObservationBuilder:
         speed_floor: float = 0.0,
         ps_rule: bool = False,
         speed_floor_min_work: float = 0.0,
+        wait_to_fit: float = 0.0,
     ) -> None:
         from marl_sched.policies.heuristics import hint_names, make_hint
 
@@ -301,6 +311,9 @@ class ObservationBuilder:
         self.speed_floor = float(speed_floor)
         self.ps_rule = bool(ps_rule)
         self.speed_floor_min_work = float(speed_floor_min_work)
+        if wait_to_fit < 0:
+            raise ValueError(f"wait_to_fit must be >= 0, got {wait_to_fit}")
+        self.wait_to_fit = float(wait_to_fit)
         self.hint_policies = [make_hint(h) for h in self.hints]
         self.global_policies = [make_hint(h) for h in self.global_hints]
         for h in (*self.hint_policies, *self.global_policies):
@@ -833,6 +846,21 @@ class PlacementSession:
     def feasible(self) -> bool:
         """Can the current task go anywhere?"""
         return bool(self._task_fits().any())
+
+    def waits(self) -> bool:
+        """With ``builder.wait_to_fit = c``, before the job's first task: does the job
+        stay queued rather than split? Yes when it has 2 to a server's GPUs workers, no
+        server can take all of them now, and it has waited less than ``c ×`` its
+        isolated runtime (module docstring)."""
+        b, job = self.builder, self.job
+        if not b.wait_to_fit or self.task > 0 or job.num_workers < 2:
+            return False
+        if job.num_workers > b.topology.server_gpus.max():
+            return False
+        if self.worker_slots().max() >= job.num_workers:
+            return False
+        iso = b.perf.isolated_iteration_time(job.model, job.num_workers, job.num_ps)
+        return self.view.now - job.submit_time < b.wait_to_fit * iso * job.iterations
 
     def action_mask(self, agent: int) -> np.ndarray:
         mask = self._action_mask(agent)
