@@ -94,18 +94,9 @@ class ModelConfig:
             f"{key}.speed_floor",
             f"must be in [0, 1], got {self.speed_floor}",
         )
-        check(
-            self.speed_floor_min_work >= 0.0,
-            where,
-            f"{key}.speed_floor_min_work",
-            f"must be >= 0, got {self.speed_floor_min_work}",
-        )
-        check(
-            self.wait_to_fit >= 0.0,
-            where,
-            f"{key}.wait_to_fit",
-            f"must be >= 0, got {self.wait_to_fit}",
-        )
+        for name in ("speed_floor_min_work", "wait_to_fit"):
+            value = getattr(self, name)
+            check(value >= 0, where, f"{key}.{name}", f"must be >= 0, got {value}")
         known = hint_names()
         for name, names in (("hints", self.hints), ("global_hints", self.global_hints)):
             for h in names:
