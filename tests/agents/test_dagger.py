@@ -31,3 +31,15 @@ def test_dagger_relabels_the_students_states():
     assert len(lines) == 2 and "DAgger round 1" in lines[1]
     relabelled = int(lines[1].split(": ")[2].split()[0])
     assert relabelled > 0
+
+
+def test_dagger_config_is_wait_plus_one_round():
+    wait = load_config(str(REPO_ROOT / "configs" / "wait.yaml"))
+    dagger = load_config(str(REPO_ROOT / "configs" / "dagger.yaml"))
+    assert (dagger.topology, dagger.workload, dagger.model) == (
+        wait.topology,
+        wait.workload,
+        wait.model,
+    )
+    assert train_config(wait).dagger_rounds == 0
+    assert train_config(dagger) == dataclasses.replace(train_config(wait), dagger_rounds=1)
