@@ -113,3 +113,19 @@ def check_served_or_refused(builder, sim, option: str) -> None:
     bad.reset(builder.topology)
     with pytest.raises(InputError):
         bad.place(job, sim.view())
+
+
+def check_config_is_parent_plus(parent: str, child: str, section: str, **change) -> None:
+    """``configs/<child>.yaml`` is ``configs/<parent>.yaml`` with ``change`` in ``section``
+    (``"model"`` or ``"train"``, compared as parsed) and every other section identical."""
+    from dataclasses import replace
+
+    from agents.config import model_config, train_config
+    from marl_sched.config import REPO_ROOT
+
+    a, b = (load_config(str(REPO_ROOT / "configs" / f"{n}.yaml")) for n in (parent, child))
+    parse = {"model": model_config, "train": train_config}[section]
+    same = ("topology", "workload", "simulation", "env", "interference", "model", "train")
+    same = [s for s in same if s != section]
+    assert [getattr(b, s) for s in same] == [getattr(a, s) for s in same]
+    assert parse(b) == replace(parse(a), **change)

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from agents.config import BUILDER_OPTIONS, ModelConfig, model_config, train_config
+from agents.config import BUILDER_OPTIONS, ModelConfig
 from agents.single_agent import FEATURES, ObservationBuilder, PlacementSession
 from marl_sched.catalogue import CATALOGUE
-from marl_sched.config import REPO_ROOT, load_config
+from marl_sched.config import REPO_ROOT
 from marl_sched.jobs import Job
-from tests.helpers import check_served_or_refused, partly_occupied
+from tests.helpers import check_config_is_parent_plus, check_served_or_refused, partly_occupied
 
 TINY = str(REPO_ROOT / "configs" / "tiny.yaml")
 COLUMN = len(FEATURES["job_x"])  # right after the base job features, before hint columns
@@ -48,12 +47,8 @@ def test_off_by_default_and_the_option_is_a_builder_option():
     assert builder.features["job_x"] == FEATURES["job_x"]
     assert "job_length" in BUILDER_OPTIONS
     assert ModelConfig().job_length is False
-    together = load_config(str(REPO_ROOT / "configs" / "together.yaml"))
-    length = load_config(str(REPO_ROOT / "configs" / "length.yaml"))
     # configs/length.yaml is configs/together.yaml plus this column, nothing else
-    assert (length.topology, length.workload) == (together.topology, together.workload)
-    assert train_config(length) == train_config(together)
-    assert model_config(length) == replace(model_config(together), job_length=True)
+    check_config_is_parent_plus("together", "length", "model", job_length=True)
 
 
 def test_a_checkpoint_is_served_with_its_own_column_or_refused():

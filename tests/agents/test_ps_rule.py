@@ -3,19 +3,17 @@ servers go where every heuristic puts them."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 
-from agents.config import BUILDER_OPTIONS, ModelConfig, model_config, train_config
+from agents.config import BUILDER_OPTIONS, ModelConfig
 from agents.policy import agents_from_weights
 from agents.single_agent import ObservationBuilder, PlacementSession
-from marl_sched.config import REPO_ROOT, load_config
+from marl_sched.config import REPO_ROOT
 from marl_sched.jobs import Job
 from marl_sched.policies import make_policy
 from marl_sched.policies.heuristics import ps_near_workers
-from tests.helpers import partly_occupied, untrained_checkpoint
+from tests.helpers import check_config_is_parent_plus, partly_occupied, untrained_checkpoint
 
 TINY = str(REPO_ROOT / "configs" / "tiny.yaml")
 
@@ -74,8 +72,4 @@ def test_option_recorded_and_served_from_the_manifest():
 
 
 def test_psrule_config_is_weighted_plus_the_rule():
-    weighted = load_config(str(REPO_ROOT / "configs" / "weighted.yaml"))
-    psrule = load_config(str(REPO_ROOT / "configs" / "psrule.yaml"))
-    assert (psrule.topology, psrule.workload) == (weighted.topology, weighted.workload)
-    assert train_config(psrule) == train_config(weighted)
-    assert model_config(psrule) == replace(model_config(weighted), ps_rule=True)
+    check_config_is_parent_plus("weighted", "psrule", "model", ps_rule=True)

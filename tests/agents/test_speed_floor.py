@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from agents.config import BUILDER_OPTIONS, ModelConfig, model_config, train_config
+from agents.config import BUILDER_OPTIONS, ModelConfig, model_config
 from agents.policy import agents_from_weights
 from agents.single_agent import ObservationBuilder, PlacementSession
 from envs.observations import server_worker_slots
@@ -19,7 +19,7 @@ from marl_sched.errors import InputError
 from marl_sched.jobs import Job
 from marl_sched.perf import PerformanceModel
 from marl_sched.simulator import Simulator
-from tests.helpers import tiny_topology, untrained_checkpoint
+from tests.helpers import check_config_is_parent_plus, tiny_topology, untrained_checkpoint
 
 MODEL = "resnet-50"
 
@@ -141,11 +141,7 @@ def test_option_validated_recorded_and_served_from_the_manifest():
 
 
 def test_floor_config_is_psrule_plus_the_floor():
-    psrule = load_config(str(REPO_ROOT / "configs" / "psrule.yaml"))
-    floor = load_config(str(REPO_ROOT / "configs" / "floor.yaml"))
-    assert (floor.topology, floor.workload) == (psrule.topology, psrule.workload)
-    assert train_config(floor) == train_config(psrule)
-    assert model_config(floor) == replace(model_config(psrule), speed_floor=0.9)
+    check_config_is_parent_plus("psrule", "floor", "model", speed_floor=0.9)
 
 
 def test_the_floor_binds_only_jobs_with_enough_work():
@@ -162,7 +158,4 @@ def test_the_floor_binds_only_jobs_with_enough_work():
     bad = replace(tiny, model={"speed_floor_min_work": -1})
     with pytest.raises(InputError, match="model.speed_floor_min_work: must be >= 0"):
         model_config(bad)
-    floor = load_config(str(REPO_ROOT / "configs" / "floor.yaml"))
-    gated = load_config(str(REPO_ROOT / "configs" / "gated.yaml"))
-    assert train_config(gated) == train_config(floor)
-    assert model_config(gated) == replace(model_config(floor), speed_floor_min_work=1e5)
+    check_config_is_parent_plus("floor", "gated", "model", speed_floor_min_work=1e5)

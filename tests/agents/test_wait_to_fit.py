@@ -17,7 +17,12 @@ from marl_sched.errors import InputError
 from marl_sched.jobs import Job
 from marl_sched.perf import PerformanceModel
 from marl_sched.simulator import Simulator, run_policy
-from tests.helpers import random_jobs, tiny_topology, untrained_checkpoint
+from tests.helpers import (
+    check_config_is_parent_plus,
+    random_jobs,
+    tiny_topology,
+    untrained_checkpoint,
+)
 
 MODEL = "resnet-50"
 
@@ -117,11 +122,4 @@ def test_option_validated_and_the_config_is_resident_plus_the_rule():
     with pytest.raises(ValueError, match="wait_to_fit"):
         ObservationBuilder(tiny_topology(), PerformanceModel(tiny_topology()), wait_to_fit=-1)
     assert ModelConfig().wait_to_fit == 0.0
-    resident = load_config(str(REPO_ROOT / "configs" / "resident.yaml"))
-    wait = load_config(str(REPO_ROOT / "configs" / "wait.yaml"))
-    assert (wait.topology, wait.workload, wait.train) == (
-        resident.topology,
-        resident.workload,
-        resident.train,
-    )
-    assert model_config(wait) == replace(model_config(resident), wait_to_fit=1.0)
+    check_config_is_parent_plus("resident", "wait", "model", wait_to_fit=1.0)
