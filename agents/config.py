@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from marl_sched.config import ExperimentConfig, check, parse_section
 
 ENV_BACKENDS = ("builtin", "envs")
+SELECT_RULES = ("mean", "dominate")
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,16 @@ class TrainConfig:
             unused). The validation figure that selects the best checkpoint is then
             the average JCT over the jobs of all validation windows (each rolled out
             on its own). None may overlap a training window.
+        eval_loads: arrival-rate multipliers at which every validation window is
+            rolled out (each window once per load; empty = once, at the window's own
+            load). The validation figure is the average over the jobs of all runs.
+        select_rule: how a new checkpoint becomes ``best``. ``mean``: its validation
+            average JCT is the lowest so far. ``dominate``: that, and on no single
+            validation run (window × load) is it worse than the current best by more
+            than ``select_tolerance`` (a fraction of the best's figure on that run);
+            a later checkpoint must be better on the whole and no worse anywhere.
+        select_tolerance: the relative slack of ``dominate`` on each run (ties of a
+            second or two on an uncontended window do not block).
         bc_teacher: whose placements warm-start the policy by behaviour cloning
             before PPO (a heuristic-guided start, in the spirit of Harmony's guided
             exploration): ``lookahead`` (per job, the heuristic placement with the
@@ -262,6 +273,9 @@ class TrainConfig:
     eval_max_jobs: int = 200
     eval_load: float | None = None
     eval_extra_windows: tuple[TrainWindow, ...] = ()
+    eval_loads: tuple[float, ...] = ()
+    select_rule: str = "mean"
+    select_tolerance: float = 0.001
     bc_teacher: str | None = "lookahead"
     bc_margin: float = 0.0
     bc_base: str = "interference-aware"
@@ -349,6 +363,20 @@ class TrainConfig:
         )
         if self.eval_load is not None:
             check(self.eval_load > 0, where, f"{key}.eval_load", "must be > 0")
+        for i, load in enumerate(self.eval_loads):
+            check(load > 0, where, f"{key}.eval_loads[{i}]", f"must be > 0, got {load}")
+        check(
+            self.select_rule in SELECT_RULES,
+            where,
+            f"{key}.select_rule",
+            f"must be one of {', '.join(SELECT_RULES)}, got {self.select_rule!r}",
+        )
+        check(
+            self.select_tolerance >= 0,
+            where,
+            f"{key}.select_tolerance",
+            f"must be >= 0, got {self.select_tolerance}",
+        )
 
 
 def model_config(cfg: ExperimentConfig) -> ModelConfig:

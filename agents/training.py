@@ -405,11 +405,14 @@ def evaluate_weights(
 ) -> dict[str, Any]:
     """Greedy rollout of ``weights`` on the validation windows; metrics (and files).
 
-    One window: that window's simulator metrics (``out/metrics.json``, ``jobs.csv``).
-    Several (``train.eval_extra_windows``): each window's run goes to ``out/`` (the
-    main one) or ``out/extra_<k>/``, and the result is ``{"avg_jct_s": average JCT
-    over the jobs of all windows, "jobs": their number, "windows": [per window:
-    trace, start, jobs, avg_jct_s]}``, also written to ``out/validation.json``."""
+    One run (one window, no ``train.eval_loads``): that run's simulator metrics
+    (``out/metrics.json``, ``jobs.csv``). Several (``train.eval_extra_windows``, and
+    each window once per load of ``train.eval_loads``): the first run goes to
+    ``out/``, the others to ``out/extra_<k>/`` (window k of the extra ones) or
+    ``out/<main|extra_<k>>_load_<L>/`` (with loads), and the result is
+    ``{"avg_jct_s": average JCT over the jobs of all runs, "jobs": their number,
+    "windows": [per run: trace, start, load, jobs, avg_jct_s]}``, also written to
+    ``out/validation.json``."""
     from agents.policy import MarlPolicy, SingleAgentPolicy, agents_from_weights
     from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
 
@@ -417,18 +420,21 @@ def evaluate_weights(
     cls = SingleAgentPolicy if mc.central else MarlPolicy
     topo, perf = build_cluster(cfg)
     runs = []
-    for k, window in enumerate(eval_windows(cfg, tc)):
-        workload = load_workload(cfg, perf, TraceOptions(**window))
-        if tc.env == "envs":
-            from agents.policy import rollout_in_envs
+    loads = tc.eval_loads or (None,)
+    for k, base in enumerate(eval_windows(cfg, tc)):
+        for j, load in enumerate(loads):
+            window = base if load is None else {**base, "load": load}
+            workload = load_workload(cfg, perf, TraceOptions(**window))
+            if tc.env == "envs":
+                from agents.policy import rollout_in_envs
 
-            metrics, records = rollout_in_envs(agents, cfg, workload.jobs, workload.trace_path)
-        else:
-            policy = cls(agents=agents)
-            metrics, records, _ = simulate(cfg, cls.name, workload, topo, perf, policy=policy)
-        if out is not None:
-            write_run(out if k == 0 else out / f"extra_{k - 1}", metrics, records)
-        runs.append((window, metrics, len(records)))
+                metrics, records = rollout_in_envs(agents, cfg, workload.jobs, workload.trace_path)
+            else:
+                policy = cls(agents=agents)
+                metrics, records, _ = simulate(cfg, cls.name, workload, topo, perf, policy=policy)
+            if out is not None:
+                write_run(out / _run_dir(k, load, first=j == 0), metrics, records)
+            runs.append((window, metrics, len(records)))
     if len(runs) == 1:
         return runs[0][1]
     jobs = sum(n for _, _, n in runs)
@@ -439,6 +445,7 @@ def evaluate_weights(
             {
                 "trace": w["trace"] or cfg.workload.trace,
                 "start": w["start"],
+                "load": w["load"] if w["load"] is not None else cfg.workload.load,
                 "jobs": n,
                 "avg_jct_s": m["avg_jct_s"],
             }  # fmt: skip
@@ -448,6 +455,43 @@ def evaluate_weights(
     if out is not None:
         write_json(out / "validation.json", summary)
     return summary
+
+
+def _run_dir(k: int, load: float | None, first: bool) -> str:
+    """Sub-folder of validation run (window ``k``, ``load``) under the eval folder."""
+    if load is None:
+        return "" if k == 0 else f"extra_{k - 1}"
+    if k == 0 and first:
+        return ""
+    return f"{'main' if k == 0 else f'extra_{k - 1}'}_load_{load:g}"
+
+
+def validation_runs(eval_m: dict[str, Any]) -> list[float]:
+    """Average JCT of each validation run (window × load) in an evaluation result."""
+    if "windows" in eval_m:
+        return [w["avg_jct_s"] for w in eval_m["windows"]]
+    return [eval_m["avg_jct_s"]]
+
+
+def is_new_best(
+    tc: TrainConfig, avg: float, runs: list[float], best: list | None, best_runs: list | None
+) -> bool:
+    """Does a checkpoint with validation ``avg`` (per run: ``runs``) replace ``best``
+    (``[name, avg]``, per run ``best_runs``) under ``train.select_rule``?
+
+    ``mean``: a lower average. ``dominate``: a lower average and, on every run, at
+    most ``1 + select_tolerance`` times the best's figure (a best without per-run
+    figures, from a run folder older than the rule, is compared on the average)."""
+    if best is None:
+        return True
+    if avg >= best[1]:
+        return False
+    if tc.select_rule == "dominate" and best_runs is not None:
+        if len(best_runs) != len(runs):
+            raise ValueError(f"{len(runs)} validation runs against the best's {len(best_runs)}")
+        slack = 1.0 + tc.select_tolerance
+        return all(r <= b * slack for r, b in zip(runs, best_runs, strict=True))
+    return True
 
 
 class Trainer:
@@ -479,7 +523,7 @@ class Trainer:
         _, _, builder = env_setup(cfg, mc, tc, tc.seed)
         self.builder, self.ids = builder, module_ids(builder.agent_ids, mc)
         algo = algo_config(cfg, mc, tc, tc.seed, builder.agent_ids).build_algo()
-        state = {"iteration": 0, "env_steps": 0.0, "wall_s": 0.0, "best": None}
+        state = {"iteration": 0, "env_steps": 0.0, "wall_s": 0.0, "best": None, "best_runs": None}
         if self.resume:
             ckpt = paths.latest()
             state.update(_read_json(ckpt / "state.json"))
@@ -553,9 +597,12 @@ class Trainer:
             writer.add_scalar(tag, value, it)
         writer.flush()
         if due_ckpt:
-            best = state["best"]
-            if eval_m is not None and (best is None or eval_m["avg_jct_s"] < best[1]):
+            runs = validation_runs(eval_m) if eval_m is not None else None
+            if eval_m is not None and is_new_best(
+                tc, eval_m["avg_jct_s"], runs, state["best"], state.get("best_runs")
+            ):
                 state["best"] = [f"iter_{it:06d}", eval_m["avg_jct_s"]]
+                state["best_runs"] = runs
             self._checkpoint(algo, it, weights, manifest)
         self.log(_progress_line(it, state["env_steps"], scalars, wall, eval_m))
 

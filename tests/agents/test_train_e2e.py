@@ -51,6 +51,9 @@ def test_run_folder_after_two_iterations(run):
     assert TAGS <= set(steps), TAGS - set(steps)
     assert steps["losses/policy_loss"] == {1, 2}
     assert steps["charts/avg_jct_s"] == {0, 2}  # 0 = the warm-started policy
+    state = json.loads((ckpt / "state.json").read_text())
+    best = json.loads((run / "evals" / state["best"][0] / "metrics.json").read_text())
+    assert state["best"][1] == state["best_runs"][0] == best["avg_jct_s"]
 
 
 def test_learning_curve_plot_reads_the_runs_scalars(run, tmp_path, capsys):
