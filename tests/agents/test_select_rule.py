@@ -87,13 +87,13 @@ def test_validation_at_each_load_of_each_window(tmp_path):
     assert json.loads((tmp_path / "validation.json").read_text()) == summary
 
 
-def test_dominate_config_is_dagger_plus_the_rule():
+def test_default_config_is_dagger_plus_the_dominate_rule():
     assert train_config(load_config(str(REPO_ROOT / "configs" / "dagger.yaml"))).select_rule == (
         "mean"
     )
     check_config_is_parent_plus(
         "dagger",
-        "dominate",
+        "default",
         "train",
         eval_loads=(0.16, 0.2, 0.25),
         select_rule="dominate",
