@@ -597,12 +597,10 @@ class Trainer:
             writer.add_scalar(tag, value, it)
         writer.flush()
         if due_ckpt:
-            runs = validation_runs(eval_m) if eval_m is not None else None
-            if eval_m is not None and is_new_best(
-                tc, eval_m["avg_jct_s"], runs, state["best"], state.get("best_runs")
-            ):
-                state["best"] = [f"iter_{it:06d}", eval_m["avg_jct_s"]]
-                state["best_runs"] = runs
+            if eval_m is not None:
+                avg, runs = eval_m["avg_jct_s"], validation_runs(eval_m)
+                if is_new_best(tc, avg, runs, state["best"], state["best_runs"]):
+                    state["best"], state["best_runs"] = [f"iter_{it:06d}", avg], runs
             self._checkpoint(algo, it, weights, manifest)
         self.log(_progress_line(it, state["env_steps"], scalars, wall, eval_m))
 
