@@ -174,13 +174,8 @@ def evaluate_command(args: argparse.Namespace) -> int:
     kind = _baseline_kind(args.checkpoint)
     if kind is not None:
         return _evaluate_baseline(args, kind)
-    from agents.policy import (
-        MarlPolicy,
-        SingleAgentPolicy,
-        check_envs_compatible,
-        load_checkpoint,
-        rollout_in_envs,
-    )
+    from agents.policy import MarlPolicy, SingleAgentPolicy, load_checkpoint
+    from envs.config import env_config
     from marl_sched.cli import RESULT_COLUMNS, Progress, format_table, prepare_out
     from marl_sched.config import config_from_dict, load_config
     from marl_sched.metrics import write_run
@@ -193,30 +188,23 @@ def evaluate_command(args: argparse.Namespace) -> int:
         cfg = config_from_dict(agents.manifest["config"], f"{args.checkpoint}: manifest config")
     else:
         raise InputError(f"{args.checkpoint}: checkpoint holds no config; pass --config")
+    agents.check_env(env_config(cfg), f"{cfg.source}: env")  # mismatched option → exit 2
     cls = SingleAgentPolicy if agents.central else MarlPolicy
-    in_envs = agents.manifest.get("env_backend") == "envs"
     topo, perf = build_cluster(cfg)
-    policy = None
-    if in_envs:
-        check_envs_compatible(agents, cfg)  # incompatible checkpoint → exit 2 now
-    else:
-        policy = cls(agents=agents)
-        policy._builder_for_topology(topo, perf)
+    policy = cls(agents=agents)
+    policy._builder_for_topology(topo, perf)
     opts = TraceOptions(
         args.trace, args.trace_format, args.start, args.max_jobs, args.load, args.seed
     )
     workload = load_workload(cfg, perf, opts)
     out = prepare_out(args.out)
-    if in_envs:
-        metrics, records = rollout_in_envs(agents, cfg, workload.jobs, workload.trace_path)
-    else:
-        bar = Progress(len(workload.jobs), f"evaluate {cls.name}", args.quiet)
-        try:
-            metrics, records, _ = simulate(
-                cfg, cls.name, workload, topo, perf, seed=args.seed, progress=bar, policy=policy
-            )
-        finally:
-            bar.close()
+    bar = Progress(len(workload.jobs), f"evaluate {cls.name}", args.quiet)
+    try:
+        metrics, records, _ = simulate(
+            cfg, cls.name, workload, topo, perf, seed=args.seed, progress=bar, policy=policy
+        )
+    finally:
+        bar.close()
     metrics["checkpoint"] = str(args.checkpoint)
     write_run(out, metrics, records)
     if not args.quiet:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from marl_sched.config import ExperimentConfig, check, parse_section
 
-ENV_BACKENDS = ("builtin", "envs")
 SELECT_RULES = ("mean", "dominate")
 
 
@@ -28,107 +27,16 @@ class ModelConfig:
             (false = each agent sees only its own summary: an ablation).
         share_parameters: one module for all agents (``policy_mapping_fn`` → "shared");
             false = one module per agent.
-        central: the single-agent variant: one centralised agent over the whole
-            datacenter (``agents.single_agent``) instead of one per subcluster.
-        hints: heuristics whose placement of the job inside the acting agent's scope
-            the network reads as extra group and job features (heuristic hints,
-            :mod:`agents.single_agent`); empty = none. Builtin env only.
-        global_hints: heuristics whose placement of the job in the whole datacenter
-            the network reads as a column of the peer summaries (the share of the job
-            each scope would get). Builtin env only.
-        consolidate: "consolidate when you can" in the masks: a multi-worker job that
-            fits on one server of another subcluster but of none of its home agent's
-            is forwarded there (:mod:`agents.single_agent`). Builtin env only.
-        resident_features: a group column ``harm_to_residents``: the slowdown the
-            current task would add to the jobs resident near each GPU group, each
-            weighted by its workers (:func:`marl_sched.simulator.harm_to_residents`)
-            — who the neighbours are, not only how hard they press. Builtin env only.
-        keep_together: a job's workers stay on as few servers as the masks can keep
-            them: a worker goes to a server already holding the job's workers while
-            one has room (fill before opening), else to a server of the scope that
-            takes every remaining worker when there is one — one stray task cannot
-            split a job (:mod:`agents.single_agent`). Builtin env only.
-        job_length: a job column ``log10_work_s/7``: the job's requested training
-            work (iterations × reference compute per iteration, as MLF-H and the env
-            ``ClusterPlacement-v0`` read it) — what separates a giant that needs fast
-            GPUs from a short job. Builtin env only.
-        speed_floor: ``f`` in [0, 1], 0 = off: a worker only goes to a server whose
-            GPUs run at ``>= f ×`` the speed of the fastest GPU type that still has
-            room for all of the job's remaining workers (:mod:`agents.single_agent`)
-            — no giant on K80s while V100s have room. Builtin env only.
-        speed_floor_min_work: the speed floor binds only jobs whose GPU work
-            (workers × iterations × compute per iteration) is at least this many
-            GPU-seconds; 0 = every job. Builtin env only.
-        ps_rule: the agents place a job's workers; its PS go where every heuristic
-            puts them (round-robin over the servers holding most of its workers,
-            :func:`marl_sched.policies.heuristics.ps_near_workers`). Builtin env only.
-        wait_to_fit: ``c >= 0``, 0 = off: a job that one server could hold (2 to a
-            server's GPUs workers) but no server can take whole right now waits in
-            the queue rather than split, for at most ``c ×`` its isolated runtime
-            (:meth:`agents.single_agent.PlacementSession.waits`). Builtin env only.
     """
 
     hidden: int = 64
     layers: int = 2
     exchange: bool = True
     share_parameters: bool = True
-    central: bool = False
-    hints: tuple[str, ...] = ()
-    consolidate: bool = False
-    global_hints: tuple[str, ...] = ()
-    resident_features: bool = False
-    keep_together: bool = False
-    job_length: bool = False
-    speed_floor: float = 0.0
-    ps_rule: bool = False
-    speed_floor_min_work: float = 0.0
-    wait_to_fit: float = 0.0
 
     def validate(self, where: str, key: str) -> None:
-        from marl_sched.policies.heuristics import hint_names
-
         check(self.hidden >= 4, where, f"{key}.hidden", f"must be >= 4, got {self.hidden}")
         check(self.layers >= 1, where, f"{key}.layers", f"must be >= 1, got {self.layers}")
-        check(
-            0.0 <= self.speed_floor <= 1.0,
-            where,
-            f"{key}.speed_floor",
-            f"must be in [0, 1], got {self.speed_floor}",
-        )
-        for name in ("speed_floor_min_work", "wait_to_fit"):
-            value = getattr(self, name)
-            check(value >= 0, where, f"{key}.{name}", f"must be >= 0, got {value}")
-        known = hint_names()
-        for name, names in (("hints", self.hints), ("global_hints", self.global_hints)):
-            for h in names:
-                check(
-                    h in known,
-                    where,
-                    f"{key}.{name}",
-                    f"{h!r} is not a heuristic or hint variant ({', '.join(known)})",
-                )
-            check(len(set(names)) == len(names), where, f"{key}.{name}", "repeats a name")
-
-    def builder_options(self) -> dict:
-        """Keyword arguments of :class:`agents.single_agent.ObservationBuilder`."""
-        return {k: getattr(self, k) for k in BUILDER_OPTIONS}
-
-
-#: the :class:`ModelConfig` fields that are :class:`agents.single_agent.ObservationBuilder`
-#: options (the decision process and observation layout, not the network)
-BUILDER_OPTIONS = (
-    "central",
-    "hints",
-    "consolidate",
-    "global_hints",
-    "resident_features",
-    "keep_together",
-    "job_length",
-    "speed_floor",
-    "ps_rule",
-    "speed_floor_min_work",
-    "wait_to_fit",
-)
 
 
 @dataclass(frozen=True)
@@ -184,16 +92,13 @@ class TrainConfig:
         num_env_runners: RLlib env runners (0 = sample in the driver; with
             ``--ray-address`` set it to the number of remote workers wanted).
         num_envs_per_env_runner: vectorised envs per runner.
-        env: training environment: ``builtin`` (``agents.rl_module.SchedulingEnv``,
-            the same observation builder the ``marl`` policy uses at inference) or
-            ``envs`` (``envs.make_env``).
-        episode_jobs: jobs per training episode (a random slice of the config's
+        episode_jobs: jobs per training episode (``env.window_jobs`` of the training
+            env: a random slice of the config's
             workload window, or of one of ``extra_windows``; a window shorter than
             that is one whole episode).
         extra_windows: more trace windows to train on (:class:`TrainWindow`); each
             episode picks its source with probability proportional to its share.
         workload_share: the share of the config's own workload among the sources.
-        time_scale_s: reward unit: an episode's return is ``-avg JCT / time_scale_s``.
         eval_trace: trace of the evaluation window (null = the config's trace).
         eval_start: first job of the evaluation window (null = right after the
             training window); must not overlap the training window on the same trace.
@@ -220,7 +125,7 @@ class TrainConfig:
             lowest predicted iteration time, :class:`agents.teachers.LookaheadTeacher`),
             ``rollout`` (per job, the heuristic placement whose simulated future has
             the lowest total JCT, :class:`agents.teachers.RolloutTeacher`), a
-            heuristic's name, or null (start from scratch). Builtin env only.
+            heuristic's name, or null (start from scratch).
         bc_margin: the ``rollout`` teacher keeps its base heuristic's (``bc_base``)
             own placement unless another proposal's estimated total JCT is lower by
             more than this fraction (0 = always the lowest;
@@ -263,11 +168,9 @@ class TrainConfig:
     seed: int = 0
     num_env_runners: int = 0
     num_envs_per_env_runner: int = 1
-    env: str = "builtin"
     episode_jobs: int = 200
     extra_windows: tuple[TrainWindow, ...] = ()
     workload_share: float = 1.0
-    time_scale_s: float = 3600.0
     eval_trace: str | None = None
     eval_start: int | None = None
     eval_max_jobs: int = 200
@@ -307,7 +210,7 @@ class TrainConfig:
         ):
             value = getattr(self, name)
             check(value >= 0, where, f"{key}.{name}", f"must be >= 0, got {value}")
-        for name in ("lr", "clip_param", "vf_clip_param", "time_scale_s", "workload_share"):
+        for name in ("lr", "clip_param", "vf_clip_param", "workload_share"):
             value = getattr(self, name)
             check(value > 0, where, f"{key}.{name}", f"must be > 0, got {value}")
         for name in ("gamma", "gae_lambda"):
@@ -324,12 +227,6 @@ class TrainConfig:
             where,
             f"{key}.minibatch_size",
             f"must be <= train_batch_size ({self.train_batch_size}), got {self.minibatch_size}",
-        )
-        check(
-            self.env in ENV_BACKENDS,
-            where,
-            f"{key}.env",
-            f"must be one of {', '.join(ENV_BACKENDS)}, got {self.env!r}",
         )
         if self.grad_clip is not None:
             check(self.grad_clip > 0, where, f"{key}.grad_clip", "must be > 0 or null")

@@ -1,6 +1,6 @@
 """The hierarchical GNN: GPU groups → servers → racks → subcluster, plus the exchange.
 
-One agent's observation is a small tree (:mod:`agents.single_agent` documents its
+One agent's observation is a small tree (:mod:`envs.cluster_env` documents its
 features): GPU groups under servers under racks, the job being placed, and one
 summary row per peer agent. The network, for ``h`` the hidden width:
 

@@ -1,25 +1,32 @@
-"""Trained agents as :class:`~marl_sched.policies.Policy` s, and checkpoint loading.
+"""Trained agents: checkpoint loading, the inference API and the ``marl`` policies.
 
-``MarlPolicy`` (name ``marl``) and ``SingleAgentPolicy`` (name ``single-agent``) place
-a whole job through ``Policy.place(job, view)`` by running the per-task decisions of
-:mod:`agents.single_agent` internally, greedily (the arg-max of the masked logits),
-so ``marl-sched simulate --policy marl`` and ``compare --policies marl,...`` use the
-trained agents exactly as they acted in training. Inference needs plain torch only,
-never Ray.
+- :func:`load_agents` returns :class:`TrainedAgents`, whose ``act(observations)``
+  takes the dict ``make_parallel_env`` (or ``make_env``) returns — agent id →
+  observation — and returns the greedy action of every agent present (the arg-max of
+  the masked logits), deterministically, with plain torch (no Ray).
+- ``MarlPolicy`` (name ``marl``) and ``SingleAgentPolicy`` (``single-agent``) place a
+  whole job through ``Policy.place(job, view)`` by driving the environment's own core
+  (:class:`envs.session.PlacementSession` and
+  :class:`envs.observations.ObservationBuilder`, with the options the checkpoint was
+  trained with), so ``simulate`` / ``compare`` / ``evaluate`` make exactly the
+  decisions the agents make stepping through ``ClusterPlacement-v1``.
 
 A checkpoint folder (written by :mod:`agents.training`) holds ``manifest.json`` and
-``modules/<module_id>.pt`` (the torch state dict of each module's network). What a
-checkpoint can serve, checked by :func:`check_compatible`:
+``modules/<module_id>.pt`` (the torch state dict of each module's network). The
+manifest records the environment the networks were trained in: ``env.id``
+(``marl_sched/ClusterPlacement-v1``), ``env.version`` and ``env.options`` (every
+decision option, :data:`envs.config.DECISION_OPTIONS`). What a checkpoint serves
+(:func:`check_env`):
 
-- served: any number of GPU groups, servers and racks per subcluster, other
-  oversubscription ratios, link speeds and GPU mixes, and (with shared parameters or
-  the central agent) any number of subclusters: the GNN has no size-dependent
-  parameter and every feature is a ratio or a small count;
-- refused: a different observation layout (feature set version or any feature
-  dimension ``Fg, Fs, Fr, Fj, Fp``), per-agent modules with a different number of
-  subclusters, a central checkpoint for ``marl`` (or the reverse), and checkpoints
-  trained on the ``envs`` environment (its observations are built from the live
-  simulator, which a ``Policy`` never sees).
+- served: other topologies (any number of GPU groups, servers and racks per scope,
+  link speeds, GPU mixes, oversubscription; with shared parameters any number of
+  subclusters: the GNN has no size-dependent parameter and every feature is a ratio
+  or a small count), other padding (``env.pad``), episode cutting
+  (``env.window_jobs``) and reward settings (``env.reward``): none of them changes
+  what an agent observes or may do;
+- refused (exit 2, naming the option): another env id or version, any decision
+  option set differently (hints, rules, ``central``, ...), other feature dimensions,
+  per-agent modules with another number of subclusters.
 """
 
 from __future__ import annotations
@@ -33,13 +40,10 @@ import numpy as np
 import torch
 
 from agents.gnn import HierarchicalGNN, build_gnn
-from agents.single_agent import (
-    OBS_VERSION,
-    ObservationBuilder,
-    PlacementSession,
-    feature_dims,
-    home_agent,
-)
+from envs.config import DECISION_OPTIONS, ENV_ID, ENV_NAME, ENV_VERSION, EnvConfig
+from envs.observations import OBS_VERSION, ObservationBuilder, feature_dims
+from envs.rules import home_agent
+from envs.session import PlacementSession
 from marl_sched.config import REPO_ROOT
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement
@@ -66,24 +70,33 @@ class TrainedAgents:
     def central(self) -> bool:
         return bool(self.manifest["central"])
 
-    def builder_options(self) -> dict[str, Any]:
-        """The :class:`ObservationBuilder` options the networks were trained with:
-        :data:`agents.config.BUILDER_OPTIONS` from the manifest's model section (an
-        option the checkpoint predates takes its :class:`ModelConfig` default;
-        ``central`` is the manifest's own key)."""
-        from agents.config import BUILDER_OPTIONS, ModelConfig
+    def env_options(self) -> dict[str, Any]:
+        """The decision options of the environment the networks were trained in
+        (``manifest["env"]["options"]``; lists as tuples)."""
+        opts = self.manifest["env"]["options"]
+        return {k: tuple(v) if isinstance(v, list) else v for k, v in opts.items()}
 
-        model, default = self.manifest["model"], ModelConfig()
+    def check_env(self, env: EnvConfig, where: str = "env") -> None:
+        """Refuse (``InputError``, naming the option) an environment whose decision
+        options differ from the checkpoint's (module docstring)."""
+        check_env_options(self, env.decision_options(), where)
+
+    def act(self, observations: dict[str, dict[str, np.ndarray]]) -> dict[str, int]:
+        """The greedy action of every agent in ``observations`` (agent id → the
+        observation ``make_parallel_env`` / ``make_env`` returned for it). An agent
+        with nothing to decide gets its no-op (the only legal action of its mask)."""
         out = {}
-        for key in BUILDER_OPTIONS:
-            if key == "central":
-                continue
-            value, d = model.get(key), getattr(default, key)
-            if isinstance(d, tuple):
-                out[key] = tuple(value or ())
-            else:
-                out[key] = type(d)(d if value is None else value)
+        for agent, obs in observations.items():
+            k = self.agent_index(agent)
+            out[agent] = greedy_action(self.net_for(k), obs)
         return out
+
+    def agent_index(self, agent: str) -> int:
+        if agent == "central":
+            return 0
+        if not agent.startswith("sc") or not agent[2:].isdigit():
+            raise ValueError(f"unknown agent id {agent!r} (expected 'sc<k>' or 'central')")
+        return int(agent[2:])
 
     def net_for(self, agent_index: int) -> HierarchicalGNN:
         if self.manifest["share_parameters"] or self.central:
@@ -130,12 +143,18 @@ def _pointer_target(p: Path) -> Path | None:
 
 
 def load_checkpoint(path: str | Path) -> TrainedAgents:
-    """Load a checkpoint for inference with plain torch; ``InputError`` if unreadable."""
+    """Load a checkpoint for inference with plain torch; ``InputError`` if unreadable
+    or trained in another environment than ``ClusterPlacement-v1``."""
     ckpt = resolve_checkpoint(path)
     try:
         manifest = json.loads((ckpt / MANIFEST).read_text(encoding="utf-8"))
         if manifest.get("format") != MANIFEST_FORMAT:
             raise ValueError(f"format is {manifest.get('format')!r}, not {MANIFEST_FORMAT!r}")
+    except Exception as exc:  # unreadable file, bad JSON
+        msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        raise InputError(f"{path}: corrupt checkpoint: {msg[:200]}") from None
+    check_manifest_env(manifest, str(path))
+    try:
         weights = {}
         for module_id in manifest["modules"]:
             weights[module_id] = torch.load(
@@ -149,25 +168,60 @@ def load_checkpoint(path: str | Path) -> TrainedAgents:
     return agents
 
 
+def load_agents(path: str | Path) -> TrainedAgents:
+    """The inference API: trained agents whose ``act(observations)`` answers the
+    observations of ``envs.make_parallel_env`` / ``envs.make_env`` (module docstring)."""
+    torch.set_num_threads(1)  # small graphs: threads only add latency
+    return load_checkpoint(path)
+
+
+def check_manifest_env(manifest: dict[str, Any], path: str) -> None:
+    """Refuse a manifest that records no environment, another one, or another version."""
+    env = manifest.get("env")
+    if not isinstance(env, dict) or not isinstance(env.get("options"), dict):
+        raise InputError(
+            f"{path}: checkpoint records no environment (manifest 'env' block); it predates "
+            f"{ENV_ID}"
+        )
+    if env.get("id") != ENV_ID or env.get("version") != ENV_VERSION:
+        raise InputError(
+            f"{path}: checkpoint was trained in {env.get('id')!r} (version "
+            f"{env.get('version')!r}), this is {ENV_ID} (version {ENV_VERSION})"
+        )
+    unknown = sorted(set(env["options"]) - set(DECISION_OPTIONS))
+    missing = sorted(set(DECISION_OPTIONS) - set(env["options"]))
+    if unknown or missing:
+        what = f"unknown option {unknown[0]}" if unknown else f"option {missing[0]} missing"
+        raise InputError(f"{path}: manifest env.options: {what}")
+
+
+def check_env_options(agents: TrainedAgents, options: dict[str, Any], where: str) -> None:
+    """Refuse (``InputError``) when ``options`` (decision options) differ from the
+    checkpoint's; the message names the first differing option."""
+    mine = agents.manifest["env"]["options"]
+    for key in DECISION_OPTIONS:
+        theirs = options.get(key)
+        theirs = list(theirs) if isinstance(theirs, tuple) else theirs
+        if mine.get(key) != theirs:
+            raise InputError(
+                f"{where}.{key}: is {theirs!r} but checkpoint {agents.path} was trained with "
+                f"{mine.get(key)!r} (a decision option: the checkpoint cannot serve it)"
+            )
+
+
 def observation_signature(builder: ObservationBuilder) -> dict[str, int]:
     """Feature dims and padded sizes of a topology's observations."""
     return feature_dims(builder.observation_space)
 
 
 def _dims_text(dims: dict[str, int]) -> str:
-    """``Fg=.., .., H=..`` (a dim a manifest lacks counts as 0: checkpoints from before
-    heuristic hints have no ``H``)."""
+    """``Fg=.., .., H=..``."""
     return ", ".join(f"{k}={dims.get(k, 0)}" for k in DIM_KEYS)
 
 
 def check_compatible(agents: TrainedAgents, builder: ObservationBuilder, central: bool) -> None:
     """Refuse (``InputError``) a checkpoint that cannot serve this topology."""
     m, path = agents.manifest, agents.path
-    if m.get("env_backend", "builtin") != "builtin":
-        raise InputError(
-            f"{path}: checkpoint was trained on the {m['env_backend']!r} environment, whose "
-            "observations need the live simulator: use `marl-sched evaluate` for it"
-        )
     if bool(m["central"]) != central:
         kind = "single-agent (central)" if m["central"] else "multi-agent"
         want = "single-agent" if central else "marl"
@@ -187,53 +241,6 @@ def check_compatible(agents: TrainedAgents, builder: ObservationBuilder, central
             f"{builder.n_agents} subclusters (train with model.share_parameters: true to "
             "serve other agent counts)"
         )
-
-
-ENVS_OBS = "ClusterPlacement-v0"
-
-
-def envs_signature(cfg) -> dict[str, int]:
-    """Feature dims of the ``envs`` environment's observations for ``cfg``."""
-    import envs
-
-    return feature_dims(envs.make_env(cfg).observation_space)
-
-
-def check_envs_compatible(agents: TrainedAgents, cfg) -> None:
-    """Refuse an ``envs``-trained checkpoint whose feature dims differ from ``cfg``'s."""
-    exp, got = _dims_text(agents.manifest["dims"]), _dims_text(envs_signature(cfg))
-    if exp != got:
-        raise InputError(f"{agents.path}: checkpoint expects {exp} but config gives {got}")
-    if not agents.manifest["share_parameters"]:
-        n = cfg.topology.subclusters
-        if len(agents.manifest["agents"]) != n:
-            raise InputError(
-                f"{agents.path}: checkpoint has {len(agents.manifest['agents'])} per-agent "
-                f"modules but config gives {n} subclusters"
-            )
-
-
-def rollout_in_envs(agents: TrainedAgents, cfg, jobs, trace_path: str):
-    """Greedy rollout of an ``envs``-trained checkpoint over ``jobs`` in the ``envs``
-    environment (one episode = the whole window); returns (metrics, records)."""
-    import envs
-
-    env = envs.make_env(
-        cfg,
-        env={"window_jobs": None, "window_sampling": "first", "window_starts": [],
-             "max_sim_time": None, "max_placed_jobs": None},
-        jobs=jobs,
-    )  # fmt: skip
-    obs, _ = env.reset(seed=0)
-    index = {a: k for k, a in enumerate(env.possible_agents)}
-    while True:
-        agent = env.acting_agent
-        action = greedy_action(agents.net_for(index[agent]), obs[agent])
-        obs, _, terminated, truncated, _ = env.step({agent: action})
-        if terminated["__all__"] or truncated["__all__"]:
-            break
-    metrics = dict(env.metrics(), policy="marl", trace=trace_path)
-    return metrics, env._sim.result()  # the env exposes no public records accessor yet
 
 
 def greedy_action(net: HierarchicalGNN, obs: dict[str, np.ndarray]) -> int:
@@ -271,24 +278,25 @@ class MarlPolicy(Policy):
         self.builder = None
 
     def _builder_for_topology(self, topology: Topology, perf) -> ObservationBuilder:
-        """The observation builder of ``topology``; refuses an incompatible checkpoint."""
+        """The environment core on ``topology`` with the checkpoint's decision options;
+        refuses an incompatible checkpoint."""
         if self.builder is None or self.builder.topology is not topology:
-            self.builder = ObservationBuilder(
-                topology, perf, central=self.central, **self.agents.builder_options()
-            )
+            if bool(self.agents.manifest["central"]) != self.central:
+                check_compatible(self.agents, None, self.central)  # names the mismatch
+            self.builder = ObservationBuilder(topology, perf, **self.agents.env_options())
             check_compatible(self.agents, self.builder, self.central)
         return self.builder
 
     def place(self, job: Job, view: ClusterView) -> Placement | None:
         builder = self._builder_for_topology(view.topology, view.perf)
         session = PlacementSession(builder, job, view, home_agent(job, builder.n_agents))
-        if session.waits():
+        if not session.feasible() or session.waits():
             return None
         while not session.done:
-            if not session.feasible():
-                return None
             obs = builder.observe(session, session.agent)
             session.act(greedy_action(self.agents.net_for(session.agent), obs))
+            if not session.done and not session.feasible():
+                return None
         return session.placement()
 
 
@@ -305,25 +313,27 @@ def manifest_for(
     model: dict[str, Any],
     module_ids: list[str],
     *,
-    env_backend: str = "builtin",
-    dims: dict[str, int] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The manifest of a checkpoint of networks trained on ``builder``'s observations
-    (or, with ``env_backend="envs"``, on the ``envs`` observations of dims ``dims``)."""
+    """The manifest of a checkpoint of networks trained on ``builder``'s environment."""
     topo = builder.topology
-    builtin = env_backend == "builtin"
+    options = {k: getattr(builder, k) for k in DECISION_OPTIONS}
     return {
         "format": MANIFEST_FORMAT,
-        "obs_version": OBS_VERSION if builtin else f"envs:{ENVS_OBS}",
-        "features": {k: list(v) for k, v in builder.features.items()} if builtin else None,
-        "dims": observation_signature(builder) if builtin else dict(dims or {}),
+        "env": {
+            "id": ENV_ID,
+            "name": ENV_NAME,
+            "version": ENV_VERSION,
+            "options": {k: list(v) if isinstance(v, tuple) else v for k, v in options.items()},
+        },
+        "obs_version": OBS_VERSION,
+        "features": {k: list(v) for k, v in builder.features.items()},
+        "dims": observation_signature(builder),
         "central": builder.central,
         "share_parameters": bool(model.get("share_parameters", True)),
         "model": dict(model),
         "agents": list(builder.agent_ids),
         "modules": list(module_ids),
-        "env_backend": env_backend,
         "topology": {
             "subclusters": topo.n_subclusters,
             "racks": topo.n_racks,

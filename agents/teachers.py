@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from envs.rules import placement_key
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.jobs import Job, Placement
 from marl_sched.simulator import ClusterView, Simulator
@@ -38,12 +39,6 @@ LOOKAHEAD_CANDIDATES = (
     "congestion-aware",
     "load-balance",
 )
-
-
-def placement_key(p: Placement) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """What makes two placements the same: the multisets of their worker and PS
-    groups (the order of a job's tasks does not matter to the simulator)."""
-    return tuple(sorted(p.worker_groups)), tuple(sorted(p.ps_groups))
 
 
 def proposals(candidates, job: Job, views, legal=None) -> list[Placement]:
@@ -211,14 +206,15 @@ class RolloutTeacher(LookaheadTeacher):
 
 def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | None:
     """The teacher's whole placement of ``session.job`` from the session's first task
-    (``session``: an :class:`agents.single_agent.PlacementSession` before any action).
+    (``session``: an :class:`envs.session.PlacementSession` before any action).
 
     Only placements reachable through the agents' masks (the forward rule from the
     job's home agent) are allowed; the heuristics also see each subcluster that can
     hold the whole job alone (a job moves whole; it is split only when none can).
     ``teacher``: a :class:`LookaheadTeacher` / :class:`RolloutTeacher`, or any policy
     (then its first legal placement over those views)."""
-    from agents.single_agent import follows_forward_rule, scope_view
+    from envs.rules import scope_view
+    from envs.session import follows_forward_rule
 
     builder, job, view, home = session.builder, session.job, session.view, session.agent
 

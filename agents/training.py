@@ -68,41 +68,32 @@ def _map_own(agent_id, *args, **kwargs) -> str:
 
 
 def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int):
-    """(env class or creator, env_config, observation builder of the topology)."""
-    from agents.single_agent import ObservationBuilder
+    """(env class, RLlib env_config, observation builder of the topology): the one
+    environment ``ClusterPlacement-v1`` with episodes of ``train.episode_jobs`` jobs
+    drawn from the config's workload and ``train.extra_windows``."""
+    from envs.cluster_env import ClusterPlacementEnv
+    from envs.config import env_config as parse_env
+    from envs.observations import ObservationBuilder
     from marl_sched.runner import build_cluster
 
     topo, perf = build_cluster(cfg)
-    options = mc.builder_options()
-    builder = ObservationBuilder(topo, perf, **options)
-    if tc.env == "envs":
-        if mc.central:
-            raise InputError(f"{cfg.source}: train.env: 'envs' has no central mode")
-        for key in options:
-            if key != "central" and options[key]:
-                raise InputError(f"{cfg.source}: model.{key}: the 'envs' environment has none")
-        import envs
-
-        return envs.register_rllib(), {"config": cfg}, builder
-    from agents.rl_module import SchedulingEnv
-
-    env_config = {
-        "experiment": cfg,
-        **options,
-        "episode_jobs": tc.episode_jobs,
-        "time_scale_s": tc.time_scale_s,
+    env_cfg = parse_env(cfg)
+    builder = ObservationBuilder.from_config(topo, perf, env_cfg)
+    config = {
+        "config": cfg,
+        "env": {"window_jobs": tc.episode_jobs},
         "seed": seed,
         "workload_share": tc.workload_share,
-        "extra_windows": [
+        "windows": [
             {**dataclasses.asdict(w), "trace": str(cfg.resolve_path(w.trace))}
             for w in tc.extra_windows
         ],
     }
-    return SchedulingEnv, env_config, builder
+    return ClusterPlacementEnv, config, builder
 
 
 def module_ids(agent_ids: list[str], mc: ModelConfig) -> list[str]:
-    return ["shared"] if mc.share_parameters or mc.central else list(agent_ids)
+    return ["shared"] if mc.share_parameters or len(agent_ids) == 1 else list(agent_ids)
 
 
 def algo_config(
@@ -160,7 +151,7 @@ def algo_config(
 def teacher_decisions(
     cfg, mc, tc, seed: int, student=None, first_episode: int = 0
 ) -> tuple[list[dict], list[int], list[float], list[float]]:
-    """Roll ``tc.bc_teacher`` out through the builtin env: (observations, actions,
+    """Roll ``tc.bc_teacher`` out through the environment: (observations, actions,
     discounted returns of each acting agent's own trajectory, the GPU work of the job
     each decision places — workers × iterations × reference compute per iteration).
 
@@ -177,12 +168,11 @@ def teacher_decisions(
     if student is not None:
         from agents.policy import greedy_action
 
-    from agents.rl_module import SchedulingEnv
-    from agents.single_agent import action_towards, follow_action
     from agents.teachers import make_teacher, teacher_plan
+    from envs.session import action_towards, follow_action
 
-    _, env_config, _ = env_setup(cfg, mc, tc, seed)
-    env = SchedulingEnv(env_config)
+    env_cls, env_config, _ = env_setup(cfg, mc, tc, seed)
+    env = env_cls(env_config)
     builder = env.builder
     teacher = make_teacher(tc.bc_teacher, tc.bc_margin, tc.bc_protect, tc.bc_speed, tc.bc_base)
     teacher.reset(env.topology, seed)
@@ -268,7 +258,7 @@ def behaviour_cloning(cfg, mc, tc, seed: int, log: Callable[[str], None]) -> dic
     import torch
 
     from agents.gnn import build_gnn
-    from agents.single_agent import feature_dims
+    from envs.observations import feature_dims
 
     t0 = time.perf_counter()
     observations, actions, returns, works = teacher_decisions(cfg, mc, tc, seed)
@@ -417,7 +407,7 @@ def evaluate_weights(
     from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
 
     agents = agents_from_weights(manifest, weights)
-    cls = SingleAgentPolicy if mc.central else MarlPolicy
+    cls = SingleAgentPolicy if agents.central else MarlPolicy
     topo, perf = build_cluster(cfg)
     runs = []
     loads = tc.eval_loads or (None,)
@@ -425,13 +415,8 @@ def evaluate_weights(
         for j, load in enumerate(loads):
             window = base if load is None else {**base, "load": load}
             workload = load_workload(cfg, perf, TraceOptions(**window))
-            if tc.env == "envs":
-                from agents.policy import rollout_in_envs
-
-                metrics, records = rollout_in_envs(agents, cfg, workload.jobs, workload.trace_path)
-            else:
-                policy = cls(agents=agents)
-                metrics, records, _ = simulate(cfg, cls.name, workload, topo, perf, policy=policy)
+            policy = cls(agents=agents)
+            metrics, records, _ = simulate(cfg, cls.name, workload, topo, perf, policy=policy)
             if out is not None:
                 write_run(out / _run_dir(k, load, first=j == 0), metrics, records)
             runs.append((window, metrics, len(records)))
@@ -521,6 +506,9 @@ class Trainer:
         torch.manual_seed(tc.seed)
         torch.set_num_threads(1)  # tiny graphs: intra-op threads only add latency
         _, _, builder = env_setup(cfg, mc, tc, tc.seed)
+        from envs.config import env_config as parse_env
+
+        self.time_scale_s = parse_env(cfg).reward.time_scale_s
         self.builder, self.ids = builder, module_ids(builder.agent_ids, mc)
         algo = algo_config(cfg, mc, tc, tc.seed, builder.agent_ids).build_algo()
         state = {"iteration": 0, "env_steps": 0.0, "wall_s": 0.0, "best": None, "best_runs": None}
@@ -540,7 +528,7 @@ class Trainer:
             if not self.resume:
                 text = hyperparameter_text(resolved_config(cfg, mc, tc))
                 writer.add_text("hyperparameters", text)
-                if tc.bc_teacher and tc.env == "builtin":
+                if tc.bc_teacher:
                     weights = behaviour_cloning(cfg, mc, tc, tc.seed, self.log)
                     algo.learner_group.set_weights({m: weights for m in self.ids})
                     algo.env_runner_group.sync_weights(
@@ -561,7 +549,9 @@ class Trainer:
                 scalars, state["env_steps"] = scalars_from_result(result, state["env_steps"])
                 ret = scalars.get("charts/episode_return")
                 if ret is not None:
-                    scalars["charts/episode_avg_jct_s"] = -ret * tc.time_scale_s
+                    # RLlib's episode return sums the agents' rewards; each step's team
+                    # reward goes to the agent that acted, so it is the team return
+                    scalars["charts/episode_avg_jct_s"] = -ret * self.time_scale_s
                 wall = wall0 + time.perf_counter() - t_run
                 self._after_iteration(
                     algo, it, scalars, wall, writer, summary, force=it == iterations
@@ -607,16 +597,10 @@ class Trainer:
     def _manifest(self, builder, model, ids, it, steps, wall) -> dict[str, Any]:
         from agents.policy import manifest_for
 
-        if self.tc.env == "envs" and not hasattr(self, "_envs_dims"):
-            from agents.policy import envs_signature
-
-            self._envs_dims = envs_signature(self.cfg)
         return manifest_for(
             builder,
             model,
             ids,
-            env_backend=self.tc.env,
-            dims=getattr(self, "_envs_dims", None),
             extra={
                 "iteration": it,
                 "env_steps": steps,

@@ -1,4 +1,4 @@
-"""The multi-agent placement environment over the simulator.
+"""The multi-agent placement environment over the simulator, ``ClusterPlacement-v1``.
 
 ``make_env(config)`` returns the RLlib ``MultiAgentEnv``
 (:class:`envs.cluster_env.ClusterPlacementEnv`, whose module docstring is the
@@ -19,18 +19,18 @@ from typing import TYPE_CHECKING, Any
 
 import gymnasium
 
-from envs.config import EnvConfig, env_config
+from envs.config import ENV_ID, ENV_VERSION, EnvConfig, env_config
 
 if TYPE_CHECKING:
     from envs.cluster_env import ClusterPlacementEnv
     from envs.parallel import ClusterPlacementParallelEnv
     from marl_sched.config import ExperimentConfig
 
-ENV_ID = "marl_sched/ClusterPlacement-v0"
 
 
 def make_env(config: str | Path | ExperimentConfig, **kwargs: Any) -> ClusterPlacementEnv:
-    """The RLlib ``MultiAgentEnv`` (keyword arguments: ``env=`` overrides, ``jobs=``)."""
+    """The RLlib ``MultiAgentEnv`` (keyword arguments: ``env=`` overrides, ``jobs=``,
+    ``windows=``, ``seed=``; :class:`envs.cluster_env.ClusterPlacementEnv`)."""
     from envs.cluster_env import ClusterPlacementEnv
 
     return ClusterPlacementEnv(config, **kwargs)
@@ -67,6 +67,7 @@ if ENV_ID not in gymnasium.registry:
 
 __all__ = [
     "ENV_ID",
+    "ENV_VERSION",
     "EnvConfig",
     "env_config",
     "make_env",

@@ -1,100 +1,36 @@
-"""The ``env:`` section of an experiment config (see :mod:`envs.cluster_env`)."""
+"""The ``env:`` section of an experiment config: every option of ``ClusterPlacement-v1``
+(the reference is :mod:`envs.cluster_env`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 
 from marl_sched.config import ExperimentConfig, check, parse_section
 
-HOME_RULES = ("vc", "round-robin", "least-loaded")
-WINDOW_SAMPLING = ("random", "sequential", "first")
+ENV_NAME = "marl_sched/ClusterPlacement"
+ENV_VERSION = 1
+ENV_ID = f"{ENV_NAME}-v{ENV_VERSION}"
 FORWARD_RULES = ("must", "free")
+INTERFERENCE_SOURCES = ("simulator", "learned")
 
 
 @dataclass(frozen=True)
-class EnvConfig:
-    """How the multi-agent environment cuts episodes, picks home agents and rewards.
+class RewardConfig:
+    """``env.reward``: the team reward (:mod:`envs.rewards`).
 
     Attributes:
-        window_jobs: jobs per episode, a contiguous slice of the config's trace window
-            (``workload.start``/``max_jobs``); null = the whole window.
-        window_sampling: where an episode's slice starts: ``random`` (uniform, from
-            the ``reset`` seed), ``sequential`` (0, w, 2w, ... in turn) or ``first``.
-        window_starts: allowed slice starts (job indices within the config's window);
-            empty = every start (``random``) or every multiple of ``window_jobs``.
-        max_sim_time: truncate at the first decision this many simulated seconds
-            after the slice's first submit (null = no limit).
-        max_placed_jobs: truncate once this many jobs have been placed (null = no
-            limit).
-        home_rule: which agent a job arrives at: ``vc`` (CRC-32 of the trace's
-            virtual cluster mod the number of agents; least-loaded without a vc),
-            ``round-robin`` or ``least-loaded`` (most free GPUs).
-        time_scale_s: seconds per unit of the time term; with the per-job
-            normalisation the episode's time return is ``-avg JCT / time_scale_s``.
-        slowdown_weight: weight ``w`` of the placement-time slowdown shaping term.
-        use_learned_reward: predict slowdowns with the learned interference model
-            (``marl_sched.interference``) when it is available; else (or when false)
-            with the simulator's own performance model.
-        exchange: agents see every subcluster's summary row in ``peers_x``; false =
-            only their own row (an ablation of the observation exchange).
-        max_groups: pad GPU-group arrays to this size (null = the largest
-            subcluster's); set it to share spaces across topologies.
-        max_servers: pad server arrays to this size (null = the largest subcluster's).
-        max_racks: pad rack arrays to this size (null = the largest subcluster's).
-        forward_rule: when a forward action is legal: ``must`` (default; forward when
-            you must: only if the acting subcluster cannot host the current task, or
-            cannot host all of the job's remaining tasks while another can) or
-            ``free`` (to any other subcluster with room for the task; lets any
-            heuristic placement be replayed step by step).
+        time_scale_s: seconds per reward unit; an episode run to its end returns
+            exactly ``-avg JCT / time_scale_s``.
+        interference: where the potential's seconds per iteration come from:
+            ``simulator`` (the performance model's, the default) or ``learned`` (the
+            learned interference model's predicted slowdowns, as in the paper).
     """
 
-    window_jobs: int | None = 200
-    window_sampling: str = "random"
-    window_starts: tuple[int, ...] = ()
-    max_sim_time: float | None = None
-    max_placed_jobs: int | None = None
-    home_rule: str = "vc"
     time_scale_s: float = 3600.0
-    slowdown_weight: float = 0.1
-    use_learned_reward: bool = True
-    exchange: bool = True
-    max_groups: int | None = None
-    max_servers: int | None = None
-    max_racks: int | None = None
-    forward_rule: str = "must"
+    interference: str = "simulator"
 
     def validate(self, where: str, key: str) -> None:
-        for name in ("window_jobs", "max_placed_jobs", "max_groups", "max_servers", "max_racks"):
-            value = getattr(self, name)
-            if value is not None:
-                check(value >= 1, where, f"{key}.{name}", f"must be >= 1, got {value}")
-        check(
-            self.window_sampling in WINDOW_SAMPLING,
-            where,
-            f"{key}.window_sampling",
-            f"must be one of {', '.join(WINDOW_SAMPLING)}, got {self.window_sampling!r}",
-        )
-        for i, start in enumerate(self.window_starts):
-            check(start >= 0, where, f"{key}.window_starts[{i}]", f"must be >= 0, got {start}")
-        if self.max_sim_time is not None:
-            check(
-                self.max_sim_time > 0,
-                where,
-                f"{key}.max_sim_time",
-                f"must be > 0, got {self.max_sim_time}",
-            )
-        check(
-            self.home_rule in HOME_RULES,
-            where,
-            f"{key}.home_rule",
-            f"must be one of {', '.join(HOME_RULES)}, got {self.home_rule!r}",
-        )
-        check(
-            self.forward_rule in FORWARD_RULES,
-            where,
-            f"{key}.forward_rule",
-            f"must be one of {', '.join(FORWARD_RULES)}, got {self.forward_rule!r}",
-        )
         check(
             self.time_scale_s > 0,
             where,
@@ -102,11 +38,130 @@ class EnvConfig:
             f"must be > 0, got {self.time_scale_s}",
         )
         check(
-            self.slowdown_weight >= 0,
+            self.interference in INTERFERENCE_SOURCES,
             where,
-            f"{key}.slowdown_weight",
-            f"must be >= 0, got {self.slowdown_weight}",
+            f"{key}.interference",
+            f"must be one of {', '.join(INTERFERENCE_SOURCES)}, got {self.interference!r}",
         )
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Everything that changes what an agent sees, may do, or is paid.
+
+    Decision-process options (recorded in every checkpoint, :data:`DECISION_OPTIONS`):
+
+    Attributes:
+        central: one agent ``"central"`` over the whole datacenter (the single-agent
+            variant) instead of one per subcluster.
+        hints: heuristics whose plan for the job inside the acting agent's scope
+            becomes group/job features and a follow action each.
+        global_hints: heuristics whose plan for the job in the whole datacenter
+            becomes a ``peers_x`` column (its share of the job per scope).
+        consolidate: "consolidate when you can": a multi-worker job's first task is
+            forwarded to a scope with one server for all its workers when the home
+            scope has none.
+        resident_features: the ``harm_to_residents`` group column.
+        keep_together: keep-together masks (fill a server before opening another;
+            open one that takes every remaining worker when the scope has one).
+        job_length: the ``log10_work_s/7`` job column (the job's requested work).
+        speed_floor: ``f`` in [0, 1], 0 = off: workers only on GPUs at least ``f ×``
+            the fastest type with room for the job's remaining workers.
+        speed_floor_min_work: the floor binds only jobs of at least this many
+            GPU-seconds of work (0 = every job).
+        wait_to_fit: ``c >= 0``, 0 = off: a job one server could hold, that no server
+            can take whole now, stays queued up to ``c ×`` its isolated runtime.
+        ps_rule: the agents place the workers; the PS go where the heuristics put
+            them (``marl_sched.policies.heuristics.ps_near_workers``).
+        forward_rule: ``must`` (forward when you must, the default) or ``free``
+            (forward to any unvisited scope with room for the task; lets any
+            heuristic placement be replayed step by step).
+
+    Episode and space options (not recorded as decision options: a network serves
+    any of them):
+
+    Attributes:
+        window_jobs: jobs per episode, a contiguous slice of the config's workload
+            window; null = the whole window (what ``evaluate`` runs).
+        pad: ``[G_max, S_max, R_max]`` padding of the group, server and rack arrays;
+            empty = the largest scope's sizes.
+        reward: :class:`RewardConfig`.
+    """
+
+    central: bool = False
+    hints: tuple[str, ...] = ()
+    global_hints: tuple[str, ...] = ()
+    consolidate: bool = False
+    resident_features: bool = False
+    keep_together: bool = False
+    job_length: bool = False
+    speed_floor: float = 0.0
+    speed_floor_min_work: float = 0.0
+    wait_to_fit: float = 0.0
+    ps_rule: bool = False
+    forward_rule: str = "must"
+    window_jobs: int | None = None
+    pad: tuple[int, ...] = ()
+    reward: RewardConfig = field(default_factory=RewardConfig)
+
+    def validate(self, where: str, key: str) -> None:
+        from marl_sched.policies.heuristics import hint_names
+
+        check(
+            0.0 <= self.speed_floor <= 1.0,
+            where,
+            f"{key}.speed_floor",
+            f"must be in [0, 1], got {self.speed_floor}",
+        )
+        for name in ("speed_floor_min_work", "wait_to_fit"):
+            value = getattr(self, name)
+            check(value >= 0, where, f"{key}.{name}", f"must be >= 0, got {value}")
+        known = hint_names()
+        for name in ("hints", "global_hints"):
+            names = getattr(self, name)
+            for h in names:
+                check(
+                    h in known,
+                    where,
+                    f"{key}.{name}",
+                    f"{h!r} is not a heuristic or hint variant ({', '.join(known)})",
+                )
+            check(len(set(names)) == len(names), where, f"{key}.{name}", "repeats a name")
+        check(
+            self.forward_rule in FORWARD_RULES,
+            where,
+            f"{key}.forward_rule",
+            f"must be one of {', '.join(FORWARD_RULES)}, got {self.forward_rule!r}",
+        )
+        if self.window_jobs is not None:
+            check(
+                self.window_jobs >= 1,
+                where,
+                f"{key}.window_jobs",
+                f"must be >= 1, got {self.window_jobs}",
+            )
+        check(
+            len(self.pad) in (0, 3) and all(p >= 1 for p in self.pad),
+            where,
+            f"{key}.pad",
+            f"must be empty or three sizes >= 1 [G_max, S_max, R_max], got {list(self.pad)}",
+        )
+
+    def decision_options(self) -> dict:
+        """The options that change observations or masks (:data:`DECISION_OPTIONS`),
+        JSON-ready (tuples as lists)."""
+        return {k: _plain(getattr(self, k)) for k in DECISION_OPTIONS}
+
+
+#: the options that change what an agent observes or may do; a checkpoint records them
+#: and is refused by an environment that sets any of them differently
+DECISION_OPTIONS = tuple(
+    f.name for f in dataclasses.fields(EnvConfig) if f.name not in ("window_jobs", "pad", "reward")
+)
+
+
+def _plain(value):
+    return list(value) if isinstance(value, tuple) else value
 
 
 def env_config(cfg: ExperimentConfig) -> EnvConfig:

@@ -1,4 +1,4 @@
-"""PettingZoo ``ParallelEnv`` adapter of ``marl_sched/ClusterPlacement-v0``.
+"""PettingZoo ``ParallelEnv`` adapter of ``marl_sched/ClusterPlacement-v1``.
 
 Same agents, decisions, observations and rewards as
 :class:`envs.cluster_env.ClusterPlacementEnv` (its docstring is the reference), with
@@ -6,18 +6,18 @@ the parallel API's conventions:
 
 - every live agent gets an observation, a reward and flags every cycle; agents stay
   live until the episode ends, then all leave together (``agents`` becomes empty);
-- only the acting agent decides: its ``action_mask`` is the RLlib env's; every other
-  agent's mask allows only its **no-op** slot ``max_groups + k`` (forward to itself).
-  The actions of non-acting agents are ignored, whatever they are; the acting
-  agent's action is checked as in the RLlib env (``ValueError`` if illegal or
-  missing). Find the acting agent as the one whose mask is not the no-op one, or
-  via ``env.acting_agent``;
+- only the acting agent decides and only it observes the cluster: its observation is
+  the RLlib env's; every other agent gets an all-zero observation whose
+  ``action_mask`` allows only its **no-op** slot ``G + k`` (forward to itself). The
+  actions of non-acting agents are ignored; the acting agent's is checked as in the
+  RLlib env (``ValueError`` if illegal or missing). The acting agent is the one whose
+  mask is not the no-op one, or ``env.acting_agent``;
 - ``action_mask`` is ``int8`` (PettingZoo's convention, what
-  ``Discrete.sample(mask=...)`` takes) instead of float32; the other fields and their
-  spaces are the RLlib env's;
-- every agent receives the step's team reward ``r_t`` (no accumulation is needed,
-  since every agent observes every cycle);
-- at the end every agent's ``infos[agent]["metrics"]`` carries the episode metrics.
+  ``Discrete.sample(mask=...)`` takes); the other fields are the RLlib env's;
+- every agent receives the step's team reward (the sum over steps is the team return
+  ``-avg JCT / time_scale_s`` for each agent);
+- at the end every agent's ``infos[agent]`` carries ``avg_jct_s``, ``team_return``
+  and ``metrics``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from marl_sched.config import ExperimentConfig
 class ClusterPlacementParallelEnv(ParallelEnv):
     """The parallel-API view of :class:`ClusterPlacementEnv` (same arguments)."""
 
-    metadata = {"render_modes": [], "name": "cluster_placement_v0", "is_parallelizable": True}
+    metadata = {"render_modes": [], "name": "cluster_placement_v1", "is_parallelizable": True}
 
     def __init__(
         self, config: str | Path | ExperimentConfig | Mapping = DEFAULT_CONFIG, **kwargs: Any
@@ -45,13 +45,17 @@ class ClusterPlacementParallelEnv(ParallelEnv):
         self.env = ClusterPlacementEnv(config, **kwargs)
         self.possible_agents = list(self.env.possible_agents)
         self.agents: list[str] = []
-        base = self.env.builder.space
-        n = self.env.layout.n_actions
+        base = self.env.builder.observation_space
+        n = int(self.env.builder.action_space.n)
         self._obs_space = gym.spaces.Dict(
             {**base.spaces, "action_mask": gym.spaces.Box(0, 1, shape=(n,), dtype=np.int8)}
         )
         self._obs_spaces = {a: self._obs_space for a in self.possible_agents}
         self._act_spaces = {a: gym.spaces.Discrete(n) for a in self.possible_agents}
+        self._idle = {
+            a: _idle_obs(self._obs_space, self.env.builder.pad[0] + k)
+            for k, a in enumerate(self.possible_agents)
+        }
         self.render_mode = None
 
     def observation_space(self, agent: str) -> gym.spaces.Dict:
@@ -67,9 +71,9 @@ class ClusterPlacementParallelEnv(ParallelEnv):
     def reset(
         self, seed: int | None = None, options: dict | None = None
     ) -> tuple[dict[str, dict], dict[str, dict]]:
-        self.env.reset(seed=seed, options=options)
+        obs, _ = self.env.reset(seed=seed, options=options)
         self.agents = list(self.possible_agents)
-        return self._observations(), {a: {} for a in self.agents}
+        return self._observations(obs), {a: {} for a in self.agents}
 
     def step(self, actions: Mapping[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         if not self.agents:
@@ -77,27 +81,40 @@ class ClusterPlacementParallelEnv(ParallelEnv):
         acting = self.env.acting_agent
         if acting not in actions:
             raise ValueError(f"no action for the acting agent {acting}")
-        _, _, term, trunc, _ = self.env.step({acting: actions[acting]})
-        reward = float(self.env.last_team_reward)
-        obs = self._observations()
+        obs_a, rew, term, trunc, info = self.env.step({acting: actions[acting]})
+        reward = float(sum(rew.values()))
         agents = self.agents
-        rewards = {a: reward for a in agents}
         terminated, truncated = bool(term["__all__"]), bool(trunc["__all__"])
+        rewards = {a: reward for a in agents}
         terminations = {a: terminated for a in agents}
         truncations = {a: truncated for a in agents}
         if terminated or truncated:
-            metrics = self.env.metrics()
-            infos = {a: {"metrics": metrics} for a in agents}
+            obs = {a: _copy(self._idle[a]) for a in agents}
+            final = self.env.final_info()
+            infos = {a: dict(final) for a in agents}
             self.agents = []
         else:
+            obs = self._observations(obs_a)
             infos = {a: {} for a in agents}
         return obs, rewards, terminations, truncations, infos
 
-    def _observations(self) -> dict[str, dict[str, np.ndarray]]:
-        out = self.env.observe_all()
-        for obs in out.values():
-            obs["action_mask"] = obs["action_mask"].astype(np.int8)
+    def _observations(self, acting_obs: dict | None = None) -> dict[str, dict[str, np.ndarray]]:
+        if acting_obs is None:
+            acting_obs = self.env._obs_of_actor()
+        out = {a: _copy(self._idle[a]) for a in self.agents}
+        for a, obs in acting_obs.items():
+            out[a] = {**obs, "action_mask": obs["action_mask"].astype(np.int8)}
         return out
 
     def close(self) -> None:
         pass
+
+
+def _idle_obs(space: gym.spaces.Dict, noop: int) -> dict[str, np.ndarray]:
+    out = {k: np.zeros(sp.shape, dtype=sp.dtype) for k, sp in space.spaces.items()}
+    out["action_mask"][noop] = 1
+    return out
+
+
+def _copy(obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {k: v.copy() for k, v in obs.items()}

@@ -25,7 +25,9 @@ import torch
 
 from agents.gnn import build_gnn
 from agents.policy import DEFAULT_CHECKPOINT, greedy_action, load_checkpoint
-from agents.single_agent import ObservationBuilder, PlacementSession, feature_dims, home_agent
+from envs.observations import ObservationBuilder, feature_dims
+from envs.rules import home_agent
+from envs.session import PlacementSession
 from marl_sched.config import REPO_ROOT, ServerTypeConfig, TopologyConfig, load_config
 from marl_sched.errors import InputError
 from marl_sched.perf import PerformanceModel

@@ -21,7 +21,11 @@ import time
 
 import torch
 
-from agents.single_agent import ObservationBuilder, PlacementSession, home_agent
+from envs.observations import ObservationBuilder
+
+from envs.rules import home_agent
+
+from envs.session import PlacementSession
 from agents.teachers import make_teacher, teacher_plan
 from marl_sched.config import load_config
 from marl_sched.metrics import compute_metrics

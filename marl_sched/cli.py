@@ -4,7 +4,7 @@
 
     marl-sched simulate --config C [--trace F] [trace options] [--policy NAME] --out DIR
     marl-sched train    --config C --out DIR [--iterations N] [--ray-address A] [--resume]
-    marl-sched evaluate --checkpoint P --trace F [--config C] [trace options] --out DIR
+    marl-sched evaluate --checkpoint P [--config C] [--trace F] [trace options] --out DIR
     marl-sched compare  --config C --trace F --policies a,b,... [--checkpoint P] [...] --out DIR
     marl-sched interference fit --config C --out DIR | interference report --model P
     marl-sched trace inspect F [--trace-format ...]
@@ -75,11 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int)
     p.add_argument("--quiet", action="store_true")
 
-    p = sub.add_parser("evaluate", help="roll a checkpoint out on a trace")
+    p = sub.add_parser("evaluate", help="roll a checkpoint out on a trace window")
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--config")
     p.add_argument("--out", required=True)
-    _trace_options(p, trace_required=True)
+    _trace_options(p)
 
     p = sub.add_parser("compare", help="run several policies on the same trace window")
     p.add_argument("--config", required=True)

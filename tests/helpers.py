@@ -85,7 +85,7 @@ def untrained_checkpoint(builder, model: dict) -> tuple[dict, dict]:
     ``builder``'s observations (what ``agents.policy.agents_from_weights`` takes)."""
     from agents.gnn import build_gnn
     from agents.policy import manifest_for
-    from agents.single_agent import feature_dims
+    from envs.observations import feature_dims
 
     net = build_gnn(feature_dims(builder.observation_space), model)
     weights = {"shared": {f"gnn.{k}": v for k, v in net.state_dict().items()}}

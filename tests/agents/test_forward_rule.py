@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.single_agent import (
-    ObservationBuilder,
-    PlacementSession,
-    follows_forward_rule,
-    scope_view,
-)
+from envs.observations import ObservationBuilder
+
+from envs.rules import scope_view
+
+from envs.session import PlacementSession, follows_forward_rule
 from envs import make_env
-from envs.observations import forward_targets, scopes_can_host_rest
+from envs.rules import forward_targets, scopes_can_host_rest
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.jobs import Job, Placement
 from marl_sched.runner import build_cluster

@@ -10,15 +10,10 @@ from torch_geometric.data import Batch
 from agents.config import ModelConfig
 from agents.gnn import FOLLOW_BATCH, MASKED_LOGIT, build_gnn, from_pyg, to_pyg
 from agents.policy import MarlPolicy, agents_from_weights
-from agents.single_agent import (
-    FEATURES,
-    ObservationBuilder,
-    PlacementSession,
-    feature_dims,
-    follow_action,
-    scope_view,
-)
-from agents.teachers import placement_key
+from envs.observations import FEATURES, ObservationBuilder, feature_dims
+from envs.rules import scope_view
+from envs.session import PlacementSession, follow_action
+from envs.rules import placement_key
 from marl_sched.config import REPO_ROOT, load_config, parse_section
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement

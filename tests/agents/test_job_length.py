@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from agents.config import BUILDER_OPTIONS, ModelConfig
-from agents.single_agent import FEATURES, ObservationBuilder, PlacementSession
+from envs.observations import FEATURES, ObservationBuilder
+from envs.session import PlacementSession
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import REPO_ROOT
 from marl_sched.jobs import Job

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from agents.policy import agents_from_weights
-from agents.single_agent import ObservationBuilder, PlacementSession
-from envs.observations import server_worker_slots
+from envs.observations import ObservationBuilder
+from envs.session import PlacementSession
+from envs.rules import server_worker_slots
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import REPO_ROOT
 from marl_sched.jobs import Job

@@ -8,7 +8,8 @@ import pytest
 
 from agents.config import BUILDER_OPTIONS, ModelConfig
 from agents.policy import agents_from_weights
-from agents.single_agent import ObservationBuilder, PlacementSession
+from envs.observations import ObservationBuilder
+from envs.session import PlacementSession
 from marl_sched.config import REPO_ROOT
 from marl_sched.jobs import Job
 from marl_sched.policies import make_policy

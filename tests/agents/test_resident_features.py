@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.single_agent import FEATURES, ObservationBuilder, PlacementSession
+from envs.observations import FEATURES, ObservationBuilder
+
+from envs.session import PlacementSession
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import REPO_ROOT
 from marl_sched.jobs import Job

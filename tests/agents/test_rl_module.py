@@ -22,7 +22,7 @@ from agents.policy import (
     save_modules,
 )
 from agents.rl_module import HierarchicalGNNModule, SchedulingEnv
-from agents.single_agent import ObservationBuilder, feature_dims
+from envs.observations import ObservationBuilder, feature_dims
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.errors import InputError

@@ -11,8 +11,9 @@ import pytest
 
 from agents.config import BUILDER_OPTIONS, ModelConfig, model_config
 from agents.policy import agents_from_weights
-from agents.single_agent import ObservationBuilder, PlacementSession
-from envs.observations import server_worker_slots
+from envs.observations import ObservationBuilder
+from envs.session import PlacementSession
+from envs.rules import server_worker_slots
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.errors import InputError

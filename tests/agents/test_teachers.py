@@ -6,13 +6,9 @@ import math
 
 import pytest
 
-from agents.teachers import (
-    LookaheadTeacher,
-    RolloutTeacher,
-    placement_key,
-    predicted_iteration_time,
-    proposals,
-)
+from agents.teachers import LookaheadTeacher, RolloutTeacher, predicted_iteration_time, proposals
+
+from envs.rules import placement_key
 from marl_sched.perf import PerformanceModel
 from marl_sched.policies import make_policy
 from marl_sched.simulator import Simulator

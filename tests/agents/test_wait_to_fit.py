@@ -11,7 +11,8 @@ import pytest
 
 from agents.config import ModelConfig, model_config
 from agents.policy import MarlPolicy, agents_from_weights
-from agents.single_agent import ObservationBuilder, PlacementSession
+from envs.observations import ObservationBuilder
+from envs.session import PlacementSession
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job

@@ -7,13 +7,7 @@ import dataclasses
 
 import numpy as np
 
-from envs.observations import (
-    GROUP_FEATURES,
-    JOB_FEATURES,
-    PEER_FEATURES,
-    RACK_FEATURES,
-    SERVER_FEATURES,
-)
+from envs.observations import GROUP_FEATURES, JOB_FEATURES, PEER_FEATURES, RACK_FEATURES, SERVER_FEATURES
 
 G_FREE = GROUP_FEATURES.index("free_frac")
 G_WORKERS = GROUP_FEATURES.index("job_workers_here")

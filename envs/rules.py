@@ -1,0 +1,152 @@
+"""The rules of ``ClusterPlacement-v1`` that are not a feature: capacity checks,
+the cooperative forward rule, scope views and home agents.
+
+Pure functions over arrays (no session state), shared by the placement session
+(:mod:`envs.session`), the heuristics' hints and the teachers. The rules themselves are
+documented in :mod:`envs.cluster_env` ("Actions and cooperation").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from marl_sched.jobs import Job, Placement
+from marl_sched.simulator import ClusterView
+from marl_sched.topology import Topology
+
+if TYPE_CHECKING:
+    from envs.observations import ObservationBuilder
+
+_EPS = 1e-9  # the simulator's capacity tolerance (Simulator._check)
+
+
+def placement_key(p: Placement) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """What makes two placements the same: the multisets of their worker and PS
+    groups (the order of a job's tasks does not matter to the simulator)."""
+    return tuple(sorted(p.worker_groups)), tuple(sorted(p.ps_groups))
+
+
+def _slots(x: np.ndarray, d: float) -> np.ndarray:
+    """Tasks needing ``d`` each entry of ``x`` can take (inf when ``d`` is 0)."""
+    if d <= 0:
+        return np.full(x.shape, np.inf)
+    return np.floor(np.maximum(x + _EPS, 0.0) / d)
+
+
+def server_worker_slots(
+    topology: Topology,
+    group_free: np.ndarray,
+    cpu_free: np.ndarray,
+    mem_free: np.ndarray,
+    cpu_worker: float,
+    mem_gb: float,
+) -> np.ndarray:
+    """(n_servers,) workers each server can take: min(free GPUs, cores // cpu_worker,
+    memory // mem_gb)."""
+    gpus = np.add.reduceat(np.maximum(group_free, 0), topology.server_groups_start)
+    return np.minimum(gpus, np.minimum(_slots(cpu_free, cpu_worker), _slots(mem_free, mem_gb)))
+
+
+def scopes_can_host_rest(
+    topology: Topology,
+    group_start: np.ndarray,
+    group_free: np.ndarray,
+    cpu_free: np.ndarray,
+    mem_free: np.ndarray,
+    demands: tuple[float, float, float],
+    workers_left: int,
+    ps_left: int,
+) -> np.ndarray:
+    """(A,) bool: can scope ``a`` alone host all of a job's remaining tasks.
+
+    Scopes are contiguous group ranges starting at ``group_start`` (length A, first
+    0). ``group_free``/``cpu_free``/``mem_free`` are the tentative free GPUs per group
+    and free cores / GB per server; ``demands`` = (cores per worker, cores per PS, GB
+    per task). A greedy capacity check: per server, worker slots = min(free GPUs,
+    cores // cpu_worker, memory // mem_gb); the workers fill the servers with the most
+    slots first, and the parameter servers must fit in the cores and memory left. It
+    may say "no" for a job that a cleverer packing would fit, never "yes" for one that
+    cannot fit (GPU groups of a server share its cores and memory only).
+    """
+    t = topology
+    cw, cp, m = demands
+    n = len(group_start)
+    w_slots = server_worker_slots(t, group_free, cpu_free, mem_free, cw, m)
+    srv_bounds = np.searchsorted(t.server_groups_start, [*group_start, t.n_groups])
+    scope = np.repeat(np.arange(n), np.diff(srv_bounds))  # of each server (sorted)
+    # all scopes at once: per scope, servers with the most worker slots first (stable);
+    # slot counts are whole numbers, so these float sums are exact in any order
+    order = np.lexsort((-w_slots, scope))
+    ws = w_slots[order]
+    total = np.bincount(scope, weights=w_slots, minlength=n)
+    scope_ahead = np.concatenate([[0.0], np.cumsum(total)[:-1]])
+    ahead = np.cumsum(ws) - ws - scope_ahead[scope]  # slots of the servers filled before
+    x = np.zeros(len(ws))
+    x[order] = np.clip(workers_left - ahead, 0.0, ws)
+    cpu = cpu_free - x * cw
+    mem = mem_free - x * m
+    ps_slots = np.bincount(scope, weights=np.minimum(_slots(cpu, cp), _slots(mem, m)), minlength=n)
+    return (total >= workers_left) & (ps_slots >= ps_left)
+
+
+def forward_targets(
+    can_task: np.ndarray,
+    can_rest: np.ndarray,
+    agent: int,
+    allowed: np.ndarray,
+    whole: bool = False,
+) -> np.ndarray:
+    """(A,) bool: the agents ``agent`` may forward the current task to.
+
+    The cooperative rule, **forward when you must** (split a job only when you must):
+
+    - the acting agent's scope cannot host the current task: to any ``allowed``
+      agent whose scope can;
+    - it can, but cannot host all of the job's remaining tasks while some
+      ``allowed`` agent's scope can host them all: to those;
+    - ``whole`` (no task of the job is placed yet): to any ``allowed`` agent whose
+      scope can host the whole job — a job moves whole (load balancing), it is not
+      spread;
+    - otherwise nowhere: the agent places the task itself.
+
+    ``allowed`` excludes the agents the task may not go to (visited / forward budget
+    used up); the acting agent itself is never a target.
+    """
+    allowed = np.asarray(allowed, dtype=bool).copy()
+    allowed[agent] = False
+    if not can_task[agent]:
+        return allowed & np.asarray(can_task, dtype=bool)
+    rest = allowed & np.asarray(can_rest, dtype=bool)
+    if whole or not can_rest[agent]:
+        return rest
+    return np.zeros_like(allowed)
+
+
+
+def scope_view(builder: ObservationBuilder, view: ClusterView, agent: int) -> ClusterView:
+    """``view`` with every GPU, core and GB outside ``agent``'s scope marked in use, so
+    a heuristic asked to place a job on it keeps the job inside that scope."""
+    t = builder.topology
+    gfree = np.where(builder.group_scope == agent, view.group_free, 0)
+    inside = builder.server_scope == agent
+    return dataclasses.replace(
+        view,
+        group_free=gfree.astype(np.asarray(view.group_free).dtype),
+        server_cpu_free=np.where(inside, view.server_cpu_free, 0.0),
+        server_mem_free=np.where(inside, view.server_mem_free, 0.0),
+        free_gpus=int(gfree[: t.n_groups].sum()),
+    )
+
+
+def home_agent(job: Job, n_agents: int) -> int:
+    """The agent a job arrives at: ``crc32(vc) mod A``, else ``job_id mod A``."""
+    if n_agents == 1:
+        return 0
+    if job.vc:
+        return zlib.crc32(job.vc.encode()) % n_agents
+    return job.job_id % n_agents
+

@@ -1,0 +1,521 @@
+"""The placement session of ``ClusterPlacement-v1``: one job's tentative placement,
+task by task, and the action masks that follow from the environment's rules.
+
+A :class:`PlacementSession` is opened when the simulator offers a job; it holds the
+tasks placed so far and the GPUs, cores and memory they take (the simulator learns of
+the job only when its whole placement is applied), answers which actions are legal
+for any agent (:meth:`PlacementSession.action_mask`), and applies them
+(:meth:`PlacementSession.act`). The rules are documented in :mod:`envs.cluster_env`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from envs.observations import ObservationBuilder
+from envs.rules import (
+    forward_targets,
+    placement_key,
+    scope_view,
+    scopes_can_host_rest,
+    server_worker_slots,
+)
+from marl_sched.catalogue import CATALOGUE
+from marl_sched.jobs import Job, Placement
+from marl_sched.policies.heuristics import ps_near_workers
+from marl_sched.simulator import ClusterView, harm_to_residents
+
+class PlacementSession:
+    """The tentative placement of one job, task by task (a draft over a view).
+
+    Args:
+        builder: the observation builder of the topology.
+        job: the job to place.
+        view: the cluster when the job came up (not modified).
+        home: the agent the job arrives at.
+    """
+
+    def __init__(self, builder: ObservationBuilder, job: Job, view: ClusterView, home: int):
+        self.builder = builder
+        self.job = job
+        self.view = view
+        spec = CATALOGUE[job.model]
+        self.spec = spec
+        w = view.perf.level_weights
+        self.cost_weights = (w * spec.sensitivity, w * spec.pressure)
+        self.group_free = np.asarray(view.group_free, dtype=np.float64).copy()
+        self.cpu = np.array(view.server_cpu_free, dtype=np.float64)
+        self.mem = np.array(view.server_mem_free, dtype=np.float64)
+        self.job_groups = np.zeros(builder.topology.n_groups)
+        self.workers: list[int] = []
+        self.ps: list[int] = []
+        self.agent = home
+        self.visited = {home}
+        self.hops = 0
+        self._fits: tuple[np.ndarray, np.ndarray] | None = None
+        self._hosts: np.ndarray | None = None
+        self._rest: np.ndarray | None = None
+        self._one: np.ndarray | None = None
+        self._slots: np.ndarray | None = None
+        self._fast: np.ndarray | None = None
+        self._floor_lifted = False  # the speed floor left no legal action (this task)
+        self._global: np.ndarray | None = None
+        self._harm: dict[bool, np.ndarray] = {}  # task kind (is PS) -> per-group harm
+        self._together: dict[int, tuple[np.ndarray, bool] | None] = {}  # per agent
+        # per agent: the hints' plans and their per-group counts (fixed for the job);
+        # the hint features and follow targets (until the next task is placed)
+        self._plans: dict[int, list[Placement | None]] = {}
+        self._plan_counts: dict[int, list[tuple[np.ndarray, np.ndarray] | None]] = {}
+        self._hints: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._follow: dict[int, list[int | None]] = {}
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def task(self) -> int:
+        return len(self.workers) + len(self.ps)
+
+    def harm_to_residents(self) -> np.ndarray:
+        """Per GPU group (whole datacenter), the size-weighted slowdown the current
+        task would add to the resident jobs near it
+        (:func:`marl_sched.simulator.harm_to_residents`). The residents do not change
+        while a job is placed, so one array per task kind."""
+        ps = not self.is_worker
+        if ps not in self._harm:
+            self._harm[ps] = harm_to_residents(self.view, self.spec.pressure, ps=ps)
+        return self._harm[ps]
+
+    @property
+    def is_worker(self) -> bool:
+        return len(self.workers) < self.job.num_workers
+
+    @property
+    def workers_left(self) -> int:
+        return self.job.num_workers - len(self.workers)
+
+    @property
+    def done(self) -> bool:
+        return self.task >= self.job.num_tasks
+
+    def fits(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per GPU group (global): can it take a worker / a PS now (0/1 floats)."""
+        if self._fits is None:
+            t, s = self.builder.topology, self.spec
+            srv = t.group_server
+            cpu_ok_w = self.cpu[srv] + 1e-9 >= s.cpu_worker
+            cpu_ok_p = self.cpu[srv] + 1e-9 >= s.cpu_ps
+            mem_ok = self.mem[srv] + 1e-9 >= s.mem_gb
+            fw = (self.group_free > 0) & cpu_ok_w & mem_ok
+            fp = cpu_ok_p & mem_ok
+            self._fits = (fw.astype(np.float32), fp.astype(np.float32))
+        return self._fits
+
+    def _task_fits(self) -> np.ndarray:
+        fw, fp = self.fits()
+        return fw if self.is_worker else fp
+
+    def scope_can_host(self) -> np.ndarray:
+        """Per agent: does any of its groups have room for the current task (0/1)."""
+        if self._hosts is None:
+            b = self.builder
+            hosts = np.maximum.reduceat(self._task_fits(), b.scope_group_start)
+            self._hosts = (hosts > 0).astype(np.float32)
+        return self._hosts
+
+    def scope_can_host_rest(self) -> np.ndarray:
+        """Per agent: can its scope alone host all of the job's remaining tasks (bool)."""
+        if self._rest is None:
+            b, s = self.builder, self.spec
+            self._rest = scopes_can_host_rest(
+                b.topology,
+                b.scope_group_start,
+                self.group_free,
+                self.cpu,
+                self.mem,
+                (s.cpu_worker, s.cpu_ps, s.mem_gb),
+                self.workers_left,
+                self.job.num_ps - len(self.ps),
+            )
+        return self._rest
+
+    def one_server_scopes(self) -> np.ndarray:
+        """Per agent: can one server of its scope take all of the job's remaining workers
+        (GPUs, cores and memory; bool)."""
+        if self._one is None:
+            self._one = self._scopes_with_one_server(self.worker_slots())
+        return self._one
+
+    def _scopes_with_one_server(self, slots: np.ndarray) -> np.ndarray:
+        """Per agent: does one server of its scope have ``slots`` (per server, global)
+        for all of the job's remaining workers (bool)."""
+        best = np.maximum.reduceat(slots, self.builder.scope_server_start)
+        return best >= max(self.workers_left, 1)
+
+    def worker_slots(self) -> np.ndarray:
+        """Per server (global): workers of this job it can take now (GPUs, cores and
+        memory; :func:`envs.observations.server_worker_slots`), until the next task
+        is placed."""
+        if self._slots is None:
+            s = self.spec
+            self._slots = server_worker_slots(
+                self.builder.topology, self.group_free, self.cpu, self.mem, s.cpu_worker, s.mem_gb
+            )
+        return self._slots
+
+    def fast_servers(self) -> np.ndarray | None:
+        """With ``builder.speed_floor``, for a worker: per server (global), do its GPUs
+        clear the job's speed floor (:mod:`envs.cluster_env`); None when no floor applies."""
+        b = self.builder
+        if not b.speed_floor or not self.is_worker or self._floor_lifted:
+            return None
+        if self.job.gpu_work_s < b.speed_floor_min_work:
+            return None
+        if self._fast is None:
+            t = b.topology
+            speed, slots = t.server_gpu_speed, self.worker_slots()
+            top = 0.0  # no type has room for the rest: no floor
+            for v in np.unique(speed)[::-1]:  # fastest type first
+                if slots[speed >= v].sum() >= self.workers_left:
+                    top = float(v)
+                    break
+            if self.workers:
+                top = min(top, float(speed[t.group_server[self.workers]].min()))
+            self._fast = speed >= b.speed_floor * top - 1e-9
+        return self._fast
+
+    def must_consolidate(self, agent: int) -> np.ndarray | None:
+        """With ``builder.consolidate``: the agents a multi-worker job's first task must
+        be forwarded to — those whose scope has one server for all of its workers, when
+        ``agent``'s has none — else None (no constraint). Under a speed floor only the
+        servers that clear it count."""
+        if not self.builder.consolidate or self.task > 0 or self.job.num_workers < 2:
+            return None
+        one = self.one_server_scopes()
+        fast = self.fast_servers()
+        if fast is not None:
+            one = self._scopes_with_one_server(self.worker_slots() * fast)
+        if one[agent]:
+            return None
+        targets = self.forward_targets(agent) & one
+        return targets if targets.any() else None
+
+    def together(self, agent: int) -> tuple[np.ndarray, bool] | None:
+        """With ``builder.keep_together`` or ``builder.speed_floor``, for a worker:
+        ``(servers, stay)`` — the servers (bool, global) ``agent`` may put it on, and
+        whether it must stay in the scope (no forwarding); None when no rule applies
+        (:mod:`envs.cluster_env`)."""
+        b = self.builder
+        fast = self.fast_servers()
+        if not self.is_worker or (not b.keep_together and fast is None):
+            return None
+        if agent not in self._together:
+            t, slots = b.topology, self.worker_slots()
+            mine = (b.server_scope == agent) & (slots >= 1)
+            rule = None
+            if b.keep_together:
+                fill = np.zeros(t.n_servers, dtype=bool)
+                fill[t.group_server[self.workers]] = True
+                fill &= mine  # these clear the floor: it is at most the job's slowest GPU
+                whole = mine & (slots >= self.workers_left)
+                if fast is not None:
+                    whole &= fast
+                rule = (fill, True) if fill.any() else (whole, False) if whole.any() else None
+            if rule is None and fast is not None:
+                rule = (mine & fast, False)  # may be empty: then forward
+            self._together[agent] = rule
+        return self._together[agent]
+
+    def fast_scopes(self) -> np.ndarray | None:
+        """Per agent: does its scope have a server with a worker slot that clears the
+        speed floor; None when no floor applies."""
+        fast = self.fast_servers()
+        if fast is None:
+            return None
+        ok = (fast & (self.worker_slots() >= 1)).astype(np.float32)
+        return np.maximum.reduceat(ok, self.builder.scope_server_start) > 0
+
+    def forward_targets(self, agent: int) -> np.ndarray:
+        """Per agent: may ``agent`` forward the current task there (forward when you
+        must; :meth:`action_mask` narrows it with :meth:`must_consolidate`)."""
+        allowed = np.ones(self.builder.n_agents, dtype=bool)
+        allowed[list(self.visited)] = False
+        if self.builder.forward_rule == "free":
+            return allowed & (self.scope_can_host() > 0)
+        return forward_targets(
+            self.scope_can_host() > 0,
+            self.scope_can_host_rest(),
+            agent,
+            allowed,
+            whole=self.task == 0,
+        )
+
+    def plans(self, agent: int) -> list[Placement | None]:
+        """Per hint heuristic: its placement of the job inside ``agent``'s scope (on the
+        view the job arrived on), or None."""
+        if agent not in self._plans:
+            b = self.builder
+            view = self.view if b.central else scope_view(b, self.view, agent)
+            plans = [h.place(self.job, view) for h in b.hint_policies]
+            n = b.topology.n_groups
+            self._plans[agent] = plans
+            self._plan_counts[agent] = [
+                None
+                if p is None
+                else (
+                    np.bincount(np.asarray(p.worker_groups, dtype=np.int64), minlength=n),
+                    np.bincount(np.asarray(p.ps_groups, dtype=np.int64), minlength=n),
+                )
+                for p in plans
+            ]
+        return self._plans[agent]
+
+    def global_shares(self) -> np.ndarray:
+        """``(H_global, A)``: per global hint, the share of the job's tasks its
+        placement in the whole datacenter puts in each agent's scope (0 if it cannot
+        place the job); fixed for the job."""
+        if self._global is None:
+            b = self.builder
+            out = np.zeros((len(b.global_policies), b.n_agents))
+            for i, h in enumerate(b.global_policies):
+                p = h.place(self.job, self.view)
+                if p is not None:
+                    groups = np.asarray([*p.worker_groups, *p.ps_groups], dtype=np.int64)
+                    scopes = b.group_scope[groups]
+                    out[i] = np.bincount(scopes, minlength=b.n_agents) / len(groups)
+            self._global = out
+        return self._global
+
+    def follow_targets(self, agent: int) -> list[int | None]:
+        """Per hint: the global group its follow action puts the current task on, or
+        None when the action is not legal (:mod:`envs.cluster_env`)."""
+        if not self.builder.hints:
+            return []
+        if agent not in self._follow:
+            _, agrees = self.hints(agent)
+            fits = self._task_fits()
+            placed = self.workers if self.is_worker else self.ps
+            out = []
+            for plan, ok in zip(self.plans(agent), agrees, strict=True):
+                target = None
+                if plan is not None and ok:
+                    todo = list(plan.worker_groups if self.is_worker else plan.ps_groups)
+                    for g in placed:  # the plan's tasks already placed, in its order
+                        todo.remove(g)
+                    if todo and fits[todo[0]] > 0:
+                        target = int(todo[0])
+                out.append(target)
+            self._follow[agent] = out
+        return self._follow[agent]
+
+    def hints(self, agent: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(H, n_groups)`` remaining planned tasks of the current kind per group (over
+        the job's tasks of that kind) and ``(H,)`` does the job so far agree with each
+        plan (:mod:`envs.cluster_env`)."""
+        if agent in self._hints:
+            return self._hints[agent]
+        self.plans(agent)
+        counts = self._plan_counts[agent]
+        n = self.builder.topology.n_groups
+        placed_w = np.bincount(np.asarray(self.workers, dtype=np.int64), minlength=n)
+        placed_p = np.bincount(np.asarray(self.ps, dtype=np.int64), minlength=n)
+        worker = self.is_worker
+        total = self.job.num_workers if worker else max(self.job.num_ps, 1)
+        left = np.zeros((len(counts), n))
+        agrees = np.zeros(len(counts), dtype=np.float32)
+        for i, plan in enumerate(counts):
+            if plan is None:
+                continue
+            w, q = plan
+            if np.all(placed_w <= w) and np.all(placed_p <= q):
+                agrees[i] = 1.0
+            left[i] = np.maximum((w - placed_w) if worker else (q - placed_p), 0) / total
+        self._hints[agent] = (left, agrees)
+        return left, agrees
+
+    def feasible(self) -> bool:
+        """Can the current task go anywhere?"""
+        return bool(self._task_fits().any())
+
+    def waits(self) -> bool:
+        """With ``builder.wait_to_fit = c``, before the job's first task: does the job
+        stay queued rather than split? Yes when it has 2 to a server's GPUs workers, no
+        server can take all of them now, and it has waited less than ``c ×`` its
+        isolated runtime (:mod:`envs.cluster_env`)."""
+        b, job = self.builder, self.job
+        if not b.wait_to_fit or self.task > 0 or job.num_workers < 2:
+            return False
+        if job.num_workers > b.topology.server_gpus.max():
+            return False
+        if self.worker_slots().max() >= job.num_workers:
+            return False
+        iso = b.perf.isolated_iteration_time(job.model, job.num_workers, job.num_ps)
+        return self.view.now - job.submit_time < b.wait_to_fit * iso * job.iterations
+
+    def action_mask(self, agent: int) -> np.ndarray:
+        mask = self._action_mask(agent)
+        if not mask.any() and self.fast_servers() is not None:
+            self._floor_lifted = True  # the floor left nothing legal: lift it
+            self._together = {}
+            mask = self._action_mask(agent)
+        return mask
+
+    def _action_mask(self, agent: int) -> np.ndarray:
+        b = self.builder
+        g_max, a = b.pad[0], b.n_agents
+        mask = np.zeros(g_max + a + len(b.hints), dtype=np.float32)
+        must = self.must_consolidate(agent)
+        if must is not None:  # forward only
+            mask[g_max : g_max + a] = must
+            return mask
+        groups = b.scopes[agent].groups
+        local = self._task_fits()[groups]
+        servers, stay = self.together(agent) or (None, False)
+        if servers is not None:
+            local = local * servers[b.topology.group_server[groups]]
+        mask[: len(local)] = local
+        if not stay:
+            forward = self.forward_targets(agent)
+            fast = self.fast_scopes()
+            if fast is not None:
+                if fast[agent]:
+                    forward = forward & fast
+                else:  # no server here clears the floor: forward to any scope with one
+                    forward = fast.copy()
+                    forward[list(self.visited)] = False
+            mask[g_max : g_max + a] = forward
+        mask[g_max + a :] = [
+            g is not None and (servers is None or servers[b.topology.group_server[g]])
+            for g in self.follow_targets(agent)
+        ]
+        return mask
+
+    def job_features(self, agent: int, agrees: np.ndarray | None = None) -> np.ndarray:
+        job, s = self.job, self.spec
+        n = job.num_tasks
+        in_scope = self.job_groups[self.builder.scopes[agent].groups].sum() / n
+        comm = min(2.0 * s.model_bytes / max(s.compute_s, 1e-6) / 1e10, 4.0)
+        return np.concatenate(
+            [
+                [
+                    math.log2(job.num_workers) / 6.0,
+                    job.num_ps / 4.0,
+                    float(self.is_worker),
+                    self.task / n,
+                    self.workers_left / job.num_workers,
+                    min(s.compute_s, 4.0),
+                    s.model_mb / 1000.0,
+                    comm,
+                    self.hops / max(self.builder.n_agents, 1),
+                    in_scope,
+                ],
+                s.sensitivity,
+                s.pressure,
+                [math.log10(1.0 + job.work_s) / 7.0] * self.builder.job_length,
+                agrees if agrees is not None else [],
+            ]
+        ).astype(np.float32)
+
+    # ------------------------------------------------------------------ actions
+
+    def act(self, action: int) -> None:
+        """Apply the acting agent's action (local group slot or forward)."""
+        b = self.builder
+        g_max = b.pad[0]
+        mask = self.action_mask(self.agent)
+        if not (0 <= action < len(mask)) or mask[action] == 0:
+            raise ValueError(f"agent {b.agent_ids[self.agent]}: action {action} is masked")
+        if action >= g_max + b.n_agents:  # follow a hint's plan
+            g = self.follow_targets(self.agent)[action - g_max - b.n_agents]
+        elif action >= g_max:
+            self.agent = action - g_max
+            self.visited.add(self.agent)
+            self.hops += 1
+            return
+        else:
+            g = int(b.scopes[self.agent].groups[action])
+        self._add(g)
+        if b.ps_rule and self.job.num_ps and not self.ps and not self.is_worker:
+            ps = ps_near_workers(self.job, self.view, self.workers)
+            for p in ps or ():
+                self._add(p)
+        self.visited = {self.agent}
+        self.hops = 0
+        self._fits = None
+        self._hosts = None
+        self._rest = None
+        self._one = None
+        self._slots = None
+        self._fast = None
+        self._floor_lifted = False
+        self._together = {}
+        self._hints = {}
+        self._follow = {}
+
+    def _add(self, g: int) -> None:
+        """Put the current task on global group ``g`` (the job's own accounting)."""
+        t, s = self.builder.topology, self.spec
+        srv = t.group_server[g]
+        if self.is_worker:
+            self.group_free[g] -= 1
+            self.cpu[srv] -= s.cpu_worker
+            self.workers.append(g)
+        else:
+            self.cpu[srv] -= s.cpu_ps
+            self.ps.append(g)
+        self.mem[srv] -= s.mem_gb
+        self.job_groups[g] += 1
+
+    def placement(self) -> Placement:
+        return Placement(tuple(self.workers), tuple(self.ps))
+
+
+def action_towards(builder: ObservationBuilder, agent: int, g: int) -> int:
+    """``agent``'s action that brings a task closer to GPU group ``g``: the local slot
+    of ``g`` when ``agent`` owns it, else forwarding straight to its owner."""
+    owner = int(builder.group_scope[g])
+    if owner != agent:
+        return builder.pad[0] + owner
+    return int(np.searchsorted(builder.scopes[owner].groups, g))
+
+
+def follow_action(session: PlacementSession, plan: Placement) -> int | None:
+    """The acting agent's follow action whose hint plans exactly ``plan`` (the first
+    such hint), when it is legal; else None."""
+    b = session.builder
+    if not b.hints:
+        return None
+    key = placement_key(plan)
+    targets = session.follow_targets(session.agent)
+    for i, p in enumerate(session.plans(session.agent)):
+        if p is not None and targets[i] is not None and placement_key(p) == key:
+            return b.pad[0] + b.n_agents + i
+    return None
+
+
+def placement_steps(builder: ObservationBuilder, start: int, placement: Placement) -> list[int]:
+    """The actions that place ``placement`` task by task, starting at agent ``start``:
+    a task whose group lies in another scope is first forwarded straight to its owner."""
+    steps, k = [], start
+    for g in (*placement.worker_groups, *placement.ps_groups):
+        owner = int(builder.group_scope[g])
+        if owner != k:
+            steps.append(action_towards(builder, k, g))
+            k = owner
+        steps.append(action_towards(builder, k, g))
+    return steps
+
+
+def follows_forward_rule(
+    builder: ObservationBuilder, job: Job, view: ClusterView, home: int, placement: Placement
+) -> bool:
+    """Can ``placement`` be made through the masks (forward when you must) from ``home``?"""
+    session = PlacementSession(builder, job, view, home)
+    for action in placement_steps(builder, home, placement):
+        if session.action_mask(session.agent)[action] == 0:
+            return False
+        session.act(action)
+    return session.done
+
+
