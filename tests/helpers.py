@@ -93,22 +93,25 @@ def untrained_checkpoint(builder, model: dict) -> tuple[dict, dict]:
 
 
 def check_served_or_refused(builder, sim, option: str) -> None:
-    """A checkpoint trained with the boolean builder option ``option`` on is served with
-    it on (a job is placed), and the same weights claiming it off are refused with an
-    :class:`~marl_sched.errors.InputError`, not misread."""
+    """A checkpoint trained with the boolean env option ``option`` on (``builder`` has
+    it on) is served with it on (a job is placed), and the same weights whose manifest
+    claims it off are refused with an :class:`~marl_sched.errors.InputError`, not
+    misread."""
     import pytest
 
     from agents.policy import MarlPolicy, agents_from_weights
     from marl_sched.errors import InputError
 
-    model = {"hidden": 8, "layers": 1, option: True}
+    model = {"hidden": 8, "layers": 1}
+    assert getattr(builder, option) is True
     manifest, weights = untrained_checkpoint(builder, model)
     policy = MarlPolicy(agents=agents_from_weights(manifest, weights))
     policy.reset(builder.topology)
     job = sim.next_decision()
     assert policy.place(job, sim.view()) is not None
     assert getattr(policy.builder, option) is True  # served as trained
-    other = dict(manifest, model={**model, option: False})
+    env = manifest["env"]
+    other = dict(manifest, env={**env, "options": {**env["options"], option: False}})
     bad = MarlPolicy(agents=agents_from_weights(other, weights))
     bad.reset(builder.topology)
     with pytest.raises(InputError):
@@ -117,14 +120,16 @@ def check_served_or_refused(builder, sim, option: str) -> None:
 
 def check_config_is_parent_plus(parent: str, child: str, section: str, **change) -> None:
     """``configs/<child>.yaml`` is ``configs/<parent>.yaml`` with ``change`` in ``section``
-    (``"model"`` or ``"train"``, compared as parsed) and every other section identical."""
+    (``"env"``, ``"model"`` or ``"train"``, compared as parsed) and every other section
+    identical."""
     from dataclasses import replace
 
     from agents.config import model_config, train_config
+    from envs.config import env_config
     from marl_sched.config import REPO_ROOT
 
     a, b = (load_config(str(REPO_ROOT / "configs" / f"{n}.yaml")) for n in (parent, child))
-    parse = {"model": model_config, "train": train_config}[section]
+    parse = {"env": env_config, "model": model_config, "train": train_config}[section]
     same = ("topology", "workload", "simulation", "env", "interference", "model", "train")
     same = [s for s in same if s != section]
     assert [getattr(b, s) for s in same] == [getattr(a, s) for s in same]

@@ -1,7 +1,8 @@
-"""The RLModule, the builtin env and Ray-free checkpoints (no Ray cluster needed)."""
+"""The RLModule and Ray-free checkpoints (no Ray cluster needed)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -21,7 +22,9 @@ from agents.policy import (
     manifest_for,
     save_modules,
 )
-from agents.rl_module import HierarchicalGNNModule, SchedulingEnv
+from agents.rl_module import HierarchicalGNNModule
+from envs import make_env
+from envs.config import env_config
 from envs.observations import ObservationBuilder, feature_dims
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT, load_config
@@ -32,84 +35,25 @@ TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
 MODEL = {"hidden": 16, "layers": 1, "exchange": True, "share_parameters": True}
 
 
-def rollout(env: SchedulingEnv, seed: int, pick=lambda mask: int(np.flatnonzero(mask)[0])):
-    """(observations, total reward) of one episode under ``pick``."""
+def rollout(env, seed: int, pick=lambda mask: int(np.flatnonzero(mask)[0])):
+    """Observations of one episode under ``pick``."""
     obs, _ = env.reset(seed=seed)
-    seen, total = [], 0.0
+    seen = []
     while True:
         agent, o = next(iter(obs.items()))
         seen.append(o)
-        obs, rewards, terminated, _, _ = env.step({agent: pick(o["action_mask"])})
-        total += sum(rewards.values())
+        obs, _, terminated, _, _ = env.step({agent: pick(o["action_mask"])})
         if terminated["__all__"]:
-            return seen, total
+            return seen
 
 
 @pytest.fixture(scope="module")
-def env() -> SchedulingEnv:
-    return SchedulingEnv({"experiment": TINY, "episode_jobs": 20, "seed": 0})
+def env():
+    return make_env(TINY, env={"window_jobs": 20})
 
 
 def batch(obs_list) -> dict[str, torch.Tensor]:
     return {k: torch.as_tensor(np.stack([o[k] for o in obs_list])) for k in obs_list[0]}
-
-
-def test_env_return_is_minus_average_jct(env):
-    obs, total = rollout(env, seed=3)
-    jct = np.mean([r.jct for r in env.sim.result()])
-    assert len(env.sim.result()) == 20
-    assert total == pytest.approx(-jct / 3600.0 / 1.0, rel=1e-9)
-    space = env.observation_spaces["sc0"]
-    assert all(space.contains(o) for o in obs)
-
-
-def test_central_env_has_one_agent_over_the_whole_datacenter():
-    env = SchedulingEnv({"experiment": TINY, "episode_jobs": 10, "central": True})
-    assert env.possible_agents == ["central"]
-    obs, total = rollout(env, seed=0)
-    topo = env.topology
-    assert obs[0]["group_mask"].sum() == topo.n_groups
-    assert obs[0]["action_mask"][-1] == 0  # its only forward action is masked
-    jct = np.mean([r.jct for r in env.sim.result()])
-    assert total == pytest.approx(-jct / 3600.0, rel=1e-9)
-
-
-def test_env_is_deterministic_under_a_seed(env):
-    a, ra = rollout(env, seed=5)
-    b, rb = rollout(env, seed=5)
-    assert ra == rb and len(a) == len(b)
-    for x, y in zip(a, b, strict=True):
-        for k in x:
-            np.testing.assert_array_equal(x[k], y[k])
-
-
-def test_extra_windows_mix_sources_and_keep_the_return_exact():
-    """Episodes come from the config's window or an extra one in proportion to the
-    shares; a window shorter than an episode is one whole episode, and the return is
-    still -avg JCT over the jobs the episode has."""
-    extra = {"trace": "configs/traces/philly_sample.csv", "start": 2300, "max_jobs": 12,
-             "load": 2.0, "share": 3.0}  # fmt: skip
-    env = SchedulingEnv(
-        {
-            "experiment": TINY,
-            "episode_jobs": 20,
-            "seed": 0,
-            "extra_windows": [extra],
-            "workload_share": 1.0,
-        }  # fmt: skip
-    )
-    assert [len(s) for s in env.sources] == [40, 12]
-    np.testing.assert_allclose(env.source_p, [0.25, 0.75])
-    keys = []
-    for seed in range(12):
-        _, total = rollout(env, seed=seed)
-        keys.append(env.episode_key)
-        jcts = [r.jct for r in env.sim.result()]
-        assert len(jcts) == (12 if env.episode_key[0] == 1 else 20)
-        assert total == pytest.approx(-np.mean(jcts) / 3600.0, rel=1e-9)
-    extra_keys = {k for k in keys if k[0] == 1}
-    assert extra_keys == {(1, 0, 12)}  # drawn whole, always the same episode
-    assert 0 < sum(k[0] == 1 for k in keys) < 12  # both sources drawn
 
 
 def test_module_forward_and_values_with_masks(env):
@@ -119,7 +63,7 @@ def test_module_forward_and_values_with_masks(env):
         action_space=env.action_spaces["sc0"],
         model_config=MODEL,
     ).build()
-    obs, _ = rollout(env, seed=1)
+    obs = rollout(env, seed=1)
     b = {Columns.OBS: batch(obs[:16])}
     mask = b[Columns.OBS]["action_mask"] > 0.5
     for fwd in (module.forward_inference, module.forward_exploration):
@@ -136,23 +80,6 @@ def test_module_forward_and_values_with_masks(env):
     assert mask.gather(1, sampled).all()
 
 
-def test_module_reads_the_envs_observation_space():
-    envs = pytest.importorskip("envs")
-    real = envs.make_env(str(REPO_ROOT / "configs" / "tiny.yaml"))
-    obs, _ = real.reset(seed=0)
-    module = RLModuleSpec(
-        module_class=HierarchicalGNNModule,
-        observation_space=real.observation_space,
-        action_space=real.action_space,
-        model_config=MODEL,
-    ).build()
-    agent, o = next(iter(obs.items()))
-    logits = module.forward_inference({Columns.OBS: batch([o])})[Columns.ACTION_DIST_INPUTS]
-    mask = torch.as_tensor(o["action_mask"])[None] > 0.5
-    assert (logits[~mask] <= MASKED_LOGIT / 2).all()
-    real.step({agent: int(torch.argmax(logits))})
-
-
 # ------------------------------------------------------------------------ checkpoints
 
 
@@ -162,8 +89,10 @@ def write_checkpoint(
     """A checkpoint of an untrained network, written without Ray (``group_dim``: pretend
     it was trained on another observation layout)."""
     cfg = load_config(config)
+    if central:
+        cfg = dataclasses.replace(cfg, env={**(cfg.env or {}), "central": True})
     topo, perf = build_cluster(cfg)
-    builder = ObservationBuilder(topo, perf, central=central)
+    builder = ObservationBuilder.from_config(topo, perf, env_config(cfg))
     ids = ["shared"] if model["share_parameters"] else list(builder.agent_ids)
     dims = feature_dims(builder.observation_space)
     if group_dim is not None:
@@ -213,7 +142,7 @@ def _evaluate(ckpt, tmp_path, capsys, config=TINY, extra=()):
         [
             "evaluate",
             "--checkpoint", str(ckpt),
-            "--config", config,
+            *(["--config", config] if config else []),
             "--trace", str(REPO_ROOT / "configs" / "traces" / "philly_sample.csv"),
             "--start", "2200", "--max-jobs", "10", "--quiet",
             "--out", str(tmp_path / "eval"),
@@ -232,9 +161,21 @@ def test_evaluate_writes_metrics_and_jobs(tmp_path, capsys):
 
 
 def test_a_shared_checkpoint_serves_a_bigger_topology(tmp_path, capsys):
+    base = str(REPO_ROOT / "configs" / "base.yaml")  # 4 subclusters, 48 servers, no options
+    ckpt = write_checkpoint(tmp_path / "ckpt", config=str(REPO_ROOT / "configs" / "tiny.yaml"))
+    rc, err = _evaluate(ckpt, tmp_path, capsys, config=base)
+    assert rc == 0, err
+
+
+def test_an_environment_with_other_options_is_refused(tmp_path, capsys):
+    """The default config turns decision options on; a checkpoint trained without them
+    is refused with one line naming the first differing option, before any work."""
     default = str(REPO_ROOT / "configs" / "default.yaml")
     rc, err = _evaluate(write_checkpoint(tmp_path / "ckpt"), tmp_path, capsys, config=default)
-    assert rc == 0, err
+    assert rc == 2 and err.count("\n") == 1
+    assert "env.hints: is ['interference-aware', 'resident-aware'" in err
+    assert "trained with ['interference-aware', 'first-fit']" in err
+    assert not (tmp_path / "eval").exists()
 
 
 def test_central_checkpoint_is_served_by_single_agent_only(tmp_path, capsys):
@@ -250,7 +191,9 @@ def test_central_checkpoint_is_served_by_single_agent_only(tmp_path, capsys):
     with pytest.raises(InputError, match="single-agent \\(central\\) policy, not a 'marl'"):
         simulate(cfg, "marl", load_workload(cfg, perf), topo, perf,
                  policy=MarlPolicy(agents=agents))  # fmt: skip
-    rc, err = _evaluate(ckpt, tmp_path, capsys)  # evaluate picks the right adapter
+    rc, err = _evaluate(ckpt, tmp_path, capsys)  # a config without env.central: refused
+    assert rc == 2 and "env.central: is False" in err
+    rc, err = _evaluate(ckpt, tmp_path, capsys, config=None)  # the manifest's config
     assert rc == 0, err
     assert json.loads((tmp_path / "eval" / "metrics.json").read_text())["policy"] == "single-agent"
 
@@ -271,16 +214,17 @@ def test_mismatched_observation_layout_exits_2(tmp_path, capsys):
     ckpt = write_checkpoint(tmp_path / "ckpt", group_dim=7)
     rc, err = _evaluate(ckpt, tmp_path, capsys)
     assert rc == 2 and err.count("\n") == 1
-    assert "checkpoint expects" in err and "Fg=7" in err and "Fg=10" in err
+    assert "checkpoint expects" in err and "Fg=7" in err and "Fg=13" in err
 
 
 def test_per_agent_checkpoint_refuses_other_agent_counts(tmp_path, capsys):
     model = dict(MODEL, share_parameters=False)
-    ckpt = write_checkpoint(tmp_path / "ckpt", model=model)
-    rc, err = _evaluate(ckpt, tmp_path, capsys)
+    tiny = str(REPO_ROOT / "configs" / "tiny.yaml")
+    ckpt = write_checkpoint(tmp_path / "ckpt", config=tiny, model=model)
+    rc, err = _evaluate(ckpt, tmp_path, capsys, config=tiny)
     assert rc == 0, err
-    default = str(REPO_ROOT / "configs" / "default.yaml")
-    rc, err = _evaluate(ckpt, tmp_path, capsys, config=default)
+    base = str(REPO_ROOT / "configs" / "base.yaml")
+    rc, err = _evaluate(ckpt, tmp_path, capsys, config=base)
     assert rc == 2 and "2 per-agent modules but config gives 4 subclusters" in err
 
 

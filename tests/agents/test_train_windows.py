@@ -63,12 +63,12 @@ def test_unknown_teacher_is_refused():
 
 
 def test_resident_config_is_gated_plus_the_resident_aware_base_and_hint():
-    from agents.config import model_config
+    from envs.config import env_config
 
     cfg = load_config(REPO_ROOT / "configs" / "resident.yaml")
     base = load_config(REPO_ROOT / "configs" / "gated.yaml")
     assert cfg.topology == base.topology and cfg.workload == base.workload
-    mc, mb = model_config(cfg), model_config(base)
+    mc, mb = env_config(cfg), env_config(base)
     assert mc.hints == (mb.hints[0], "resident-aware", *mb.hints[1:])
     assert dataclasses.replace(mc, hints=mb.hints) == mb
     tc, tb = train_config(cfg), train_config(base)
@@ -77,12 +77,12 @@ def test_resident_config_is_gated_plus_the_resident_aware_base_and_hint():
 
 
 def test_speed_config_is_residents_plus_the_speed_hint_and_proposal():
-    from agents.config import model_config
+    from envs.config import env_config
 
     cfg = load_config(REPO_ROOT / "configs" / "speed.yaml")
     base = load_config(REPO_ROOT / "configs" / "residents.yaml")
     assert cfg.topology == base.topology and cfg.workload == base.workload
-    mc, mb = model_config(cfg), model_config(base)
+    mc, mb = env_config(cfg), env_config(base)
     assert mc.hints == (*mb.hints, "speed-aware")
     assert mc.global_hints == (*mb.global_hints, "speed-aware")
     tc, tb = train_config(cfg), train_config(base)
@@ -91,14 +91,14 @@ def test_speed_config_is_residents_plus_the_speed_hint_and_proposal():
 
 
 def test_hints_config_is_the_default_plus_hints_and_a_margin():
-    from agents.config import model_config
+    from envs.config import env_config
     from marl_sched.policies import heuristic_names
 
     cfg = load_config(REPO_ROOT / "configs" / "hints.yaml")
     default = load_config(REPO_ROOT / "configs" / "default.yaml")
     assert cfg.topology == default.topology and cfg.workload == default.workload
     assert train_config(cfg).extra_windows == train_config(default).extra_windows
-    mc = model_config(cfg)
+    mc = env_config(cfg)
     assert mc.hints and set(mc.hints) <= set(heuristic_names()) and mc.consolidate
     assert train_config(cfg).bc_margin == pytest.approx(0.03)
 

@@ -1,166 +1,232 @@
-"""The reward: the exact jobs-in-system integral, and slowdown shaping that pays
-less for a placement the simulator makes slower."""
+"""The team reward of ClusterPlacement-v1: r = -(ΔC + ΔW) / (time_scale_s · n); an
+episode run to its end returns exactly -avg JCT / time_scale_s, for either interference
+source and any number of agents."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from envs import make_env
-from envs.rewards import (
-    JobsInSystem,
-    LearnedSlowdown,
-    PerfModelSlowdown,
-    default_predictor,
-    snapshot_view,
-)
+import envs
+from envs.rewards import JobSeconds, RemainingWork, TeamReward
 from marl_sched import interference
 from marl_sched.catalogue import CATALOGUE
-from marl_sched.config import ExperimentConfig, ServerTypeConfig, TopologyConfig
-from marl_sched.jobs import Job, Placement
-from tests.envs.helpers import masked_random_action
+from marl_sched.errors import InputError
+from marl_sched.jobs import Placement
+from marl_sched.metrics import compute_metrics
+from tests.envs.helpers import TINY, cluster, job, masked_random_action, rollout, server
 
 
-def _brute_force_integral(sim) -> float:
-    total = 0.0
-    for job in sim.jobs:
-        if job.submit_time >= sim.now:
-            continue
-        rec = sim.records.get(job.job_id)
-        end = rec.finish_time if rec is not None else sim.now
-        total += end - job.submit_time
-    return total
+def _rllib_return(trail) -> float:
+    """The sum of every agent's rewards over the episode (RLlib's episode return)."""
+    return math.fsum(r for step in trail for r in step[3].values())
 
 
-def test_jobs_in_system_integral_matches_brute_force(tiny_env):
-    env = tiny_env()
-    obs, _ = env.reset(seed=0)
-    check = JobsInSystem(np.array([j.submit_time for j in env._sim.jobs]))
-    rng = np.random.default_rng(1)
-    while not env.done:
-        agent = env.acting_agent
-        obs, *_ = env.step({agent: masked_random_action(obs[agent], rng)})
-        assert check.value(env._sim) == pytest.approx(_brute_force_integral(env._sim), rel=1e-9)
-    assert check.value(env._sim) == pytest.approx(sum(r.jct for r in env._sim.result()), rel=1e-12)
+def _final_info(trail) -> dict:
+    info = trail[-1][-1]
+    assert info, "the last step carries the final infos"
+    return next(iter(info.values()))
 
 
-def _one_subcluster_two_servers() -> ExperimentConfig:
-    server = ServerTypeConfig(name="s", count=2, sockets=1, groups_per_socket=2, gpus_per_group=2)
-    topo = TopologyConfig(
-        subclusters=1, racks_per_subcluster=1, servers_per_rack=2, server_types=(server,)
-    )
-    return ExperimentConfig(topology=topo)
+@pytest.mark.parametrize("source", ["simulator", "learned"])
+def test_full_episode_returns_minus_avg_jct_over_the_time_scale(source):
+    assert interference.default_model_path().exists()  # shipped with the repo
+    env = envs.make_env(TINY, env={"window_jobs": None, "reward": {"interference": source}})
+    assert env.env_config.reward.interference == source
+    trail = rollout(env, seed=0, action_seed=1)
+    info = _final_info(trail)
+    m = compute_metrics(env.sim, policy="x", trace="t", wall_s=0.0)
+    assert m["jobs_completed"] == 40 and m["jobs_unplaceable"] == 0
+    assert info["avg_jct_s"] == m["avg_jct_s"] == info["metrics"]["avg_jct_s"]
+    assert info["avg_jct_s"] == pytest.approx(np.mean([r.jct for r in env.sim.result()]), rel=1e-12)
+    expected = -info["avg_jct_s"] / 3600.0
+    assert _rllib_return(trail) == pytest.approx(expected, rel=1e-9)
+    assert info["team_return"] == pytest.approx(expected, rel=1e-9)
+    # every agent gets the same final infos
+    assert all(i["avg_jct_s"] == info["avg_jct_s"] for i in trail[-1][-1].values())
 
 
-# a network- and memory-heavy job, then a sensitive one that arrives with it
-JOBS = [
-    Job(0, "heavy", "vgg-16", 2, 1, 5_000.0, 0.0, 1.0),
-    Job(1, "victim", "resnet-50", 1, 0, 5_000.0, 0.0, 1.0),
-]
+def test_learned_interference_pays_different_step_credits_for_the_same_return():
+    trails = {}
+    for source in ("simulator", "learned"):
+        env = envs.make_env(TINY, env={"reward": {"interference": source, "time_scale_s": 100.0}})
+        trails[source] = rollout(env, seed=0, action_seed=2)
+    sim_t, learned_t = trails["simulator"], trails["learned"]
+    # the same actions: the reward does not change the dynamics
+    assert [s[:2] for s in sim_t] == [s[:2] for s in learned_t]
+    r_sim = np.array([sum(s[3].values()) for s in sim_t[1:]])
+    r_learned = np.array([sum(s[3].values()) for s in learned_t[1:]])
+    assert np.abs(r_sim - r_learned).max() > 1e-4  # the option changes the per-step credit
+    assert r_sim.sum() == pytest.approx(r_learned.sum(), rel=1e-9)
+    avg = _final_info(sim_t)["avg_jct_s"]
+    assert avg == _final_info(learned_t)["avg_jct_s"]
+    assert r_sim.sum() == pytest.approx(-avg / 100.0, rel=1e-9)
 
 
-def _place_victim(group: int, **env_overrides):
-    """Place the heavy job on group 0 (server 0), the victim on ``group``; returns the
-    env and the reward of the step that placed the victim."""
-    env = make_env(
-        _one_subcluster_two_servers(),
-        jobs=JOBS,
-        env={"window_jobs": None, "use_learned_reward": False, **env_overrides},
-    )
+def _two_jobs_at_once():
+    """One subcluster of two 4-GPU servers; two jobs submitted at time 0."""
+    cfg = cluster(1, server(count=2, gpus=2, groups=2), per_rack=2)
+    jobs = [job(0, 2, 1, iterations=400.0, model="vgg-16"),
+            job(1, 1, 0, iterations=300.0, model="resnet-50")]  # fmt: skip
+    return cfg, jobs
+
+
+@pytest.mark.parametrize("source", ["simulator", "learned"])
+def test_a_placement_is_charged_its_predicted_run_time_at_once(source):
+    cfg, jobs = _two_jobs_at_once()
+    env = envs.make_env(cfg, jobs=jobs, env={"reward": {"interference": source}})
     env.reset(seed=0)
-    env.replay_placement(Placement((0, 0), (0,)))
-    assert env.pending_job.name == "victim"
-    env.step({"sc0": group})
-    return env, env.last_team_reward
-
-
-def test_a_placement_the_simulator_makes_slower_is_rewarded_less():
-    # group 1 shares server 0 (socket, memory bandwidth, NIC) with the heavy job; group 2
-    # is on the empty server 1
-    near, r_near = _place_victim(1)
-    far, r_far = _place_victim(2)
-    victim_near = near._sim.records[1]
-    victim_far = far._sim.records[1]
-    assert victim_near.jct > victim_far.jct  # the simulator: co-location is slower
-    assert r_near < r_far
-    # the shaping term alone (time term made negligible) says the same
-    _, s_near = _place_victim(1, slowdown_weight=1.0, time_scale_s=1e15)
-    _, s_far = _place_victim(2, slowdown_weight=1.0, time_scale_s=1e15)
-    assert s_far == pytest.approx(0.0, abs=1e-9)  # alone on its server: slowdown 1
-    assert s_near < -1e-3
-
-
-def test_perf_model_predictor_reports_job_and_neighbour_slowdowns():
-    env = make_env(_one_subcluster_two_servers(), jobs=JOBS, env={"window_jobs": None})
+    out = env.replay_placement(Placement((0, 0), (0,)))
+    # job 1 comes up at time 0 too: no job-seconds accrued, only W grew
+    assert env.sim.now == 0.0 and env.pending_job.job_id == 1
+    (reward,) = out[1].values()
+    run = env.sim.running[0]
+    if source == "simulator":
+        tau = run.iter_time
+    else:
+        model = interference.load_default()
+        feats = interference.job_features(env.sim.view(), run.job, run.placement, run.layout)
+        slow = max(float(model.predict(feats[None])[0]), 1.0)
+        tau = slow * env.sim.perf.alone_iteration_time(CATALOGUE["vgg-16"], run.layout, 1)
+    assert reward == pytest.approx(-400.0 * tau / (3600.0 * 2), rel=1e-9)
+    # the steps before the last task of the job paid nothing
     env.reset(seed=0)
-    env.replay_placement(Placement((0, 0), (0,)))
-    sim, victim = env._sim, env.pending_job
-    heavy_before = sim.running[0].iter_time
-    pred = PerfModelSlowdown()
-    placement = Placement((1,), ())
-    prepared = pred.prepare(sim, victim, placement)
-    sim.apply(placement)
-    est = pred.estimate(sim, victim, placement, prepared)
-    heavy = sim.running[0]
-    assert heavy.iter_time > heavy_before  # the heavy job got slower too
-    assert est.job > 1.0
-    alone = sim.perf.alone_iteration_time(
-        CATALOGUE[heavy.job.model], heavy.layout, heavy.job.num_ps
-    )
-    assert est.neighbours == pytest.approx((heavy.iter_time - heavy_before) / alone)
+    for action in env.placement_actions(Placement((0, 0), (0,)))[:-1]:
+        _, rew, *_ = env.step({env.acting_agent: action})
+        assert list(rew.values()) == [0.0]
 
 
-class _StubModel:
-    """Slowdown = 1 + 0.01 · Σ features (any deterministic function will do)."""
-
-    def predict(self, x):
-        x = np.asarray(x, dtype=np.float64)
-        assert x.ndim == 2
-        return 1.0 + 0.01 * np.abs(x).sum(axis=1)
-
-
-def test_learned_predictor_uses_candidate_and_job_features():
-    env = make_env(_one_subcluster_two_servers(), jobs=JOBS, env={"window_jobs": None})
-    env.reset(seed=0)
-    env.replay_placement(Placement((0, 0), (0,)))
-    sim, victim = env._sim, env.pending_job
-    placement = Placement((1,), ())
-    pred = LearnedSlowdown(_StubModel(), interference.candidate_features, interference.job_features)
-    before = snapshot_view(sim.view())
-    prepared = pred.prepare(sim, victim, placement)
-    sim.apply(placement)
-    est = pred.estimate(sim, victim, placement, prepared)
-    model = _StubModel()
-    cand = interference.candidate_features(before, victim, (1,), ())
-    assert est.job == pytest.approx(model.predict(cand[None])[0])
-    heavy = sim.running[0]
-    f_before = interference.job_features(before, heavy.job, heavy.placement, heavy.layout)
-    f_after = interference.job_features(sim.view(), heavy.job, heavy.placement, heavy.layout)
-    expected = model.predict(f_after[None])[0] - model.predict(f_before[None])[0]
-    assert est.neighbours == pytest.approx(expected)
-
-
-def test_env_runs_whole_episodes_with_a_learned_predictor(tiny_env):
-    env = tiny_env()
-    env._predictor = LearnedSlowdown(
-        _StubModel(), interference.candidate_features, interference.job_features
-    )
-    obs, _ = env.reset(seed=0)
+def test_team_reward_potential_ends_at_the_sum_of_jcts(tiny_env):
+    env = tiny_env(window_jobs=12)
+    obs, _ = env.reset(seed=4)
+    reward = env.reward
+    assert isinstance(reward, TeamReward) and reward.potential() == 0.0
     rng = np.random.default_rng(0)
     while not env.done:
         agent = env.acting_agent
         obs, *_ = env.step({agent: masked_random_action(obs[agent], rng)})
-    assert env.metrics()["jobs_completed"] == 40
+    assert reward.w.value(env.sim) == 0.0  # nothing runs at the end
+    jcts = [r.jct for r in env.sim.result()]
+    assert len(jcts) == 12
+    assert reward.potential() == pytest.approx(sum(jcts), rel=1e-12)
+    assert reward.total == pytest.approx(-np.mean(jcts) / 3600.0, rel=1e-9)
 
 
-def test_default_predictor_falls_back_without_a_model_file(monkeypatch, tmp_path):
-    pred, note = default_predictor(False)
-    assert isinstance(pred, PerfModelSlowdown) and "use_learned_reward is false" in note
+def _brute_force_job_seconds(sim) -> float:
+    total = 0.0
+    for j in sim.jobs:
+        if j.submit_time > sim.now:
+            continue
+        rec = sim.records.get(j.job_id)
+        total += (rec.finish_time if rec is not None else sim.now) - j.submit_time
+    return total
+
+
+def _brute_force_remaining_work(sim) -> float:
+    total = 0.0
+    for run in sim.running.values():
+        left = run.remaining - (sim.now - run.last_update) / run.iter_time
+        total += max(left, 0.0) * run.iter_time
+    return total
+
+
+def test_job_seconds_and_remaining_work_match_brute_force(tiny_env):
+    env = tiny_env()
+    obs, _ = env.reset(seed=0)
+    c = JobSeconds(np.array([j.submit_time for j in env.sim.jobs]))
+    w = RemainingWork("simulator")
+    rng = np.random.default_rng(1)
+    checked = 0
+    while not env.done:
+        agent = env.acting_agent
+        obs, *_ = env.step({agent: masked_random_action(obs[agent], rng)})
+        assert c.value(env.sim) == pytest.approx(_brute_force_job_seconds(env.sim), rel=1e-9)
+        assert w.value(env.sim) == pytest.approx(_brute_force_remaining_work(env.sim), rel=1e-9)
+        checked += bool(env.sim.running)
+    assert checked > 10
+
+
+def test_time_scale_scales_the_return(tiny_env):
+    a = rollout(tiny_env(window_jobs=10), seed=1, action_seed=0)
+    b = rollout(tiny_env(window_jobs=10, reward={"time_scale_s": 36.0}), seed=1, action_seed=0)
+    assert _rllib_return(b) == pytest.approx(100.0 * _rllib_return(a), rel=1e-9)
+    assert _rllib_return(a) < 0
+
+
+def test_learned_source_without_its_model_file_is_an_input_error(monkeypatch, tmp_path):
     missing = tmp_path / "model.npz"
     monkeypatch.setattr(interference, "default_model_path", lambda: missing)
-    pred, note = default_predictor(True)
-    assert isinstance(pred, PerfModelSlowdown) and str(missing) in note
-    missing.write_bytes(b"")
-    monkeypatch.setattr(interference, "load_default", lambda: _StubModel())
-    pred, note = default_predictor(True)
-    assert isinstance(pred, LearnedSlowdown) and note.startswith("learned")
+    env = envs.make_env(TINY, env={"reward": {"interference": "learned"}})
+    with pytest.raises(InputError, match=r"reward\.interference: learned: no model file"):
+        env.reset(seed=0)
+    with pytest.raises(ValueError, match="reward.interference"):
+        RemainingWork("x")
+
+
+def _team_return_each_agent(par, seed: int) -> tuple[dict[str, float], dict]:
+    obs, _ = par.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    total = dict.fromkeys(par.possible_agents, 0.0)
+    while par.agents:
+        actions = {a: masked_random_action(obs[a], rng) for a in par.agents}
+        obs, rew, term, trunc, info = par.step(actions)
+        for a, r in rew.items():
+            total[a] += r
+    return total, info
+
+
+THREE_SCOPES = cluster(3, server(count=3, gpus=2, groups=2), racks=1, per_rack=1)
+THREE_JOBS = [job(i, 1 + i % 3, i % 2, submit=7.0 * i, iterations=50.0 + 10 * i) for i in range(12)]
+
+
+@pytest.mark.parametrize(
+    "make, n_agents",
+    [
+        (lambda: envs.make_parallel_env(TINY), 2),
+        (lambda: envs.make_parallel_env(TINY, env={"central": True}), 1),
+        (lambda: envs.make_parallel_env(THREE_SCOPES, jobs=THREE_JOBS), 3),
+    ],
+    ids=["tiny-2", "central-1", "three-3"],
+)
+def test_every_agent_of_the_parallel_env_receives_the_team_return(make, n_agents):
+    par = make()
+    assert len(par.possible_agents) == n_agents
+    totals, info = _team_return_each_agent(par, seed=0)
+    expected = -info[par.possible_agents[0]]["avg_jct_s"] / 3600.0
+    for a in par.possible_agents:
+        assert totals[a] == pytest.approx(expected, rel=1e-9)
+        assert info[a]["team_return"] == pytest.approx(expected, rel=1e-9)
+    # and the RLlib env's episode return (the sum over agents) is the same team return
+    trail = rollout(par.env, seed=0, action_seed=5)
+    assert _rllib_return(trail) == pytest.approx(-_final_info(trail)["avg_jct_s"] / 3600.0, rel=1e-9)
+
+
+@settings(max_examples=15, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    window=st.integers(1, 40),
+    seed=st.integers(0, 2**16),
+    action_seed=st.integers(0, 2**16),
+    forward_rule=st.sampled_from(["must", "free"]),
+)
+def test_return_identity_holds_for_any_window_and_random_play(window, seed, action_seed, forward_rule):
+    env = _tiny_cached(forward_rule)
+    env.env_config = dataclasses.replace(env.env_config, window_jobs=window)  # reset reads it
+    trail = rollout(env, seed=seed, action_seed=action_seed)
+    info = _final_info(trail)
+    assert info["metrics"]["jobs_completed"] == window
+    assert _rllib_return(trail) == pytest.approx(-info["avg_jct_s"] / 3600.0, rel=1e-9)
+
+
+_CACHE: dict[str, object] = {}
+
+
+def _tiny_cached(forward_rule: str):
+    if forward_rule not in _CACHE:
+        _CACHE[forward_rule] = envs.make_env(TINY, env={"forward_rule": forward_rule})
+    return _CACHE[forward_rule]

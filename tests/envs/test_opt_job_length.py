@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from agents.config import BUILDER_OPTIONS, ModelConfig
+from envs.config import DECISION_OPTIONS, EnvConfig
 from envs.observations import FEATURES, ObservationBuilder
 from envs.session import PlacementSession
 from marl_sched.catalogue import CATALOGUE
@@ -46,10 +46,10 @@ def test_column_is_the_log_of_the_requested_work(hints):
 def test_off_by_default_and_the_option_is_a_builder_option():
     builder, _ = _busy(job_length=False)
     assert builder.features["job_x"] == FEATURES["job_x"]
-    assert "job_length" in BUILDER_OPTIONS
-    assert ModelConfig().job_length is False
+    assert "job_length" in DECISION_OPTIONS
+    assert EnvConfig().job_length is False
     # configs/length.yaml is configs/together.yaml plus this column, nothing else
-    check_config_is_parent_plus("together", "length", "model", job_length=True)
+    check_config_is_parent_plus("together", "length", "env", job_length=True)
 
 
 def test_a_checkpoint_is_served_with_its_own_column_or_refused():

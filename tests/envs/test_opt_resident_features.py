@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from envs.observations import FEATURES, ObservationBuilder
-
 from envs.session import PlacementSession
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import REPO_ROOT

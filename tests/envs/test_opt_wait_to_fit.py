@@ -9,8 +9,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from agents.config import ModelConfig, model_config
 from agents.policy import MarlPolicy, agents_from_weights
+from envs.config import EnvConfig, env_config
 from envs.observations import ObservationBuilder
 from envs.session import PlacementSession
 from marl_sched.config import REPO_ROOT, load_config
@@ -75,15 +75,15 @@ def test_the_policy_declines_and_the_option_is_served_from_the_manifest():
     job = Job(1, "j", MODEL, 4, 1, 100.0, view.now, 10.0)
     builder = ObservationBuilder(topo, perf, wait_to_fit=1.0)
     manifest, weights = untrained_checkpoint(builder, {"hidden": 8, "layers": 1})
-    manifest["model"]["wait_to_fit"] = 1.0
+    manifest["env"]["options"]["wait_to_fit"] = 1.0
     agents = agents_from_weights(manifest, weights)
-    assert agents.builder_options()["wait_to_fit"] == 1.0
+    assert agents.env_options()["wait_to_fit"] == 1.0
     policy = MarlPolicy(agents=agents)
     policy.reset(topo)
     assert policy.place(job, view) is None
-    del manifest["model"]["wait_to_fit"]  # checkpoints from before the option
+    manifest["env"]["options"]["wait_to_fit"] = 0.0  # the same weights, without the rule
     agents = agents_from_weights(manifest, weights)
-    assert agents.builder_options()["wait_to_fit"] == 0.0
+    assert agents.env_options()["wait_to_fit"] == 0.0
     policy = MarlPolicy(agents=agents)
     policy.reset(topo)
     placed = policy.place(job, view)
@@ -101,7 +101,7 @@ def test_no_job_is_split_before_its_wait_is_over(c):
     options = {"wait_to_fit": c, "keep_together": True, "consolidate": True}
     builder = ObservationBuilder(topo, perf, **options)
     manifest, weights = untrained_checkpoint(builder, {"hidden": 8, "layers": 1})
-    manifest["model"].update(options)
+    manifest["env"]["options"].update(options)
     policy = MarlPolicy(agents=agents_from_weights(manifest, weights))
     policy.reset(topo)
     jobs = random_jobs(perf, 60, seed=5, mean_gap=30.0)
@@ -118,9 +118,9 @@ def test_no_job_is_split_before_its_wait_is_over(c):
 
 def test_option_validated_and_the_config_is_resident_plus_the_rule():
     tiny = load_config(str(REPO_ROOT / "configs" / "tiny.yaml"))
-    with pytest.raises(InputError, match="model.wait_to_fit: must be >= 0, got -1"):
-        model_config(replace(tiny, model={"wait_to_fit": -1}))
+    with pytest.raises(InputError, match="env.wait_to_fit: must be >= 0, got -1"):
+        env_config(replace(tiny, env={"wait_to_fit": -1}))
     with pytest.raises(ValueError, match="wait_to_fit"):
         ObservationBuilder(tiny_topology(), PerformanceModel(tiny_topology()), wait_to_fit=-1)
-    assert ModelConfig().wait_to_fit == 0.0
-    check_config_is_parent_plus("resident", "wait", "model", wait_to_fit=1.0)
+    assert EnvConfig().wait_to_fit == 0.0
+    check_config_is_parent_plus("resident", "wait", "env", wait_to_fit=1.0)

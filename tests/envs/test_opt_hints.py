@@ -7,13 +7,12 @@ import pytest
 import torch
 from torch_geometric.data import Batch
 
-from agents.config import ModelConfig
 from agents.gnn import FOLLOW_BATCH, MASKED_LOGIT, build_gnn, from_pyg, to_pyg
 from agents.policy import MarlPolicy, agents_from_weights
+from envs.config import EnvConfig
 from envs.observations import FEATURES, ObservationBuilder, feature_dims
-from envs.rules import scope_view
+from envs.rules import placement_key, scope_view
 from envs.session import PlacementSession, follow_action
-from envs.rules import placement_key
 from marl_sched.config import REPO_ROOT, load_config, parse_section
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement
@@ -172,16 +171,16 @@ def test_unknown_hints_are_refused(key):
     topo, perf = build_cluster(load_config(TINY))
     with pytest.raises(ValueError, match="not a heuristic"):
         ObservationBuilder(topo, perf, **{key: ("marl",)})
-    with pytest.raises(InputError, match=rf"model\.{key}: 'nope' is not a heuristic"):
-        parse_section(ModelConfig, {key: ["nope"]}, "x.yaml", "model")
-    with pytest.raises(InputError, match=rf"model\.{key}: repeats a name"):
-        parse_section(ModelConfig, {key: ["tetris", "tetris"]}, "x.yaml", "model")
+    with pytest.raises(InputError, match=rf"env\.{key}: 'nope' is not a heuristic"):
+        parse_section(EnvConfig, {key: ["nope"]}, "x.yaml", "env")
+    with pytest.raises(InputError, match=rf"env\.{key}: repeats a name"):
+        parse_section(EnvConfig, {key: ["tetris", "tetris"]}, "x.yaml", "env")
 
 
 def test_policy_serves_a_checkpoint_with_hints_and_refuses_other_names():
     builder, sim = _busy()
-    model = {"hidden": 8, "layers": 1, "hints": list(HINTS), "consolidate": True}
-    manifest, weights = untrained_checkpoint(builder, model)
+    builder = ObservationBuilder(builder.topology, builder.perf, hints=HINTS, consolidate=True)
+    manifest, weights = untrained_checkpoint(builder, {"hidden": 8, "layers": 1})
     policy = MarlPolicy(agents=agents_from_weights(manifest, weights))
     policy.reset(builder.topology)
     job = sim.next_decision()
@@ -189,7 +188,9 @@ def test_policy_serves_a_checkpoint_with_hints_and_refuses_other_names():
     assert p is not None and len(p.worker_groups) == job.num_workers
     assert policy.builder.hints == HINTS and policy.builder.consolidate  # as trained
     # same dims, other heuristics: refused by name
-    renamed = dict(manifest, model={**model, "hints": ["tetris", "locality", "first-fit"]})
+    env = manifest["env"]
+    names = ["tetris", "locality", "first-fit"]
+    renamed = dict(manifest, env={**env, "options": {**env["options"], "hints": names}})
     other = MarlPolicy(agents=agents_from_weights(renamed, weights))
     other.reset(builder.topology)
     with pytest.raises(InputError, match="feature names differ"):

@@ -9,11 +9,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from agents.config import BUILDER_OPTIONS, ModelConfig, model_config
-from agents.policy import agents_from_weights
+from agents.policy import agents_from_weights, check_manifest_env
+from envs.config import DECISION_OPTIONS, EnvConfig, env_config
 from envs.observations import ObservationBuilder
-from envs.session import PlacementSession
 from envs.rules import server_worker_slots
+from envs.session import PlacementSession
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.errors import InputError
@@ -125,24 +125,25 @@ def test_the_floor_falls_to_the_slowest_gpu_the_job_holds():
 
 
 def test_option_validated_recorded_and_served_from_the_manifest():
-    assert "speed_floor" in BUILDER_OPTIONS and ModelConfig().speed_floor == 0.0
+    assert "speed_floor" in DECISION_OPTIONS and EnvConfig().speed_floor == 0.0
     tiny = load_config(str(REPO_ROOT / "configs" / "tiny.yaml"))
     for bad in (1.5, -0.1):
-        cfg = replace(tiny, model={"speed_floor": bad})
-        with pytest.raises(InputError, match=r"model.speed_floor: must be in \[0, 1\]"):
-            model_config(cfg)
+        cfg = replace(tiny, env={"speed_floor": bad})
+        with pytest.raises(InputError, match=r"env.speed_floor: must be in \[0, 1\]"):
+            env_config(cfg)
     with pytest.raises(ValueError, match="speed_floor"):
         ObservationBuilder(*_cluster(), speed_floor=2.0)
     builder = ObservationBuilder(*_cluster(), speed_floor=0.9)
     manifest, weights = untrained_checkpoint(builder, {"hidden": 8, "layers": 1})
-    manifest["model"]["speed_floor"] = 0.9
-    assert agents_from_weights(manifest, weights).builder_options()["speed_floor"] == 0.9
-    del manifest["model"]["speed_floor"]  # checkpoints from before the option
-    assert agents_from_weights(manifest, weights).builder_options()["speed_floor"] == 0.0
+    manifest["env"]["options"]["speed_floor"] = 0.9
+    assert agents_from_weights(manifest, weights).env_options()["speed_floor"] == 0.9
+    del manifest["env"]["options"]["speed_floor"]  # a manifest must record every option
+    with pytest.raises(InputError, match="option speed_floor missing"):
+        check_manifest_env(manifest, "ckpt")
 
 
 def test_floor_config_is_psrule_plus_the_floor():
-    check_config_is_parent_plus("psrule", "floor", "model", speed_floor=0.9)
+    check_config_is_parent_plus("psrule", "floor", "env", speed_floor=0.9)
 
 
 def test_the_floor_binds_only_jobs_with_enough_work():
@@ -156,7 +157,7 @@ def test_the_floor_binds_only_jobs_with_enough_work():
     fast = PlacementSession(builder, long, view, 1).fast_servers()
     assert fast.tolist() == (topo.server_gpu_speed == 1.0).tolist()
     tiny = load_config(str(REPO_ROOT / "configs" / "tiny.yaml"))
-    bad = replace(tiny, model={"speed_floor_min_work": -1})
-    with pytest.raises(InputError, match="model.speed_floor_min_work: must be >= 0"):
-        model_config(bad)
-    check_config_is_parent_plus("floor", "gated", "model", speed_floor_min_work=1e5)
+    bad = replace(tiny, env={"speed_floor_min_work": -1})
+    with pytest.raises(InputError, match="env.speed_floor_min_work: must be >= 0"):
+        env_config(bad)
+    check_config_is_parent_plus("floor", "gated", "env", speed_floor_min_work=1e5)

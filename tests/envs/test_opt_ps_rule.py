@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.config import BUILDER_OPTIONS, ModelConfig
-from agents.policy import agents_from_weights
+from agents.policy import agents_from_weights, check_manifest_env
+from envs.config import DECISION_OPTIONS, EnvConfig
 from envs.observations import ObservationBuilder
 from envs.session import PlacementSession
 from marl_sched.config import REPO_ROOT
+from marl_sched.errors import InputError
 from marl_sched.jobs import Job
 from marl_sched.policies import make_policy
 from marl_sched.policies.heuristics import ps_near_workers
@@ -62,15 +63,16 @@ def test_the_agents_place_workers_only_and_the_ps_follow_them(seed):
 
 
 def test_option_recorded_and_served_from_the_manifest():
-    assert "ps_rule" in BUILDER_OPTIONS and ModelConfig().ps_rule is False
+    assert "ps_rule" in DECISION_OPTIONS and EnvConfig().ps_rule is False
     topo, perf, _ = partly_occupied(TINY, seed=5)
     builder = ObservationBuilder(topo, perf, ps_rule=True)
     manifest, weights = untrained_checkpoint(builder, {"hidden": 8, "layers": 1})
-    manifest["model"]["ps_rule"] = True
-    assert agents_from_weights(manifest, weights).builder_options()["ps_rule"] is True
-    del manifest["model"]["ps_rule"]  # checkpoints from before the option
-    assert agents_from_weights(manifest, weights).builder_options()["ps_rule"] is False
+    manifest["env"]["options"]["ps_rule"] = True
+    assert agents_from_weights(manifest, weights).env_options()["ps_rule"] is True
+    del manifest["env"]["options"]["ps_rule"]  # a manifest must record every option
+    with pytest.raises(InputError, match="option ps_rule missing"):
+        check_manifest_env(manifest, "ckpt")
 
 
 def test_psrule_config_is_weighted_plus_the_rule():
-    check_config_is_parent_plus("weighted", "psrule", "model", ps_rule=True)
+    check_config_is_parent_plus("weighted", "psrule", "env", ps_rule=True)

@@ -7,12 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.policy import agents_from_weights
+from agents.policy import agents_from_weights, check_manifest_env
 from envs.observations import ObservationBuilder
-from envs.session import PlacementSession
 from envs.rules import server_worker_slots
+from envs.session import PlacementSession
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import REPO_ROOT
+from marl_sched.errors import InputError
 from marl_sched.jobs import Job
 from tests.helpers import partly_occupied, untrained_checkpoint
 
@@ -104,8 +105,9 @@ def test_the_option_is_recorded_and_served_from_the_manifest():
     topo, perf, sim = partly_occupied(TINY, seed=5)
     builder = ObservationBuilder(topo, perf, keep_together=True)
     manifest, weights = untrained_checkpoint(builder, {"hidden": 8, "layers": 1})
-    manifest["model"]["keep_together"] = True
+    manifest["env"]["options"]["keep_together"] = True
     agents = agents_from_weights(manifest, weights)
-    assert agents.builder_options()["keep_together"] is True
-    del manifest["model"]["keep_together"]  # checkpoints from before the option
-    assert agents_from_weights(manifest, weights).builder_options()["keep_together"] is False
+    assert agents.env_options()["keep_together"] is True
+    del manifest["env"]["options"]["keep_together"]  # a manifest must record every option
+    with pytest.raises(InputError, match="option keep_together missing"):
+        check_manifest_env(manifest, "ckpt")

@@ -6,12 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from envs.observations import ObservationBuilder
-
-from envs.rules import scope_view
-
+from envs.rules import forward_targets, scope_view, scopes_can_host_rest
 from envs.session import PlacementSession, follows_forward_rule
-from envs import make_env
-from envs.rules import forward_targets, scopes_can_host_rest
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.jobs import Job, Placement
 from marl_sched.runner import build_cluster
@@ -70,38 +66,6 @@ def test_teacher_views_and_legality():
     split = Placement((int(home_groups[0]), int(other[0])), (int(home_groups[0]),))
     assert follows_forward_rule(builder, s.job, s.view, 0, whole_elsewhere)
     assert not follows_forward_rule(builder, s.job, s.view, 0, split)
-
-
-def test_session_and_env_masks_agree_over_an_episode():
-    """Random legal play through the env; at every step the session, fed the same
-    actions, offers the same legal actions (tiny config: 2 agents)."""
-    cfg = load_config(TINY)
-    env = make_env(cfg, env={"window_jobs": 30, "window_sampling": "first"})
-    topo, perf = env.topology, None
-    builder = None
-    rng = np.random.default_rng(0)
-    obs, _ = env.reset(seed=0)
-    session, steps = None, 0
-    while not env.done:
-        (agent,) = obs
-        k = env.possible_agents.index(agent)
-        emask = obs[agent]["action_mask"]
-        if env._draft.placed == 0 and env._hops == 0:  # a fresh job
-            view = env.cluster_view()
-            if builder is None:
-                perf = view.perf
-                builder = ObservationBuilder(topo, perf)
-            session = PlacementSession(builder, env.pending_job, view, k)
-        assert session.agent == k
-        smask = session.action_mask(k)
-        g_env, g_s = env.layout.max_groups, builder.pad[0]
-        np.testing.assert_array_equal(smask[g_s:], emask[g_env:])
-        np.testing.assert_array_equal(smask[:g_s] > 0, emask[:g_s] > 0)
-        action = int(rng.choice(np.flatnonzero(emask)))
-        session.act(action if action < g_env else g_s + action - g_env)
-        obs, *_ = env.step({agent: action})
-        steps += 1
-    assert steps > 30
 
 
 def _host_rest_one_scope_at_a_time(t, group_start, gfree, cpu, mem, demands, workers, ps):
