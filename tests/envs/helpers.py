@@ -71,3 +71,19 @@ def job(i: int, workers: int, ps: int = 0, vc: str | None = None, submit: float 
         iterations: float = 100.0, model: str = MODEL) -> Job:  # fmt: skip
     """A job without a virtual cluster arrives at agent ``i mod A``."""
     return Job(i, f"j{i}", model, workers, ps, iterations, submit, 10.0, vc=vc)
+
+
+def record_placements(env) -> dict:
+    """Record every placement the env applies to its simulator from now until the next
+    ``reset`` (job id → Placement): wraps this episode's ``env.sim.apply``."""
+    placed: dict = {}
+    sim = env.sim
+    apply = sim.apply
+
+    def recording(placement, *args, **kwargs):
+        if placement is not None:
+            placed[sim.pending.job_id] = placement
+        return apply(placement, *args, **kwargs)
+
+    sim.apply = recording
+    return placed

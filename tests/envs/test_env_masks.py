@@ -1,9 +1,9 @@
-"""Action masks: random masked play never breaks capacity; illegal actions are
-refused by name; a task nobody has room for drops the job back into the queue."""
+"""Action masks of ClusterPlacement-v1: mask = the legal actions; random masked play
+never breaks capacity under any rule option; forward when you must; a task nobody has
+room for leaves the job queued; the rule options (consolidate, keep_together,
+speed_floor, wait_to_fit, ps_rule) and the hints' follow actions."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 import pytest
@@ -11,10 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from envs import make_env
-from marl_sched.catalogue import MODEL_NAMES
+from marl_sched.catalogue import CATALOGUE, MODEL_NAMES
 from marl_sched.config import ExperimentConfig, ServerTypeConfig, TopologyConfig
 from marl_sched.jobs import Job
+from marl_sched.policies import make_policy
+from marl_sched.policies.heuristics import ps_near_workers
 from marl_sched.simulator import Simulator
+from tests.envs.helpers import MODEL, cluster, job, record_placements, server
 
 EPS = 1e-9
 
@@ -66,12 +69,55 @@ def small_cluster(draw):
                 vc=draw(st.sampled_from([None, "a", "b", "c"])),
             )
         )
-    return topo, jobs
+    options = draw(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "forward_rule": st.sampled_from(["must", "free"]),
+                "consolidate": st.booleans(),
+                "keep_together": st.booleans(),
+                "speed_floor": st.sampled_from([0.0, 0.5, 0.9, 1.0]),
+                "wait_to_fit": st.sampled_from([0.0, 1.0]),
+                "ps_rule": st.booleans(),
+                "central": st.booleans(),
+                "hints": st.sampled_from([[], ["first-fit"], ["interference-aware", "locality"]]),
+            },
+        )
+    )
+    return topo, jobs, options
 
 
-def _env(topo: TopologyConfig, jobs: list[Job], **env):
-    cfg = ExperimentConfig(topology=topo, env={"window_jobs": None, **env})
-    return make_env(cfg, jobs=jobs)
+def _check_mask(env, obs: dict) -> None:
+    """The acting agent's mask: every legal local slot really fits the next task given
+    the job's tasks placed so far; padding and the no-op slot are never legal;
+    forwards go to unvisited agents only; every masked action is refused."""
+    (agent,) = obs
+    k = env.possible_agents.index(agent)
+    mask = obs[agent]["action_mask"]
+    b, s = env.builder, env.session
+    g_max, a = b.pad[0], b.n_agents
+    groups = b.scopes[k].groups
+    spec = CATALOGUE[s.job.model]
+    assert mask.any()  # the acting agent always has a legal action
+    assert not mask[len(groups) : g_max].any()  # padding
+    assert mask[g_max + k] == 0  # the no-op slot
+    for v in s.visited:
+        assert mask[g_max + v] == 0  # never back to a visited agent
+    np.testing.assert_array_equal(mask, s.action_mask(k))
+    for slot in np.flatnonzero(mask[:g_max]):
+        g = groups[slot]
+        srv = env.topology.group_server[g]
+        if s.is_worker:
+            assert s.group_free[g] >= 1
+        assert s.cpu[srv] + EPS >= (spec.cpu_worker if s.is_worker else spec.cpu_ps)
+        assert s.mem[srv] + EPS >= spec.mem_gb
+    for target in s.follow_targets(k):
+        if target is not None:
+            assert b.group_scope[target] == k  # a hint's plan stays in the scope
+    illegal = np.flatnonzero(mask == 0)
+    for action in illegal[:: max(1, len(illegal) // 4)]:  # a sample of them
+        with pytest.raises(ValueError, match=rf"agent {agent}: action {action} is masked"):
+            env.step({agent: int(action)})
 
 
 def _check_capacity(sim: Simulator) -> None:
@@ -81,29 +127,7 @@ def _check_capacity(sim: Simulator) -> None:
     used = np.zeros(topo.n_groups, dtype=np.int64)
     for run in sim.running.values():
         np.add.at(used, list(run.placement.worker_groups), 1)
-    assert np.all(used <= topo.group_capacity)  # no GPU booked twice
-    assert np.array_equal(used, topo.group_capacity - sim.group_free)
-
-
-def _check_mask(env, obs: dict) -> None:
-    """Every legal local slot really fits the next task, given the draft."""
-    (agent,) = obs
-    k = env.possible_agents.index(agent)
-    mask = obs[agent]["action_mask"]
-    lay, sim, draft = env.layout, env._sim, env._draft
-    worker = len(draft.worker_groups) < draft.job.num_workers
-    (cpu_w, cpu_p), mem = Simulator.task_demands(draft.job)
-    assert not mask[lay.sc_groups[k] : lay.max_groups].any()  # padding
-    assert mask[lay.max_groups + k] == 0  # forward to self
-    for slot in np.flatnonzero(mask[: lay.max_groups]):
-        g = lay.group_start[k] + slot
-        s = env.topology.group_server[g]
-        if worker:
-            assert sim.group_free[g] - draft.group_used[g] >= 1
-        need_cpu = draft.cpu_used[s] + (cpu_w if worker else cpu_p)
-        assert need_cpu <= sim.server_cpu_free[s] + EPS
-        assert draft.mem_used[s] + mem <= sim.server_mem_free[s] + EPS
-    assert mask.any()  # the acting agent always has a legal action
+    assert np.array_equal(used, topo.group_capacity - sim.group_free)  # no GPU booked twice
 
 
 @settings(
@@ -113,217 +137,329 @@ def _check_mask(env, obs: dict) -> None:
     database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-@given(
-    case=small_cluster(),
-    seed=st.integers(0, 2**16),
-    rule=st.sampled_from(["vc", "least-loaded", "round-robin"]),
-)
-def test_random_masked_actions_never_break_capacity(case, seed, rule):
-    topo, jobs = case
-    env = _env(topo, jobs, home_rule=rule)
+@given(case=small_cluster(), seed=st.integers(0, 2**16))
+def test_random_masked_play_never_breaks_capacity_under_any_rule_option(case, seed):
+    topo, jobs, options = case
+    env = make_env(ExperimentConfig(topology=topo, env={"window_jobs": None, **options}), jobs=jobs)
     rng = np.random.default_rng(seed)
     try:
         obs, _ = env.reset(seed=seed)
-    except RuntimeError:  # no job of this cluster can ever be placed
+    except Exception as exc:  # no job of this cluster can ever be placed
+        assert "no job of the window can ever be placed" in str(exc)
         return
+    total = 0.0
     for _ in range(10_000):
         _check_mask(env, obs)
         (agent,) = obs
         action = int(rng.choice(np.flatnonzero(obs[agent]["action_mask"])))
-        obs, _, term, trunc, _ = env.step({agent: action})  # PlacementError would raise
-        _check_capacity(env._sim)
+        obs, rew, term, trunc, info = env.step({agent: action})  # PlacementError would raise
+        total += sum(rew.values())
+        _check_capacity(env.sim)
         if term["__all__"]:
             break
     assert env.done and not trunc["__all__"]
-    sim = env._sim
+    sim = env.sim
     assert len(sim.records) + len(sim.unplaceable) == len(jobs)
+    if not sim.unplaceable:
+        assert total == pytest.approx(-info[agent]["avg_jct_s"] / 3600.0, rel=1e-9)
 
 
-MODEL = "cifar10"
-TASK_MEM_GB = Simulator.task_demands(Job(0, "j", MODEL, 1, 0, 1.0, 0.0, 1.0))[1]
+TASK_MEM_GB = CATALOGUE[MODEL].mem_gb
 
 
-def _two_tight_servers() -> TopologyConfig:
-    """Two subclusters of one single-group, 2-GPU server each, with memory for one task."""
-    server = ServerTypeConfig(
-        name="tight",
-        count=2,
-        sockets=1,
-        groups_per_socket=1,
-        gpus_per_group=2,
-        cpu_cores=64,
-        memory_gb=1.5 * TASK_MEM_GB,
-    )
-    return TopologyConfig(
-        subclusters=2, racks_per_subcluster=1, servers_per_rack=1, server_types=(server,)
-    )
+def _tight(count: int = 2) -> ServerTypeConfig:
+    """A single-group 2-GPU server with memory for one task of MODEL."""
+    return server(count=count, gpus=2, memory_gb=1.5 * TASK_MEM_GB)
 
 
-def _job(i: int, workers: int, ps: int, vc: str | None = None) -> Job:
-    return Job(i, f"j{i}", MODEL, workers, ps, 100.0, 0.0, 10.0, vc=vc)
-
-
-def test_a_task_nobody_has_room_for_drops_the_job_back_into_the_queue():
+def test_a_task_nobody_has_room_for_leaves_the_job_queued():
     # memory for one task per server: one worker each side, and no room for the PS
-    env = _env(_two_tight_servers(), [_job(0, workers=2, ps=1)])
+    env = make_env(cluster(2, _tight()), jobs=[job(0, workers=2, ps=1)])
     obs, _ = env.reset(seed=0)
-    g = env.layout.max_groups
-    assert list(obs) == ["sc0"]
+    assert env.builder.pad[0] == 1
+    assert list(obs) == ["sc0"]  # job 0 without a vc arrives at agent 0 mod 2
     # no subcluster can host the whole job, and sc0 has room for this worker: place it
     np.testing.assert_array_equal(obs["sc0"]["action_mask"], [1, 0, 0])
     obs, *_ = env.step({"sc0": 0})
     # the second worker: no memory left in sc0, so the only legal action is forwarding
     np.testing.assert_array_equal(obs["sc0"]["action_mask"], [0, 0, 1])
-    obs, *_ = env.step({"sc0": g + 1})
+    obs, *_ = env.step({"sc0": 2})
     assert list(obs) == ["sc1"]
     np.testing.assert_array_equal(obs["sc1"]["action_mask"], [1, 0, 0])
     obs, rew, term, trunc, info = env.step({"sc1": 0})
-    # the PS fits nowhere: the job is dropped (sim.apply(None)) and, with nothing else
-    # to happen, stays unplaceable
-    assert term["__all__"] and set(obs) == {"sc0", "sc1"}
+    # the PS fits nowhere: the job stays queued (sim.apply(None)) and, with nothing
+    # else to happen, can never be placed
+    assert term["__all__"] and set(obs) == {"sc0", "sc1"} == set(info)
     metrics = info["sc0"]["metrics"]
     assert metrics["jobs_completed"] == 0 and metrics["jobs_unplaceable"] == 1
     assert metrics["decisions"] == 1
-    assert np.all(env._sim.group_free == 2)  # nothing of the draft reached the simulator
+    assert np.all(env.sim.group_free == 2)  # nothing of the tentative placement was applied
 
 
-def test_forwarding_is_limited_to_n_agents_minus_one_hops():
-    topo = dataclasses.replace(
-        _two_tight_servers(),
-        subclusters=3,
-        server_types=(dataclasses.replace(_two_tight_servers().server_types[0], count=3),),
-    )
-    env = _env(topo, [_job(0, workers=1, ps=0)], forward_rule="free")
-    obs, _ = env.reset(seed=0)
-    g = env.layout.max_groups
-    hops = 0
-    while True:
-        (agent,) = obs
-        mask = obs[agent]["action_mask"]
-        forwards = np.flatnonzero(mask[g:])
-        if hops == 2:
-            assert forwards.size == 0  # A - 1 = 2 forwards used up: must place locally
-            break
-        assert forwards.size == 2
-        obs, *_ = env.step({agent: int(g + forwards[0])})
-        hops += 1
-    assert obs[agent]["job_x"][22] == 1.0  # hops / (A - 1)
-    env.step({agent: 0})
-    assert env.done
-
-
-def test_illegal_actions_raise_value_errors_naming_agent_and_action(tiny_env):
-    env = tiny_env(forward_rule="free")
-    obs, _ = env.reset(seed=0)
-    (agent,) = obs
-    k = env.possible_agents.index(agent)
-    other = env.possible_agents[1 - k]
-    g = env.layout.max_groups
-    cases = [
-        ({agent: g + k}, rf"agent {agent}: illegal action {g + k}: forward to self"),
-        ({agent: g + 2}, rf"agent {agent}: illegal action {g + 2}: out of range \[0, {g + 2}\)"),
-        ({agent: -1}, rf"agent {agent}: illegal action -1: out of range"),
-        ({agent: 1.5}, rf"agent {agent}: action must be an integer, got 1\.5"),
-        ({other: 0}, rf"only {agent} acts now"),
-        ({agent: 0, other: 0}, rf"actions for \['{other}'\], but only {agent} acts now"),
-        ({}, rf"no action for the acting agent {agent}"),
-    ]
-    for action, pattern in cases:
-        with pytest.raises(ValueError, match=pattern):
-            env.step(action)
-    # a padding slot: find the agent with fewer groups acting (sc1 has 8 of 16)
-    small = int(np.argmin(env.layout.sc_groups))
-    name = env.possible_agents[small]
-    if agent != name:
-        obs, *_ = env.step({agent: g + small})
-    with pytest.raises(ValueError, match=rf"agent {name}: illegal action {g - 1}: padding slot"):
-        env.step({name: g - 1})
-    # the env is unharmed by refused actions
-    legal = int(np.flatnonzero(obs[name]["action_mask"])[0])
-    env.step({name: legal})
-
-
-def test_a_full_group_is_refused_with_its_free_capacity():
-    roomy = dataclasses.replace(_two_tight_servers().server_types[0], memory_gb=256.0)
-    topo = dataclasses.replace(_two_tight_servers(), server_types=(roomy,))
-    same_vc = [_job(0, 2, 1, vc="x"), _job(1, 1, 0, vc="x")]
-    env = _env(topo, same_vc, home_rule="vc")
-    obs, _ = env.reset(seed=0)
-    (agent,) = obs
-    for _ in range(3):  # job 0 fills its home's only group (and adds its PS there)
-        obs, *_ = env.step({agent: 0})
-    assert list(obs) == [agent]  # job 1 has the same home
-    with pytest.raises(
-        ValueError,
-        match=rf"agent {agent}: illegal action 0: GPU group \d has no room for a "
-        r"worker \(free GPUs 0, server \d free CPU [\d.]+ cores, memory [\d.]+ GB\)",
-    ):
-        env.step({agent: 0})
-
-
-def _roomy_two_servers(gpus: int = 2) -> TopologyConfig:
-    roomy = dataclasses.replace(
-        _two_tight_servers().server_types[0], memory_gb=256.0, gpus_per_group=gpus
-    )
-    return dataclasses.replace(_two_tight_servers(), server_types=(roomy,))
+def test_a_job_whose_first_task_fits_nowhere_is_never_offered_to_an_agent():
+    big = job(0, workers=1, ps=0, model=MODEL)
+    env = make_env(cluster(1, server(count=1, gpus=2, memory_gb=0.5 * TASK_MEM_GB)), jobs=[big])
+    with pytest.raises(Exception, match="no job of the window can ever be placed"):
+        env.reset(seed=0)
 
 
 def test_forward_when_you_must_moves_jobs_whole_and_never_splits_them_needlessly():
-    env = _env(_roomy_two_servers(), [_job(0, workers=2, ps=1)])
+    env = make_env(cluster(2, server()), jobs=[job(0, workers=2, ps=1)])
     obs, _ = env.reset(seed=0)
-    g = env.layout.max_groups
+    g = env.builder.pad[0]
     # nothing placed yet and sc1 can host the whole job: it may move there whole
     np.testing.assert_array_equal(obs["sc0"]["action_mask"][g:], [0, 1])
+    assert obs["sc0"]["action_mask"][0] == 1
     obs, *_ = env.step({"sc0": 0})
     for _ in range(2):  # part of the job is in sc0, which can host the rest: no forward
         np.testing.assert_array_equal(obs["sc0"]["action_mask"][g:], [0, 0])
-        with pytest.raises(ValueError, match="forward when you must"):
+        with pytest.raises(ValueError, match=r"agent sc0: action 2 is masked \(forward to 1\)"):
             env.step({"sc0": g + 1})
         obs, *_ = env.step({"sc0": 0})
     assert env.done
     assert env.metrics()["jobs_completed"] == 1
 
 
-def test_a_job_only_another_subcluster_can_hold_whole_may_not_go_to_one_that_cannot():
-    # three subclusters of one 2-GPU group; jobs 0 and 1 leave sc0 and sc2 one free GPU
-    # each: job 2 (2 workers, home sc2) may go, whole, to sc1 only
-    topo = dataclasses.replace(
-        _roomy_two_servers(),
-        subclusters=3,
-        server_types=(dataclasses.replace(_roomy_two_servers().server_types[0], count=3),),
-    )
-    jobs = [_job(0, 1, 0, vc=None), _job(1, 1, 0, vc=None), _job(2, 2, 0, vc=None)]
-    env = _env(topo, jobs, home_rule="round-robin")
+def test_free_rule_allows_needless_forwards():
+    env = make_env(cluster(2, server()), jobs=[job(0, 2, 1)], env={"forward_rule": "free"})
     obs, _ = env.reset(seed=0)
-    g = env.layout.max_groups
+    obs, *_ = env.step({"sc0": 0})
+    np.testing.assert_array_equal(obs["sc0"]["action_mask"], [1, 0, 1])  # may split
+
+
+def test_a_job_only_another_subcluster_can_hold_whole_may_not_go_to_one_that_cannot():
+    # three subclusters of one 2-GPU group; jobs 0 and 1 leave sc0 and sc1 one free GPU
+    # each: job 2 (2 workers, home sc2 = 2 mod 3)... moved first, see below
+    cfg = cluster(3, server(count=3))
+    jobs = [job(0, 1), job(1, 1), job(2, 2), job(3, 2)]
+    env = make_env(cfg, jobs=jobs)
+    obs, _ = env.reset(seed=0)
+    g = env.builder.pad[0]
+    assert list(obs) == ["sc0"]
     obs, *_ = env.step({"sc0": 0})  # job 0 in sc0
-    obs, *_ = env.step({"sc1": g + 2})  # job 1 moves whole from sc1 to sc2
+    assert list(obs) == ["sc1"]
+    obs, *_ = env.step({"sc1": 0})  # job 1 in sc1
+    assert list(obs) == ["sc2"]  # job 2 fits sc2 whole: it may not leave
+    np.testing.assert_array_equal(obs["sc2"]["action_mask"], [1, 0, 0, 0])
     obs, *_ = env.step({"sc2": 0})
-    (agent,) = obs
-    assert agent == "sc2"  # job 2 arrives at sc2, which has room for 1 of its 2 workers
-    np.testing.assert_array_equal(obs[agent]["action_mask"][g:], [0, 1, 0])
+    obs, *_ = env.step({"sc2": 0})  # job 2 fills sc2
+    # job 3 (2 workers, home sc0 = 3 mod 3): nobody can hold it whole; sc0 has room
+    # for one worker, so it places it; then it must forward to sc1 only
+    assert list(obs) == ["sc0"]
+    np.testing.assert_array_equal(obs["sc0"]["action_mask"], [1, 0, 0, 0])
+    obs, *_ = env.step({"sc0": 0})
+    np.testing.assert_array_equal(obs["sc0"]["action_mask"], [0, 0, 1, 0])
 
 
 def test_forward_when_you_must_moves_a_job_its_home_cannot_hold():
-    # sc0 has one free GPU after job 0 takes one; job 1 needs 2 workers and sc1 is empty
-    env = _env(_roomy_two_servers(), [_job(0, 1, 0, vc="x"), _job(1, 2, 0, vc="x")])
+    # sc0 keeps one free GPU after job 0; job 2 (home sc0) needs 2 workers, sc1 is empty
+    env = make_env(cluster(2, server()), jobs=[job(0, 1), job(2, 2, submit=1.0)])
     obs, _ = env.reset(seed=0)
-    g = env.layout.max_groups
-    (home,) = obs
-    k = env.possible_agents.index(home)
-    obs, *_ = env.step({home: 0})  # job 0 on the home's group
-    assert list(obs) == [home]  # job 1, same home: room for one worker, not for both
-    mask = obs[home]["action_mask"]
-    assert mask[0] == 1 and mask[g + 1 - k] == 1  # may place, or forward to the other
-    # and once a worker is placed at home, the other can't host "the rest" (1 worker)
-    # better than home can't: home is full, so forwarding is the only legal action
-    obs, *_ = env.step({home: 0})
-    mask = obs[home]["action_mask"]
-    assert not mask[:g].any() and mask[g + 1 - k] == 1
+    g = env.builder.pad[0]
+    obs, *_ = env.step({"sc0": 0})
+    assert list(obs) == ["sc0"] and env.pending_job.name == "j2"
+    mask = obs["sc0"]["action_mask"]
+    np.testing.assert_array_equal(mask, [1, 0, 1])  # place here or move whole to sc1
+    obs, *_ = env.step({"sc0": 0})
+    # home is full now: forwarding is the only legal action
+    np.testing.assert_array_equal(obs["sc0"]["action_mask"], [0, 0, 1])
+    obs, *_ = env.step({"sc0": g + 1})
+    np.testing.assert_array_equal(obs["sc1"]["action_mask"], [1, 0, 0])  # sc0: visited
+    assert obs["sc1"]["job_x"][8] == pytest.approx(1 / 2)  # hops / A
 
 
-def test_free_rule_allows_needless_forwards():
-    env = _env(_roomy_two_servers(), [_job(0, workers=2, ps=1)], forward_rule="free")
+def test_visited_agents_are_never_forward_targets():
+    env = make_env(cluster(3, server(count=3)), jobs=[job(0, 1)], env={"forward_rule": "free"})
     obs, _ = env.reset(seed=0)
-    g = env.layout.max_groups
-    np.testing.assert_array_equal(obs["sc0"]["action_mask"][g:], [0, 1])
+    g = env.builder.pad[0]
+    path = []
+    while True:
+        (agent,) = obs
+        path.append(agent)
+        forwards = np.flatnonzero(obs[agent]["action_mask"][g:])
+        assert forwards.size == 3 - len(path)
+        if forwards.size == 0:
+            break
+        assert not {f"sc{f}" for f in forwards} & set(path)
+        obs, *_ = env.step({agent: int(g + forwards[-1])})
+    assert path == ["sc0", "sc2", "sc1"]
+    assert obs["sc1"]["job_x"][8] == pytest.approx(2 / 3)  # hops / A
+    np.testing.assert_array_equal(obs["sc1"]["peers_x"][:, 8], [1, 1, 1])  # visited
+    env.step({"sc1": 0})
+    assert env.done
+
+
+def _two_sizes(**env):
+    """sc0: one 2-GPU server; sc1: one 4-GPU server."""
+    return cluster(2, server(count=1, gpus=2, name="a"), server(count=1, gpus=2, groups=2, name="b"),
+                   **env)  # fmt: skip
+
+
+def test_consolidate_forwards_a_job_no_home_server_can_hold_to_one_that_can():
+    jobs = [job(0, 3)]
+    env = make_env(_two_sizes(), jobs=jobs)
+    obs, _ = env.reset(seed=0)
+    g = env.builder.pad[0]
+    assert g == 2
+    np.testing.assert_array_equal(obs["sc0"]["action_mask"], [1, 0, 0, 1])  # may split
+    env = make_env(_two_sizes(consolidate=True), jobs=jobs)
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(obs["sc0"]["action_mask"], [0, 0, 0, 1])  # forward only
+    obs, *_ = env.step({"sc0": g + 1})
+    np.testing.assert_array_equal(obs["sc1"]["action_mask"], [1, 1, 0, 0])
+    # a single-worker job is not constrained
+    env = make_env(_two_sizes(consolidate=True), jobs=[job(0, 1)])
+    obs, _ = env.reset(seed=0)
+    assert obs["sc0"]["action_mask"][0] == 1
+
+
+def test_keep_together_fills_the_server_holding_the_job_before_opening_another():
+    # one subcluster of two servers with two 2-GPU groups each (groups 0,1 | 2,3)
+    cfg = cluster(1, server(count=2, groups=2), per_rack=2)
+    env = make_env(cfg, jobs=[job(0, 3)])
+    obs, _ = env.reset(seed=0)
+    obs, *_ = env.step({"sc0": 0})
+    np.testing.assert_array_equal(obs["sc0"]["action_mask"][:4], [1, 1, 1, 1])
+    env = make_env(cfg, jobs=[job(0, 3)], env={"keep_together": True})
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(obs["sc0"]["action_mask"][:4], [1, 1, 1, 1])
+    obs, *_ = env.step({"sc0": 2})
+    # the next workers stay on server 1 while it has room
+    np.testing.assert_array_equal(obs["sc0"]["action_mask"][:4], [0, 0, 1, 1])
+    obs, *_ = env.step({"sc0": 3})
+    np.testing.assert_array_equal(obs["sc0"]["action_mask"][:4], [0, 0, 1, 1])
+    obs, *_ = env.step({"sc0": 3})
+    assert env.done
+
+
+def test_keep_together_opens_a_server_that_takes_every_remaining_worker():
+    # server 0 has 2 free GPUs after job 0; job 1 (3 workers) must open server 1
+    cfg = cluster(1, server(count=2, groups=2), per_rack=2)
+    jobs = [job(0, 2, iterations=1e6), job(1, 3, submit=1.0)]
+    for together, expected in ((False, [0, 1, 1, 1]), (True, [0, 0, 1, 1])):
+        env = make_env(cfg, jobs=jobs, env={"keep_together": together})
+        obs, _ = env.reset(seed=0)
+        env.step({"sc0": 0})
+        obs, *_ = env.step({"sc0": 0})  # job 0 fills group 0
+        assert env.pending_job.name == "j1"
+        np.testing.assert_array_equal(obs["sc0"]["action_mask"][:4], expected)
+
+
+def test_speed_floor_keeps_workers_off_slow_gpus_while_fast_ones_have_room():
+    # sc0: one K80 server, sc1: one V100 server; a 1-worker job arrives at sc0
+    cfg = lambda **e: cluster(2, server(count=1, gpu_type="k80", name="k"),  # noqa: E731
+                              server(count=1, gpu_type="v100", name="v"), **e)  # fmt: skip
+    env = make_env(cfg(), jobs=[job(0, 1)])
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(obs["sc0"]["action_mask"], [1, 0, 1])  # place or move whole
+    env = make_env(cfg(speed_floor=0.9), jobs=[job(0, 1)])
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(obs["sc0"]["action_mask"], [0, 0, 1])  # forward to V100s
+    # a job below speed_floor_min_work is not bound
+    small = job(0, 1, iterations=10.0)
+    assert small.gpu_work_s < 1e6
+    env = make_env(cfg(speed_floor=0.9, speed_floor_min_work=1e6), jobs=[small])
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(obs["sc0"]["action_mask"], [1, 0, 1])
+    # once the V100s are full, the fastest type with room is the K80: no floor
+    jobs = [job(1, 2, iterations=1e6), job(2, 1, submit=1.0)]
+    env = make_env(cfg(speed_floor=0.9), jobs=jobs)
+    obs, _ = env.reset(seed=0)
+    assert list(obs) == ["sc1"]
+    env.step({"sc1": 0})
+    obs, *_ = env.step({"sc1": 0})
+    assert list(obs) == ["sc0"] and env.pending_job.name == "j2"
+    np.testing.assert_array_equal(obs["sc0"]["action_mask"], [1, 0, 0])
+
+
+def test_wait_to_fit_keeps_a_job_queued_until_one_server_can_take_it_whole():
+    # one subcluster of two 2-GPU servers; jobs 0 and 1 take one GPU on each; job 2
+    # (2 workers) could split now, or wait for job 0 to end
+    cfg = cluster(1, server(count=2), per_rack=2)
+    jobs = [job(0, 1, iterations=50.0), job(1, 1, iterations=5000.0), job(2, 2, submit=1.0)]
+    placed = {}
+    for wait in (0.0, 1e6):
+        env = make_env(cfg, jobs=jobs, env={"wait_to_fit": wait})
+        obs, _ = env.reset(seed=0)
+        applied = record_placements(env)
+        env.step({"sc0": 0})  # job 0 on server 0
+        obs, *_ = env.step({"sc0": 1})  # job 1 on server 1
+        if wait == 0.0:
+            assert env.pending_job.name == "j2" and env.sim.now == 1.0
+            np.testing.assert_array_equal(obs["sc0"]["action_mask"][:2], [1, 1])
+        else:  # the env kept job 2 queued itself until job 0 finished
+            assert env.pending_job.name == "j2"
+            assert env.sim.now == env.sim.records[0].finish_time > 1.0
+            assert env.sim.group_free.tolist() == [2, 1]
+        while not env.done:
+            agent = env.acting_agent
+            obs, *_ = env.step({agent: int(np.flatnonzero(obs[agent]["action_mask"])[0])})
+        placed[wait] = applied[2].worker_groups
+    assert sorted(placed[0.0]) == [0, 1]  # split over both servers
+    assert placed[1e6] == (0, 0)  # whole on server 0
+
+
+def test_ps_rule_places_the_ps_where_the_heuristics_put_them():
+    cfg = cluster(1, server(count=2, groups=2), per_rack=2)
+    jobs = [job(0, 2, ps=2)]
+    env = make_env(cfg, jobs=jobs)
+    env.reset(seed=0)
+    view = env.cluster_view()
+    steps = 0
+    for action in (2, 3):
+        env.step({"sc0": action})
+        steps += 1
+    assert not env.done  # the PS are the agents' without the rule
+    env = make_env(cfg, jobs=jobs, env={"ps_rule": True})
+    env.reset(seed=0)
+    applied = record_placements(env)
+    env.step({"sc0": 2})
+    assert not env.done
+    _, rew, term, *_ = env.step({"sc0": 3})  # the last worker: the PS follow
+    assert term["__all__"]
+    p = applied[0]
+    assert p.worker_groups == (2, 3)
+    assert p.ps_groups == ps_near_workers(jobs[0], view, [2, 3])
+    assert set(p.ps_groups) <= {2, 3}  # on the server holding the workers
+
+
+def test_a_hint_follow_action_places_the_task_where_the_hint_plans_it():
+    cfg = cluster(2, server(count=4, groups=2), per_rack=2)
+    jobs = [job(0, 3, ps=1, model="vgg-16")]
+    env = make_env(cfg, jobs=jobs, env={"hints": ["first-fit", "interference-aware"]})
+    obs, _ = env.reset(seed=0)
+    applied = record_placements(env)
+    b = env.builder
+    g, a = b.pad[0], b.n_agents
+    plans = env.session.plans(0)
+    ff = make_policy("first-fit")
+    ff.reset(env.topology, 0)
+    from envs.rules import scope_view
+
+    assert plans[0] == ff.place(jobs[0], scope_view(b, env.cluster_view(), 0))
+    for _ in range(jobs[0].num_tasks):
+        mask = obs["sc0"]["action_mask"]
+        assert mask[g + a] == 1  # follow first-fit stays legal while the job agrees
+        target = env.session.follow_targets(0)[0]
+        obs, *_ = env.step({"sc0": g + a})
+    assert env.done
+    placed = applied[0]
+    assert sorted(placed.worker_groups) == sorted(plans[0].worker_groups)
+    assert sorted(placed.ps_groups) == sorted(plans[0].ps_groups)
+    assert target is not None
+
+
+def test_a_follow_action_is_illegal_once_the_job_disagrees_with_the_plan():
+    cfg = cluster(1, server(count=2, groups=2), per_rack=2)
+    env = make_env(cfg, jobs=[job(0, 2)], env={"hints": ["first-fit"]})
+    obs, _ = env.reset(seed=0)
+    g, a = env.builder.pad[0], 1
+    plan = env.session.plans(0)[0]
+    assert obs["sc0"]["action_mask"][g + a] == 1
+    assert obs["sc0"]["job_x"][-1] == 1.0  # agrees
+    off_plan = next(s for s in range(4) if s not in plan.worker_groups)
+    obs, *_ = env.step({"sc0": off_plan})
+    assert obs["sc0"]["action_mask"][g + a] == 0
+    assert obs["sc0"]["job_x"][-1] == 0.0
+    with pytest.raises(ValueError, match=r"agent sc0: action 5 is masked \(follow hint 'first-fit'\)"):
+        env.step({"sc0": g + a})

@@ -1,0 +1,125 @@
+"""The inference API: ``agents.load_agents(path).act`` in the one environment, and the
+same decisions behind ``marl-sched evaluate``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from agents import load_agents
+from envs import make_parallel_env
+from envs.config import env_config
+from marl_sched.cli import main
+from marl_sched.config import REPO_ROOT, load_config
+from marl_sched.errors import InputError
+
+DEFAULT = str(REPO_ROOT / "configs" / "default.yaml")
+SHIPPED = REPO_ROOT / "checkpoints" / "marl-default"
+WINDOW = 150  # jobs: the default window's first 150 (the whole 2,000: experiments/exp_one_env.py)
+
+
+def _default_window():
+    cfg = load_config(DEFAULT)
+    return dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, max_jobs=WINDOW))
+
+
+def _rollout(agents, cfg):
+    env = make_parallel_env(cfg)
+    obs, _ = env.reset(seed=0)
+    steps, infos = 0, {}
+    while env.agents:
+        actions = agents.act(obs)
+        acting = env.acting_agent
+        for agent, a in actions.items():  # idle agents answer with their no-op
+            if agent != acting:
+                assert a == env.env.builder.pad[0] + env.possible_agents.index(agent)
+        obs, _, _, _, infos = env.step(actions)
+        steps += 1
+    return next(iter(infos.values())), steps
+
+
+def test_the_shipped_checkpoint_acts_in_the_env_exactly_as_evaluate(tmp_path, capsys):
+    agents = load_agents(SHIPPED)
+    cfg = _default_window()
+    agents.check_env(env_config(cfg))  # trained in this environment, with these options
+    info, steps = _rollout(agents, cfg)
+    assert steps > WINDOW and info["metrics"]["jobs_completed"] == WINDOW
+    rc = main(
+        ["evaluate", "--checkpoint", str(SHIPPED), "--config", DEFAULT,
+         "--max-jobs", str(WINDOW), "--quiet", "--out", str(tmp_path / "ev")]
+    )  # fmt: skip
+    assert rc == 0, capsys.readouterr().err
+    evaluated = json.loads((tmp_path / "ev" / "metrics.json").read_text())["avg_jct_s"]
+    assert info["avg_jct_s"] == pytest.approx(evaluated, rel=1e-9)
+    # and the episode's team return is -avg JCT / time_scale_s
+    assert info["team_return"] == pytest.approx(-evaluated / 3600.0, rel=1e-9)
+
+
+def test_act_is_deterministic_and_answers_only_the_agents_present():
+    agents = load_agents(SHIPPED)
+    env = make_parallel_env(_default_window())
+    obs, _ = env.reset(seed=0)
+    first = agents.act(obs)
+    assert first == agents.act(obs) and set(first) == set(obs)
+    acting = env.acting_agent
+    assert obs[acting]["action_mask"][first[acting]] == 1
+    one = {acting: obs[acting]}
+    assert agents.act(one) == {acting: first[acting]}
+    with pytest.raises(ValueError, match="unknown agent id"):
+        agents.act({"worker-7": obs[acting]})
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("hints", ["first-fit"]), ("speed_floor", 0.5), ("wait_to_fit", 0.0), ("central", True)],
+)
+def test_an_environment_with_another_decision_option_is_refused(option, value):
+    agents = load_agents(SHIPPED)
+    cfg = load_config(DEFAULT)
+    other = dataclasses.replace(cfg, env={**cfg.env, option: value})
+    with pytest.raises(InputError, match=rf"env\.{option}: is .* but checkpoint .* trained with"):
+        agents.check_env(env_config(other), "env")
+    # what a network serves: padding, episode cutting and the reward source
+    served = dataclasses.replace(
+        cfg, env={**cfg.env, "window_jobs": 50, "reward": {"interference": "learned"}}
+    )
+    agents.check_env(env_config(served))
+
+
+def test_a_checkpoint_from_before_v1_or_of_another_env_is_refused(tmp_path):
+    import shutil
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(SHIPPED, ckpt)
+    manifest = json.loads((ckpt / "manifest.json").read_text())
+    for env, message in (
+        (None, "records no environment"),
+        ({**manifest["env"], "version": 0}, "trained in 'marl_sched/ClusterPlacement-v1'"),
+        ({**manifest["env"], "id": "other/Env-v1"}, "trained in 'other/Env-v1'"),
+    ):
+        bad = {k: v for k, v in manifest.items() if k != "env"}
+        if env is not None:
+            bad["env"] = env
+        (ckpt / "manifest.json").write_text(json.dumps(bad))
+        with pytest.raises(InputError, match=message):
+            load_agents(ckpt)
+
+
+def test_act_matches_the_policy_on_a_random_walk_of_states():
+    """Beyond the greedy trajectory: on states reached by random legal play, ``act``
+    picks a legal action for the acting agent."""
+    agents = load_agents(SHIPPED)
+    env = make_parallel_env(_default_window())
+    obs, _ = env.reset(seed=1)
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        acting = env.acting_agent
+        chosen = agents.act(obs)[acting]
+        assert obs[acting]["action_mask"][chosen] == 1
+        legal = np.flatnonzero(obs[acting]["action_mask"])
+        obs, *_ = env.step({acting: int(rng.choice(legal))})
+        if not env.agents:
+            break

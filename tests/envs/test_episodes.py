@@ -1,0 +1,85 @@
+"""Episodes of ``ClusterPlacement-v1``: the return identity, the central variant,
+seeded determinism and extra episode sources (training's ``train.extra_windows``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from envs import make_env
+from marl_sched.config import REPO_ROOT
+
+TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
+
+
+def rollout(env, seed: int, pick=lambda mask: int(np.flatnonzero(mask)[0])):
+    """(observations, total reward) of one episode under ``pick``."""
+    obs, _ = env.reset(seed=seed)
+    seen, total = [], 0.0
+    while True:
+        agent, o = next(iter(obs.items()))
+        seen.append(o)
+        obs, rewards, terminated, _, _ = env.step({agent: pick(o["action_mask"])})
+        total += sum(rewards.values())
+        if terminated["__all__"]:
+            return seen, total
+
+
+@pytest.fixture(scope="module")
+def env():
+    return make_env(TINY, env={"window_jobs": 20})
+
+
+def test_env_return_is_minus_average_jct(env):
+    obs, total = rollout(env, seed=3)
+    jct = np.mean([r.jct for r in env.sim.result()])
+    assert len(env.sim.result()) == 20
+    assert total == pytest.approx(-jct / 3600.0 / 1.0, rel=1e-9)
+    space = env.observation_spaces["sc0"]
+    assert all(space.contains(o) for o in obs)
+
+
+def test_central_env_has_one_agent_over_the_whole_datacenter():
+    env = make_env(TINY, env={"window_jobs": 10, "central": True})
+    assert env.possible_agents == ["central"]
+    obs, total = rollout(env, seed=0)
+    topo = env.topology
+    assert obs[0]["group_mask"].sum() == topo.n_groups
+    assert obs[0]["action_mask"][env.builder.pad[0]] == 0  # its only forward action is masked
+    jct = np.mean([r.jct for r in env.sim.result()])
+    assert total == pytest.approx(-jct / 3600.0, rel=1e-9)
+
+
+def test_env_is_deterministic_under_a_seed(env):
+    a, ra = rollout(env, seed=5)
+    b, rb = rollout(env, seed=5)
+    assert ra == rb and len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        for k in x:
+            np.testing.assert_array_equal(x[k], y[k])
+
+
+def test_extra_windows_mix_sources_and_keep_the_return_exact():
+    """Episodes come from the config's window or an extra one in proportion to the
+    shares; a window shorter than an episode is one whole episode, and the return is
+    still -avg JCT over the jobs the episode has."""
+    extra = {"trace": "configs/traces/philly_sample.csv", "start": 2300, "max_jobs": 12,
+             "load": 2.0, "share": 3.0}  # fmt: skip
+    env = make_env(
+        {"config": TINY, "env": {"window_jobs": 20}, "seed": 0, "windows": [extra],
+         "workload_share": 1.0}
+    )  # fmt: skip
+    assert [len(s) for s in env.sources] == [40, 12]
+    np.testing.assert_allclose(env.source_p, [0.25, 0.75])
+    keys = []
+    for seed in range(12):
+        _, total = rollout(env, seed=seed)
+        keys.append(env.episode_key)
+        jcts = [r.jct for r in env.sim.result()]
+        assert len(jcts) == (12 if env.episode_key[0] == 1 else 20)
+        assert total == pytest.approx(-np.mean(jcts) / 3600.0, rel=1e-9)
+    extra_keys = {k for k in keys if k[0] == 1}
+    assert extra_keys == {(1, 0, 12)}  # drawn whole, always the same episode
+    assert 0 < sum(k[0] == 1 for k in keys) < 12  # both sources drawn
+
+
