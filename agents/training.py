@@ -160,7 +160,7 @@ def teacher_decisions(
     placement on the view the job arrives on; each task is labelled with the action
     that puts it where that plan puts it (when the masks allow it; else the state is
     not labelled): the follow action of a hint that plans exactly the teacher's
-    placement (``model.hints``), else the group slot or forward. Returns are those
+    placement (``env.hints``), else the group slot or forward. Returns are those
     of the student's trajectory. ``first_episode``: episode seeds
     ``seed * 1000 + first_episode + k``."""
     import numpy as np

@@ -2,16 +2,18 @@
 
     python experiments/bench_env.py [--quick]
 
-For ``configs/default.yaml`` (48 servers, 4 agents) and a 4,000-server, 16-agent
-datacenter (``configs/large.yaml``; when its trace ``../shared/data/traces/philly.csv``
+For ``configs/default.yaml`` (48 servers, 4 agents) with its recipe's options (five
+hints with follow actions, global hints, resident features, the rule masks) and with
+every decision option off (``PLAIN``), and a 4,000-server, 16-agent datacenter
+(``configs/large.yaml``, options off; when its trace ``../shared/data/traces/philly.csv``
 is absent, the same topology driven by the shipped sample sped up to match), a random
 policy that samples uniformly among the legal actions (``action_mask``) steps the
-RLlib env through 200-job episodes (resets included in the time):
+RLlib env ``ClusterPlacement-v1`` through 200-job episodes (resets included):
 
 - ``steps_per_s``: env steps per second, and ``obs_us``: microseconds per
   observation built;
-- ``parallel_steps_per_s``: the PettingZoo adapter, which observes every agent on
-  every cycle;
+- ``parallel_steps_per_s``: the PettingZoo adapter (every agent gets an
+  observation every cycle; the idle ones a zero one);
 - ``build_s``: constructing the env (config, topology, trace window) + first reset;
 - ``memory_mb``: Python heap held by one env after construction, reset and the
   steps (``tracemalloc``), and the process RSS growth while building it.
@@ -34,7 +36,13 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-ENV = {"window_jobs": 200, "window_sampling": "random"}
+ENV = {"window_jobs": 200}
+#: every decision option off: the plain observation and masks (what v0 observed)
+PLAIN = {
+    "hints": [], "global_hints": [], "consolidate": False, "resident_features": False,
+    "keep_together": False, "job_length": False, "speed_floor": 0.0,
+    "speed_floor_min_work": 0.0, "wait_to_fit": 0.0, "ps_rule": False,
+}  # fmt: skip
 
 
 def _rss_mb() -> float:
@@ -76,15 +84,15 @@ def random_steps(env, steps: int, seed: int = 0) -> dict:
     n_obs = 200
     t1 = time.perf_counter()
     for _ in range(n_obs):
-        env.builder.observe(env._state, env._acting, acting=True)
+        env.builder.observe(env.session, env.session.agent)
     obs_us = (time.perf_counter() - t1) / n_obs * 1e6
     return {"steps_per_s": steps / elapsed, "episodes_ended": episodes, "obs_us": obs_us}
 
 
-def parallel_steps(cfg, cycles: int, seed: int = 0) -> float:
+def parallel_steps(cfg, cycles: int, overrides: dict, seed: int = 0) -> float:
     from envs import make_parallel_env
 
-    env = make_parallel_env(cfg, env=ENV)
+    env = make_parallel_env(cfg, env=overrides)
     rng = np.random.default_rng(seed)
     obs, _ = env.reset(seed=seed)
     t0 = time.perf_counter()
@@ -97,35 +105,37 @@ def parallel_steps(cfg, cycles: int, seed: int = 0) -> float:
     return cycles / (time.perf_counter() - t0)
 
 
-def measure(name: str, cfg, steps: int) -> dict:
+def measure(name: str, cfg, steps: int, plain: bool) -> dict:
     from envs import make_env
 
+    overrides = {**ENV, **PLAIN} if plain else ENV
     gc.collect()
     rss0 = _rss_mb()
     t0 = time.perf_counter()
-    env = make_env(cfg, env=ENV)
+    env = make_env(cfg, env=overrides)
     env.reset(seed=0)
     build_s = time.perf_counter() - t0
     rss_mb = _rss_mb() - rss0
     out = {"config": name, "build_s": build_s, "rss_growth_mb": rss_mb}
     out.update(random_steps(env, steps))
-    lay = env.layout
     out.update(
         servers=int(env.topology.n_servers),
-        agents=int(lay.n_agents),
-        max_groups=int(lay.max_groups),
-        obs_floats=int(sum(np.prod(s.shape) for s in env.observation_space.spaces.values())),
+        agents=int(env.builder.n_agents),
+        max_groups=int(env.builder.pad[0]),
+        obs_floats=int(
+            sum(np.prod(s.shape) for s in env.builder.observation_space.spaces.values())
+        ),
     )
     del env
     gc.collect()
     # the Python heap one env holds (a fresh one, after build, reset and some steps)
     tracemalloc.start()
-    env = make_env(cfg, env=ENV)
+    env = make_env(cfg, env=overrides)
     random_steps(env, min(steps, 300))
     out["memory_mb"] = tracemalloc.get_traced_memory()[0] / 2**20
     tracemalloc.stop()
     del env
-    out["parallel_steps_per_s"] = parallel_steps(cfg, max(steps // 5, 50))
+    out["parallel_steps_per_s"] = parallel_steps(cfg, max(steps // 5, 50), overrides)
     return out
 
 
@@ -137,9 +147,11 @@ def main() -> None:
     from marl_sched.config import load_config
 
     steps = 600 if args.quick else 5000
+    default = load_config(REPO / "configs" / "default.yaml")
     rows = [
-        measure("default", load_config(REPO / "configs" / "default.yaml"), steps),
-        measure("large-4000x16", large_config(), steps),
+        measure("default", default, steps, plain=False),
+        measure("default-plain", default, steps, plain=True),
+        measure("large-4000x16", large_config(), steps, plain=True),
     ]
     cols = [
         ("config", "{}"),
@@ -159,8 +171,8 @@ def main() -> None:
     for r in rows:
         cells = (f.format(r[c]).rjust(w) for (c, f), w in zip(cols, widths, strict=True))
         print("  ".join(cells))
-    ratio = rows[1]["steps_per_s"] / rows[0]["steps_per_s"]
-    print(f"large/default steps/s ratio: {ratio:.2f}")
+    ratio = rows[2]["steps_per_s"] / rows[1]["steps_per_s"]
+    print(f"large/default-plain steps/s ratio: {ratio:.2f}")
     print(json.dumps({"quick": args.quick, "steps": steps, "results": rows, "large_ratio": ratio}))
 
 

@@ -64,8 +64,8 @@ def bench(n_servers: int, agents, central: bool, jobs: int, seed: int) -> dict:
     cfg = load_config(REPO_ROOT / "configs" / "large.yaml")
     load = 13.0 * n_servers / 4000
     work = load_workload(cfg, perf, TraceOptions(start=20000, max_jobs=jobs, load=load))
-    options = {} if agents is None else agents.builder_options()
-    builder = ObservationBuilder(topo, perf, central=central, **options)
+    options = {} if agents is None else agents.env_options()
+    builder = ObservationBuilder(topo, perf, **{**options, "central": central})
     if agents is None:
         torch.manual_seed(seed)
         nets = [build_gnn(feature_dims(builder.observation_space), {})]

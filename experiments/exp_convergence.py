@@ -5,7 +5,7 @@
 Trains both decision processes from scratch with the same PPO settings on
 ``configs/convergence.yaml`` (1,000 servers / 8,000 GPUs in 8 subclusters): ``marl``
 (8 cooperating agents with shared parameters, each seeing its own subcluster, 500
-GPU groups) and ``central`` (``model.central``: one agent whose scope is the whole
+GPU groups) and ``central`` (``env.central``: one agent whose scope is the whole
 datacenter, 4,000 GPU groups). Every iteration is evaluated greedily on the
 validation window (jobs 2000..2099). Reports, per variant, the iterations and wall
 time to first reach the *common* validation average JCT (the worse of the two
@@ -40,7 +40,8 @@ def train_variant(name: str, central: bool, iterations: int, quick: bool, out: P
 
     torch.set_num_threads(1)
     cfg = load_config(CONFIG)
-    mc = dataclasses.replace(model_config(cfg), central=central)
+    cfg = dataclasses.replace(cfg, env={**(cfg.env or {}), "central": central})
+    mc = model_config(cfg)
     tc = train_config(cfg)
     if quick:
         tc = dataclasses.replace(

@@ -12,7 +12,7 @@ its slowest worker's pace, so slowing that worker stalls all 48 GPUs.
 ``InterferenceAwarePolicy(protect=k)`` adds ``k`` times the harm a worker would do to
 the resident jobs, each weighted by its workers
 (:func:`marl_sched.simulator.harm_to_residents`) — the information
-``model.resident_features`` gives the agents. Run on the held-out windows of
+``env.resident_features`` gives the agents. Run on the held-out windows of
 ``experiments/train_marl.py`` and on the shipped Pollux training and validation
 workloads (2–6), so the reader can see which windows the information can move at all.
 Beside it, ``InterferenceAwarePolicy(speed=k)``: interference-aware that also counts how

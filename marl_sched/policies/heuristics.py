@@ -460,7 +460,7 @@ class InterferenceAwarePolicy(Policy):
         return int(np.argmin(score))
 
 
-# Variants of the heuristics that the agents may take as hints (``model.hints``) and the
+# Variants of the heuristics that the agents may take as hints (``env.hints``) and the
 # rollout teacher as proposers, but that are not registered schedulers: the foundation's
 # heuristics stay the comparison set. Each is reported next to them where it is used
 # (docs/results.md).
@@ -477,7 +477,7 @@ HINT_VARIANTS = {
 
 
 def hint_names() -> list[str]:
-    """What ``model.hints`` may name: the registered heuristics, then the variants."""
+    """What ``env.hints`` may name: the registered heuristics, then the variants."""
     from marl_sched.policies.base import heuristic_names
 
     return [*heuristic_names(), *HINT_VARIANTS]

@@ -1,4 +1,4 @@
-"""The ``log10_work_s/7`` job column (``model.job_length``)."""
+"""The ``log10_work_s/7`` job column (``env.job_length``)."""
 
 from __future__ import annotations
 

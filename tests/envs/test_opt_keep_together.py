@@ -1,4 +1,4 @@
-"""The keep-together masks (``model.keep_together``): fill a server holding the job's
+"""The keep-together masks (``env.keep_together``): fill a server holding the job's
 workers before opening another, and open one that takes every remaining worker when
 the acting scope has it."""
 

@@ -1,4 +1,4 @@
-"""The PS rule (``model.ps_rule``): the agents place a job's workers; its parameter
+"""The PS rule (``env.ps_rule``): the agents place a job's workers; its parameter
 servers go where every heuristic puts them."""
 
 from __future__ import annotations

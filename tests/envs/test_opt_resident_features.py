@@ -1,4 +1,4 @@
-"""The ``harm_to_residents`` group column (``model.resident_features``)."""
+"""The ``harm_to_residents`` group column (``env.resident_features``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The speed-floor masks (``model.speed_floor``): a worker only goes to GPUs at least
+"""The speed-floor masks (``env.speed_floor``): a worker only goes to GPUs at least
 ``f`` times as fast as the fastest type that still has room for the job's remaining
 workers (lowered to the slowest GPU the job already holds)."""
 

@@ -1,4 +1,4 @@
-"""Wait to fit (``model.wait_to_fit``): a job one server could hold, that no server can
+"""Wait to fit (``env.wait_to_fit``): a job one server could hold, that no server can
 take whole now, stays queued rather than split, for up to ``c ×`` its isolated
 runtime."""
 
