@@ -30,7 +30,7 @@ def _load_train_config(path):
 
 
 def train_command(args: argparse.Namespace) -> int:
-    from agents.training import RunPaths, Trainer
+    from agents.training import RunPaths, Trainer, read_state
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -53,7 +53,7 @@ def train_command(args: argparse.Namespace) -> int:
     if iterations < 1:
         raise InputError(f"--iterations: must be >= 1, got {iterations}")
     if args.resume:
-        done = _read_state(paths.latest())["iteration"]
+        done = read_state(paths.latest())["iteration"]
         if iterations <= done:
             raise InputError(
                 f"--iterations: the run in {out} already has {done} iterations; "
@@ -73,12 +73,6 @@ def train_command(args: argparse.Namespace) -> int:
             f"in {time.perf_counter() - t0:.0f} s; run folder {out}"
         )
     return 0
-
-
-def _read_state(ckpt: Path) -> dict:
-    import json
-
-    return json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
 
 
 def _printer(quiet: bool):

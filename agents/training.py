@@ -514,7 +514,9 @@ class Trainer:
         state = {"iteration": 0, "env_steps": 0.0, "wall_s": 0.0, "best": None, "best_runs": None}
         if self.resume:
             ckpt = paths.latest()
-            state.update(_read_json(ckpt / "state.json"))
+            saved = read_state(ckpt)  # checked and its signature verified: then unpickle
+            saved.pop("integrity", None)
+            state.update(saved)
             algo.restore_from_path(str((ckpt / "rllib").resolve()))
         else:
             paths.root.mkdir(parents=True, exist_ok=True)
@@ -612,6 +614,7 @@ class Trainer:
     def _checkpoint(self, algo, it: int, weights, manifest) -> None:
         """``checkpoints/iter_X`` written under a temporary name, then ``latest`` (and
         ``best``: the checkpoint with the lowest evaluation average JCT so far)."""
+        from agents.integrity import sign_folder
         from agents.policy import save_modules
 
         final = self.paths.checkpoint(it)
@@ -620,8 +623,9 @@ class Trainer:
         tmp.mkdir(parents=True)
         algo.save_to_path(str((tmp / "rllib").resolve()))
         save_modules(tmp, weights, manifest)
-        write_json(tmp / "state.json", self.state)
         atomic_write_text(tmp / "config.yaml", yaml.safe_dump(manifest["config"], sort_keys=False))
+        # every file signed with this user's key: --resume unpickles only what we wrote
+        write_json(tmp / "state.json", {**self.state, "integrity": sign_folder(tmp)})
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -630,10 +634,31 @@ class Trainer:
             atomic_write_text(self.paths.checkpoints / "best", self.state["best"][0] + "\n")
 
 
-def _read_json(path: Path) -> dict:
+def read_state(ckpt: Path) -> dict:
+    """The checkpoint's ``state.json``, checked (``InputError``), and its folder's
+    signature verified (:mod:`agents.integrity`) — before Ray starts or anything is
+    unpickled."""
     import json
 
-    return json.loads(path.read_text(encoding="utf-8"))
+    from agents.integrity import verify_folder
+
+    path = ckpt / "state.json"
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"--resume: {path}: unreadable ({exc.__class__.__name__})") from None
+    if not isinstance(state, dict):
+        raise InputError(f"--resume: {path}: expected a JSON object")
+    for key in ("iteration", "env_steps", "wall_s"):
+        value = state.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise InputError(f"--resume: {path}: {key}: expected a number >= 0, got {value!r}")
+    if not isinstance(state["iteration"], int):
+        raise InputError(f"--resume: {path}: iteration: expected an integer")
+    if not (ckpt / "rllib").is_dir():
+        raise InputError(f"--resume: {ckpt}: no rllib/ folder (the algorithm state)")
+    verify_folder(ckpt, state.get("integrity"))
+    return state
 
 
 def _progress_line(it, steps, scalars, wall, eval_m) -> str:

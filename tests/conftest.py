@@ -16,3 +16,17 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"../shared/data not found: {SHARED_DATA} does not exist")
     return SHARED_DATA
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _resume_key(tmp_path_factory):
+    """Run folders signed during the tests use a throwaway key, not the user's."""
+    import os
+
+    old = os.environ.get("MARL_SCHED_KEY_FILE")
+    os.environ["MARL_SCHED_KEY_FILE"] = str(tmp_path_factory.mktemp("keys") / "resume.key")
+    yield
+    if old is None:
+        os.environ.pop("MARL_SCHED_KEY_FILE", None)
+    else:
+        os.environ["MARL_SCHED_KEY_FILE"] = old

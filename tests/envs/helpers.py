@@ -8,7 +8,13 @@ from functools import cache
 
 import numpy as np
 
-from marl_sched.config import REPO_ROOT, ExperimentConfig, ServerTypeConfig, TopologyConfig, load_config
+from marl_sched.config import (
+    REPO_ROOT,
+    ExperimentConfig,
+    ServerTypeConfig,
+    TopologyConfig,
+    load_config,
+)
 from marl_sched.jobs import Job
 
 TINY = str(REPO_ROOT / "configs" / "tiny.yaml")
@@ -46,16 +52,23 @@ def rollout(
     raise AssertionError(f"episode did not end within {max_steps} steps")
 
 
-def server(count: int = 2, gpus: int = 2, groups: int = 1, sockets: int = 1, **kw) -> ServerTypeConfig:
+def server(
+    count: int = 2, gpus: int = 2, groups: int = 1, sockets: int = 1, **kw
+) -> ServerTypeConfig:
     """A server type: ``sockets × groups`` GPU groups of ``gpus`` GPUs each."""
     base = {"name": "s", "cpu_cores": 64, "memory_gb": 256.0, "gpu_type": "v100"}
     return ServerTypeConfig(
-        count=count, sockets=sockets, groups_per_socket=groups, gpus_per_group=gpus, **{**base, **kw}
+        count=count,
+        sockets=sockets,
+        groups_per_socket=groups,
+        gpus_per_group=gpus,
+        **{**base, **kw},
     )
 
 
-def cluster(subclusters: int, *types: ServerTypeConfig, racks: int = 1, per_rack: int = 1,
-            **env) -> ExperimentConfig:  # fmt: skip
+def cluster(
+    subclusters: int, *types: ServerTypeConfig, racks: int = 1, per_rack: int = 1, **env
+) -> ExperimentConfig:
     """A config of ``subclusters`` × ``racks`` × ``per_rack`` servers of ``types``; the
     env options ``env`` (the whole window per episode)."""
     topo = TopologyConfig(
@@ -67,8 +80,15 @@ def cluster(subclusters: int, *types: ServerTypeConfig, racks: int = 1, per_rack
     return ExperimentConfig(topology=topo, env={"window_jobs": None, **env})
 
 
-def job(i: int, workers: int, ps: int = 0, vc: str | None = None, submit: float = 0.0,
-        iterations: float = 100.0, model: str = MODEL) -> Job:  # fmt: skip
+def job(
+    i: int,
+    workers: int,
+    ps: int = 0,
+    vc: str | None = None,
+    submit: float = 0.0,
+    iterations: float = 100.0,
+    model: str = MODEL,
+) -> Job:
     """A job without a virtual cluster arrives at agent ``i mod A``."""
     return Job(i, f"j{i}", model, workers, ps, iterations, submit, 10.0, vc=vc)
 

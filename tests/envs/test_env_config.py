@@ -26,7 +26,13 @@ def test_defaults_parse_from_an_empty_section():
 
 def test_default_recipe_section_parses_with_its_options_on():
     ec = env_config(load_config(DEFAULT))
-    assert ec.hints == ("interference-aware", "resident-aware", "locality", "first-fit", "speed-aware")
+    assert ec.hints == (
+        "interference-aware",
+        "resident-aware",
+        "locality",
+        "first-fit",
+        "speed-aware",
+    )
     assert ec.global_hints == ("interference-aware", "speed-aware")
     assert ec.consolidate and ec.resident_features and ec.keep_together and ec.job_length
     assert ec.ps_rule and ec.speed_floor == 0.9 and ec.speed_floor_min_work == 1e5
@@ -38,8 +44,13 @@ def test_decision_options_are_every_option_but_the_episode_and_space_ones():
     assert set(DECISION_OPTIONS) == names - {"window_jobs", "pad", "reward"}
     d = env_config(load_config(DEFAULT)).decision_options()
     assert list(d) == list(DECISION_OPTIONS)
-    assert d["hints"] == ["interference-aware", "resident-aware", "locality", "first-fit",
-                          "speed-aware"]  # fmt: skip
+    assert d["hints"] == [
+        "interference-aware",
+        "resident-aware",
+        "locality",
+        "first-fit",
+        "speed-aware",
+    ]
     assert isinstance(d["global_hints"], list) and d["speed_floor"] == 0.9
 
 
@@ -67,17 +78,26 @@ def test_unknown_key_in_yaml_names_the_file_and_the_key(tmp_path):
         ({"pad": [16, 4]}, r"env\.pad: must be empty or three sizes >= 1 .*got \[16, 4\]"),
         ({"pad": [16, 0, 2]}, r"env\.pad: must be empty or three sizes >= 1"),
         ({"pad": 16}, r"env\.pad: expected a list, got 16"),
-        ({"reward": {"interference": "x"}}, r"env\.reward\.interference: must be one of simulator, learned, got 'x'"),
+        (
+            {"reward": {"interference": "x"}},
+            r"env\.reward\.interference: must be one of simulator, learned, got 'x'",
+        ),
         ({"reward": {"time_scale_s": 0}}, r"env\.reward\.time_scale_s: must be > 0"),
         ({"reward": {"slowdown_weight": 1}}, r"env\.reward\.slowdown_weight: unknown key"),
         ({"reward": 5}, r"env\.reward: expected a mapping, got 5"),
-        ({"hints": ["first-fit", "nope"]}, r"env\.hints: 'nope' is not a heuristic or hint variant"),
+        (
+            {"hints": ["first-fit", "nope"]},
+            r"env\.hints: 'nope' is not a heuristic or hint variant",
+        ),
         ({"hints": ["first-fit", "first-fit"]}, r"env\.hints: repeats a name"),
         ({"global_hints": ["bogus"]}, r"env\.global_hints: 'bogus' is not a heuristic"),
         ({"window_jobs": 0}, r"env\.window_jobs: must be >= 1, got 0"),
         ({"window_jobs": "ten"}, r"env\.window_jobs: expected an integer, got 'ten'"),
         ({"central": "yes"}, r"env\.central: expected true or false, got 'yes'"),
-        ({"pad": [5, 4, 2]}, r"env: padding \(5, 4, 2\) is smaller than the largest scope \(16, 4, 2\)"),
+        (
+            {"pad": [5, 4, 2]},
+            r"env: padding \(5, 4, 2\) is smaller than the largest scope \(16, 4, 2\)",
+        ),
     ],
 )
 def test_bad_env_values_raise_input_error_naming_the_key(overrides, pattern):

@@ -48,8 +48,8 @@ def test_same_seed_and_actions_give_identical_episodes(tiny_env):
     assert start_1 != env.window_start
     assert len(other) != len(first) or any(
         not np.array_equal(o1["job_x"], o2["job_x"])
-        for s1, s2 in zip(other, first)
-        for o1, o2 in zip(s1[2].values(), s2[2].values())
+        for s1, s2 in zip(other, first, strict=False)
+        for o1, o2 in zip(s1[2].values(), s2[2].values(), strict=False)
     )
 
 

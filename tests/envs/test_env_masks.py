@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from envs import make_env
 from marl_sched.catalogue import CATALOGUE, MODEL_NAMES
-from marl_sched.errors import InputError
 from marl_sched.config import ExperimentConfig, ServerTypeConfig, TopologyConfig
+from marl_sched.errors import InputError
 from marl_sched.jobs import Job
 from marl_sched.policies import make_policy
 from marl_sched.policies.heuristics import ps_near_workers
@@ -96,7 +96,7 @@ def _check_mask(env, obs: dict) -> None:
     k = env.possible_agents.index(agent)
     mask = obs[agent]["action_mask"]
     b, s = env.builder, env.session
-    g_max, a = b.pad[0], b.n_agents
+    g_max = b.pad[0]
     groups = b.scopes[k].groups
     spec = CATALOGUE[s.job.model]
     assert mask.any()  # the acting agent always has a legal action
@@ -230,12 +230,11 @@ def test_free_rule_allows_needless_forwards():
 
 def test_a_job_only_another_subcluster_can_hold_whole_may_not_go_to_one_that_cannot():
     # three subclusters of one 2-GPU group; jobs 0 and 1 leave sc0 and sc1 one free GPU
-    # each: job 2 (2 workers, home sc2 = 2 mod 3)... moved first, see below
+    # each and job 2 fills sc2: job 3 must split, and may only go on to sc1
     cfg = cluster(3, server(count=3))
     jobs = [job(0, 1), job(1, 1), job(2, 2), job(3, 2)]
     env = make_env(cfg, jobs=jobs)
     obs, _ = env.reset(seed=0)
-    g = env.builder.pad[0]
     assert list(obs) == ["sc0"]
     obs, *_ = env.step({"sc0": 0})  # job 0 in sc0
     assert list(obs) == ["sc1"]
@@ -292,8 +291,9 @@ def test_visited_agents_are_never_forward_targets():
 
 def _two_sizes(**env):
     """sc0: one 2-GPU server; sc1: one 4-GPU server."""
-    return cluster(2, server(count=1, gpus=2, name="a"), server(count=1, gpus=2, groups=2, name="b"),
-                   **env)  # fmt: skip
+    return cluster(
+        2, server(count=1, gpus=2, name="a"), server(count=1, gpus=2, groups=2, name="b"), **env
+    )
 
 
 def test_consolidate_forwards_a_job_no_home_server_can_hold_to_one_that_can():
@@ -348,8 +348,10 @@ def test_keep_together_opens_a_server_that_takes_every_remaining_worker():
 
 def test_speed_floor_keeps_workers_off_slow_gpus_while_fast_ones_have_room():
     # sc0: one K80 server, sc1: one V100 server; a 1-worker job arrives at sc0
-    cfg = lambda **e: cluster(2, server(count=1, gpu_type="k80", name="k"),  # noqa: E731
-                              server(count=1, gpu_type="v100", name="v"), **e)  # fmt: skip
+    def cfg(**e):
+        k80 = server(count=1, gpu_type="k80", name="k")
+        return cluster(2, k80, server(count=1, gpu_type="v100", name="v"), **e)
+
     env = make_env(cfg(), jobs=[job(0, 1)])
     obs, _ = env.reset(seed=0)
     np.testing.assert_array_equal(obs["sc0"]["action_mask"], [1, 0, 1])  # place or move whole
@@ -406,11 +408,10 @@ def test_ps_rule_places_the_ps_where_the_heuristics_put_them():
     env = make_env(cfg, jobs=jobs)
     env.reset(seed=0)
     view = env.cluster_view()
-    steps = 0
     for action in (2, 3):
-        env.step({"sc0": action})
-        steps += 1
-    assert not env.done  # the PS are the agents' without the rule
+        obs, *_ = env.step({"sc0": action})
+    assert not env.done and not env.session.is_worker  # the agents place the PS
+    assert obs["sc0"]["job_x"][2] == 0.0  # is_worker
     env = make_env(cfg, jobs=jobs, env={"ps_rule": True})
     env.reset(seed=0)
     applied = record_placements(env)
@@ -462,7 +463,9 @@ def test_a_follow_action_is_illegal_once_the_job_disagrees_with_the_plan():
     obs, *_ = env.step({"sc0": off_plan})
     assert obs["sc0"]["action_mask"][g + a] == 0
     assert obs["sc0"]["job_x"][-1] == 0.0
-    with pytest.raises(ValueError, match=r"agent sc0: action 5 is masked \(follow hint 'first-fit'\)"):
+    with pytest.raises(
+        ValueError, match=r"agent sc0: action 5 is masked \(follow hint 'first-fit'\)"
+    ):
         env.step({"sc0": g + a})
 
 
@@ -495,8 +498,12 @@ def test_wait_to_fit_does_not_hold_back_a_job_no_server_can_ever_hold_whole():
 )
 def test_a_job_whose_wait_is_over_is_offered_again_at_the_next_event():
     cfg = cluster(1, server(count=2), per_rack=2)
-    jobs = [job(0, 1, iterations=1e6), job(1, 1, iterations=1e6),
-            job(2, 2, submit=1.0, iterations=10.0), job(3, 1, submit=10.0, iterations=1e6)]  # fmt: skip
+    jobs = [
+        job(0, 1, iterations=1e6),
+        job(1, 1, iterations=1e6),
+        job(2, 2, submit=1.0, iterations=10.0),
+        job(3, 1, submit=10.0, iterations=1e6),
+    ]
     env = make_env(cfg, jobs=jobs, env={"wait_to_fit": 1.0})
     obs, _ = env.reset(seed=0)
     env.step({"sc0": 0})

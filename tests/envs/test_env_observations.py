@@ -45,7 +45,7 @@ def test_feature_columns_match_the_builders_names(name):
     assert (dims["G_max"], dims["S_max"], dims["R_max"]) == b.pad
     obs, _ = env.reset(seed=0)
     for o in obs.values():
-        for key, axis in ARRAY_KEYS.items():
+        for key in ARRAY_KEYS:
             assert o[key].shape == space[key].shape, key
     if name == "default":
         h = len(b.hints)
@@ -91,7 +91,9 @@ def test_each_agent_sees_its_own_padded_subcluster():
         np.testing.assert_array_equal(
             o["group_x"][:n, speed_col], topo.group_speed[groups].astype(np.float32)
         )
-        np.testing.assert_array_equal(o["peers_x"][:, _col(env, "peers_x", "is_self")], np.arange(2) == k)
+        np.testing.assert_array_equal(
+            o["peers_x"][:, _col(env, "peers_x", "is_self")], np.arange(2) == k
+        )
         assert o["peers_mask"].tolist() == [1.0, 1.0]
         # the exchange: every agent sees the same summary rows but its own is_self
         other = views[env.possible_agents[1 - k]]["peers_x"]
@@ -212,8 +214,11 @@ def test_observations_are_fresh_arrays_sharing_no_memory_with_the_simulator():
         sim_arrays += [v for v in vars(env.topology).values() if isinstance(v, np.ndarray)]
         sim_arrays += [v for v in vars(s).values() if isinstance(v, np.ndarray)]
         view = s.view
-        sim_arrays += [getattr(view, fl.name) for fl in dataclasses.fields(view)
-                       if isinstance(getattr(view, fl.name), np.ndarray)]  # fmt: skip
+        sim_arrays += [
+            getattr(view, fl.name)
+            for fl in dataclasses.fields(view)
+            if isinstance(getattr(view, fl.name), np.ndarray)
+        ]
         assert sim_arrays
         (agent,) = obs
         for value in obs[agent].values():

@@ -20,12 +20,10 @@ def _replay(env, policy_name: str, seed: int) -> dict:
     policy = make_policy(policy_name)
     policy.reset(env.topology, seed)
     env.reset(seed=0)
-    steps = 0
     while not env.done:
         placement = policy.place(env.pending_job, env.cluster_view())
         assert placement is not None, "the heuristic left a job queued that the env offers"
         out = env.replay_placement(placement)
-        steps += 1
     assert out[2]["__all__"]  # the last replayed step ended the episode
     return env.metrics()
 

@@ -4,7 +4,6 @@ source and any number of agents."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -71,8 +70,10 @@ def test_learned_interference_pays_different_step_credits_for_the_same_return():
 def _two_jobs_at_once():
     """One subcluster of two 4-GPU servers; two jobs submitted at time 0."""
     cfg = cluster(1, server(count=2, gpus=2, groups=2), per_rack=2)
-    jobs = [job(0, 2, 1, iterations=400.0, model="vgg-16"),
-            job(1, 1, 0, iterations=300.0, model="resnet-50")]  # fmt: skip
+    jobs = [
+        job(0, 2, 1, iterations=400.0, model="vgg-16"),
+        job(1, 1, 0, iterations=300.0, model="resnet-50"),
+    ]
     return cfg, jobs
 
 
@@ -203,30 +204,29 @@ def test_every_agent_of_the_parallel_env_receives_the_team_return(make, n_agents
         assert info[a]["team_return"] == pytest.approx(expected, rel=1e-9)
     # and the RLlib env's episode return (the sum over agents) is the same team return
     trail = rollout(par.env, seed=0, action_seed=5)
-    assert _rllib_return(trail) == pytest.approx(-_final_info(trail)["avg_jct_s"] / 3600.0, rel=1e-9)
+    assert _rllib_return(trail) == pytest.approx(
+        -_final_info(trail)["avg_jct_s"] / 3600.0, rel=1e-9
+    )
 
 
-@settings(max_examples=15, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])  # fmt: skip
+@settings(
+    max_examples=15,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(
     window=st.integers(1, 40),
     seed=st.integers(0, 2**16),
     action_seed=st.integers(0, 2**16),
     forward_rule=st.sampled_from(["must", "free"]),
 )
-def test_return_identity_holds_for_any_window_and_random_play(window, seed, action_seed, forward_rule):
-    env = _tiny_cached(forward_rule)
-    env.env_config = dataclasses.replace(env.env_config, window_jobs=window)  # reset reads it
+def test_return_identity_holds_for_any_window_and_random_play(
+    window, seed, action_seed, forward_rule
+):
+    env = envs.make_env(TINY, env={"forward_rule": forward_rule, "window_jobs": window})
     trail = rollout(env, seed=seed, action_seed=action_seed)
     info = _final_info(trail)
     assert info["metrics"]["jobs_completed"] == window
     assert _rllib_return(trail) == pytest.approx(-info["avg_jct_s"] / 3600.0, rel=1e-9)
-
-
-_CACHE: dict[str, object] = {}
-
-
-def _tiny_cached(forward_rule: str):
-    if forward_rule not in _CACHE:
-        _CACHE[forward_rule] = envs.make_env(TINY, env={"forward_rule": forward_rule})
-    return _CACHE[forward_rule]

@@ -1,0 +1,106 @@
+"""Resume never unpickles a run folder this tool did not write (no Ray needed)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+
+import pytest
+
+from agents.integrity import sign_folder, verify_folder
+from marl_sched.cli import main
+from marl_sched.config import REPO_ROOT
+from marl_sched.errors import InputError
+
+
+@pytest.fixture(autouse=True)
+def own_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("MARL_SCHED_KEY_FILE", str(tmp_path / "keys" / "resume.key"))
+
+
+def _folder(tmp_path):
+    f = tmp_path / "ckpt"
+    (f / "rllib").mkdir(parents=True)
+    (f / "rllib" / "algorithm_state.pkl").write_bytes(b"\x80\x04N.")
+    (f / "manifest.json").write_text("{}")
+    return f
+
+
+def test_a_signed_folder_verifies_and_any_change_is_refused(tmp_path):
+    f = _folder(tmp_path)
+    record = sign_folder(f)
+    assert set(record["files"]) == {"rllib/algorithm_state.pkl", "manifest.json"}
+    assert (tmp_path / "keys" / "resume.key").stat().st_mode & 0o777 == 0o600
+    verify_folder(f, record)
+    (f / "rllib" / "algorithm_state.pkl").write_bytes(b"\x80\x04K\x01.")
+    with pytest.raises(InputError, match="algorithm_state.pkl was changed"):
+        verify_folder(f, record)
+    (f / "rllib" / "algorithm_state.pkl").write_bytes(b"\x80\x04N.")
+    (f / "rllib" / "extra.pkl").write_bytes(b"x")
+    with pytest.raises(InputError, match="extra.pkl was added"):
+        verify_folder(f, record)
+    (f / "rllib" / "extra.pkl").unlink()
+    (f / "manifest.json").unlink()
+    with pytest.raises(InputError, match="manifest.json was missing"):
+        verify_folder(f, record)
+
+
+def test_a_record_forged_without_the_key_is_refused(tmp_path, monkeypatch):
+    f = _folder(tmp_path)
+    record = sign_folder(f)
+    monkeypatch.setenv("MARL_SCHED_KEY_FILE", str(tmp_path / "other.key"))
+    sign_folder(_folder(tmp_path / "elsewhere"))  # creates another user's key
+    with pytest.raises(InputError, match="signature does not match"):
+        verify_folder(f, record)
+    with pytest.raises(InputError, match="no signature"):
+        verify_folder(f, None)
+
+
+class _Payload:
+    """Unpickling this writes a marker file: what a crafted checkpoint would do."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+def _crafted_run(tmp_path, state):
+    run = tmp_path / "run"
+    ckpt = run / "checkpoints" / "iter_000001"
+    (ckpt / "rllib").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "configs" / "train_tiny.yaml", run / "config.yaml")
+    marker = tmp_path / "pwned"
+    (ckpt / "rllib" / "algorithm_state.pkl").write_bytes(pickle.dumps(_Payload(marker)))
+    (ckpt / "state.json").write_text(state if isinstance(state, str) else json.dumps(state))
+    (run / "checkpoints" / "latest").write_text("iter_000001\n")
+    return run, marker
+
+
+@pytest.mark.parametrize(
+    ("state", "message"),
+    [
+        ({"iteration": 1, "env_steps": 10, "wall_s": 1.0}, "no signature"),
+        (
+            {
+                "iteration": 1,
+                "env_steps": 10,
+                "wall_s": 1.0,
+                "integrity": {"files": {}, "hmac": "00"},
+            },
+            "signature does not match",
+        ),  # fmt: skip
+        ({"iteration": "two", "env_steps": 10, "wall_s": 1.0}, "iteration: expected a number"),
+        ("{garbage", "unreadable"),
+    ],
+)
+def test_resume_refuses_a_crafted_run_folder_without_unpickling_it(tmp_path, capsys, state,
+                                                                   message):  # fmt: skip
+    run, marker = _crafted_run(tmp_path, state)
+    rc = main(["train", "--config", str(run / "config.yaml"), "--out", str(run), "--resume",
+               "--iterations", "2", "--quiet"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and message in err
+    assert not marker.exists()
