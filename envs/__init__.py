@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from marl_sched.config import ExperimentConfig
 
 
-
 def make_env(config: str | Path | ExperimentConfig, **kwargs: Any) -> ClusterPlacementEnv:
     """The RLlib ``MultiAgentEnv`` (keyword arguments: ``env=`` overrides, ``jobs=``,
     ``windows=``, ``seed=``; :class:`envs.cluster_env.ClusterPlacementEnv`)."""

@@ -73,8 +73,11 @@ memory), narrowed by the rule options:
   an agent with none forwards to any unvisited scope that has one; lifted for the task
   if it leaves no legal action. ``speed_floor_min_work = T``: only jobs of at least
   ``T`` GPU-seconds (workers × iterations × reference seconds per iteration);
-- ``wait_to_fit = c``: a job of 2 to a server's GPUs workers that no server can take
-  whole now stays queued, for up to ``c ×`` its isolated runtime;
+- ``wait_to_fit = c``: a job of at least 2 workers that an empty server could hold
+  (GPUs, cores, memory) but no server can take whole now stays queued while it has
+  waited less than ``c ×`` its isolated runtime. A declined job is offered again at
+  the simulator's next job completion (``Simulator.apply(None)``), so its wait can
+  run past ``c ×`` its runtime until a job completes;
 - ``ps_rule``: after the last worker, the job's PS go where every heuristic puts them
   (:func:`marl_sched.policies.heuristics.ps_near_workers`), unless they do not fit.
 
@@ -159,8 +162,11 @@ starting where ``reset(options={"window_start": i})`` says or at a start drawn f
 ``reset`` seed (0 for the whole window). Extra episode sources (training's
 ``train.extra_windows``) come in as ``windows=``. A slice's jobs are renumbered
 ``0..n-1`` with submit times relative to its first job. ``terminated`` when every job
-is done or can never be placed. The terminal ``infos[agent]`` (every agent) carries
-``avg_jct_s``, ``team_return`` and ``metrics`` (``marl_sched.metrics.compute_metrics``).
+is done or can never be placed. The terminal ``infos[agent]`` carries
+``avg_jct_s``, ``team_return`` and ``metrics`` (``marl_sched.metrics.compute_metrics``);
+RLlib's final dicts hold the agents that acted in the episode. The return identity
+holds when every job completes; a job that can never be placed counts its time in
+the system in ``C`` but not in ``avg_jct_s``.
 
 Arguments
 ---------

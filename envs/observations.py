@@ -428,5 +428,3 @@ def _pad2(a: np.ndarray, n: int) -> np.ndarray:
     out = np.zeros((n, a.shape[1]), dtype=np.float32)
     out[: len(a)] = a
     return out
-
-

