@@ -32,6 +32,7 @@ decision option, :data:`envs.config.DECISION_OPTIONS`). What a checkpoint serves
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,7 +154,10 @@ def load_checkpoint(path: str | Path) -> TrainedAgents:
     except Exception as exc:  # unreadable file, bad JSON
         msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
         raise InputError(f"{path}: corrupt checkpoint: {msg[:200]}") from None
+    if not isinstance(manifest, dict):
+        raise InputError(f"{path}: manifest.json: expected a JSON object")
     check_manifest_env(manifest, str(path))
+    check_manifest_schema(manifest, str(path))
     try:
         weights = {}
         for module_id in manifest["modules"]:
@@ -164,8 +168,62 @@ def load_checkpoint(path: str | Path) -> TrainedAgents:
     except Exception as exc:  # unreadable files, bad pickles, mismatched tensors, ...
         msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
         raise InputError(f"{path}: corrupt checkpoint: {msg[:200]}") from None
+    for module_id, net in agents.nets.items():
+        for name, tensor in net.state_dict().items():
+            if not torch.isfinite(tensor).all():
+                raise InputError(
+                    f"{path}: modules/{module_id}.pt: {name}: non-finite weights (NaN or inf)"
+                )
     agents.path = str(path)
     return agents
+
+
+#: the keys every manifest holds, with their JSON types
+MANIFEST_KEYS = {
+    "format": str, "env": dict, "obs_version": int, "features": dict, "dims": dict,
+    "central": bool, "share_parameters": bool, "model": dict, "agents": list,
+    "modules": list, "topology": dict,
+}  # fmt: skip
+_MODULE_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def check_manifest_schema(manifest: Any, path: str) -> None:
+    """Refuse (``InputError``, one line) a manifest that lacks a key, holds one of the
+    wrong type, names a module file outside ``modules/`` or disagrees with itself
+    (``central`` vs its agents, shared parameters vs its modules, dims vs features)."""
+    where = f"{path}: manifest.json"
+    if not isinstance(manifest, dict):
+        raise InputError(f"{where}: expected a JSON object")
+    for key, kind in MANIFEST_KEYS.items():
+        if key not in manifest:
+            raise InputError(f"{where}: {key}: required key is missing")
+        if not isinstance(manifest[key], kind) or (kind is int and isinstance(manifest[key], bool)):
+            raise InputError(f"{where}: {key}: expected {kind.__name__}")
+    modules, agent_ids = manifest["modules"], manifest["agents"]
+    if not modules:
+        raise InputError(f"{where}: modules: empty (a checkpoint holds at least one module)")
+    for m in modules:
+        if not isinstance(m, str) or not _MODULE_ID.match(m):
+            raise InputError(f"{where}: modules: {m!r} is not a module name (letters, digits, _ -)")
+    if len(set(modules)) != len(modules):
+        raise InputError(f"{where}: modules: repeats a name")
+    central = manifest["central"]
+    if central and agent_ids != ["central"]:
+        raise InputError(f"{where}: central is true but agents are {agent_ids}")
+    if not central and agent_ids != [f"sc{k}" for k in range(len(agent_ids))]:
+        raise InputError(f"{where}: agents: expected sc0..sc<A-1>, got {agent_ids}")
+    if manifest["share_parameters"] or central:
+        if modules != ["shared"]:
+            raise InputError(f"{where}: modules: shared parameters need one module 'shared'")
+    elif modules != agent_ids:
+        raise InputError(f"{where}: modules: per-agent modules must be named as the agents")
+    options = manifest["env"].get("options")
+    if isinstance(options, dict) and options.get("central") != central:
+        raise InputError(f"{where}: env.options.central disagrees with central")
+    for key in DIM_KEYS:
+        value = manifest["dims"].get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InputError(f"{where}: dims.{key}: expected an integer >= 0")
 
 
 def load_agents(path: str | Path) -> TrainedAgents:

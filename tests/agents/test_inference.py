@@ -123,3 +123,54 @@ def test_act_matches_the_policy_on_a_random_walk_of_states():
         obs, *_ = env.step({acting: int(rng.choice(legal))})
         if not env.agents:
             break
+
+
+def _tampered(tmp_path, change):
+    import shutil
+
+    ckpt = tmp_path / "ckpt"
+    if not ckpt.exists():
+        shutil.copytree(SHIPPED, ckpt)
+    manifest = json.loads((SHIPPED / "manifest.json").read_text())
+    change(manifest)
+    (ckpt / "manifest.json").write_text(json.dumps(manifest))
+    return ckpt
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda m: m.pop("central"), "central: required key is missing"),
+        (lambda m: m.pop("share_parameters"), "share_parameters: required key is missing"),
+        (lambda m: m.update(modules=[]), "modules: empty"),
+        (lambda m: m.update(modules=["../../x"]), "is not a module name"),
+        (lambda m: m.update(central=True), "env.options.central disagrees|central is true"),
+        (lambda m: m.update(agents=["central"]), "agents: expected sc0"),
+        (lambda m: m.update(share_parameters=False), "per-agent modules must be named"),
+        (lambda m: m["dims"].update(Fg="16"), "dims.Fg: expected an integer"),
+        (lambda m: m.update(modules="shared"), "modules: expected list"),
+    ],
+)
+def test_a_malformed_manifest_is_one_line_not_a_traceback(tmp_path, capsys, change, message):
+    ckpt = _tampered(tmp_path, change)
+    with pytest.raises(InputError, match=message):
+        load_agents(ckpt)
+    rc = main(["evaluate", "--checkpoint", str(ckpt), "--config", DEFAULT, "--max-jobs", "5",
+               "--quiet", "--out", str(tmp_path / "ev")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and not (tmp_path / "ev").exists()
+
+
+def test_non_finite_weights_are_refused(tmp_path):
+    import shutil
+
+    import torch
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(SHIPPED, ckpt)
+    state = torch.load(ckpt / "modules" / "shared.pt", weights_only=True)
+    name = next(iter(state))
+    state[name] = torch.full_like(state[name], float("nan"))
+    torch.save(state, ckpt / "modules" / "shared.pt")
+    with pytest.raises(InputError, match=r"modules/shared.pt: .*non-finite weights"):
+        load_agents(ckpt)
