@@ -189,6 +189,8 @@ RESULT_COLUMNS = (
     ("avg_queue_s", "queue (s)", ".0f"),
     ("avg_slowdown", "slowdown", ".3f"),
     ("gpu_utilization", "GPU util", ".3f"),
+    ("gpu_utilization_steady", "util steady", ".3f"),
+    ("jobs_queued_frac", "queued", ".3f"),
     ("decision_ms_p50", "dec p50 (ms)", ".3f"),
     ("wall_s", "wall (s)", ".1f"),
 )
@@ -221,7 +223,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         bar.close()
     write_run(out, metrics, records)
     print(f"cluster: {topo.describe()}")
-    print(f"trace:   {workload.trace_path} ({len(workload.jobs)} jobs)")
+    warm = f", the first {workload.warmup} warm-up, not scored" if workload.warmup else ""
+    print(f"trace:   {workload.trace_path} ({len(workload.jobs)} jobs{warm})")
     print(format_table([metrics], RESULT_COLUMNS))
     print(f"wrote {out / 'metrics.json'} and {out / 'jobs.csv'}")
     return 0

@@ -239,7 +239,10 @@ def write_report(
 
 
 def write_run(out_dir: str | Path, metrics: dict[str, Any], records: Sequence[JobRecord]) -> None:
-    """Write ``metrics.json`` and ``jobs.csv`` (each atomically)."""
+    """Write ``metrics.json`` and ``jobs.csv`` (each atomically); ``jobs.csv`` holds the
+    scored jobs (warm-up jobs, ``metrics["jobs_warmup"]`` of them, are left out)."""
     out = Path(out_dir)
+    warmup = metrics.get("jobs_warmup", 0)
+    records = [r for r in records if r.job.job_id >= warmup]
     write_json(out / "metrics.json", metrics)
     atomic_write_text(out / "jobs.csv", csv_text(job_rows(records), JOB_COLUMNS))

@@ -65,7 +65,7 @@ def test_the_seed_does_not_change_a_pollux_window() -> None:
     topo, perf = build_cluster(cfg)
     jct = []
     for seed in (1, 2):
-        workload = load_workload(cfg, perf, TraceOptions(trace=POLLUX, seed=seed))
+        workload = load_workload(cfg, perf, TraceOptions(trace=POLLUX, start=0, seed=seed))
         metrics, _, _ = simulate(cfg, "first-fit", workload, topo, perf, seed=seed)
         jct.append(metrics["avg_jct_s"])
     assert jct[0] == jct[1]
