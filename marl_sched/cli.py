@@ -6,6 +6,8 @@
     marl-sched train    --config C --out DIR [--iterations N] [--ray-address A] [--resume]
     marl-sched evaluate --checkpoint P --trace F [--config C] [trace options] --out DIR
     marl-sched compare  --config C --trace F --policies a,b,... [--checkpoint P] [...] --out DIR
+    marl-sched benchmark --suite S [--split test] --policies a,b,... [--checkpoint P]
+                        [--seeds N] --out DIR [--ray-address A] [--local]
     marl-sched interference fit --config C --out DIR | interference report --model P
     marl-sched trace inspect F [--trace-format ...]
     marl-sched policies
@@ -32,6 +34,7 @@ LAZY_COMMANDS = {
     "evaluate": "agents.commands:evaluate_command",
     "compare": "marl_sched.compare:compare_command",
     "interference": "agents.interference_cli:interference_command",
+    "benchmark": "marl_sched.benchmark.command:benchmark_command",
 }
 
 
@@ -87,6 +90,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint")
     p.add_argument("--out", required=True)
     _trace_options(p, trace_required=True)
+
+    p = sub.add_parser("benchmark", help="policies x scenarios x seeds of a suite split")
+    p.add_argument("--suite", help="suite file (default: benchmarks/default.yaml)")
+    p.add_argument("--split", default="test", help="train, validation or test")
+    p.add_argument("--policies", required=True)
+    p.add_argument("--checkpoint")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--out", required=True)
+    p.add_argument("--ray-address", help="an existing Ray cluster (default: start one)")
+    p.add_argument("--local", action="store_true", help="run in this process, no Ray")
+    p.add_argument("--quiet", action="store_true")
 
     p = sub.add_parser("interference", help="fit or report the learned interference model")
     isub = p.add_subparsers(dest="action", required=True, parser_class=_Parser)
