@@ -42,9 +42,12 @@ class Job:
         model: catalogue key.
         num_workers: worker tasks = GPUs.
         num_ps: parameter-server tasks.
-        iterations: synchronous iterations to run.
+        iterations: synchronous iterations to run. In the job a policy is handed
+            (``marl_sched.duration.DurationPredictor.visible_job``) this is the
+            predictor's estimate, ``nan`` when there is none.
         submit_time: seconds from the start of the trace window.
-        duration: the run time recorded in the trace (s), for reference.
+        duration: the run time recorded in the trace (s), for reference; ``nan`` in
+            the job a policy is handed unless the predictor is ``oracle``.
         vc: virtual cluster from the trace, if any.
         line: 1-based line of the source trace file.
     """

@@ -103,8 +103,10 @@ def load_workload(
         trace.jobs, perf.isolated_iteration_time, seed=wl.seed, max_job_gpus=cap, path=path
     )
     info = {**info, "dropped_rows": dict(trace.dropped), "format": trace.format}
-    if len(jobs) <= warmup:
-        raise InputError(f"{path}: no jobs in the selected window")
+    if len(jobs) <= warmup:  # every job loaded lies before the window
+        raise InputError(
+            f"{path}: window is empty: --start {wl.start} skips all {len(jobs)} jobs of the trace"
+        )
     return Workload(jobs=jobs, trace_path=path, info=info, warmup=warmup, config=wl)
 
 

@@ -69,3 +69,10 @@ def test_the_seed_does_not_change_a_pollux_window() -> None:
         metrics, _, _ = simulate(cfg, "first-fit", workload, topo, perf, seed=seed)
         jct.append(metrics["avg_jct_s"])
     assert jct[0] == jct[1]
+
+
+def test_a_window_past_the_end_of_the_trace_names_the_start() -> None:
+    cfg = load_config(REPO_ROOT / "configs" / "default.yaml")
+    perf = build_cluster(cfg)[1]
+    with pytest.raises(InputError, match="window is empty: --start 200 skips all 160 jobs"):
+        load_workload(cfg, perf, TraceOptions(trace=POLLUX))
