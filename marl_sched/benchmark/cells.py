@@ -90,8 +90,9 @@ class CellStore:
     def load(self, cell: Cell) -> dict[str, Any]:
         return json.loads(self.path(cell).read_text(encoding="utf-8"))
 
-    def claim(self, suite_path: str, split: str) -> None:
-        """Record (or check) which suite and split this folder holds."""
+    def claim(self, suite_path: str, split: str, *, write: bool = True) -> None:
+        """Check which suite and split this folder holds (InputError for another);
+        with ``write``, record them in a new folder."""
         from marl_sched.benchmark.suite import resolve
 
         digest = hashlib.sha256(resolve(suite_path).read_bytes()).hexdigest()
@@ -105,4 +106,5 @@ class CellStore:
                     f"{held.get('split')} (another suite file or split); use a new folder"
                 )
             return
-        atomic_write_text(path, json.dumps(manifest, indent=1) + "\n")
+        if write:
+            atomic_write_text(path, json.dumps(manifest, indent=1) + "\n")

@@ -60,6 +60,34 @@ def parse_policies(text: str) -> list[str]:
     return names
 
 
+def check_inputs(
+    suite_path: str | Path,
+    split: str,
+    policies: list[str],
+    seeds: int,
+    out: str | Path,
+    checkpoint: str | None,
+) -> tuple[tuple, dict[str, str]]:
+    """Every input check, before any work: (the split's scenarios, checkpoints by
+    policy). InputError names the file, key or flag."""
+    from marl_sched.compare import checkpoints_by_policy
+
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise InputError(f"--seeds: must be an integer >= 1, got {seeds!r}")
+    suite = load_suite(suite_path)
+    scenarios = suite.split(split)
+    if not scenarios:
+        raise InputError(f"{suite.path}: scenarios.{split}: no scenarios in this split")
+    for sc in scenarios:
+        if not resolve(sc.trace).is_file():
+            raise InputError(f"{suite.path}: scenario {sc.name}: trace not found: {sc.trace}")
+    ckpts = checkpoints_by_policy(checkpoint, policies)
+    if Path(out).exists() and not Path(out).is_dir():
+        raise InputError(f"--out: {out}: exists and is not a folder")
+    CellStore(out).claim(str(suite_path), split, write=False)
+    return scenarios, ckpts
+
+
 def run_benchmark(
     suite_path: str | Path,
     split: str,
@@ -76,21 +104,9 @@ def run_benchmark(
     """Run the missing cells, then write the report (``figures``: and its PNGs);
     returns (summary rows, timing)."""
     from marl_sched.benchmark.report import write_report
-    from marl_sched.compare import checkpoints_by_policy
 
-    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
-        raise InputError(f"--seeds: must be an integer >= 1, got {seeds!r}")
-    suite = load_suite(suite_path)
-    scenarios = suite.split(split)
-    if not scenarios:
-        raise InputError(f"{suite.path}: scenarios.{split}: no scenarios in this split")
-    for sc in scenarios:
-        if not resolve(sc.trace).is_file():
-            raise InputError(f"{suite.path}: scenario {sc.name}: trace not found: {sc.trace}")
-    ckpts = checkpoints_by_policy(checkpoint, policies)
+    scenarios, ckpts = check_inputs(suite_path, split, policies, seeds, out, checkpoint)
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out: {out}: exists and is not a folder")
     store = CellStore(out)
     store.claim(str(suite_path), split)
     cells = [Cell(sc.name, p, s) for sc in scenarios for p in policies for s in range(seeds)]
@@ -142,10 +158,12 @@ def benchmark_command(args: argparse.Namespace) -> int:
 
     policies = parse_policies(args.policies)
     suite_path = args.suite or str(DEFAULT_SUITE)
-    load_suite(suite_path).split(args.split)  # bad suite or split: exit 2 before Ray
+    # bad input exits 2 before Ray starts or the progress bar draws
+    scenarios, _ = check_inputs(
+        suite_path, args.split, policies, args.seeds, args.out, args.checkpoint
+    )
     executor = run_local if args.local else ray_executor(args.ray_address)
-    scenarios = len(load_suite(suite_path).split(args.split))
-    bar = Progress(scenarios * len(policies) * args.seeds, f"benchmark {args.split}", args.quiet)
+    bar = Progress(len(scenarios) * len(policies) * args.seeds, "benchmark", args.quiet)
     try:
         summary, timing = run_benchmark(
             suite_path,

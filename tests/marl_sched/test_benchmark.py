@@ -184,7 +184,7 @@ def test_benchmark_resumes_without_rerunning_finished_cells(tmp_path: Path) -> N
 def test_bad_benchmark_input_exits_2_before_any_work(tmp_path, capsys, args, message) -> None:
     suite = _write(tmp_path, _suite_data())
     out = tmp_path / "bench"
-    rc = main(["benchmark", "--suite", suite, "--out", str(out), "--local", "--quiet", *args])
+    rc = main(["benchmark", "--suite", suite, "--out", str(out), "--local", *args])
     assert rc == 2
     assert message in _err_line(capsys)
     assert not (out / "cells").exists()
