@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -185,9 +185,3 @@ def benchmark_command(args: argparse.Namespace) -> int:
         f"scenarios.md and figures"
     )
     return 0
-
-
-def iter_cells(suite_path: str, split: str, policies: Iterable[str], seeds: int) -> list[Cell]:
-    """The grid a benchmark covers (for tools that read a finished folder)."""
-    scenarios = load_suite(suite_path).split(split)
-    return [Cell(sc.name, p, s) for sc in scenarios for p in policies for s in range(seeds)]
