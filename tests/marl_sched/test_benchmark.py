@@ -245,3 +245,13 @@ def test_benchmark_on_ray_end_to_end(tmp_path: Path, capsys) -> None:
     assert len(rows) == 1 + 2 * 2 * 2
     assert json.loads((out / "benchmark.json").read_text())["split"] == "test"
     assert "Benchmark summary: 2 scenarios x 2 seeds" in capsys.readouterr().out
+
+
+@pytest.mark.shared_data
+def test_every_shipped_scenario_names_an_existing_trace(shared_data: Path) -> None:
+    from marl_sched.benchmark.suite import resolve
+
+    suite = load_suite(DEFAULT_SUITE)
+    for split in ("train", "validation", "test"):
+        for sc in suite.split(split):
+            assert resolve(sc.trace).is_file(), sc.name
