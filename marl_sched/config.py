@@ -140,7 +140,7 @@ class WorkloadConfig:
         start: index of the first job of the window (after sorting by submit time).
         max_jobs: window length in jobs (null = to the end).
         load: arrival-rate multiplier (2.0 = jobs arrive twice as fast).
-        seed: seed of the fill rules (model by GPU-time bucket, ...).
+        seed: seed of the fill rules (model draw) and of noisy duration estimates.
         max_job_gpus: jobs asking for more GPUs are clipped to this (null = the
             cluster's GPU count); clipping is counted in the run's metrics.
         warmup_jobs: jobs before ``start`` (as many as there are, up to this) that
