@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--ray-address", help="an existing Ray cluster (default: start one)")
     p.add_argument("--local", action="store_true", help="run in this process, no Ray")
+    p.add_argument(
+        "--duration-estimate", help="none, oracle, noisy or history (default: the config's)"
+    )
     p.add_argument("--quiet", action="store_true")
 
     p = sub.add_parser("interference", help="fit or report the learned interference model")

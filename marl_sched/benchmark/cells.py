@@ -48,7 +48,9 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
 
     suite = load_suite(spec["suite"])
     scenario = next(s for s in suite.split(spec["split"]) if s.name == spec["scenario"])
-    cfg = suite.config_for(scenario, seed=spec["seed"])
+    cfg = suite.config_for(
+        scenario, seed=spec["seed"], duration_estimate=spec.get("duration_estimate")
+    )
     topo, perf = build_cluster(cfg)
     workload = load_workload(cfg, perf)
     cls = get_policy_class(spec["policy"])
@@ -90,20 +92,35 @@ class CellStore:
     def load(self, cell: Cell) -> dict[str, Any]:
         return json.loads(self.path(cell).read_text(encoding="utf-8"))
 
-    def claim(self, suite_path: str, split: str, *, write: bool = True) -> None:
-        """Check which suite and split this folder holds (InputError for another);
-        with ``write``, record them in a new folder."""
+    def claim(
+        self,
+        suite_path: str,
+        split: str,
+        duration_estimate: str | None = None,
+        *,
+        write: bool = True,
+    ) -> None:
+        """Check which suite, split and duration estimate this folder holds
+        (InputError for others); with ``write``, record them in a new folder."""
         from marl_sched.benchmark.suite import resolve
 
         digest = hashlib.sha256(resolve(suite_path).read_bytes()).hexdigest()
-        manifest = {"suite": str(suite_path), "suite_sha256": digest, "split": split}
+        manifest = {
+            "suite": str(suite_path),
+            "suite_sha256": digest,
+            "split": split,
+            "duration_estimate": duration_estimate,
+        }
         path = self.out / MANIFEST
         if path.is_file():
             held = json.loads(path.read_text(encoding="utf-8"))
-            if (held.get("suite_sha256"), held.get("split")) != (digest, split):
+            keys = ("suite_sha256", "split", "duration_estimate")
+            if any(held.get(k) != manifest[k] for k in keys):
                 raise InputError(
                     f"--out: {self.out} holds cells of {held.get('suite')} split "
-                    f"{held.get('split')} (another suite file or split); use a new folder"
+                    f"{held.get('split')} with duration estimate "
+                    f"{held.get('duration_estimate') or 'of the config'} (another suite "
+                    f"file, split or estimate); use a new folder"
                 )
             return
         if write:

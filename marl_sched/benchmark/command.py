@@ -4,10 +4,13 @@
 
     marl-sched benchmark --suite S [--split test] --policies a,b,... [--checkpoint P]
                          [--seeds N] --out DIR [--ray-address A] [--local] [--quiet]
+                         [--duration-estimate none|oracle|noisy|history]
 
 Each cell runs as a Ray task (a local Ray started by the command, or the cluster at
 ``--ray-address``; ``--local`` runs the cells one after another in this process, no
-Ray). Finished cells are kept in ``DIR/cells`` and not run again, so a rerun resumes.
+Ray). ``--duration-estimate`` overrides the base config's (e.g. ``oracle``, the
+upper-bound ablation; a folder holds one estimate). Finished cells are kept in
+``DIR/cells`` and not run again, so a rerun resumes.
 Bad input (suite file, split, policy, checkpoint spec, seeds, a scenario's missing
 trace) exits 2 with one line before any cell runs. Outputs:
 :mod:`marl_sched.benchmark.report`.
@@ -67,13 +70,18 @@ def check_inputs(
     seeds: int,
     out: str | Path,
     checkpoint: str | None,
+    duration_estimate: str | None = None,
 ) -> tuple[tuple, dict[str, str]]:
     """Every input check, before any work: (the split's scenarios, checkpoints by
     policy). InputError names the file, key or flag."""
     from marl_sched.compare import checkpoints_by_policy
+    from marl_sched.duration import DURATION_ESTIMATES
 
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise InputError(f"--seeds: must be an integer >= 1, got {seeds!r}")
+    if duration_estimate is not None and duration_estimate not in DURATION_ESTIMATES:
+        known = ", ".join(DURATION_ESTIMATES)
+        raise InputError(f"--duration-estimate: must be one of {known}, got {duration_estimate!r}")
     suite = load_suite(suite_path)
     scenarios = suite.split(split)
     if not scenarios:
@@ -84,7 +92,7 @@ def check_inputs(
     ckpts = checkpoints_by_policy(checkpoint, policies)
     if Path(out).exists() and not Path(out).is_dir():
         raise InputError(f"--out: {out}: exists and is not a folder")
-    CellStore(out).claim(str(suite_path), split, write=False)
+    CellStore(out).claim(str(suite_path), split, duration_estimate, write=False)
     return scenarios, ckpts
 
 
@@ -100,15 +108,18 @@ def run_benchmark(
     progress: Callable[[int], None] | None = None,
     log: Callable[[str], None] = lambda _: None,
     figures: bool = True,
+    duration_estimate: str | None = None,
 ) -> tuple[list[dict], dict[str, Any]]:
     """Run the missing cells, then write the report (``figures``: and its PNGs);
     returns (summary rows, timing)."""
     from marl_sched.benchmark.report import write_report
 
-    scenarios, ckpts = check_inputs(suite_path, split, policies, seeds, out, checkpoint)
+    scenarios, ckpts = check_inputs(
+        suite_path, split, policies, seeds, out, checkpoint, duration_estimate
+    )
     out = Path(out)
     store = CellStore(out)
-    store.claim(str(suite_path), split)
+    store.claim(str(suite_path), split, duration_estimate)
     cells = [Cell(sc.name, p, s) for sc in scenarios for p in policies for s in range(seeds)]
     todo = [c for c in cells if not store.done(c)]
     log(
@@ -123,6 +134,7 @@ def run_benchmark(
             "policy": c.policy,
             "seed": c.seed,
             "checkpoint": ckpts.get(c.policy),
+            "duration_estimate": duration_estimate,
         }
         for c in todo
     ]
@@ -160,7 +172,13 @@ def benchmark_command(args: argparse.Namespace) -> int:
     suite_path = args.suite or str(DEFAULT_SUITE)
     # bad input exits 2 before Ray starts or the progress bar draws
     scenarios, _ = check_inputs(
-        suite_path, args.split, policies, args.seeds, args.out, args.checkpoint
+        suite_path,
+        args.split,
+        policies,
+        args.seeds,
+        args.out,
+        args.checkpoint,
+        args.duration_estimate,
     )
     executor = run_local if args.local else ray_executor(args.ray_address)
     bar = Progress(len(scenarios) * len(policies) * args.seeds, "benchmark", args.quiet)
@@ -175,6 +193,7 @@ def benchmark_command(args: argparse.Namespace) -> int:
             executor=executor,
             progress=bar,
             log=lambda m: None if args.quiet else print(m),
+            duration_estimate=args.duration_estimate,
         )
     finally:
         bar.close()

@@ -122,9 +122,13 @@ class Suite:
             raise InputError(f"--split: must be one of {', '.join(SPLITS)}, got {name!r}")
         return self.scenarios.get(name, ())
 
-    def config_for(self, scenario: Scenario, seed: int = 0) -> ExperimentConfig:
+    def config_for(
+        self, scenario: Scenario, seed: int = 0, duration_estimate: str | None = None
+    ) -> ExperimentConfig:
         """The experiment config of one cell: the base config with the scenario's
-        topology and window, and ``seed`` as the fill and duration-noise seed."""
+        topology and window, ``seed`` as the fill and duration-noise seed, and
+        ``duration_estimate`` (None = the base config's) as what policies know of
+        job lengths."""
         base = _load_config_cached(self.base_config)
         topology = _load_config_cached(self.topologies[scenario.topology]).topology
         workload = dataclasses.replace(
@@ -136,6 +140,7 @@ class Suite:
             warmup_jobs=scenario.warmup_jobs,
             load=scenario.load,
             seed=seed,
+            duration_estimate=duration_estimate or base.workload.duration_estimate,
         )
         return dataclasses.replace(base, topology=topology, workload=workload)
 

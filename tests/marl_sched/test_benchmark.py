@@ -145,19 +145,12 @@ def test_benchmark_resumes_without_rerunning_finished_cells(tmp_path: Path) -> N
         run_local(specs, on_done)
 
     policies = ["first-fit", "random"]
-    summary, timing = run_benchmark(suite, "test", policies, 2, out, executor=counting)
+    summary, timing = run_benchmark(
+        suite, "test", policies, 2, out, executor=counting, figures=False
+    )
     assert len(ran) == timing["cells"] == 2 * 2 * 2
     assert {r["policy"] for r in summary} == set(policies)
-    for name in (
-        "runs.csv",
-        "summary.csv",
-        "summary.md",
-        "scenarios.md",
-        "improvement.csv",
-        "interval_estimates.png",
-        "performance_profile.png",
-        "ccdf/late-24.png",
-    ):
+    for name in ("runs.csv", "summary.csv", "summary.md", "scenarios.md", "improvement.csv"):
         assert (out / name).is_file(), name
     assert len((out / "runs.csv").read_text().splitlines()) == 1 + 8
     ran.clear()
@@ -166,7 +159,14 @@ def test_benchmark_resumes_without_rerunning_finished_cells(tmp_path: Path) -> N
     (out / "cells" / "late-30__random__s1.json").unlink()
     run_benchmark(suite, "test", policies, 2, out, executor=counting, figures=False)
     assert [(s["scenario"], s["policy"], s["seed"]) for s in ran] == [("late-30", "random", 1)]
-    # a folder of another suite is refused
+    # a folder of another duration estimate or suite is refused
+    with pytest.raises(InputError, match="with duration estimate of the config"):
+        run_benchmark(suite, "test", policies, 2, out, duration_estimate="oracle")
+    oracle = tmp_path / "oracle"
+    run_benchmark(
+        suite, "test", ["first-fit"], 1, oracle, duration_estimate="oracle", figures=False
+    )
+    assert "oracle" in (oracle / "runs.csv").read_text()
     other = _suite_data()
     other["scenarios"]["test"][0]["load"] = 3.0
     with pytest.raises(InputError, match="holds cells of"):
@@ -179,6 +179,7 @@ def test_benchmark_resumes_without_rerunning_finished_cells(tmp_path: Path) -> N
         (["--policies", "first-fit,nope"], "nope"),
         (["--policies", "first-fit", "--split", "dev"], "--split: must be one of"),
         (["--policies", "first-fit", "--seeds", "0"], "--seeds: must be an integer >= 1"),
+        (["--policies", "first-fit", "--duration-estimate", "exact"], "--duration-estimate:"),
     ],
 )
 def test_bad_benchmark_input_exits_2_before_any_work(tmp_path, capsys, args, message) -> None:
@@ -244,6 +245,8 @@ def test_benchmark_on_ray_end_to_end(tmp_path: Path, capsys) -> None:
     rows = (out / "runs.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 * 2 * 2
     assert json.loads((out / "benchmark.json").read_text())["split"] == "test"
+    for name in ("interval_estimates.png", "performance_profile.png", "ccdf/late-24.png"):
+        assert (out / name).is_file(), name
     assert "Benchmark summary: 2 scenarios x 2 seeds" in capsys.readouterr().out
 
 
