@@ -6,6 +6,8 @@
     marl-sched train    --config C --out DIR [--iterations N] [--ray-address A] [--resume]
     marl-sched evaluate --checkpoint P [--config C] [--trace F] [trace options] --out DIR
     marl-sched compare  --config C --trace F --policies a,b,... [--checkpoint P] [...] --out DIR
+    marl-sched benchmark --suite S [--split test] --policies a,b,... [--checkpoint P]
+                        [--seeds N] --out DIR [--ray-address A] [--local]
     marl-sched interference fit --config C --out DIR | interference report --model P
     marl-sched trace inspect F [--trace-format ...]
     marl-sched policies
@@ -32,6 +34,7 @@ LAZY_COMMANDS = {
     "evaluate": "agents.commands:evaluate_command",
     "compare": "marl_sched.compare:compare_command",
     "interference": "agents.interference_cli:interference_command",
+    "benchmark": "marl_sched.benchmark.command:benchmark_command",
 }
 
 
@@ -87,6 +90,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint")
     p.add_argument("--out", required=True)
     _trace_options(p, trace_required=True)
+
+    p = sub.add_parser("benchmark", help="policies x scenarios x seeds of a suite split")
+    p.add_argument("--suite", help="suite file (default: benchmarks/default.yaml)")
+    p.add_argument("--split", default="test", help="train, validation or test")
+    p.add_argument("--policies", required=True)
+    p.add_argument("--checkpoint")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--out", required=True)
+    p.add_argument("--ray-address", help="an existing Ray cluster (default: start one)")
+    p.add_argument("--local", action="store_true", help="run in this process, no Ray")
+    p.add_argument(
+        "--duration-estimate", help="none, oracle, noisy or history (default: the config's)"
+    )
+    p.add_argument("--quiet", action="store_true")
 
     p = sub.add_parser("interference", help="fit or report the learned interference model")
     isub = p.add_subparsers(dest="action", required=True, parser_class=_Parser)
@@ -189,6 +206,8 @@ RESULT_COLUMNS = (
     ("avg_queue_s", "queue (s)", ".0f"),
     ("avg_slowdown", "slowdown", ".3f"),
     ("gpu_utilization", "GPU util", ".3f"),
+    ("gpu_utilization_steady", "util steady", ".3f"),
+    ("jobs_queued_frac", "queued", ".3f"),
     ("decision_ms_p50", "dec p50 (ms)", ".3f"),
     ("wall_s", "wall (s)", ".1f"),
 )
@@ -221,7 +240,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         bar.close()
     write_run(out, metrics, records)
     print(f"cluster: {topo.describe()}")
-    print(f"trace:   {workload.trace_path} ({len(workload.jobs)} jobs)")
+    warm = f", the first {workload.warmup} warm-up, not scored" if workload.warmup else ""
+    print(f"trace:   {workload.trace_path} ({len(workload.jobs)} jobs{warm})")
     print(format_table([metrics], RESULT_COLUMNS))
     print(f"wrote {out / 'metrics.json'} and {out / 'jobs.csv'}")
     return 0

@@ -140,9 +140,16 @@ class WorkloadConfig:
         start: index of the first job of the window (after sorting by submit time).
         max_jobs: window length in jobs (null = to the end).
         load: arrival-rate multiplier (2.0 = jobs arrive twice as fast).
-        seed: seed of the fill rules (model by GPU-time bucket, ...).
+        seed: seed of the fill rules (model draw) and of noisy duration estimates.
         max_job_gpus: jobs asking for more GPUs are clipped to this (null = the
             cluster's GPU count); clipping is counted in the run's metrics.
+        warmup_jobs: jobs before ``start`` (as many as there are, up to this) that
+            are simulated but not scored, so the window starts on a populated
+            cluster; the scored jobs are still ``start`` .. ``start + max_jobs``.
+        duration_estimate: what policies know of a job's length
+            (:mod:`marl_sched.duration`): ``none``, ``oracle`` (upper-bound
+            ablation), ``noisy`` or ``history``.
+        duration_noise_sigma: ln-space error of the ``noisy`` estimate.
     """
 
     trace: str = "configs/traces/philly_sample.csv"
@@ -152,8 +159,31 @@ class WorkloadConfig:
     load: float = 1.0
     seed: int = 0
     max_job_gpus: int | None = None
+    warmup_jobs: int = 0
+    duration_estimate: str = "noisy"
+    duration_noise_sigma: float = 1.0
 
     def validate(self, where: str, key: str) -> None:
+        from marl_sched.duration import DURATION_ESTIMATES
+
+        check(
+            self.duration_estimate in DURATION_ESTIMATES,
+            where,
+            f"{key}.duration_estimate",
+            f"must be one of {', '.join(DURATION_ESTIMATES)}, got {self.duration_estimate!r}",
+        )
+        check(
+            self.duration_noise_sigma >= 0,
+            where,
+            f"{key}.duration_noise_sigma",
+            f"must be >= 0, got {self.duration_noise_sigma}",
+        )
+        check(
+            self.warmup_jobs >= 0,
+            where,
+            f"{key}.warmup_jobs",
+            f"must be >= 0, got {self.warmup_jobs}",
+        )
         formats = ("auto", "canonical", "philly", "alibaba", "pollux")
         check(
             self.trace_format in formats,

@@ -6,10 +6,10 @@ model for ``iterations`` synchronous iterations.
 
 Fill rules for fields a trace lacks (seeded, documented in the README):
 
-- ``model``: drawn from the catalogue models of the job's GPU-time bucket
-  (``duration × num_gpus``): < 1 GPU-hour → light models, < 24 GPU-hours → medium
-  models, otherwise heavy models (see :data:`MODEL_BUCKETS`); uniform within the
-  bucket, with ``numpy.random.default_rng(seed)`` consumed in trace order.
+- ``model``: drawn uniformly from the catalogue (:data:`FILL_MODELS`) with
+  ``numpy.random.default_rng(seed)`` consumed in trace order. The draw never looks
+  at the job's duration (a model picked by GPU-time bucket would leak the length to
+  every policy that reads the model) nor at anything else of the job.
 - ``num_ps``: 0 for a single-worker job (it trains locally), else
   ``ceil(num_workers / 4)`` (one PS shard per four workers, the ratio DL2's profiled
   jobs cluster around).
@@ -28,12 +28,8 @@ import numpy as np
 from marl_sched.catalogue import CATALOGUE, MODEL_NAMES
 from marl_sched.errors import InputError
 
-#: models by GPU-time bucket, (upper bound in GPU-seconds, models)
-MODEL_BUCKETS: tuple[tuple[float, tuple[str, ...]], ...] = (
-    (3600.0, ("cnn-text-classification", "dssm", "seq2seq", "wlm", "ncf", "cifar10")),
-    (86400.0, ("resnext-110", "inception-bn", "resnet-50", "deepspeech2", "cifar10")),
-    (math.inf, ("vgg-16", "resnet-50", "bert", "yolov3", "imagenet", "inception-bn")),
-)
+#: the models the fill rule draws from, uniformly
+FILL_MODELS: tuple[str, ...] = MODEL_NAMES
 
 
 @dataclass(frozen=True)
@@ -46,9 +42,12 @@ class Job:
         model: catalogue key.
         num_workers: worker tasks = GPUs.
         num_ps: parameter-server tasks.
-        iterations: synchronous iterations to run.
+        iterations: synchronous iterations to run. In the job a policy is handed
+            (``marl_sched.duration.DurationPredictor.visible_job``) this is the
+            predictor's estimate, ``nan`` when there is none.
         submit_time: seconds from the start of the trace window.
-        duration: the run time recorded in the trace (s), for reference.
+        duration: the run time recorded in the trace (s), for reference; ``nan`` in
+            the job a policy is handed unless the predictor is ``oracle``.
         vc: virtual cluster from the trace, if any.
         line: 1-based line of the source trace file.
     """
@@ -99,12 +98,9 @@ def default_num_ps(num_workers: int) -> int:
     return 0 if num_workers <= 1 else math.ceil(num_workers / 4)
 
 
-def pick_model(gpu_seconds: float, rng: np.random.Generator) -> str:
-    """The fill rule for a trace without a model: by GPU-time bucket."""
-    for bound, names in MODEL_BUCKETS:
-        if gpu_seconds < bound:
-            return names[int(rng.integers(len(names)))]
-    raise AssertionError("unreachable: last bucket is unbounded")
+def pick_model(rng: np.random.Generator) -> str:
+    """The fill rule for a trace without a model: uniform over :data:`FILL_MODELS`."""
+    return FILL_MODELS[int(rng.integers(len(FILL_MODELS)))]
 
 
 def build_jobs(
@@ -137,7 +133,7 @@ def build_jobs(
             info["clipped_jobs"] += 1
         model = row.model
         if model is None:
-            model = pick_model(row.duration * row.num_gpus, rng)
+            model = pick_model(rng)
             info["filled_models"] += 1
         elif model not in CATALOGUE:
             raise InputError(

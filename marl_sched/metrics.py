@@ -29,6 +29,8 @@ OUTCOME_KEYS = (
     "avg_slowdown",
     "makespan_s",
     "gpu_utilization",
+    "gpu_utilization_steady",
+    "jobs_queued_frac",
     "decisions",
 )
 
@@ -66,25 +68,67 @@ def _pct(values: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else math.nan
 
 
+def busy_gpu_seconds(records: Sequence[JobRecord], start: float, end: float) -> float:
+    """GPU-seconds held by ``records`` inside ``[start, end]`` (a job holds its
+    workers' GPUs from its start to its finish)."""
+    total = 0.0
+    for r in records:
+        overlap = min(r.finish_time, end) - max(r.start_time, start)
+        if overlap > 0:
+            total += r.job.num_workers * overlap
+    return total
+
+
 def compute_metrics(
-    sim: Simulator, *, policy: str, trace: str, wall_s: float, jobs_total: int | None = None
+    sim: Simulator,
+    *,
+    policy: str,
+    trace: str,
+    wall_s: float,
+    jobs_total: int | None = None,
+    warmup: int = 0,
 ) -> dict[str, Any]:
-    """The design's metrics of a finished simulation."""
-    recs = sim.result()
+    """The design's metrics of a finished simulation.
+
+    The first ``warmup`` jobs (job ids ``0 .. warmup-1``) were simulated to populate
+    the cluster and are not scored: every job figure is over the others (the
+    window), and the makespan runs from the window's first submit to its last
+    finish. ``gpu_utilization`` is busy GPU-seconds of every job over that makespan;
+    ``gpu_utilization_steady`` the same over the window's arrival period (its first
+    to its last submit, warm-up and window jobs alike holding GPUs), the steady state
+    a load tier is named after; ``jobs_queued_frac`` the share of scored jobs that
+    waited before they started (queue time > 1 ms).
+    """
+    every = sim.result()
+    recs = [r for r in every if r.job.job_id >= warmup]
+    scored = [j for j in sim.jobs if j.job_id >= warmup]
     jct = np.array([r.jct for r in recs])
     queue = np.array([r.queue_time for r in recs])
     slow = np.array([r.jct / r.isolated_runtime for r in recs])
-    first_submit = min((j.submit_time for j in sim.jobs), default=0.0)
+    first_submit = min((j.submit_time for j in scored), default=0.0)
+    last_submit = max((j.submit_time for j in scored), default=first_submit)
     last_finish = max((r.finish_time for r in recs), default=first_submit)
     makespan = last_finish - first_submit
     dec = np.array(sim.stats.decision_s) * 1e3
-    util = sim.stats.busy_gpu_seconds / (sim.topology.n_gpus * makespan) if makespan > 0 else 0.0
+    n_gpus = sim.topology.n_gpus
+    util = (
+        busy_gpu_seconds(every, first_submit, last_finish) / (n_gpus * makespan)
+        if makespan > 0
+        else 0.0
+    )
+    period = last_submit - first_submit
+    steady = (
+        busy_gpu_seconds(every, first_submit, last_submit) / (n_gpus * period)
+        if period > 0
+        else util
+    )
     return {
         "policy": policy,
         "trace": trace,
-        "jobs_total": int(jobs_total if jobs_total is not None else len(sim.jobs)),
+        "jobs_total": int(jobs_total if jobs_total is not None else len(scored)),
+        "jobs_warmup": int(warmup),
         "jobs_completed": len(recs),
-        "jobs_unplaceable": len(sim.unplaceable),
+        "jobs_unplaceable": sum(1 for j in sim.unplaceable if j.job_id >= warmup),
         "avg_jct_s": float(jct.mean()) if len(jct) else math.nan,
         "p50_jct_s": _pct(jct, 50),
         "p95_jct_s": _pct(jct, 95),
@@ -93,6 +137,8 @@ def compute_metrics(
         "avg_slowdown": float(slow.mean()) if len(slow) else math.nan,
         "makespan_s": float(makespan),
         "gpu_utilization": float(util),
+        "gpu_utilization_steady": float(steady),
+        "jobs_queued_frac": float((queue > 1e-3).mean()) if len(queue) else math.nan,
         "wall_s": float(wall_s),
         "decisions": int(sim.stats.decisions),
         "decision_ms_p50": _pct(dec, 50),
@@ -193,7 +239,10 @@ def write_report(
 
 
 def write_run(out_dir: str | Path, metrics: dict[str, Any], records: Sequence[JobRecord]) -> None:
-    """Write ``metrics.json`` and ``jobs.csv`` (each atomically)."""
+    """Write ``metrics.json`` and ``jobs.csv`` (each atomically); ``jobs.csv`` holds the
+    scored jobs (warm-up jobs, ``metrics["jobs_warmup"]`` of them, are left out)."""
     out = Path(out_dir)
+    warmup = metrics.get("jobs_warmup", 0)
+    records = [r for r in records if r.job.job_id >= warmup]
     write_json(out / "metrics.json", metrics)
     atomic_write_text(out / "jobs.csv", csv_text(job_rows(records), JOB_COLUMNS))

@@ -11,6 +11,7 @@ from typing import Any
 
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import ExperimentConfig, WorkloadConfig
+from marl_sched.duration import DurationPredictor, make_predictor
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, build_jobs
 from marl_sched.metrics import compute_metrics
@@ -50,11 +51,27 @@ class TraceOptions:
 
 @dataclass
 class Workload:
-    """The jobs of one trace window, ready for a simulator."""
+    """The jobs of one trace window, ready for a simulator.
+
+    Attributes:
+        jobs: warm-up jobs first, then the scored window, in submit order.
+        trace_path: the trace file.
+        info: fill-rule counters, dropped rows, format.
+        warmup: how many of ``jobs`` (the first ones) are warm-up: simulated, not
+            scored (``compute_metrics(..., warmup=...)``).
+        config: the workload section after the command line's overrides.
+    """
 
     jobs: list[Job]
     trace_path: str
     info: dict[str, Any]
+    warmup: int = 0
+    config: WorkloadConfig = dataclasses.field(default_factory=WorkloadConfig)
+
+    def predictor(self) -> DurationPredictor:
+        """A fresh duration predictor for one run over these jobs."""
+        wl = self.config
+        return make_predictor(wl.duration_estimate, sigma=wl.duration_noise_sigma, seed=wl.seed)
 
 
 def build_cluster(cfg: ExperimentConfig) -> tuple[Topology, PerformanceModel]:
@@ -71,11 +88,12 @@ def load_workload(
     wl = (options or TraceOptions()).apply(cfg.workload)
     path = str(cfg.resolve_path(wl.trace)) if options is None or options.trace is None else wl.trace
     fmt = None if wl.trace_format == "auto" else wl.trace_format
+    warmup = min(wl.warmup_jobs, wl.start)
     trace = load_trace(
         path,
         fmt,
-        start=wl.start,
-        max_jobs=wl.max_jobs,
+        start=wl.start - warmup,
+        max_jobs=None if wl.max_jobs is None else wl.max_jobs + warmup,
         load=wl.load,
         known_models=set(CATALOGUE),
         seed=wl.seed,
@@ -85,9 +103,11 @@ def load_workload(
         trace.jobs, perf.isolated_iteration_time, seed=wl.seed, max_job_gpus=cap, path=path
     )
     info = {**info, "dropped_rows": dict(trace.dropped), "format": trace.format}
-    if not jobs:
-        raise InputError(f"{path}: no jobs in the selected window")
-    return Workload(jobs=jobs, trace_path=path, info=info)
+    if len(jobs) <= warmup:  # every job loaded lies before the window
+        raise InputError(
+            f"{path}: window is empty: --start {wl.start} skips all {len(jobs)} jobs of the trace"
+        )
+    return Workload(jobs=jobs, trace_path=path, info=info, warmup=warmup, config=wl)
 
 
 def simulate(
@@ -101,9 +121,16 @@ def simulate(
     progress: Callable[[int], None] | None = None,
     policy=None,
 ) -> tuple[dict[str, Any], list[JobRecord], Simulator]:
-    """Run one policy over a workload; returns (metrics, per-job records, simulator)."""
+    """Run one policy over a workload; returns (metrics, per-job records, simulator).
+
+    The policy sees each job through the workload's duration predictor
+    (:meth:`DurationPredictor.visible_job`), never its true length unless the
+    workload says ``duration_estimate: oracle``. Records cover every job, warm-up
+    included; the metrics score the window only.
+    """
     from marl_sched.policies import make_policy
 
+    check_ordering(cfg.simulation.ordering, workload.config)
     pol = policy if policy is not None else make_policy(policy_name)
     pol.reset(topo, cfg.simulation.seed if seed is None else seed)
     sim = Simulator(
@@ -113,9 +140,32 @@ def simulate(
         ordering=cfg.simulation.ordering,
         backfill=cfg.simulation.backfill,
     )
+    predictor = workload.predictor()
+
+    def place(job: Job, view):
+        predictor.sync(sim.records)
+        return pol.place(predictor.visible_job(job), view)
+
     t0 = time.perf_counter()
-    records = run_policy(sim, pol.place, progress)
+    records = run_policy(sim, place, progress)
     wall = time.perf_counter() - t0
-    metrics = compute_metrics(sim, policy=policy_name, trace=workload.trace_path, wall_s=wall)
+    metrics = compute_metrics(
+        sim, policy=policy_name, trace=workload.trace_path, wall_s=wall, warmup=workload.warmup
+    )
     metrics["clipped_jobs"] = workload.info.get("clipped_jobs", 0)
+    metrics["duration_estimate"] = predictor.kind
     return metrics, records, sim
+
+
+#: simulator queue orderings that read a job's true length
+LENGTH_ORDERINGS = ("shortest-first", "mlfs-priority")
+
+
+def check_ordering(ordering: str, workload: WorkloadConfig) -> None:
+    """InputError when the queue ordering would read true lengths without ``oracle``
+    (the simulator orders its queue by the true job, not the policy's view)."""
+    if ordering in LENGTH_ORDERINGS and workload.duration_estimate != "oracle":
+        raise InputError(
+            f"simulation.ordering: {ordering!r} orders by true job lengths; it needs "
+            f"workload.duration_estimate: oracle, got {workload.duration_estimate!r}"
+        )

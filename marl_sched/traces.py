@@ -94,15 +94,17 @@ num_replicas,batch_size``.
 
 - job_id = name; submit_time = time (s); num_gpus = num_replicas (integer >= 1);
   model = application as given (bert, cifar10, deepspeech2, imagenet, ncf, yolov3),
-  non-empty; batch_size must be an integer >= 1 but is not kept; num_ps,
-  iterations, vc = None. A repeated name is an error (``name: duplicate of line 2``).
-- The file has no run time. Durations are drawn, after every row has been
-  validated, as ``z = numpy.random.default_rng(seed).standard_normal(n)`` for the n
-  data rows in file order and ``duration = exp(mu_b + sigma_b * z)``, where
-  ``(mu_b, sigma_b)`` = :data:`POLLUX_DURATION_LOGNORMAL` for the job's GPU-count
-  bucket (1, 2-4, 5-8, 9+), clipped to :data:`POLLUX_DURATION_RANGE` (the range of
-  Philly durations, 1 s to 4,628,226 s). A job's duration thus depends only on the
-  seed and its row, not on the window.
+  non-empty, with a length profile; batch_size must be an integer >= 1;
+  num_ps, vc = None. A repeated name is an error (``name: duplicate of line 2``).
+- The file has no run time: a job runs the iterations its application trains for at
+  its batch size, as the Pollux simulator defines them
+  (:func:`marl_sched.pollux_lengths.pollux_iterations`: the measured run's iteration
+  count at epoch ``max_epochs - 1``, interpolated linearly between the two nearest
+  measured batch sizes). duration = iterations x the catalogue's compute time per
+  iteration on the reference GPU, a reference run time for summaries (the simulator
+  runs the iterations). Nothing is drawn: a job depends only on its row, never on
+  the seed. The Sia workloads (``traces/sia_workloads/{philly,newtrace}``) share
+  this schema and load the same way.
 """
 
 from __future__ import annotations
@@ -114,14 +116,16 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
 import numpy as np
 
+from marl_sched.catalogue import CATALOGUE
 from marl_sched.errors import InputError
+from marl_sched.pollux_lengths import POLLUX_MAX_EPOCHS, pollux_applications, pollux_iterations
 
 CANONICAL_COLUMNS = ("job_id", "submit_time", "num_gpus", "duration")
 OPTIONAL_COLUMNS = ("model", "num_ps", "iterations", "vc")
@@ -142,23 +146,6 @@ _REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "pollux": ("name", "time", "application", "num_replicas", "batch_size"),
 }
-
-# Log-normal run-time model used to give Pollux jobs a duration: GPU-count bucket ->
-# (mu, sigma) of ln(duration in s). Fitted by maximum likelihood on the Philly trace
-# (../shared/data/traces/philly.csv loaded with load_trace(path, "philly"), i.e. the
-# 82,182 jobs left after dropping the 65 duplicate rows): mu = mean of ln(duration),
-# sigma = population standard deviation (ddof=0) of ln(duration), per bucket;
-# see fit_duration_lognormal(). tests/marl_sched/test_traces.py refits them.
-# The buckets are far from log-normal (2-4 GPUs: a spike of ~1,200 jobs that end
-# within 10-31 s plus a mode near 10^4.5-10^5.5 s, hence sigma 3.8), so draws are
-# clipped to POLLUX_DURATION_RANGE = (min, max) of the Philly durations.
-POLLUX_DURATION_LOGNORMAL: dict[str, tuple[float, float]] = {
-    "1": (6.720077, 1.971650),
-    "2-4": (6.849274, 3.800060),
-    "5-8": (9.653827, 2.791477),
-    "9+": (8.942946, 3.202342),
-}
-POLLUX_DURATION_RANGE: tuple[float, float] = (1.0, 4628226.0)
 
 # summarize(): GPU-count histogram buckets (label, low, high inclusive).
 _GPU_BUCKETS = (
@@ -539,39 +526,12 @@ def _parse_alibaba(src: _Source, known_models: set[str] | None, seed: int) -> _P
     return out
 
 
-def duration_bucket(num_gpus: int) -> str:
-    """The :data:`POLLUX_DURATION_LOGNORMAL` bucket of a GPU count: 1, 2-4, 5-8, 9+."""
-    if num_gpus <= 1:
-        return "1"
-    if num_gpus <= 4:
-        return "2-4"
-    if num_gpus <= 8:
-        return "5-8"
-    return "9+"
-
-
-def fit_duration_lognormal(jobs: Iterable[TraceJob]) -> dict[str, tuple[float, float]]:
-    """Maximum-likelihood log-normal (mu, sigma) of duration per GPU-count bucket.
-
-    mu is the mean and sigma the population (ddof=0) standard deviation of
-    ln(duration) over the jobs of the bucket. Buckets without jobs are left out.
-    """
-    logs: dict[str, list[float]] = {}
-    for job in jobs:
-        logs.setdefault(duration_bucket(job.num_gpus), []).append(math.log(job.duration))
-    fitted = {}
-    for bucket in POLLUX_DURATION_LOGNORMAL:
-        if bucket in logs:
-            values = np.asarray(logs[bucket])
-            fitted[bucket] = (float(values.mean()), float(values.std()))
-    return fitted
-
-
 def _parse_pollux(src: _Source, known_models: set[str] | None, seed: int) -> _Parsed:
-    """Adapter for Pollux workloads, with drawn durations (see the module docstring)."""
+    """Adapter for Pollux-schema workloads (see the module docstring); ``seed`` unused."""
     out = _Parsed([], [], {})
     ix = src.index
     seen: dict[str, int] = {}
+    batch_sizes: list[int] = []
     for line, f in src.rows:
         try:
             name = _text(f[ix["name"]], "name")
@@ -579,17 +539,18 @@ def _parse_pollux(src: _Source, known_models: set[str] | None, seed: int) -> _Pa
             submit = _float(f[ix["time"]], "time")
             model = _text(f[ix["application"]], "application")
             _check_model(model, known_models)
+            if model not in POLLUX_MAX_EPOCHS:
+                known = ", ".join(pollux_applications())
+                raise _RowError("application", f"no length profile for {model!r} (known: {known})")
             num_gpus = _int(f[ix["num_replicas"]], "num_replicas", 1)
-            _int(f[ix["batch_size"]], "batch_size", 1)
+            batch_sizes.append(_int(f[ix["batch_size"]], "batch_size", 1))
         except _RowError as err:
             raise src.error(line, err) from None
         out.submits.append(submit)
         out.jobs.append({"job_id": name, "num_gpus": num_gpus, "model": model, "line": line})
-    z = np.random.default_rng(seed).standard_normal(len(out.jobs))
-    low, high = POLLUX_DURATION_RANGE
-    for job, draw in zip(out.jobs, z, strict=True):
-        mu, sigma = POLLUX_DURATION_LOGNORMAL[duration_bucket(job["num_gpus"])]
-        job["duration"] = min(max(math.exp(mu + sigma * float(draw)), low), high)
+    for job, batch_size in zip(out.jobs, batch_sizes, strict=True):
+        job["iterations"] = pollux_iterations(job["model"], batch_size)
+        job["duration"] = job["iterations"] * CATALOGUE[job["model"]].compute_s
     return out
 
 
@@ -682,7 +643,7 @@ def load_trace(
         load: arrival-rate factor, > 0; rebased submit times are divided by it
             (load 2 = jobs arrive twice as fast).
         known_models: when given, every model the trace names must be in it.
-        seed: seed of the pollux duration draw (other formats ignore it).
+        seed: kept for callers; no format draws anything from it any more.
 
     Returns:
         The window, sorted by submit time (stable), the first job at 0.0.

@@ -8,24 +8,19 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 
+from marl_sched.catalogue import CATALOGUE
 from marl_sched.errors import InputError
 from marl_sched.traces import (
     CANONICAL_COLUMNS,
     OPTIONAL_COLUMNS,
-    POLLUX_DURATION_LOGNORMAL,
-    POLLUX_DURATION_RANGE,
     TRACE_FORMATS,
     Trace,
     TraceJob,
     detect_format,
-    duration_bucket,
-    fit_duration_lognormal,
     format_summary,
     load_trace,
     philly_timestamp,
@@ -342,14 +337,12 @@ def pollux_file(name: str = "w.csv") -> str:
     return write(name, POLLUX_HEADER + "\n".join(rows) + "\n")
 
 
-def test_pollux_fields_and_seeded_durations(in_tmp: Path) -> None:
+def test_pollux_fields_and_profiled_lengths(in_tmp: Path) -> None:
     path = pollux_file()
     assert detect_format(path) == "pollux"
     first = load_trace(path, seed=7)
-    again = load_trace(path, seed=7)
-    other = load_trace(path, seed=8)
-    assert first.jobs == again.jobs
-    assert [j.duration for j in first.jobs] != [j.duration for j in other.jobs]
+    # nothing is drawn: the seed does not change a job
+    assert load_trace(path, seed=8).jobs == first.jobs
     assert [(j.job_id, j.submit_time, j.num_gpus, j.model) for j in first.jobs] == [
         ("cifar10-0", 0.0, 6, "cifar10"),
         ("ncf-1", 28.0, 1, "ncf"),
@@ -358,15 +351,15 @@ def test_pollux_fields_and_seeded_durations(in_tmp: Path) -> None:
         ("imagenet-4", 194.0, 4, "imagenet"),
         ("deepspeech2-5", 293.0, 48, "deepspeech2"),
     ]
-    # The documented rule, recomputed here.
-    z = np.random.default_rng(7).standard_normal(6)
-    low, high = POLLUX_DURATION_RANGE
-    for job, draw in zip(first.jobs, z, strict=True):
-        mu, sigma = POLLUX_DURATION_LOGNORMAL[duration_bucket(job.num_gpus)]
-        assert job.duration == min(max(math.exp(mu + sigma * draw), low), high)
-    # A job's duration depends on its row and the seed, not on the window.
-    window = load_trace(path, start=2, max_jobs=2, seed=7)
-    assert [j.duration for j in window.jobs] == [j.duration for j in first.jobs[2:4]]
+    # measured batch sizes: the iteration count at the last epoch of the profile
+    # (cifar10 validation-2048.csv row 100: 3178; ncf validation-32768.csv row 10: 1548)
+    assert first.jobs[0].iterations == 3178.0
+    assert first.jobs[1].iterations == 1548.0
+    # bert at 64, between the measured 48 (3732 at epoch 2) and 96 (1885):
+    # 3732 + (1885 - 3732) * (64 - 48) / (96 - 48)
+    assert first.jobs[2].iterations == pytest.approx(3732 - 1847 / 3)
+    for job in first.jobs:
+        assert job.duration == pytest.approx(job.iterations * CATALOGUE[job.model].compute_s)
 
 
 def test_pollux_errors(in_tmp: Path) -> None:
@@ -380,18 +373,11 @@ def test_pollux_errors(in_tmp: Path) -> None:
     assert error_of(path) == "b.csv:2: batch_size: missing value"
     path = write("d.csv", POLLUX_HEADER + "a-0,1,ncf,1,32\na-0,2,ncf,1,32\n")
     assert error_of(path) == "d.csv:3: name: duplicate of line 2"
-
-
-def test_duration_buckets() -> None:
-    assert [duration_bucket(n) for n in (1, 2, 4, 5, 8, 9, 128)] == [
-        "1",
-        "2-4",
-        "2-4",
-        "5-8",
-        "5-8",
-        "9+",
-        "9+",
-    ]
+    path = write("u.csv", POLLUX_HEADER + "a-0,1,gpt9,1,32\n")
+    assert error_of(path) == (
+        "u.csv:2: application: no length profile for 'gpt9' "
+        "(known: bert, cifar10, deepspeech2, imagenet, ncf, yolov3)"
+    )
 
 
 # ------------------------------------------------------------- write + summarize
@@ -508,25 +494,6 @@ def test_real_philly(shared_data: Path) -> None:
 
 
 @pytest.mark.shared_data
-def test_pollux_lognormal_constants_refit(shared_data: Path) -> None:
-    trace = load_trace(shared_data / "traces" / "philly.csv")
-    durations = np.asarray([j.duration for j in trace.jobs])
-    gpus = np.asarray([j.num_gpus for j in trace.jobs])
-    masks = {"1": gpus == 1, "2-4": (gpus >= 2) & (gpus <= 4)}
-    masks |= {"5-8": (gpus >= 5) & (gpus <= 8), "9+": gpus >= 9}
-    for bucket, (mu, sigma) in POLLUX_DURATION_LOGNORMAL.items():
-        logs = np.log(durations[masks[bucket]])
-        assert abs(logs.mean() - mu) < 1e-3, bucket
-        assert abs(logs.std() - sigma) < 1e-3, bucket
-    fitted = fit_duration_lognormal(trace.jobs)
-    assert fitted.keys() == POLLUX_DURATION_LOGNORMAL.keys()
-    for bucket, (mu, sigma) in fitted.items():
-        assert mu == pytest.approx(POLLUX_DURATION_LOGNORMAL[bucket][0], abs=1e-3)
-        assert sigma == pytest.approx(POLLUX_DURATION_LOGNORMAL[bucket][1], abs=1e-3)
-    assert POLLUX_DURATION_RANGE == (durations.min(), durations.max())
-
-
-@pytest.mark.shared_data
 def test_real_alibaba_keeps_gpu_pods(shared_data: Path) -> None:
     path = shared_data / "traces" / "alibaba_openb_pods.csv"
     assert detect_format(path) == "alibaba"
@@ -549,6 +516,20 @@ def test_real_pollux_workloads(shared_data: Path) -> None:
         assert len(trace.jobs) == 160
         assert trace.dropped == {}
         assert {j.model for j in trace.jobs} <= models
+        assert all(j.iterations > 0 for j in trace.jobs)
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize(("source", "files", "jobs"), [("philly", 8, 160), ("newtrace", 10, 960)])
+def test_real_sia_workloads(shared_data: Path, source: str, files: int, jobs: int) -> None:
+    folder = shared_data / "traces" / "sia_workloads" / source
+    assert sorted(p.name for p in folder.glob("workload-*.csv")) == sorted(
+        f"workload-{n}.csv" for n in range(1, files + 1)
+    )
+    trace = load_trace(folder / "workload-1.csv")
+    assert trace.format == "pollux"
+    assert len(trace.jobs) == jobs
+    assert all(j.iterations > 0 and j.duration > 0 for j in trace.jobs)
 
 
 @pytest.mark.shared_data

@@ -1,0 +1,127 @@
+"""Benchmark cells (one policy on one scenario with one seed) and their resumable store.
+
+A cell's result is stored as ``DIR/cells/<scenario>__<policy>__s<seed>.json`` (written
+atomically when the cell finishes): its metrics row and the scored jobs' JCTs. A cell
+whose file exists is finished and never run again, so an interrupted benchmark
+resumes where it stopped. ``DIR/benchmark.json`` records the suite (path and content
+digest) and split; a folder holding cells of another suite is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from marl_sched.errors import InputError
+from marl_sched.metrics import atomic_write_text
+
+CELL_DIR = "cells"
+MANIFEST = "benchmark.json"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of the benchmark grid."""
+
+    scenario: str
+    policy: str
+    seed: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.scenario}__{self.policy}__s{self.seed}"
+
+
+def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one cell (in any process): ``spec`` = suite path, scenario, policy, seed,
+    checkpoint (or None). Returns ``{"row": metrics + cell fields, "jct": [...]}``.
+
+    The cell's seed is both the policy seed and the workload seed (model fill rule,
+    noisy duration estimates).
+    """
+    from marl_sched.benchmark.suite import load_suite
+    from marl_sched.policies import get_policy_class
+    from marl_sched.runner import build_cluster, load_workload, simulate
+
+    suite = load_suite(spec["suite"])
+    scenario = next(s for s in suite.split(spec["split"]) if s.name == spec["scenario"])
+    cfg = suite.config_for(
+        scenario, seed=spec["seed"], duration_estimate=spec.get("duration_estimate")
+    )
+    topo, perf = build_cluster(cfg)
+    workload = load_workload(cfg, perf)
+    cls = get_policy_class(spec["policy"])
+    kwargs = {}
+    if spec.get("checkpoint") and "checkpoint" in cls.__init__.__code__.co_varnames:
+        kwargs["checkpoint"] = spec["checkpoint"]
+    metrics, records, _ = simulate(
+        cfg, spec["policy"], workload, topo, perf, seed=spec["seed"], policy=cls(**kwargs)
+    )
+    row = {
+        "scenario": scenario.name,
+        "policy": spec["policy"],
+        "seed": spec["seed"],
+        "tier": scenario.tier,
+        "topology": scenario.topology,
+        "load": scenario.load,
+        **metrics,
+    }
+    jct = [r.jct for r in records if r.job.job_id >= workload.warmup]
+    return {"row": row, "jct": jct}
+
+
+class CellStore:
+    """The finished cells of one benchmark folder."""
+
+    def __init__(self, out: str | Path) -> None:
+        self.out = Path(out)
+        self.dir = self.out / CELL_DIR
+
+    def path(self, cell: Cell) -> Path:
+        return self.dir / f"{cell.key}.json"
+
+    def done(self, cell: Cell) -> bool:
+        return self.path(cell).is_file()
+
+    def save(self, cell: Cell, result: dict[str, Any]) -> None:
+        atomic_write_text(self.path(cell), json.dumps(result) + "\n")
+
+    def load(self, cell: Cell) -> dict[str, Any]:
+        return json.loads(self.path(cell).read_text(encoding="utf-8"))
+
+    def claim(
+        self,
+        suite_path: str,
+        split: str,
+        duration_estimate: str | None = None,
+        *,
+        write: bool = True,
+    ) -> None:
+        """Check which suite, split and duration estimate this folder holds
+        (InputError for others); with ``write``, record them in a new folder."""
+        from marl_sched.benchmark.suite import resolve
+
+        digest = hashlib.sha256(resolve(suite_path).read_bytes()).hexdigest()
+        manifest = {
+            "suite": str(suite_path),
+            "suite_sha256": digest,
+            "split": split,
+            "duration_estimate": duration_estimate,
+        }
+        path = self.out / MANIFEST
+        if path.is_file():
+            held = json.loads(path.read_text(encoding="utf-8"))
+            keys = ("suite_sha256", "split", "duration_estimate")
+            if any(held.get(k) != manifest[k] for k in keys):
+                raise InputError(
+                    f"--out: {self.out} holds cells of {held.get('suite')} split "
+                    f"{held.get('split')} with duration estimate "
+                    f"{held.get('duration_estimate') or 'of the config'} (another suite "
+                    f"file, split or estimate); use a new folder"
+                )
+            return
+        if write:
+            atomic_write_text(path, json.dumps(manifest, indent=1) + "\n")

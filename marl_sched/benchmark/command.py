@@ -1,0 +1,206 @@
+"""``marl-sched benchmark``: every policy x scenario x seed of one split of a suite.
+
+::
+
+    marl-sched benchmark --suite S [--split test] --policies a,b,... [--checkpoint P]
+                         [--seeds N] --out DIR [--ray-address A] [--local] [--quiet]
+                         [--duration-estimate none|oracle|noisy|history]
+
+Each cell runs as a Ray task (a local Ray started by the command, or the cluster at
+``--ray-address``; ``--local`` runs the cells one after another in this process, no
+Ray). ``--duration-estimate`` overrides the base config's (e.g. ``oracle``, the
+upper-bound ablation; a folder holds one estimate). Finished cells are kept in
+``DIR/cells`` and not run again, so a rerun resumes.
+Bad input (suite file, split, policy, checkpoint spec, seeds, a scenario's missing
+trace) exits 2 with one line before any cell runs. Outputs:
+:mod:`marl_sched.benchmark.report`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from marl_sched.benchmark.cells import Cell, CellStore, run_cell
+from marl_sched.benchmark.suite import DEFAULT_SUITE, load_suite, resolve
+from marl_sched.errors import InputError
+
+# the Ray executor sits above marl_sched (which never imports ray): benchmarks/
+RAY_EXECUTOR = "benchmarks.ray_executor:run_all"
+
+Executor = Callable[[list[dict[str, Any]], Callable[[dict, dict], None]], None]
+
+
+def run_local(specs: list[dict[str, Any]], on_done: Callable[[dict, dict], None]) -> None:
+    """Run cells one after another in this process."""
+    for spec in specs:
+        on_done(spec, run_cell(spec))
+
+
+def ray_executor(address: str | None) -> Executor:
+    module, _, func = RAY_EXECUTOR.partition(":")
+    try:
+        run_all = getattr(importlib.import_module(module), func)
+    except ImportError as exc:
+        raise InputError(f"benchmark: Ray executor not available ({exc}); use --local") from None
+    return lambda specs, on_done: run_all(specs, on_done, address=address)
+
+
+def parse_policies(text: str) -> list[str]:
+    from marl_sched.policies import get_policy_class
+
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise InputError("--policies: expected a comma-separated list of policy names")
+    if len(set(names)) != len(names):
+        raise InputError(f"--policies: a policy is named twice in {text!r}")
+    for name in names:
+        get_policy_class(name)  # InputError naming the unknown policy
+    return names
+
+
+def check_inputs(
+    suite_path: str | Path,
+    split: str,
+    policies: list[str],
+    seeds: int,
+    out: str | Path,
+    checkpoint: str | None,
+    duration_estimate: str | None = None,
+) -> tuple[tuple, dict[str, str]]:
+    """Every input check, before any work: (the split's scenarios, checkpoints by
+    policy). InputError names the file, key or flag."""
+    from marl_sched.compare import checkpoints_by_policy
+    from marl_sched.duration import DURATION_ESTIMATES
+
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise InputError(f"--seeds: must be an integer >= 1, got {seeds!r}")
+    if duration_estimate is not None and duration_estimate not in DURATION_ESTIMATES:
+        known = ", ".join(DURATION_ESTIMATES)
+        raise InputError(f"--duration-estimate: must be one of {known}, got {duration_estimate!r}")
+    suite = load_suite(suite_path)
+    scenarios = suite.split(split)
+    if not scenarios:
+        raise InputError(f"{suite.path}: scenarios.{split}: no scenarios in this split")
+    for sc in scenarios:
+        if not resolve(sc.trace).is_file():
+            raise InputError(f"{suite.path}: scenario {sc.name}: trace not found: {sc.trace}")
+    ckpts = checkpoints_by_policy(checkpoint, policies)
+    if Path(out).exists() and not Path(out).is_dir():
+        raise InputError(f"--out: {out}: exists and is not a folder")
+    CellStore(out).claim(str(suite_path), split, duration_estimate, write=False)
+    return scenarios, ckpts
+
+
+def run_benchmark(
+    suite_path: str | Path,
+    split: str,
+    policies: list[str],
+    seeds: int,
+    out: str | Path,
+    *,
+    checkpoint: str | None = None,
+    executor: Executor = run_local,
+    progress: Callable[[int], None] | None = None,
+    log: Callable[[str], None] = lambda _: None,
+    figures: bool = True,
+    duration_estimate: str | None = None,
+) -> tuple[list[dict], dict[str, Any]]:
+    """Run the missing cells, then write the report (``figures``: and its PNGs);
+    returns (summary rows, timing)."""
+    from marl_sched.benchmark.report import write_report
+
+    scenarios, ckpts = check_inputs(
+        suite_path, split, policies, seeds, out, checkpoint, duration_estimate
+    )
+    out = Path(out)
+    store = CellStore(out)
+    store.claim(str(suite_path), split, duration_estimate)
+    cells = [Cell(sc.name, p, s) for sc in scenarios for p in policies for s in range(seeds)]
+    todo = [c for c in cells if not store.done(c)]
+    log(
+        f"{len(cells)} cells ({len(scenarios)} scenarios x {len(policies)} policies x "
+        f"{seeds} seeds); {len(cells) - len(todo)} already done, {len(todo)} to run"
+    )
+    specs = [
+        {
+            "suite": str(suite_path),
+            "split": split,
+            "scenario": c.scenario,
+            "policy": c.policy,
+            "seed": c.seed,
+            "checkpoint": ckpts.get(c.policy),
+            "duration_estimate": duration_estimate,
+        }
+        for c in todo
+    ]
+    done = len(cells) - len(todo)
+    if progress:
+        progress(done)
+
+    def on_done(spec: dict, result: dict) -> None:
+        nonlocal done
+        store.save(Cell(spec["scenario"], spec["policy"], spec["seed"]), result)
+        done += 1
+        if progress:
+            progress(done)
+
+    t0 = time.perf_counter()
+    if specs:
+        executor(specs, on_done)
+    run_s = time.perf_counter() - t0
+    results = [store.load(c) for c in cells]
+    t1 = time.perf_counter()
+    summary = write_report(out, results, policies, seeds, figures=figures)
+    timing = {
+        "cells": len(cells),
+        "ran": len(todo),
+        "run_s": run_s,
+        "report_s": time.perf_counter() - t1,
+    }
+    return summary, timing
+
+
+def benchmark_command(args: argparse.Namespace) -> int:
+    from marl_sched.cli import Progress
+
+    policies = parse_policies(args.policies)
+    suite_path = args.suite or str(DEFAULT_SUITE)
+    # bad input exits 2 before Ray starts or the progress bar draws
+    scenarios, _ = check_inputs(
+        suite_path,
+        args.split,
+        policies,
+        args.seeds,
+        args.out,
+        args.checkpoint,
+        args.duration_estimate,
+    )
+    executor = run_local if args.local else ray_executor(args.ray_address)
+    bar = Progress(len(scenarios) * len(policies) * args.seeds, "benchmark", args.quiet)
+    try:
+        summary, timing = run_benchmark(
+            suite_path,
+            args.split,
+            policies,
+            args.seeds,
+            args.out,
+            checkpoint=args.checkpoint,
+            executor=executor,
+            progress=bar,
+            log=lambda m: None if args.quiet else print(m),
+            duration_estimate=args.duration_estimate,
+        )
+    finally:
+        bar.close()
+    print((Path(args.out) / "summary.md").read_text(encoding="utf-8"))
+    print(
+        f"{timing['cells']} cells, {timing['ran']} run now in {timing['run_s']:.0f} s "
+        f"(+ {timing['report_s']:.0f} s report); wrote {args.out}/runs.csv, summary.md, "
+        f"scenarios.md and figures"
+    )
+    return 0

@@ -1,0 +1,346 @@
+"""Benchmark suites: pre-registered scenarios in train / validation / test splits.
+
+A suite file (``benchmarks/default.yaml``; the protocol is ``docs/benchmark.md``) is a
+YAML mapping::
+
+    version: 1
+    base_config: configs/default.yaml      # simulation + workload defaults
+    tiers: {light: 0.30, medium: 0.60, heavy: 0.85}   # target steady GPU utilisation
+    topologies: {default: configs/default.yaml, k80-heavy: benchmarks/topologies/...}
+    regions:                               # which split owns which jobs of which file
+      - {trace: ../shared/data/traces/philly.csv, jobs: [0, 50000], split: train}
+      - {trace: ../shared/data/traces/pollux_workloads/workload-1.csv, split: validation}
+    scenarios:
+      test:
+        - {name: philly-62200-heavy, trace: ../shared/data/traces/philly.csv,
+           start: 62200, max_jobs: 1000, warmup_jobs: 200, load: 2.1, tier: heavy,
+           topology: default, util: 0.85}
+
+Paths are relative to the repo root. A region without ``jobs`` owns the whole file;
+``jobs: [a, b]`` owns jobs ``a .. b-1`` in submit order (``b`` null = to the end).
+Files are matched by content (SHA-256), so a copy of a test file elsewhere is still
+the test split. Every scenario's window, warm-up included (jobs ``start -
+warmup_jobs`` .. ``start + max_jobs - 1``), must lie inside one region of its own
+split. ``util`` is the first-fit steady utilisation measured when the load was
+calibrated (documentation; ``benchmarks/make_default_suite.py``).
+
+Every problem raises :class:`~marl_sched.errors.InputError` with one line naming the
+file and the dotted key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from marl_sched.config import REPO_ROOT, ExperimentConfig, load_config
+from marl_sched.errors import InputError
+
+SPLITS = ("train", "validation", "test")
+DEFAULT_SUITE = REPO_ROOT / "benchmarks" / "default.yaml"
+
+_SCENARIO_KEYS = {
+    "name": str,
+    "trace": str,
+    "start": int,
+    "max_jobs": int,
+    "warmup_jobs": int,
+    "load": float,
+    "tier": str,
+    "topology": str,
+    "util": float,
+}
+_SCENARIO_REQUIRED = ("name", "trace", "start", "max_jobs", "load", "tier", "topology")
+
+
+@dataclass(frozen=True)
+class Region:
+    """Jobs ``first .. end-1`` (``end`` None = to the end) of a file, owned by a split."""
+
+    trace: str
+    split: str
+    first: int = 0
+    end: int | None = None
+
+    def overlaps(self, first: int, end: int | None) -> bool:
+        """Do jobs ``first .. end-1`` share a job with this region?"""
+        lo = max(self.first, first)
+        hi = min(math.inf if self.end is None else self.end, math.inf if end is None else end)
+        return lo < hi
+
+    def contains(self, first: int, end: int) -> bool:
+        return self.first <= first and (self.end is None or end <= self.end)
+
+    def describe(self) -> str:
+        if self.first == 0 and self.end is None:
+            return f"{self.trace} (whole file)"
+        return f"{self.trace} jobs {self.first}..{'end' if self.end is None else self.end - 1}"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One pre-registered benchmark scenario: a trace window at a load on a topology."""
+
+    name: str
+    split: str
+    trace: str
+    start: int
+    max_jobs: int
+    load: float
+    tier: str
+    topology: str
+    warmup_jobs: int = 0
+    util: float | None = None
+
+    @property
+    def first_job(self) -> int:
+        """First job simulated (warm-up included)."""
+        return max(0, self.start - self.warmup_jobs)
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A loaded suite file."""
+
+    path: str
+    base_config: str
+    tiers: dict[str, float]
+    topologies: dict[str, str]
+    regions: tuple[Region, ...]
+    scenarios: dict[str, tuple[Scenario, ...]]
+
+    def split(self, name: str) -> tuple[Scenario, ...]:
+        """The scenarios of split ``name``; InputError for an unknown split."""
+        if name not in SPLITS:
+            raise InputError(f"--split: must be one of {', '.join(SPLITS)}, got {name!r}")
+        return self.scenarios.get(name, ())
+
+    def config_for(
+        self, scenario: Scenario, seed: int = 0, duration_estimate: str | None = None
+    ) -> ExperimentConfig:
+        """The experiment config of one cell: the base config with the scenario's
+        topology and window, ``seed`` as the fill and duration-noise seed, and
+        ``duration_estimate`` (None = the base config's) as what policies know of
+        job lengths."""
+        base = _load_config_cached(self.base_config)
+        topology = _load_config_cached(self.topologies[scenario.topology]).topology
+        workload = dataclasses.replace(
+            base.workload,
+            trace=str(resolve(scenario.trace)),
+            trace_format="auto",
+            start=scenario.start,
+            max_jobs=scenario.max_jobs,
+            warmup_jobs=scenario.warmup_jobs,
+            load=scenario.load,
+            seed=seed,
+            duration_estimate=duration_estimate or base.workload.duration_estimate,
+        )
+        return dataclasses.replace(base, topology=topology, workload=workload)
+
+
+@functools.cache
+def _load_config_cached(path: str) -> ExperimentConfig:
+    return load_config(resolve(path))
+
+
+def resolve(path: str | Path) -> Path:
+    """A suite path: relative ones against the repo root."""
+    p = Path(path)
+    return p if p.is_absolute() else REPO_ROOT / p
+
+
+@functools.cache
+def _digest(path: Path) -> str | None:
+    """SHA-256 of a file's bytes; None when it cannot be read."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+# ------------------------------------------------------------------------- loading
+
+
+def _fail(where: str, key: str, problem: str) -> InputError:
+    return InputError(f"{where}: {key}: {problem}")
+
+
+def _mapping(value: Any, where: str, key: str) -> dict:
+    if not isinstance(value, dict):
+        raise _fail(where, key, f"expected a mapping, got {value!r}")
+    return value
+
+
+def _typed(value: Any, tp: type, where: str, key: str) -> Any:
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, tp) or isinstance(value, bool):
+        raise _fail(where, key, f"expected {tp.__name__}, got {value!r}")
+    return value
+
+
+def _region(item: Any, where: str, key: str) -> Region:
+    item = _mapping(item, where, key)
+    unknown = set(item) - {"trace", "jobs", "split"}
+    if unknown:
+        raise _fail(where, f"{key}.{sorted(unknown)[0]}", "unknown key (known: jobs, split, trace)")
+    trace = _typed(item.get("trace"), str, where, f"{key}.trace")
+    split = item.get("split")
+    if split not in SPLITS:
+        raise _fail(where, f"{key}.split", f"must be one of {', '.join(SPLITS)}, got {split!r}")
+    jobs = item.get("jobs")
+    if jobs is None:
+        return Region(trace, split)
+    ok = isinstance(jobs, list) and len(jobs) == 2 and isinstance(jobs[0], int)
+    ok = ok and (jobs[1] is None or (isinstance(jobs[1], int) and jobs[1] > jobs[0] >= 0))
+    if not ok:
+        raise _fail(
+            where, f"{key}.jobs", f"expected [first, end] with 0 <= first < end, got {jobs!r}"
+        )
+    return Region(trace, split, jobs[0], jobs[1])
+
+
+def _scenario(item: Any, split: str, where: str, key: str) -> Scenario:
+    item = _mapping(item, where, key)
+    for name in item:
+        if name not in _SCENARIO_KEYS:
+            known = ", ".join(sorted(_SCENARIO_KEYS))
+            raise _fail(where, f"{key}.{name}", f"unknown key (known: {known})")
+    for name in _SCENARIO_REQUIRED:
+        if name not in item:
+            raise _fail(where, f"{key}.{name}", "required key is missing")
+    values = {k: _typed(v, _SCENARIO_KEYS[k], where, f"{key}.{k}") for k, v in item.items()}
+    if values["load"] <= 0 or not math.isfinite(values["load"]):
+        raise _fail(where, f"{key}.load", f"must be > 0, got {values['load']}")
+    for name in ("start", "warmup_jobs"):
+        if values.get(name, 0) < 0:
+            raise _fail(where, f"{key}.{name}", f"must be >= 0, got {values[name]}")
+    if values["max_jobs"] < 1:
+        raise _fail(where, f"{key}.max_jobs", f"must be >= 1, got {values['max_jobs']}")
+    return Scenario(split=split, **values)
+
+
+def load_suite(path: str | Path = DEFAULT_SUITE) -> Suite:
+    """Load and check a suite file (see the module docstring)."""
+    where = str(path)
+    try:
+        data = yaml.safe_load(resolve(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{where}: cannot read suite: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f"{where}:{mark.line + 1}" if mark is not None else where
+        raise InputError(f"{at}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    data = _mapping(data, where, "suite")
+    known = {"version", "base_config", "tiers", "topologies", "regions", "scenarios"}
+    for key in data:
+        if key not in known:
+            raise _fail(where, key, f"unknown key (known: {', '.join(sorted(known))})")
+    if data.get("version") != 1:
+        raise _fail(where, "version", f"must be 1, got {data.get('version')!r}")
+    base = _typed(data.get("base_config"), str, where, "base_config")
+    tiers = {
+        str(k): _typed(v, float, where, f"tiers.{k}")
+        for k, v in _mapping(data.get("tiers"), where, "tiers").items()
+    }
+    topologies = {
+        str(k): _typed(v, str, where, f"topologies.{k}")
+        for k, v in _mapping(data.get("topologies"), where, "topologies").items()
+    }
+    for key, file in [
+        ("base_config", base),
+        *((f"topologies.{k}", v) for k, v in topologies.items()),
+    ]:
+        if not resolve(file).is_file():
+            raise _fail(where, key, f"no such config file: {file}")
+    raw_regions = data.get("regions")
+    if not isinstance(raw_regions, list) or not raw_regions:
+        raise _fail(where, "regions", "expected a non-empty list")
+    regions = tuple(_region(r, where, f"regions[{i}]") for i, r in enumerate(raw_regions))
+    raw = _mapping(data.get("scenarios"), where, "scenarios")
+    scenarios: dict[str, tuple[Scenario, ...]] = {}
+    names: set[str] = set()
+    for split, items in raw.items():
+        if split not in SPLITS:
+            raise _fail(where, f"scenarios.{split}", f"unknown split (known: {', '.join(SPLITS)})")
+        if not isinstance(items, list):
+            raise _fail(where, f"scenarios.{split}", "expected a list")
+        parsed = []
+        for i, item in enumerate(items):
+            key = f"scenarios.{split}[{i}]"
+            sc = _scenario(item, split, where, key)
+            if sc.name in names:
+                raise _fail(where, f"{key}.name", f"duplicate scenario name {sc.name!r}")
+            names.add(sc.name)
+            if sc.tier not in tiers:
+                raise _fail(
+                    where, f"{key}.tier", f"unknown tier {sc.tier!r} (known: {', '.join(tiers)})"
+                )
+            if sc.topology not in topologies:
+                raise _fail(
+                    where,
+                    f"{key}.topology",
+                    f"unknown topology {sc.topology!r} (known: {', '.join(topologies)})",
+                )
+            home = [
+                r
+                for r in regions
+                if r.trace == sc.trace and r.contains(sc.first_job, sc.start + sc.max_jobs)
+            ]
+            if not home or home[0].split != split:
+                found = f"{home[0].split} region {home[0].describe()}" if home else "no region"
+                jobs = f"{sc.first_job}..{sc.start + sc.max_jobs - 1}"
+                problem = f"window of {sc.trace} jobs {jobs} lies in {found}, not in {split}"
+                raise _fail(where, key, problem)
+            parsed.append(sc)
+        scenarios[split] = tuple(parsed)
+    return Suite(where, base, tiers, topologies, regions, scenarios)
+
+
+# ------------------------------------------------------------------------- refusal
+
+
+def check_not_test(
+    trace: str | Path,
+    start: int = 0,
+    max_jobs: int | None = None,
+    *,
+    warmup_jobs: int = 0,
+    suite: Suite | str | Path = DEFAULT_SUITE,
+    where: str | None = None,
+) -> None:
+    """Refuse a window that touches the suite's test split (training, selection).
+
+    The window is jobs ``start - warmup_jobs`` .. ``start + max_jobs - 1`` (``max_jobs``
+    None = to the end) of ``trace``; the file is matched against the suite's test
+    regions by content, so a renamed copy is caught too. A file the suite does not
+    name is not refused.
+
+    Raises:
+        InputError: ``<where or trace>: jobs a..b overlap the test split of
+            <suite> (<region>)``.
+    """
+    if not isinstance(suite, Suite):
+        suite = load_suite(suite)
+    digest = _digest(resolve(trace))
+    if digest is None:
+        return
+    first = max(0, start - warmup_jobs)
+    end = None if max_jobs is None else start + max_jobs
+    for region in suite.regions:
+        if region.split != "test" or _digest(resolve(region.trace)) != digest:
+            continue
+        if region.overlaps(first, end):
+            shown = "end" if end is None else end - 1
+            raise InputError(
+                f"{where or trace}: jobs {first}..{shown} overlap the test split of "
+                f"{suite.path} ({region.describe()}); training and checkpoint selection "
+                f"may not use it"
+            )

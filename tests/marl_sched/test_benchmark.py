@@ -1,0 +1,260 @@
+"""marl_sched.benchmark: suite files, the test-split refusal, the resumable grid, the
+command line's exit-2 contract, and (marked ray) one end-to-end run on Ray."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from marl_sched.benchmark import DEFAULT_SUITE, check_not_test, load_suite
+from marl_sched.benchmark.command import run_benchmark, run_local
+from marl_sched.cli import main
+from marl_sched.config import REPO_ROOT
+from marl_sched.errors import InputError
+
+TRACE = str(REPO_ROOT / "tests" / "data" / "golden_trace.csv")
+BASE = str(REPO_ROOT / "tests" / "data" / "golden.yaml")
+
+
+def _suite_data(trace: str = TRACE) -> dict:
+    return {
+        "version": 1,
+        "base_config": BASE,
+        "tiers": {"medium": 0.6},
+        "topologies": {"small": BASE},
+        "regions": [
+            {"trace": trace, "jobs": [0, 20], "split": "train"},
+            {"trace": trace, "jobs": [20, None], "split": "test"},
+        ],
+        "scenarios": {
+            "train": [
+                {
+                    "name": "early",
+                    "trace": trace,
+                    "start": 5,
+                    "max_jobs": 10,
+                    "warmup_jobs": 5,
+                    "load": 1.0,
+                    "tier": "medium",
+                    "topology": "small",
+                },
+            ],
+            "test": [
+                {
+                    "name": f"late-{start}",
+                    "trace": trace,
+                    "start": start,
+                    "max_jobs": 8,
+                    "warmup_jobs": 4,
+                    "load": 1.5,
+                    "tier": "medium",
+                    "topology": "small",
+                }
+                for start in (24, 30)
+            ],
+        },
+    }
+
+
+def _write(tmp_path: Path, data: dict, name: str = "suite.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(path)
+
+
+def _err_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+def test_suite_loads_and_builds_cell_configs(tmp_path: Path) -> None:
+    suite = load_suite(_write(tmp_path, _suite_data()))
+    assert [s.name for s in suite.split("test")] == ["late-24", "late-30"]
+    cfg = suite.config_for(suite.split("test")[0], seed=2)
+    assert (cfg.workload.start, cfg.workload.max_jobs, cfg.workload.warmup_jobs) == (24, 8, 4)
+    assert (cfg.workload.load, cfg.workload.seed) == (1.5, 2)
+    with pytest.raises(InputError, match="--split: must be one of train, validation, test"):
+        suite.split("holdout")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d.update(extra=1), "suite.yaml: extra: unknown key"),
+        (
+            lambda d: d["scenarios"]["test"][0].update(tier="extreme"),
+            "suite.yaml: scenarios.test[0].tier: unknown tier 'extreme'",
+        ),
+        (
+            lambda d: d["scenarios"]["test"][0].update(load=-1),
+            "suite.yaml: scenarios.test[0].load: must be > 0, got -1.0",
+        ),
+        (
+            lambda d: d["scenarios"]["test"][0].pop("trace"),
+            "suite.yaml: scenarios.test[0].trace: required key is missing",
+        ),
+        # its warm-up (jobs 16..19) reaches into the train region
+        (
+            lambda d: d["scenarios"]["test"][0].update(start=20),
+            "suite.yaml: scenarios.test[0]: window of",
+        ),
+        (
+            lambda d: d["regions"][0].update(split="dev"),
+            "suite.yaml: regions[0].split: must be one of train, validation, test, got 'dev'",
+        ),
+    ],
+)
+def test_bad_suite_names_the_key(tmp_path: Path, change, message: str) -> None:
+    data = _suite_data()
+    change(data)
+    path = _write(tmp_path, data)
+    with pytest.raises(InputError) as err:
+        load_suite(path)
+    assert str(err.value).startswith(str(tmp_path / message.split(": ", 1)[0]) + ": ")
+    assert message.split(": ", 1)[1] in str(err.value)
+
+
+def test_check_not_test_refuses_test_windows_even_in_a_copy(tmp_path: Path) -> None:
+    suite = load_suite(_write(tmp_path, _suite_data()))
+    check_not_test(TRACE, 0, 20, suite=suite)  # the train region
+    with pytest.raises(InputError, match=r"jobs 15\.\.24 overlap the test split"):
+        check_not_test(TRACE, 15, 10, suite=suite)
+    with pytest.raises(InputError, match=r"jobs 16\.\.end overlap"):  # to the end
+        check_not_test(TRACE, 18, None, warmup_jobs=2, suite=suite)
+    with pytest.raises(InputError, match=r"jobs 10\.\.20 overlap"):  # one job is enough
+        check_not_test(TRACE, 10, 11, suite=suite)
+    check_not_test(TRACE, 5, 15, warmup_jobs=5, suite=suite)  # warm-up inside train
+    copy = tmp_path / "renamed.csv"
+    shutil.copy(TRACE, copy)
+    with pytest.raises(InputError, match="renamed.csv: jobs 20..29 overlap"):
+        check_not_test(copy, 20, 10, suite=suite)
+
+
+def test_benchmark_resumes_without_rerunning_finished_cells(tmp_path: Path) -> None:
+    suite = _write(tmp_path, _suite_data())
+    out = tmp_path / "bench"
+    ran: list[dict] = []
+
+    def counting(specs, on_done):
+        ran.extend(specs)
+        run_local(specs, on_done)
+
+    policies = ["first-fit", "random"]
+    summary, timing = run_benchmark(
+        suite, "test", policies, 2, out, executor=counting, figures=False
+    )
+    assert len(ran) == timing["cells"] == 2 * 2 * 2
+    assert {r["policy"] for r in summary} == set(policies)
+    for name in ("runs.csv", "summary.csv", "summary.md", "scenarios.md", "improvement.csv"):
+        assert (out / name).is_file(), name
+    assert len((out / "runs.csv").read_text().splitlines()) == 1 + 8
+    ran.clear()
+    run_benchmark(suite, "test", policies, 2, out, executor=counting, figures=False)
+    assert ran == []
+    (out / "cells" / "late-30__random__s1.json").unlink()
+    run_benchmark(suite, "test", policies, 2, out, executor=counting, figures=False)
+    assert [(s["scenario"], s["policy"], s["seed"]) for s in ran] == [("late-30", "random", 1)]
+    # a folder of another duration estimate or suite is refused
+    with pytest.raises(InputError, match="with duration estimate of the config"):
+        run_benchmark(suite, "test", policies, 2, out, duration_estimate="oracle")
+    oracle = tmp_path / "oracle"
+    run_benchmark(
+        suite, "test", ["first-fit"], 1, oracle, duration_estimate="oracle", figures=False
+    )
+    assert "oracle" in (oracle / "runs.csv").read_text()
+    other = _suite_data()
+    other["scenarios"]["test"][0]["load"] = 3.0
+    with pytest.raises(InputError, match="holds cells of"):
+        run_benchmark(_write(tmp_path, other, "other.yaml"), "test", policies, 2, out)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--policies", "first-fit,nope"], "nope"),
+        (["--policies", "first-fit", "--split", "dev"], "--split: must be one of"),
+        (["--policies", "first-fit", "--seeds", "0"], "--seeds: must be an integer >= 1"),
+        (["--policies", "first-fit", "--duration-estimate", "exact"], "--duration-estimate:"),
+    ],
+)
+def test_bad_benchmark_input_exits_2_before_any_work(tmp_path, capsys, args, message) -> None:
+    suite = _write(tmp_path, _suite_data())
+    out = tmp_path / "bench"
+    rc = main(["benchmark", "--suite", suite, "--out", str(out), "--local", *args])
+    assert rc == 2
+    assert message in _err_line(capsys)
+    assert not (out / "cells").exists()
+
+
+def test_bad_suite_file_exits_2(tmp_path, capsys) -> None:
+    data = _suite_data()
+    data["tiers"] = "heavy"
+    suite = _write(tmp_path, data)
+    rc = main(
+        [
+            "benchmark",
+            "--suite",
+            suite,
+            "--policies",
+            "first-fit",
+            "--out",
+            str(tmp_path / "b"),
+            "--local",
+        ]
+    )
+    assert rc == 2
+    assert _err_line(capsys).endswith("suite.yaml: tiers: expected a mapping, got 'heavy'")
+
+
+def test_shipped_suite_is_pre_registered() -> None:
+    suite = load_suite(DEFAULT_SUITE)
+    test = suite.split("test")
+    assert len(test) >= 30
+    assert {s.tier for s in test} == {"light", "medium", "heavy"}
+    assert {s.topology for s in suite.split("train") + suite.split("validation")} == {"default"}
+    assert any("alibaba" in s.trace for s in test)
+    assert not any("alibaba" in s.trace for s in suite.split("train") + suite.split("validation"))
+    # the default config's training window stays out of the test split
+    check_not_test("configs/traces/philly_sample.csv", 200, 1800, warmup_jobs=200, suite=suite)
+
+
+@pytest.mark.ray
+def test_benchmark_on_ray_end_to_end(tmp_path: Path, capsys) -> None:
+    suite = _write(tmp_path, _suite_data())
+    out = tmp_path / "bench"
+    rc = main(
+        [
+            "benchmark",
+            "--suite",
+            suite,
+            "--policies",
+            "first-fit,load-balance",
+            "--seeds",
+            "2",
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
+    assert rc == 0, capsys.readouterr().err
+    rows = (out / "runs.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2 * 2 * 2
+    assert json.loads((out / "benchmark.json").read_text())["split"] == "test"
+    for name in ("interval_estimates.png", "performance_profile.png", "ccdf/late-24.png"):
+        assert (out / name).is_file(), name
+    assert "Benchmark summary: 2 scenarios x 2 seeds" in capsys.readouterr().out
+
+
+@pytest.mark.shared_data
+def test_every_shipped_scenario_names_an_existing_trace(shared_data: Path) -> None:
+    from marl_sched.benchmark.suite import resolve
+
+    suite = load_suite(DEFAULT_SUITE)
+    for split in ("train", "validation", "test"):
+        for sc in suite.split(split):
+            assert resolve(sc.trace).is_file(), sc.name
