@@ -308,8 +308,10 @@ def _overlap(a: int, n: int | None, b: int, m: int | None) -> bool:
 
 
 def _check_windows_apart(cfg: ExperimentConfig, tc: TrainConfig) -> None:
-    """No validation window may share a job with a training window. The key blamed is
-    the extra training window's, or else the validation window's."""
+    """No training or validation window may touch the benchmark's test split
+    (``marl_sched.benchmark.check_not_test``), and no validation window may share a job
+    with a training window. The key blamed is the extra training window's, or else
+    the validation window's."""
     wl = cfg.workload
     trains = [("workload", wl.trace, wl.start, wl.max_jobs)]
     trains += [
@@ -322,6 +324,13 @@ def _check_windows_apart(cfg: ExperimentConfig, tc: TrainConfig) -> None:
         (f"train.eval_extra_windows[{i}]", w.trace, w.start, w.max_jobs)
         for i, w in enumerate(tc.eval_extra_windows)
     ]
+    from marl_sched.benchmark import check_not_test
+
+    # the benchmark's test split is never trained on or selected on (docs/benchmark.md)
+    for i, (key, trace, start, n) in enumerate(trains + evals):
+        warm = wl.warmup_jobs if i == 0 else 0
+        check_not_test(cfg.resolve_path(trace), start, n, warmup_jobs=warm,
+                       where=f"{cfg.source}: {key}")  # fmt: skip
     for t_key, t_trace, t_start, t_n in trains:
         for e_key, e_trace, e_start, e_n in evals:
             same = cfg.resolve_path(t_trace) == cfg.resolve_path(e_trace)

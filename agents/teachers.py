@@ -159,10 +159,12 @@ class RolloutTeacher(LookaheadTeacher):
 
     def place(self, job, view, legal=None, views=None, sim: Simulator | None = None):
         """``sim``: the simulator whose pending decision is ``job`` (required for
-        jobs of ``min_workers`` or more)."""
+        jobs of ``min_workers`` or more; ``job`` may be the copy a duration predictor
+        shows the agents). The rollouts fork ``sim``, which knows true lengths: a
+        privileged teacher, used in training only."""
         if job.num_workers < self.min_workers:
             return super().place(job, view, legal, views)
-        if sim is None or sim.pending is not job:
+        if sim is None or sim.pending is None or sim.pending.job_id != job.job_id:
             raise ValueError("RolloutTeacher.place needs the simulator whose pending job it is")
         options = proposals(self.candidates, job, views or [view], legal)
         if len(options) <= 1:

@@ -248,7 +248,8 @@ def imitation_weights(works, power: float):
     """
     import numpy as np
 
-    w = np.power(np.maximum(np.asarray(works, dtype=np.float64), 1.0), power)
+    works = np.nan_to_num(np.asarray(works, dtype=np.float64), nan=1.0)  # no estimate: 1
+    w = np.power(np.maximum(works, 1.0), power)
     return (w / w.mean()).astype(np.float32)
 
 

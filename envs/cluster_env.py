@@ -81,6 +81,15 @@ memory), narrowed by the rule options:
 - ``ps_rule``: after the last worker, the job's PS go where every heuristic puts them
   (:func:`marl_sched.policies.heuristics.ps_near_workers`), unless they do not fit.
 
+What the agents know of a job's length is the workload's duration estimate
+(``workload.duration_estimate``, :mod:`marl_sched.duration`): the session holds the job
+as ``DurationPredictor.visible_job`` returns it (estimated iterations, no trace
+duration), as every policy sees it. ``job_length`` reads the estimated work (0 when
+there is none), ``wait_to_fit`` the estimated runtime (no wait without an estimate),
+and the speed-floor gate the estimated GPU work (the floor binds a job without one).
+Only the simulator, and the behaviour-cloning teacher that forks it (a privileged
+teacher, training only), see true lengths.
+
 An illegal action (masked, out of range, or from an agent that is not acting) raises
 ``ValueError`` naming the agent and the action. ``action_spaces[agent].sample()``
 without a mask draws a legal action for the acting agent (:class:`MaskedDiscrete`).
@@ -159,7 +168,10 @@ Episodes
 The config's workload window is loaded once; an episode is ``env.window_jobs``
 consecutive jobs of it (null = the whole window: what ``marl-sched evaluate`` runs),
 starting where ``reset(options={"window_start": i})`` says or at a start drawn from the
-``reset`` seed (0 for the whole window). Extra episode sources (training's
+``reset`` seed (0 for the whole window). A whole-window episode keeps the workload's
+warm-up (``workload.warmup_jobs``): those jobs are simulated and placed by the agents
+but not scored — the reward and the final metrics count the window's jobs only; a
+slice is an episode of its own, every job scored. Extra episode sources (training's
 ``train.extra_windows``) come in as ``windows=``. A slice's jobs are renumbered
 ``0..n-1`` with submit times relative to its first job. ``terminated`` when every job
 is done or can never be placed. The terminal ``infos[agent]`` carries
@@ -264,8 +276,12 @@ class ClusterPlacementEnv(MultiAgentEnv):
         self.cfg = cfg
         self.env_config: EnvConfig = with_overrides(cfg, env) if env else env_config(cfg)
         self.topology, self.perf = build_cluster(cfg)
-        own = list(jobs) if jobs is not None else load_workload(cfg, self.perf).jobs
-        self.sources: list[list[Job]] = [own]
+        own = load_workload(cfg, self.perf) if jobs is None else None
+        predictor = (own.predictor if own is not None else _config_predictor(cfg))
+        # an episode source: (jobs, warm-up jobs, a fresh duration predictor per episode)
+        self.sources: list[tuple[list[Job], int, Callable]] = [
+            (list(jobs), 0, predictor) if own is None else (own.jobs, own.warmup, own.predictor)
+        ]
         shares = [float(extra.get("workload_share", 1.0))]
         for w in windows or ():
             if isinstance(w, Mapping):  # a trace window: {trace, start, max_jobs, load, share}
@@ -273,11 +289,12 @@ class ClusterPlacementEnv(MultiAgentEnv):
                     trace=w["trace"], start=w.get("start"), max_jobs=w.get("max_jobs"),
                     load=w.get("load"),
                 )  # fmt: skip
-                self.sources.append(load_workload(cfg, self.perf, opts).jobs)
+                wl = load_workload(cfg, self.perf, opts)
+                self.sources.append((wl.jobs, wl.warmup, wl.predictor))
                 shares.append(float(w.get("share", 1.0)))
             else:  # (jobs, share)
                 w_jobs, share = w
-                self.sources.append(list(w_jobs))
+                self.sources.append((list(w_jobs), 0, _config_predictor(cfg)))
                 shares.append(float(share))
         self.source_p = np.asarray(shares) / sum(shares)
         try:
@@ -308,7 +325,7 @@ class ClusterPlacementEnv(MultiAgentEnv):
         k = int(options.get("source", 0 if len(self.sources) == 1 else -1))
         if k < 0:
             k = int(self.rng.choice(len(self.sources), p=self.source_p))
-        source = self.sources[k]
+        source, warmup, predictor = self.sources[k]
         wj = self.env_config.window_jobs
         size = len(source) if wj is None else min(wj, len(source))
         if "window_start" in options:
@@ -318,7 +335,10 @@ class ClusterPlacementEnv(MultiAgentEnv):
         else:
             start = 0 if size == len(source) else int(self.rng.integers(0, len(source) - size + 1))
         self.source, self.window_start = k, start
-        jobs = source if size == len(source) else _renumbered(source[start : start + size])
+        if size == len(source):
+            jobs, self.warmup = source, warmup
+        else:  # a slice is an episode of its own: every job scored
+            jobs, self.warmup = _renumbered(source[start : start + size]), 0
         self.sim = Simulator(
             self.topology,
             jobs,
@@ -326,8 +346,10 @@ class ClusterPlacementEnv(MultiAgentEnv):
             ordering=self.cfg.simulation.ordering,
             backfill=self.cfg.simulation.backfill,
         )
+        self.predictor = predictor()
         self.reward = TeamReward(self.sim, self.env_config.reward.time_scale_s,
-                                 self.env_config.reward.interference)  # fmt: skip
+                                 self.env_config.reward.interference,
+                                 scored_from=self.warmup)  # fmt: skip
         self._last_obs = {}
         if not self._next_session():
             raise InputError(f"{self.cfg.source}: no job of the window can ever be placed")
@@ -393,7 +415,9 @@ class ClusterPlacementEnv(MultiAgentEnv):
         """Open a session for the next job an agent can act on; False at the end."""
         while (job := self.sim.next_decision()) is not None:
             home = home_agent(job, self.builder.n_agents)
-            session = PlacementSession(self.builder, job, self.sim.view(), home)
+            self.predictor.sync(self.sim.records)  # what the agents may know of its length
+            seen = self.predictor.visible_job(job)
+            session = PlacementSession(self.builder, seen, self.sim.view(), home)
             if session.feasible() and not session.waits():
                 self.session = session
                 return True
@@ -437,7 +461,9 @@ class ClusterPlacementEnv(MultiAgentEnv):
         """``marl_sched.metrics.compute_metrics`` of the episode so far."""
         from marl_sched.metrics import compute_metrics
 
-        return compute_metrics(self.sim, policy="env", trace=self.cfg.workload.trace, wall_s=0.0)
+        return compute_metrics(
+            self.sim, policy="env", trace=self.cfg.workload.trace, wall_s=0.0, warmup=self.warmup
+        )
 
     def final_info(self) -> dict[str, Any]:
         m = self.metrics()
@@ -465,6 +491,16 @@ class ClusterPlacementEnv(MultiAgentEnv):
         for action in self.placement_actions(placement):
             out = self.step({self.acting_agent: action})
         return out
+
+
+def _config_predictor(cfg: ExperimentConfig) -> Callable:
+    """A factory of the config's duration predictor (for jobs handed in directly)."""
+    from marl_sched.duration import make_predictor
+
+    wl = cfg.workload
+    return lambda: make_predictor(
+        wl.duration_estimate, sigma=wl.duration_noise_sigma, seed=wl.seed
+    )
 
 
 def _renumbered(window: Sequence[Job]) -> list[Job]:

@@ -43,27 +43,33 @@ INTERFERENCE_SOURCES = ("simulator", "learned")
 
 
 class JobSeconds:
-    """``C(now)``: Σ over submitted jobs of ``min(finish, now) - submit`` (exact,
-    incremental over the simulator's completion records)."""
+    """``C(now)``: Σ over submitted scored jobs (ids ``>= scored_from``) of
+    ``min(finish, now) - submit`` (exact, incremental over the simulator's completion
+    records)."""
 
-    def __init__(self, submit_times: np.ndarray) -> None:
+    def __init__(self, submit_times: np.ndarray, scored_from: int = 0) -> None:
+        self.scored_from = int(scored_from)
         self._submits = np.asarray(submit_times, dtype=np.float64)
         self._cumsum = np.concatenate([[0.0], np.cumsum(self._submits)])
         self._done_jct = 0.0
         self._done_submit = 0.0
         self._done_n = 0
+        self._done_scored = 0
 
     def value(self, sim: Simulator) -> float:
         recs = sim.records
         if len(recs) != self._done_n:
             new = len(recs) - self._done_n
             for rec in list(reversed(recs.values()))[:new]:
+                if rec.job.job_id < self.scored_from:
+                    continue
+                self._done_scored += 1
                 self._done_jct += rec.finish_time - rec.job.submit_time
                 self._done_submit += rec.job.submit_time
             self._done_n = len(recs)
         now = sim.now
         n_sub = int(np.searchsorted(self._submits, now, side="right"))
-        open_n = n_sub - self._done_n
+        open_n = n_sub - self._done_scored
         return self._done_jct + open_n * now - (self._cumsum[n_sub] - self._done_submit)
 
 
@@ -71,7 +77,8 @@ class RemainingWork:
     """``W(now)``: the running jobs' remaining iterations × predicted seconds per
     iteration (module docstring), from ``source`` in :data:`INTERFERENCE_SOURCES`."""
 
-    def __init__(self, source: str = "simulator") -> None:
+    def __init__(self, source: str = "simulator", scored_from: int = 0) -> None:
+        self.scored_from = int(scored_from)
         if source not in INTERFERENCE_SOURCES:
             raise ValueError(f"reward.interference: must be one of {INTERFERENCE_SOURCES}")
         self.source = source
@@ -88,7 +95,11 @@ class RemainingWork:
 
     def value(self, sim: Simulator) -> float:
         now = sim.now
-        runs = [r for r in sim.running.values() if r.iter_time < math.inf]
+        runs = [
+            r
+            for r in sim.running.values()
+            if r.iter_time < math.inf and r.job.job_id >= self.scored_from
+        ]
         if not runs:
             return 0.0
         if self.source == "learned":
@@ -126,14 +137,19 @@ class RemainingWork:
 
 
 class TeamReward:
-    """``r = -(ΔC + ΔW) / (time_scale_s · n)`` over one episode's simulator."""
+    """``r = -(ΔC + ΔW) / (time_scale_s · n)`` over one episode's simulator; with a
+    warm-up (jobs ``0 .. scored_from - 1``, simulated but not scored) ``C``, ``W`` and
+    ``n`` count the scored jobs only."""
 
-    def __init__(self, sim: Simulator, time_scale_s: float, interference: str) -> None:
+    def __init__(
+        self, sim: Simulator, time_scale_s: float, interference: str, scored_from: int = 0
+    ) -> None:
         self.sim = sim
-        self.scale = float(time_scale_s) * len(sim.jobs)
+        scored = [j for j in sim.jobs if j.job_id >= scored_from]
+        self.scale = float(time_scale_s) * max(len(scored), 1)
         self.time_scale_s = float(time_scale_s)
-        self.c = JobSeconds(np.array([j.submit_time for j in sim.jobs]))
-        self.w = RemainingWork(interference)
+        self.c = JobSeconds(np.array([j.submit_time for j in scored]), scored_from)
+        self.w = RemainingWork(interference, scored_from)
         self._potential = self.potential()
         self.total = 0.0
 

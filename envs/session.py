@@ -171,7 +171,7 @@ class PlacementSession:
         b = self.builder
         if not b.speed_floor or not self.is_worker or self._floor_lifted:
             return None
-        if self.job.gpu_work_s < b.speed_floor_min_work:
+        if self.job.gpu_work_s < b.speed_floor_min_work:  # an unknown (nan) length binds
             return None
         if self._fast is None:
             t = b.topology
@@ -353,6 +353,7 @@ class PlacementSession:
         if self.worker_slots().max() >= job.num_workers:
             return False
         iso = b.perf.isolated_iteration_time(job.model, job.num_workers, job.num_ps)
+        # the estimated iterations (the job as the agents see it); unknown (nan): no wait
         return self.view.now - job.submit_time < b.wait_to_fit * iso * job.iterations
 
     def empty_server_slots(self) -> np.ndarray:
@@ -421,7 +422,7 @@ class PlacementSession:
                 ],
                 s.sensitivity,
                 s.pressure,
-                [math.log10(1.0 + job.work_s) / 7.0] * self.builder.job_length,
+                [_log_work(job.work_s)] * self.builder.job_length,
                 agrees if agrees is not None else [],
             ]
         ).astype(np.float32)
@@ -478,6 +479,11 @@ class PlacementSession:
 
     def placement(self) -> Placement:
         return Placement(tuple(self.workers), tuple(self.ps))
+
+
+def _log_work(work_s: float) -> float:
+    """``log10(1 + work)/7`` of the estimated work; 0 when no estimate exists (nan)."""
+    return math.log10(1.0 + work_s) / 7.0 if math.isfinite(work_s) else 0.0
 
 
 def action_towards(builder: ObservationBuilder, agent: int, g: int) -> int:

@@ -160,3 +160,36 @@ def test_a_validation_window_may_not_overlap_training():
     )
     with pytest.raises(InputError, match=r"train.extra_windows\[0\]: .* overlaps"):
         train_config(bad)
+
+
+@pytest.mark.parametrize(
+    ("window", "key"),
+    [
+        ({"extra_windows": [{"trace": "configs/traces/pollux/workload-2.csv"},
+                            {"trace": "PHILLY", "start": 70000, "max_jobs": 100}]},
+         "train.extra_windows[1]"),
+        ({"eval_extra_windows": [{"trace": "PHILLY", "start": 61990, "max_jobs": 50}]},
+         "train.eval_extra_windows[0]"),
+    ],
+)  # fmt: skip
+def test_a_training_or_validation_window_in_the_test_split_exits_2(window, key, shared_data,
+                                                                     tmp_path, capsys):
+    """docs/benchmark.md: Philly jobs from 62,000 on are test; training and checkpoint
+    selection refuse them before any work (one line, exit 2)."""
+    import yaml
+
+    from marl_sched.cli import main
+
+    philly = str(shared_data / "traces" / "philly.csv")
+    raw = yaml.safe_load((REPO_ROOT / "configs" / "train_tiny.yaml").read_text())
+    for k, v in window.items():
+        raw["train"][k] = [{**w, "trace": philly} if w["trace"] == "PHILLY" else w for w in v]
+    for w in raw["train"].get("extra_windows", []):
+        w["trace"] = str(REPO_ROOT / w["trace"]) if not w["trace"].startswith("/") else w["trace"]
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    rc = main(["train", "--config", str(path), "--out", str(tmp_path / "run"), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1
+    assert f"{key}: jobs" in err and "overlap the test split" in err
+    assert not (tmp_path / "run").exists()

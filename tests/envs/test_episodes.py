@@ -69,7 +69,7 @@ def test_extra_windows_mix_sources_and_keep_the_return_exact():
         {"config": TINY, "env": {"window_jobs": 20}, "seed": 0, "windows": [extra],
          "workload_share": 1.0}
     )  # fmt: skip
-    assert [len(s) for s in env.sources] == [40, 12]
+    assert [len(jobs) for jobs, _, _ in env.sources] == [40, 12]
     np.testing.assert_allclose(env.source_p, [0.25, 0.75])
     keys = []
     for seed in range(12):
@@ -81,3 +81,54 @@ def test_extra_windows_mix_sources_and_keep_the_return_exact():
     extra_keys = {k for k in keys if k[0] == 1}
     assert extra_keys == {(1, 0, 12)}  # drawn whole, always the same episode
     assert 0 < sum(k[0] == 1 for k in keys) < 12  # both sources drawn
+
+
+def _default_short(**workload):
+    import dataclasses
+
+    from marl_sched.config import load_config
+
+    cfg = load_config(REPO_ROOT / "configs" / "default.yaml")
+    return dataclasses.replace(
+        cfg, workload=dataclasses.replace(cfg.workload, max_jobs=60, **workload)
+    )
+
+
+def test_a_warm_up_is_placed_but_not_scored_and_the_return_is_the_windows():
+    cfg = _default_short()
+    assert cfg.workload.warmup_jobs > 0
+    env = make_env(cfg)
+    obs, _ = env.reset(seed=0)
+    total = 0.0
+    while True:
+        (agent,) = obs
+        obs, rewards, terminated, _, infos = env.step(
+            {agent: int(np.flatnonzero(obs[agent]["action_mask"])[0])}
+        )
+        total += sum(rewards.values())
+        if terminated["__all__"]:
+            break
+    info = next(iter(infos.values()))
+    warm = cfg.workload.warmup_jobs
+    assert info["metrics"]["jobs_warmup"] == warm and info["metrics"]["jobs_total"] == 60
+    scored = [r.jct for r in env.sim.result() if r.job.job_id >= warm]
+    assert len(scored) == 60 and len(env.sim.result()) == 60 + warm  # warm-up simulated
+    assert info["avg_jct_s"] == pytest.approx(np.mean(scored), rel=1e-12)
+    assert total == pytest.approx(-info["avg_jct_s"] / 3600.0, rel=1e-9)
+
+
+@pytest.mark.parametrize("estimate", ["none", "noisy", "oracle"])
+def test_the_agents_see_a_job_as_the_duration_predictor_shows_it(estimate):
+    env = make_env(_default_short(duration_estimate=estimate))
+    env.reset(seed=0)
+    seen = env.session.job
+    true = env.sim.jobs[seen.job_id]
+    if estimate == "oracle":
+        assert seen.iterations == true.iterations
+    else:
+        assert np.isnan(seen.duration) and seen.iterations != true.iterations
+    if estimate == "none":
+        assert np.isnan(seen.iterations)
+        # the job-length column reads 0, not nan, when there is no estimate
+        obs = env.builder.observe(env.session, env.session.agent)
+        assert np.isfinite(obs["job_x"]).all()
