@@ -29,13 +29,16 @@ def test_weights_grow_with_work_and_average_one():
     np.testing.assert_allclose(half / half[0], [1.0, 10**0.5, 10.0, 1.0], rtol=1e-6)
 
 
-def test_each_decision_carries_its_jobs_gpu_work():
+def test_each_decision_carries_its_jobs_estimated_gpu_work():
+    """The weights read the job as the agents see it (the duration predictor's
+    estimate), not its true length."""
     cfg = load_config(TINY)
     tc = dataclasses.replace(train_config(cfg), bc_episodes=1)
     observations, actions, _, works = teacher_decisions(cfg, model_config(cfg), tc, 0)
     assert len(works) == len(actions) == len(observations) > 0
-    jobs = load_workload(cfg, build_cluster(cfg)[1]).jobs
-    possible = {j.num_workers * j.iterations * CATALOGUE[j.model].compute_s for j in jobs}
+    workload = load_workload(cfg, build_cluster(cfg)[1])
+    seen = [workload.predictor().visible_job(j) for j in workload.jobs]  # the estimates
+    possible = {j.num_workers * j.iterations * CATALOGUE[j.model].compute_s for j in seen}
     assert all(any(w == pytest.approx(p) for p in possible) for w in works)
     assert len(set(works)) > 1  # several jobs, not one value repeated
 
