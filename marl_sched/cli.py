@@ -5,7 +5,7 @@
     marl-sched simulate --config C [--trace F] [trace options] [--policy NAME] --out DIR
     marl-sched train    --config C --out DIR [--iterations N] [--ray-address A] [--resume]
     marl-sched evaluate --checkpoint P [--config C] [--trace F] [trace options] --out DIR
-    marl-sched compare  --config C --trace F --policies a,b,... [--checkpoint P] [...] --out DIR
+    marl-sched compare  --config C [--trace F] --policies a,b,... [--checkpoint P] [...] --out DIR
     marl-sched benchmark --suite S [--split test] --policies a,b,... [--checkpoint P]
                         [--seeds N] --out DIR [--ray-address A] [--local]
     marl-sched interference fit --config C --out DIR | interference report --model P
@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policies", required=True)
     p.add_argument("--checkpoint")
     p.add_argument("--out", required=True)
-    _trace_options(p, trace_required=True)
+    _trace_options(p)
 
     p = sub.add_parser("benchmark", help="policies x scenarios x seeds of a suite split")
     p.add_argument("--suite", help="suite file (default: benchmarks/default.yaml)")
