@@ -45,3 +45,19 @@ def test_simulate_path_loads_no_heavy_module():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_agents_defines_no_environment():
+    """The one environment lives in envs/: no class under agents/ subclasses a
+    gymnasium, PettingZoo or RLlib environment (issue: one environment)."""
+    env_bases = {"Env", "MultiAgentEnv", "ParallelEnv", "AECEnv", "ClusterPlacementEnv"}
+    bad = []
+    for path in sorted((REPO_ROOT / "agents").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                for base in node.bases:
+                    name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+                    if name in env_bases:
+                        bad.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}: {node.name}")
+    assert not bad, "\n".join(bad)
