@@ -116,10 +116,36 @@ class PerformanceModel:
         self.level_weights = self.coupling[:, None] * LEVEL_RESOURCES  # (3, R)
         self.sync_overhead_s = calibration.sync_overhead_s
         self._max_speed = float(topology.server_gpu_speed.max())
+        self._group_type = topology.server_type[topology.group_server]
+        self._present_types = np.unique(topology.server_type)
+        self._type_speed_cache: dict[tuple, np.ndarray] = {}
         self._max_pcie = float(topology.link_bw[: topology.n_groups].max())
         nic = topology.link_bw[topology.link_offset[2] : topology.link_offset[3]]
         self._max_nic = float(nic.max())
         self._max_server_gpus = int(topology.server_gpus.max())
+
+    # ------------------------------------------------------------------ GPU speed
+
+    def type_speeds(self, spec: ModelSpec) -> np.ndarray:
+        """The model's relative speed on each server type of the topology (V100 = 1):
+        its measured per-model figure where there is one, else the type's."""
+        key = (spec.name, tuple(sorted(spec.gpu_speed.items())))
+        got = self._type_speed_cache.get(key)
+        if got is None:
+            per_type = self.calibration.gpu_speed
+            got = np.array([spec.speed_on(g, per_type) for g in self.topology.server_gpu_type])
+            self._type_speed_cache[key] = got
+        return got
+
+    def group_speed_for(self, model: str | ModelSpec) -> np.ndarray:
+        """Per GPU group, the relative speed of ``model`` there (the per-model
+        counterpart of :attr:`Topology.group_speed`, which is per GPU type)."""
+        spec = CATALOGUE[model] if isinstance(model, str) else model
+        return self.type_speeds(spec)[self._group_type]
+
+    def best_speed(self, spec: ModelSpec) -> float:
+        """The model's speed on the fastest GPU type present for it."""
+        return float(self.type_speeds(spec)[self._present_types].max())
 
     # ------------------------------------------------------------------ layout
 
@@ -148,7 +174,7 @@ class PerformanceModel:
         np.add.at(server_press, inv, sock_weights)
 
         links = self._traffic(spec, groups, group_workers, pg)
-        speed = float(topo.group_speed[groups].min())
+        speed = float(self.type_speeds(spec)[self._group_type[groups]].min())
         link_ids = np.fromiter(links.keys(), dtype=np.int64, count=len(links))
         link_bytes = np.fromiter(links.values(), dtype=np.float64, count=len(links))
         link_cost = link_bytes / topo.link_bw[link_ids]
@@ -278,7 +304,7 @@ class PerformanceModel:
         a PS, that PS's NIC carries the remote workers' shards.
         """
         spec = CATALOGUE[model]
-        t = spec.compute_s / self._max_speed
+        t = spec.compute_s / self.best_speed(spec)
         if num_ps >= 1:
             pcie = 2.0 * spec.model_bytes / self._max_pcie
             remote = max(num_workers - self._max_server_gpus, 0)

@@ -48,6 +48,7 @@ from marl_sched.calibration.constants import (
     DL2_MODELS,
     FAMILY_PRIOR,
     GAVEL_MAP,
+    GAVEL_SPEED_MAP,
     GROUP_TO_SERVER,
     NCF_PARAMS,
     PACKED_CEILING,
@@ -103,7 +104,7 @@ from marl_sched.calibration.pollux import (
     sync_overhead,
     sync_statistic,
 )
-from marl_sched.calibration.speed import fit_gpu_speed
+from marl_sched.calibration.speed import fit_gpu_speed, fit_model_gpu_speed
 from marl_sched.calibration.topologies import (
     DL2_SERVER,
     POLLUX_SERVER,
@@ -122,6 +123,7 @@ __all__ = [
     "DL2_SERVER",
     "FAMILY_PRIOR",
     "GAVEL_MAP",
+    "GAVEL_SPEED_MAP",
     "GROUP_TO_SERVER",
     "MIN_PS_CPU",
     "NCF_PARAMS",
@@ -160,6 +162,7 @@ __all__ = [
     "fit_gavel_interference",
     "fit_gpu_speed",
     "fit_level_coupling",
+    "fit_model_gpu_speed",
     "fit_links",
     "gavel_consolidation",
     "gavel_consolidation_model",

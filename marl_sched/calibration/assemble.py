@@ -42,7 +42,7 @@ from marl_sched.calibration.pollux import (
     pollux_model_mb,
     sync_overhead,
 )
-from marl_sched.calibration.speed import fit_gpu_speed
+from marl_sched.calibration.speed import fit_gpu_speed, fit_model_gpu_speed
 
 SIG_DIGITS = 6
 
@@ -70,6 +70,8 @@ class Fit:
 
     speeds: dict[str, float]
     speed_info: dict[str, Any]
+    model_speeds: dict[str, dict[str, float]]
+    model_speed_source: dict[str, str]
     overhead: float
     overhead_per_model: dict[str, float]
     efficiency: dict[str, float]
@@ -104,6 +106,7 @@ def fit(shared: str | os.PathLike[str]) -> Fit:
     dl2, skipped = load_dl2(shared)
 
     speeds, speed_info = fit_gpu_speed(gavel, pollux)
+    model_speeds, model_speed_source = fit_model_gpu_speed(gavel, DL2_MODELS + POLLUX_MODELS)
     overhead, overhead_per_model = sync_overhead(pollux)
     eff, fitted_mb, link_info = fit_links(pollux, overhead)
     efficiency = {"pcie": eff["pcie"], "qpi": eff["pcie"], "nic": eff["nic"]}
@@ -135,6 +138,8 @@ def fit(shared: str | os.PathLike[str]) -> Fit:
     return Fit(
         speeds=speeds,
         speed_info=speed_info,
+        model_speeds=model_speeds,
+        model_speed_source=model_speed_source,
         overhead=overhead,
         overhead_per_model=overhead_per_model,
         efficiency=efficiency,
@@ -195,7 +200,8 @@ def fit_all(shared: str | os.PathLike[str]) -> dict[str, Any]:
             "pressure": [_round(x) for x in press],
             "sensitivity": [_round(x) for x in sens],
             "source": (
-                f"{src}; mem_gb: rule 4 GB + 4 x model_mb (assumption); pressure, "
+                f"{src}; gpu speeds: {f.model_speed_source[m]}; "
+                "mem_gb: rule 4 GB + 4 x model_mb (assumption); pressure, "
                 f"sensitivity: Gavel V100 co-location ANLS fit of job type "
                 f"'{GAVEL_MAP[m]}', net column from communication intensity "
                 "(docs/performance-model.md)"
@@ -204,6 +210,9 @@ def fit_all(shared: str | os.PathLike[str]) -> dict[str, Any]:
     return {
         "version": 1,
         "gpu_speed": {k: _round(f.speeds[k]) for k in ("v100", "p100", "k80", "t4")},
+        "gpu_speed_by_model": {
+            m: {k: _round(v) for k, v in row.items()} for m, row in sorted(f.model_speeds.items())
+        },
         "link_efficiency": {k: _round(v) for k, v in f.efficiency.items()},
         "sync_overhead_s": _round(f.overhead),
         "level_coupling": {k: _round(v) for k, v in f.coupling.items()},
@@ -236,6 +245,14 @@ def _notes(f: Fit) -> dict[str, str]:
             "log-log at Gavel's batch size) over Gavel V100 samples/s (steps/s x batch) "
             "for the same architecture (imagenet = ResNet-50, cifar10 = ResNet-18), at "
             f"every Gavel batch size inside Pollux's profiled range: {t4}."
+        ),
+        "gpu_speed_by_model": (
+            "p100, k80 per model (V100 = 1; v100 and t4 use gpu_speed): the isolated "
+            "scale-1 throughput ratio of the model's Gavel job type, or the geometric "
+            "mean over its Gavel family's batch sizes (calibration/constants.py "
+            "GAVEL_SPEED_MAP); a model without one uses gpu_speed. "
+            + "; ".join(f"{m}: {how}" for m, how in sorted(f.model_speed_source.items()))
+            + "."
         ),
         "link_efficiency": (
             "A ring all-reduce over n GPUs is modelled as perf.py's PS model with p = n "

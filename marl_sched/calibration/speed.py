@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from marl_sched.calibration.constants import POLLUX_GAVEL_ARCH
+from marl_sched.calibration.constants import GAVEL_SPEED_MAP, POLLUX_GAVEL_ARCH
 from marl_sched.calibration.data import PolluxProfile
 from marl_sched.calibration.numerics import geomean
 
@@ -49,3 +49,29 @@ def fit_gpu_speed(
     speeds["t4"] = geomean(r for _, _, r in t4_ratios)
     info["t4"] = t4_ratios
     return speeds, info
+
+
+def fit_model_gpu_speed(
+    gavel: dict[str, dict[tuple[str, int], dict[Any, Any]]], models: Any
+) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
+    """Per-model P100 and K80 speeds (V100 = 1) from Gavel's isolated throughputs.
+
+    Each model in :data:`GAVEL_SPEED_MAP` takes the ratio of its Gavel job type, or the
+    geometric mean of its family's types; the others get no entry (the per-type
+    ``gpu_speed`` applies). Returns the table and, per model, where it came from.
+    """
+    v100 = {job: row[None] for (job, scale), row in gavel["v100"].items() if scale == 1}
+    table: dict[str, dict[str, float]] = {}
+    how: dict[str, str] = {}
+    for model in models:
+        if model not in GAVEL_SPEED_MAP:
+            how[model] = "per-type figure (no matching Gavel job type)"
+            continue
+        kind, key = GAVEL_SPEED_MAP[model]
+        jobs = [key] if kind == "type" else sorted(j for j in v100 if j.startswith(key))
+        table[model] = {
+            gpu: geomean(gavel[gpu][(job, 1)][None] / v100[job] for job in jobs)
+            for gpu in ("p100", "k80")
+        }
+        how[model] = f"Gavel '{key}'" if kind == "type" else f"Gavel family '{key[:-2]}' (geomean)"
+    return table, how

@@ -114,3 +114,20 @@ def test_isolated_time_is_a_lower_bound(model, workers, n_ps, seed):
     iso = PERF.isolated_iteration_time(model, len(workers), n_ps)
     assert t >= iso * (1 - 1e-12)
     assert t_shared >= t
+
+
+def test_per_model_gpu_speed_sets_compute_time():
+    """A job's compute runs at its own model's speed on the slowest worker's GPU type,
+    and the isolated lower bound takes the fastest type *for that model*."""
+    topo = tiny_topology(subclusters=1, racks=1, servers=2, gpu_types=("v100", "k80"))
+    perf = PerformanceModel(topo)
+    k80_group = int(np.flatnonzero(topo.server_type[topo.group_server] == 1)[0])
+    for model in ("resnet-50", "ncf", "cnn-text-classification"):
+        spec = CATALOGUE[model]
+        lay = perf.layout(spec, [0, k80_group], [])
+        assert lay.speed == pytest.approx(min(1.0, spec.speed_on("k80")))
+        assert perf.group_speed_for(model)[k80_group] == spec.speed_on("k80")
+        iso = perf.isolated_iteration_time(model, 1, 0)
+        assert iso == pytest.approx(spec.compute_s / max(1.0, spec.speed_on("k80")))
+    # the per-type accessor the observations use is unchanged
+    assert topo.group_speed[k80_group] == pytest.approx(0.297191)
