@@ -83,6 +83,8 @@ class Calibration:
     level_coupling: dict[str, float]
     models: dict[str, ModelSpec]
     notes: dict[str, str]
+    #: Pollux's overlap exponent γ (1 = compute and communication add up)
+    overlap_gamma: float = 1.0
 
 
 @lru_cache(maxsize=4)
@@ -113,6 +115,7 @@ def load_calibration(path: str | None = None) -> Calibration:
         level_coupling={k: float(v) for k, v in data["level_coupling"].items()},
         models=models,
         notes=dict(data.get("notes", {})),
+        overlap_gamma=float(data.get("overlap_gamma", 1.0)),
     )
 
 

@@ -593,6 +593,10 @@ def _parse_pollux(src: _Source, known_models: set[str] | None, seed: int) -> _Pa
     return out
 
 
+#: formats whose jobs train by ring all-reduce, not with parameter servers: their
+#: rows get ``num_ps = 0`` (Pollux's and Sia's jobs are PyTorch all-reduce jobs)
+ALL_REDUCE_FORMATS = frozenset({"pollux"})
+
 _ADAPTERS = {
     "canonical": _parse_canonical,
     "philly": _parse_philly,
@@ -702,6 +706,9 @@ def load_trace(
             )
     _check_header(src, fmt)
     parsed = _ADAPTERS[fmt](src, known_models, seed)
+    if fmt in ALL_REDUCE_FORMATS:
+        for job in parsed.jobs:
+            job["num_ps"] = 0
     kept = _window(shown, parsed, start, max_jobs)
     origin = parsed.submits[kept[0]]
     jobs = tuple(

@@ -36,7 +36,6 @@ Submodules, in the order the data flows:
 from marl_sched.calibration.assemble import MIN_PS_CPU, SIG_DIGITS, Fit, fit, fit_all, mem_rule
 from marl_sched.calibration.checks import (
     dl2_noise_floor,
-    gavel_consolidation,
     gavel_consolidation_model,
     pollux_errors,
     pollux_noise_floor,
@@ -105,6 +104,7 @@ from marl_sched.calibration.pollux import (
     sync_statistic,
 )
 from marl_sched.calibration.speed import fit_gpu_speed, fit_model_gpu_speed
+from marl_sched.calibration.spread import GavelSpread, gavel_consolidation
 from marl_sched.calibration.topologies import (
     DL2_SERVER,
     POLLUX_SERVER,
@@ -144,6 +144,7 @@ __all__ = [
     "DL2Point",
     "DL2Row",
     "Fit",
+    "GavelSpread",
     "PolluxProfile",
     "PolluxRow",
     "SyncPoint",

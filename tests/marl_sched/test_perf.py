@@ -131,3 +131,71 @@ def test_per_model_gpu_speed_sets_compute_time():
         assert iso == pytest.approx(spec.compute_s / max(1.0, spec.speed_on("k80")))
     # the per-type accessor the observations use is unchanged
     assert topo.group_speed[k80_group] == pytest.approx(0.297191)
+
+
+def test_all_reduce_ring_against_hand_computed_bytes():
+    """3 workers, no PS: two on one socket of server 0, one on server 1 (same rack).
+    Ring g0 → g1 → h0 → g0, each edge 2(n-1)/n · M = 4M/3: every worker's PCIe link
+    carries one edge in and one out, each server's NIC one edge in and one out."""
+    spec = CATALOGUE["resnet-50"]
+    g0, g1 = 0, 1
+    h0 = int(TOPO.server_groups_start[1])
+    assert TOPO.group_socket[g0] == TOPO.group_socket[g1]
+    assert TOPO.server_rack[1] == TOPO.server_rack[0]
+    edge = 2.0 * (3 - 1) / 3 * spec.model_bytes
+    want = {
+        TOPO.pcie_link(g0): 2 * edge,
+        TOPO.pcie_link(g1): 2 * edge,
+        TOPO.pcie_link(h0): 2 * edge,
+        TOPO.nic_link(0): 2 * edge,
+        TOPO.nic_link(1): 2 * edge,
+    }
+    t, lay = _alone("resnet-50", [g0, g1, h0], [])
+    assert lay.links.keys() == want.keys()
+    for link, nbytes in want.items():
+        assert lay.links[link] == pytest.approx(nbytes)
+    comm = max(
+        2 * edge / TOPO.link_bw[TOPO.pcie_link(g0)], 2 * edge / TOPO.link_bw[TOPO.nic_link(0)]
+    )
+    compute = spec.compute_s / lay.speed
+    g = PERF.overlap_gamma
+    assert t == pytest.approx((compute**g + comm**g) ** (1 / g) + PERF.sync_overhead_s)
+
+
+def test_all_reduce_packed_is_cheaper_than_spread():
+    """The ring's NIC edges only exist when the workers span servers."""
+    per_server = int(TOPO.server_n_groups[0])
+    packed, _ = _alone("vgg-16", [0, 1, 2, 3], [])
+    spread, _ = _alone("vgg-16", [0, per_server, 2 * per_server, 3 * per_server], [])
+    assert packed < spread
+
+
+def test_isolated_lower_bound_holds_for_all_reduce():
+    iso = PERF.isolated_iteration_time("vgg-16", 4, 0)
+    per_server = int(TOPO.server_n_groups[0])
+    for workers in ([0, 0, 1, 1], [0, 1, 2, 3], [0, per_server, 2 * per_server, 3 * per_server]):
+        t, _ = _alone("vgg-16", workers, [])
+        assert t >= iso * (1 - 1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    compute=st.floats(0.0, 100.0),
+    comm=st.floats(0.0, 100.0),
+    gamma=st.floats(1.0, 50.0),
+)
+def test_overlap_never_beats_compute_alone(compute, comm, gamma):
+    from marl_sched.perf import overlap_time
+
+    t = float(overlap_time(compute, comm, gamma))
+    assert t >= compute * (1 - 1e-12)
+    assert t >= comm * (1 - 1e-12)
+    assert t <= (compute + comm) * (1 + 1e-12)
+
+
+def test_overlapped_iteration_is_never_faster_than_its_compute():
+    for model in MODEL_NAMES:
+        for workers, ps in (([0, 1], []), ([0, 4], [2]), ([0, 8, 16], [])):
+            spec = CATALOGUE[model]
+            t, lay = _alone(model, workers, ps)
+            assert t >= spec.compute_s / lay.speed
