@@ -23,13 +23,13 @@ import numpy as np
 import pytest
 
 from marl_sched import calibration as cal
+from marl_sched.calibration import report
 from marl_sched.catalogue import (
     CALIBRATION,
     CALIBRATION_FILE,
     CATALOGUE,
     N_RESOURCES,
     RESOURCES,
-    ModelSpec,
 )
 from marl_sched.config import TopologyConfig
 from marl_sched.perf import PerformanceModel
@@ -57,40 +57,17 @@ def _gavel(shared: Path):
     return _cached("gavel", shared, lambda: cal.load_gavel(shared))
 
 
-def _comm_plus_overhead(perf: PerformanceModel, spec: ModelSpec, workers, ps) -> float:
-    """``C + sync_overhead`` of one job alone, through ``iteration_time``."""
-    topo = perf.topology
-    layout = perf.layout(spec, workers, ps)
-    t = perf.iteration_time(
-        spec,
-        layout,
-        len(ps),
-        np.zeros(topo.n_links, dtype=np.int64),
-        np.zeros((topo.n_groups, N_RESOURCES)),
-        np.zeros((topo.n_sockets, N_RESOURCES)),
-        np.zeros((topo.n_servers, N_RESOURCES)),
-    )
-    return t - spec.compute_s / layout.speed  # alone: interference factor 1
+_comm_plus_overhead = report.alone_comm_and_overhead
 
 
 def _pollux_model_vs_measured(shared: Path) -> list[tuple[str, str, float, float]]:
-    """(model, placement, model exposed sync, measured sync) for every placement with
-    >= 2 GPUs of placements.csv and scalability.csv at its smallest local batch, on
-    the g4dn.12xlarge topology: the job is an all-reduce job (no PS) whose compute is
-    the measured 1-GPU compute at that batch; exposed sync = iteration time - compute.
-    """
+    """(model, placement, model exposed sync, measured sync): the report's
+    ``pollux_sync`` points (see :mod:`marl_sched.calibration.report`)."""
 
     def make():
-        topo = cal.pollux_topology()  # link bandwidths from the shipped calibration
-        perf = PerformanceModel(topo)
-        t4 = CALIBRATION.gpu_speed["t4"]
-        out = []
-        for p in cal.pollux_sync_points(_pollux(shared)):
-            spec = dataclasses.replace(CATALOGUE[p.model], compute_s=p.compute * t4)
-            groups = cal.pollux_groups(topo, p.placement)
-            t = _comm_plus_overhead(perf, spec, groups, []) + p.compute
-            out.append((p.model, p.placement, t - p.compute, p.measured))
-        return out
+        return [
+            (*label.split(), pred, meas) for _, label, pred, meas in report.pollux_sync_rows(shared)
+        ]
 
     return _cached("pollux_pred", shared, make)
 
@@ -177,26 +154,13 @@ TOL_GAVEL_SPREAD = (1.0, 1.75)
 
 @pytest.mark.shared_data
 def test_gavel_spread_over_packed_ratio(shared_data: Path) -> None:
-    topo = Topology.from_config(TopologyConfig())
-    perf = PerformanceModel(topo)
-    gavel = _gavel(shared_data)
-    pairs = cal.gavel_consolidation(gavel)
-    model = []
-    for job, scale, _ in pairs:
-        iso = gavel["v100"][(job, 1)][None]
-        mb = (11.7e6 if job.startswith("ResNet-18") else 25.6e6) * 4 / 1e6
-        spec = cal.unit_spec(mb, compute_s=1.0 / iso)
-        packed = [int(g) for g in topo.gpu_group[:scale]]
-        spread = [int(topo.server_groups_start[s]) for s in range(scale)]
-        t_packed = perf.alone_iteration_time(spec, perf.layout(spec, packed, []), 0)
-        t_spread = perf.alone_iteration_time(spec, perf.layout(spec, spread, []), 0)
-        model.append(t_spread / t_packed)
-    measured = statistics.median(m for _, _, m in pairs)
-    ratio = statistics.median(model) / measured
-    assert len(pairs) == 27
-    assert TOL_GAVEL_SPREAD[0] <= ratio <= TOL_GAVEL_SPREAD[1], (
-        f"model median spread/packed {statistics.median(model):.2f} vs measured "
-        f"{measured:.2f}: ratio {ratio:.2f} outside {TOL_GAVEL_SPREAD}"
+    rows = report.gavel_spread_rows(shared_data)
+    model = statistics.median(m for _, _, m, _ in rows)
+    measured = statistics.median(y for _, _, _, y in rows)
+    assert len(rows) == 27
+    assert TOL_GAVEL_SPREAD[0] <= model / measured <= TOL_GAVEL_SPREAD[1], (
+        f"model median spread/packed {model:.2f} vs measured {measured:.2f}: ratio "
+        f"{model / measured:.2f} outside {TOL_GAVEL_SPREAD}"
     )
 
 
@@ -463,3 +427,42 @@ def test_calibration_byte_accounting_matches_perf() -> None:
         expected = perf.comm_time(layout, np.zeros(topo.n_links, dtype=np.int64))
         got = cal.comm_time_at(cal.kind_seconds(topo, layout), eff)
         assert got == pytest.approx(expected, rel=1e-12), placement
+
+
+# --------------------------------------------------------------------------- (f) report
+
+
+# The simulator's slowdown of two single-worker jobs in one GPU group against Gavel's
+# same-GPU pairs (physical cluster, 1,597 pairs): tolerance 0.5 on the mean relative
+# error (measured 0.456, simulator median 1.06-1.11 vs measured 2.01). Not issue #25's
+# 0.20: Gavel's pairs time-share one GPU, which the simulator never does; fitting the
+# group coupling to them would make two jobs on *different* GPUs behind one PCIe
+# switch halve each other's speed (docs/performance-model.md).
+TOL_GAVEL_COLOCATION_SIM = 0.5
+
+
+@pytest.mark.shared_data
+def test_calibration_report_last_line_is_the_summary(shared_data: Path, capsys) -> None:
+    assert cal.main(["report", "--shared", str(shared_data)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    got = json.loads(lines[-1])
+    for key in (
+        "gavel_colocation_mre",
+        "pollux_sync_median_rel_err",
+        "gavel_spread_ratio_median_model",
+        "gavel_spread_ratio_median_measured",
+        "dl2_speed_median_rel_err",
+    ):
+        assert isinstance(got[key], float), key
+    assert got["gavel_colocation_mre"] < TOL_GAVEL_COLOCATION_SIM, got
+    assert got["pollux_sync_median_rel_err"] < TOL_POLLUX_MULTI, got
+    assert got["dl2_speed_median_rel_err"] < TOL_DL2, got
+    assert got["gavel_spread_ratio_median_measured"] == pytest.approx(1.38, abs=0.005)
+    # per-model GPU speeds follow Gavel's per-job-type ratios far more closely than the
+    # per-type figure: tolerance 0.15 (measured 0.064; per-type 0.458)
+    assert (
+        got["gpu_speed_per_model_median_rel_err"] < 0.15 < got["gpu_speed_per_type_median_rel_err"]
+    )
+    # every source has its table rows
+    sources = {line.split()[0] for line in lines[1:-1] if line.strip()}
+    assert {"pollux_sync", "gavel_spread", "dl2_speed", "gavel_colocation", "gpu_speed"} <= sources
