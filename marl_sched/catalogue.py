@@ -47,6 +47,8 @@ class ModelSpec:
         source: where the numbers come from.
         gpu_speed: this model's speed per GPU type relative to the V100, where
             measured (Gavel); other types use the per-type figure (:meth:`speed_on`).
+        gpu_unfit: GPU types whose memory cannot hold one of its workers (measured
+            by Gavel); a placement constraint (:meth:`fits_on`).
     """
 
     name: str
@@ -60,10 +62,15 @@ class ModelSpec:
     sensitivity: np.ndarray
     source: str
     gpu_speed: dict[str, float] = field(default_factory=dict)
+    gpu_unfit: frozenset[str] = frozenset()
 
     @property
     def model_bytes(self) -> float:
         return self.model_mb * 1e6
+
+    def fits_on(self, gpu_type: str) -> bool:
+        """Whether one worker of this model fits in a ``gpu_type`` GPU's memory."""
+        return gpu_type not in self.gpu_unfit
 
     def speed_on(self, gpu_type: str, per_type: dict[str, float] | None = None) -> float:
         """Relative speed (V100 = 1) of this model on ``gpu_type``: its own measured
@@ -107,6 +114,7 @@ def load_calibration(path: str | None = None) -> Calibration:
             sensitivity=np.asarray(m["sensitivity"], dtype=np.float64),
             source=str(m["source"]),
             gpu_speed={k: float(v) for k, v in by_model.get(name, {}).items()},
+            gpu_unfit=frozenset(m.get("gpu_unfit", ())),
         )
     return Calibration(
         gpu_speed={k: float(v) for k, v in data["gpu_speed"].items()},

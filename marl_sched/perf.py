@@ -147,6 +147,7 @@ class PerformanceModel:
         self._group_type = topology.server_type[topology.group_server]
         self._present_types = np.unique(topology.server_type)
         self._type_speed_cache: dict[tuple, np.ndarray] = {}
+        self._fits_cache: dict[tuple, np.ndarray] = {}
         self._max_pcie = float(topology.link_bw[: topology.n_groups].max())
         nic = topology.link_bw[topology.link_offset[2] : topology.link_offset[3]]
         self._max_nic = float(nic.max())
@@ -171,9 +172,24 @@ class PerformanceModel:
         spec = CATALOGUE[model] if isinstance(model, str) else model
         return self.type_speeds(spec)[self._group_type]
 
+    def group_fits(self, model: str | ModelSpec) -> np.ndarray:
+        """Per GPU group, whether one worker of ``model`` fits in its GPUs' memory
+        (read-only bool array; all True for a model without a measured limit)."""
+        spec = CATALOGUE[model] if isinstance(model, str) else model
+        key = (spec.name, spec.gpu_unfit)
+        got = self._fits_cache.get(key)
+        if got is None:
+            ok = np.array([spec.fits_on(g) for g in self.topology.server_gpu_type], dtype=bool)
+            got = ok[self._group_type]
+            got.setflags(write=False)
+            self._fits_cache[key] = got
+        return got
+
     def best_speed(self, spec: ModelSpec) -> float:
-        """The model's speed on the fastest GPU type present for it."""
-        return float(self.type_speeds(spec)[self._present_types].max())
+        """The model's speed on the fastest GPU type present that it fits on."""
+        speeds = self.type_speeds(spec)[self._present_types]
+        fits = [spec.fits_on(self.topology.server_gpu_type[t]) for t in self._present_types]
+        return float(speeds[fits].max() if any(fits) else speeds.max())
 
     # ------------------------------------------------------------------ layout
 

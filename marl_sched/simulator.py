@@ -107,7 +107,8 @@ class ClusterView:
 
     Attributes:
         now: simulated time (s).
-        group_free: free GPUs per GPU group.
+        group_free: free GPUs per GPU group (while a job is pending: that the
+            pending job's model fits in; see :meth:`Simulator.view`).
         server_cpu_free, server_mem_free: free CPU cores / memory (GB) per server.
         group_pressure, socket_pressure, server_pressure: summed pressure vectors of
             resident tasks, (n, 5) in resource order cpu, pcie, membw, disk, net.
@@ -369,12 +370,23 @@ class Simulator:
         return total
 
     def view(self) -> ClusterView:
-        """Read-only view of the current state for a policy."""
+        """Read-only view of the current state for a policy.
+
+        While a job is pending, ``group_free`` counts only the GPUs it can use: groups
+        whose GPU memory cannot hold one of its workers (:meth:`PerformanceModel.
+        group_fits`) show 0 free, so every policy reading the view respects the
+        constraint (``free_gpus`` stays the cluster's total).
+        """
+        free = self.group_free
+        if self._pending is not None:
+            fits = self.perf.group_fits(self._pending.model)
+            if not fits.all():
+                free = np.where(fits, free, 0)
         return ClusterView(
             topology=self.topology,
             perf=self.perf,
             now=self.now,
-            group_free=_ro(self.group_free),
+            group_free=_ro(free),
             server_cpu_free=_ro(self.server_cpu_free),
             server_mem_free=_ro(self.server_mem_free),
             group_pressure=_ro(self.group_pressure),
@@ -420,6 +432,14 @@ class Simulator:
         if groups.size and (groups.min() < 0 or groups.max() >= t.n_groups):
             raise PlacementError(f"job {job.name}: GPU group id out of range")
         used, need = np.unique(np.asarray(wg, dtype=np.int64), return_counts=True)
+        unfit = ~self.perf.group_fits(job.model)[used]
+        if unfit.any():
+            g = int(used[np.argmax(unfit)])
+            gpu = t.server_gpu_type[int(t.server_type[t.group_server[g]])]
+            raise PlacementError(
+                f"job {job.name}: model {job.model} does not fit in a {gpu} GPU's memory "
+                f"(group {g})"
+            )
         short = need > self.group_free[used]
         if short.any():
             g = int(used[np.argmax(short)])

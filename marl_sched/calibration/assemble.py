@@ -41,7 +41,7 @@ from marl_sched.calibration.pollux import (
     pollux_model_mb,
     sync_overhead,
 )
-from marl_sched.calibration.speed import fit_gpu_speed, fit_model_gpu_speed
+from marl_sched.calibration.speed import fit_gpu_speed, fit_model_gpu_speed, gavel_unfit
 from marl_sched.calibration.spread import GavelSpread, gavel_consolidation
 
 SIG_DIGITS = 6
@@ -72,6 +72,7 @@ class Fit:
     speed_info: dict[str, Any]
     model_speeds: dict[str, dict[str, float]]
     model_speed_source: dict[str, str]
+    unfit: dict[str, list[str]]
     overhead: float
     overhead_per_model: dict[str, float]
     efficiency: dict[str, float]
@@ -107,6 +108,10 @@ def fit(shared: str | os.PathLike[str]) -> Fit:
 
     speeds, speed_info = fit_gpu_speed(gavel, pollux)
     model_speeds, model_speed_source = fit_model_gpu_speed(gavel, DL2_MODELS + POLLUX_MODELS)
+    unfit, _ = gavel_unfit(
+        (gavel, load_gavel(shared, "gavel_physical_cluster_throughputs.json")),
+        DL2_MODELS + POLLUX_MODELS,
+    )
     overhead, overhead_per_model = sync_overhead(pollux)
     eff, fitted_mb, link_info = fit_links(pollux, overhead, GavelSpread(gavel))
     efficiency = {"pcie": eff["pcie"], "qpi": eff["pcie"], "nic": eff["nic"]}
@@ -140,6 +145,7 @@ def fit(shared: str | os.PathLike[str]) -> Fit:
         speed_info=speed_info,
         model_speeds=model_speeds,
         model_speed_source=model_speed_source,
+        unfit=unfit,
         overhead=overhead,
         overhead_per_model=overhead_per_model,
         efficiency=efficiency,
@@ -197,6 +203,7 @@ def fit_all(shared: str | os.PathLike[str]) -> dict[str, Any]:
             "cpu_worker": _round(cw),
             "cpu_ps": _round(max(cp, MIN_PS_CPU)),
             "mem_gb": mem_rule(mb),
+            "gpu_unfit": f.unfit.get(m, []),
             "pressure": [_round(x) for x in press],
             "sensitivity": [_round(x) for x in sens],
             "source": (
@@ -273,6 +280,14 @@ def _notes(f: Fit) -> dict[str, str]:
             "a spread/packed ratio of ~2.8 on Gavel's pairs (measured 1.38). qpi: no "
             "public measurement crosses a socket (a g4dn.12xlarge has one); set equal "
             "to pcie (assumption)."
+        ),
+        "gpu_unfit": (
+            "GPU types a model's worker does not fit on (GPU memory): its Gavel job type "
+            "(exact mapping of GAVEL_SPEED_MAP only: memory depends on architecture and "
+            "batch) has a zero isolated throughput there in gavel_simulation_throughputs"
+            ".json or gavel_physical_cluster_throughputs.json, at any scale factor: "
+            + "; ".join(f"{m}: {', '.join(g)}" for m, g in sorted(f.unfit.items()))
+            + ". Every other model is assumed to fit every GPU type (no measurement)."
         ),
         "overlap_gamma": (
             "Pollux's form of overlapping compute c and communication C: iteration = "

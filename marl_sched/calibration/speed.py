@@ -75,3 +75,33 @@ def fit_model_gpu_speed(
         }
         how[model] = f"Gavel '{key}'" if kind == "type" else f"Gavel family '{key[:-2]}' (geomean)"
     return table, how
+
+
+def gavel_unfit(
+    gavels: Any, models: Any
+) -> tuple[dict[str, list[str]], dict[str, list[tuple[str, str]]]]:
+    """GPU types each model does not fit on (its memory), from Gavel's measurements.
+
+    A Gavel job type does not fit a GPU type when any of Gavel's throughput files
+    records a zero isolated throughput for it there, at any scale factor (a worker's
+    memory does not depend on how many workers there are): ResNet-50 at batch 128 on
+    the K80 (12 GB per GPU). A catalogue model inherits it through
+    :data:`GAVEL_SPEED_MAP` when mapped to that exact job type (memory depends on the
+    architecture *and* the batch; a family mapping says nothing about it).
+
+    Returns ``{model: [gpu types]}`` and the evidence ``{model: [(file gpu, job)]}``.
+    """
+    zero: dict[str, set[str]] = {}
+    for gavel in gavels:
+        for gpu, table in gavel.items():
+            if gpu.endswith("_unconsolidated"):
+                continue
+            for (job, _), row in table.items():
+                if row.get(None, 1.0) <= 0:
+                    zero.setdefault(job, set()).add(gpu)
+    unfit: dict[str, list[str]] = {}
+    for model in models:
+        kind, job = GAVEL_SPEED_MAP.get(model, ("none", ""))
+        if kind == "type" and job in zero:
+            unfit[model] = sorted(zero[job])
+    return unfit, {m: [(g, GAVEL_SPEED_MAP[m][1]) for g in gpus] for m, gpus in unfit.items()}

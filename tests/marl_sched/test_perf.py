@@ -199,3 +199,76 @@ def test_overlapped_iteration_is_never_faster_than_its_compute():
             spec = CATALOGUE[model]
             t, lay = _alone(model, workers, ps)
             assert t >= spec.compute_s / lay.speed
+
+
+# --------------------------------------------------------------------------- GPU memory
+
+
+def _memory_cluster():
+    topo = tiny_topology(subclusters=1, racks=2, servers=2, gpu_types=("v100", "k80"))
+    return topo, PerformanceModel(topo)
+
+
+def test_gpu_memory_limit_comes_from_gavel_and_masks_groups():
+    topo, perf = _memory_cluster()
+    # Gavel: ResNet-50 at batch 128 does not run on a K80 (imagenet is mapped to it)
+    assert not CATALOGUE["imagenet"].fits_on("k80") and CATALOGUE["imagenet"].fits_on("v100")
+    k80 = np.array([topo.server_gpu_type[t] == "k80" for t in topo.server_type])[topo.group_server]
+    assert perf.group_fits("imagenet").tolist() == (~k80).tolist()
+    assert perf.group_fits("resnet-50").all()
+
+
+def test_simulator_refuses_a_model_on_a_gpu_it_does_not_fit():
+    from marl_sched.jobs import Job, Placement
+    from marl_sched.simulator import PlacementError, Simulator
+
+    topo, perf = _memory_cluster()
+    k80_group = int(np.flatnonzero(~perf.group_fits("imagenet"))[0])
+    sim = Simulator(topo, [Job(0, "a", "imagenet", 1, 0, 10.0, 0.0, 1.0)], perf=perf)
+    assert sim.next_decision() is not None
+    assert sim.view().group_free[k80_group] == 0  # the view hides what it cannot use
+    with pytest.raises(PlacementError, match="does not fit"):
+        sim.apply(Placement((k80_group,), ()))
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_no_policy_places_a_model_where_it_does_not_fit(seed):
+    """Property over every registered heuristic: with imagenet jobs among random ones
+    on a V100 + K80 cluster, no imagenet worker ever lands on a K80 group."""
+    from marl_sched.jobs import Job
+    from marl_sched.policies import heuristic_names, make_policy
+    from marl_sched.simulator import Simulator
+    from tests.helpers import random_jobs
+
+    topo, perf = _memory_cluster()
+    rng = np.random.default_rng(seed)
+    jobs = random_jobs(perf, 30, seed=seed, max_workers=4)
+    jobs = [
+        Job(
+            j.job_id,
+            j.name,
+            "imagenet",
+            j.num_workers,
+            j.num_ps,
+            j.iterations,
+            j.submit_time,
+            j.duration,
+        )
+        if rng.random() < 0.5
+        else j
+        for j in jobs
+    ]
+    unfit = ~perf.group_fits("imagenet")
+    for name in heuristic_names():
+        policy = make_policy(name)
+        policy.reset(topo, seed)
+        sim = Simulator(topo, jobs, perf=perf)
+        placed = 0
+        while (job := sim.next_decision()) is not None:
+            placement = policy.place(job, sim.view())
+            if placement is not None and job.model == "imagenet":
+                assert not unfit[list(placement.worker_groups)].any(), (name, job, placement)
+                placed += 1
+            sim.apply(placement)
+        assert placed > 0, name
