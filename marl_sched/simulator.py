@@ -201,7 +201,7 @@ class Simulator:
         self.backfill = backfill
         t = topology
         self.now = 0.0
-        self.group_free = t.group_capacity.astype(np.int64).copy()
+        self._group_free = t.group_capacity.astype(np.int64).copy()
         self.server_cpu_free = t.server_cpu.copy()
         self.server_mem_free = t.server_memory_gb.copy()
         self.group_pressure = np.zeros((t.n_groups, N_RESOURCES))
@@ -330,7 +330,7 @@ class Simulator:
         f = object.__new__(Simulator)
         f.__dict__.update(self.__dict__)
         for name in (
-            "group_free", "server_cpu_free", "server_mem_free", "group_pressure",
+            "_group_free", "server_cpu_free", "server_mem_free", "group_pressure",
             "socket_pressure", "server_pressure", "link_jobs", "link_load",
             "group_exposure", "socket_exposure", "server_exposure",
         ):  # fmt: skip
@@ -369,19 +369,25 @@ class Simulator:
             total += max(self.now, job.submit_time) + iso * job.iterations - job.submit_time
         return total
 
-    def view(self) -> ClusterView:
-        """Read-only view of the current state for a policy.
-
-        While a job is pending, ``group_free`` counts only the GPUs it can use: groups
-        whose GPU memory cannot hold one of its workers (:meth:`PerformanceModel.
-        group_fits`) show 0 free, so every policy reading the view respects the
-        constraint (``free_gpus`` stays the cluster's total).
-        """
-        free = self.group_free
+    @property
+    def group_free(self) -> np.ndarray:
+        """Free GPUs per GPU group; while a job is pending, only those it can use:
+        groups whose GPU memory cannot hold one of its workers
+        (:meth:`PerformanceModel.group_fits`) show 0, so masks and policies that read
+        it respect the constraint. Read it, never write it."""
         if self._pending is not None:
             fits = self.perf.group_fits(self._pending.model)
             if not fits.all():
-                free = np.where(fits, free, 0)
+                return np.where(fits, self._group_free, 0)
+        return self._group_free
+
+    def view(self) -> ClusterView:
+        """Read-only view of the current state for a policy.
+
+        While a job is pending, ``group_free`` counts only the GPUs it can use (see
+        :attr:`group_free`); ``free_gpus`` stays the cluster's total.
+        """
+        free = self.group_free
         return ClusterView(
             topology=self.topology,
             perf=self.perf,
@@ -440,11 +446,11 @@ class Simulator:
                 f"job {job.name}: model {job.model} does not fit in a {gpu} GPU's memory "
                 f"(group {g})"
             )
-        short = need > self.group_free[used]
+        short = need > self._group_free[used]
         if short.any():
             g = int(used[np.argmax(short)])
             raise PlacementError(
-                f"job {job.name}: group {g} has {self.group_free[g]} free GPUs, "
+                f"job {job.name}: group {g} has {self._group_free[g]} free GPUs, "
                 f"needs {int(need[np.argmax(short)])}"
             )
         cpu, mem = self.task_demands(job)
@@ -470,7 +476,7 @@ class Simulator:
         layout = self.perf.layout(spec, placement.worker_groups, placement.ps_groups)
         wg = np.asarray(placement.worker_groups, dtype=np.int64)
         pg = np.asarray(placement.ps_groups, dtype=np.int64)
-        np.subtract.at(self.group_free, wg, 1)
+        np.subtract.at(self._group_free, wg, 1)
         self.free_gpus -= len(wg)
         (cpu_w, cpu_p), mem = self.task_demands(job)
         np.subtract.at(self.server_cpu_free, t.group_server[wg], cpu_w)
@@ -510,7 +516,7 @@ class Simulator:
         job, layout = run.job, run.layout
         wg = np.asarray(run.placement.worker_groups, dtype=np.int64)
         pg = np.asarray(run.placement.ps_groups, dtype=np.int64)
-        np.add.at(self.group_free, wg, 1)
+        np.add.at(self._group_free, wg, 1)
         self.free_gpus += len(wg)
         (cpu_w, cpu_p), mem = self.task_demands(job)
         np.add.at(self.server_cpu_free, t.group_server[wg], cpu_w)
