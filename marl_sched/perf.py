@@ -121,6 +121,9 @@ def overlap_time(compute, comm, gamma: float):
     """
     if gamma == 1.0:
         return compute + comm
+    if isinstance(compute, float) and isinstance(comm, float):  # the simulator's hot path
+        hi, lo = (compute, comm) if compute >= comm else (comm, compute)
+        return hi * (1.0 + (lo / hi) ** gamma) ** (1.0 / gamma) if hi > 0.0 else 0.0
     hi = np.maximum(compute, comm)
     lo = np.minimum(compute, comm)
     safe = np.where(hi > 0, hi, 1.0)
@@ -337,7 +340,7 @@ class PerformanceModel:
     def overlapped(self, compute: float, comm: float) -> float:
         """Compute and communication of one iteration, partly overlapped:
         :func:`overlap_time` at the calibrated ``overlap_gamma``."""
-        return float(overlap_time(compute, comm, self.overlap_gamma))
+        return float(overlap_time(float(compute), float(comm), self.overlap_gamma))
 
     def iteration_time(
         self,
