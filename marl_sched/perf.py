@@ -108,6 +108,8 @@ class JobLayout:
     sock_idx: np.ndarray | None = None
     srv_idx: np.ndarray | None = None
     weights: np.ndarray | None = None  # (3, 5) λ_L · M^L · sensitivity
+    own_socket_press: np.ndarray | None = None  # socket_press[sock_idx], per worker group
+    own_server_press: np.ndarray | None = None  # server_press[srv_idx], per worker group
 
 
 def overlap_time(compute, comm, gamma: float):
@@ -226,6 +228,8 @@ class PerformanceModel:
         link_bytes = np.fromiter(links.values(), dtype=np.float64, count=len(links))
         link_cost = link_bytes / topo.link_bw[link_ids]
         alone = self._alone(spec, speed, link_cost)
+        sock_idx = np.searchsorted(sockets, w_sock)
+        srv_idx = np.searchsorted(servers, topo.group_server[groups])
         return JobLayout(
             groups=groups,
             group_workers=group_workers,
@@ -243,9 +247,11 @@ class PerformanceModel:
             link_ids=link_ids,
             link_cost=link_cost,
             link_util=link_cost / alone,
-            sock_idx=np.searchsorted(sockets, w_sock),
-            srv_idx=np.searchsorted(servers, topo.group_server[groups]),
+            sock_idx=sock_idx,
+            srv_idx=srv_idx,
             weights=self.level_weights * spec.sensitivity,
+            own_socket_press=socket_press[sock_idx],
+            own_server_press=server_press[srv_idx],
         )
 
     def _traffic(
@@ -332,8 +338,8 @@ class PerformanceModel:
         """
         w = layout.weights
         p_group = group_pressure[layout.groups] - layout.group_press
-        p_sock = socket_pressure[layout.worker_sockets] - layout.socket_press[layout.sock_idx]
-        p_srv = server_pressure[layout.worker_servers] - layout.server_press[layout.srv_idx]
+        p_sock = socket_pressure[layout.worker_sockets] - layout.own_socket_press
+        p_srv = server_pressure[layout.worker_servers] - layout.own_server_press
         weighted = p_group @ w[0] + p_sock @ w[1] + p_srv @ w[2]
         return 1.0 + max(float(weighted.max()), 0.0)
 
