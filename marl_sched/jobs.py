@@ -1,10 +1,8 @@
 """Jobs, placements, and the fill rules that turn trace rows into jobs.
 
-A job is a data-parallel training job: ``num_workers`` worker tasks (one GPU each)
-and ``num_ps`` parameter-server tasks (CPU only), training a catalogue model for
-``iterations`` synchronous iterations. ``num_ps = 0`` with several workers is an
-all-reduce job (a ring over its workers, no PS): Pollux- and Sia-schema traces load
-that way (``marl_sched.traces.ALL_REDUCE_FORMATS``).
+A job is a PS/worker data-parallel training job: ``num_workers`` worker tasks (one
+GPU each) and ``num_ps`` parameter-server tasks (CPU only), training a catalogue
+model for ``iterations`` synchronous iterations.
 
 Fill rules for fields a trace lacks (seeded, documented in the README):
 
@@ -14,8 +12,7 @@ Fill rules for fields a trace lacks (seeded, documented in the README):
   bucket, with ``numpy.random.default_rng(seed)`` consumed in trace order.
 - ``num_ps``: 0 for a single-worker job (it trains locally), else
   ``ceil(num_workers / 4)`` (one PS shard per four workers, the ratio DL2's profiled
-  jobs cluster around): a trace without a PS count (Philly, Alibaba) is assumed to
-  hold PS jobs.
+  jobs cluster around).
 - ``iterations``: ``duration / isolated_iteration_time``, so that the job, alone on
   its best placement, runs exactly as long as the trace says it ran.
 """
@@ -151,6 +148,9 @@ def build_jobs(
         if num_ps is None:
             num_ps = default_num_ps(workers)
             info["filled_ps"] += 1
+        # num_ps = 0 with several workers is an all-reduce job (a ring, no PS): how
+        # Pollux/Sia-schema traces load (traces.ALL_REDUCE_FORMATS); a trace without a
+        # PS count (Philly, Alibaba) is assumed to hold PS jobs (the fill rule above)
         iterations = row.iterations
         if iterations is None:
             iterations = row.duration / isolated_iteration_time(model, workers, num_ps)

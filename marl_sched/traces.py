@@ -593,10 +593,6 @@ def _parse_pollux(src: _Source, known_models: set[str] | None, seed: int) -> _Pa
     return out
 
 
-#: formats whose jobs train by ring all-reduce, not with parameter servers: their
-#: rows get ``num_ps = 0`` (Pollux's and Sia's jobs are PyTorch all-reduce jobs)
-ALL_REDUCE_FORMATS = frozenset({"pollux"})
-
 _ADAPTERS = {
     "canonical": _parse_canonical,
     "philly": _parse_philly,
@@ -664,6 +660,11 @@ def _window(path: str, parsed: _Parsed, start: int, max_jobs: int | None) -> lis
             f"{path}: window is empty: --start {start} skips all {len(order)} jobs of the trace"
         )
     return kept
+
+
+#: formats whose jobs train by ring all-reduce, not with parameter servers: their
+#: rows get ``num_ps = 0`` (Pollux's and Sia's jobs are PyTorch all-reduce jobs)
+ALL_REDUCE_FORMATS = frozenset({"pollux"})
 
 
 def load_trace(
