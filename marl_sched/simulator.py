@@ -315,7 +315,10 @@ class Simulator:
                 self._scan = None  # the head waits; nothing behind it may pass
             return False
         self._check(job, placement)
-        self.queue.remove(job)
+        # by identity: list.remove would call the dataclass __eq__ on every job queued
+        # ahead of it (a third of the whole-Philly run once the queue grows)
+        q = self.queue
+        del q[next(i for i, other in enumerate(q) if other is job)]
         self._declined.pop(job.job_id, None)
         self._start(job, placement)
         return True
