@@ -50,6 +50,11 @@ PS task presses only on cpu, membw and net.
 The isolated iteration time (alone on an empty cluster) uses a provable lower bound
 of the communication term, so that no placement, however lucky, beats it and
 ``JCT ≥ isolated runtime`` holds for every job.
+
+**GPU memory.** A model whose worker does not fit a GPU type's memory (measured by
+Gavel: ``ModelSpec.gpu_unfit``) cannot run there: :meth:`PerformanceModel.group_fits`
+is the per-group mask the simulator enforces and shows policies through
+``group_free``.
 """
 
 from __future__ import annotations
