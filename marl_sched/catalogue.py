@@ -18,7 +18,7 @@ Resources, in this order in every vector (``RESOURCES``):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -45,6 +45,10 @@ class ModelSpec:
         pressure: how hard the job presses on each resource (per task), shape (5,).
         sensitivity: how much the job slows per unit of neighbours' pressure, (5,).
         source: where the numbers come from.
+        gpu_speed: this model's speed per GPU type relative to the V100, where
+            measured (Gavel); other types use the per-type figure (:meth:`speed_on`).
+        gpu_unfit: GPU types whose memory cannot hold one of its workers (measured
+            by Gavel); a placement constraint (:meth:`fits_on`).
     """
 
     name: str
@@ -57,10 +61,23 @@ class ModelSpec:
     pressure: np.ndarray
     sensitivity: np.ndarray
     source: str
+    gpu_speed: dict[str, float] = field(default_factory=dict)
+    gpu_unfit: frozenset[str] = frozenset()
 
     @property
     def model_bytes(self) -> float:
         return self.model_mb * 1e6
+
+    def fits_on(self, gpu_type: str) -> bool:
+        """Whether one worker of this model fits in a ``gpu_type`` GPU's memory."""
+        return gpu_type not in self.gpu_unfit
+
+    def speed_on(self, gpu_type: str, per_type: dict[str, float] | None = None) -> float:
+        """Relative speed (V100 = 1) of this model on ``gpu_type``: its own measured
+        figure, else the per-type one (``per_type``, default :data:`GPU_SPEED`)."""
+        if gpu_type in self.gpu_speed:
+            return self.gpu_speed[gpu_type]
+        return (GPU_SPEED if per_type is None else per_type)[gpu_type]
 
 
 @dataclass(frozen=True)
@@ -73,6 +90,8 @@ class Calibration:
     level_coupling: dict[str, float]
     models: dict[str, ModelSpec]
     notes: dict[str, str]
+    #: Pollux's overlap exponent γ (1 = compute and communication add up)
+    overlap_gamma: float = 1.0
 
 
 @lru_cache(maxsize=4)
@@ -80,6 +99,7 @@ def load_calibration(path: str | None = None) -> Calibration:
     """Read the calibration file (the shipped one by default)."""
     data = json.loads(Path(path or CALIBRATION_FILE).read_text(encoding="utf-8"))
     models = {}
+    by_model = data.get("gpu_speed_by_model", {})
     for i, name in enumerate(sorted(data["models"])):
         m = data["models"][name]
         models[name] = ModelSpec(
@@ -93,6 +113,8 @@ def load_calibration(path: str | None = None) -> Calibration:
             pressure=np.asarray(m["pressure"], dtype=np.float64),
             sensitivity=np.asarray(m["sensitivity"], dtype=np.float64),
             source=str(m["source"]),
+            gpu_speed={k: float(v) for k, v in by_model.get(name, {}).items()},
+            gpu_unfit=frozenset(m.get("gpu_unfit", ())),
         )
     return Calibration(
         gpu_speed={k: float(v) for k, v in data["gpu_speed"].items()},
@@ -101,6 +123,7 @@ def load_calibration(path: str | None = None) -> Calibration:
         level_coupling={k: float(v) for k, v in data["level_coupling"].items()},
         models=models,
         notes=dict(data.get("notes", {})),
+        overlap_gamma=float(data.get("overlap_gamma", 1.0)),
     )
 
 

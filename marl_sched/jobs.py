@@ -144,11 +144,9 @@ def build_jobs(
         if num_ps is None:
             num_ps = default_num_ps(workers)
             info["filled_ps"] += 1
-        elif workers > 1 and num_ps < 1:
-            raise InputError(
-                f"{path}:{row.line}: num_ps: must be >= 1 for a job with {workers} workers, "
-                f"got {num_ps}"
-            )
+        # num_ps = 0 with several workers is an all-reduce job (a ring, no PS): how
+        # Pollux/Sia-schema traces load (traces.ALL_REDUCE_FORMATS); a trace without a
+        # PS count (Philly, Alibaba) is assumed to hold PS jobs (the fill rule above)
         iterations = row.iterations
         if iterations is None:
             iterations = row.duration / isolated_iteration_time(model, workers, num_ps)

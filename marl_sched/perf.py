@@ -3,19 +3,29 @@
 For a job with model ``m``, ``w`` workers on GPU groups ``G`` and ``p`` parameter
 servers, one synchronous iteration takes::
 
-    T = compute_s(m) / min_{g∈G} speed(g) × I  +  C  +  sync_overhead·[p ≥ 1]
+    T = (c^γ + C^γ)^(1/γ)  +  sync_overhead·[the job communicates],
+    c = compute_s(m) / min_{g∈G} speed(m, g) × I
 
-**Compute.** ``compute_s`` is the catalogue's time on the reference GPU (V100 = 1);
-``speed`` is the relative speed of the group's GPU type (fitted from Gavel's
-isolated throughputs and Pollux's T4 profiles). Synchronous training waits for the
-slowest worker.
+**Compute** ``c``. ``compute_s`` is the catalogue's time on the reference GPU (V100 =
+1); ``speed(m, g)`` is model ``m``'s relative speed on the GPU type of group ``g``:
+its own Gavel-measured figure where the catalogue maps it to a Gavel job type or
+family, else the type's figure (:meth:`PerformanceModel.type_speeds`). Synchronous
+training waits for the slowest worker.
 
-**Communication** ``C``. Every iteration each worker pushes its gradients to, and pulls
-parameters from, every PS shard: ``2 · model_bytes / p`` per (PS, worker) pair. A
-pair's bytes cross the links on its path: the worker group's PCIe link always (the
-PS lives in host memory); the server's QPI link if the PS is on the other socket;
-both servers' NICs if the PS is on another server; both racks' uplinks if on another
-rack; both subclusters' uplinks if in another subcluster. With ``B_l`` the job's
+**Overlap.** Communication hides partly behind the backward pass: Pollux's form
+``(c^γ + C^γ)^(1/γ)`` with the calibrated ``overlap_gamma`` γ ≥ 1 (1 = no overlap;
+never below ``c`` nor ``C``).
+
+**Communication** ``C``. A PS job (``p ≥ 1``): every iteration each worker pushes its
+gradients to, and pulls parameters from, every PS shard: ``2 · model_bytes / p`` per
+(PS, worker) pair. A pair's bytes cross the links on its path: the worker group's
+PCIe link always (the PS lives in host memory); the server's QPI link if the PS is on
+the other socket; both servers' NICs if the PS is on another server; both racks'
+uplinks if on another rack; both subclusters' uplinks if in another subcluster. An
+all-reduce job (``p = 0``, ``w ≥ 2``): a ring over the workers in group order, each
+edge carrying ``2(w-1)/w · model_bytes`` from one worker to the next over the same
+kinds of links, through both ends' PCIe links; a server holding some of the workers
+sees one edge in and one out on its NIC, however many workers it holds. With ``B_l`` the job's
 bytes per iteration on link ``l`` and ``bw_l`` its effective bandwidth, the job alone
 would keep the link busy a fraction ``u_l = (B_l / bw_l) / T⁰`` of the time, where
 ``T⁰`` is its iteration time with no other job anywhere. A link's load is the sum
@@ -40,6 +50,11 @@ PS task presses only on cpu, membw and net.
 The isolated iteration time (alone on an empty cluster) uses a provable lower bound
 of the communication term, so that no placement, however lucky, beats it and
 ``JCT ≥ isolated runtime`` holds for every job.
+
+**GPU memory.** A model whose worker does not fit a GPU type's memory (measured by
+Gavel: ``ModelSpec.gpu_unfit``) cannot run there: :meth:`PerformanceModel.group_fits`
+is the per-group mask the simulator enforces and shows policies through
+``group_free``.
 """
 
 from __future__ import annotations
@@ -98,6 +113,28 @@ class JobLayout:
     sock_idx: np.ndarray | None = None
     srv_idx: np.ndarray | None = None
     weights: np.ndarray | None = None  # (3, 5) λ_L · M^L · sensitivity
+    own_socket_press: np.ndarray | None = None  # socket_press[sock_idx], per worker group
+    own_server_press: np.ndarray | None = None  # server_press[srv_idx], per worker group
+
+
+def overlap_time(compute, comm, gamma: float):
+    """Compute and communication of one iteration, partly overlapped (Pollux's form)::
+
+        (compute^γ + comm^γ)^(1/γ),   γ ≥ 1
+
+    γ = 1: no overlap, their sum; γ → ∞: the larger of the two. Never below either
+    term, so overlap never makes an iteration faster than its compute alone. Works
+    on floats and numpy arrays alike.
+    """
+    if gamma == 1.0:
+        return compute + comm
+    if isinstance(compute, float) and isinstance(comm, float):  # the simulator's hot path
+        hi, lo = (compute, comm) if compute >= comm else (comm, compute)
+        return hi * (1.0 + (lo / hi) ** gamma) ** (1.0 / gamma) if hi > 0.0 else 0.0
+    hi = np.maximum(compute, comm)
+    lo = np.minimum(compute, comm)
+    safe = np.where(hi > 0, hi, 1.0)
+    return hi * (1.0 + (lo / safe) ** gamma) ** (1.0 / gamma)
 
 
 class PerformanceModel:
@@ -115,11 +152,54 @@ class PerformanceModel:
         self.coupling = np.array([lc["group"], lc["socket"], lc["server"]])
         self.level_weights = self.coupling[:, None] * LEVEL_RESOURCES  # (3, R)
         self.sync_overhead_s = calibration.sync_overhead_s
+        self.overlap_gamma = calibration.overlap_gamma
         self._max_speed = float(topology.server_gpu_speed.max())
+        self._group_type = topology.server_type[topology.group_server]
+        self._present_types = np.unique(topology.server_type)
+        self._type_speed_cache: dict[tuple, np.ndarray] = {}
+        self._fits_cache: dict[tuple, np.ndarray] = {}
         self._max_pcie = float(topology.link_bw[: topology.n_groups].max())
         nic = topology.link_bw[topology.link_offset[2] : topology.link_offset[3]]
         self._max_nic = float(nic.max())
         self._max_server_gpus = int(topology.server_gpus.max())
+
+    # ------------------------------------------------------------------ GPU speed
+
+    def type_speeds(self, spec: ModelSpec) -> np.ndarray:
+        """The model's relative speed on each server type of the topology (V100 = 1):
+        its measured per-model figure where there is one, else the type's."""
+        key = (spec.name, tuple(sorted(spec.gpu_speed.items())))
+        got = self._type_speed_cache.get(key)
+        if got is None:
+            per_type = self.calibration.gpu_speed
+            got = np.array([spec.speed_on(g, per_type) for g in self.topology.server_gpu_type])
+            self._type_speed_cache[key] = got
+        return got
+
+    def group_speed_for(self, model: str | ModelSpec) -> np.ndarray:
+        """Per GPU group, the relative speed of ``model`` there (the per-model
+        counterpart of :attr:`Topology.group_speed`, which is per GPU type)."""
+        spec = CATALOGUE[model] if isinstance(model, str) else model
+        return self.type_speeds(spec)[self._group_type]
+
+    def group_fits(self, model: str | ModelSpec) -> np.ndarray:
+        """Per GPU group, whether one worker of ``model`` fits in its GPUs' memory
+        (read-only bool array; all True for a model without a measured limit)."""
+        spec = CATALOGUE[model] if isinstance(model, str) else model
+        key = (spec.name, spec.gpu_unfit)
+        got = self._fits_cache.get(key)
+        if got is None:
+            ok = np.array([spec.fits_on(g) for g in self.topology.server_gpu_type], dtype=bool)
+            got = ok[self._group_type]
+            got.setflags(write=False)
+            self._fits_cache[key] = got
+        return got
+
+    def best_speed(self, spec: ModelSpec) -> float:
+        """The model's speed on the fastest GPU type present that it fits on."""
+        speeds = self.type_speeds(spec)[self._present_types]
+        fits = [spec.fits_on(self.topology.server_gpu_type[t]) for t in self._present_types]
+        return float(speeds[fits].max() if any(fits) else speeds.max())
 
     # ------------------------------------------------------------------ layout
 
@@ -148,11 +228,13 @@ class PerformanceModel:
         np.add.at(server_press, inv, sock_weights)
 
         links = self._traffic(spec, groups, group_workers, pg)
-        speed = float(topo.group_speed[groups].min())
+        speed = float(self.type_speeds(spec)[self._group_type[groups]].min())
         link_ids = np.fromiter(links.keys(), dtype=np.int64, count=len(links))
         link_bytes = np.fromiter(links.values(), dtype=np.float64, count=len(links))
         link_cost = link_bytes / topo.link_bw[link_ids]
-        alone = self._alone(spec, speed, link_cost, len(pg))
+        alone = self._alone(spec, speed, link_cost)
+        sock_idx = np.searchsorted(sockets, w_sock)
+        srv_idx = np.searchsorted(servers, topo.group_server[groups])
         return JobLayout(
             groups=groups,
             group_workers=group_workers,
@@ -170,43 +252,66 @@ class PerformanceModel:
             link_ids=link_ids,
             link_cost=link_cost,
             link_util=link_cost / alone,
-            sock_idx=np.searchsorted(sockets, w_sock),
-            srv_idx=np.searchsorted(servers, topo.group_server[groups]),
+            sock_idx=sock_idx,
+            srv_idx=srv_idx,
             weights=self.level_weights * spec.sensitivity,
+            own_socket_press=socket_press[sock_idx],
+            own_server_press=server_press[srv_idx],
         )
 
     def _traffic(
         self, spec: ModelSpec, groups: np.ndarray, counts: np.ndarray, ps_groups: np.ndarray
     ) -> dict[int, float]:
-        """Bytes per iteration on every link the job's PS↔worker pairs cross."""
+        """Bytes per iteration on every link the job's transfers cross.
+
+        PS jobs: every (PS, worker) pair moves ``2·model_bytes / p`` from the worker's
+        GPU through its group's PCIe link to the PS (host memory). All-reduce jobs
+        (no PS, ≥ 2 workers): a ring over the workers in group order (so each server's
+        workers are contiguous); each ring edge carries ``2(n-1)/n · model_bytes``
+        from one worker to the next, through both workers' PCIe links.
+        """
         p = len(ps_groups)
         if p == 0:
-            return {}
-        topo = self.topology
+            n = int(counts.sum())
+            if n < 2:
+                return {}
+            ring = np.repeat(groups, counts)
+            edge = np.full(n, 2.0 * (n - 1) / n * spec.model_bytes)
+            return self._charge(ring, np.roll(ring, -1), edge, pcie_both=True)
         per_pair = 2.0 * spec.model_bytes / p
         # pairs: (PS k, worker group g) weighted by workers in g
         gk = np.repeat(groups, p)
         cw = np.repeat(counts, p).astype(np.float64) * per_pair
         pk = np.tile(ps_groups, len(groups))
-        w_sock, p_sock = topo.group_socket[gk], topo.group_socket[pk]
-        w_srv, p_srv = topo.group_server[gk], topo.group_server[pk]
+        return self._charge(gk, pk, cw, pcie_both=False)
+
+    def _charge(
+        self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, pcie_both: bool
+    ) -> dict[int, float]:
+        """Sum ``nbytes`` of each transfer ``src`` group → ``dst`` group on the links
+        between them: the source's PCIe link (and the destination's if ``pcie_both``),
+        the server's QPI link across sockets, both NICs across servers, both rack
+        uplinks across racks, both subcluster uplinks across subclusters."""
+        topo = self.topology
+        w_sock, p_sock = topo.group_socket[src], topo.group_socket[dst]
+        w_srv, p_srv = topo.group_server[src], topo.group_server[dst]
         w_rack, p_rack = topo.server_rack[w_srv], topo.server_rack[p_srv]
         w_sc, p_sc = topo.rack_subcluster[w_rack], topo.rack_subcluster[p_rack]
         off = topo.link_offset
-        ids = [gk]  # PCIe of the worker's group, always
-        wts = [cw]
+        ids = [src, dst] if pcie_both else [src]
+        wts = [nbytes, nbytes] if pcie_both else [nbytes]
         cross_socket = (w_srv == p_srv) & (w_sock != p_sock)
         ids.append(off[1] + w_srv[cross_socket])
-        wts.append(cw[cross_socket])
+        wts.append(nbytes[cross_socket])
         remote = w_srv != p_srv
         ids += [off[2] + w_srv[remote], off[2] + p_srv[remote]]
-        wts += [cw[remote], cw[remote]]
+        wts += [nbytes[remote], nbytes[remote]]
         cross_rack = w_rack != p_rack
         ids += [off[3] + w_rack[cross_rack], off[3] + p_rack[cross_rack]]
-        wts += [cw[cross_rack], cw[cross_rack]]
+        wts += [nbytes[cross_rack], nbytes[cross_rack]]
         cross_sc = w_sc != p_sc
         ids += [off[4] + w_sc[cross_sc], off[4] + p_sc[cross_sc]]
-        wts += [cw[cross_sc], cw[cross_sc]]
+        wts += [nbytes[cross_sc], nbytes[cross_sc]]
         all_ids = np.concatenate(ids)
         uniq, inv = np.unique(all_ids, return_inverse=True)
         total = np.bincount(inv, weights=np.concatenate(wts))
@@ -238,10 +343,15 @@ class PerformanceModel:
         """
         w = layout.weights
         p_group = group_pressure[layout.groups] - layout.group_press
-        p_sock = socket_pressure[layout.worker_sockets] - layout.socket_press[layout.sock_idx]
-        p_srv = server_pressure[layout.worker_servers] - layout.server_press[layout.srv_idx]
+        p_sock = socket_pressure[layout.worker_sockets] - layout.own_socket_press
+        p_srv = server_pressure[layout.worker_servers] - layout.own_server_press
         weighted = p_group @ w[0] + p_sock @ w[1] + p_srv @ w[2]
         return 1.0 + max(float(weighted.max()), 0.0)
+
+    def overlapped(self, compute: float, comm: float) -> float:
+        """Compute and communication of one iteration, partly overlapped:
+        :func:`overlap_time` at the calibrated ``overlap_gamma``."""
+        return float(overlap_time(float(compute), float(comm), self.overlap_gamma))
 
     def iteration_time(
         self,
@@ -253,35 +363,51 @@ class PerformanceModel:
         socket_pressure: np.ndarray,
         server_pressure: np.ndarray,
     ) -> float:
-        """Seconds per iteration of a placed job in the current cluster state."""
+        """Seconds per iteration of a placed job in the current cluster state.
+
+        ``n_ps`` is kept for callers; whether the job synchronises is read from its
+        layout (PS shards, or an all-reduce over ≥ 2 workers).
+        """
         interference = self.interference(
             spec, layout, group_pressure, socket_pressure, server_pressure
         )
         compute = spec.compute_s / layout.speed * interference
-        overhead = self.sync_overhead_s if n_ps >= 1 else 0.0
-        return compute + self.comm_time(layout, link_load) + overhead
+        if not layout.links:
+            return compute
+        comm = self.comm_time(layout, link_load)
+        return self.overlapped(compute, comm) + self.sync_overhead_s
 
-    def _alone(self, spec: ModelSpec, speed: float, link_cost: np.ndarray, n_ps: int) -> float:
-        comm = float(link_cost.max()) if len(link_cost) else 0.0
-        return spec.compute_s / speed + comm + (self.sync_overhead_s if n_ps >= 1 else 0.0)
+    def _alone(self, spec: ModelSpec, speed: float, link_cost: np.ndarray) -> float:
+        if not len(link_cost):
+            return spec.compute_s / speed
+        comm = float(link_cost.max())
+        return self.overlapped(spec.compute_s / speed, comm) + self.sync_overhead_s
 
     def alone_iteration_time(self, spec: ModelSpec, layout: JobLayout, n_ps: int) -> float:
         """Seconds per iteration on this placement with the cluster to itself (``T⁰``)."""
-        return self._alone(spec, layout.speed, layout.link_cost, n_ps)
+        return self._alone(spec, layout.speed, layout.link_cost)
 
     def isolated_iteration_time(self, model: str, num_workers: int, num_ps: int) -> float:
         """A lower bound on the iteration time of the job under any placement.
 
-        Compute on the fastest GPU type, no interference, and the smallest
-        communication any placement can achieve: each worker's ``2·model_bytes`` cross
-        its group's PCIe link, and when the workers cannot all share one server with
-        a PS, that PS's NIC carries the remote workers' shards.
+        Compute on the fastest GPU type for the model, no interference, and the
+        smallest communication any placement can achieve. PS job: each worker's
+        ``2·model_bytes`` cross its group's PCIe link, and when the workers cannot all
+        share one server with a PS, that PS's NIC carries the remote workers' shards.
+        All-reduce job (no PS, ≥ 2 workers): each worker's PCIe link carries its
+        ring edges in and out, ``2 · 2(n-1)/n · model_bytes``, and when the workers
+        span servers some server's NIC carries one edge in and one out, as much.
         """
         spec = CATALOGUE[model]
-        t = spec.compute_s / self._max_speed
+        compute = spec.compute_s / self.best_speed(spec)
         if num_ps >= 1:
             pcie = 2.0 * spec.model_bytes / self._max_pcie
             remote = max(num_workers - self._max_server_gpus, 0)
             nic = remote * 2.0 * spec.model_bytes / num_ps / self._max_nic
-            t += max(pcie, nic) + self.sync_overhead_s
-        return t
+        elif num_workers >= 2:
+            both_edges = 4.0 * (num_workers - 1) / num_workers * spec.model_bytes
+            pcie = both_edges / self._max_pcie
+            nic = both_edges / self._max_nic if num_workers > self._max_server_gpus else 0.0
+        else:
+            return compute
+        return self.overlapped(compute, max(pcie, nic)) + self.sync_overhead_s

@@ -107,7 +107,8 @@ class ClusterView:
 
     Attributes:
         now: simulated time (s).
-        group_free: free GPUs per GPU group.
+        group_free: free GPUs per GPU group (while a job is pending: that the
+            pending job's model fits in; see :meth:`Simulator.view`).
         server_cpu_free, server_mem_free: free CPU cores / memory (GB) per server.
         group_pressure, socket_pressure, server_pressure: summed pressure vectors of
             resident tasks, (n, 5) in resource order cpu, pcie, membw, disk, net.
@@ -200,7 +201,7 @@ class Simulator:
         self.backfill = backfill
         t = topology
         self.now = 0.0
-        self.group_free = t.group_capacity.astype(np.int64).copy()
+        self._group_free = t.group_capacity.astype(np.int64).copy()
         self.server_cpu_free = t.server_cpu.copy()
         self.server_mem_free = t.server_memory_gb.copy()
         self.group_pressure = np.zeros((t.n_groups, N_RESOURCES))
@@ -314,7 +315,10 @@ class Simulator:
                 self._scan = None  # the head waits; nothing behind it may pass
             return False
         self._check(job, placement)
-        self.queue.remove(job)
+        # by identity: list.remove would call the dataclass __eq__ on every job queued
+        # ahead of it (a third of the whole-Philly run once the queue grows)
+        q = self.queue
+        del q[next(i for i, other in enumerate(q) if other is job)]
         self._declined.pop(job.job_id, None)
         self._start(job, placement)
         return True
@@ -329,7 +333,7 @@ class Simulator:
         f = object.__new__(Simulator)
         f.__dict__.update(self.__dict__)
         for name in (
-            "group_free", "server_cpu_free", "server_mem_free", "group_pressure",
+            "_group_free", "server_cpu_free", "server_mem_free", "group_pressure",
             "socket_pressure", "server_pressure", "link_jobs", "link_load",
             "group_exposure", "socket_exposure", "server_exposure",
         ):  # fmt: skip
@@ -368,13 +372,30 @@ class Simulator:
             total += max(self.now, job.submit_time) + iso * job.iterations - job.submit_time
         return total
 
+    @property
+    def group_free(self) -> np.ndarray:
+        """Free GPUs per GPU group; while a job is pending, only those it can use:
+        groups whose GPU memory cannot hold one of its workers
+        (:meth:`PerformanceModel.group_fits`) show 0, so masks and policies that read
+        it respect the constraint. Read it, never write it."""
+        if self._pending is not None:
+            fits = self.perf.group_fits(self._pending.model)
+            if not fits.all():
+                return np.where(fits, self._group_free, 0)
+        return self._group_free
+
     def view(self) -> ClusterView:
-        """Read-only view of the current state for a policy."""
+        """Read-only view of the current state for a policy.
+
+        While a job is pending, ``group_free`` counts only the GPUs it can use (see
+        :attr:`group_free`); ``free_gpus`` stays the cluster's total.
+        """
+        free = self.group_free
         return ClusterView(
             topology=self.topology,
             perf=self.perf,
             now=self.now,
-            group_free=_ro(self.group_free),
+            group_free=_ro(free),
             server_cpu_free=_ro(self.server_cpu_free),
             server_mem_free=_ro(self.server_mem_free),
             group_pressure=_ro(self.group_pressure),
@@ -420,11 +441,19 @@ class Simulator:
         if groups.size and (groups.min() < 0 or groups.max() >= t.n_groups):
             raise PlacementError(f"job {job.name}: GPU group id out of range")
         used, need = np.unique(np.asarray(wg, dtype=np.int64), return_counts=True)
-        short = need > self.group_free[used]
+        unfit = ~self.perf.group_fits(job.model)[used]
+        if unfit.any():
+            g = int(used[np.argmax(unfit)])
+            gpu = t.server_gpu_type[int(t.server_type[t.group_server[g]])]
+            raise PlacementError(
+                f"job {job.name}: model {job.model} does not fit in a {gpu} GPU's memory "
+                f"(group {g})"
+            )
+        short = need > self._group_free[used]
         if short.any():
             g = int(used[np.argmax(short)])
             raise PlacementError(
-                f"job {job.name}: group {g} has {self.group_free[g]} free GPUs, "
+                f"job {job.name}: group {g} has {self._group_free[g]} free GPUs, "
                 f"needs {int(need[np.argmax(short)])}"
             )
         cpu, mem = self.task_demands(job)
@@ -450,7 +479,7 @@ class Simulator:
         layout = self.perf.layout(spec, placement.worker_groups, placement.ps_groups)
         wg = np.asarray(placement.worker_groups, dtype=np.int64)
         pg = np.asarray(placement.ps_groups, dtype=np.int64)
-        np.subtract.at(self.group_free, wg, 1)
+        np.subtract.at(self._group_free, wg, 1)
         self.free_gpus -= len(wg)
         (cpu_w, cpu_p), mem = self.task_demands(job)
         np.subtract.at(self.server_cpu_free, t.group_server[wg], cpu_w)
@@ -490,7 +519,7 @@ class Simulator:
         job, layout = run.job, run.layout
         wg = np.asarray(run.placement.worker_groups, dtype=np.int64)
         pg = np.asarray(run.placement.ps_groups, dtype=np.int64)
-        np.add.at(self.group_free, wg, 1)
+        np.add.at(self._group_free, wg, 1)
         self.free_gpus += len(wg)
         (cpu_w, cpu_p), mem = self.task_demands(job)
         np.add.at(self.server_cpu_free, t.group_server[wg], cpu_w)

@@ -623,6 +623,11 @@ def _window(path: str, parsed: _Parsed, start: int, max_jobs: int | None) -> lis
     return kept
 
 
+#: formats whose jobs train by ring all-reduce, not with parameter servers: their
+#: rows get ``num_ps = 0`` (Pollux's and Sia's jobs are PyTorch all-reduce jobs)
+ALL_REDUCE_FORMATS = frozenset({"pollux"})
+
+
 def load_trace(
     path: str | os.PathLike,
     fmt: str | None = None,
@@ -663,6 +668,9 @@ def load_trace(
             )
     _check_header(src, fmt)
     parsed = _ADAPTERS[fmt](src, known_models, seed)
+    if fmt in ALL_REDUCE_FORMATS:
+        for job in parsed.jobs:
+            job["num_ps"] = 0
     kept = _window(shown, parsed, start, max_jobs)
     origin = parsed.submits[kept[0]]
     jobs = tuple(

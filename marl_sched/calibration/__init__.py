@@ -17,9 +17,14 @@ Submodules, in the order the data flows:
   NNLS, relative errors;
 - :mod:`~marl_sched.calibration.topologies`: the Pollux and DL2 testbeds as
   topologies and the per-link-kind byte accounting through perf.py;
-- :mod:`~marl_sched.calibration.speed`: ``gpu_speed`` (:func:`fit_gpu_speed`);
-- :mod:`~marl_sched.calibration.pollux`: link efficiencies, sync overhead, Pollux
-  model sizes and compute times (:func:`fit_links`, :func:`pollux_compute`);
+- :mod:`~marl_sched.calibration.speed`: ``gpu_speed`` (:func:`fit_gpu_speed`), the
+  per-model ``gpu_speed_by_model`` (:func:`fit_model_gpu_speed`) and the GPU-memory
+  limits ``gpu_unfit`` (:func:`gavel_unfit`);
+- :mod:`~marl_sched.calibration.spread`: Gavel's consolidated vs unconsolidated
+  pairs under perf.py (:class:`GavelSpread`);
+- :mod:`~marl_sched.calibration.pollux`: link efficiencies and the overlap exponent
+  (jointly with Gavel's spread pairs), sync overhead, Pollux model sizes and compute
+  times (:func:`fit_links`, :func:`pollux_compute`);
 - :mod:`~marl_sched.calibration.dl2`: CPU use and the DL2 testbed bandwidth
   (:func:`dl2_cpu`, :func:`fit_dl2_bandwidth`);
 - :mod:`~marl_sched.calibration.gavel`: interference vectors from Gavel's same-GPU
@@ -30,13 +35,14 @@ Submodules, in the order the data flows:
   check, noise floors;
 - :mod:`~marl_sched.calibration.assemble`: :func:`fit` (every fit and check) and
   :func:`fit_all` (the ``calibration.json`` content, with its notes);
-- :mod:`~marl_sched.calibration.cli`: :func:`main` of ``python -m marl_sched.calibration``.
+- :mod:`~marl_sched.calibration.cli`: :func:`main` of ``python -m marl_sched.calibration``;
+- :mod:`~marl_sched.calibration.report`: ``python -m marl_sched.calibration report``,
+  every calibration point of the shipped model with its error (imported on demand).
 """
 
 from marl_sched.calibration.assemble import MIN_PS_CPU, SIG_DIGITS, Fit, fit, fit_all, mem_rule
 from marl_sched.calibration.checks import (
     dl2_noise_floor,
-    gavel_consolidation,
     gavel_consolidation_model,
     pollux_errors,
     pollux_noise_floor,
@@ -48,6 +54,7 @@ from marl_sched.calibration.constants import (
     DL2_MODELS,
     FAMILY_PRIOR,
     GAVEL_MAP,
+    GAVEL_SPEED_MAP,
     GROUP_TO_SERVER,
     NCF_PARAMS,
     PACKED_CEILING,
@@ -103,7 +110,8 @@ from marl_sched.calibration.pollux import (
     sync_overhead,
     sync_statistic,
 )
-from marl_sched.calibration.speed import fit_gpu_speed
+from marl_sched.calibration.speed import fit_gpu_speed, fit_model_gpu_speed, gavel_unfit
+from marl_sched.calibration.spread import GavelSpread, gavel_consolidation
 from marl_sched.calibration.topologies import (
     DL2_SERVER,
     POLLUX_SERVER,
@@ -122,6 +130,7 @@ __all__ = [
     "DL2_SERVER",
     "FAMILY_PRIOR",
     "GAVEL_MAP",
+    "GAVEL_SPEED_MAP",
     "GROUP_TO_SERVER",
     "MIN_PS_CPU",
     "NCF_PARAMS",
@@ -142,6 +151,7 @@ __all__ = [
     "DL2Point",
     "DL2Row",
     "Fit",
+    "GavelSpread",
     "PolluxProfile",
     "PolluxRow",
     "SyncPoint",
@@ -160,6 +170,8 @@ __all__ = [
     "fit_gavel_interference",
     "fit_gpu_speed",
     "fit_level_coupling",
+    "fit_model_gpu_speed",
+    "gavel_unfit",
     "fit_links",
     "gavel_consolidation",
     "gavel_consolidation_model",

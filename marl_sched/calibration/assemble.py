@@ -13,7 +13,6 @@ import numpy as np
 
 from marl_sched.calibration.checks import (
     dl2_noise_floor,
-    gavel_consolidation,
     gavel_consolidation_model,
     pollux_errors,
     pollux_noise_floor,
@@ -42,7 +41,8 @@ from marl_sched.calibration.pollux import (
     pollux_model_mb,
     sync_overhead,
 )
-from marl_sched.calibration.speed import fit_gpu_speed
+from marl_sched.calibration.speed import fit_gpu_speed, fit_model_gpu_speed, gavel_unfit
+from marl_sched.calibration.spread import GavelSpread, gavel_consolidation
 
 SIG_DIGITS = 6
 
@@ -70,6 +70,9 @@ class Fit:
 
     speeds: dict[str, float]
     speed_info: dict[str, Any]
+    model_speeds: dict[str, dict[str, float]]
+    model_speed_source: dict[str, str]
+    unfit: dict[str, list[str]]
     overhead: float
     overhead_per_model: dict[str, float]
     efficiency: dict[str, float]
@@ -104,8 +107,13 @@ def fit(shared: str | os.PathLike[str]) -> Fit:
     dl2, skipped = load_dl2(shared)
 
     speeds, speed_info = fit_gpu_speed(gavel, pollux)
+    model_speeds, model_speed_source = fit_model_gpu_speed(gavel, DL2_MODELS + POLLUX_MODELS)
+    unfit, _ = gavel_unfit(
+        (gavel, load_gavel(shared, "gavel_physical_cluster_throughputs.json")),
+        DL2_MODELS + POLLUX_MODELS,
+    )
     overhead, overhead_per_model = sync_overhead(pollux)
-    eff, fitted_mb, link_info = fit_links(pollux, overhead)
+    eff, fitted_mb, link_info = fit_links(pollux, overhead, GavelSpread(gavel))
     efficiency = {"pcie": eff["pcie"], "qpi": eff["pcie"], "nic": eff["nic"]}
     pollux_mb = pollux_model_mb(fitted_mb)
     pollux_c = pollux_compute(pollux, speeds["t4"])
@@ -128,13 +136,16 @@ def fit(shared: str | os.PathLike[str]) -> Fit:
         (job, scale, meas, model)
         for (job, scale, meas), (_, _, model) in zip(
             gavel_consolidation(gavel),
-            gavel_consolidation_model(gavel, efficiency, overhead),
+            gavel_consolidation_model(gavel, efficiency, overhead, link_info["gamma"]),
             strict=True,
         )
     ]
     return Fit(
         speeds=speeds,
         speed_info=speed_info,
+        model_speeds=model_speeds,
+        model_speed_source=model_speed_source,
+        unfit=unfit,
         overhead=overhead,
         overhead_per_model=overhead_per_model,
         efficiency=efficiency,
@@ -156,7 +167,7 @@ def fit(shared: str | os.PathLike[str]) -> Fit:
         dl2_bandwidth=dl2_bw,
         dl2_errors=dl2_err,
         pollux_errors=pollux_errors(
-            pollux, {m: sz[0] for m, sz in sizes.items()}, efficiency, overhead
+            pollux, {m: sz[0] for m, sz in sizes.items()}, efficiency, overhead, link_info["gamma"]
         ),
         pollux_floor=pollux_noise_floor(pollux),
         dl2_floor=dl2_noise_floor(dl2),
@@ -192,10 +203,12 @@ def fit_all(shared: str | os.PathLike[str]) -> dict[str, Any]:
             "cpu_worker": _round(cw),
             "cpu_ps": _round(max(cp, MIN_PS_CPU)),
             "mem_gb": mem_rule(mb),
+            "gpu_unfit": f.unfit.get(m, []),
             "pressure": [_round(x) for x in press],
             "sensitivity": [_round(x) for x in sens],
             "source": (
-                f"{src}; mem_gb: rule 4 GB + 4 x model_mb (assumption); pressure, "
+                f"{src}; gpu speeds: {f.model_speed_source[m]}; "
+                "mem_gb: rule 4 GB + 4 x model_mb (assumption); pressure, "
                 f"sensitivity: Gavel V100 co-location ANLS fit of job type "
                 f"'{GAVEL_MAP[m]}', net column from communication intensity "
                 "(docs/performance-model.md)"
@@ -204,8 +217,12 @@ def fit_all(shared: str | os.PathLike[str]) -> dict[str, Any]:
     return {
         "version": 1,
         "gpu_speed": {k: _round(f.speeds[k]) for k in ("v100", "p100", "k80", "t4")},
+        "gpu_speed_by_model": {
+            m: {k: _round(v) for k, v in row.items()} for m, row in sorted(f.model_speeds.items())
+        },
         "link_efficiency": {k: _round(v) for k, v in f.efficiency.items()},
         "sync_overhead_s": _round(f.overhead),
+        "overlap_gamma": _round(f.link_info["gamma"]),
         "level_coupling": {k: _round(v) for k, v in f.coupling.items()},
         "notes": _notes(f),
         "models": models,
@@ -237,22 +254,45 @@ def _notes(f: Fit) -> dict[str, str]:
             "for the same architecture (imagenet = ResNet-50, cifar10 = ResNet-18), at "
             f"every Gavel batch size inside Pollux's profiled range: {t4}."
         ),
+        "gpu_speed_by_model": (
+            "p100, k80 per model (V100 = 1; v100 and t4 use gpu_speed): the isolated "
+            "scale-1 throughput ratio of the model's Gavel job type, or the geometric "
+            "mean over its Gavel family's batch sizes (calibration/constants.py "
+            "GAVEL_SPEED_MAP); a model without one uses gpu_speed. "
+            + "; ".join(f"{m}: {how}" for m, how in sorted(f.model_speed_source.items()))
+            + "."
+        ),
         "link_efficiency": (
-            "A ring all-reduce over n GPUs is modelled as perf.py's PS model with p = n "
-            "shards, one co-located with each worker: every (shard, worker) pair moves "
-            "2M/n, so each worker's PCIe link carries 2M and a server holding k of the n "
-            "GPUs carries 4M k(n-k)/n on its NIC (2k(n-k) remote pairs). Bytes per link "
-            "come from PerformanceModel.layout on a g4dn.12xlarge topology (one GPU "
-            "group per T4, pcie 128, nic 50 Gbit/s nominal). Measured = Pollux "
-            "sync_time at the smallest profiled local_bsz (least backward compute to "
-            "overlap with); model = C + sync_overhead_s with parameter-count sizes of "
-            "bert, cifar10, imagenet, yolov3. pcie: log-least-squares over "
-            f"{li['n_single']} single-node points (placements 2, 3, 4); > 1 because "
-            "perf.py charges push + pull (2M) to a full-duplex link rated at its "
-            "one-direction bandwidth. nic: log-least-squares over "
-            f"{li['n_multi']} multi-node points (placements.csv + scalability.csv, "
-            "replicas dealt evenly over nodes). qpi: no public measurement crosses a "
-            "socket (a g4dn.12xlarge has one); set equal to pcie (assumption)."
+            "Pollux's jobs are all-reduce jobs: perf.py's ring over the workers (each "
+            "ring edge carries 2M(n-1)/n; a worker's PCIe link carries its edges in "
+            "and out, a node holding some of the GPUs one edge in and one out on its "
+            "NIC). Bytes per link come from PerformanceModel.layout on a g4dn.12xlarge "
+            "topology (one GPU group per T4, pcie 128, nic 50 Gbit/s nominal). "
+            "Measured = Pollux exposed sync_time at every profiled local_bsz; model = "
+            "(c^g + C^g)^(1/g) - c + sync_overhead_s, c = the 1-GPU step_time - "
+            "sync_time at that local_bsz, with parameter-count sizes of bert, cifar10, "
+            f"imagenet, yolov3 ({li['n_single']} single-node, {li['n_multi']} multi-node "
+            "points). Jointly with Gavel's V100 consolidated/unconsolidated ratios "
+            f"({li['n_gavel']} pairs, default topology): loss = mean squared log error per "
+            "source, summed with equal weight (Pollux's single- and multi-node halves "
+            "half each); pcie and nic by coordinate descent for each overlap exponent "
+            "g on a log grid 1-8, g the best. The sources disagree: Pollux alone fits "
+            "a spread/packed ratio of ~2.8 on Gavel's pairs (measured 1.38). qpi: no "
+            "public measurement crosses a socket (a g4dn.12xlarge has one); set equal "
+            "to pcie (assumption)."
+        ),
+        "gpu_unfit": (
+            "GPU types a model's worker does not fit on (GPU memory): its Gavel job type "
+            "(exact mapping of GAVEL_SPEED_MAP only: memory depends on architecture and "
+            "batch) has a zero isolated throughput there in gavel_simulation_throughputs"
+            ".json or gavel_physical_cluster_throughputs.json, at any scale factor: "
+            + "; ".join(f"{m}: {', '.join(g)}" for m, g in sorted(f.unfit.items()))
+            + ". Every other model is assumed to fit every GPU type (no measurement)."
+        ),
+        "overlap_gamma": (
+            "Pollux's form of overlapping compute c and communication C: iteration = "
+            f"(c^g + C^g)^(1/g) + sync_overhead_s, g = {li['gamma']:.3f} (1 = no overlap, "
+            "large = max(c, C)); fitted with link_efficiency."
         ),
         "sync_overhead_s": (
             "median over the 6 Pollux models of the median 1-GPU sync_time (nothing to "
@@ -316,13 +356,16 @@ def _notes(f: Fit) -> dict[str, str]:
             f"{ci['max_packed_server_with_ps']:.3f}."
         ),
         "fit_errors": (
-            "Pollux sync time (C + overhead vs measured), median relative error: "
-            f"multi-node {np.median(pe['multi']):.3f} over {len(pe['multi'])} points "
+            "Pollux exposed sync time at each placement's smallest local_bsz, median "
+            f"relative error: multi-node {np.median(pe['multi']):.3f} over "
+            f"{len(pe['multi'])} points "
             f"(noise floor of any placement-multiset model {f.pollux_floor:.3f}), "
             f"single-node {np.median(pe['single']):.3f} over {len(pe['single'])}; per "
             "model "
             + ", ".join(f"{m} {np.median(v):.3f}" for m, v in pe["per_model"].items())
-            + f". Gavel co-location MRE {gi['mre']:.3f}. DL2 per-worker speed relative "
+            + f"; at every local_bsz {np.median(pe['every_batch']):.3f} over "
+            f"{len(pe['every_batch'])} points. Gavel same-GPU co-location fit MRE "
+            f"{gi['mre']:.3f}. DL2 per-worker speed relative "
             f"to 1 worker: median relative error {np.median(f.dl2_errors):.3f} over "
             f"{len(f.dl2_errors)} points (1-worker speed jitter across PS counts "
             f"{f.dl2_floor:.3f}) at a fitted effective testbed bandwidth of "

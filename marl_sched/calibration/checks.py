@@ -11,54 +11,22 @@ import numpy as np
 
 from marl_sched.calibration.constants import DL2_MODELS, POLLUX_MODELS
 from marl_sched.calibration.data import DL2Row, PolluxProfile
-from marl_sched.calibration.pollux import SyncPoint, pollux_sync_points
-from marl_sched.calibration.topologies import comm_time_at, kind_seconds, unit_spec
-from marl_sched.config import TopologyConfig
-from marl_sched.perf import PerformanceModel
-from marl_sched.topology import Topology
+from marl_sched.calibration.pollux import SyncPoint, pollux_sync_points, predicted_sync
+from marl_sched.calibration.spread import GavelSpread
 
 # --------------------------------------------------------------------------- Gavel check
 
 
-def gavel_consolidation(
-    gavel: dict[str, dict[tuple[str, int], dict[Any, Any]]],
-) -> list[tuple[str, int, float]]:
-    """Measured consolidated/unconsolidated throughput ratios on V100 for ResNet-18/50
-    (the job types with a known parameter count), scale factors 2, 4, 8."""
-    out = []
-    for (job, scale), row in sorted(gavel["v100"].items()):
-        if scale == 1 or not job.startswith(("ResNet-18 ", "ResNet-50 ")):
-            continue
-        un = gavel["v100_unconsolidated"].get((job, scale), {}).get(None, 0.0)
-        if row[None] > 0 and un > 0:
-            out.append((job, scale, row[None] / un))
-    return out
-
-
 def gavel_consolidation_model(
-    gavel, efficiency: dict[str, float], overhead: float
+    gavel, efficiency: dict[str, float], overhead: float, gamma: float = 1.0
 ) -> list[tuple[str, int, float]]:
-    """Model's consolidated/unconsolidated ratio: all-reduce-equivalent PS shards, the
-    default topology (8 V100 per server, PCIe 128, NIC 25 Gbit/s), compute from the
-    scale-1 throughput; unconsolidated = one GPU per server."""
-    topology = Topology.from_config(TopologyConfig())
-    perf = PerformanceModel(topology)
-    iso = {job: row[None] for (job, scale), row in gavel["v100"].items() if scale == 1}
-    out = []
-    for job, scale, _ in gavel_consolidation(gavel):
-        mb = (11.7e6 if job.startswith("ResNet-18") else 25.6e6) * 4 / 1e6
-        compute = 1.0 / iso[job]
-        spec = unit_spec(mb)
-        packed = [int(g) for g in topology.gpu_group[:scale]]  # first GPUs of server 0
-        spread = [int(topology.server_groups_start[s]) for s in range(scale)]  # 1 per server
-        t_cons = compute + comm_time_at(
-            kind_seconds(topology, perf.layout(spec, packed, packed)), efficiency
-        )
-        t_un = compute + comm_time_at(
-            kind_seconds(topology, perf.layout(spec, spread, spread)), efficiency
-        )
-        out.append((job, scale, (t_un + overhead) / (t_cons + overhead)))
-    return out
+    """Model's consolidated/unconsolidated ratio of every :func:`gavel_consolidation`
+    pair (see :class:`GavelSpread`)."""
+    spread = GavelSpread(gavel)
+    ratios = spread.ratios(efficiency, overhead, gamma)
+    return [
+        (job, scale, float(r)) for (job, scale, _), r in zip(spread.points, ratios, strict=True)
+    ]
 
 
 # --------------------------------------------------------------------------- noise floors
@@ -102,18 +70,25 @@ def pollux_errors(
     model_mb: dict[str, float],
     efficiency: dict[str, float],
     overhead: float,
+    gamma: float = 1.0,
 ) -> dict[str, Any]:
-    """Relative errors of C + overhead against the measured sync statistic."""
-    single, multi = [], []
-    per_model: dict[str, list[float]] = {m: [] for m in POLLUX_MODELS}
-    for p in pollux_sync_points(pollux):
-        pred = comm_time_at(p.kind_s, efficiency) * model_mb[p.model] + overhead
-        e = abs(pred - p.measured) / p.measured
-        (multi if p.multi_node else single).append(e)
-        if p.multi_node:
-            per_model[p.model].append(e)
+    """Relative errors of perf.py's exposed sync time against the measured one: at
+    each placement's smallest local batch (``single`` / ``multi`` node,
+    ``per_model`` multi-node) and at every profiled batch (``every_batch``)."""
+    points = pollux_sync_points(pollux)
+    pred = predicted_sync(points, model_mb, efficiency, overhead, gamma)
+    meas = np.array([p.measured for p in points])
+    err = np.abs(pred - meas) / meas
+    multi = np.array([p.multi_node for p in points])
+    per_model = {m: err[multi & np.array([p.model == m for p in points])] for m in POLLUX_MODELS}
+    every = pollux_sync_points(pollux, every_batch=True)
+    pred_e = predicted_sync(every, model_mb, efficiency, overhead, gamma)
+    meas_e = np.array([p.measured for p in every])
     return {
-        "single": np.array(single),
-        "multi": np.array(multi),
-        "per_model": {m: np.array(v) for m, v in per_model.items()},
+        "single": err[~multi],
+        "multi": err[multi],
+        "per_model": per_model,
+        "every_batch": np.abs(pred_e - meas_e) / meas_e,
+        "points": points,
+        "predicted": pred,
     }

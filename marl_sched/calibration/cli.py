@@ -5,6 +5,10 @@ Run::
     python -m marl_sched.calibration --shared ../shared/data \\
         --out marl_sched/data/calibration.json
 
+and ``python -m marl_sched.calibration report [--shared ../shared/data]`` for the
+table of every calibration point with its error against the shipped file
+(:mod:`marl_sched.calibration.report`; last line: one JSON object).
+
 Inputs (``<shared>/profiles``, see ``<shared>/PROVENANCE.md``):
 
 - ``gavel_simulation_throughputs.json``: isolated throughputs of 26 job types on
@@ -57,7 +61,33 @@ def write_json_atomic(data: dict[str, Any], out: Path) -> None:
         raise
 
 
+def report_main(argv: Sequence[str]) -> int:
+    """``python -m marl_sched.calibration report``."""
+    from marl_sched.calibration.report import all_rows, format_report  # noqa: PLC0415
+    from marl_sched.config import REPO_ROOT  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(
+        prog="python -m marl_sched.calibration report",
+        description="every calibration point of the shipped model, with its error",
+    )
+    parser.add_argument(
+        "--shared",
+        default=str(REPO_ROOT.parent / "shared" / "data"),
+        help="the shared data directory (default: ../shared/data beside the repo)",
+    )
+    args = parser.parse_args(argv)
+    shared = Path(args.shared)
+    if not (profiles_dir(shared) / "gavel_simulation_throughputs.json").is_file():
+        print(f"calibration report: no profiles under {shared}", file=sys.stderr)
+        return 2
+    print(format_report(all_rows(shared)))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["report"]:
+        return report_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m marl_sched.calibration", description=__doc__)
     parser.add_argument("--shared", required=True, help="the shared data directory")
     parser.add_argument("--out", required=True, help="calibration.json to write")

@@ -123,3 +123,26 @@ PACKED_CEILING = 2.0
 #: more resources: a same-socket one adds caches/membw, a same-group one PCIe)
 SOCKET_TO_SERVER = 1.0
 GROUP_TO_SERVER = 1.0
+
+#: catalogue model → where its per-model GPU speeds (P100, K80 relative to V100) come
+#: from in Gavel's isolated scale-1 throughputs: ``("type", job type)`` = the same
+#: architecture at the nearest batch size; ``("family", prefix)`` = geometric mean
+#: over the batch sizes of the nearest Gavel family (a similar network, no exact
+#: match); a model absent here falls back to the per-type figure (geometric mean
+#: over all 26 job types).
+GAVEL_SPEED_MAP = {
+    "resnet-50": ("type", "ResNet-50 (batch size 32)"),  # same net, DL2 batch 32
+    "imagenet": ("type", "ResNet-50 (batch size 128)"),  # ResNet-50, local batch 200
+    "cifar10": ("type", "ResNet-18 (batch size 256)"),  # ResNet-18, local batch 256
+    "seq2seq": ("type", "Transformer (batch size 64)"),  # translation, batch 64
+    "bert": ("type", "Transformer (batch size 16)"),  # transformer encoder, batch 12
+    "wlm": ("type", "LM (batch size 80)"),  # word LM
+    "ncf": ("type", "Recommendation (batch size 512)"),  # collaborative filtering
+    "resnext-110": ("family", "ResNet-18 ("),  # CIFAR ResNet variant
+    "inception-bn": ("family", "ResNet-50 ("),  # ImageNet CNN
+    "vgg-16": ("family", "ResNet-50 ("),  # ImageNet CNN
+    "yolov3": ("family", "ResNet-50 ("),  # detection on an ImageNet CNN backbone
+    "dssm": ("family", "Recommendation ("),  # embedding ranking model
+    "deepspeech2": ("family", "LM ("),  # recurrent sequence model
+    # cnn-text-classification: no Gavel type is a text CNN → per-type figure
+}

@@ -52,9 +52,12 @@ def profiles_dir(shared: Path) -> Path:
     return shared / "profiles" if (shared / "profiles").is_dir() else shared
 
 
-def load_gavel(shared: Path) -> dict[str, dict[tuple[str, int], dict[Any, Any]]]:
-    """``{gpu: {(job_type, scale): {None: isolated, (type, scale): [own, other]}}}``."""
-    path = profiles_dir(shared) / "gavel_simulation_throughputs.json"
+def load_gavel(
+    shared: Path, name: str = "gavel_simulation_throughputs.json"
+) -> dict[str, dict[tuple[str, int], dict[Any, Any]]]:
+    """``{gpu: {(job_type, scale): {None: isolated, (type, scale): [own, other]}}}`` of
+    one of Gavel's throughput files (the simulation one by default)."""
+    path = profiles_dir(shared) / name
     raw = json.loads(path.read_text(encoding="utf-8"))
     out: dict[str, dict[tuple[str, int], dict[Any, Any]]] = {}
     for gpu, table in raw.items():

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from marl_sched.calibration.constants import POLLUX_GAVEL_ARCH
+from marl_sched.calibration.constants import GAVEL_SPEED_MAP, POLLUX_GAVEL_ARCH
 from marl_sched.calibration.data import PolluxProfile
 from marl_sched.calibration.numerics import geomean
 
@@ -49,3 +49,59 @@ def fit_gpu_speed(
     speeds["t4"] = geomean(r for _, _, r in t4_ratios)
     info["t4"] = t4_ratios
     return speeds, info
+
+
+def fit_model_gpu_speed(
+    gavel: dict[str, dict[tuple[str, int], dict[Any, Any]]], models: Any
+) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
+    """Per-model P100 and K80 speeds (V100 = 1) from Gavel's isolated throughputs.
+
+    Each model in :data:`GAVEL_SPEED_MAP` takes the ratio of its Gavel job type, or the
+    geometric mean of its family's types; the others get no entry (the per-type
+    ``gpu_speed`` applies). Returns the table and, per model, where it came from.
+    """
+    v100 = {job: row[None] for (job, scale), row in gavel["v100"].items() if scale == 1}
+    table: dict[str, dict[str, float]] = {}
+    how: dict[str, str] = {}
+    for model in models:
+        if model not in GAVEL_SPEED_MAP:
+            how[model] = "per-type figure (no matching Gavel job type)"
+            continue
+        kind, key = GAVEL_SPEED_MAP[model]
+        jobs = [key] if kind == "type" else sorted(j for j in v100 if j.startswith(key))
+        table[model] = {
+            gpu: geomean(gavel[gpu][(job, 1)][None] / v100[job] for job in jobs)
+            for gpu in ("p100", "k80")
+        }
+        how[model] = f"Gavel '{key}'" if kind == "type" else f"Gavel family '{key[:-2]}' (geomean)"
+    return table, how
+
+
+def gavel_unfit(
+    gavels: Any, models: Any
+) -> tuple[dict[str, list[str]], dict[str, list[tuple[str, str]]]]:
+    """GPU types each model does not fit on (its memory), from Gavel's measurements.
+
+    A Gavel job type does not fit a GPU type when any of Gavel's throughput files
+    records a zero isolated throughput for it there, at any scale factor (a worker's
+    memory does not depend on how many workers there are): ResNet-50 at batch 128 on
+    the K80 (12 GB per GPU). A catalogue model inherits it through
+    :data:`GAVEL_SPEED_MAP` when mapped to that exact job type (memory depends on the
+    architecture *and* the batch; a family mapping says nothing about it).
+
+    Returns ``{model: [gpu types]}`` and the evidence ``{model: [(file gpu, job)]}``.
+    """
+    zero: dict[str, set[str]] = {}
+    for gavel in gavels:
+        for gpu, table in gavel.items():
+            if gpu.endswith("_unconsolidated"):
+                continue
+            for (job, _), row in table.items():
+                if row.get(None, 1.0) <= 0:
+                    zero.setdefault(job, set()).add(gpu)
+    unfit: dict[str, list[str]] = {}
+    for model in models:
+        kind, job = GAVEL_SPEED_MAP.get(model, ("none", ""))
+        if kind == "type" and job in zero:
+            unfit[model] = sorted(zero[job])
+    return unfit, {m: [(g, GAVEL_SPEED_MAP[m][1]) for g in gpus] for m, gpus in unfit.items()}

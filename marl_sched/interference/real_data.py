@@ -121,12 +121,11 @@ def load_gavel_colocations(path: str | Path) -> Samples:
 
 def _pollux_placement(digits: str) -> tuple[Placement, int]:
     """Workers by node from Pollux's placement string (``"13"`` = 1 GPU on one node,
-    3 on another); the all-reduce as ``w`` PS shards, one beside each worker (how
-    :mod:`marl_sched.calibration` maps a ring all-reduce onto the PS model)."""
+    3 on another); Pollux's jobs are all-reduce jobs: no PS (``num_ps`` 0)."""
     per_node = [int(c) for c in digits]
     gps = POLLUX_SERVER.sockets * POLLUX_SERVER.groups_per_socket
     wg = [node * gps + i for node, k in enumerate(per_node) for i in range(k)]
-    return Placement(tuple(wg), tuple(wg)), len(wg)
+    return Placement(tuple(wg), ()), 0
 
 
 def load_pollux_placements(root: str | Path) -> Samples:
@@ -138,9 +137,9 @@ def load_pollux_placements(root: str | Path) -> Samples:
     slowdown (the job runs alone in both): the model's prediction for the spread
     placement (≈ 1, no neighbours) is multiplied by the simulator's alone-time
     ratio of the two placements (``reference`` column), so the comparison checks the
-    performance model's communication term more than the learned model. Pollux's
-    all-reduce is mapped to one PS shard beside each worker, on g4dn.12xlarge-like
-    servers (:data:`POLLUX_SERVER`).
+    performance model's communication term more than the learned model. The jobs
+    are all-reduce jobs (a ring, no PS) on g4dn.12xlarge-like servers
+    (:data:`POLLUX_SERVER`).
     """
     root = Path(root)
     rows, ys, models, groups, refs, sims = [], [], [], [], [], []

@@ -114,3 +114,161 @@ def test_isolated_time_is_a_lower_bound(model, workers, n_ps, seed):
     iso = PERF.isolated_iteration_time(model, len(workers), n_ps)
     assert t >= iso * (1 - 1e-12)
     assert t_shared >= t
+
+
+def test_per_model_gpu_speed_sets_compute_time():
+    """A job's compute runs at its own model's speed on the slowest worker's GPU type,
+    and the isolated lower bound takes the fastest type *for that model*."""
+    topo = tiny_topology(subclusters=1, racks=1, servers=2, gpu_types=("v100", "k80"))
+    perf = PerformanceModel(topo)
+    k80_group = int(np.flatnonzero(topo.server_type[topo.group_server] == 1)[0])
+    for model in ("resnet-50", "ncf", "cnn-text-classification"):
+        spec = CATALOGUE[model]
+        lay = perf.layout(spec, [0, k80_group], [])
+        assert lay.speed == pytest.approx(min(1.0, spec.speed_on("k80")))
+        assert perf.group_speed_for(model)[k80_group] == spec.speed_on("k80")
+        iso = perf.isolated_iteration_time(model, 1, 0)
+        assert iso == pytest.approx(spec.compute_s / max(1.0, spec.speed_on("k80")))
+    # the per-type accessor the observations use is unchanged
+    assert topo.group_speed[k80_group] == pytest.approx(0.297191)
+
+
+def test_all_reduce_ring_against_hand_computed_bytes():
+    """3 workers, no PS: two on one socket of server 0, one on server 1 (same rack).
+    Ring g0 → g1 → h0 → g0, each edge 2(n-1)/n · M = 4M/3: every worker's PCIe link
+    carries one edge in and one out, each server's NIC one edge in and one out."""
+    spec = CATALOGUE["resnet-50"]
+    g0, g1 = 0, 1
+    h0 = int(TOPO.server_groups_start[1])
+    assert TOPO.group_socket[g0] == TOPO.group_socket[g1]
+    assert TOPO.server_rack[1] == TOPO.server_rack[0]
+    edge = 2.0 * (3 - 1) / 3 * spec.model_bytes
+    want = {
+        TOPO.pcie_link(g0): 2 * edge,
+        TOPO.pcie_link(g1): 2 * edge,
+        TOPO.pcie_link(h0): 2 * edge,
+        TOPO.nic_link(0): 2 * edge,
+        TOPO.nic_link(1): 2 * edge,
+    }
+    t, lay = _alone("resnet-50", [g0, g1, h0], [])
+    assert lay.links.keys() == want.keys()
+    for link, nbytes in want.items():
+        assert lay.links[link] == pytest.approx(nbytes)
+    comm = max(
+        2 * edge / TOPO.link_bw[TOPO.pcie_link(g0)], 2 * edge / TOPO.link_bw[TOPO.nic_link(0)]
+    )
+    compute = spec.compute_s / lay.speed
+    g = PERF.overlap_gamma
+    assert t == pytest.approx((compute**g + comm**g) ** (1 / g) + PERF.sync_overhead_s)
+
+
+def test_all_reduce_packed_is_cheaper_than_spread():
+    """The ring's NIC edges only exist when the workers span servers."""
+    per_server = int(TOPO.server_n_groups[0])
+    packed, _ = _alone("vgg-16", [0, 1, 2, 3], [])
+    spread, _ = _alone("vgg-16", [0, per_server, 2 * per_server, 3 * per_server], [])
+    assert packed < spread
+
+
+def test_isolated_lower_bound_holds_for_all_reduce():
+    iso = PERF.isolated_iteration_time("vgg-16", 4, 0)
+    per_server = int(TOPO.server_n_groups[0])
+    for workers in ([0, 0, 1, 1], [0, 1, 2, 3], [0, per_server, 2 * per_server, 3 * per_server]):
+        t, _ = _alone("vgg-16", workers, [])
+        assert t >= iso * (1 - 1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    compute=st.floats(0.0, 100.0),
+    comm=st.floats(0.0, 100.0),
+    gamma=st.floats(1.0, 50.0),
+)
+def test_overlap_never_beats_compute_alone(compute, comm, gamma):
+    from marl_sched.perf import overlap_time
+
+    t = float(overlap_time(compute, comm, gamma))
+    assert t >= compute * (1 - 1e-12)
+    assert t >= comm * (1 - 1e-12)
+    assert t <= (compute + comm) * (1 + 1e-12)
+
+
+def test_overlapped_iteration_is_never_faster_than_its_compute():
+    for model in MODEL_NAMES:
+        for workers, ps in (([0, 1], []), ([0, 4], [2]), ([0, 8, 16], [])):
+            spec = CATALOGUE[model]
+            t, lay = _alone(model, workers, ps)
+            assert t >= spec.compute_s / lay.speed
+
+
+# --------------------------------------------------------------------------- GPU memory
+
+
+def _memory_cluster():
+    topo = tiny_topology(subclusters=1, racks=2, servers=2, gpu_types=("v100", "k80"))
+    return topo, PerformanceModel(topo)
+
+
+def test_gpu_memory_limit_comes_from_gavel_and_masks_groups():
+    topo, perf = _memory_cluster()
+    # Gavel: ResNet-50 at batch 128 does not run on a K80 (imagenet is mapped to it)
+    assert not CATALOGUE["imagenet"].fits_on("k80") and CATALOGUE["imagenet"].fits_on("v100")
+    k80 = np.array([topo.server_gpu_type[t] == "k80" for t in topo.server_type])[topo.group_server]
+    assert perf.group_fits("imagenet").tolist() == (~k80).tolist()
+    assert perf.group_fits("resnet-50").all()
+
+
+def test_simulator_refuses_a_model_on_a_gpu_it_does_not_fit():
+    from marl_sched.jobs import Job, Placement
+    from marl_sched.simulator import PlacementError, Simulator
+
+    topo, perf = _memory_cluster()
+    k80_group = int(np.flatnonzero(~perf.group_fits("imagenet"))[0])
+    sim = Simulator(topo, [Job(0, "a", "imagenet", 1, 0, 10.0, 0.0, 1.0)], perf=perf)
+    assert sim.next_decision() is not None
+    assert sim.view().group_free[k80_group] == 0  # the view hides what it cannot use
+    with pytest.raises(PlacementError, match="does not fit"):
+        sim.apply(Placement((k80_group,), ()))
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_no_policy_places_a_model_where_it_does_not_fit(seed):
+    """Property over every registered heuristic: with imagenet jobs among random ones
+    on a V100 + K80 cluster, no imagenet worker ever lands on a K80 group."""
+    from marl_sched.jobs import Job
+    from marl_sched.policies import heuristic_names, make_policy
+    from marl_sched.simulator import Simulator
+    from tests.helpers import random_jobs
+
+    topo, perf = _memory_cluster()
+    rng = np.random.default_rng(seed)
+    jobs = random_jobs(perf, 30, seed=seed, max_workers=4)
+    jobs = [
+        Job(
+            j.job_id,
+            j.name,
+            "imagenet",
+            j.num_workers,
+            j.num_ps,
+            j.iterations,
+            j.submit_time,
+            j.duration,
+        )
+        if rng.random() < 0.5
+        else j
+        for j in jobs
+    ]
+    unfit = ~perf.group_fits("imagenet")
+    for name in heuristic_names():
+        policy = make_policy(name)
+        policy.reset(topo, seed)
+        sim = Simulator(topo, jobs, perf=perf)
+        placed = 0
+        while (job := sim.next_decision()) is not None:
+            placement = policy.place(job, sim.view())
+            if placement is not None and job.model == "imagenet":
+                assert not unfit[list(placement.worker_groups)].any(), (name, job, placement)
+                placed += 1
+            sim.apply(placement)
+        assert placed > 0, name
