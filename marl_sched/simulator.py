@@ -384,6 +384,12 @@ class Simulator:
                 return np.where(fits, self._group_free, 0)
         return self._group_free
 
+    @property
+    def group_unused(self) -> np.ndarray:
+        """Free GPUs per GPU group whatever job is pending (capacity accounting; the
+        masked figure policies read is :attr:`group_free`). Read it, never write it."""
+        return self._group_free
+
     def view(self) -> ClusterView:
         """Read-only view of the current state for a policy.
 

@@ -122,12 +122,12 @@ def _check_mask(env, obs: dict) -> None:
 
 def _check_capacity(sim: Simulator) -> None:
     topo = sim.topology
-    assert np.all(sim.group_free >= 0)
+    assert np.all(sim.group_unused >= 0)
     assert np.all(sim.server_cpu_free >= -EPS) and np.all(sim.server_mem_free >= -EPS)
     used = np.zeros(topo.n_groups, dtype=np.int64)
     for run in sim.running.values():
         np.add.at(used, list(run.placement.worker_groups), 1)
-    assert np.array_equal(used, topo.group_capacity - sim.group_free)  # no GPU booked twice
+    assert np.array_equal(used, topo.group_capacity - sim.group_unused)  # no GPU booked twice
 
 
 @settings(
