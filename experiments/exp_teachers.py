@@ -21,12 +21,10 @@ import time
 
 import torch
 
-from envs.observations import ObservationBuilder
-
-from envs.rules import home_agent
-
-from envs.session import PlacementSession
 from agents.teachers import make_teacher, teacher_plan
+from envs.observations import ObservationBuilder
+from envs.rules import home_agent
+from envs.session import PlacementSession
 from marl_sched.config import load_config
 from marl_sched.metrics import compute_metrics
 from marl_sched.policies import heuristic_names, make_policy

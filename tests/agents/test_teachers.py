@@ -7,7 +7,6 @@ import math
 import pytest
 
 from agents.teachers import LookaheadTeacher, RolloutTeacher, predicted_iteration_time, proposals
-
 from envs.rules import placement_key
 from marl_sched.perf import PerformanceModel
 from marl_sched.policies import make_policy
