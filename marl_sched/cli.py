@@ -135,9 +135,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def prepare_out(out: str | Path) -> Path:
     """The output folder, created; refuses a path that is an existing file."""
+    if not str(out).strip():
+        raise InputError("--out: empty path (name an output folder)")
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise InputError(f"--out: {out}: exists and is not a folder")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError(f"--out: {out}: {parent} is a file, not a folder")
+            break
     return path
 
 
@@ -270,6 +277,12 @@ LOCAL_COMMANDS = {"simulate": cmd_simulate, "trace": cmd_trace, "policies": cmd_
 
 
 def _run(args: argparse.Namespace) -> int:
+    for name in ("seed", "seeds"):
+        value = getattr(args, name, None)
+        if isinstance(value, int) and value < 0:
+            raise InputError(f"--{name}: must be >= 0, got {value}")
+    if isinstance(getattr(args, "out", None), str) and not args.out.strip():
+        raise InputError("--out: empty path (name an output folder)")
     if args.command in LOCAL_COMMANDS:
         return LOCAL_COMMANDS[args.command](args)
     module, _, func = LAZY_COMMANDS[args.command].partition(":")

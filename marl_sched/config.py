@@ -21,6 +21,7 @@ so this module imports nothing beyond the standard library and PyYAML.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -192,6 +193,8 @@ class WorkloadConfig:
             f"must be one of {', '.join(formats)}, got {self.trace_format!r}",
         )
         check(self.start >= 0, where, f"{key}.start", f"must be >= 0, got {self.start}")
+        check(self.seed >= 0, where, f"{key}.seed", f"must be >= 0, got {self.seed}")
+        check(math.isfinite(self.load), where, f"{key}.load", f"must be finite, got {self.load}")
         if self.max_jobs is not None:
             check(
                 self.max_jobs >= 1, where, f"{key}.max_jobs", f"must be >= 1, got {self.max_jobs}"
@@ -221,6 +224,7 @@ class SimulationConfig:
     def validate(self, where: str, key: str) -> None:
         from marl_sched.simulator import ORDERINGS
 
+        check(self.seed >= 0, where, f"{key}.seed", f"must be >= 0, got {self.seed}")
         check(
             self.ordering in ORDERINGS,
             where,

@@ -117,3 +117,41 @@ def test_trace_inspect(capsys):
     )
     out = capsys.readouterr().out
     assert "2,500" in out and "offered load" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["simulate", "--config", "configs/tiny.yaml", "--seed", "-1", "--out", "OUT"],
+         "--seed: must be >= 0, got -1"),
+        (["train", "--config", "configs/train_tiny.yaml", "--seed", "-3", "--out", "OUT"],
+         "--seed: must be >= 0, got -3"),
+        (["simulate", "--config", "configs/tiny.yaml", "--out", ""], "--out: empty path"),
+        (["simulate", "--config", "configs/tiny.yaml", "--out", "FILE/sub"],
+         "is a file, not a folder"),
+    ],
+)  # fmt: skip
+def test_bad_arguments_are_one_line_before_any_work(argv, message, tmp_path, capsys):
+    from marl_sched.config import REPO_ROOT
+
+    (tmp_path / "FILE").write_text("x")
+    argv = [str(REPO_ROOT / a) if a.startswith("configs/") else a for a in argv]
+    argv = [str(tmp_path / a) if a in ("OUT", "FILE/sub") else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("section", "key"), [("workload", "seed"), ("simulation", "seed")])
+def test_a_negative_seed_in_a_config_is_refused(section, key, tmp_path, capsys):
+    import yaml
+
+    from marl_sched.config import REPO_ROOT
+
+    raw = yaml.safe_load((REPO_ROOT / "configs" / "tiny.yaml").read_text())
+    raw.setdefault(section, {})[key] = -2
+    raw["workload"]["trace"] = str(REPO_ROOT / raw["workload"]["trace"])
+    path = tmp_path / "neg.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["simulate", "--config", str(path), "--out", str(tmp_path / "o")]) == 2
+    assert f"{section}.{key}: must be >= 0, got -2" in capsys.readouterr().err
