@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -47,22 +48,34 @@ def _run_one(task: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
     """Worker: one policy on the window; writes its own folder, returns metrics + JCTs."""
     from marl_sched.config import load_config
     from marl_sched.metrics import write_run
-    from marl_sched.policies import get_policy_class
     from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
 
     cfg = load_config(task["config"])
     topo, perf = build_cluster(cfg)
     workload = load_workload(cfg, perf, TraceOptions(**task["trace_options"]))
-    cls = get_policy_class(task["policy"])
-    kwargs = {}
-    if task["checkpoint"] and "checkpoint" in cls.__init__.__code__.co_varnames:
-        kwargs["checkpoint"] = task["checkpoint"]
-    policy = cls(**kwargs)
+    policy = _build_policy(task["policy"], task["checkpoint"], topo, perf)
     metrics, records, _ = simulate(
         cfg, task["policy"], workload, topo, perf, seed=task["seed"], policy=policy
     )
     write_run(Path(task["out"]) / task["policy"], metrics, records)
     return metrics, [r.jct for r in records]
+
+
+def _build_policy(name: str, checkpoint: str | None, topo, perf):
+    """The policy ``name`` (with its checkpoint), checked against the cluster: a learned
+    policy whose checkpoint cannot serve it raises ``InputError`` here."""
+    from marl_sched.policies import get_policy_class
+
+    cls = get_policy_class(name)
+    kwargs = {}
+    if checkpoint and "checkpoint" in cls.__init__.__code__.co_varnames:
+        kwargs["checkpoint"] = checkpoint
+    policy = cls(**kwargs)
+    policy.reset(topo, 0)
+    check = getattr(policy, "_builder_for_topology", None)
+    if check is not None:
+        check(topo, perf)
+    return policy
 
 
 OWN_CHECKPOINT_POLICIES = ("marl", "single-agent")
@@ -86,6 +99,27 @@ def checkpoints_by_policy(spec: str | None, policies: list[str]) -> dict[str, st
     return out
 
 
+def check_compare(
+    config: str, policies: list[str], trace_options: dict[str, Any], checkpoint: str | None
+):
+    """Every input of a comparison checked before any work: the config, the trace
+    window, each policy name and each learned policy's checkpoint against the cluster
+    (``InputError``). Returns ``(config, checkpoints by policy)``."""
+    from marl_sched.config import load_config
+    from marl_sched.policies import get_policy_class
+    from marl_sched.runner import TraceOptions, build_cluster, load_workload
+
+    cfg = load_config(config)
+    for name in policies:
+        get_policy_class(name)
+    topo, perf = build_cluster(cfg)
+    load_workload(cfg, perf, TraceOptions(**trace_options))
+    ckpts = checkpoints_by_policy(checkpoint, policies)
+    for name in policies:
+        _build_policy(name, ckpts.get(name), topo, perf)
+    return cfg, ckpts
+
+
 def run_compare(
     config: str,
     policies: list[str],
@@ -97,17 +131,10 @@ def run_compare(
     progress=None,
 ) -> list[dict[str, Any]]:
     """Run every policy; write results; return the result rows (best first)."""
-    from marl_sched.config import load_config
     from marl_sched.metrics import atomic_write_text, csv_text
     from marl_sched.plots import bars, jct_cdf
-    from marl_sched.policies import get_policy_class
-    from marl_sched.runner import TraceOptions, build_cluster, load_workload
 
-    cfg = load_config(config)  # bad config, trace or policy → exit 2 before any work
-    for name in policies:
-        get_policy_class(name)
-    load_workload(cfg, build_cluster(cfg)[1], TraceOptions(**trace_options))
-    ckpts = checkpoints_by_policy(checkpoint, policies)
+    cfg, ckpts = check_compare(config, policies, trace_options, checkpoint)
     tasks = [
         {
             "config": config,
@@ -156,6 +183,23 @@ def run_compare(
     return rows
 
 
+def _move_into(tmp: Path, out: Path) -> None:
+    """Put ``tmp``'s entries into ``out`` (renamed whole when ``out`` is absent or empty;
+    otherwise each entry replaces its namesake)."""
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        if out.exists():
+            out.rmdir()
+        os.replace(tmp, out)
+        return
+    for entry in tmp.iterdir():
+        target = out / entry.name
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+        os.replace(entry, target)
+
+
 def results_markdown(rows: list[dict[str, Any]], trace_options: dict, config: str) -> str:
     head = (
         "| policy | jobs | avg JCT (s) | p50 | p95 | p99 | queue (s) | slowdown | GPU util "
@@ -202,13 +246,18 @@ def compare_command(args: argparse.Namespace) -> int:
         "load": args.load,
         "seed": args.seed,
     }
+    check_compare(args.config, policies, opts, args.checkpoint)  # before the bar draws
     bar = Progress(len(policies), "compare (policies done)", args.quiet)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
     try:
         rows = run_compare(
-            args.config, policies, out, opts, args.checkpoint, args.seed, progress=bar
+            args.config, policies, tmp, opts, args.checkpoint, args.seed, progress=bar
         )
+        _move_into(tmp, out)  # every output appears at once, or none (interrupted, failed)
     finally:
         bar.close()
+        shutil.rmtree(tmp, ignore_errors=True)
     print(format_table(rows, RESULT_COLUMNS + (("ratio_to_best_baseline", "/ best", ".3f"),)))
     print(
         f"wrote {out / 'results.md'}, {out / 'results.csv'}, {out / 'jct_cdf.png'}, "

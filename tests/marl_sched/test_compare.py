@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 
 import pytest
 
@@ -71,3 +72,43 @@ def test_checkpoint_option_forms():
         checkpoints_by_policy("mlfs-rl=x", pols)
     with pytest.raises(InputError, match="expected name=path"):
         checkpoints_by_policy("marl=a,oops", pols)
+
+
+def test_a_bad_checkpoint_is_refused_before_any_policy_runs(tmp_path, capsys):
+    """compare checks every learned policy's checkpoint against the cluster first: with
+    a corrupt one nothing runs and nothing is written (not even the heuristics)."""
+    bad = tmp_path / "ckpt"
+    bad.mkdir()
+    (bad / "manifest.json").write_text("{")
+    out = tmp_path / "cmp"
+    argv = ["compare", "--config", DEFAULT, "--trace", SAMPLE, "--max-jobs", "20",
+            "--policies", "first-fit,marl", "--checkpoint", str(bad),
+            "--out", str(out)]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "corrupt checkpoint" in err[0]
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".cmp.tmp")]
+
+
+def test_an_interrupted_compare_leaves_nothing(tmp_path, monkeypatch):
+    """Outputs appear in --out only when every policy has run."""
+    import marl_sched.compare as compare
+
+    calls = []
+
+    def boom(task):
+        calls.append(task["policy"])
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(task)
+
+    real = compare._run_one
+    monkeypatch.setattr(compare, "_run_one", boom)
+    out = tmp_path / "cmp"
+    argv = ["compare", "--config", DEFAULT, "--trace", SAMPLE, "--max-jobs", "20",
+            "--policies", "first-fit,tetris", "--out", str(out), "--quiet"]  # fmt: skip
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)  # in-process workers, so the patch holds
+    assert main(argv) == 130  # "marl-sched: interrupted"
+    assert calls == ["first-fit", "tetris"]
+    assert not out.exists() and not list(tmp_path.iterdir())
