@@ -73,8 +73,7 @@ class ServerTypeConfig:
             value = getattr(self, name)
             check(value >= 1, where, f"{key}.{name}", f"must be >= 1, got {value}")
         for name in ("memory_gb", "nic_gbps"):
-            value = getattr(self, name)
-            check(value > 0, where, f"{key}.{name}", f"must be > 0, got {value}")
+            check_physical(getattr(self, name), where, f"{key}.{name}")
         check(
             self.gpu_type in GPU_SPEED,
             where,
@@ -116,8 +115,7 @@ class TopologyConfig:
             value = getattr(self, name)
             check(value >= 1, where, f"{key}.{name}", f"must be >= 1, got {value}")
         for name in ("pcie_gbps", "qpi_gbps", "rack_oversubscription", "subcluster_uplink_gbps"):
-            value = getattr(self, name)
-            check(value > 0, where, f"{key}.{name}", f"must be > 0, got {value}")
+            check_physical(getattr(self, name), where, f"{key}.{name}")
         check(len(self.server_types) >= 1, where, f"{key}.server_types", "needs at least one")
         names = [s.name for s in self.server_types]
         check(len(set(names)) == len(names), where, f"{key}.server_types", "duplicate name")
@@ -344,6 +342,22 @@ def parse_section(cls: type[T], data: Any, where: str, prefix: str) -> T:
     if callable(validate):
         validate(where, prefix)
     return obj
+
+
+#: the range every physical quantity of a config must lie in (bandwidths in Gbit/s,
+#: memory in GB, ratios): values outside it make the simulator's clock overflow or stall
+PHYSICAL_RANGE = (1e-3, 1e7)
+
+
+def check_physical(value: float, where: str, key: str) -> None:
+    """``value`` is a finite number within :data:`PHYSICAL_RANGE`, else ``InputError``."""
+    lo, hi = PHYSICAL_RANGE
+    check(
+        math.isfinite(value) and lo <= value <= hi,
+        where,
+        key,
+        f"must be a finite number in [{lo:g}, {hi:g}], got {value!r}",
+    )
 
 
 def check(cond: bool, where: str, key: str, problem: str) -> None:

@@ -676,6 +676,11 @@ def load_trace(
     jobs = tuple(
         TraceJob(submit_time=(parsed.submits[i] - origin) / load, **parsed.jobs[i]) for i in kept
     )
+    if jobs and not math.isfinite(jobs[-1].submit_time):
+        raise InputError(
+            f"--load: {_number_text(load)} puts the window's submit times out of range "
+            f"({shown}: the last job would arrive at {jobs[-1].submit_time!r} s)"
+        )
     return Trace(path=shown, format=fmt, jobs=jobs, dropped=parsed.dropped, origin=origin)
 
 

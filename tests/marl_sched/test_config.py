@@ -84,3 +84,27 @@ def test_round_trip_to_dict(tmp_path):
     p = _write(tmp_path, yaml.safe_dump(cfg.to_dict()))
     again = load_config(p)
     assert again.topology == cfg.topology and again.workload == cfg.workload
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("rack_oversubscription", 1e308), ("pcie_gbps", 1e-320), ("qpi_gbps", float("nan")),
+     ("subcluster_uplink_gbps", float("inf"))],
+)  # fmt: skip
+def test_physical_quantities_out_of_range_are_refused(key, value):
+    """Values that would make the simulator's clock overflow or stall (NaN time) are
+    input errors naming the key, not a hang."""
+    import dataclasses
+
+    from marl_sched.config import PHYSICAL_RANGE, REPO_ROOT, TopologyConfig, load_config
+    from marl_sched.errors import InputError
+
+    topo = load_config(REPO_ROOT / "configs" / "tiny.yaml").topology
+    raw = {f.name: getattr(topo, f.name) for f in dataclasses.fields(TopologyConfig)}
+    raw["server_types"] = [dataclasses.asdict(s) for s in topo.server_types]
+    raw[key] = value
+    from marl_sched.config import parse_section
+
+    with pytest.raises(InputError, match=rf"topology\.{key}: must be (a )?finite"):
+        parse_section(TopologyConfig, raw, "x.yaml", "topology")
+    assert PHYSICAL_RANGE[0] <= getattr(topo, key) <= PHYSICAL_RANGE[1]

@@ -560,3 +560,16 @@ def test_shipped_sample_loads() -> None:
     assert trace.jobs[0].submit_time == 0.0
     assert trace.jobs[0].job_id == "philly-28575"
     assert all(j.model is None and j.num_ps is None and j.vc for j in trace.jobs)
+
+
+def test_a_load_that_overflows_submit_times_is_refused(tmp_path):
+    """--load 1e-310 divides inter-arrival gaps into infinity: an input error naming
+    --load, not a simulator whose clock becomes inf/NaN and spins."""
+    from marl_sched.errors import InputError
+    from marl_sched.traces import load_trace
+
+    path = tmp_path / "t.csv"
+    path.write_text("job_id,submit_time,num_gpus,duration\na,0,1,10\nb,100,1,10\n")
+    with pytest.raises(InputError, match=r"--load: 1e-310 puts the window's submit times out"):
+        load_trace(str(path), "canonical", load=1e-310)
+    assert load_trace(str(path), "canonical", load=2.0).jobs[1].submit_time == 50.0
