@@ -506,9 +506,8 @@ class Trainer:
         t_run = time.perf_counter()
         torch.manual_seed(tc.seed)
         torch.set_num_threads(1)  # tiny graphs: intra-op threads only add latency
-        # deterministic torch kernels: necessary for same-seed runs to give the same
-        # weights, not sufficient — on a loaded machine two same-seed runs still drift
-        # apart by ~1e-4 from the first PPO update (measured; issue 27 stays open)
+        # deterministic torch kernels; with the fixed PYTHONHASHSEED the console script
+        # sets (marl_sched.cli._fixed_hash_seed), same-seed runs give the same weights
         torch.use_deterministic_algorithms(True)
         _, _, builder = env_setup(cfg, mc, tc, tc.seed)
         from envs.config import env_config as parse_env

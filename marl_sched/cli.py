@@ -293,8 +293,23 @@ def _run(args: argparse.Namespace) -> int:
     return int(handler(args) or 0)
 
 
+def _fixed_hash_seed() -> None:
+    """``marl-sched train`` from the shell runs with a fixed ``PYTHONHASHSEED``: RLlib
+    gathers a multi-agent batch by iterating sets of agent ids, whose order follows the
+    string hash seed, so two same-seed runs would otherwise sum their gradients in a
+    different order and drift apart (~1e-4 after one PPO update, measured). Re-executes
+    the process once with ``PYTHONHASHSEED=0`` unless the caller fixed one."""
+    import os
+
+    if sys.argv[1:2] == ["train"] and os.environ.get("PYTHONHASHSEED", "random") == "random":
+        os.environ["PYTHONHASHSEED"] = "0"
+        os.execv(sys.executable, [sys.executable, "-m", "marl_sched.cli", *sys.argv[1:]])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``marl-sched`` console script."""
+    if argv is None:
+        _fixed_hash_seed()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -155,3 +155,33 @@ def test_a_negative_seed_in_a_config_is_refused(section, key, tmp_path, capsys):
     path.write_text(yaml.safe_dump(raw))
     assert main(["simulate", "--config", str(path), "--out", str(tmp_path / "o")]) == 2
     assert f"{section}.{key}: must be >= 0, got -2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "execs"),
+    [(["marl-sched", "train", "--config", "c"], None, True),
+     (["marl-sched", "train", "--config", "c"], "random", True),
+     (["marl-sched", "train", "--config", "c"], "7", False),
+     (["marl-sched", "simulate", "--config", "c"], None, False)],
+)  # fmt: skip
+def test_train_from_the_shell_runs_with_a_fixed_hash_seed(argv, env, execs, monkeypatch):
+    """Same-seed training reproduces only with a fixed PYTHONHASHSEED (RLlib iterates
+    sets of agent ids): `marl-sched train` re-executes itself once with it set to 0."""
+    import os
+    import sys
+
+    from marl_sched import cli
+
+    calls = []
+    monkeypatch.setattr(sys, "argv", argv)
+    if env is None:
+        monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    else:
+        monkeypatch.setenv("PYTHONHASHSEED", env)
+    monkeypatch.setattr(os, "execv", lambda exe, args: calls.append(args))
+    cli._fixed_hash_seed()
+    if execs:
+        assert calls == [[sys.executable, "-m", "marl_sched.cli", *argv[1:]]]
+        assert os.environ["PYTHONHASHSEED"] == "0"
+    else:
+        assert calls == []
