@@ -90,10 +90,32 @@ def check_inputs(
         if not resolve(sc.trace).is_file():
             raise InputError(f"{suite.path}: scenario {sc.name}: trace not found: {sc.trace}")
     ckpts = checkpoints_by_policy(checkpoint, policies)
+    _check_policies_serve(suite, scenarios, policies, ckpts)
     if Path(out).exists() and not Path(out).is_dir():
         raise InputError(f"--out: {out}: exists and is not a folder")
     CellStore(out).claim(str(suite_path), split, duration_estimate, write=False)
     return scenarios, ckpts
+
+
+def _check_policies_serve(suite, scenarios, policies: list[str], ckpts: dict[str, str]) -> None:
+    """Every policy (with its checkpoint) is built on every topology the split uses, so
+    a learned policy that cannot serve one is refused here, not mid-run."""
+    from marl_sched.compare import _build_policy
+    from marl_sched.runner import build_cluster
+
+    seen = {}
+    for sc in scenarios:
+        key = sc.topology
+        if key in seen:
+            continue
+        cfg = suite.config_for(sc)
+        seen[key] = build_cluster(cfg)
+        topo, perf = seen[key]
+        for name in policies:
+            try:
+                _build_policy(name, ckpts.get(name), topo, perf)
+            except InputError as exc:
+                raise InputError(f"--policies: {name} on scenario {sc.name}: {exc}") from None
 
 
 def run_benchmark(
