@@ -463,7 +463,7 @@ class InterferenceAwarePolicy(Policy):
 # Variants of the heuristics that the agents may take as hints (``env.hints``) and the
 # rollout teacher as proposers, but that are not registered schedulers: the foundation's
 # heuristics stay the comparison set. Each is reported next to them where it is used
-# (docs/results.md).
+# (docs/history.md).
 HINT_VARIANTS = {
     # interference-aware that also counts how much slower a GPU type runs the job's
     # compute (its speed option at the natural weight 1: the cost is then in units of
