@@ -186,7 +186,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
     cls = SingleAgentPolicy if agents.central else MarlPolicy
     topo, perf = build_cluster(cfg)
     policy = cls(agents=agents)
-    policy._builder_for_topology(topo, perf)
+    policy.check_cluster(topo, perf)
     opts = TraceOptions(
         args.trace, args.trace_format, args.start, args.max_jobs, args.load, args.seed
     )

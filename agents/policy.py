@@ -345,6 +345,9 @@ class MarlPolicy(Policy):
             check_compatible(self.agents, self.builder, self.central)
         return self.builder
 
+    def check_cluster(self, topology: Topology, perf) -> None:
+        self._builder_for_topology(topology, perf)
+
     def place(self, job: Job, view: ClusterView) -> Placement | None:
         builder = self._builder_for_topology(view.topology, view.perf)
         session = PlacementSession(builder, job, view, home_agent(job, builder.n_agents))

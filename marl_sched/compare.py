@@ -48,34 +48,18 @@ def _run_one(task: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
     """Worker: one policy on the window; writes its own folder, returns metrics + JCTs."""
     from marl_sched.config import load_config
     from marl_sched.metrics import write_run
+    from marl_sched.policies import build_policy
     from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
 
     cfg = load_config(task["config"])
     topo, perf = build_cluster(cfg)
     workload = load_workload(cfg, perf, TraceOptions(**task["trace_options"]))
-    policy = _build_policy(task["policy"], task["checkpoint"], topo, perf)
+    policy = build_policy(task["policy"], task["checkpoint"], topo, perf)
     metrics, records, _ = simulate(
         cfg, task["policy"], workload, topo, perf, seed=task["seed"], policy=policy
     )
     write_run(Path(task["out"]) / task["policy"], metrics, records)
     return metrics, [r.jct for r in records]
-
-
-def _build_policy(name: str, checkpoint: str | None, topo, perf):
-    """The policy ``name`` (with its checkpoint), checked against the cluster: a learned
-    policy whose checkpoint cannot serve it raises ``InputError`` here."""
-    from marl_sched.policies import get_policy_class
-
-    cls = get_policy_class(name)
-    kwargs = {}
-    if checkpoint and "checkpoint" in cls.__init__.__code__.co_varnames:
-        kwargs["checkpoint"] = checkpoint
-    policy = cls(**kwargs)
-    policy.reset(topo, 0)
-    check = getattr(policy, "_builder_for_topology", None)
-    if check is not None:
-        check(topo, perf)
-    return policy
 
 
 OWN_CHECKPOINT_POLICIES = ("marl", "single-agent")
@@ -106,7 +90,7 @@ def check_compare(
     window, each policy name and each learned policy's checkpoint against the cluster
     (``InputError``). Returns ``(config, checkpoints by policy)``."""
     from marl_sched.config import load_config
-    from marl_sched.policies import get_policy_class
+    from marl_sched.policies import build_policy, get_policy_class
     from marl_sched.runner import TraceOptions, build_cluster, load_workload
 
     cfg = load_config(config)
@@ -116,7 +100,7 @@ def check_compare(
     load_workload(cfg, perf, TraceOptions(**trace_options))
     ckpts = checkpoints_by_policy(checkpoint, policies)
     for name in policies:
-        _build_policy(name, ckpts.get(name), topo, perf)
+        build_policy(name, ckpts.get(name), topo, perf)
     return cfg, ckpts
 
 
@@ -129,12 +113,15 @@ def run_compare(
     seed: int | None = None,
     workers: int | None = None,
     progress=None,
+    checked: tuple | None = None,
 ) -> list[dict[str, Any]]:
-    """Run every policy; write results; return the result rows (best first)."""
+    """Run every policy; write results; return the result rows (best first).
+    ``checked``: what :func:`check_compare` returned for these inputs (else it runs
+    here)."""
     from marl_sched.metrics import atomic_write_text, csv_text
     from marl_sched.plots import bars, jct_cdf
 
-    cfg, ckpts = check_compare(config, policies, trace_options, checkpoint)
+    cfg, ckpts = checked or check_compare(config, policies, trace_options, checkpoint)
     tasks = [
         {
             "config": config,
@@ -246,14 +233,15 @@ def compare_command(args: argparse.Namespace) -> int:
         "load": args.load,
         "seed": args.seed,
     }
-    check_compare(args.config, policies, opts, args.checkpoint)  # before the bar draws
+    checked = check_compare(args.config, policies, opts, args.checkpoint)  # before the bar
     bar = Progress(len(policies), "compare (policies done)", args.quiet)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         rows = run_compare(
-            args.config, policies, tmp, opts, args.checkpoint, args.seed, progress=bar
-        )
+            args.config, policies, tmp, opts, args.checkpoint, args.seed, progress=bar,
+            checked=checked,
+        )  # fmt: skip
         _move_into(tmp, out)  # every output appears at once, or none (interrupted, failed)
     finally:
         bar.close()

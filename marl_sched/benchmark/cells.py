@@ -43,7 +43,7 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     noisy duration estimates).
     """
     from marl_sched.benchmark.suite import load_suite
-    from marl_sched.policies import get_policy_class
+    from marl_sched.policies import build_policy
     from marl_sched.runner import build_cluster, load_workload, simulate
 
     suite = load_suite(spec["suite"])
@@ -53,12 +53,9 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     )
     topo, perf = build_cluster(cfg)
     workload = load_workload(cfg, perf)
-    cls = get_policy_class(spec["policy"])
-    kwargs = {}
-    if spec.get("checkpoint") and "checkpoint" in cls.__init__.__code__.co_varnames:
-        kwargs["checkpoint"] = spec["checkpoint"]
+    policy = build_policy(spec["policy"], spec.get("checkpoint"))
     metrics, records, _ = simulate(
-        cfg, spec["policy"], workload, topo, perf, seed=spec["seed"], policy=cls(**kwargs)
+        cfg, spec["policy"], workload, topo, perf, seed=spec["seed"], policy=policy
     )
     row = {
         "scenario": scenario.name,

@@ -100,7 +100,7 @@ def check_inputs(
 def _check_policies_serve(suite, scenarios, policies: list[str], ckpts: dict[str, str]) -> None:
     """Every policy (with its checkpoint) is built on every topology the split uses, so
     a learned policy that cannot serve one is refused here, not mid-run."""
-    from marl_sched.compare import _build_policy
+    from marl_sched.policies import build_policy
     from marl_sched.runner import build_cluster
 
     seen = {}
@@ -113,7 +113,7 @@ def _check_policies_serve(suite, scenarios, policies: list[str], ckpts: dict[str
         topo, perf = seen[key]
         for name in policies:
             try:
-                _build_policy(name, ckpts.get(name), topo, perf)
+                build_policy(name, ckpts.get(name), topo, perf)
             except InputError as exc:
                 raise InputError(f"--policies: {name} on scenario {sc.name}: {exc}") from None
 

@@ -2,6 +2,7 @@
 
 from marl_sched.policies.base import (
     Policy,
+    build_policy,
     get_policy_class,
     heuristic_names,
     make_policy,
@@ -12,6 +13,7 @@ from marl_sched.policies.base import (
 
 __all__ = [
     "Policy",
+    "build_policy",
     "get_policy_class",
     "heuristic_names",
     "make_policy",

@@ -37,6 +37,11 @@ class Policy(ABC):
         self.topology = topology
         self.seed = seed
 
+    def check_cluster(self, topology: Topology, perf: Any) -> None:
+        """Raise ``InputError`` if this policy cannot serve ``topology`` (a learned
+        policy whose checkpoint was made for another); heuristics serve any."""
+        return None
+
     @abstractmethod
     def place(self, job: Job, view: ClusterView) -> Placement | None:
         """Where to run every task of ``job``, or ``None`` to leave it queued."""
@@ -93,6 +98,23 @@ def get_policy_class(name: str) -> type[Policy]:
 def make_policy(name: str, **kwargs: Any) -> Policy:
     """Instantiate a registered policy by name."""
     return get_policy_class(name)(**kwargs)
+
+
+def build_policy(
+    name: str, checkpoint: str | None = None, topology: Topology | None = None, perf: Any = None
+) -> Policy:
+    """The registered policy ``name``, given ``checkpoint`` when it takes one; with a
+    ``topology`` it is reset on it and checked against it (:meth:`Policy.check_cluster`),
+    so a checkpoint that cannot serve the cluster raises ``InputError`` here."""
+    cls = get_policy_class(name)
+    kwargs = {}
+    if checkpoint and "checkpoint" in cls.__init__.__code__.co_varnames:
+        kwargs["checkpoint"] = checkpoint
+    policy = cls(**kwargs)
+    if topology is not None:
+        policy.reset(topology, 0)
+        policy.check_cluster(topology, perf)
+    return policy
 
 
 PlaceFn = Callable[[Job, ClusterView], Placement | None]
