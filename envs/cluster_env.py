@@ -205,6 +205,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -218,6 +219,7 @@ from envs.rewards import TeamReward
 from envs.rules import home_agent
 from envs.session import PlacementSession, placement_steps
 from marl_sched.config import REPO_ROOT, ExperimentConfig, load_config, parse_section
+from marl_sched.duration import workload_predictor
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement
 from marl_sched.simulator import ClusterView, Simulator
@@ -277,10 +279,11 @@ class ClusterPlacementEnv(MultiAgentEnv):
         self.env_config: EnvConfig = with_overrides(cfg, env) if env else env_config(cfg)
         self.topology, self.perf = build_cluster(cfg)
         own = load_workload(cfg, self.perf) if jobs is None else None
-        predictor = (own.predictor if own is not None else _config_predictor(cfg))
         # an episode source: (jobs, warm-up jobs, a fresh duration predictor per episode)
         self.sources: list[tuple[list[Job], int, Callable]] = [
-            (list(jobs), 0, predictor) if own is None else (own.jobs, own.warmup, own.predictor)
+            (list(jobs), 0, partial(workload_predictor, cfg.workload))
+            if own is None
+            else (own.jobs, own.warmup, own.predictor)
         ]
         shares = [float(extra.get("workload_share", 1.0))]
         for w in windows or ():
@@ -294,7 +297,7 @@ class ClusterPlacementEnv(MultiAgentEnv):
                 shares.append(float(w.get("share", 1.0)))
             else:  # (jobs, share)
                 w_jobs, share = w
-                self.sources.append((list(w_jobs), 0, _config_predictor(cfg)))
+                self.sources.append((list(w_jobs), 0, partial(workload_predictor, cfg.workload)))
                 shares.append(float(share))
         self.source_p = np.asarray(shares) / sum(shares)
         try:
@@ -491,16 +494,6 @@ class ClusterPlacementEnv(MultiAgentEnv):
         for action in self.placement_actions(placement):
             out = self.step({self.acting_agent: action})
         return out
-
-
-def _config_predictor(cfg: ExperimentConfig) -> Callable:
-    """A factory of the config's duration predictor (for jobs handed in directly)."""
-    from marl_sched.duration import make_predictor
-
-    wl = cfg.workload
-    return lambda: make_predictor(
-        wl.duration_estimate, sigma=wl.duration_noise_sigma, seed=wl.seed
-    )
 
 
 def _renumbered(window: Sequence[Job]) -> list[Job]:

@@ -140,3 +140,11 @@ class DurationPredictor:
 def make_predictor(kind: str, *, sigma: float = NOISY_SIGMA, seed: int = 0) -> DurationPredictor:
     """A fresh predictor (one per simulation run)."""
     return DurationPredictor(kind, sigma=sigma, seed=seed)
+
+
+def workload_predictor(workload) -> DurationPredictor:
+    """A fresh predictor of a ``workload:`` section (``duration_estimate``,
+    ``duration_noise_sigma``, ``seed``)."""
+    return make_predictor(
+        workload.duration_estimate, sigma=workload.duration_noise_sigma, seed=workload.seed
+    )

@@ -11,7 +11,7 @@ from typing import Any
 
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import ExperimentConfig, WorkloadConfig
-from marl_sched.duration import DurationPredictor, make_predictor
+from marl_sched.duration import DurationPredictor, workload_predictor
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, build_jobs
 from marl_sched.metrics import compute_metrics
@@ -70,8 +70,7 @@ class Workload:
 
     def predictor(self) -> DurationPredictor:
         """A fresh duration predictor for one run over these jobs."""
-        wl = self.config
-        return make_predictor(wl.duration_estimate, sigma=wl.duration_noise_sigma, seed=wl.seed)
+        return workload_predictor(self.config)
 
 
 def build_cluster(cfg: ExperimentConfig) -> tuple[Topology, PerformanceModel]:
