@@ -277,13 +277,18 @@ def _dims_text(dims: dict[str, int]) -> str:
     return ", ".join(f"{k}={dims.get(k, 0)}" for k in DIM_KEYS)
 
 
+def check_central(agents: TrainedAgents, central: bool) -> None:
+    """Refuse (``InputError``) a central checkpoint as ``marl`` or the reverse."""
+    if agents.central != central:
+        kind = "single-agent (central)" if agents.central else "multi-agent"
+        want = "single-agent" if central else "marl"
+        raise InputError(f"{agents.path}: checkpoint holds a {kind} policy, not a {want!r} one")
+
+
 def check_compatible(agents: TrainedAgents, builder: ObservationBuilder, central: bool) -> None:
     """Refuse (``InputError``) a checkpoint that cannot serve this topology."""
     m, path = agents.manifest, agents.path
-    if bool(m["central"]) != central:
-        kind = "single-agent (central)" if m["central"] else "multi-agent"
-        want = "single-agent" if central else "marl"
-        raise InputError(f"{path}: checkpoint holds a {kind} policy, not a {want!r} one")
+    check_central(agents, central)
     exp, got = _dims_text(m["dims"]), _dims_text(observation_signature(builder))
     if m.get("obs_version") != OBS_VERSION or exp != got:
         raise InputError(
@@ -339,8 +344,7 @@ class MarlPolicy(Policy):
         """The environment core on ``topology`` with the checkpoint's decision options;
         refuses an incompatible checkpoint."""
         if self.builder is None or self.builder.topology is not topology:
-            if bool(self.agents.manifest["central"]) != self.central:
-                check_compatible(self.agents, None, self.central)  # names the mismatch
+            check_central(self.agents, self.central)  # before building with its options
             self.builder = ObservationBuilder(topology, perf, **self.agents.env_options())
             check_compatible(self.agents, self.builder, self.central)
         return self.builder

@@ -378,7 +378,8 @@ class ClusterPlacementEnv(MultiAgentEnv):
             finished = not self._next_session()
         reward = self.reward.step()
         if finished:
-            obs = {a: _noop_obs(o, self.builder, self.index[a]) for a, o in self._last_obs.items()}
+            noop = self.builder.noop_mask
+            obs = {a: {**o, "action_mask": noop(self.index[a])} for a, o in self._last_obs.items()}
             rewards = {a: 0.0 for a in obs}
             rewards[actor] = reward
             info = self.final_info()
@@ -502,15 +503,6 @@ def _renumbered(window: Sequence[Job]) -> list[Job]:
         dataclasses.replace(j, job_id=i, submit_time=j.submit_time - t0)
         for i, j in enumerate(window)
     ]
-
-
-def _noop_obs(obs: dict, builder: ObservationBuilder, k: int) -> dict:
-    """``obs`` with the action mask of an agent that decides nothing (the no-op slot)."""
-    out = dict(obs)
-    mask = np.zeros_like(obs["action_mask"])
-    mask[builder.pad[0] + k] = 1.0
-    out["action_mask"] = mask
-    return out
 
 
 class MaskedDiscrete(gym.spaces.Discrete):

@@ -262,6 +262,13 @@ class ObservationBuilder:
             }
         )
 
+    def noop_mask(self, agent: int) -> np.ndarray:
+        """The action mask of ``agent`` when it decides nothing: only its no-op slot
+        (forward to itself, ``G_max + agent``)."""
+        mask = np.zeros(self.action_space.n, dtype=np.float32)
+        mask[self.pad[0] + agent] = 1.0
+        return mask
+
     def observe(self, session: PlacementSession, agent: int) -> dict[str, np.ndarray]:
         """The observation of ``agent`` (a scope index) while ``session`` is open."""
         t, sc, v = self.topology, self.scopes[agent], session.view

@@ -53,7 +53,7 @@ class ClusterPlacementParallelEnv(ParallelEnv):
         self._obs_spaces = {a: self._obs_space for a in self.possible_agents}
         self._act_spaces = {a: gym.spaces.Discrete(n) for a in self.possible_agents}
         self._idle = {
-            a: _idle_obs(self._obs_space, self.env.builder.pad[0] + k)
+            a: _idle_obs(self._obs_space, self.env.builder.noop_mask(k))
             for k, a in enumerate(self.possible_agents)
         }
         self.render_mode = None
@@ -98,9 +98,7 @@ class ClusterPlacementParallelEnv(ParallelEnv):
             infos = {a: {} for a in agents}
         return obs, rewards, terminations, truncations, infos
 
-    def _observations(self, acting_obs: dict | None = None) -> dict[str, dict[str, np.ndarray]]:
-        if acting_obs is None:
-            acting_obs = self.env._obs_of_actor()
+    def _observations(self, acting_obs: dict) -> dict[str, dict[str, np.ndarray]]:
         out = {a: _copy(self._idle[a]) for a in self.agents}
         for a, obs in acting_obs.items():
             out[a] = {**obs, "action_mask": obs["action_mask"].astype(np.int8)}
@@ -110,9 +108,9 @@ class ClusterPlacementParallelEnv(ParallelEnv):
         pass
 
 
-def _idle_obs(space: gym.spaces.Dict, noop: int) -> dict[str, np.ndarray]:
+def _idle_obs(space: gym.spaces.Dict, mask: np.ndarray) -> dict[str, np.ndarray]:
     out = {k: np.zeros(sp.shape, dtype=sp.dtype) for k, sp in space.spaces.items()}
-    out["action_mask"][noop] = 1
+    out["action_mask"][:] = mask
     return out
 
 

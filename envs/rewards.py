@@ -31,6 +31,7 @@ The interference in ``W``'s seconds per iteration comes from ``reward.interferen
 from __future__ import annotations
 
 import math
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -60,7 +61,7 @@ class JobSeconds:
         recs = sim.records
         if len(recs) != self._done_n:
             new = len(recs) - self._done_n
-            for rec in list(reversed(recs.values()))[:new]:
+            for rec in islice(reversed(recs.values()), new):  # the newest, no full copy
                 if rec.job.job_id < self.scored_from:
                     continue
                 self._done_scored += 1
@@ -147,7 +148,6 @@ class TeamReward:
         self.sim = sim
         scored = [j for j in sim.jobs if j.job_id >= scored_from]
         self.scale = float(time_scale_s) * max(len(scored), 1)
-        self.time_scale_s = float(time_scale_s)
         self.c = JobSeconds(np.array([j.submit_time for j in scored]), scored_from)
         self.w = RemainingWork(interference, scored_from)
         self._potential = self.potential()

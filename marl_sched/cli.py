@@ -134,9 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def prepare_out(out: str | Path) -> Path:
-    """The output folder, created; refuses a path that is an existing file."""
-    if not str(out).strip():
-        raise InputError("--out: empty path (name an output folder)")
+    """The output folder; refuses a path that is an existing file or lies under one (an
+    empty ``--out`` is refused for every command in :func:`_run`)."""
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise InputError(f"--out: {out}: exists and is not a folder")
