@@ -35,14 +35,17 @@ from pathlib import Path
 
 import numpy as np
 
+from envs.config import EnvConfig
+
 REPO = Path(__file__).resolve().parents[1]
 ENV = {"window_jobs": 200}
-#: every decision option off: the plain observation and masks (what v0 observed)
+#: every decision option off (their defaults; the agents per subcluster): the plain
+#: observation and masks, what v0 observed
 PLAIN = {
-    "hints": [], "global_hints": [], "consolidate": False, "resident_features": False,
-    "keep_together": False, "job_length": False, "speed_floor": 0.0,
-    "speed_floor_min_work": 0.0, "wait_to_fit": 0.0, "ps_rule": False,
-}  # fmt: skip
+    k: v
+    for k, v in EnvConfig().decision_options().items()
+    if k not in ("central", "forward_rule")
+}
 
 
 def _rss_mb() -> float:

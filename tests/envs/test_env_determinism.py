@@ -81,21 +81,20 @@ def test_reset_seed_picks_the_window_start(tiny_env):
         assert env.window_start == 0 and len(env.sim.jobs) == 40
 
 
-def test_reset_without_a_seed_continues_the_rng(tiny_env):
-    env = tiny_env(window_jobs=5)
-    env.reset(seed=3)
-    seen = [env.window_start]
-    for _ in range(10):
+def _starts_after_seed(env, seed: int, resets: int = 10) -> list[int]:
+    """Window starts of one seeded reset and ``resets`` unseeded ones after it."""
+    env.reset(seed=seed)
+    starts = [env.window_start]
+    for _ in range(resets):
         env.reset()
-        seen.append(env.window_start)
+        starts.append(env.window_start)
+    return starts
+
+
+def test_reset_without_a_seed_continues_the_rng(tiny_env):
+    seen = _starts_after_seed(tiny_env(window_jobs=5), 3)
     assert len(set(seen)) > 1
-    again = tiny_env(window_jobs=5)
-    again.reset(seed=3)
-    repeat = [again.window_start]
-    for _ in range(10):
-        again.reset()
-        repeat.append(again.window_start)
-    assert repeat == seen
+    assert _starts_after_seed(tiny_env(window_jobs=5), 3) == seen
 
 
 def test_window_start_option_slices_and_renumbers_the_jobs(tiny_env):
