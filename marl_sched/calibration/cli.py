@@ -63,6 +63,7 @@ def write_json_atomic(data: dict[str, Any], out: Path) -> None:
 
 def report_main(argv: Sequence[str]) -> int:
     """``python -m marl_sched.calibration report``."""
+    from marl_sched.calibration.holdout import holdout_errors  # noqa: PLC0415
     from marl_sched.calibration.report import all_rows, format_report  # noqa: PLC0415
     from marl_sched.config import REPO_ROOT  # noqa: PLC0415
 
@@ -80,7 +81,7 @@ def report_main(argv: Sequence[str]) -> int:
     if not (profiles_dir(shared) / "gavel_simulation_throughputs.json").is_file():
         print(f"calibration report: no profiles under {shared}", file=sys.stderr)
         return 2
-    print(format_report(all_rows(shared)))
+    print(format_report(all_rows(shared), holdout_errors(shared)))
     return 0
 
 
