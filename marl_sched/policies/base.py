@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement
+from marl_sched.ordering import QueueOrdering
 from marl_sched.simulator import ClusterView
 from marl_sched.topology import Topology
 
@@ -45,6 +46,18 @@ class Policy(ABC):
     @abstractmethod
     def place(self, job: Job, view: ClusterView) -> Placement | None:
         """Where to run every task of ``job``, or ``None`` to leave it queued."""
+
+    def ordering(self) -> QueueOrdering | None:
+        """The policy's own queue ordering, used only when the run asks for it
+        (``simulation.ordering: own``); ``None`` = the run's (FIFO under ``own``)."""
+        return None
+
+    def rebalance(self, view: ClusterView) -> list[tuple[int, Placement]]:
+        """Load control, called after every batch of completions: running jobs to
+        move, as (job id, new placement); each is migrated with the run's restart
+        penalty (:meth:`marl_sched.simulator.Simulator.migrate`). Default: none.
+        ``view.running()`` lists the running jobs with placements and slowdowns."""
+        return []
 
 
 @dataclass(frozen=True)
