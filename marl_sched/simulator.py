@@ -37,7 +37,7 @@ import numpy as np
 
 from marl_sched.catalogue import CATALOGUE, N_RESOURCES
 from marl_sched.jobs import Job, Placement
-from marl_sched.ordering import ORDERINGS, OrderingContext, QueueOrdering, make_ordering
+from marl_sched.ordering import OrderingContext, QueueOrdering, make_ordering
 from marl_sched.perf import PS_PRESSURE_MASK, JobLayout, PerformanceModel
 from marl_sched.topology import Topology
 
@@ -520,7 +520,9 @@ class Simulator:
         ]
         if not waiting or not self.running:
             return
-        running = [(key(r.job, ctx), True, jid, r.job.num_workers) for jid, r in self.running.items()]
+        running = [
+            (key(r.job, ctx), True, jid, r.job.num_workers) for jid, r in self.running.items()
+        ]
         budget = self.topology.n_gpus
         served_waiting = False
         losers = []

@@ -149,7 +149,7 @@ def test_migrate_keeps_progress_and_charges_the_penalty() -> None:
     assert sim.next_decision().job_id == 0
     sim.apply(Placement((0,), ()))
     tau = sim.running[0].iter_time
-    while (job := sim.next_decision()) is not None and sim.now < t_migrate:
+    while sim.next_decision() is not None and sim.now < t_migrate:
         sim.apply(None)
     sim.apply(None)
     assert sim.now == t_migrate
