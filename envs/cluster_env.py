@@ -222,6 +222,7 @@ from marl_sched.config import REPO_ROOT, ExperimentConfig, load_config, parse_se
 from marl_sched.duration import workload_predictor
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement
+from marl_sched.runner import make_simulator
 from marl_sched.simulator import ClusterView, Simulator
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
@@ -342,14 +343,8 @@ class ClusterPlacementEnv(MultiAgentEnv):
             jobs, self.warmup = source, warmup
         else:  # a slice is an episode of its own: every job scored
             jobs, self.warmup = _renumbered(source[start : start + size]), 0
-        self.sim = Simulator(
-            self.topology,
-            jobs,
-            perf=self.perf,
-            ordering=self.cfg.simulation.ordering,
-            backfill=self.cfg.simulation.backfill,
-        )
         self.predictor = predictor()
+        self.sim = make_simulator(self.cfg, self.topology, self.perf, jobs, self.predictor)
         self.reward = TeamReward(self.sim, self.env_config.reward.time_scale_s,
                                  self.env_config.reward.interference,
                                  scored_from=self.warmup)  # fmt: skip

@@ -208,26 +208,37 @@ class SimulationConfig:
 
     Attributes:
         policy: default placement policy for ``marl-sched simulate``.
-        ordering: queue ordering (``fifo``, ``smallest-first``, ``shortest-first``).
+        ordering: queue ordering, a name of :data:`marl_sched.ordering.ORDERINGS`
+            (``fifo``, ``smallest-first``, ``shortest-first``, ``las-2d``,
+            ``mlfs-priority``) or ``own`` (each policy's own, FIFO if it has none).
         backfill: when the head job cannot be placed, try later jobs (otherwise
             the queue waits for the head job).
         seed: seed of the policy's randomness.
+        migration_penalty_s: seconds a migrated or preempted-and-resumed job makes
+            no progress on its new GPUs (restart from a checkpoint).
     """
 
     policy: str = "load-balance"
     ordering: str = "fifo"
     backfill: bool = True
     seed: int = 0
+    migration_penalty_s: float = 60.0
 
     def validate(self, where: str, key: str) -> None:
-        from marl_sched.simulator import ORDERINGS
+        from marl_sched.ordering import ORDERINGS, OWN
 
         check(self.seed >= 0, where, f"{key}.seed", f"must be >= 0, got {self.seed}")
         check(
-            self.ordering in ORDERINGS,
+            self.ordering in ORDERINGS or self.ordering == OWN,
             where,
             f"{key}.ordering",
-            f"must be one of {', '.join(ORDERINGS)}, got {self.ordering!r}",
+            f"must be one of {', '.join([*ORDERINGS, OWN])}, got {self.ordering!r}",
+        )
+        check(
+            math.isfinite(self.migration_penalty_s) and self.migration_penalty_s >= 0,
+            where,
+            f"{key}.migration_penalty_s",
+            f"must be a finite number >= 0, got {self.migration_penalty_s!r}",
         )
 
 

@@ -110,7 +110,7 @@ class DurationPredictor:
         """Observe the jobs completed since the last call: ``completed`` is the
         simulator's ``records`` (job id -> record, in completion order) or a list of
         jobs in completion order."""
-        if self.kind != "history":
+        if self.kind != "history" or len(completed) == self._seen:
             return
         items = list(completed.values()) if isinstance(completed, dict) else list(completed)
         for item in items[self._seen :]:

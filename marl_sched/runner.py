@@ -15,7 +15,9 @@ from marl_sched.duration import DurationPredictor, workload_predictor
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, build_jobs
 from marl_sched.metrics import compute_metrics
+from marl_sched.ordering import OWN, QueueOrdering, make_ordering
 from marl_sched.perf import PerformanceModel
+from marl_sched.policies.base import Policy
 from marl_sched.simulator import JobRecord, Simulator, run_policy
 from marl_sched.topology import Topology
 
@@ -129,17 +131,10 @@ def simulate(
     """
     from marl_sched.policies import make_policy
 
-    check_ordering(cfg.simulation.ordering, workload.config)
     pol = policy if policy is not None else make_policy(policy_name)
     pol.reset(topo, cfg.simulation.seed if seed is None else seed)
-    sim = Simulator(
-        topo,
-        workload.jobs,
-        perf=perf,
-        ordering=cfg.simulation.ordering,
-        backfill=cfg.simulation.backfill,
-    )
     predictor = workload.predictor()
+    sim = make_simulator(cfg, topo, perf, workload.jobs, predictor, pol)
 
     def place(job: Job, view):
         predictor.sync(sim.records)
@@ -156,15 +151,47 @@ def simulate(
     return metrics, records, sim
 
 
-#: simulator queue orderings that read a job's true length
-LENGTH_ORDERINGS = ("shortest-first", "mlfs-priority")
+def resolve_ordering(ordering: str, policy=None) -> QueueOrdering:
+    """The queue ordering of a run: ``ordering`` by name, or with ``own`` the
+    policy's own (:meth:`Policy.ordering`), FIFO for a policy without one."""
+    if ordering == OWN:
+        own = policy.ordering() if hasattr(policy, "ordering") else None
+        return own if own is not None else make_ordering("fifo")
+    return make_ordering(ordering)
 
 
-def check_ordering(ordering: str, workload: WorkloadConfig) -> None:
-    """InputError when the queue ordering would read true lengths without ``oracle``
-    (the simulator orders its queue by the true job, not the policy's view)."""
-    if ordering in LENGTH_ORDERINGS and workload.duration_estimate != "oracle":
-        raise InputError(
-            f"simulation.ordering: {ordering!r} orders by true job lengths; it needs "
-            f"workload.duration_estimate: oracle, got {workload.duration_estimate!r}"
-        )
+def make_simulator(
+    cfg: ExperimentConfig,
+    topo: Topology,
+    perf: PerformanceModel,
+    jobs: list[Job],
+    predictor: DurationPredictor,
+    policy=None,
+) -> Simulator:
+    """A simulator for ``cfg.simulation`` over ``jobs``: its queue ordering reads
+    lengths only through ``predictor`` (synced with the completions so far), and the
+    policy's load control (:meth:`Policy.rebalance`) runs after every batch of
+    completions."""
+    sim = Simulator(
+        topo,
+        jobs,
+        perf=perf,
+        ordering=resolve_ordering(cfg.simulation.ordering, policy),
+        backfill=cfg.simulation.backfill,
+        estimate=lambda job: _estimate(predictor, sim, job),
+        migration_penalty_s=cfg.simulation.migration_penalty_s,
+    )
+    if getattr(type(policy), "rebalance", Policy.rebalance) is not Policy.rebalance:
+        sim.after_completions = lambda s: rebalance(s, policy)
+    return sim
+
+
+def _estimate(predictor: DurationPredictor, sim: Simulator, job: Job) -> float:
+    predictor.sync(sim.records)
+    return predictor.est_iterations(job)
+
+
+def rebalance(sim: Simulator, policy) -> None:
+    """Apply a policy's load control: every (job, placement) it returns is migrated."""
+    for job_id, placement in policy.rebalance(sim.view()):
+        sim.migrate(job_id, placement)

@@ -37,25 +37,17 @@ import numpy as np
 
 from marl_sched.catalogue import CATALOGUE, N_RESOURCES
 from marl_sched.jobs import Job, Placement
+from marl_sched.ordering import OrderingContext, QueueOrdering, make_ordering
 from marl_sched.perf import PS_PRESSURE_MASK, JobLayout, PerformanceModel
 from marl_sched.topology import Topology
 
-ARRIVAL, COMPLETION = "arrival", "completion"
-_PRIORITY = {COMPLETION: 0, ARRIVAL: 1}
+ARRIVAL, COMPLETION, TICK = "arrival", "completion", "tick"
+# a tick (a running job's attained service crossing a preemptive ordering's
+# threshold) only wakes the scan up, after the arrivals of its time
+_PRIORITY = {COMPLETION: 0, ARRIVAL: 1, TICK: 2}
 
-ORDERINGS: dict[str, Callable[[Job], tuple]] = {
-    "fifo": lambda j: (j.submit_time, j.job_id),
-    "smallest-first": lambda j: (j.num_workers, j.submit_time, j.job_id),
-    "shortest-first": lambda j: (j.duration, j.submit_time, j.job_id),
-    # MLFS (CoNEXT'20) MLF-H priority: remaining work and job size, equal weights;
-    # agents/baselines/mlf_h.py holds the reference (a test checks they agree)
-    "mlfs-priority": lambda j: (
-        0.5 * min(1.0, math.log1p(j.iterations * CATALOGUE[j.model].compute_s) / math.log1p(1e7))
-        + 0.5 * min(1.0, math.log2(j.num_workers + j.num_ps) / 10.0),
-        j.submit_time,
-        j.job_id,
-    ),
-}
+#: default restart penalty of a migrated or resumed job (s): ``simulation.migration_penalty_s``
+MIGRATION_PENALTY_S = 60.0
 
 
 class PlacementError(ValueError):
@@ -75,6 +67,38 @@ class RunningJob:
     last_update: float = 0.0
     version: int = 0
     isolated_iter_time: float = 0.0
+    paused_until: float = 0.0  # restarting after a migration or resume: no progress before
+    stint_start: float = 0.0  # when it last got its GPUs (attained service counts from here)
+
+
+@dataclass(frozen=True)
+class RunningInfo:
+    """What a load controller may read of a running job (no true length).
+
+    Attributes:
+        slowdown: current iteration time over the isolated one (1 = no interference).
+        attained_gpu_s: GPU-seconds the job has held its GPUs so far, all stints.
+        paused_until: end of its restart penalty (<= now when it is making progress).
+    """
+
+    job_id: int
+    model: str
+    num_workers: int
+    num_ps: int
+    placement: Placement
+    start_time: float
+    iter_time: float
+    isolated_iter_time: float
+    attained_gpu_s: float
+    paused_until: float
+
+    @property
+    def slowdown(self) -> float:
+        return self.iter_time / self.isolated_iter_time if self.isolated_iter_time > 0 else 1.0
+
+
+def _no_running() -> tuple[RunningInfo, ...]:
+    return ()
 
 
 @dataclass
@@ -123,6 +147,7 @@ class ClusterView:
             knows of its residents (where they run, how big they are, their model);
             :func:`harm_to_residents` turns it into a cost.
         free_gpus: total free GPUs.
+        running_fn: the running jobs (:meth:`running`), computed when asked.
     """
 
     topology: Topology
@@ -141,6 +166,13 @@ class ClusterView:
     server_exposure: np.ndarray
     free_gpus: int
     queue_length: int
+    running_fn: Callable[[], tuple[RunningInfo, ...]] = field(
+        default=_no_running, repr=False, compare=False
+    )
+
+    def running(self) -> tuple[RunningInfo, ...]:
+        """The running jobs, by job id: placement, slowdown, attained service."""
+        return self.running_fn()
 
 
 def harm_to_residents(view: ClusterView, pressure: np.ndarray, ps: bool = False) -> np.ndarray:
@@ -168,6 +200,8 @@ class SimStats:
     recomputes: int = 0
     decisions: int = 0
     placed: int = 0
+    migrations: int = 0
+    preemptions: int = 0
     busy_gpu_seconds: float = 0.0
     decision_s: list[float] = field(default_factory=list)
 
@@ -179,8 +213,15 @@ class Simulator:
         topology: the datacenter.
         jobs: jobs sorted by submit time with dense ``job_id`` 0..n-1.
         perf: performance model (default: calibrated model on ``topology``).
-        ordering: queue ordering, a key of :data:`ORDERINGS`.
+        ordering: queue ordering, a name in :data:`marl_sched.ordering.ORDERINGS`
+            or a :class:`~marl_sched.ordering.QueueOrdering`.
         backfill: skip over queued jobs that cannot be placed now.
+        estimate: the duration predictor's estimated *total* iterations of a job
+            (``nan`` = no estimate), what length-aware orderings read; without it
+            every estimate is ``nan`` (such orderings fall back to FIFO). The true
+            length is never read for ordering.
+        migration_penalty_s: seconds a migrated or resumed job makes no progress
+            (restart from a checkpoint) while holding its new GPUs.
     """
 
     def __init__(
@@ -189,16 +230,20 @@ class Simulator:
         jobs: Sequence[Job],
         *,
         perf: PerformanceModel | None = None,
-        ordering: str = "fifo",
+        ordering: str | QueueOrdering = "fifo",
         backfill: bool = True,
+        estimate: Callable[[Job], float] | None = None,
+        migration_penalty_s: float = MIGRATION_PENALTY_S,
     ) -> None:
         self.topology = topology
         self.perf = perf or PerformanceModel(topology)
         self.jobs = list(jobs)
-        if ordering not in ORDERINGS:
-            raise ValueError(f"unknown ordering {ordering!r} (known: {', '.join(ORDERINGS)})")
-        self._order_key = ORDERINGS[ordering]
+        self.ordering = make_ordering(ordering)
         self.backfill = backfill
+        self._estimate = estimate
+        if migration_penalty_s < 0:
+            raise ValueError(f"migration_penalty_s must be >= 0, got {migration_penalty_s}")
+        self.migration_penalty_s = float(migration_penalty_s)
         t = topology
         self.now = 0.0
         self._group_free = t.group_capacity.astype(np.int64).copy()
@@ -226,9 +271,20 @@ class Simulator:
         self._scan_pos = 0
         self._pending: Job | None = None
         self._last_busy_t = 0.0
-        self._completions = 0  # resources only ever grow back at a completion
+        # resources only ever come back at a completion, a migration or a preemption
+        self._completions = 0
         self._declined: dict[int, int] = {}  # job id -> completions when last declined
-        self._handlers = {ARRIVAL: self._on_arrival, COMPLETION: self._on_completion}
+        self._arrived: list[Job] = []  # jobs queued since the last scan began
+        self._scanned_at = -1  # self._completions when the last full scan began
+        # preempted jobs: job id -> (remaining iterations, first start time, version
+        # of their last completion event, so that a stale one is never taken for theirs)
+        self._suspended: dict[int, tuple[float, float, int]] = {}
+        self._attained: dict[int, float] = {}  # GPU-s of finished stints
+        self._last_stop: dict[int, float] = {}  # when a preempted job last stopped
+        self.after_completions: Callable[[Simulator], None] | None = None
+        self._handlers = {
+            ARRIVAL: self._on_arrival, COMPLETION: self._on_completion, TICK: self._on_tick,
+        }  # fmt: skip
         for job in self.jobs:
             self._push(job.submit_time, ARRIVAL, job)
 
@@ -247,25 +303,38 @@ class Simulator:
         self.now = when
 
     def step(self) -> bool:
-        """Handle every event at the next event time; False when none is left."""
+        """Handle every event at the next event time; False when none is left.
+
+        After completions, :attr:`after_completions` (if set) is called with the
+        simulator: the runner's hook for a policy's load control
+        (:meth:`migrate`)."""
         if not self._events:
             return False
         when = self._events[0][0]
         self._advance_clock(when)
+        done = len(self.records)
         while self._events and self._events[0][0] == when:
             _, _, _, kind, payload = heapq.heappop(self._events)
             self.stats.events += 1
             self._handlers[kind](payload)
+        if self.after_completions is not None and len(self.records) != done:
+            self.after_completions(self)
         return True
 
-    def _on_arrival(self, job: Job) -> None:
-        key = self._order_key(job)
+    def _enqueue(self, job: Job) -> None:
+        key = self.ordering.key
+        ctx = self.ordering_context()
+        k = key(job, ctx)
         q = self.queue
         # insert keeping order; arrivals come mostly in order, so search from the end
         i = len(q)
-        while i > 0 and self._order_key(q[i - 1]) > key:
+        while i > 0 and key(q[i - 1], ctx) > k:
             i -= 1
         q.insert(i, job)
+        self._arrived.append(job)
+
+    def _on_arrival(self, job: Job) -> None:
+        self._enqueue(job)
 
     def _on_completion(self, payload: tuple[int, int]) -> None:
         job_id, version = payload
@@ -273,6 +342,49 @@ class Simulator:
         if run is None or run.version != version:
             return  # stale event
         self._remove(run)
+
+    def _on_tick(self, payload) -> None:
+        """A running job crossed an attained-service threshold: the next scan
+        re-ranks it (nothing else to do here)."""
+
+    # ------------------------------------------------------------------ ordering
+
+    def ordering_context(self) -> OrderingContext:
+        """What the queue ordering may read now (see :mod:`marl_sched.ordering`)."""
+        return OrderingContext(
+            now=self.now,
+            estimate=self.estimate_remaining_s,
+            est_iterations=self.estimate_remaining_iterations,
+            attained_gpu_s=self.attained_gpu_s,
+            last_run_end=self._last_run_end,
+        )
+
+    def estimate_remaining_iterations(self, job: Job) -> float:
+        """The predictor's estimated iterations of ``job`` minus those it has done
+        (preempted jobs); ``nan`` without an estimate."""
+        if self._estimate is None:
+            return math.nan
+        est = float(self._estimate(job))
+        held = self._suspended.get(job.job_id)
+        if held is not None and not math.isnan(est):
+            est = max(est - (job.iterations - held[0]), 0.0)
+        return est
+
+    def estimate_remaining_s(self, job: Job) -> float:
+        """Estimated remaining seconds of a queued job at its isolated speed."""
+        iso = self.perf.isolated_iteration_time(job.model, job.num_workers, job.num_ps)
+        return self.estimate_remaining_iterations(job) * iso
+
+    def attained_gpu_s(self, job_id: int) -> float:
+        """GPU-seconds ``job_id`` has held GPUs so far (0 if it never started)."""
+        done = self._attained.get(job_id, 0.0)
+        run = self.running.get(job_id)
+        if run is not None:
+            done += run.job.num_workers * (self.now - run.stint_start)
+        return done
+
+    def _last_run_end(self, job: Job) -> float:
+        return self._last_stop.get(job.job_id, job.submit_time)
 
     # ------------------------------------------------------------------ decisions
 
@@ -296,8 +408,39 @@ class Simulator:
             if not self.step():
                 self._finish_unplaceable()
                 return None
-            self._scan = list(self.queue)
-            self._scan_pos = 0
+            self._begin_scan()
+
+    def _begin_scan(self) -> None:
+        """The jobs to offer after an event time, in queue order.
+
+        A job already scanned since resources last came back (a completion, a
+        migration, a preemption) was either declined or needed more GPUs than were
+        free, and free GPUs only shrank since: offering it again cannot change a
+        thing. So after an event time with arrivals only, just the arrivals are
+        scanned (in queue order); a full scan follows any return of resources, and
+        every scan is full without backfill or under a dynamic ordering. With
+        backfill, a scan skips the jobs that need more GPUs than are free (free GPUs
+        only shrink while it runs). None of this changes which job is offered when:
+        the FIFO golden trace is the same bit for bit."""
+        if self.ordering.dynamic and self.queue:
+            key, ctx = self.ordering.key, self.ordering_context()
+            self.queue.sort(key=lambda j: key(j, ctx))
+            if self.ordering.preemptive and self.running:
+                self._preempt_for_waiting(ctx)
+        if not self.backfill:
+            self._scan = self.queue[:]  # the head blocks: every scan starts from it
+        elif self._completions != self._scanned_at or self.ordering.dynamic:
+            # only the jobs that could fit now: free GPUs only shrink during a scan
+            free = self.free_gpus
+            self._scan = [j for j in self.queue if j.num_workers <= free]
+            self._scanned_at = self._completions
+        elif len(self._arrived) > 1 and len(self.queue) > len(self._arrived):
+            order = {id(j): i for i, j in enumerate(self.queue)}
+            self._scan = sorted(self._arrived, key=lambda j: order[id(j)])
+        else:
+            self._scan = self._arrived[:]
+        self._arrived.clear()
+        self._scan_pos = 0
 
     def apply(self, placement: Placement | None, decision_s: float | None = None) -> bool:
         """Place the pending job (or leave it queued with ``None``); True if placed."""
@@ -323,12 +466,97 @@ class Simulator:
         self._start(job, placement)
         return True
 
+    # ------------------------------------------------------------------ load control
+
+    def migrate(self, job_id: int, placement: Placement) -> None:
+        """Move the running job ``job_id`` to ``placement``.
+
+        The job keeps its progress (remaining iterations), restarts on its new GPUs
+        after :attr:`migration_penalty_s` seconds without progress, and every job
+        whose neighbourhood changed (old or new) gets a new speed. Raises
+        :class:`PlacementError` (state unchanged) if ``placement`` does not fit once
+        the job's own resources are released."""
+        if self._pending is not None:
+            raise RuntimeError("migrate() between decisions, not while a job is pending")
+        run = self.running.get(job_id)
+        if run is None:
+            raise KeyError(f"job {job_id} is not running")
+        self._progress(run)
+        affected = self._release(run)
+        try:
+            self._check(run.job, placement)
+        except PlacementError:
+            self._occupy(run.job, run.placement, run.layout)
+            raise
+        layout = self.perf.layout(CATALOGUE[run.job.model], placement.worker_groups,
+                                  placement.ps_groups)  # fmt: skip
+        affected |= self._occupy(run.job, placement, layout)
+        run.placement, run.layout = placement, layout
+        run.paused_until = self.now + self.migration_penalty_s
+        self.running[job_id] = run
+        self._completions += 1  # resources moved: declined jobs may fit now
+        self.stats.migrations += 1
+        affected.add(job_id)
+        self._refresh(affected)
+
+    def preempt(self, job_id: int) -> None:
+        """Stop the running job ``job_id`` and queue it again with its progress kept
+        (it pays :attr:`migration_penalty_s` when it is placed again)."""
+        run = self.running[job_id]
+        self._progress(run)
+        affected = self._release(run)
+        self._attained[job_id] = self.attained_gpu_s(job_id)
+        del self.running[job_id]
+        self._suspended[job_id] = (run.remaining, run.start_time, run.version)
+        self._last_stop[job_id] = self.now
+        self._completions += 1
+        self.stats.preemptions += 1
+        self._enqueue(run.job)
+        self._refresh(affected)
+
+    def _preempt_for_waiting(self, ctx: OrderingContext) -> None:
+        """Tiresias-style preemption: walk running and waiting jobs in key order,
+        giving GPUs (by count) to each job that still fits; running jobs left out
+        while a waiting job that outranks them got GPUs are preempted. A waiting job
+        declined since resources last came back does not preempt anyone."""
+        key = self.ordering.key
+        waiting = [
+            (key(j, ctx), False, j.job_id, j.num_workers)
+            for j in self.queue
+            if self._declined.get(j.job_id) != self._completions
+        ]
+        if not waiting or not self.running:
+            return
+        running = [
+            (key(r.job, ctx), True, jid, r.job.num_workers) for jid, r in self.running.items()
+        ]
+        budget = self.topology.n_gpus
+        served_waiting = False
+        losers = []
+        for _, is_running, jid, n in sorted(waiting + running):
+            if n <= budget:
+                budget -= n
+                served_waiting |= not is_running
+            elif is_running and served_waiting:
+                losers.append(jid)
+        for jid in losers:
+            self.preempt(jid)
+
+    def _schedule_tick(self, run: RunningJob) -> None:
+        """Under a preemptive ordering, wake up when ``run``'s attained service
+        crosses the next threshold of the ordering."""
+        thresholds = getattr(self.ordering, "thresholds", ())
+        attained = self.attained_gpu_s(run.job.job_id)
+        nxt = next((t for t in thresholds if t > attained), None)
+        if nxt is not None:
+            self._push(self.now + (nxt - attained) / run.job.num_workers, TICK, run.job.job_id)
+
     def fork(self) -> Simulator:
         """An independent copy of the current state (for what-if rollouts).
 
         Topology, performance model and jobs (immutable) are shared; every piece of
         mutable state is copied, so driving the fork never changes ``self``. The
-        fork's decision statistics start empty.
+        fork's decision statistics start empty and it has no completion hook.
         """
         f = object.__new__(Simulator)
         f.__dict__.update(self.__dict__)
@@ -348,7 +576,12 @@ class Simulator:
         f._events = list(self._events)
         f._scan = None if self._scan is None else list(self._scan)
         f._declined = dict(self._declined)
-        f._handlers = {ARRIVAL: f._on_arrival, COMPLETION: f._on_completion}
+        f._arrived = list(self._arrived)
+        f._suspended = dict(self._suspended)
+        f._attained = dict(self._attained)
+        f._last_stop = dict(self._last_stop)
+        f.after_completions = None
+        f._handlers = {ARRIVAL: f._on_arrival, COMPLETION: f._on_completion, TICK: f._on_tick}
         return f
 
     def estimated_total_jct(self, until: float) -> float:
@@ -366,7 +599,8 @@ class Simulator:
                 continue
             run = self.running.get(job.job_id)
             if run is not None:
-                total += run.last_update + run.remaining * run.iter_time - job.submit_time
+                begin = max(run.last_update, run.paused_until)
+                total += begin + run.remaining * run.iter_time - job.submit_time
                 continue
             iso = self.perf.isolated_iteration_time(job.model, job.num_workers, job.num_ps)
             total += max(self.now, job.submit_time) + iso * job.iterations - job.submit_time
@@ -414,6 +648,25 @@ class Simulator:
             server_exposure=_ro(self.server_exposure),
             free_gpus=self.free_gpus,
             queue_length=len(self.queue),
+            running_fn=self.running_info,
+        )
+
+    def running_info(self) -> tuple[RunningInfo, ...]:
+        """The running jobs as a load controller may see them, by job id."""
+        return tuple(
+            RunningInfo(
+                job_id=jid,
+                model=r.job.model,
+                num_workers=r.job.num_workers,
+                num_ps=r.job.num_ps,
+                placement=r.placement,
+                start_time=r.start_time,
+                iter_time=r.iter_time,
+                isolated_iter_time=r.isolated_iter_time,
+                attained_gpu_s=self.attained_gpu_s(jid),
+                paused_until=r.paused_until,
+            )
+            for jid, r in sorted(self.running.items())
         )
 
     def jobs_near(self, layout: JobLayout) -> set[int]:
@@ -479,10 +732,10 @@ class Simulator:
         spec = CATALOGUE[job.model]
         return (spec.cpu_worker, spec.cpu_ps), spec.mem_gb
 
-    def _start(self, job: Job, placement: Placement) -> None:
+    def _occupy(self, job: Job, placement: Placement, layout: JobLayout) -> set[int]:
+        """Take the resources of ``job`` at ``placement``; the running jobs whose
+        neighbourhood changed (not ``job`` itself)."""
         t = self.topology
-        spec = CATALOGUE[job.model]
-        layout = self.perf.layout(spec, placement.worker_groups, placement.ps_groups)
         wg = np.asarray(placement.worker_groups, dtype=np.int64)
         pg = np.asarray(placement.ps_groups, dtype=np.int64)
         np.subtract.at(self._group_free, wg, 1)
@@ -505,22 +758,36 @@ class Simulator:
             members = self._link_members.setdefault(link, set())
             affected |= members
             members.add(job.job_id)
+        return affected
+
+    def _start(self, job: Job, placement: Placement) -> None:
+        layout = self.perf.layout(CATALOGUE[job.model], placement.worker_groups,
+                                  placement.ps_groups)  # fmt: skip
+        affected = self._occupy(job, placement, layout)
         iso = self.perf.isolated_iteration_time(job.model, job.num_workers, job.num_ps)
+        held = self._suspended.pop(job.job_id, None)  # a preempted job resumes
         run = RunningJob(
             job=job,
             placement=placement,
             layout=layout,
-            start_time=self.now,
-            remaining=job.iterations,
+            start_time=self.now if held is None else held[1],
+            remaining=job.iterations if held is None else held[0],
             last_update=self.now,
             isolated_iter_time=iso,
+            paused_until=0.0 if held is None else self.now + self.migration_penalty_s,
+            stint_start=self.now,
+            version=0 if held is None else held[2],
         )
         self.running[job.job_id] = run
         self.stats.placed += 1
         affected.add(job.job_id)
         self._refresh(affected)
+        if self.ordering.preemptive:
+            self._schedule_tick(run)
 
-    def _remove(self, run: RunningJob) -> None:
+    def _release(self, run: RunningJob) -> set[int]:
+        """Give back the resources of ``run``; the running jobs whose neighbourhood
+        changed (not ``run`` itself, which stays in :attr:`running`)."""
         t = self.topology
         job, layout = run.job, run.layout
         wg = np.asarray(run.placement.worker_groups, dtype=np.int64)
@@ -533,8 +800,6 @@ class Simulator:
         np.add.at(self.server_mem_free, t.group_server[np.concatenate([wg, pg])], mem)
         self._add_pressure(layout, -1.0)
         self._add_exposure(job, layout, -1.0)
-        del self.running[job.job_id]
-        self._completions += 1
         affected: set[int] = set()
         for s in layout.servers:
             members = self._server_jobs[int(s)]
@@ -552,8 +817,16 @@ class Simulator:
             if not members:
                 del self._link_members[link]
         self._clear_idle_servers(layout.servers)
-        srv = layout.servers
-        racks = np.unique(t.server_rack[srv])
+        affected.discard(job.job_id)
+        return affected
+
+    def _remove(self, run: RunningJob) -> None:
+        t = self.topology
+        job = run.job
+        affected = self._release(run)
+        del self.running[job.job_id]
+        self._completions += 1
+        racks = np.unique(t.server_rack[run.layout.servers])
         self.records[job.job_id] = JobRecord(
             job=job,
             start_time=run.start_time,
@@ -602,9 +875,7 @@ class Simulator:
             run = self.running.get(jid)
             if run is None:
                 continue
-            if run.iter_time < math.inf:
-                run.remaining = max(run.remaining - (now - run.last_update) / run.iter_time, 0.0)
-            run.last_update = now
+            self._progress(run)
             run.iter_time = perf.iteration_time(
                 CATALOGUE[run.job.model],
                 run.layout,
@@ -616,7 +887,19 @@ class Simulator:
             )
             run.version += 1
             self.stats.recomputes += 1
-            self._push(now + run.remaining * run.iter_time, COMPLETION, (jid, run.version))
+            begin = now if run.paused_until <= now else run.paused_until
+            self._push(begin + run.remaining * run.iter_time, COMPLETION, (jid, run.version))
+
+    def _progress(self, run: RunningJob) -> None:
+        """Bring ``run``'s remaining iterations to now at its current speed (none
+        before the end of a restart penalty)."""
+        now = self.now
+        if run.iter_time < math.inf:
+            if run.paused_until <= run.last_update:
+                run.remaining = max(run.remaining - (now - run.last_update) / run.iter_time, 0.0)
+            elif now > run.paused_until:
+                run.remaining = max(run.remaining - (now - run.paused_until) / run.iter_time, 0.0)
+        run.last_update = now
 
     def _finish_unplaceable(self) -> None:
         """Jobs still queued when no event is left can never be placed."""

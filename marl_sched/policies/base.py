@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement
+from marl_sched.ordering import QueueOrdering
 from marl_sched.simulator import ClusterView
 from marl_sched.topology import Topology
 
@@ -46,12 +47,24 @@ class Policy(ABC):
     def place(self, job: Job, view: ClusterView) -> Placement | None:
         """Where to run every task of ``job``, or ``None`` to leave it queued."""
 
+    def ordering(self) -> QueueOrdering | None:
+        """The policy's own queue ordering, used only when the run asks for it
+        (``simulation.ordering: own``); ``None`` = the run's (FIFO under ``own``)."""
+        return None
+
+    def rebalance(self, view: ClusterView) -> list[tuple[int, Placement]]:
+        """Load control, called after every batch of completions: running jobs to
+        move, as (job id, new placement); each is migrated with the run's restart
+        penalty (:meth:`marl_sched.simulator.Simulator.migrate`). Default: none.
+        ``view.running()`` lists the running jobs with placements and slowdowns."""
+        return []
+
 
 @dataclass(frozen=True)
 class PolicyEntry:
     name: str
     description: str
-    kind: str  # "heuristic" or "learned"
+    kind: str  # "heuristic", "control" (a heuristic inside the agents' masks) or "learned"
     target: str | type[Policy]  # a class, or "module:Class" imported on first use
 
 
@@ -64,16 +77,28 @@ def register(cls: type[Policy]) -> type[Policy]:
     return cls
 
 
-def register_lazy(name: str, description: str, target: str) -> None:
-    """Register a learned policy by import path (``"agents.policy:MarlPolicy"``)."""
-    _REGISTRY[name] = PolicyEntry(name, description, "learned", target)
+def register_lazy(name: str, description: str, target: str, kind: str = "learned") -> None:
+    """Register a policy by import path (``"agents.policy:MarlPolicy"``): imported
+    only when used, so listing the registry imports nothing heavy."""
+    if kind not in KINDS:
+        raise ValueError(f"policy kind must be one of {KINDS}, got {kind!r}")
+    _REGISTRY[name] = PolicyEntry(name, description, kind, target)
+
+
+#: the kinds of registered policy, in the order ``marl-sched policies`` lists them
+KINDS = ("heuristic", "control", "learned")
 
 
 def policy_entries() -> dict[str, PolicyEntry]:
-    """All registered policies, by name, heuristics first."""
+    """All registered policies, by name: heuristics, then controls, then learned ones."""
     import marl_sched.policies.heuristics  # noqa: F401  (registers the heuristics)
 
-    return dict(sorted(_REGISTRY.items(), key=lambda kv: (kv[1].kind != "heuristic", kv[0])))
+    return dict(sorted(_REGISTRY.items(), key=lambda kv: (KINDS.index(kv[1].kind), kv[0])))
+
+
+def control_names() -> list[str]:
+    """Names of the registered controls (heuristics inside the agents' masks)."""
+    return [n for n, e in policy_entries().items() if e.kind == "control"]
 
 
 def heuristic_names() -> list[str]:
@@ -119,6 +144,16 @@ def build_policy(
 
 PlaceFn = Callable[[Job, ClusterView], Placement | None]
 
+
+# controls: a heuristic's plan followed inside the agents' action masks, with the
+# default recipe's environment rules (envs/controls.py; marl_sched may not import envs)
+for _heuristic in ("interference-aware", "speed-aware", "first-fit"):
+    register_lazy(
+        f"masked:{_heuristic}",
+        f"{_heuristic}'s plan followed inside the agents' masks, with their env rules",
+        f"envs.controls:Masked{''.join(w.title() for w in _heuristic.split('-'))}",
+        kind="control",
+    )
 
 # learned and published schedulers, imported only when used
 register_lazy(

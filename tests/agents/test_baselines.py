@@ -25,8 +25,9 @@ from agents.baselines.reward_model import RewardNet
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job
+from marl_sched.ordering import ORDERINGS, OrderingContext
 from marl_sched.perf import PerformanceModel
-from marl_sched.simulator import ORDERINGS, Simulator
+from marl_sched.simulator import Simulator
 from tests.helpers import random_jobs, tiny_topology
 
 
@@ -252,8 +253,9 @@ def test_mlfs_priority_prefers_less_work_and_smaller_jobs_and_matches_the_entry(
             str(rng.choice(sorted(CATALOGUE))),
         )
         assert key(j) == mlfs_priority_key(j)
-        if "mlfs-priority" in ORDERINGS:  # once the lead adds the entry
-            assert ORDERINGS["mlfs-priority"](j) == mlfs_priority_key(j)
+        # the simulator's ordering, handed the true length as its estimate (oracle)
+        oracle = OrderingContext(est_iterations=lambda job: job.iterations)
+        assert ORDERINGS["mlfs-priority"]().key(j, oracle) == mlfs_priority_key(j)
 
 
 def _mlf_h_servers(jobs: list[Job]) -> list[set[int]]:

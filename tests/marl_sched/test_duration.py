@@ -11,7 +11,6 @@ import pytest
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.duration import DURATION_ESTIMATES, DurationPredictor
-from marl_sched.errors import InputError
 from marl_sched.jobs import Job
 from marl_sched.policies import make_policy
 from marl_sched.runner import build_cluster, load_workload, simulate
@@ -101,12 +100,25 @@ def test_a_policy_reads_true_lengths_only_under_oracle(kind: str) -> None:
         assert all(math.isnan(it) for _, it, _ in spy.seen)
 
 
-def test_length_orderings_need_the_oracle() -> None:
+@pytest.mark.parametrize("ordering", ["shortest-first", "mlfs-priority"])
+def test_length_orderings_read_the_estimate_not_the_truth(ordering: str) -> None:
+    """Without an estimate (``none``) shortest-first has nothing to sort by and falls
+    back to FIFO exactly (mlfs-priority still sorts by size); with the oracle a length
+    ordering sorts by the truth and changes the schedule; with ``noisy`` it runs (no
+    oracle needed) on the estimate, which gives another schedule."""
     cfg = load_config(GOLDEN)
-    cfg = dataclasses.replace(
-        cfg, simulation=dataclasses.replace(cfg.simulation, ordering="shortest-first")
-    )
     topo, perf = build_cluster(cfg)
-    workload = load_workload(cfg, perf)
-    with pytest.raises(InputError, match="simulation.ordering: 'shortest-first'"):
-        simulate(cfg, "first-fit", workload, topo, perf)
+
+    def run(ordering: str, estimate: str) -> list[tuple[float, float]]:
+        c = dataclasses.replace(
+            cfg,
+            simulation=dataclasses.replace(cfg.simulation, ordering=ordering),
+            workload=dataclasses.replace(cfg.workload, duration_estimate=estimate),
+        )
+        _, records, _ = simulate(c, "first-fit", load_workload(c, perf), topo, perf)
+        return [(r.start_time, r.finish_time) for r in records]
+
+    if ordering == "shortest-first":
+        assert run(ordering, "none") == run("fifo", "none")
+    assert run(ordering, "oracle") != run("fifo", "oracle")
+    assert run(ordering, "noisy") != run(ordering, "oracle")
