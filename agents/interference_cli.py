@@ -91,7 +91,7 @@ def fit_command(args: argparse.Namespace) -> int:
         scatter_png,
     )
 
-    cfg = load_config(args.config)
+    cfg = load_config(args.config, args.overrides)
     icfg = parse_section(InterferenceConfig, cfg.interference, cfg.source, "interference")
     if args.samples is not None:
         if args.samples < 50:
