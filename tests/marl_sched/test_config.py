@@ -10,9 +10,10 @@ from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.errors import InputError
 
 SHIPPED = sorted((REPO_ROOT / "configs").glob("*.yaml"))
+RECIPES = sorted((REPO_ROOT / "configs" / "recipes").glob("*.yaml"))
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHIPPED + RECIPES, ids=lambda p: p.name)
 def test_shipped_configs_load(path):
     cfg = load_config(path)
     assert cfg.topology.n_servers == sum(s.count for s in cfg.topology.server_types)
