@@ -156,6 +156,7 @@ class _Capacity:
 
         mem_slots = slots(t.server_memory_gb, spec.mem_gb)
         cpu_slots = slots(t.server_cpu, spec.cpu_worker)
+        self.fit_gpus = float(fit_gpus.sum())
         self.workers = np.minimum(np.minimum(fit_gpus, mem_slots), cpu_slots)
         self.ps = np.minimum(mem_slots, slots(t.server_cpu, spec.cpu_ps))
         self.spec, self.tasks, self.cpu = spec, float(mem_slots.sum()), float(t.server_cpu.sum())
@@ -164,10 +165,16 @@ class _Capacity:
     def problem(self, job: Job) -> str | None:
         """Why ``job`` cannot run on the empty cluster, or None when these sums allow it."""
         s = self.spec
+        if job.num_workers > self.fit_gpus:
+            return (
+                f"needs {job.num_workers} GPUs whose memory holds a {job.model} worker; "
+                f"the cluster has {self.fit_gpus:.0f}"
+            )
         if job.num_workers > self.total_workers:
             return (
-                f"needs {job.num_workers} GPUs that hold a {job.model} worker; the cluster "
-                f"has {self.total_workers:.0f} (GPU memory, and per server CPU and memory)"
+                f"needs {job.num_workers} workers of {s.cpu_worker:g} CPU cores and "
+                f"{s.mem_gb:g} GB each beside a GPU; the servers have room for "
+                f"{self.total_workers:.0f}"
             )
         if job.num_ps > self.total_ps:
             return (
