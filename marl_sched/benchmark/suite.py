@@ -38,9 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from marl_sched.config import REPO_ROOT, ExperimentConfig, load_config
+from marl_sched.config import REPO_ROOT, ExperimentConfig, load_config, read_yaml
 from marl_sched.errors import InputError
 
 SPLITS = ("train", "validation", "test")
@@ -230,15 +228,7 @@ def _scenario(item: Any, split: str, where: str, key: str) -> Scenario:
 def load_suite(path: str | Path = DEFAULT_SUITE) -> Suite:
     """Load and check a suite file (see the module docstring)."""
     where = str(path)
-    try:
-        data = yaml.safe_load(resolve(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"{where}: cannot read suite: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f"{where}:{mark.line + 1}" if mark is not None else where
-        raise InputError(f"{at}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
-    data = _mapping(data, where, "suite")
+    data = _mapping(read_yaml(resolve(path), where, "suite"), where, "suite")  # no duplicate keys
     known = {"version", "base_config", "tiers", "topologies", "regions", "scenarios"}
     for key in data:
         if key not in known:

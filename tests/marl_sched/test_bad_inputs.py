@@ -92,6 +92,13 @@ CASES = [
         _config("workload:\n  seed: ${simulation.nope}\n"),
         "cannot resolve an interpolation",
     ),
+    (
+        "suite-duplicate-key",
+        ["benchmark", "--suite", "{tmp}/s.yaml", "--policies", "first-fit", "--out", OUT]
+        + ["--local"],
+        {"s.yaml": "version: 1\nbase_config: configs/tiny.yaml\nversion: 2\n"},
+        "s.yaml:3: invalid YAML: duplicate key 'version' (first on line 1)",
+    ),
     # ---- overrides: validated like the file, named by key
     ("override-unknown", [*SIM, "train.lrr=1"], {}, "command line: train.lrr: unknown key"),
     ("override-section", [*SIM, "tarin.lr=1"], {}, "command line: tarin: unknown section"),
