@@ -12,7 +12,11 @@
     marl-sched trace inspect F [--trace-format ...]
     marl-sched policies
 
-Trace options: ``--trace-format``, ``--start``, ``--max-jobs``, ``--load``, ``--seed``.
+Every command that takes ``--config`` also takes ``key=value`` overrides of the
+config's keys anywhere on its line (``train.lr=1e-4 env.hints=[first-fit]``), applied
+after the file's ``defaults:`` are composed and checked like the file
+(:func:`marl_sched.config.load_config`). Trace options: ``--trace-format``,
+``--start``, ``--max-jobs``, ``--load``, ``--seed``, ``--drop-unplaceable``.
 Exit status 0 on success, 2 on bad input with one line on stderr naming the file,
 line or key and the problem; nothing is left half-written. The commands that need
 torch or Ray import them only when they run, so ``simulate`` starts fast.
@@ -152,8 +156,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def prepare_out(out: str | Path) -> Path:
-    """The output folder; refuses a path that is an existing file or lies under one (an
-    empty ``--out`` is refused for every command in :func:`_run`)."""
+    """The output folder; refuses a path that is an existing file or lies under one, or
+    whose nearest existing folder cannot be written (an empty ``--out`` is refused for
+    every command in :func:`_run`)."""
+    import os
+
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise InputError(f"--out: {out}: exists and is not a folder")
@@ -161,6 +168,9 @@ def prepare_out(out: str | Path) -> Path:
         if parent.exists():
             if not parent.is_dir():
                 raise InputError(f"--out: {out}: {parent} is a file, not a folder")
+            # the outputs are staged beside --out, so its folder must take new entries
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise InputError(f"--out: {out}: cannot write in {parent}")
             break
     return path
 

@@ -10,6 +10,7 @@ The rows reach only checks made before any work, so none starts Ray or trains.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -360,3 +361,22 @@ def test_warnings_never_precede_the_error_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(cli.LOCAL_COMMANDS, "policies", warn_then_fail)
     assert main(["policies"]) == 2
     assert capsys.readouterr().err == "marl-sched: error: x.yaml: a: bad\n"
+
+
+def test_an_out_folder_that_cannot_be_written_is_refused_before_any_work(
+    tmp_path, monkeypatch, capsys
+):
+    """A read-only parent of --out (simulated: the tests may run as root, for whom
+    every folder is writable) is named before the simulation starts."""
+    import marl_sched.runner as runner
+
+    real_access = os.access
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    monkeypatch.setattr(os, "access", lambda p, m: Path(p) != locked and real_access(p, m))
+    monkeypatch.setattr(runner, "run_policy", None)  # never reached
+    argv = ["simulate", "--config", str(REPO_ROOT / "configs/tiny.yaml"), "--quiet"]
+    assert main([*argv, "--out", str(locked / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"marl-sched: error: --out: {locked / 'run'}: cannot write in {locked}\n"
+    assert list(locked.iterdir()) == []
