@@ -3,7 +3,9 @@
 Each policy runs in its own worker process (as many at once as there are cores), on
 the same jobs, topology and seed. Outputs, each written atomically:
 
-- ``DIR/<policy>/metrics.json`` and ``DIR/<policy>/jobs.csv`` (as ``simulate``);
+- ``DIR/<policy>/metrics.json``, ``DIR/<policy>/jobs.csv`` and
+  ``DIR/<policy>/config.yaml`` (as ``simulate``), and ``DIR/config.yaml`` (the
+  resolved config every policy ran);
 - ``DIR/results.csv`` and ``DIR/results.md``: one row per policy with avg / p50 / p95
   / p99 JCT, queueing, slowdown, utilisation, decision latency, and the ratio of each
   policy's average JCT to the best *baseline* (every policy but ``marl``);
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +63,7 @@ def _run_one(task: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
     metrics, records, _ = simulate(
         cfg, task["policy"], workload, topo, perf, seed=task["seed"], policy=policy
     )
-    write_run(Path(task["out"]) / task["policy"], metrics, records)
+    write_run(Path(task["out"]) / task["policy"], metrics, records, workload.resolved(cfg))
     return metrics, [r.jct for r in records]
 
 
@@ -125,6 +128,7 @@ def run_compare(
     here)."""
     from marl_sched.metrics import atomic_write_text, csv_text
     from marl_sched.plots import bars, jct_cdf
+    from marl_sched.runner import TraceOptions
 
     cfg, ckpts = checked or check_compare(config, policies, trace_options, checkpoint)
     config = cfg  # the loaded config travels to the workers (with any overrides)
@@ -160,6 +164,8 @@ def run_compare(
         r["ratio_to_best_baseline"] = r["avg_jct_s"] / best
     rows.sort(key=lambda r: r["avg_jct_s"])
     atomic_write_text(out / "results.csv", csv_text(rows, RESULT_FIELDS))
+    workload = TraceOptions(**trace_options).apply(cfg.workload)
+    atomic_write_text(out / "config.yaml", replace(cfg, workload=workload).to_yaml())
     atomic_write_text(out / "results.md", results_markdown(rows, trace_options, cfg.source))
     jct_cdf(
         {p: results[p][1] for p in policies},
@@ -223,6 +229,7 @@ def compare_command(args: argparse.Namespace) -> int:
         "max_jobs": args.max_jobs,
         "load": args.load,
         "seed": args.seed,
+        "drop_unplaceable": args.drop_unplaceable,
     }
     config = load_config(args.config, args.overrides)
     checked = check_compare(config, policies, opts, args.checkpoint)  # before the bar
