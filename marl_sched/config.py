@@ -420,8 +420,10 @@ def _check_owned_sections(cfg: ExperimentConfig) -> None:
         module, _, func = target.partition(":")
         try:
             parser = getattr(importlib.import_module(module), func)
-        except ImportError:  # a minimal install without that layer: nothing reads it
-            continue
+        except ModuleNotFoundError as exc:
+            if exc.name != module.partition(".")[0]:
+                raise
+            continue  # an install without that layer: nothing there reads the section
         parser(cfg)
 
 
