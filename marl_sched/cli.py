@@ -74,24 +74,29 @@ def _trace_options(p: argparse.ArgumentParser, trace_required: bool = False) -> 
 
 #: the commands that read an experiment config, and so take ``key=value`` overrides
 OVERRIDE_COMMANDS = ("simulate", "train", "evaluate", "compare", "interference fit")
+OVERRIDE_HELP = (
+    "Commands that take --config also take key=value overrides of its keys, anywhere on "
+    "the line (train.lr=1e-4 env.hints=[first-fit] topology.subclusters=2)."
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="marl-sched",
         description=__doc__.split("\n")[0],
-        epilog="Commands that take --config also take key=value overrides of its keys "
-        "(train.lr=1e-4 env.hints=[first-fit] topology.subclusters=2).",
+        epilog=OVERRIDE_HELP,
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("simulate", help="replay a trace under one placement policy")
+    p = sub.add_parser(
+        "simulate", help="replay a trace under one placement policy", epilog=OVERRIDE_HELP
+    )
     p.add_argument("--config", required=True)
     p.add_argument("--policy", help="placement policy (default: the config's)")
     p.add_argument("--out", required=True, help="output folder")
     _trace_options(p)
 
-    p = sub.add_parser("train", help="train the MARL agents with RLlib")
+    p = sub.add_parser("train", help="train the MARL agents with RLlib", epilog=OVERRIDE_HELP)
     p.add_argument("--config", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--iterations", type=int)
@@ -100,13 +105,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int)
     p.add_argument("--quiet", action="store_true")
 
-    p = sub.add_parser("evaluate", help="roll a checkpoint out on a trace window")
+    p = sub.add_parser(
+        "evaluate", help="roll a checkpoint out on a trace window", epilog=OVERRIDE_HELP
+    )
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--config")
     p.add_argument("--out", required=True)
     _trace_options(p)
 
-    p = sub.add_parser("compare", help="run several policies on the same trace window")
+    p = sub.add_parser(
+        "compare", help="run several policies on the same trace window", epilog=OVERRIDE_HELP
+    )
     p.add_argument("--config", required=True)
     p.add_argument("--policies", required=True)
     p.add_argument("--checkpoint")
@@ -129,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("interference", help="fit or report the learned interference model")
     isub = p.add_subparsers(dest="action", required=True, parser_class=_Parser)
-    q = isub.add_parser("fit")
+    q = isub.add_parser("fit", epilog=OVERRIDE_HELP)
     q.add_argument("--config", required=True)
     q.add_argument("--out", required=True)
     q.add_argument("--samples", type=int)
