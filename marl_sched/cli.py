@@ -73,7 +73,7 @@ def _trace_options(p: argparse.ArgumentParser, trace_required: bool = False) -> 
 
 
 #: the commands that read an experiment config, and so take ``key=value`` overrides
-OVERRIDE_COMMANDS = ("simulate", "train", "evaluate", "compare", "interference fit")
+OVERRIDE_COMMANDS = ("simulate", "train", "evaluate", "compare", "benchmark", "interference fit")
 OVERRIDE_HELP = (
     "Commands that take --config also take key=value overrides of its keys, anywhere on "
     "the line (train.lr=1e-4 env.hints=[first-fit] topology.subclusters=2)."
@@ -122,7 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     _trace_options(p)
 
-    p = sub.add_parser("benchmark", help="policies x scenarios x seeds of a suite split")
+    p = sub.add_parser(
+        "benchmark",
+        help="policies x scenarios x seeds of a suite split",
+        epilog="key=value overrides change the suite's base config (not the keys every "
+        "scenario sets: topology, the trace window, load, seed).",
+    )
     p.add_argument("--suite", help="suite file (default: benchmarks/default.yaml)")
     p.add_argument("--split", default="test", help="train, validation or test")
     p.add_argument("--policies", required=True)

@@ -34,6 +34,7 @@ import dataclasses
 import functools
 import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,24 @@ class Suite:
     topologies: dict[str, str]
     regions: tuple[Region, ...]
     scenarios: dict[str, tuple[Scenario, ...]]
+    #: command-line ``key=value`` overrides of the base config (:meth:`with_overrides`)
+    overrides: tuple[str, ...] = ()
+
+    def with_overrides(self, overrides: Sequence[str]) -> Suite:
+        """This suite with ``key=value`` overrides of its base config, checked now.
+        Keys every scenario sets itself (the topology, the trace window, the load, the
+        seed; the duration estimate has ``--duration-estimate``) are refused: the
+        override would be silently lost."""
+        for item in overrides:
+            key = item.partition("=")[0]
+            section, _, name = key.partition(".")
+            if section == "topology" or (section == "workload" and name in SCENARIO_KEYS):
+                raise InputError(
+                    f"{key}: benchmark: every scenario of {self.path} sets this key; "
+                    "override another (simulation, env, workload.duration_noise_sigma, ...)"
+                )
+        load_config(resolve(self.base_config), overrides)  # InputError naming the key
+        return dataclasses.replace(self, overrides=tuple(overrides))
 
     def split(self, name: str) -> tuple[Scenario, ...]:
         """The scenarios of split ``name``; InputError for an unknown split."""
@@ -127,7 +146,7 @@ class Suite:
         topology and window, ``seed`` as the fill and duration-noise seed, and
         ``duration_estimate`` (None = the base config's) as what policies know of
         job lengths."""
-        base = _load_config_cached(self.base_config)
+        base = _load_config_cached(self.base_config, self.overrides)
         topology = _load_config_cached(self.topologies[scenario.topology]).topology
         workload = dataclasses.replace(
             base.workload,
@@ -143,9 +162,22 @@ class Suite:
         return dataclasses.replace(base, topology=topology, workload=workload)
 
 
+#: the workload keys :meth:`Suite.config_for` sets from each scenario
+SCENARIO_KEYS = (
+    "trace",
+    "trace_format",
+    "start",
+    "max_jobs",
+    "warmup_jobs",
+    "load",
+    "seed",
+    "duration_estimate",
+)
+
+
 @functools.cache
-def _load_config_cached(path: str) -> ExperimentConfig:
-    return load_config(resolve(path))
+def _load_config_cached(path: str, overrides: tuple[str, ...] = ()) -> ExperimentConfig:
+    return load_config(resolve(path), overrides)
 
 
 def resolve(path: str | Path) -> Path:
