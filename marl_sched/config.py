@@ -452,9 +452,9 @@ def config_from_dict(data: Any, where: str = "<config>") -> ExperimentConfig:
 # --------------------------------------------------------------------------- files
 
 
-class _YamlLoader(yaml.SafeLoader):
-    """PyYAML's safe loader that refuses a key given twice in one mapping (PyYAML
-    keeps the last one silently)."""
+class _YamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """PyYAML's safe loader (libyaml's parser when PyYAML has it) that refuses a key
+    given twice in one mapping (PyYAML keeps the last one silently)."""
 
     def construct_mapping(self, node, deep=False):
         seen: dict[Any, int] = {}

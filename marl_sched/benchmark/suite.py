@@ -175,6 +175,13 @@ SCENARIO_KEYS = (
 )
 
 
+@functools.lru_cache(maxsize=8)
+def _load_suite_cached(path: str, stamp: int | None) -> Suite:
+    """:func:`load_suite` once per file version (``stamp``: its mtime): a config's
+    every training and validation window is checked against the suite."""
+    return load_suite(path)
+
+
 @functools.cache
 def _load_config_cached(path: str, overrides: tuple[str, ...] = ()) -> ExperimentConfig:
     return load_config(resolve(path), overrides)
@@ -350,7 +357,12 @@ def check_not_test(
             <suite> (<region>)``.
     """
     if not isinstance(suite, Suite):
-        suite = load_suite(suite)
+        path = resolve(suite)
+        try:
+            stamp = path.stat().st_mtime_ns
+        except OSError:
+            stamp = None  # load_suite names the problem
+        suite = _load_suite_cached(str(suite), stamp)
     digest = _digest(resolve(trace))
     if digest is None:
         return
