@@ -10,12 +10,19 @@ An experiment config is a YAML mapping with these sections::
     train:       mapping            the RL trainer (validated by agents)
     interference: mapping           the learned interference model (validated by agents)
 
-Every key is checked: an unknown key, a missing required key or a value of the wrong
-type or range raises :class:`~marl_sched.errors.InputError` with one line naming the
-file and the dotted key, e.g. ``configs/x.yaml: topology.racks_per_subcluster: must be
->= 1, got 0``. Sections owned by the heavier packages (env, model, train, interference)
-are kept as plain mappings here and parsed with :func:`parse_section` by their owners,
-so this module imports nothing beyond the standard library and PyYAML.
+A file may name parents (``defaults: [../base.yaml]``): :func:`compose_file` merges
+them with OmegaConf, the file's own keys on top; :func:`load_config` then applies
+command-line ``key=value`` overrides (:func:`apply_overrides`). OmegaConf only
+composes a plain mapping; the typed checks below validate it.
+
+Every key is checked: an unknown key, a missing required key, a key given twice or a
+value of the wrong type or range raises :class:`~marl_sched.errors.InputError` with
+one line naming the file (and line) or ``command line`` and the dotted key, e.g.
+``configs/x.yaml: topology.racks_per_subcluster: must be >= 1, got 0``. Sections owned
+by the heavier packages (env, model, train, interference) are kept as plain mappings
+here and parsed with :func:`parse_section` by their owners, whose parsers
+:func:`config_from_dict` runs by name (:data:`OWNED_SECTIONS`), so this module imports
+nothing from them while every command checks every section.
 """
 
 from __future__ import annotations
