@@ -21,11 +21,11 @@ from pathlib import Path
 from marl_sched.errors import InputError
 
 
-def _load_train_config(path):
+def _load_train_config(path, overrides=()):
     from agents.config import model_config, train_config
     from marl_sched.config import load_config
 
-    cfg = load_config(path)
+    cfg = load_config(path, overrides)
     return cfg, model_config(cfg), train_config(cfg)
 
 
@@ -37,6 +37,11 @@ def train_command(args: argparse.Namespace) -> int:
         raise InputError(f"--out: {out}: exists and is not a folder")
     paths = RunPaths(out)
     if args.resume:
+        if args.overrides:
+            raise InputError(
+                f"{args.overrides[0].partition('=')[0]}: --resume continues the run in {out} "
+                "with its own config; key=value overrides start a new run"
+            )
         if paths.latest() is None:
             raise InputError(f"--resume: {out}: no checkpoint to resume from")
         # the run's own resolved config, so the resumed run trains what it started
@@ -46,7 +51,7 @@ def train_command(args: argparse.Namespace) -> int:
     else:
         if out.exists() and any(out.iterdir()):
             raise InputError(f"--out: {out}: not empty (use --resume to continue the run there)")
-        cfg, mc, tc = _load_train_config(args.config)
+        cfg, mc, tc = _load_train_config(args.config, args.overrides)
         if args.seed is not None:
             tc = dataclasses.replace(tc, seed=args.seed)
     iterations = args.iterations if args.iterations is not None else tc.iterations
@@ -133,29 +138,17 @@ def _baseline_kind(path: str) -> str | None:
 
 def _evaluate_baseline(args: argparse.Namespace, kind: str) -> int:
     """Roll a Harmony or MLF-RL checkpoint out like ``simulate`` (same outputs)."""
-    from marl_sched.cli import RESULT_COLUMNS, Progress, format_table, prepare_out
+    from marl_sched.cli import RESULT_COLUMNS, format_table, prepare_out, trace_options
     from marl_sched.config import REPO_ROOT, load_config
-    from marl_sched.metrics import write_run
     from marl_sched.policies import get_policy_class
-    from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
+    from marl_sched.runner import build_cluster, load_workload
 
-    cfg = load_config(args.config or REPO_ROOT / "configs" / "default.yaml")
+    cfg = load_config(args.config or REPO_ROOT / "configs" / "default.yaml", args.overrides)
     policy = get_policy_class(kind)(checkpoint=args.checkpoint)
     topo, perf = build_cluster(cfg)
-    opts = TraceOptions(
-        args.trace, args.trace_format, args.start, args.max_jobs, args.load, args.seed
-    )
-    workload = load_workload(cfg, perf, opts)
+    workload = load_workload(cfg, perf, trace_options(args))
     out = prepare_out(args.out)
-    bar = Progress(len(workload.jobs), f"evaluate {kind}", args.quiet)
-    try:
-        metrics, records, _ = simulate(
-            cfg, kind, workload, topo, perf, seed=args.seed, progress=bar, policy=policy
-        )
-    finally:
-        bar.close()
-    metrics["checkpoint"] = str(args.checkpoint)
-    write_run(out, metrics, records)
+    metrics = _evaluate_run(args, cfg, kind, workload, topo, perf, policy, out)
     if not args.quiet:
         print(format_table([metrics], RESULT_COLUMNS))
         print(f"wrote {out / 'metrics.json'} and {out / 'jobs.csv'}")
@@ -170,16 +163,16 @@ def evaluate_command(args: argparse.Namespace) -> int:
         return _evaluate_baseline(args, kind)
     from agents.policy import MarlPolicy, SingleAgentPolicy, load_checkpoint
     from envs.config import env_config
-    from marl_sched.cli import RESULT_COLUMNS, Progress, format_table, prepare_out
+    from marl_sched.cli import RESULT_COLUMNS, format_table, prepare_out, trace_options
     from marl_sched.config import config_from_dict, load_config
-    from marl_sched.metrics import write_run
-    from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
+    from marl_sched.runner import build_cluster, load_workload
 
     agents = load_checkpoint(args.checkpoint)
     if args.config:
-        cfg = load_config(args.config)
+        cfg = load_config(args.config, args.overrides)
     elif "config" in agents.manifest:
         cfg = config_from_dict(agents.manifest["config"], f"{args.checkpoint}: manifest config")
+        cfg = load_config(cfg, args.overrides)
     else:
         raise InputError(f"{args.checkpoint}: checkpoint holds no config; pass --config")
     agents.check_env(env_config(cfg), f"{cfg.source}: env")  # mismatched option → exit 2
@@ -187,23 +180,32 @@ def evaluate_command(args: argparse.Namespace) -> int:
     topo, perf = build_cluster(cfg)
     policy = cls(agents=agents)
     policy.check_cluster(topo, perf)
-    opts = TraceOptions(
-        args.trace, args.trace_format, args.start, args.max_jobs, args.load, args.seed
-    )
-    workload = load_workload(cfg, perf, opts)
+    workload = load_workload(cfg, perf, trace_options(args))
     out = prepare_out(args.out)
-    bar = Progress(len(workload.jobs), f"evaluate {cls.name}", args.quiet)
-    try:
-        metrics, records, _ = simulate(
-            cfg, cls.name, workload, topo, perf, seed=args.seed, progress=bar, policy=policy
-        )
-    finally:
-        bar.close()
-    metrics["checkpoint"] = str(args.checkpoint)
-    write_run(out, metrics, records)
+    metrics = _evaluate_run(args, cfg, cls.name, workload, topo, perf, policy, out)
     if not args.quiet:
         print(f"cluster: {topo.describe()}")
         print(f"trace:   {workload.trace_path} ({len(workload.jobs)} jobs)")
         print(format_table([metrics], RESULT_COLUMNS))
-        print(f"wrote {out / 'metrics.json'} and {out / 'jobs.csv'}")
+        print(f"wrote {out / 'metrics.json'}, {out / 'jobs.csv'} and {out / 'config.yaml'}")
     return 0
+
+
+def _evaluate_run(args, cfg, name, workload, topo, perf, policy, out) -> dict:
+    """Roll ``policy`` out on the workload; its outputs appear in ``out`` all at once
+    (or none, interrupted or failed); returns the metrics."""
+    from marl_sched.cli import Progress
+    from marl_sched.metrics import staged_folder, write_run
+    from marl_sched.runner import simulate
+
+    bar = Progress(len(workload.jobs), f"evaluate {name}", args.quiet)
+    try:
+        with staged_folder(out) as tmp:
+            metrics, records, _ = simulate(
+                cfg, name, workload, topo, perf, seed=args.seed, progress=bar, policy=policy
+            )
+            metrics["checkpoint"] = str(args.checkpoint)
+            write_run(tmp, metrics, records, workload.resolved(cfg))
+    finally:
+        bar.close()
+    return metrics

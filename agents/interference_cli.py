@@ -19,18 +19,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from marl_sched.config import REPO_ROOT, load_config, parse_section
 from marl_sched.errors import InputError
 from marl_sched.interference import InterferenceModel, calibration_sha256
-
-OUTPUTS = ("model.npz", "report.json", "scatter.png")
+from marl_sched.metrics import atomic_write_text, staged_folder
 
 
 def interference_command(args: argparse.Namespace) -> int:
@@ -91,7 +87,7 @@ def fit_command(args: argparse.Namespace) -> int:
         scatter_png,
     )
 
-    cfg = load_config(args.config)
+    cfg = load_config(args.config, args.overrides)
     icfg = parse_section(InterferenceConfig, cfg.interference, cfg.source, "interference")
     if args.samples is not None:
         if args.samples < 50:
@@ -121,17 +117,11 @@ def fit_command(args: argparse.Namespace) -> int:
         )
     finally:
         bar.close()
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".interference-", dir=out))
-    try:
+    with staged_folder(out) as tmp:  # the three files appear together, or none
         result.model.save(tmp / "model.npz")
-        (tmp / "report.json").write_text(report_json(result.report) + "\n", encoding="utf-8")
+        atomic_write_text(tmp / "report.json", report_json(result.report) + "\n")
         scatter_png(tmp / "scatter.png", result)
         InterferenceModel.load(tmp / "model.npz")  # never publish a file we cannot read
-        for name in OUTPUTS:
-            os.replace(tmp / name, out / name)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     if not args.quiet:
         print(format_report(result.report))
     print(f"wrote {out / 'model.npz'}, {out / 'report.json'}, {out / 'scatter.png'}")

@@ -35,7 +35,7 @@ from typing import Any
 import yaml
 
 from agents.config import ModelConfig, TrainConfig, eval_windows
-from marl_sched.config import ExperimentConfig
+from marl_sched.config import ExperimentConfig, plain
 from marl_sched.errors import InputError
 from marl_sched.metrics import atomic_write_text, write_json, write_run
 
@@ -43,20 +43,12 @@ CHECKPOINTS = "checkpoints"
 LATEST = "latest"
 
 
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_plain(v) for v in obj]
-    return obj
-
-
 def resolved_config(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig) -> dict:
     """Every section of the experiment, with the model and train defaults filled in."""
     data = cfg.to_dict()
     data["model"] = dataclasses.asdict(mc)
     data["train"] = dataclasses.asdict(tc)
-    return _plain(data)
+    return plain(data)
 
 
 def _map_shared(agent_id, *args, **kwargs) -> str:

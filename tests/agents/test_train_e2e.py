@@ -82,7 +82,7 @@ def test_refuses_a_non_empty_folder_without_resume(run, capsys):
 
 def test_bad_config_key_exits_2_and_writes_nothing(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
-    bad.write_text((REPO_ROOT / "configs" / "train_tiny.yaml").read_text() + "  lrr: 1\n")
+    bad.write_text(f"defaults: [{REPO_ROOT / 'configs' / 'train_tiny.yaml'}]\ntrain:\n  lrr: 1\n")
     out = tmp_path / "out"
     assert main(["train", "--config", str(bad), "--out", str(out)]) == 2
     err = capsys.readouterr().err
