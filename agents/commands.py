@@ -3,7 +3,7 @@
 ::
 
     marl-sched train    --config C --out DIR [--iterations N] [--ray-address A] [--resume]
-                        [--seed S] [--quiet]
+                        [--seed S] [--seeds N] [--grid key=v1,v2 ...] [--quiet]
     marl-sched evaluate --checkpoint P --trace F --out DIR [--config C] [trace options]
 
 Every bad input (config key, non-empty DIR without ``--resume``, missing or corrupt
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import time
 from pathlib import Path
 
@@ -30,11 +31,21 @@ def _load_train_config(path):
 
 
 def train_command(args: argparse.Namespace) -> int:
+    """One run in this process (no ``--seeds``/``--grid``), or an experiment of
+    several Ray Tune trials (:mod:`agents.tune`); every input checked before Ray starts."""
     from agents.training import RunPaths, Trainer, read_state
+    from agents.tune import EXPERIMENT
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out: {out}: exists and is not a folder")
+    seeds = getattr(args, "seeds", None)
+    grid_specs = getattr(args, "grid", None) or []
+    if seeds is not None and seeds < 1:
+        raise InputError(f"--seeds: must be >= 1, got {seeds}")
+    experiment = (out / EXPERIMENT).is_file() if args.resume else bool(grid_specs or (seeds or 1) > 1)
+    if experiment:
+        return _train_experiment(args, out, seeds, grid_specs)
     paths = RunPaths(out)
     if args.resume:
         if paths.latest() is None:
@@ -49,22 +60,17 @@ def train_command(args: argparse.Namespace) -> int:
         cfg, mc, tc = _load_train_config(args.config)
         if args.seed is not None:
             tc = dataclasses.replace(tc, seed=args.seed)
-    iterations = args.iterations if args.iterations is not None else tc.iterations
-    if iterations < 1:
-        raise InputError(f"--iterations: must be >= 1, got {iterations}")
+    iterations = _iterations(args, tc)
     if args.resume:
-        done = read_state(paths.latest())["iteration"]
-        if iterations <= done:
-            raise InputError(
-                f"--iterations: the run in {out} already has {done} iterations; "
-                f"ask for more than {done}"
-            )
+        _check_more(read_state(paths.latest())["iteration"], iterations, out)
 
     log = _printer(args.quiet)
-    _start_ray(args.ray_address)
+    _start_ray(args.ray_address, args.quiet)
     try:
         t0 = time.perf_counter()
-        summary = Trainer(cfg, mc, tc, out, resume=args.resume, log=log).run(iterations)
+        trainer = Trainer(cfg, mc, tc, out, resume=args.resume, log=log,
+                          progress=_progress_factory(args.quiet))  # fmt: skip
+        summary = trainer.run(iterations)
     finally:
         _stop_ray()
     if not args.quiet:
@@ -72,6 +78,80 @@ def train_command(args: argparse.Namespace) -> int:
             f"trained iterations {summary['start_iteration'] + 1}..{iterations} "
             f"in {time.perf_counter() - t0:.0f} s; run folder {out}"
         )
+    return 0
+
+
+def _iterations(args, tc) -> int:
+    iterations = args.iterations if args.iterations is not None else tc.iterations
+    if iterations < 1:
+        raise InputError(f"--iterations: must be >= 1, got {iterations}")
+    return iterations
+
+
+def _check_more(done: int, iterations: int, out: Path) -> None:
+    if iterations <= done:
+        raise InputError(
+            f"--iterations: the run in {out} already has {done} iterations; "
+            f"ask for more than {done}"
+        )
+
+
+def _train_experiment(args, out: Path, seeds: int | None, grid_specs: list[str]) -> int:
+    """``--seeds N`` / ``--grid key=v1,v2``: one Tune trial per grid point × seed,
+    each into ``DIR/<trial>/`` (:mod:`agents.tune`); ``--resume`` continues them."""
+    from agents.training import RunPaths, read_state, resolved_config
+    from agents.tune import (
+        TrialError,
+        make_trials,
+        parse_grid,
+        read_experiment,
+        run_experiment,
+        trial_config,
+        write_experiment,
+    )
+
+    if args.resume:
+        if seeds is not None or grid_specs or args.seed is not None:
+            raise InputError(
+                f"--resume: the experiment in {out} keeps its trials; drop --seeds/--grid/--seed"
+            )
+        base, source, trials = read_experiment(out)
+    else:
+        if out.exists() and any(out.iterdir()):
+            raise InputError(f"--out: {out}: not empty (use --resume to continue the run there)")
+        cfg, mc, tc = _load_train_config(args.config)
+        first = args.seed if args.seed is not None else tc.seed
+        base, source = resolved_config(cfg, mc, tc), str(args.config)
+        trials = make_trials(list(range(first, first + (seeds or 1))), parse_grid(grid_specs))
+    configs = [trial_config(base, t, source) for t in trials]  # every trial checked now
+    iterations = _iterations(args, configs[0][2])
+    if args.resume:
+        done = [RunPaths(out / t["name"]).latest() for t in trials]
+        for ckpt in filter(None, done):
+            read_state(ckpt)  # signed by this tool, before any trial unpickles it
+        if all(done):
+            _check_more(min(read_state(c)["iteration"] for c in done), iterations, out)
+    tc0 = configs[0][2]
+    runners = max(c[2].num_env_runners for c in configs)
+    if not args.resume:
+        write_experiment(out, base, source, trials)
+    _start_ray(args.ray_address, args.quiet)
+    t0 = time.perf_counter()
+    try:
+        rows = run_experiment(out, base, source, trials, iterations, quiet=args.quiet,
+                              env_runners=runners, keep=tc0.keep_checkpoints)  # fmt: skip
+    except TrialError as exc:
+        print(f"marl-sched: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        _stop_ray()
+    if not args.quiet:
+        for r in rows:
+            best = r["validation_avg_jct_s"]
+            figure = "no validation" if best is None else f"validation avg JCT {best:.0f} s"
+            print(f"{r['trial']}: {r['iterations']} iterations, {r['env_steps']:.0f} env steps, "
+                  f"best {r['best']} ({figure})")  # fmt: skip
+        print(f"{len(rows)} trials in {time.perf_counter() - t0:.0f} s; experiment folder {out}")
     return 0
 
 
@@ -84,25 +164,68 @@ def _printer(quiet: bool):
     return console.print
 
 
+def _progress_factory(quiet: bool):
+    """``(total, label) → bar`` for the Trainer: the CLI's rich bar with ETA on stderr."""
+    from marl_sched.cli import Progress
+
+    return lambda total, label: Progress(total, label, quiet)
+
+
 _RAY_STARTED = False
+#: seconds to wait for a TCP answer from --ray-address before giving up
+CONNECT_TIMEOUT_S = 5.0
 
 
-def _start_ray(address: str | None) -> None:
-    """Connect to ``address`` or start a small local Ray (no dashboard)."""
+def _check_reachable(address: str) -> None:
+    """``InputError`` at once when nothing listens at ``host:port`` (``ray.init`` would
+    retry for minutes); ``auto`` and ``ray://`` addresses are left to Ray."""
+    import socket
+
+    if address == "auto" or "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise InputError(f"--ray-address: {address}: expected host:port (or auto, ray://...)")
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        reason = exc.strerror or exc.__class__.__name__
+        raise InputError(f"--ray-address: {address}: no Ray cluster answers there ({reason})") from None
+
+
+def _start_ray(address: str | None, quiet: bool = False) -> None:
+    """Connect to ``address``, or start a fresh small local Ray (no dashboard) that
+    never attaches to another cluster on this machine (``address="local"``: neither a
+    ``ray start`` cluster, nor ``RAY_ADDRESS``, nor a stale pointer file is used).
+
+    Our own local Ray runs without token authentication (``RAY_AUTH_MODE=disabled``
+    unless set): it listens on this machine only. With ``--quiet`` Ray's own log lines
+    below errors are dropped."""
     global _RAY_STARTED
+    import logging
     import os
 
+    level = logging.ERROR if quiet else logging.WARNING
+    if not address:
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
 
+    for name in ("ray", "ray.rllib", "ray.tune", "ray.train"):
+        logging.getLogger(name).setLevel(level)
     if ray.is_initialized():
         return
+    # same-seed runs need the same string hashing in every Ray worker too
+    runtime_env = {"env_vars": {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}}
     if address:
+        _check_reachable(address)
         try:
-            ray.init(address=address, log_to_driver=False)
+            ray.init(address=address, log_to_driver=False, logging_level=level,
+                     runtime_env=runtime_env)  # fmt: skip
         except (ConnectionError, ValueError, RuntimeError) as exc:
             raise InputError(f"--ray-address: {address}: {str(exc).splitlines()[0]}") from None
     else:
-        ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False,
+                 log_to_driver=False, logging_level=level, runtime_env=runtime_env)  # fmt: skip
     _RAY_STARTED = True
 
 
