@@ -133,11 +133,11 @@ def _train_experiment(args, out: Path, seeds: int | None, grid_specs: list[str])
             _check_more(min(read_state(c)["iteration"] for c in done), iterations, out)
     tc0 = configs[0][2]
     runners = max(c[2].num_env_runners for c in configs)
-    if not args.resume:
-        write_experiment(out, base, source, trials)
     _start_ray(args.ray_address, args.quiet)
     t0 = time.perf_counter()
     try:
+        if not args.resume:
+            write_experiment(out, base, source, trials)
         rows = run_experiment(out, base, source, trials, iterations, quiet=args.quiet,
                               env_runners=runners, keep=tc0.keep_checkpoints)  # fmt: skip
     except TrialError as exc:
@@ -212,12 +212,13 @@ def _start_ray(address: str | None, quiet: bool = False) -> None:
 
     for name in ("ray", "ray.rllib", "ray.tune", "ray.train"):
         logging.getLogger(name).setLevel(level)
+    if address:
+        _check_reachable(address)
     if ray.is_initialized():
         return
     # same-seed runs need the same string hashing in every Ray worker too
     runtime_env = {"env_vars": {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}}
     if address:
-        _check_reachable(address)
         try:
             ray.init(address=address, log_to_driver=False, logging_level=level,
                      runtime_env=runtime_env)  # fmt: skip
@@ -285,6 +286,22 @@ def _evaluate_baseline(args: argparse.Namespace, kind: str) -> int:
     return 0
 
 
+def check_layer(manifest: dict, cfg, checkpoint: str) -> None:
+    """A config that names ``model.gnn.layer`` must name the checkpoint's layer (a
+    manifest without one was trained with ``hierarchy``); ``InputError`` otherwise."""
+    from agents.config import model_config
+    from agents.gnn import gnn_layer
+
+    if "layer" not in ((cfg.model or {}).get("gnn") or {}):
+        return
+    wanted, trained = model_config(cfg).gnn.layer, gnn_layer(manifest.get("model") or {})
+    if wanted != trained:
+        raise InputError(
+            f"{cfg.source}: model.gnn.layer: {wanted}, but checkpoint {checkpoint} was "
+            f"trained with {trained}"
+        )
+
+
 def evaluate_command(args: argparse.Namespace) -> int:
     """``marl-sched evaluate``: a MARL/single-agent run folder or checkpoint, or a
     Harmony / MLF-RL checkpoint file (``checkpoints/baselines/*.pt``)."""
@@ -306,6 +323,8 @@ def evaluate_command(args: argparse.Namespace) -> int:
     else:
         raise InputError(f"{args.checkpoint}: checkpoint holds no config; pass --config")
     agents.check_env(env_config(cfg), f"{cfg.source}: env")  # mismatched option → exit 2
+    if args.config:
+        check_layer(agents.manifest, cfg, args.checkpoint)
     cls = SingleAgentPolicy if agents.central else MarlPolicy
     topo, perf = build_cluster(cfg)
     policy = cls(agents=agents)

@@ -130,7 +130,12 @@ def algo_config(
     if tc.algorithm == "APPO":
         from ray.rllib.algorithms.appo import APPOConfig
 
-        config = APPOConfig()
+        # an iteration = train_batch_size env steps, as with PPO (APPO's default is
+        # "as many as 10 s allow")
+        config = APPOConfig().reporting(
+            min_time_s_per_iteration=0,
+            min_sample_timesteps_per_iteration=tc.train_batch_size,
+        )
     else:
         from ray.rllib.algorithms.ppo import PPOConfig
 
