@@ -23,7 +23,9 @@ code, and it cannot extend a finished trial to more iterations, which
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import itertools
 import json
 import shutil
@@ -109,6 +111,8 @@ def parse_grid(specs: list[str]) -> list[tuple[str, list[str]]]:
             raise InputError(f"--grid: {key}: empty value in {values!r}")
         if key in (k for k, _ in grid):
             raise InputError(f"--grid: {key}: given twice")
+        if len(set(parts)) != len(parts):
+            raise InputError(f"--grid: {key}: a value repeats in {values!r}")
         grid.append((key, parts))
     return grid
 
@@ -147,7 +151,7 @@ def trainable(config: dict) -> None:
 
     from agents.training import RunPaths, Trainer, read_state
 
-    trial = config["trial"]
+    trial = config["trials"][config["trial"]]
     cfg, mc, tc = trial_config(config["base"], trial, config["source"])
     run = Path(config["root"]) / trial["name"]
     paths = RunPaths(run)
@@ -217,7 +221,8 @@ def run_experiment(
     tuner = tune.Tuner(
         tune.with_resources(trainable, resources),
         param_space={
-            "trial": tune.grid_search(trials),
+            "trial": tune.grid_search([t["name"] for t in trials]),
+            "trials": {t["name"]: t for t in trials},
             "base": base,
             "source": source,
             "root": str(out.resolve()),
@@ -238,10 +243,11 @@ def run_experiment(
             verbose=0 if quiet else 1,
         ),
     )
-    grid = tuner.fit()
+    with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
+        grid = tuner.fit()  # Tune prints its header whatever the verbosity
     rows = []
     for result in grid:
-        name = result.config["trial"]["name"]
+        name = result.config["trial"]
         if result.error is not None:
             lines = [ln for ln in str(result.error).splitlines() if ln.strip()]
             raise TrialError(f"trial {name} failed: {lines[-1] if lines else result.error}")
@@ -254,7 +260,7 @@ class TrialError(RuntimeError):
 
 
 def _trial_name(trial) -> str:
-    return trial.config["trial"]["name"]
+    return trial.config["trial"]
 
 
 def _summary(run: Path) -> dict:
