@@ -14,7 +14,9 @@ output is written: exit status 2 with one line on stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import os
 import sys
 import time
 from pathlib import Path
@@ -193,6 +195,27 @@ def _check_reachable(address: str) -> None:
         raise InputError(f"--ray-address: {address}: no Ray cluster answers there ({reason})") from None
 
 
+@contextlib.contextmanager
+def _captured_stderr():
+    """Everything written to file descriptor 2 (Ray's C++ core logs there) goes to a
+    temporary file while the block runs; yields a function returning it."""
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as buf:
+        os.dup2(buf.fileno(), 2)
+        text: list[str] = []
+        try:
+            yield lambda: "".join(text)
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            buf.seek(0)
+            text.append(buf.read().decode("utf-8", "replace"))
+
+
 def _start_ray(address: str | None, quiet: bool = False) -> None:
     """Connect to ``address``, or start a fresh small local Ray (no dashboard) that
     never attaches to another cluster on this machine (``address="local"``: neither a
@@ -203,12 +226,12 @@ def _start_ray(address: str | None, quiet: bool = False) -> None:
     below errors are dropped."""
     global _RAY_STARTED
     import logging
-    import os
 
     level = logging.ERROR if quiet else logging.WARNING
     if not address:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
+    from ray.exceptions import RayError
 
     for name in ("ray", "ray.rllib", "ray.tune", "ray.train"):
         logging.getLogger(name).setLevel(level)
@@ -219,11 +242,32 @@ def _start_ray(address: str | None, quiet: bool = False) -> None:
     # same-seed runs need the same string hashing in every Ray worker too
     runtime_env = {"env_vars": {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}}
     if address:
+        # a cluster started with `ray start` uses token authentication when a token
+        # exists (~/.ray/auth_token); Ray's driver only picks it up for address="auto",
+        # so do the same for an explicit address (RAY_AUTH_MODE set by you wins)
         try:
-            ray.init(address=address, log_to_driver=False, logging_level=level,
-                     runtime_env=runtime_env)  # fmt: skip
-        except (ConnectionError, ValueError, RuntimeError) as exc:
-            raise InputError(f"--ray-address: {address}: {str(exc).splitlines()[0]}") from None
+            from ray._private.authentication.authentication_token_setup import (
+                maybe_enable_token_auth_if_token_available,
+            )
+
+            maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+        except ImportError:  # another Ray version: RAY_AUTH_MODE as you set it
+            pass
+        with _captured_stderr() as captured:
+            try:
+                ray.init(address=address, log_to_driver=False, logging_level=level,
+                         runtime_env=runtime_env)  # fmt: skip
+                failure = None
+            except (ConnectionError, ValueError, RuntimeError, TimeoutError, RayError) as exc:
+                failure = str(exc).splitlines()[0]
+        if failure is not None:
+            # e.g. the cluster wants a token this driver lacks: Ray's core retried for
+            # ~20 s, printing a warning per try; the error is this one line
+            hint = (" (with token authentication the driver needs the cluster's token: "
+                    "~/.ray/auth_token or RAY_AUTH_TOKEN; docs/agents.md)")  # fmt: skip
+            raise InputError(f"--ray-address: {address}: {failure}{hint}")
+        if not quiet:
+            sys.stderr.write(captured())
     else:
         ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False,
                  log_to_driver=False, logging_level=level, runtime_env=runtime_env)  # fmt: skip
