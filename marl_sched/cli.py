@@ -4,6 +4,7 @@
 
     marl-sched simulate --config C [--trace F] [trace options] [--policy NAME] --out DIR
     marl-sched train    --config C --out DIR [--iterations N] [--ray-address A] [--resume]
+                        [--seeds N] [--grid key=v1,v2]
     marl-sched evaluate --checkpoint P [--config C] [--trace F] [trace options] --out DIR
     marl-sched compare  --config C [--trace F] --policies a,b,... [--checkpoint P] [...] --out DIR
     marl-sched benchmark --suite S [--split test] --policies a,b,... [--checkpoint P]
@@ -102,7 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iterations", type=int)
     p.add_argument("--ray-address")
     p.add_argument("--resume", action="store_true")
-    p.add_argument("--seed", type=int)
+    p.add_argument("--seed", type=int, help="seed (the first of --seeds)")
+    p.add_argument("--seeds", type=int, help="N Ray Tune trials, seeds S..S+N-1")
+    p.add_argument("--grid", action="append", metavar="KEY=V1,V2",
+                   help="a Ray Tune trial per value (repeatable: the product)")  # fmt: skip
     p.add_argument("--quiet", action="store_true")
 
     p = sub.add_parser(

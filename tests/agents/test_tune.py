@@ -1,0 +1,169 @@
+"""Experiments as Ray Tune trials (agents/tune.py), the train options around them,
+APPO and the GNN layer option. Ray-free except the tests that take ``ray_session``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import pytest
+import yaml
+
+from agents.tune import apply_overrides, make_trials, parse_grid, split_values
+from marl_sched.cli import main
+from marl_sched.config import REPO_ROOT
+from marl_sched.errors import InputError
+
+TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
+
+
+def test_overrides_of_every_type_and_nested_keys():
+    raw = {"train": {"lr": 3e-5}, "model": {"hidden": 64}}
+    out = apply_overrides(
+        raw,
+        ["train.lr=1e-4", "model.hidden=16", "env.hints=[first-fit, locality]",
+         "model.gnn.layer=SAGEConv", "train.grad_clip=null", "model.exchange=false",
+         "train.bc_teacher=rollout"],
+    )  # fmt: skip
+    assert out["train"]["lr"] == 1e-4 and isinstance(out["train"]["lr"], float)
+    assert out["model"]["hidden"] == 16 and isinstance(out["model"]["hidden"], int)
+    assert out["env"]["hints"] == ["first-fit", "locality"]
+    assert out["model"]["gnn"] == {"layer": "SAGEConv"}
+    assert out["train"]["grad_clip"] is None and out["model"]["exchange"] is False
+    assert out["train"]["bc_teacher"] == "rollout"
+    assert raw == {"train": {"lr": 3e-5}, "model": {"hidden": 64}}  # a copy
+    with pytest.raises(InputError, match="train.lr.x: train.lr is not a section"):
+        apply_overrides(raw, ["train.lr.x=1"])
+    with pytest.raises(InputError, match="expected key=value"):
+        apply_overrides(raw, ["train.lr"])
+
+
+def test_grid_values_and_trial_names():
+    assert split_values("1e-4,3e-4") == ["1e-4", "3e-4"]
+    assert split_values("[a,b],[c]") == ["[a,b]", "[c]"]
+    grid = parse_grid(["train.lr=1e-4,3e-4", "model.layers=1,2"])
+    trials = make_trials([0, 1], grid)
+    assert len(trials) == 8
+    assert trials[0] == {"name": "lr=1e-4,layers=1_seed0", "seed": 0,
+                         "overrides": ["train.lr=1e-4", "model.layers=1"]}  # fmt: skip
+    assert [t["name"] for t in make_trials([3, 4], [])] == ["seed3", "seed4"]
+    with pytest.raises(InputError, match="--grid: train.lr: given twice"):
+        parse_grid(["train.lr=1", "train.lr=2"])
+    with pytest.raises(InputError, match="empty value"):
+        parse_grid(["train.lr=1,"])
+
+
+@pytest.mark.parametrize(
+    ("grid", "message"),
+    [("train.lrr=1,2", "train.lrr: unknown key"),
+     ("train.lr=abc,1", "train.lr: expected a number, got 'abc'"),
+     ("model.gnn.layer=GCN", "model.gnn.layer: must be one of"),
+     ("train.lr", "--grid: 'train.lr': expected key=value")],
+)  # fmt: skip
+def test_a_bad_grid_exits_2_naming_the_key_and_writes_nothing(tmp_path, capsys, grid, message):
+    out = tmp_path / "exp"
+    assert main(["train", "--config", TINY, "--out", str(out), "--grid", grid]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert not out.exists()
+
+
+def test_bad_algorithm_and_seeds_exit_2(tmp_path, capsys):
+    raw = yaml.safe_load((REPO_ROOT / "configs" / "train_tiny.yaml").read_text())
+    raw["workload"]["trace"] = str(REPO_ROOT / raw["workload"]["trace"])
+    raw["train"]["algorithm"] = "DQN"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(raw))
+    assert main(["train", "--config", str(bad), "--out", str(tmp_path / "o")]) == 2
+    assert "train.algorithm: must be one of PPO, APPO, got 'DQN'" in capsys.readouterr().err
+    assert main(["train", "--config", TINY, "--out", str(tmp_path / "o"), "--seeds", "0"]) == 2
+    assert "--seeds: must be >= 1" in capsys.readouterr().err
+
+
+def test_a_dead_ray_address_fails_at_once_with_one_line(tmp_path, capsys):
+    t0 = time.perf_counter()
+    rc = main(["train", "--config", TINY, "--out", str(tmp_path / "o"),
+               "--ray-address", "127.0.0.1:1"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1
+    assert "--ray-address: 127.0.0.1:1: no Ray cluster answers there" in err
+    assert time.perf_counter() - t0 < 30
+    assert not (tmp_path / "o").exists()
+
+
+def test_local_ray_never_attaches_to_another_cluster(monkeypatch):
+    """``address="local"``: a ``ray start`` cluster, RAY_ADDRESS or a stale pointer
+    file cannot make a plain ``train`` connect (and then refuse ``num_cpus``)."""
+    import ray
+
+    from agents import commands
+
+    calls = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kw: calls.append(kw))
+    monkeypatch.setattr(commands, "_RAY_STARTED", False)
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    commands._start_ray(None, quiet=True)
+    assert calls[0]["address"] == "local" and calls[0]["include_dashboard"] is False
+    import os
+
+    assert os.environ["RAY_AUTH_MODE"] == "disabled"
+
+
+# ------------------------------------------------------------------ with Ray
+
+
+def test_tune_experiment_of_two_seeds_resumes_after_an_interruption(ray_session, tmp_path):
+    out = tmp_path / "exp"
+    args = ["train", "--config", TINY, "--out", str(out), "--quiet"]
+    assert main([*args, "--seeds", "2", "--seed", "5", "--iterations", "1"]) == 0
+    recorded = json.loads((out / "experiment.json").read_text())
+    assert [t["name"] for t in recorded["trials"]] == ["seed5", "seed6"]
+    for name in ("seed5", "seed6"):
+        run = out / name
+        assert (run / "checkpoints" / "latest").read_text().strip() == "iter_000001"
+        assert yaml.safe_load((run / "config.yaml").read_text())["train"]["seed"] == int(name[4:])
+    assert list((out / "tune").glob("session_01/seed5/checkpoint_*"))  # Tune's pointers
+    # seed6 was interrupted before its first iteration's checkpoint
+    shutil.rmtree(out / "seed6" / "checkpoints" / "iter_000001")
+    (out / "seed6" / "checkpoints" / "latest").write_text("iter_000000\n")
+    assert main([*args, "--resume", "--iterations", "2"]) == 0
+    for name in ("seed5", "seed6"):
+        state = json.loads((out / name / "checkpoints" / "iter_000002" / "state.json").read_text())
+        assert state["iteration"] == 2 and state["env_steps"] == 400
+    assert (out / "seed6" / "checkpoints" / "iter_000001").is_dir()  # redone
+    assert (out / "tune" / "session_02").is_dir()
+
+
+def test_appo_trains_and_its_checkpoint_loads(ray_session, tmp_path):
+    from agents import load_agents
+
+    raw = yaml.safe_load((REPO_ROOT / "configs" / "train_tiny.yaml").read_text())
+    raw["workload"]["trace"] = str(REPO_ROOT / raw["workload"]["trace"])
+    raw["train"]["algorithm"] = "APPO"
+    raw["model"]["gnn"] = {"layer": "SAGEConv"}
+    config = tmp_path / "appo.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "run"
+    assert main(["train", "--config", str(config), "--out", str(out), "--quiet",
+                 "--iterations", "1"]) == 0  # fmt: skip
+    manifest = json.loads((out / "checkpoints" / "iter_000001" / "manifest.json").read_text())
+    assert manifest["model"]["gnn"] == {"layer": "SAGEConv"}
+    agents = load_agents(out)
+    assert type(agents.nets["shared"].blocks[0].conv).__name__ == "SAGEConv"
+
+
+def test_a_checkpoint_with_another_layer_than_the_config_exits_2(tmp_path, capsys):
+    raw = yaml.safe_load((REPO_ROOT / "configs" / "default.yaml").read_text())
+    raw["workload"]["trace"] = str(REPO_ROOT / raw["workload"]["trace"])
+    raw.setdefault("model", {})["gnn"] = {"layer": "GATv2Conv"}
+    config = tmp_path / "gat.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    ckpt = str(REPO_ROOT / "checkpoints" / "marl-default")
+    rc = main(["evaluate", "--checkpoint", ckpt, "--config", str(config), "--max-jobs", "5",
+               "--out", str(tmp_path / "e"), "--quiet"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1
+    assert "model.gnn.layer: GATv2Conv, but checkpoint" in err and "with hierarchy" in err
