@@ -24,16 +24,12 @@ code, and it cannot extend a finished trial to more iterations, which
 from __future__ import annotations
 
 import contextlib
-import copy
 import io
 import itertools
 import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from marl_sched.errors import InputError
 
@@ -42,20 +38,6 @@ METRIC = "validation_avg_jct_s"
 
 
 # ------------------------------------------------------------------- overrides
-
-
-def parse_value(text: str) -> Any:
-    """A command-line value as YAML reads it, with numbers like ``1e-4`` as floats
-    (YAML 1.1 reads them as strings)."""
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
 
 
 def split_values(text: str) -> list[str]:
@@ -79,26 +61,6 @@ def _split(item: str, where: str) -> tuple[str, str]:
     if not sep or not key or any(not p for p in key.split(".")):
         raise InputError(f"{where}: {item!r}: expected key=value with a dotted key")
     return key, value
-
-
-def apply_overrides(raw: dict, items: list[str], where: str = "override") -> dict:
-    """A deep copy of config mapping ``raw`` with each ``section.key[.sub]=value`` of
-    ``items`` set. The keys are checked when the result is parsed as a config."""
-    out = copy.deepcopy(raw)
-    for item in items:
-        key, value = _split(item, where)
-        node = out
-        parts = key.split(".")
-        for i, part in enumerate(parts[:-1]):
-            child = node.get(part)
-            if child is None:
-                child = node[part] = {}
-            if not isinstance(child, dict):
-                dotted = ".".join(parts[: i + 1])
-                raise InputError(f"{where}: {key}: {dotted} is not a section")
-            node = child
-        node[parts[-1]] = parse_value(value)
-    return out
 
 
 def parse_grid(specs: list[str]) -> list[tuple[str, list[str]]]:
@@ -134,10 +96,13 @@ def trial_config(base: dict, trial: dict, source: str):
     """(ExperimentConfig, ModelConfig, TrainConfig) of one trial, validated
     (``InputError`` naming the key and the trial)."""
     from agents.config import model_config, train_config
-    from marl_sched.config import config_from_dict
+    from marl_sched.config import apply_overrides, config_from_dict
 
     where = f"{source} [trial {trial['name']}]"
-    raw = apply_overrides(base, [*trial["overrides"], f"train.seed={trial['seed']}"], where)
+    try:
+        raw = apply_overrides(base, [*trial["overrides"], f"train.seed={trial['seed']}"])
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
     cfg = config_from_dict(raw, where)
     return cfg, model_config(cfg), train_config(cfg)
 

@@ -10,15 +10,16 @@ import time
 import pytest
 import yaml
 
-from agents.tune import apply_overrides, make_trials, parse_grid, split_values
+from agents.tune import make_trials, parse_grid, split_values
 from marl_sched.cli import main
-from marl_sched.config import REPO_ROOT
+from marl_sched.config import REPO_ROOT, apply_overrides
 from marl_sched.errors import InputError
 
 TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
 
 
-def test_overrides_of_every_type_and_nested_keys():
+def test_grid_overrides_of_every_type_and_nested_keys():
+    """--grid points are applied by the same override function as the command line's."""
     raw = {"train": {"lr": 3e-5}, "model": {"hidden": 64}}
     out = apply_overrides(
         raw,
@@ -33,7 +34,7 @@ def test_overrides_of_every_type_and_nested_keys():
     assert out["train"]["grad_clip"] is None and out["model"]["exchange"] is False
     assert out["train"]["bc_teacher"] == "rollout"
     assert raw == {"train": {"lr": 3e-5}, "model": {"hidden": 64}}  # a copy
-    with pytest.raises(InputError, match="train.lr.x: train.lr is not a section"):
+    with pytest.raises(InputError, match="train.lr.x: override: train.lr is a value"):
         apply_overrides(raw, ["train.lr.x=1"])
     with pytest.raises(InputError, match="expected key=value"):
         apply_overrides(raw, ["train.lr"])
@@ -70,15 +71,12 @@ def test_a_bad_grid_exits_2_naming_the_key_and_writes_nothing(tmp_path, capsys, 
 
 
 def test_bad_algorithm_and_seeds_exit_2(tmp_path, capsys):
-    raw = yaml.safe_load((REPO_ROOT / "configs" / "train_tiny.yaml").read_text())
-    raw["workload"]["trace"] = str(REPO_ROOT / raw["workload"]["trace"])
-    raw["train"]["algorithm"] = "DQN"
-    bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump(raw))
-    assert main(["train", "--config", str(bad), "--out", str(tmp_path / "o")]) == 2
+    out = str(tmp_path / "o")
+    assert main(["train", "--config", TINY, "--out", out, "train.algorithm=DQN"]) == 2
     assert "train.algorithm: must be one of PPO, APPO, got 'DQN'" in capsys.readouterr().err
-    assert main(["train", "--config", TINY, "--out", str(tmp_path / "o"), "--seeds", "0"]) == 2
+    assert main(["train", "--config", TINY, "--out", out, "--seeds", "0"]) == 2
     assert "--seeds: must be >= 1" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
 
 
 def test_a_dead_ray_address_fails_at_once_with_one_line(tmp_path, capsys):
@@ -140,15 +138,9 @@ def test_tune_experiment_of_two_seeds_resumes_after_an_interruption(ray_session,
 def test_appo_trains_and_its_checkpoint_loads(ray_session, tmp_path):
     from agents import load_agents
 
-    raw = yaml.safe_load((REPO_ROOT / "configs" / "train_tiny.yaml").read_text())
-    raw["workload"]["trace"] = str(REPO_ROOT / raw["workload"]["trace"])
-    raw["train"]["algorithm"] = "APPO"
-    raw["model"]["gnn"] = {"layer": "SAGEConv"}
-    config = tmp_path / "appo.yaml"
-    config.write_text(yaml.safe_dump(raw))
     out = tmp_path / "run"
-    assert main(["train", "--config", str(config), "--out", str(out), "--quiet",
-                 "--iterations", "1"]) == 0  # fmt: skip
+    assert main(["train", "--config", TINY, "--out", str(out), "--quiet", "--iterations", "1",
+                 "train.algorithm=APPO", "model.gnn.layer=SAGEConv"]) == 0  # fmt: skip
     manifest = json.loads((out / "checkpoints" / "iter_000001" / "manifest.json").read_text())
     assert manifest["model"]["gnn"] == {"layer": "SAGEConv"}
     agents = load_agents(out)
@@ -156,14 +148,10 @@ def test_appo_trains_and_its_checkpoint_loads(ray_session, tmp_path):
 
 
 def test_a_checkpoint_with_another_layer_than_the_config_exits_2(tmp_path, capsys):
-    raw = yaml.safe_load((REPO_ROOT / "configs" / "default.yaml").read_text())
-    raw["workload"]["trace"] = str(REPO_ROOT / raw["workload"]["trace"])
-    raw.setdefault("model", {})["gnn"] = {"layer": "GATv2Conv"}
-    config = tmp_path / "gat.yaml"
-    config.write_text(yaml.safe_dump(raw))
     ckpt = str(REPO_ROOT / "checkpoints" / "marl-default")
-    rc = main(["evaluate", "--checkpoint", ckpt, "--config", str(config), "--max-jobs", "5",
-               "--out", str(tmp_path / "e"), "--quiet"])  # fmt: skip
+    config = str(REPO_ROOT / "configs" / "default.yaml")
+    rc = main(["evaluate", "--checkpoint", ckpt, "--config", config, "--max-jobs", "5",
+               "--out", str(tmp_path / "e"), "--quiet", "model.gnn.layer=GATv2Conv"])  # fmt: skip
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1
     assert "model.gnn.layer: GATv2Conv, but checkpoint" in err and "with hierarchy" in err
