@@ -123,7 +123,9 @@ def run_grid(
             for name in todo:
                 t0 = time.perf_counter()
                 policy = build_policy(name, checkpoints.get(name))
-                m, _, _ = simulate(cfg, name, work, perf.topology, perf, seed=seed, policy=policy)
+                m, _, _ = simulate(
+                    cfg, name, work, perf.topology, perf, seed=cell_seed, policy=policy
+                )
                 rows.append(
                     {
                         "scenario": scenario.name,
