@@ -193,7 +193,7 @@ REAL_NOTES = {
     "workers in one GPU group (same PCIe switch, socket, server). Target: isolated / "
     "co-located throughput. A co-location slowdown: compared with the model directly.",
     "pollux": "one job alone, spread over more nodes vs on the fewest nodes, same local "
-    "batch (Pollux, 4x T4 nodes; all-reduce mapped to one PS shard beside each worker). "
+    "batch (Pollux, 4x T4 nodes; all-reduce jobs: ring all-reduce, no PS). "
     "Not a co-location slowdown: the model's prediction (~1, no neighbours) is "
     "multiplied by the simulator's alone-time ratio, so this checks the performance "
     "model's communication term.",
