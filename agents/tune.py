@@ -106,6 +106,8 @@ def parse_grid(specs: list[str]) -> list[tuple[str, list[str]]]:
     grid = []
     for spec in specs:
         key, values = _split(spec, "--grid")
+        if key == "train.seed":
+            raise InputError("--grid: train.seed: seeds are --seed S --seeds N")
         parts = [v for v in split_values(values)]
         if any(not v.strip() for v in parts):
             raise InputError(f"--grid: {key}: empty value in {values!r}")
