@@ -170,3 +170,34 @@ def test_a_checkpoint_with_another_layer_than_the_config_exits_2(tmp_path, capsy
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1
     assert "model.gnn.layer: GATv2Conv, but checkpoint" in err and "with hierarchy" in err
+
+
+def test_resuming_an_experiment_refuses_a_crafted_trial_folder_before_unpickling(tmp_path,
+                                                                                  capsys):  # fmt: skip
+    """An experiment's trials resume through the same signed checkpoints as one run:
+    a trial folder this tool did not write is refused before Ray starts."""
+    import pickle
+
+    from agents.training import resolved_config
+    from agents.tune import make_trials, write_experiment
+    from marl_sched.config import load_config
+    from tests.agents.test_integrity import _Payload
+
+    cfg = load_config(TINY)
+    from agents.config import model_config, train_config
+
+    out = tmp_path / "exp"
+    trials = make_trials([0, 1], [])
+    write_experiment(out, resolved_config(cfg, model_config(cfg), train_config(cfg)), TINY, trials)
+    ckpt = out / "seed1" / "checkpoints" / "iter_000001"
+    (ckpt / "rllib").mkdir(parents=True)
+    marker = tmp_path / "pwned"
+    (ckpt / "rllib" / "algorithm_state.pkl").write_bytes(pickle.dumps(_Payload(marker)))
+    (ckpt / "state.json").write_text(json.dumps({"iteration": 1, "env_steps": 1, "wall_s": 1}))
+    (out / "seed1" / "checkpoints" / "latest").write_text("iter_000001\n")
+    rc = main(["train", "--config", TINY, "--out", str(out), "--resume", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "no signature" in err
+    assert not marker.exists()
+    assert main(["train", "--config", TINY, "--out", str(out), "--resume", "--seeds", "2"]) == 2
+    assert "keeps its trials" in capsys.readouterr().err
