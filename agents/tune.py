@@ -167,14 +167,15 @@ def trainable(config: dict) -> None:
             return
 
     def on_result(metrics: dict, folder: Path | None) -> None:
-        checkpoint = None
-        if folder is not None and METRIC in metrics:
-            # Tune keeps a pointer to our signed checkpoint (copying the folder would
-            # double the disk and put a second, unsigned copy beside it)
-            tmp = Path(tempfile.mkdtemp(prefix="marl-sched-ckpt-"))
-            (tmp / "checkpoint.json").write_text(json.dumps({"checkpoint": str(folder)}))
-            checkpoint = tune.Checkpoint.from_directory(str(tmp))
-        tune.report(metrics, checkpoint=checkpoint)
+        if folder is None or METRIC not in metrics:
+            tune.report(metrics)
+            return
+        # Tune keeps a pointer to our signed checkpoint (copying the folder would
+        # double the disk and put a second, unsigned copy beside it); report persists
+        # it into Tune's folder before it returns
+        with tempfile.TemporaryDirectory(prefix="marl-sched-ckpt-") as tmp:
+            (Path(tmp) / "checkpoint.json").write_text(json.dumps({"checkpoint": str(folder)}))
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(tmp))
 
     Trainer(cfg, mc, tc, run, resume=latest is not None, on_result=on_result).run(
         config["iterations"]
