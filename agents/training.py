@@ -123,10 +123,15 @@ def algo_config(
         from ray.rllib.algorithms.appo import APPOConfig
 
         # an iteration = train_batch_size env steps, as with PPO (APPO's default is
-        # "as many as 10 s allow")
-        config = APPOConfig().reporting(
-            min_time_s_per_iteration=0,
-            min_sample_timesteps_per_iteration=tc.train_batch_size,
+        # "as many as 10 s allow"); the learner in this process, as with PPO (APPO's
+        # default is one remote learner actor, which a Tune trial has no CPU for)
+        config = (
+            APPOConfig()
+            .reporting(
+                min_time_s_per_iteration=0,
+                min_sample_timesteps_per_iteration=tc.train_batch_size,
+            )
+            .learners(num_learners=0)
         )
     else:
         from ray.rllib.algorithms.ppo import PPOConfig

@@ -68,6 +68,8 @@ def parse_grid(specs: list[str]) -> list[tuple[str, list[str]]]:
     grid = []
     for spec in specs:
         key, values = _split(spec, "--grid")
+        if key == "train.seed":
+            raise InputError("--grid: train.seed: seeds are --seed S --seeds N")
         parts = [v for v in split_values(values)]
         if any(not v.strip() for v in parts):
             raise InputError(f"--grid: {key}: empty value in {values!r}")
@@ -130,14 +132,15 @@ def trainable(config: dict) -> None:
             return
 
     def on_result(metrics: dict, folder: Path | None) -> None:
-        checkpoint = None
-        if folder is not None and METRIC in metrics:
-            # Tune keeps a pointer to our signed checkpoint (copying the folder would
-            # double the disk and put a second, unsigned copy beside it)
-            tmp = Path(tempfile.mkdtemp(prefix="marl-sched-ckpt-"))
-            (tmp / "checkpoint.json").write_text(json.dumps({"checkpoint": str(folder)}))
-            checkpoint = tune.Checkpoint.from_directory(str(tmp))
-        tune.report(metrics, checkpoint=checkpoint)
+        if folder is None or METRIC not in metrics:
+            tune.report(metrics)
+            return
+        # Tune keeps a pointer to our signed checkpoint (copying the folder would
+        # double the disk and put a second, unsigned copy beside it); report persists
+        # it into Tune's folder before it returns
+        with tempfile.TemporaryDirectory(prefix="marl-sched-ckpt-") as tmp:
+            (Path(tmp) / "checkpoint.json").write_text(json.dumps({"checkpoint": str(folder)}))
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(tmp))
 
     Trainer(cfg, mc, tc, run, resume=latest is not None, on_result=on_result).run(
         config["iterations"]

@@ -53,6 +53,10 @@ def test_grid_values_and_trial_names():
         parse_grid(["train.lr=1", "train.lr=2"])
     with pytest.raises(InputError, match="empty value"):
         parse_grid(["train.lr=1,"])
+    with pytest.raises(InputError, match="a value repeats"):
+        parse_grid(["train.lr=1,1"])
+    with pytest.raises(InputError, match="seeds are --seed S --seeds N"):
+        parse_grid(["train.seed=1,2"])
 
 
 @pytest.mark.parametrize(
@@ -113,37 +117,37 @@ def test_local_ray_never_attaches_to_another_cluster(monkeypatch):
 # ------------------------------------------------------------------ with Ray
 
 
-def test_tune_experiment_of_two_seeds_resumes_after_an_interruption(ray_session, tmp_path):
-    out = tmp_path / "exp"
-    args = ["train", "--config", TINY, "--out", str(out), "--quiet"]
-    assert main([*args, "--seeds", "2", "--seed", "5", "--iterations", "1"]) == 0
-    recorded = json.loads((out / "experiment.json").read_text())
-    assert [t["name"] for t in recorded["trials"]] == ["seed5", "seed6"]
-    for name in ("seed5", "seed6"):
-        run = out / name
-        assert (run / "checkpoints" / "latest").read_text().strip() == "iter_000001"
-        assert yaml.safe_load((run / "config.yaml").read_text())["train"]["seed"] == int(name[4:])
-    assert list((out / "tune").glob("session_01/seed5/checkpoint_*"))  # Tune's pointers
-    # seed6 was interrupted before its first iteration's checkpoint
-    shutil.rmtree(out / "seed6" / "checkpoints" / "iter_000001")
-    (out / "seed6" / "checkpoints" / "latest").write_text("iter_000000\n")
-    assert main([*args, "--resume", "--iterations", "2"]) == 0
-    for name in ("seed5", "seed6"):
-        state = json.loads((out / name / "checkpoints" / "iter_000002" / "state.json").read_text())
-        assert state["iteration"] == 2 and state["env_steps"] == 400
-    assert (out / "seed6" / "checkpoints" / "iter_000001").is_dir()  # redone
-    assert (out / "tune" / "session_02").is_dir()
-
-
-def test_appo_trains_and_its_checkpoint_loads(ray_session, tmp_path):
+def test_tune_grid_of_ppo_and_appo_resumes_after_an_interruption(ray_session, tmp_path):
+    """Two Tune trials (PPO and APPO, a SAGEConv network): both train, the APPO one is
+    interrupted before its first PPO checkpoint and resumed; its checkpoint loads."""
     from agents import load_agents
 
-    out = tmp_path / "run"
-    assert main(["train", "--config", TINY, "--out", str(out), "--quiet", "--iterations", "1",
-                 "train.algorithm=APPO", "model.gnn.layer=SAGEConv"]) == 0  # fmt: skip
-    manifest = json.loads((out / "checkpoints" / "iter_000001" / "manifest.json").read_text())
+    out = tmp_path / "exp"
+    args = ["train", "--config", TINY, "--out", str(out), "--quiet", "model.gnn.layer=SAGEConv"]
+    grid = ["--grid", "train.algorithm=PPO,APPO", "--seed", "5"]
+    assert main([*args, *grid, "--iterations", "1"]) == 0
+    recorded = json.loads((out / "experiment.json").read_text())
+    names = [t["name"] for t in recorded["trials"]]
+    assert names == ["algorithm=PPO_seed5", "algorithm=APPO_seed5"]
+    for name in names:
+        run = out / name
+        assert (run / "checkpoints" / "latest").read_text().strip() == "iter_000001"
+        resolved = yaml.safe_load((run / "config.yaml").read_text())
+        assert resolved["train"]["seed"] == 5 and resolved["train"]["algorithm"] in name
+    assert list((out / "tune").glob(f"session_01/{names[0]}/checkpoint_*"))  # Tune's pointers
+    # the APPO trial was interrupted before its first iteration's checkpoint
+    appo = out / names[1]
+    shutil.rmtree(appo / "checkpoints" / "iter_000001")
+    (appo / "checkpoints" / "latest").write_text("iter_000000\n")
+    assert main([*args, "--resume", "--iterations", "2"]) == 0
+    for name in names:
+        state = json.loads((out / name / "checkpoints" / "iter_000002" / "state.json").read_text())
+        assert state["iteration"] == 2
+    assert (appo / "checkpoints" / "iter_000001").is_dir()  # redone
+    assert (out / "tune" / "session_02").is_dir()
+    manifest = json.loads((appo / "checkpoints" / "iter_000002" / "manifest.json").read_text())
     assert manifest["model"]["gnn"] == {"layer": "SAGEConv"}
-    agents = load_agents(out)
+    agents = load_agents(appo)  # APPO's target network is not in the inference files
     assert type(agents.nets["shared"].blocks[0].conv).__name__ == "SAGEConv"
 
 
@@ -155,3 +159,32 @@ def test_a_checkpoint_with_another_layer_than_the_config_exits_2(tmp_path, capsy
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1
     assert "model.gnn.layer: GATv2Conv, but checkpoint" in err and "with hierarchy" in err
+
+
+def test_resuming_an_experiment_refuses_a_crafted_trial_folder(tmp_path, capsys):
+    """An experiment's trials resume through the same signed checkpoints as one run:
+    a trial folder this tool did not write is refused before Ray starts."""
+    import pickle
+
+    from agents.config import model_config, train_config
+    from agents.training import resolved_config
+    from agents.tune import write_experiment
+    from marl_sched.config import load_config
+    from tests.agents.test_integrity import _Payload
+
+    cfg = load_config(TINY)
+    out = tmp_path / "exp"
+    trials = make_trials([0, 1], [])
+    write_experiment(out, resolved_config(cfg, model_config(cfg), train_config(cfg)), TINY, trials)
+    ckpt = out / "seed1" / "checkpoints" / "iter_000001"
+    (ckpt / "rllib").mkdir(parents=True)
+    marker = tmp_path / "pwned"
+    (ckpt / "rllib" / "algorithm_state.pkl").write_bytes(pickle.dumps(_Payload(marker)))
+    (ckpt / "state.json").write_text(json.dumps({"iteration": 1, "env_steps": 1, "wall_s": 1}))
+    (out / "seed1" / "checkpoints" / "latest").write_text("iter_000001\n")
+    rc = main(["train", "--config", TINY, "--out", str(out), "--resume", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "no signature" in err
+    assert not marker.exists()
+    assert main(["train", "--config", TINY, "--out", str(out), "--resume", "--seeds", "2"]) == 2
+    assert "keeps its trials" in capsys.readouterr().err
