@@ -45,16 +45,13 @@ def train_command(args: argparse.Namespace) -> int:
     grid_specs = getattr(args, "grid", None) or []
     if seeds is not None and seeds < 1:
         raise InputError(f"--seeds: must be >= 1, got {seeds}")
-    experiment = (out / EXPERIMENT).is_file() if args.resume else bool(grid_specs or (seeds or 1) > 1)
+    many = bool(grid_specs or (seeds or 1) > 1)
+    experiment = (out / EXPERIMENT).is_file() if args.resume else many
     if experiment:
         return _train_experiment(args, out, seeds, grid_specs)
     paths = RunPaths(out)
     if args.resume:
-        if args.overrides:
-            raise InputError(
-                f"{args.overrides[0].partition('=')[0]}: --resume continues the run in {out} "
-                "with its own config; key=value overrides start a new run"
-            )
+        _refuse_overrides_on_resume(args.overrides, out)
         if paths.latest() is None:
             raise InputError(f"--resume: {out}: no checkpoint to resume from")
         # the run's own resolved config, so the resumed run trains what it started
@@ -86,6 +83,14 @@ def train_command(args: argparse.Namespace) -> int:
             f"in {time.perf_counter() - t0:.0f} s; run folder {out}"
         )
     return 0
+
+
+def _refuse_overrides_on_resume(overrides, out: Path) -> None:
+    if overrides:
+        raise InputError(
+            f"{overrides[0].partition('=')[0]}: --resume continues the run in {out} "
+            "with its own config; key=value overrides start a new run"
+        )
 
 
 def _iterations(args, tc) -> int:
@@ -122,11 +127,13 @@ def _train_experiment(args, out: Path, seeds: int | None, grid_specs: list[str])
             raise InputError(
                 f"--resume: the experiment in {out} keeps its trials; drop --seeds/--grid/--seed"
             )
+        _refuse_overrides_on_resume(args.overrides, out)
         base, source, trials = read_experiment(out)
     else:
         if out.exists() and any(out.iterdir()):
             raise InputError(f"--out: {out}: not empty (use --resume to continue the run there)")
-        cfg, mc, tc = _load_train_config(args.config)
+        # the command line's overrides apply first; each trial's grid point on top
+        cfg, mc, tc = _load_train_config(args.config, args.overrides)
         first = args.seed if args.seed is not None else tc.seed
         base, source = resolved_config(cfg, mc, tc), str(args.config)
         trials = make_trials(list(range(first, first + (seeds or 1))), parse_grid(grid_specs))
@@ -197,7 +204,9 @@ def _check_reachable(address: str) -> None:
         socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as exc:
         reason = exc.strerror or exc.__class__.__name__
-        raise InputError(f"--ray-address: {address}: no Ray cluster answers there ({reason})") from None
+        raise InputError(
+            f"--ray-address: {address}: no Ray cluster answers there ({reason})"
+        ) from None
 
 
 @contextlib.contextmanager

@@ -442,7 +442,8 @@ def hparams(data: dict) -> dict[str, Any]:
         for k, v in (data.get(section) or {}).items():
             if isinstance(v, dict):
                 for k2, v2 in v.items():
-                    out[f"{section}.{k}.{k2}"] = v2 if isinstance(v2, int | float | str) else str(v2)
+                    plain = isinstance(v2, int | float | str)
+                    out[f"{section}.{k}.{k2}"] = v2 if plain else str(v2)
             elif isinstance(v, bool | int | float | str):
                 out[f"{section}.{k}"] = v
             else:

@@ -107,7 +107,8 @@ def window_title(what: str, trace: str, start: int, jobs: int | None, load: floa
                  split: str | None = None) -> str:  # fmt: skip
     """``what — <trace> jobs a–b, load L, <split> split``: the title of a comparison."""
     end = "end" if jobs is None else start + jobs - 1
-    parts = [f"{Path(str(trace)).name} jobs {start}–{end}", f"load {1.0 if load is None else load:g}"]
+    shown_load = 1.0 if load is None else load
+    parts = [f"{Path(str(trace)).name} jobs {start}–{end}", f"load {shown_load:g}"]
     if split:
         parts.append(f"{split} split")
     return f"{what} — {', '.join(parts)}"

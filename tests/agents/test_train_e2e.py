@@ -126,7 +126,8 @@ def test_resume_runs_exactly_the_missing_iterations_then_evaluate(run, tmp_path,
 def _weights(ckpt) -> dict:
     import torch
 
-    return {p.name: torch.load(p, weights_only=True) for p in sorted((ckpt / "modules").glob("*.pt"))}
+    files = sorted((ckpt / "modules").glob("*.pt"))
+    return {p.name: torch.load(p, weights_only=True) for p in files}
 
 
 def _assert_identical(a, b) -> None:
@@ -153,5 +154,6 @@ def test_same_seed_and_resumed_runs_give_identical_weights(run, tmp_path):
     third = tmp_path / "third"
     assert main(["train", "--config", TINY, "--out", str(third), "--quiet", "--iterations", "1",
                  "--seed", "1"]) == 0  # fmt: skip
+    first = "checkpoints/iter_000001"
     with pytest.raises(AssertionError):
-        _assert_identical(run / "checkpoints" / "iter_000001", third / "checkpoints" / "iter_000001")
+        _assert_identical(run / first, third / first)

@@ -123,8 +123,8 @@ def test_tune_grid_of_ppo_and_appo_resumes_after_an_interruption(ray_session, tm
     from agents import load_agents
 
     out = tmp_path / "exp"
-    args = ["train", "--config", TINY, "--out", str(out), "--quiet", "model.gnn.layer=SAGEConv"]
-    grid = ["--grid", "train.algorithm=PPO,APPO", "--seed", "5"]
+    args = ["train", "--config", TINY, "--out", str(out), "--quiet"]
+    grid = ["--grid", "train.algorithm=PPO,APPO", "--seed", "5", "model.gnn.layer=SAGEConv"]
     assert main([*args, *grid, "--iterations", "1"]) == 0
     recorded = json.loads((out / "experiment.json").read_text())
     names = [t["name"] for t in recorded["trials"]]

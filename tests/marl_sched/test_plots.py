@@ -43,7 +43,9 @@ def test_curve_draws_each_series_at_its_own_steps(tmp_path, monkeypatch):
 
     real = matplotlib.axes.Axes.plot
     monkeypatch.setattr(
-        matplotlib.axes.Axes, "plot", lambda self, x, y, **kw: drawn.append((x, y)) or real(self, x, y, **kw)
+        matplotlib.axes.Axes,
+        "plot",
+        lambda self, x, y, **kw: drawn.append((x, y)) or real(self, x, y, **kw),
     )
     plots.curve([0, 1, 2], {"a": [5, 6, 7], "b": {0: 1.0, 2: 3.0}}, tmp_path / "c.png", "x", "y")
     assert drawn == [([0, 1, 2], [5, 6, 7]), ([0, 2], [1.0, 3.0])]
