@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from marl_sched.cli import prepare_out
 from marl_sched.config import REPO_ROOT, load_config, parse_section
 from marl_sched.errors import InputError
 from marl_sched.interference import InterferenceModel, calibration_sha256
@@ -95,9 +96,7 @@ def fit_command(args: argparse.Namespace) -> int:
         icfg = dataclasses.replace(icfg, samples=args.samples)
     if args.seed is not None:
         icfg = dataclasses.replace(icfg, seed=args.seed)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out: {out}: exists and is not a folder")
+    out = prepare_out(args.out)  # a file, a path under one, an unwritable folder: exit 2
     real_root = cfg.resolve_path(icfg.real_data) if icfg.real_data else None
     command = "marl-sched interference fit " + " ".join(
         a
