@@ -116,14 +116,20 @@ def fit_command(args: argparse.Namespace) -> int:
         )
     finally:
         bar.close()
-    with staged_folder(out) as tmp:  # the three files appear together, or none
+    # the resolved config the fit ran (overrides, --samples and --seed applied)
+    resolved = dataclasses.replace(cfg, interference=dataclasses.asdict(icfg))
+    with staged_folder(out) as tmp:  # the files appear together, or none
         result.model.save(tmp / "model.npz")
         atomic_write_text(tmp / "report.json", report_json(result.report) + "\n")
+        atomic_write_text(tmp / "config.yaml", resolved.to_yaml())
         scatter_png(tmp / "scatter.png", result)
         InterferenceModel.load(tmp / "model.npz")  # never publish a file we cannot read
     if not args.quiet:
         print(format_report(result.report))
-    print(f"wrote {out / 'model.npz'}, {out / 'report.json'}, {out / 'scatter.png'}")
+    print(
+        f"wrote {out / 'model.npz'}, {out / 'report.json'}, {out / 'scatter.png'}, "
+        f"{out / 'config.yaml'}"
+    )
     return 0
 
 
