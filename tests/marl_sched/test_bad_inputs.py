@@ -388,3 +388,27 @@ def test_an_out_folder_that_cannot_be_written_is_refused_before_any_work(
     err = capsys.readouterr().err
     assert err == f"marl-sched: error: --out: {locked / 'run'}: cannot write in {locked}\n"
     assert list(locked.iterdir()) == []
+
+
+def test_a_full_disk_while_writing_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, capsys):
+    """ENOSPC in the middle of the outputs (after metrics.json, before jobs.csv): exit 2
+    naming --out, and neither file appears (issue 27: metrics.json without jobs.csv)."""
+    import errno
+
+    import marl_sched.metrics as metrics
+
+    real = metrics.atomic_write_bytes
+
+    def full_after_metrics(path, data):
+        if Path(path).name == "jobs.csv":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, data)
+
+    monkeypatch.setattr(metrics, "atomic_write_bytes", full_after_metrics)
+    out = tmp_path / "run"
+    argv = ["simulate", "--config", str(REPO_ROOT / "configs/tiny.yaml"), "--out", str(out)]
+    assert main([*argv, "--quiet"]) == 2
+    assert capsys.readouterr().err == (
+        f"marl-sched: error: --out: {out}: cannot write there: No space left on device\n"
+    )
+    assert list(tmp_path.iterdir()) == []
