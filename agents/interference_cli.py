@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from marl_sched.cli import prepare_out
 from marl_sched.config import REPO_ROOT, load_config, parse_section
 from marl_sched.errors import InputError
 from marl_sched.interference import InterferenceModel, calibration_sha256
@@ -95,9 +96,7 @@ def fit_command(args: argparse.Namespace) -> int:
         icfg = dataclasses.replace(icfg, samples=args.samples)
     if args.seed is not None:
         icfg = dataclasses.replace(icfg, seed=args.seed)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out: {out}: exists and is not a folder")
+    out = prepare_out(args.out)  # a file, a path under one, an unwritable folder: exit 2
     real_root = cfg.resolve_path(icfg.real_data) if icfg.real_data else None
     command = "marl-sched interference fit " + " ".join(
         a
@@ -117,14 +116,20 @@ def fit_command(args: argparse.Namespace) -> int:
         )
     finally:
         bar.close()
-    with staged_folder(out) as tmp:  # the three files appear together, or none
+    # the resolved config the fit ran (overrides, --samples and --seed applied)
+    resolved = dataclasses.replace(cfg, interference=dataclasses.asdict(icfg))
+    with staged_folder(out) as tmp:  # the files appear together, or none
         result.model.save(tmp / "model.npz")
         atomic_write_text(tmp / "report.json", report_json(result.report) + "\n")
+        atomic_write_text(tmp / "config.yaml", resolved.to_yaml())
         scatter_png(tmp / "scatter.png", result)
         InterferenceModel.load(tmp / "model.npz")  # never publish a file we cannot read
     if not args.quiet:
         print(format_report(result.report))
-    print(f"wrote {out / 'model.npz'}, {out / 'report.json'}, {out / 'scatter.png'}")
+    print(
+        f"wrote {out / 'model.npz'}, {out / 'report.json'}, {out / 'scatter.png'}, "
+        f"{out / 'config.yaml'}"
+    )
     return 0
 
 

@@ -341,7 +341,7 @@ def _run(args: argparse.Namespace) -> int:
             raise InputError(f"--{name}: must be >= 0, got {value}")
     if isinstance(getattr(args, "out", None), str) and not args.out.strip():
         raise InputError("--out: empty path (name an output folder)")
-    command = " ".join(filter(None, (args.command, getattr(args, "action", None))))
+    command = _command_name(args)
     if args.overrides and command not in OVERRIDE_COMMANDS:
         raise InputError(f"{command}: unrecognized arguments: {' '.join(args.overrides)}")
     if args.command in LOCAL_COMMANDS:
@@ -367,13 +367,18 @@ def _fixed_hash_seed() -> None:
         os.execv(sys.executable, [sys.executable, "-m", "marl_sched.cli", *sys.argv[1:]])
 
 
+def _command_name(args: argparse.Namespace) -> str:
+    """``simulate``, ``interference fit``: the command and its action, if any."""
+    return " ".join(filter(None, (args.command, getattr(args, "action", None))))
+
+
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """Options as argparse reads them, plus ``args.overrides``: the ``key=value``
     words, anywhere on the line (checked against the config when it is loaded)."""
     args, extra = parser.parse_known_args(argv)
     bad = [a for a in extra if a.startswith("-") or "=" not in a]
     if bad:
-        command = " ".join(filter(None, (args.command, getattr(args, "action", None))))
+        command = _command_name(args)
         raise InputError(f"{command}: unrecognized arguments: {' '.join(bad)}")
     args.overrides = extra
     return args

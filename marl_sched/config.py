@@ -149,8 +149,10 @@ class WorkloadConfig:
         max_jobs: window length in jobs (null = to the end).
         load: arrival-rate multiplier (2.0 = jobs arrive twice as fast).
         seed: seed of the fill rules (model draw) and of noisy duration estimates.
-        max_job_gpus: jobs asking for more GPUs are clipped to this (null = the
-            cluster's GPU count); clipping is counted in the run's metrics.
+        max_job_gpus: jobs asking for more GPUs are clipped to this, counted in the
+            run's metrics (null = no clipping: a job the cluster cannot hold is an
+            input error, or left out with ``--drop-unplaceable``;
+            :func:`marl_sched.runner.check_placeable`).
         warmup_jobs: jobs before ``start`` (as many as there are, up to this) that
             are simulated but not scored, so the window starts on a populated
             cluster; the scored jobs are still ``start`` .. ``start + max_jobs``.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import math
@@ -235,18 +236,34 @@ def staged_folder(out: str | Path) -> Iterator[Path]:
     out = Path(out)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
+
+    def unwritable(exc: OSError) -> InputError:
+        return InputError(f"--out: {out}: cannot write there: {exc.strerror or exc}")
+
     try:
         tmp.mkdir(parents=True)
     except OSError as exc:
-        raise InputError(f"--out: {out}: cannot write there: {exc.strerror or exc}") from None
+        raise unwritable(exc) from None
     try:
-        yield tmp
+        try:
+            yield tmp
+        except OSError as exc:  # a full disk or a quota while writing the outputs
+            inside = exc.filename is not None and Path(exc.filename).is_relative_to(tmp)
+            if exc.errno in _WRITE_ERRNOS or inside:
+                raise unwritable(exc) from None
+            raise
         try:
             move_into(tmp, out)
         except OSError as exc:
-            raise InputError(f"--out: {out}: cannot write there: {exc.strerror or exc}") from None
+            raise unwritable(exc) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+#: errors of writing a file that say the place, not the program, is wrong
+_WRITE_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EACCES, errno.EPERM}
+)
 
 
 def _json_safe(obj: Any) -> Any:

@@ -219,7 +219,8 @@ def check_placeable(
         else:
             raise InputError(
                 f"{path}:{job.line}: job {job.name}: cannot be placed on this cluster: "
-                f"{problem} (--drop-unplaceable leaves such jobs out)"
+                f"{problem} (--drop-unplaceable leaves such jobs out; workload.max_job_gpus=N "
+                "clips larger ones)"
             )
     return kept, dropped
 

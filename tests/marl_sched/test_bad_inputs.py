@@ -103,6 +103,12 @@ CASES = [
     # ---- overrides: validated like the file, named by key
     ("override-unknown", [*SIM, "train.lrr=1"], {}, "command line: train.lrr: unknown key"),
     ("override-section", [*SIM, "tarin.lr=1"], {}, "command line: tarin: unknown section"),
+    (
+        "override-nested-unknown",
+        [*SIM, "env.reward.scale=1"],
+        {},
+        "command line: env.reward.scale: unknown key",
+    ),
     ("override-type", [*SIM, "train.lr=abc"], {}, "command line: train.lr: expected a number"),
     (
         "override-int",
@@ -262,14 +268,15 @@ def test_the_table_counts_its_cases():
 
 
 def test_overrides_of_every_type_reach_the_resolved_config(tmp_path):
-    """int, float, list, nested key and a null, anywhere on the line; the run folder's
-    config.yaml holds them."""
+    """int, float, list, a list of mappings, keys nested two and three deep and a null,
+    anywhere on the line; the run folder's config.yaml holds them."""
     import yaml
 
     out = tmp_path / "run"
     argv = ["simulate", "topology.subclusters=2", "--config", str(REPO_ROOT / "configs/tiny.yaml")]
     argv += ["--out", str(out), "--quiet", "workload.load=1.5", "workload.max_jobs=20"]
     argv += ["env.hints=[first-fit, locality]", "workload.max_job_gpus=null"]
+    argv += ["env.reward.time_scale_s=1800"]  # three levels deep
     argv += ["topology.server_types=[{name: a, count: 4}, {name: b, count: 4, gpu_type: p100}]"]
     assert main(argv) == 0
     saved = yaml.safe_load((out / "config.yaml").read_text())
@@ -278,6 +285,7 @@ def test_overrides_of_every_type_reach_the_resolved_config(tmp_path):
     assert saved["env"]["hints"] == ["first-fit", "locality"]
     assert [s["gpu_type"] for s in saved["topology"]["server_types"]] == ["v100", "p100"]
     assert saved["topology"]["subclusters"] == 2
+    assert saved["env"]["reward"] == {"time_scale_s": 1800}
 
 
 def test_the_train_override_is_in_the_resolved_config_without_ray(tmp_path):
@@ -380,3 +388,27 @@ def test_an_out_folder_that_cannot_be_written_is_refused_before_any_work(
     err = capsys.readouterr().err
     assert err == f"marl-sched: error: --out: {locked / 'run'}: cannot write in {locked}\n"
     assert list(locked.iterdir()) == []
+
+
+def test_a_full_disk_while_writing_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, capsys):
+    """ENOSPC in the middle of the outputs (after metrics.json, before jobs.csv): exit 2
+    naming --out, and neither file appears (issue 27: metrics.json without jobs.csv)."""
+    import errno
+
+    import marl_sched.metrics as metrics
+
+    real = metrics.atomic_write_bytes
+
+    def full_after_metrics(path, data):
+        if Path(path).name == "jobs.csv":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, data)
+
+    monkeypatch.setattr(metrics, "atomic_write_bytes", full_after_metrics)
+    out = tmp_path / "run"
+    argv = ["simulate", "--config", str(REPO_ROOT / "configs/tiny.yaml"), "--out", str(out)]
+    assert main([*argv, "--quiet"]) == 2
+    assert capsys.readouterr().err == (
+        f"marl-sched: error: --out: {out}: cannot write there: No space left on device\n"
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -167,3 +167,18 @@ def test_the_saved_config_reads_back_to_the_same_experiment(tmp_path):
     saved.write_text(cfg.to_yaml())
     back = load_config(saved)
     assert back.to_dict() == cfg.to_dict() and back.train["lr"] == 0.0001
+
+
+def test_checking_every_section_loads_neither_torch_nor_ray():
+    """The owned sections' parsers (env, model, train, interference) are torch-free, so
+    ``simulate`` checks them without loading the training stack."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from marl_sched.config import load_config;"
+        f"load_config({str(REPO_ROOT / 'configs/default.yaml')!r});"
+        "print(','.join(m for m in ('torch', 'ray', 'torch_geometric') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
