@@ -384,6 +384,10 @@ class Simulator:
         return done
 
     def _last_run_end(self, job: Job) -> float:
+        """When ``job`` last stopped running: now while it runs, its submit time if
+        it never ran (its waiting time is ``now`` minus this)."""
+        if job.job_id in self.running:
+            return self.now
         return self._last_stop.get(job.job_id, job.submit_time)
 
     # ------------------------------------------------------------------ decisions
@@ -515,30 +519,38 @@ class Simulator:
         self._refresh(affected)
 
     def _preempt_for_waiting(self, ctx: OrderingContext) -> None:
-        """Tiresias-style preemption: walk running and waiting jobs in key order,
-        giving GPUs (by count) to each job that still fits; running jobs left out
-        while a waiting job that outranks them got GPUs are preempted. A waiting job
-        declined since resources last came back does not preempt anyone."""
+        """Tiresias-style preemption. Waiting jobs are taken in key order; one that
+        needs more GPUs than are free (counting those already promised to the
+        waiting jobs before it) preempts running jobs of a strictly worse priority
+        class (the key's first element: las-2d's queue), worst first, when that makes
+        room for it by GPU count; otherwise nobody. Inside a class: FIFO without
+        preemption. A waiting job declined since resources last came back preempts
+        nobody."""
         key = self.ordering.key
-        waiting = [
-            (key(j, ctx), False, j.job_id, j.num_workers)
-            for j in self.queue
-            if self._declined.get(j.job_id) != self._completions
-        ]
-        if not waiting or not self.running:
-            return
-        running = [
-            (key(r.job, ctx), True, jid, r.job.num_workers) for jid, r in self.running.items()
-        ]
-        budget = self.topology.n_gpus
-        served_waiting = False
-        losers = []
-        for _, is_running, jid, n in sorted(waiting + running):
-            if n <= budget:
-                budget -= n
-                served_waiting |= not is_running
-            elif is_running and served_waiting:
-                losers.append(jid)
+        free = self.free_gpus
+        victims = sorted(
+            ((key(r.job, ctx), jid, r.job.num_workers) for jid, r in self.running.items()),
+            reverse=True,
+        )  # worst first
+        losers: list[int] = []
+        for job in self.queue:
+            if not victims:
+                break
+            if self._declined.get(job.job_id) == self._completions:
+                continue
+            n = job.num_workers
+            if n <= free:
+                free -= n
+                continue
+            cls = key(job, ctx)[0]
+            take, gain = 0, free
+            while take < len(victims) and gain < n and victims[take][0][0] > cls:
+                gain += victims[take][2]
+                take += 1
+            if gain >= n:
+                losers.extend(jid for _, jid, _ in victims[:take])
+                del victims[:take]
+                free = gain - n
         for jid in losers:
             self.preempt(jid)
 
