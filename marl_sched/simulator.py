@@ -709,35 +709,43 @@ class Simulator:
                 f"job {job.name}: placement has {len(wg)} workers / {len(pg)} PS, "
                 f"job needs {job.num_workers} / {job.num_ps}"
             )
-        groups = np.asarray(wg + pg, dtype=np.int64)
-        if groups.size and (groups.min() < 0 or groups.max() >= t.n_groups):
+        # plain Python: placements are small, and this runs at every placement
+        n_groups = t.n_groups
+        if any(not 0 <= g < n_groups for g in (*wg, *pg)):
             raise PlacementError(f"job {job.name}: GPU group id out of range")
-        used, need = np.unique(np.asarray(wg, dtype=np.int64), return_counts=True)
-        unfit = ~self.perf.group_fits(job.model)[used]
-        if unfit.any():
-            g = int(used[np.argmax(unfit)])
-            gpu = t.server_gpu_type[int(t.server_type[t.group_server[g]])]
-            raise PlacementError(
-                f"job {job.name}: model {job.model} does not fit in a {gpu} GPU's memory "
-                f"(group {g})"
-            )
-        short = need > self._group_free[used]
-        if short.any():
-            g = int(used[np.argmax(short)])
-            raise PlacementError(
-                f"job {job.name}: group {g} has {self._group_free[g]} free GPUs, "
-                f"needs {int(need[np.argmax(short)])}"
-            )
-        cpu, mem = self.task_demands(job)
-        srv = t.group_server[groups]
-        weights_cpu = np.concatenate([np.full(len(wg), cpu[0]), np.full(len(pg), cpu[1])])
-        servers, inv = np.unique(srv, return_inverse=True)
-        need_cpu = np.bincount(inv, weights=weights_cpu)
-        need_mem = np.bincount(inv) * mem
-        if np.any(need_cpu > self.server_cpu_free[servers] + 1e-9) or np.any(
-            need_mem > self.server_mem_free[servers] + 1e-9
-        ):
-            raise PlacementError(f"job {job.name}: not enough CPU or memory on a server")
+        need: dict[int, int] = {}
+        for g in wg:
+            need[g] = need.get(g, 0) + 1
+        used = sorted(need)
+        fits = self.perf.group_fits(job.model)
+        for g in used:
+            if not fits[g]:
+                gpu = t.server_gpu_type[int(t.server_type[t.group_server[g]])]
+                raise PlacementError(
+                    f"job {job.name}: model {job.model} does not fit in a {gpu} GPU's "
+                    f"memory (group {g})"
+                )
+        free = self._group_free
+        for g in used:
+            if need[g] > free[g]:
+                raise PlacementError(
+                    f"job {job.name}: group {g} has {free[g]} free GPUs, needs {need[g]}"
+                )
+        (cpu_w, cpu_p), mem = self.task_demands(job)
+        server = t.group_server
+        cpu_need: dict[int, float] = {}
+        tasks: dict[int, int] = {}
+        for groups, cpu in ((wg, cpu_w), (pg, cpu_p)):
+            for g in groups:
+                s = int(server[g])
+                cpu_need[s] = cpu_need.get(s, 0.0) + cpu
+                tasks[s] = tasks.get(s, 0) + 1
+        for s, c in cpu_need.items():
+            if (
+                c > self.server_cpu_free[s] + 1e-9
+                or tasks[s] * mem > self.server_mem_free[s] + 1e-9
+            ):
+                raise PlacementError(f"job {job.name}: not enough CPU or memory on a server")
 
     @staticmethod
     def task_demands(job: Job) -> tuple[tuple[float, float], float]:
