@@ -276,6 +276,10 @@ class Simulator:
         self._completions = 0
         self._declined: dict[int, int] = {}  # job id -> completions when last declined
         self._arrived: list[Job] = []  # jobs queued since the last scan began
+        # static orderings: the queue split by width (each list in queue order) and
+        # each queued job's key, so a scan reads only the jobs that could fit
+        self._widths: dict[int, list[Job]] = {}
+        self._keys: dict[int, tuple] = {}
         self._scanned_at = -1  # self._completions when the last full scan began
         # preempted jobs: job id -> (remaining iterations, first start time, version
         # of their last completion event, so that a stale one is never taken for theirs)
@@ -333,6 +337,13 @@ class Simulator:
             i -= 1
         q.insert(i, job)
         self._arrived.append(job)
+        if not self.ordering.dynamic:  # the same order, by width (see _begin_scan)
+            self._keys[job.job_id] = k
+            b = self._widths.setdefault(job.num_workers, [])
+            i = len(b)
+            while i > 0 and self._keys[b[i - 1].job_id] > k:
+                i -= 1
+            b.insert(i, job)
 
     def _on_arrival(self, job: Job) -> None:
         self._enqueue(job)
@@ -434,10 +445,19 @@ class Simulator:
                 self._preempt_for_waiting(ctx)
         if not self.backfill:
             self._scan = self.queue[:]  # the head blocks: every scan starts from it
-        elif self._completions != self._scanned_at or self.ordering.dynamic:
-            # only the jobs that could fit now: free GPUs only shrink during a scan
+        elif self.ordering.dynamic:
             free = self.free_gpus
             self._scan = [j for j in self.queue if j.num_workers <= free]
+        elif self._completions != self._scanned_at:
+            # only the jobs that could fit now (free GPUs only shrink during a scan),
+            # from the per-width lists, in queue order (the static keys)
+            free = self.free_gpus
+            lists = [b for w, b in self._widths.items() if w <= free and b]
+            if len(lists) == 1:
+                self._scan = lists[0][:]
+            else:
+                keys = self._keys
+                self._scan = sorted((j for b in lists for j in b), key=lambda j: keys[j.job_id])
             self._scanned_at = self._completions
         elif len(self._arrived) > 1 and len(self.queue) > len(self._arrived):
             order = {id(j): i for i, j in enumerate(self.queue)}
@@ -467,6 +487,10 @@ class Simulator:
         # ahead of it (a third of the whole-Philly run once the queue grows)
         q = self.queue
         del q[next(i for i, other in enumerate(q) if other is job)]
+        if not self.ordering.dynamic:
+            b = self._widths[job.num_workers]
+            del b[next(i for i, other in enumerate(b) if other is job)]
+            del self._keys[job.job_id]
         self._declined.pop(job.job_id, None)
         self._start(job, placement)
         return True
@@ -590,6 +614,8 @@ class Simulator:
         f._scan = None if self._scan is None else list(self._scan)
         f._declined = dict(self._declined)
         f._arrived = list(self._arrived)
+        f._widths = {w: list(b) for w, b in self._widths.items()}
+        f._keys = dict(self._keys)
         f._suspended = dict(self._suspended)
         f._attained = dict(self._attained)
         f._last_stop = dict(self._last_stop)
