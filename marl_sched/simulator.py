@@ -45,6 +45,7 @@ ARRIVAL, COMPLETION, TICK = "arrival", "completion", "tick"
 # a tick (a running job's attained service crossing a preemptive ordering's
 # threshold) only wakes the scan up, after the arrivals of its time
 _PRIORITY = {COMPLETION: 0, ARRIVAL: 1, TICK: 2}
+_COMPLETION_PRIORITY = _PRIORITY[COMPLETION]
 
 #: default restart penalty of a migrated or resumed job (s): ``simulation.migration_penalty_s``
 MIGRATION_PENALTY_S = 60.0
@@ -917,25 +918,26 @@ class Simulator:
     def _refresh(self, job_ids: set[int]) -> None:
         """Bring affected jobs to ``now`` and give them a new speed and completion."""
         now = self.now
-        perf = self.perf
+        iteration_time = self.perf.iteration_time
+        state = (self.link_load, self.group_pressure, self.socket_pressure, self.server_pressure)
+        running, events, progress = self.running, self._events, self._progress
         for jid in sorted(job_ids):
-            run = self.running.get(jid)
+            run = running.get(jid)
             if run is None:
                 continue
-            self._progress(run)
-            run.iter_time = perf.iteration_time(
-                CATALOGUE[run.job.model],
-                run.layout,
-                run.job.num_ps,
-                self.link_load,
-                self.group_pressure,
-                self.socket_pressure,
-                self.server_pressure,
-            )
+            progress(run)
+            job = run.job
+            run.iter_time = iteration_time(CATALOGUE[job.model], run.layout, job.num_ps, *state)
             run.version += 1
-            self.stats.recomputes += 1
             begin = now if run.paused_until <= now else run.paused_until
-            self._push(begin + run.remaining * run.iter_time, COMPLETION, (jid, run.version))
+            # self._push inlined (the hottest loop of a run)
+            heapq.heappush(
+                events,
+                (begin + run.remaining * run.iter_time, _COMPLETION_PRIORITY, self._seq,
+                 COMPLETION, (jid, run.version)),
+            )  # fmt: skip
+            self._seq += 1
+        self.stats.recomputes += sum(1 for j in job_ids if j in running)
         if len(self._events) > self._compact_at:
             self._compact()
 
