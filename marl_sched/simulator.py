@@ -780,18 +780,38 @@ class Simulator:
         spec = CATALOGUE[job.model]
         return (spec.cpu_worker, spec.cpu_ps), spec.mem_gb
 
+    def _take(self, job: Job, placement: Placement, sign: int) -> None:
+        """Give back (``sign`` +1) or take (-1) the GPUs, cores and memory of ``job``
+        at ``placement``, task by task in placement order (plain Python: a few tasks;
+        the same float operations in the same order as ``np.add.at``)."""
+        server = self.topology.group_server
+        gf, cpu_free, mem_free = self._group_free, self.server_cpu_free, self.server_mem_free
+        (cpu_w, cpu_p), mem = self.task_demands(job)
+        wg, pg = placement.worker_groups, placement.ps_groups
+        for g in wg:
+            gf[g] += sign
+        self.free_gpus += sign * len(wg)
+        srv_w = [int(server[g]) for g in wg]
+        srv_p = [int(server[g]) for g in pg]
+        if sign > 0:
+            for s in srv_w:
+                cpu_free[s] += cpu_w
+            for s in srv_p:
+                cpu_free[s] += cpu_p
+            for s in (*srv_w, *srv_p):
+                mem_free[s] += mem
+        else:
+            for s in srv_w:
+                cpu_free[s] -= cpu_w
+            for s in srv_p:
+                cpu_free[s] -= cpu_p
+            for s in (*srv_w, *srv_p):
+                mem_free[s] -= mem
+
     def _occupy(self, job: Job, placement: Placement, layout: JobLayout) -> set[int]:
         """Take the resources of ``job`` at ``placement``; the running jobs whose
         neighbourhood changed (not ``job`` itself)."""
-        t = self.topology
-        wg = np.asarray(placement.worker_groups, dtype=np.int64)
-        pg = np.asarray(placement.ps_groups, dtype=np.int64)
-        np.subtract.at(self._group_free, wg, 1)
-        self.free_gpus -= len(wg)
-        (cpu_w, cpu_p), mem = self.task_demands(job)
-        np.subtract.at(self.server_cpu_free, t.group_server[wg], cpu_w)
-        np.subtract.at(self.server_cpu_free, t.group_server[pg], cpu_p)
-        np.subtract.at(self.server_mem_free, t.group_server[np.concatenate([wg, pg])], mem)
+        self._take(job, placement, -1)
         self._add_pressure(layout, +1.0)
         self._add_exposure(job, layout, +1.0)
         affected: set[int] = set()
@@ -836,16 +856,8 @@ class Simulator:
     def _release(self, run: RunningJob) -> set[int]:
         """Give back the resources of ``run``; the running jobs whose neighbourhood
         changed (not ``run`` itself, which stays in :attr:`running`)."""
-        t = self.topology
         job, layout = run.job, run.layout
-        wg = np.asarray(run.placement.worker_groups, dtype=np.int64)
-        pg = np.asarray(run.placement.ps_groups, dtype=np.int64)
-        np.add.at(self._group_free, wg, 1)
-        self.free_gpus += len(wg)
-        (cpu_w, cpu_p), mem = self.task_demands(job)
-        np.add.at(self.server_cpu_free, t.group_server[wg], cpu_w)
-        np.add.at(self.server_cpu_free, t.group_server[pg], cpu_p)
-        np.add.at(self.server_mem_free, t.group_server[np.concatenate([wg, pg])], mem)
+        self._take(job, run.placement, +1)
         self._add_pressure(layout, -1.0)
         self._add_exposure(job, layout, -1.0)
         affected: set[int] = set()
@@ -874,15 +886,15 @@ class Simulator:
         affected = self._release(run)
         del self.running[job.job_id]
         self._completions += 1
-        racks = np.unique(t.server_rack[run.layout.servers])
+        racks = set(t.server_rack[run.layout.servers].tolist())
         self.records[job.job_id] = JobRecord(
             job=job,
             start_time=run.start_time,
             finish_time=self.now,
             isolated_runtime=run.isolated_iter_time * job.iterations,
-            n_servers=len(np.unique(t.group_server[np.asarray(run.placement.worker_groups)])),
+            n_servers=len({int(t.group_server[g]) for g in run.placement.worker_groups}),
             n_racks=len(racks),
-            n_subclusters=len(np.unique(t.rack_subcluster[racks])),
+            n_subclusters=len({int(t.rack_subcluster[r]) for r in racks}),
         )
         self._refresh(affected)
 
