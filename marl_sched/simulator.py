@@ -2,8 +2,10 @@
 
 The event core is SimPy-small: a heap of ``(time, priority, seq, kind, payload)``
 with a counter for deterministic ties, and one handler per event kind
-(``ARRIVAL``, ``COMPLETION``). Completions at a given time are handled before
-arrivals, so freed GPUs are visible to the jobs arriving then.
+(``ARRIVAL``, ``COMPLETION``, ``TICK``). Completions at a given time are handled
+before arrivals, so freed GPUs are visible to the jobs arriving then; a tick (a
+running job's attained service crossing a preemptive ordering's threshold) only
+wakes the scan.
 
 Scheduling is driven from outside, one decision at a time, so the same engine
 serves ``marl-sched simulate`` (a :class:`~marl_sched.policies.Policy` places whole
@@ -15,8 +17,14 @@ jobs) and the multi-agent environment (agents place task by task)::
     result = sim.result()
 
 ``next_decision`` advances simulated time until some queued job could fit (enough
-free GPUs) and returns it; the queue is scanned in the configured ordering, and with
-``backfill`` a job that cannot be placed does not block those behind it.
+free GPUs) and returns it; the queue is scanned in the configured ordering
+(:mod:`marl_sched.ordering`: keys read the duration predictor's estimate handed in as
+``estimate``, never a job's true length), and with ``backfill`` a job that cannot be
+placed does not block those behind it. Scans are incremental (only what could have
+changed since the last one, :meth:`Simulator._begin_scan`). Load control moves a
+running job with :meth:`Simulator.migrate`; a preemptive ordering (``las-2d``)
+suspends and resumes jobs with :meth:`Simulator.preempt`, both keeping progress and
+charging a restart penalty.
 
 Progress is integrated exactly: a running job's iteration time changes only at
 events, so remaining iterations fall linearly in between. Whenever a job starts or
