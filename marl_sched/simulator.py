@@ -295,6 +295,7 @@ class Simulator:
         self._suspended: dict[int, tuple[float, float, int]] = {}
         self._attained: dict[int, float] = {}  # GPU-s of finished stints
         self._last_stop: dict[int, float] = {}  # when a preempted job last stopped
+        self._made_room: set[int] = set()  # waiting jobs that already preempted others
         self.after_completions: Callable[[Simulator], None] | None = None
         self._handlers = {
             ARRIVAL: self._on_arrival, COMPLETION: self._on_completion, TICK: self._on_tick,
@@ -501,6 +502,7 @@ class Simulator:
             del b[next(i for i, other in enumerate(b) if other is job)]
             del self._keys[job.job_id]
         self._declined.pop(job.job_id, None)
+        self._made_room.discard(job.job_id)
         self._start(job, placement)
         return True
 
@@ -559,7 +561,8 @@ class Simulator:
         class (the key's first element: las-2d's queue), worst first, when that makes
         room for it by GPU count; otherwise nobody. Inside a class: FIFO without
         preemption. A waiting job declined since resources last came back preempts
-        nobody."""
+        nobody, and a job preempts at most once until it is placed (a policy may
+        decline it on the GPUs freed for it: waiting for a whole server, say)."""
         key = self.ordering.key
         free = self.free_gpus
         victims = sorted(
@@ -570,7 +573,7 @@ class Simulator:
         for job in self.queue:
             if not victims:
                 break
-            if self._declined.get(job.job_id) == self._completions:
+            if self._declined.get(job.job_id) == self._completions or job.job_id in self._made_room:
                 continue
             n = job.num_workers
             if n <= free:
@@ -585,6 +588,8 @@ class Simulator:
                 losers.extend(jid for _, jid, _ in victims[:take])
                 del victims[:take]
                 free = gain - n
+                if take:
+                    self._made_room.add(job.job_id)
         for jid in losers:
             self.preempt(jid)
 
@@ -628,6 +633,7 @@ class Simulator:
         f._suspended = dict(self._suspended)
         f._attained = dict(self._attained)
         f._last_stop = dict(self._last_stop)
+        f._made_room = set(self._made_room)
         f.after_completions = None
         f._handlers = {ARRIVAL: f._on_arrival, COMPLETION: f._on_completion, TICK: f._on_tick}
         return f
