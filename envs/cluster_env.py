@@ -25,7 +25,9 @@ with ``env.central``, one agent ``"central"`` whose scope is the whole datacente
 Decisions
 ---------
 The simulator (:class:`marl_sched.simulator.Simulator`, ordering and backfill from
-``simulation:``) offers the next queued job that could fit; simulated time advances
+``simulation:``; ``ordering: own`` is FIFO here, the agents having no ordering of
+their own; length orderings read the workload's duration estimate, as the agents do)
+offers the next queued job that could fit; simulated time advances
 inside it, between decisions. A job's tasks are placed **one per env step, workers
 first, then parameter servers**; exactly one agent acts per step and only it appears
 in the RLlib obs dict. The first task goes to the job's **home agent**

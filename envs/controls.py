@@ -6,13 +6,16 @@ agents act in, with the default recipe's decision options (``configs/default.yam
 ``env:`` block: keep-together, speed floor, wait-to-fit, PS rule, forward rule,
 consolidate), and at each step takes the first *legal* action of
 
-1. towards the group where the heuristic's plan for the job **in the whole datacenter**
-   puts the current task (:func:`envs.session.action_towards`: forward to the group's
-   subcluster, or the local slot) — the job goes where the heuristic would send it,
-   as far as the forward rule allows;
+1. forward to the subcluster where the heuristic's plan for the job **in the whole
+   datacenter** puts the current task (:func:`envs.session.action_towards`) — the job
+   goes where the heuristic would send it, as far as the forward rule allows;
 2. the **follow** action of the heuristic's plan inside the acting agent's scope (the
    agents' hint for it);
-3. the acting scope's first legal GPU-group slot, else its first legal forward.
+3. the local slot of the group the datacenter-wide plan puts the task on;
+4. the acting scope's first legal GPU-group slot, else its first legal forward.
+
+(The order of 2 and 3 was compared on ``configs/default.yaml``'s window, train split:
+average JCT within 1 % either way.)
 
 A job the session declines (``wait_to_fit``, or a task that fits nowhere) stays
 queued, as in the environment. The control thus gets exactly the rules and the
@@ -91,21 +94,23 @@ class MaskedHeuristic(Policy):
         g_max: int,
         n_agents: int,
     ) -> int:
-        task = session.task
-        if task < len(order):
+        follow = g_max + n_agents  # the one hint: the heuristic's plan in this scope
+        target = None
+        if session.task < len(order):
             # the plan's groups not yet used by the job's tasks of this kind
-            todo = list(order[: session.job.num_workers] if session.is_worker else
-                        order[session.job.num_workers :])  # fmt: skip
+            w = session.job.num_workers
+            todo = list(order[:w] if session.is_worker else order[w:])
             for g in session.workers if session.is_worker else session.ps:
                 if g in todo:
                     todo.remove(g)
             if todo:
-                a = action_towards(b, session.agent, int(todo[0]))
-                if mask[a] > 0:
-                    return a
-        follow = g_max + n_agents  # the one hint: the heuristic's plan in this scope
+                target = action_towards(b, session.agent, int(todo[0]))
+        if target is not None and target >= g_max and mask[target] > 0:
+            return target  # forward to where the heuristic puts the task
         if len(mask) > follow and mask[follow] > 0:
             return follow
+        if target is not None and mask[target] > 0:
+            return target
         local = np.flatnonzero(mask[:g_max])
         if len(local):
             return int(local[0])

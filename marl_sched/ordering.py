@@ -25,9 +25,10 @@ Built-in orderings (:data:`ORDERINGS`):
 ``las-2d``
     Tiresias' discretised two-dimensional least-attained-service (Gu et al., NSDI'19):
     a job's attained service is its GPU-seconds (GPUs x time run); jobs sit in
-    :data:`LAS_THRESHOLDS`-separated priority queues, FIFO inside a queue, and a job
-    waiting longer than :data:`LAS_PROMOTE_KNOB` times its attained run time is
-    promoted back to the top queue (Tiresias' starvation guard). Preemptive.
+    :data:`LAS_THRESHOLDS`-separated priority queues, FIFO inside a queue; a waiting
+    job preempts running jobs of a lower queue. Tiresias' starvation guard (promote a
+    job that waited ``k`` times its attained run time) is available
+    (``Las2D(promote_knob=k)``), off by default (:data:`LAS_PROMOTE_KNOB`).
 ``mlfs-priority``
     MLF-H's priority (MLFS, CoNEXT'20): remaining work by the estimate and job size,
     equal weights, then FIFO; a job without an estimate counts as the largest work.
@@ -63,7 +64,8 @@ class OrderingContext:
         est_iterations: the estimated remaining iterations of a queued job (``nan``
             without an estimate).
         attained_gpu_s: GPU-seconds a job has received so far (0 if never started).
-        last_run_end: when a job last stopped running (its submit time if never run).
+        last_run_end: when a job last stopped running (now while it runs, its submit
+            time if it never ran).
     """
 
     now: float = 0.0
@@ -79,7 +81,8 @@ class QueueOrdering(ABC):
     name: str = ""
     #: keys change while jobs wait: the simulator re-sorts the queue at every scan
     dynamic: bool = False
-    #: a waiting job may displace running jobs whose key ranks below its own
+    #: a waiting job may displace running jobs of a worse priority class (the key's
+    #: first element; FIFO without preemption inside a class)
     preemptive: bool = False
 
     @abstractmethod
@@ -121,9 +124,11 @@ class ShortestFirst(QueueOrdering):
 #: queues split at one GPU-hour (Tiresias found K = 2 queues enough; the threshold is
 #: this project's choice, see docs/benchmark.md)
 LAS_THRESHOLDS: tuple[float, ...] = (3600.0,)
-#: a waiting job is promoted to the top queue once it has waited this many times its
-#: attained run time (Tiresias' starvation knob)
-LAS_PROMOTE_KNOB = 8.0
+#: Tiresias' starvation knob: with ``k > 0`` a waiting job is promoted to the top
+#: queue once it has waited ``k`` times its attained run time. Off (0) by default: on
+#: an overloaded cluster promotions made long jobs preempt each other back and forth
+#: (every preemption paying the restart penalty); see docs/benchmark.md
+LAS_PROMOTE_KNOB = 0.0
 
 
 class Las2D(QueueOrdering):

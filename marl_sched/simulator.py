@@ -2,8 +2,10 @@
 
 The event core is SimPy-small: a heap of ``(time, priority, seq, kind, payload)``
 with a counter for deterministic ties, and one handler per event kind
-(``ARRIVAL``, ``COMPLETION``). Completions at a given time are handled before
-arrivals, so freed GPUs are visible to the jobs arriving then.
+(``ARRIVAL``, ``COMPLETION``, ``TICK``). Completions at a given time are handled
+before arrivals, so freed GPUs are visible to the jobs arriving then; a tick (a
+running job's attained service crossing a preemptive ordering's threshold) only
+wakes the scan.
 
 Scheduling is driven from outside, one decision at a time, so the same engine
 serves ``marl-sched simulate`` (a :class:`~marl_sched.policies.Policy` places whole
@@ -15,8 +17,14 @@ jobs) and the multi-agent environment (agents place task by task)::
     result = sim.result()
 
 ``next_decision`` advances simulated time until some queued job could fit (enough
-free GPUs) and returns it; the queue is scanned in the configured ordering, and with
-``backfill`` a job that cannot be placed does not block those behind it.
+free GPUs) and returns it; the queue is scanned in the configured ordering
+(:mod:`marl_sched.ordering`: keys read the duration predictor's estimate handed in as
+``estimate``, never a job's true length), and with ``backfill`` a job that cannot be
+placed does not block those behind it. Scans are incremental (only what could have
+changed since the last one, :meth:`Simulator._begin_scan`). Load control moves a
+running job with :meth:`Simulator.migrate`; a preemptive ordering (``las-2d``)
+suspends and resumes jobs with :meth:`Simulator.preempt`, both keeping progress and
+charging a restart penalty.
 
 Progress is integrated exactly: a running job's iteration time changes only at
 events, so remaining iterations fall linearly in between. Whenever a job starts or
@@ -46,6 +54,7 @@ ARRIVAL, COMPLETION, TICK = "arrival", "completion", "tick"
 # a tick (a running job's attained service crossing a preemptive ordering's
 # threshold) only wakes the scan up, after the arrivals of its time
 _PRIORITY = {COMPLETION: 0, ARRIVAL: 1, TICK: 2}
+_COMPLETION_PRIORITY = _PRIORITY[COMPLETION]
 
 #: default restart penalty of a migrated or resumed job (s): ``simulation.migration_penalty_s``
 MIGRATION_PENALTY_S = 60.0
@@ -273,6 +282,7 @@ class Simulator:
         self.unplaceable: list[Job] = []
         self.stats = SimStats()
         self._events: list[tuple] = []
+        self._compact_at = 4096  # heap size that triggers dropping stale completions
         self._seq = 0
         self._scan: list[Job] | None = None
         self._scan_pos = 0
@@ -282,12 +292,17 @@ class Simulator:
         self._completions = 0
         self._declined: dict[int, int] = {}  # job id -> completions when last declined
         self._arrived: list[Job] = []  # jobs queued since the last scan began
+        # static orderings: the queue split by width (each list in queue order) and
+        # each queued job's key, so a scan reads only the jobs that could fit
+        self._widths: dict[int, list[Job]] = {}
+        self._keys: dict[int, tuple] = {}
         self._scanned_at = -1  # self._completions when the last full scan began
         # preempted jobs: job id -> (remaining iterations, first start time, version
         # of their last completion event, so that a stale one is never taken for theirs)
         self._suspended: dict[int, tuple[float, float, int]] = {}
         self._attained: dict[int, float] = {}  # GPU-s of finished stints
         self._last_stop: dict[int, float] = {}  # when a preempted job last stopped
+        self._made_room: set[int] = set()  # waiting jobs that already preempted others
         self.after_completions: Callable[[Simulator], None] | None = None
         self._handlers = {
             ARRIVAL: self._on_arrival, COMPLETION: self._on_completion, TICK: self._on_tick,
@@ -341,6 +356,13 @@ class Simulator:
             i -= 1
         q.insert(i, job)
         self._arrived.append(job)
+        if not self.ordering.dynamic:  # the same order, by width (see _begin_scan)
+            self._keys[job.job_id] = k
+            b = self._widths.setdefault(job.num_workers, [])
+            i = len(b)
+            while i > 0 and self._keys[b[i - 1].job_id] > k:
+                i -= 1
+            b.insert(i, job)
 
     def _on_arrival(self, job: Job) -> None:
         self._enqueue(job)
@@ -393,6 +415,10 @@ class Simulator:
         return done
 
     def _last_run_end(self, job: Job) -> float:
+        """When ``job`` last stopped running: now while it runs, its submit time if
+        it never ran (its waiting time is ``now`` minus this)."""
+        if job.job_id in self.running:
+            return self.now
         return self._last_stop.get(job.job_id, job.submit_time)
 
     # ------------------------------------------------------------------ decisions
@@ -438,10 +464,19 @@ class Simulator:
                 self._preempt_for_waiting(ctx)
         if not self.backfill:
             self._scan = self.queue[:]  # the head blocks: every scan starts from it
-        elif self._completions != self._scanned_at or self.ordering.dynamic:
-            # only the jobs that could fit now: free GPUs only shrink during a scan
+        elif self.ordering.dynamic:
             free = self.free_gpus
             self._scan = [j for j in self.queue if j.num_workers <= free]
+        elif self._completions != self._scanned_at:
+            # only the jobs that could fit now (free GPUs only shrink during a scan),
+            # from the per-width lists, in queue order (the static keys)
+            free = self.free_gpus
+            lists = [b for w, b in self._widths.items() if w <= free and b]
+            if len(lists) == 1:
+                self._scan = lists[0][:]
+            else:
+                keys = self._keys
+                self._scan = sorted((j for b in lists for j in b), key=lambda j: keys[j.job_id])
             self._scanned_at = self._completions
         elif len(self._arrived) > 1 and len(self.queue) > len(self._arrived):
             order = {id(j): i for i, j in enumerate(self.queue)}
@@ -471,7 +506,12 @@ class Simulator:
         # ahead of it (a third of the whole-Philly run once the queue grows)
         q = self.queue
         del q[next(i for i, other in enumerate(q) if other is job)]
+        if not self.ordering.dynamic:
+            b = self._widths[job.num_workers]
+            del b[next(i for i, other in enumerate(b) if other is job)]
+            del self._keys[job.job_id]
         self._declined.pop(job.job_id, None)
+        self._made_room.discard(job.job_id)
         self._start(job, placement)
         return True
 
@@ -524,30 +564,41 @@ class Simulator:
         self._refresh(affected)
 
     def _preempt_for_waiting(self, ctx: OrderingContext) -> None:
-        """Tiresias-style preemption: walk running and waiting jobs in key order,
-        giving GPUs (by count) to each job that still fits; running jobs left out
-        while a waiting job that outranks them got GPUs are preempted. A waiting job
-        declined since resources last came back does not preempt anyone."""
+        """Tiresias-style preemption. Waiting jobs are taken in key order; one that
+        needs more GPUs than are free (counting those already promised to the
+        waiting jobs before it) preempts running jobs of a strictly worse priority
+        class (the key's first element: las-2d's queue), worst first, when that makes
+        room for it by GPU count; otherwise nobody. Inside a class: FIFO without
+        preemption. A waiting job declined since resources last came back preempts
+        nobody, and a job preempts at most once until it is placed (a policy may
+        decline it on the GPUs freed for it: waiting for a whole server, say)."""
         key = self.ordering.key
-        waiting = [
-            (key(j, ctx), False, j.job_id, j.num_workers)
-            for j in self.queue
-            if self._declined.get(j.job_id) != self._completions
-        ]
-        if not waiting or not self.running:
-            return
-        running = [
-            (key(r.job, ctx), True, jid, r.job.num_workers) for jid, r in self.running.items()
-        ]
-        budget = self.topology.n_gpus
-        served_waiting = False
-        losers = []
-        for _, is_running, jid, n in sorted(waiting + running):
-            if n <= budget:
-                budget -= n
-                served_waiting |= not is_running
-            elif is_running and served_waiting:
-                losers.append(jid)
+        free = self.free_gpus
+        victims = sorted(
+            ((key(r.job, ctx), jid, r.job.num_workers) for jid, r in self.running.items()),
+            reverse=True,
+        )  # worst first
+        losers: list[int] = []
+        for job in self.queue:
+            if not victims:
+                break
+            if self._declined.get(job.job_id) == self._completions or job.job_id in self._made_room:
+                continue
+            n = job.num_workers
+            if n <= free:
+                free -= n
+                continue
+            cls = key(job, ctx)[0]
+            take, gain = 0, free
+            while take < len(victims) and gain < n and victims[take][0][0] > cls:
+                gain += victims[take][2]
+                take += 1
+            if gain >= n:
+                losers.extend(jid for _, jid, _ in victims[:take])
+                del victims[:take]
+                free = gain - n
+                if take:
+                    self._made_room.add(job.job_id)
         for jid in losers:
             self.preempt(jid)
 
@@ -586,9 +637,12 @@ class Simulator:
         f._scan = None if self._scan is None else list(self._scan)
         f._declined = dict(self._declined)
         f._arrived = list(self._arrived)
+        f._widths = {w: list(b) for w, b in self._widths.items()}
+        f._keys = dict(self._keys)
         f._suspended = dict(self._suspended)
         f._attained = dict(self._attained)
         f._last_stop = dict(self._last_stop)
+        f._made_room = set(self._made_room)
         f.after_completions = None
         f._handlers = {ARRIVAL: f._on_arrival, COMPLETION: f._on_completion, TICK: f._on_tick}
         return f
@@ -705,35 +759,43 @@ class Simulator:
                 f"job {job.name}: placement has {len(wg)} workers / {len(pg)} PS, "
                 f"job needs {job.num_workers} / {job.num_ps}"
             )
-        groups = np.asarray(wg + pg, dtype=np.int64)
-        if groups.size and (groups.min() < 0 or groups.max() >= t.n_groups):
+        # plain Python: placements are small, and this runs at every placement
+        n_groups = t.n_groups
+        if any(not 0 <= g < n_groups for g in (*wg, *pg)):
             raise PlacementError(f"job {job.name}: GPU group id out of range")
-        used, need = np.unique(np.asarray(wg, dtype=np.int64), return_counts=True)
-        unfit = ~self.perf.group_fits(job.model)[used]
-        if unfit.any():
-            g = int(used[np.argmax(unfit)])
-            gpu = t.server_gpu_type[int(t.server_type[t.group_server[g]])]
-            raise PlacementError(
-                f"job {job.name}: model {job.model} does not fit in a {gpu} GPU's memory "
-                f"(group {g})"
-            )
-        short = need > self._group_free[used]
-        if short.any():
-            g = int(used[np.argmax(short)])
-            raise PlacementError(
-                f"job {job.name}: group {g} has {self._group_free[g]} free GPUs, "
-                f"needs {int(need[np.argmax(short)])}"
-            )
-        cpu, mem = self.task_demands(job)
-        srv = t.group_server[groups]
-        weights_cpu = np.concatenate([np.full(len(wg), cpu[0]), np.full(len(pg), cpu[1])])
-        servers, inv = np.unique(srv, return_inverse=True)
-        need_cpu = np.bincount(inv, weights=weights_cpu)
-        need_mem = np.bincount(inv) * mem
-        if np.any(need_cpu > self.server_cpu_free[servers] + 1e-9) or np.any(
-            need_mem > self.server_mem_free[servers] + 1e-9
-        ):
-            raise PlacementError(f"job {job.name}: not enough CPU or memory on a server")
+        need: dict[int, int] = {}
+        for g in wg:
+            need[g] = need.get(g, 0) + 1
+        used = sorted(need)
+        fits = self.perf.group_fits(job.model)
+        for g in used:
+            if not fits[g]:
+                gpu = t.server_gpu_type[int(t.server_type[t.group_server[g]])]
+                raise PlacementError(
+                    f"job {job.name}: model {job.model} does not fit in a {gpu} GPU's "
+                    f"memory (group {g})"
+                )
+        free = self._group_free
+        for g in used:
+            if need[g] > free[g]:
+                raise PlacementError(
+                    f"job {job.name}: group {g} has {free[g]} free GPUs, needs {need[g]}"
+                )
+        (cpu_w, cpu_p), mem = self.task_demands(job)
+        server = t.group_server
+        cpu_need: dict[int, float] = {}
+        tasks: dict[int, int] = {}
+        for groups, cpu in ((wg, cpu_w), (pg, cpu_p)):
+            for g in groups:
+                s = int(server[g])
+                cpu_need[s] = cpu_need.get(s, 0.0) + cpu
+                tasks[s] = tasks.get(s, 0) + 1
+        for s, c in cpu_need.items():
+            if (
+                c > self.server_cpu_free[s] + 1e-9
+                or tasks[s] * mem > self.server_mem_free[s] + 1e-9
+            ):
+                raise PlacementError(f"job {job.name}: not enough CPU or memory on a server")
 
     @staticmethod
     def task_demands(job: Job) -> tuple[tuple[float, float], float]:
@@ -741,18 +803,38 @@ class Simulator:
         spec = CATALOGUE[job.model]
         return (spec.cpu_worker, spec.cpu_ps), spec.mem_gb
 
+    def _take(self, job: Job, placement: Placement, sign: int) -> None:
+        """Give back (``sign`` +1) or take (-1) the GPUs, cores and memory of ``job``
+        at ``placement``, task by task in placement order (plain Python: a few tasks;
+        the same float operations in the same order as ``np.add.at``)."""
+        server = self.topology.group_server
+        gf, cpu_free, mem_free = self._group_free, self.server_cpu_free, self.server_mem_free
+        (cpu_w, cpu_p), mem = self.task_demands(job)
+        wg, pg = placement.worker_groups, placement.ps_groups
+        for g in wg:
+            gf[g] += sign
+        self.free_gpus += sign * len(wg)
+        srv_w = [int(server[g]) for g in wg]
+        srv_p = [int(server[g]) for g in pg]
+        if sign > 0:
+            for s in srv_w:
+                cpu_free[s] += cpu_w
+            for s in srv_p:
+                cpu_free[s] += cpu_p
+            for s in (*srv_w, *srv_p):
+                mem_free[s] += mem
+        else:
+            for s in srv_w:
+                cpu_free[s] -= cpu_w
+            for s in srv_p:
+                cpu_free[s] -= cpu_p
+            for s in (*srv_w, *srv_p):
+                mem_free[s] -= mem
+
     def _occupy(self, job: Job, placement: Placement, layout: JobLayout) -> set[int]:
         """Take the resources of ``job`` at ``placement``; the running jobs whose
         neighbourhood changed (not ``job`` itself)."""
-        t = self.topology
-        wg = np.asarray(placement.worker_groups, dtype=np.int64)
-        pg = np.asarray(placement.ps_groups, dtype=np.int64)
-        np.subtract.at(self._group_free, wg, 1)
-        self.free_gpus -= len(wg)
-        (cpu_w, cpu_p), mem = self.task_demands(job)
-        np.subtract.at(self.server_cpu_free, t.group_server[wg], cpu_w)
-        np.subtract.at(self.server_cpu_free, t.group_server[pg], cpu_p)
-        np.subtract.at(self.server_mem_free, t.group_server[np.concatenate([wg, pg])], mem)
+        self._take(job, placement, -1)
         self._add_pressure(layout, +1.0)
         self._add_exposure(job, layout, +1.0)
         affected: set[int] = set()
@@ -797,16 +879,8 @@ class Simulator:
     def _release(self, run: RunningJob) -> set[int]:
         """Give back the resources of ``run``; the running jobs whose neighbourhood
         changed (not ``run`` itself, which stays in :attr:`running`)."""
-        t = self.topology
         job, layout = run.job, run.layout
-        wg = np.asarray(run.placement.worker_groups, dtype=np.int64)
-        pg = np.asarray(run.placement.ps_groups, dtype=np.int64)
-        np.add.at(self._group_free, wg, 1)
-        self.free_gpus += len(wg)
-        (cpu_w, cpu_p), mem = self.task_demands(job)
-        np.add.at(self.server_cpu_free, t.group_server[wg], cpu_w)
-        np.add.at(self.server_cpu_free, t.group_server[pg], cpu_p)
-        np.add.at(self.server_mem_free, t.group_server[np.concatenate([wg, pg])], mem)
+        self._take(job, run.placement, +1)
         self._add_pressure(layout, -1.0)
         self._add_exposure(job, layout, -1.0)
         affected: set[int] = set()
@@ -835,15 +909,15 @@ class Simulator:
         affected = self._release(run)
         del self.running[job.job_id]
         self._completions += 1
-        racks = np.unique(t.server_rack[run.layout.servers])
+        racks = set(t.server_rack[run.layout.servers].tolist())
         self.records[job.job_id] = JobRecord(
             job=job,
             start_time=run.start_time,
             finish_time=self.now,
             isolated_runtime=run.isolated_iter_time * job.iterations,
-            n_servers=len(np.unique(t.group_server[np.asarray(run.placement.worker_groups)])),
+            n_servers=len({int(t.group_server[g]) for g in run.placement.worker_groups}),
             n_racks=len(racks),
-            n_subclusters=len(np.unique(t.rack_subcluster[racks])),
+            n_subclusters=len({int(t.rack_subcluster[r]) for r in racks}),
         )
         self._refresh(affected)
 
@@ -879,32 +953,53 @@ class Simulator:
     def _refresh(self, job_ids: set[int]) -> None:
         """Bring affected jobs to ``now`` and give them a new speed and completion."""
         now = self.now
-        perf = self.perf
+        iteration_time = self.perf.iteration_time
+        state = (self.link_load, self.group_pressure, self.socket_pressure, self.server_pressure)
+        running, events, progress = self.running, self._events, self._progress
         for jid in sorted(job_ids):
-            run = self.running.get(jid)
+            run = running.get(jid)
             if run is None:
                 continue
-            self._progress(run)
-            run.iter_time = perf.iteration_time(
-                CATALOGUE[run.job.model],
-                run.layout,
-                run.job.num_ps,
-                self.link_load,
-                self.group_pressure,
-                self.socket_pressure,
-                self.server_pressure,
-            )
+            progress(run)
+            job = run.job
+            run.iter_time = iteration_time(CATALOGUE[job.model], run.layout, job.num_ps, *state)
             run.version += 1
-            self.stats.recomputes += 1
             begin = now if run.paused_until <= now else run.paused_until
             end = begin + run.remaining * run.iter_time
             if not (0.0 < run.iter_time < math.inf and end < math.inf):
                 raise NonFiniteError(
-                    f"job {run.job.job_id} ({run.job.model}): iteration time "
-                    f"{run.iter_time!r} s gives completion time {end!r}; a topology figure "
-                    "(bandwidth, speed, oversubscription) or the job's length is out of range"
+                    f"job {job.job_id} ({job.model}): iteration time {run.iter_time!r} s "
+                    f"gives completion time {end!r}; a topology figure (bandwidth, speed, "
+                    "oversubscription) or the job's length is out of range"
                 )
-            self._push(end, COMPLETION, (jid, run.version))
+            # self._push inlined (the hottest loop of a run)
+            event = (end, _COMPLETION_PRIORITY, self._seq, COMPLETION, (jid, run.version))
+            heapq.heappush(events, event)
+            self._seq += 1
+        self.stats.recomputes += sum(1 for j in job_ids if j in running)
+        if len(self._events) > self._compact_at:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Drop superseded completion events from the heap (every new speed of a job
+        pushes a new completion and leaves the old one behind; on the whole Philly
+        export the heap would grow to millions). The valid events keep their keys, so
+        they come out in the same order; the dropped ones count as handled events, as
+        they would have been when popped. The clock no longer stops at their times,
+        which only splits the busy-GPU integral at fewer points."""
+        running = self.running
+
+        def live(e: tuple) -> bool:
+            if e[3] != COMPLETION:
+                return True
+            run = running.get(e[4][0])
+            return run is not None and run.version == e[4][1]
+
+        kept = [e for e in self._events if live(e)]
+        self.stats.events += len(self._events) - len(kept)
+        heapq.heapify(kept)
+        self._events = kept
+        self._compact_at = max(4 * len(kept), 4096)
 
     def _progress(self, run: RunningJob) -> None:
         """Bring ``run``'s remaining iterations to now at its current speed (none

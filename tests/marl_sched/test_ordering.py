@@ -14,6 +14,7 @@ from marl_sched.ordering import (
     LAS_PROMOTE_KNOB,
     LAS_THRESHOLDS,
     ORDERINGS,
+    Las2D,
     OrderingContext,
     QueueOrdering,
     make_ordering,
@@ -81,10 +82,15 @@ def test_las_2d_demotes_after_the_threshold_and_promotes_the_starved() -> None:
     assert _order("las-2d", jobs, OrderingContext(**ctx)) == [0, 1, 2]  # all in queue 0
     attained[0] = threshold  # crossed: demoted behind younger jobs
     assert _order("las-2d", jobs, OrderingContext(**ctx)) == [1, 2, 0]
-    # waited knob x its run time (attained / GPUs) since it stopped: back on top
-    waited = LAS_PROMOTE_KNOB * threshold / 2
-    late = OrderingContext(**{**ctx, "now": 100.0 + waited})
-    assert _order("las-2d", jobs, late) == [0, 1, 2]
+    # with the starvation guard on: waited knob x its run time (attained / GPUs) since
+    # it stopped: back on top (off by default: no promotion however long it waits)
+    knob = 8.0
+    late = OrderingContext(**{**ctx, "now": 100.0 + knob * threshold / 2})
+    assert _order("las-2d", jobs, late) == [1, 2, 0] and LAS_PROMOTE_KNOB == 0.0
+    guarded = Las2D(promote_knob=knob)
+    assert [j.job_id for j in sorted(jobs, key=lambda j: guarded.key(j, late))] == [0, 1, 2]
+    early = OrderingContext(**{**ctx, "now": 100.0 + knob * threshold / 2 - 1.0})
+    assert [j.job_id for j in sorted(jobs, key=lambda j: guarded.key(j, early))] == [1, 2, 0]
     assert make_ordering("las-2d").queue_of(10 * threshold) == len(LAS_THRESHOLDS)
 
 
