@@ -130,9 +130,9 @@ class TrainConfig:
             own placement unless another proposal's estimated total JCT is lower by
             more than this fraction (0 = always the lowest;
             :class:`agents.teachers.RolloutTeacher`).
-        bc_base: the ``rollout`` teacher's base: the heuristic (or hint variant,
-            ``marl_sched.policies.heuristics.HINT_VARIANTS``) that places every later
-            job of a rollout and whose placement ``bc_margin`` keeps.
+        bc_base: the ``rollout`` teacher's base: the registered heuristic (e.g.
+            ``resident-aware``) that places every later job of a rollout and whose
+            placement ``bc_margin`` keeps.
         bc_protect: with ``rollout``, one more proposal: interference-aware with its
             cost also counting the harm to resident jobs weighted by their size,
             ``bc_protect`` times (its ``protect``; 0 = no such proposal).

@@ -104,8 +104,7 @@ class RolloutTeacher(LookaheadTeacher):
     """Per job, the proposal whose simulated future has the lowest total JCT.
 
     Args:
-        base: the heuristic (or hint variant,
-            :data:`~marl_sched.policies.heuristics.HINT_VARIANTS`) that places every
+        base: the registered heuristic (e.g. ``resident-aware``) that places every
             later job in a rollout and whose placement ``margin`` keeps.
         min_workers: jobs with fewer workers get the one-step lookahead's choice (a
             single-GPU job has no communication to arrange; rollouts cost time).

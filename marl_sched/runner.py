@@ -15,8 +15,8 @@ from marl_sched.duration import DurationPredictor, workload_predictor
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, build_jobs
 from marl_sched.metrics import compute_metrics
-from marl_sched.perf import PerformanceModel
 from marl_sched.ordering import OWN, QueueOrdering, make_ordering
+from marl_sched.perf import PerformanceModel
 from marl_sched.policies.base import Policy
 from marl_sched.simulator import JobRecord, Simulator, run_policy
 from marl_sched.topology import Topology

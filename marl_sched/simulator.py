@@ -37,7 +37,7 @@ import numpy as np
 
 from marl_sched.catalogue import CATALOGUE, N_RESOURCES
 from marl_sched.jobs import Job, Placement
-from marl_sched.ordering import ORDERINGS, OrderingContext, QueueOrdering, make_ordering
+from marl_sched.ordering import OrderingContext, QueueOrdering, make_ordering
 from marl_sched.perf import PS_PRESSURE_MASK, JobLayout, PerformanceModel
 from marl_sched.topology import Topology
 
@@ -418,14 +418,21 @@ class Simulator:
         free, and free GPUs only shrank since: offering it again cannot change a
         thing. So after an event time with arrivals only, just the arrivals are
         scanned (in queue order); a full scan follows any return of resources, and
-        every scan is full without backfill or under a dynamic ordering."""
+        every scan is full without backfill or under a dynamic ordering. With
+        backfill, a scan skips the jobs that need more GPUs than are free (free GPUs
+        only shrink while it runs). None of this changes which job is offered when:
+        the FIFO golden trace is the same bit for bit."""
         if self.ordering.dynamic and self.queue:
             key, ctx = self.ordering.key, self.ordering_context()
             self.queue.sort(key=lambda j: key(j, ctx))
             if self.ordering.preemptive and self.running:
                 self._preempt_for_waiting(ctx)
-        if self._completions != self._scanned_at or not self.backfill or self.ordering.dynamic:
-            self._scan = self.queue[:]
+        if not self.backfill:
+            self._scan = self.queue[:]  # the head blocks: every scan starts from it
+        elif self._completions != self._scanned_at or self.ordering.dynamic:
+            # only the jobs that could fit now: free GPUs only shrink during a scan
+            free = self.free_gpus
+            self._scan = [j for j in self.queue if j.num_workers <= free]
             self._scanned_at = self._completions
         elif len(self._arrived) > 1 and len(self.queue) > len(self._arrived):
             order = {id(j): i for i, j in enumerate(self.queue)}
@@ -520,7 +527,9 @@ class Simulator:
         ]
         if not waiting or not self.running:
             return
-        running = [(key(r.job, ctx), True, jid, r.job.num_workers) for jid, r in self.running.items()]
+        running = [
+            (key(r.job, ctx), True, jid, r.job.num_workers) for jid, r in self.running.items()
+        ]
         budget = self.topology.n_gpus
         served_waiting = False
         losers = []

@@ -9,6 +9,7 @@ digest) and split; a folder holding cells of another suite is refused.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -35,9 +36,17 @@ class Cell:
         return f"{self.scenario}__{self.policy}__s{self.seed}"
 
 
+def split_row(row: str) -> tuple[str, str | None]:
+    """``"POLICY@ORDERING"`` -> (policy, ordering); a bare policy -> (policy, None)."""
+    policy, sep, ordering = row.partition("@")
+    return policy, (ordering if sep else None)
+
+
 def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run one cell (in any process): ``spec`` = suite path, scenario, policy, seed,
-    checkpoint (or None). Returns ``{"row": metrics + cell fields, "jct": [...]}``.
+    """Run one cell (in any process): ``spec`` = suite path, scenario, policy row
+    (``POLICY`` or ``POLICY@ORDERING``), seed, checkpoint (or None). Returns
+    ``{"row": metrics + cell fields, "jct": [...]}``; the row's ``policy`` is the row
+    name and ``ordering`` the queue ordering the run used.
 
     The cell's seed is both the policy seed and the workload seed (model fill rule,
     noisy duration estimates).
@@ -51,15 +60,21 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     cfg = suite.config_for(
         scenario, seed=spec["seed"], duration_estimate=spec.get("duration_estimate")
     )
+    name, ordering = split_row(spec["policy"])
+    if ordering is not None:
+        cfg = dataclasses.replace(
+            cfg, simulation=dataclasses.replace(cfg.simulation, ordering=ordering)
+        )
     topo, perf = build_cluster(cfg)
     workload = load_workload(cfg, perf)
-    policy = build_policy(spec["policy"], spec.get("checkpoint"))
-    metrics, records, _ = simulate(
+    policy = build_policy(name, spec.get("checkpoint"))
+    metrics, records, sim = simulate(
         cfg, spec["policy"], workload, topo, perf, seed=spec["seed"], policy=policy
     )
     row = {
         "scenario": scenario.name,
         "policy": spec["policy"],
+        "ordering": sim.ordering.name,
         "seed": spec["seed"],
         "tier": scenario.tier,
         "topology": scenario.topology,

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from marl_sched.benchmark.cells import Cell, CellStore, run_cell
+from marl_sched.benchmark.cells import Cell, CellStore, run_cell, split_row
 from marl_sched.benchmark.suite import DEFAULT_SUITE, load_suite, resolve
 from marl_sched.errors import InputError
 
@@ -51,16 +51,40 @@ def ray_executor(address: str | None) -> Executor:
 
 
 def parse_policies(text: str) -> list[str]:
-    from marl_sched.policies import get_policy_class
+    """``--policies``: comma-separated rows, each a policy name, or ``POLICY@ORDERING``
+    to run it under another queue ordering (``interference-aware@las-2d``,
+    ``mlfs-h@own``); rows without ``@`` run under the suite config's ordering. The
+    item ``rules`` stands for every registered heuristic and control (the baselines
+    without learning), so a table never misses one."""
+    from marl_sched.ordering import ORDERINGS, OWN
+    from marl_sched.policies import control_names, get_policy_class, heuristic_names
 
-    names = [p.strip() for p in text.split(",") if p.strip()]
+    names = []
+    for item in (p.strip() for p in text.split(",")):
+        if item == RULES:
+            names.extend(n for n in [*heuristic_names(), *control_names()] if n not in names)
+        elif item:
+            names.append(item)
     if not names:
         raise InputError("--policies: expected a comma-separated list of policy names")
     if len(set(names)) != len(names):
         raise InputError(f"--policies: a policy is named twice in {text!r}")
     for name in names:
-        get_policy_class(name)  # InputError naming the unknown policy
+        policy, ordering = split_row(name)
+        get_policy_class(policy)  # InputError naming the unknown policy
+        if ordering is not None and ordering not in (*ORDERINGS, OWN):
+            known = ", ".join([*ORDERINGS, OWN])
+            raise InputError(f"--policies: {name}: unknown ordering {ordering!r} (known: {known})")
     return names
+
+
+#: the ``--policies`` item that stands for every registered heuristic and control
+RULES = "rules"
+
+
+def base_policies(rows: list[str]) -> list[str]:
+    """The distinct policy names of ``POLICY[@ORDERING]`` rows, in order."""
+    return list(dict.fromkeys(split_row(r)[0] for r in rows))
 
 
 def check_inputs(
@@ -89,8 +113,9 @@ def check_inputs(
     for sc in scenarios:
         if not resolve(sc.trace).is_file():
             raise InputError(f"{suite.path}: scenario {sc.name}: trace not found: {sc.trace}")
-    ckpts = checkpoints_by_policy(checkpoint, policies)
-    _check_policies_serve(suite, scenarios, policies, ckpts)
+    by_policy = checkpoints_by_policy(checkpoint, base_policies(policies))
+    _check_policies_serve(suite, scenarios, base_policies(policies), by_policy)
+    ckpts = {r: by_policy[split_row(r)[0]] for r in policies if split_row(r)[0] in by_policy}
     if Path(out).exists() and not Path(out).is_dir():
         raise InputError(f"--out: {out}: exists and is not a folder")
     CellStore(out).claim(str(suite_path), split, duration_estimate, write=False)

@@ -2,7 +2,7 @@
 
 Outputs in ``DIR`` (each written atomically):
 
-- ``runs.csv``: one row per cell (scenario, policy, seed, tier, topology, load and
+- ``runs.csv``: one row per cell (scenario, policy, queue ordering, seed, tier, topology, load and
   every metric of ``metrics.json``);
 - ``summary.csv`` / ``summary.md``: per policy, the IQM over scenarios x seeds of
   average JCT, median JCT, p95 JCT and average slowdown, each normalised per
@@ -40,7 +40,7 @@ SCORED = (
     ("p95_jct_s", "p95 JCT"),
     ("avg_slowdown", "avg slowdown"),
 )
-RUN_FIELDS = ("scenario", "policy", "seed", "tier", "topology", "load")
+RUN_FIELDS = ("scenario", "policy", "ordering", "seed", "tier", "topology", "load")
 
 
 def reference_policy(policies: Sequence[str]) -> str:

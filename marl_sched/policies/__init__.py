@@ -3,6 +3,7 @@
 from marl_sched.policies.base import (
     Policy,
     build_policy,
+    control_names,
     get_policy_class,
     heuristic_names,
     make_policy,
@@ -14,6 +15,7 @@ from marl_sched.policies.base import (
 __all__ = [
     "Policy",
     "build_policy",
+    "control_names",
     "get_policy_class",
     "heuristic_names",
     "make_policy",

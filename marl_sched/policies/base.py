@@ -64,7 +64,7 @@ class Policy(ABC):
 class PolicyEntry:
     name: str
     description: str
-    kind: str  # "heuristic" or "learned"
+    kind: str  # "heuristic", "control" (a heuristic inside the agents' masks) or "learned"
     target: str | type[Policy]  # a class, or "module:Class" imported on first use
 
 
@@ -77,16 +77,28 @@ def register(cls: type[Policy]) -> type[Policy]:
     return cls
 
 
-def register_lazy(name: str, description: str, target: str) -> None:
-    """Register a learned policy by import path (``"agents.policy:MarlPolicy"``)."""
-    _REGISTRY[name] = PolicyEntry(name, description, "learned", target)
+def register_lazy(name: str, description: str, target: str, kind: str = "learned") -> None:
+    """Register a policy by import path (``"agents.policy:MarlPolicy"``): imported
+    only when used, so listing the registry imports nothing heavy."""
+    if kind not in KINDS:
+        raise ValueError(f"policy kind must be one of {KINDS}, got {kind!r}")
+    _REGISTRY[name] = PolicyEntry(name, description, kind, target)
+
+
+#: the kinds of registered policy, in the order ``marl-sched policies`` lists them
+KINDS = ("heuristic", "control", "learned")
 
 
 def policy_entries() -> dict[str, PolicyEntry]:
-    """All registered policies, by name, heuristics first."""
+    """All registered policies, by name: heuristics, then controls, then learned ones."""
     import marl_sched.policies.heuristics  # noqa: F401  (registers the heuristics)
 
-    return dict(sorted(_REGISTRY.items(), key=lambda kv: (kv[1].kind != "heuristic", kv[0])))
+    return dict(sorted(_REGISTRY.items(), key=lambda kv: (KINDS.index(kv[1].kind), kv[0])))
+
+
+def control_names() -> list[str]:
+    """Names of the registered controls (heuristics inside the agents' masks)."""
+    return [n for n, e in policy_entries().items() if e.kind == "control"]
 
 
 def heuristic_names() -> list[str]:
@@ -132,6 +144,16 @@ def build_policy(
 
 PlaceFn = Callable[[Job, ClusterView], Placement | None]
 
+
+# controls: a heuristic's plan followed inside the agents' action masks, with the
+# default recipe's environment rules (envs/controls.py; marl_sched may not import envs)
+for _heuristic in ("interference-aware", "speed-aware", "first-fit"):
+    register_lazy(
+        f"masked:{_heuristic}",
+        f"{_heuristic}'s plan followed inside the agents' masks, with their env rules",
+        f"envs.controls:Masked{''.join(w.title() for w in _heuristic.split('-'))}",
+        kind="control",
+    )
 
 # learned and published schedulers, imported only when used
 register_lazy(

@@ -15,6 +15,10 @@ name                     rule
                          jobs, packing inside it on the least-loaded NICs
 ``interference-aware``   each worker on the GPU group where the interference it suffers
                          and causes is predicted lowest, with a locality penalty
+``speed-aware``          interference-aware that also counts how much slower each GPU type
+                         runs the job's compute
+``resident-aware``       interference-aware that also counts, 3 times, the harm a worker
+                         does to resident jobs weighted by their size
 =======================  ===================================================================
 
 All of them place parameter servers on the servers holding most of the job's
@@ -460,31 +464,42 @@ class InterferenceAwarePolicy(Policy):
         return int(np.argmin(score))
 
 
-# Variants of the heuristics that the agents may take as hints (``env.hints``) and the
-# rollout teacher as proposers, but that are not registered schedulers: the foundation's
-# heuristics stay the comparison set. Each is reported next to them where it is used
-# (docs/history.md).
-HINT_VARIANTS = {
-    # interference-aware that also counts how much slower a GPU type runs the job's
-    # compute (its speed option at the natural weight 1: the cost is then in units of
-    # relative iteration time, like the learned interference model's slowdown)
-    "speed-aware": lambda: InterferenceAwarePolicy(speed=1.0),
-    # interference-aware that also counts, 3 times, the slowdown a worker would add to
-    # the resident jobs weighted by their size (its protect option; the rollout
-    # teacher's ``train.bc_protect: 3.0`` proposer, as a hint and as the teacher's base)
-    "resident-aware": lambda: InterferenceAwarePolicy(protect=3.0),
-}
+@register
+class SpeedAwarePolicy(InterferenceAwarePolicy):
+    """``interference-aware`` that also counts how much slower a GPU type runs the
+    job's compute (its ``speed`` option at the natural weight 1: the cost is then in
+    units of relative iteration time, like the learned interference model's slowdown),
+    and among candidate servers prefers the one whose slowest worker is fastest."""
+
+    name = "speed-aware"
+    description = "interference-aware that also counts each GPU type's speed for the job"
+
+    def __init__(self, **options) -> None:
+        super().__init__(**{"speed": 1.0, **options})
+
+
+@register
+class ResidentAwarePolicy(InterferenceAwarePolicy):
+    """``interference-aware`` that also counts, 3 times, the slowdown a worker would
+    add to the resident jobs weighted by their size (its ``protect`` option; the
+    rollout teacher's ``train.bc_protect: 3.0`` proposer)."""
+
+    name = "resident-aware"
+    description = "interference-aware that also spares big resident jobs (3x their harm)"
+
+    def __init__(self, **options) -> None:
+        super().__init__(**{"protect": 3.0, **options})
 
 
 def hint_names() -> list[str]:
-    """What ``env.hints`` may name: the registered heuristics, then the variants."""
+    """What ``env.hints`` may name: the registered heuristics."""
     from marl_sched.policies.base import heuristic_names
 
-    return [*heuristic_names(), *HINT_VARIANTS]
+    return heuristic_names()
 
 
 def make_hint(name: str) -> Policy:
-    """A heuristic or a :data:`HINT_VARIANTS` variant by name."""
+    """A registered heuristic by name, as a hint or a teacher's proposer."""
     from marl_sched.policies.base import make_policy
 
-    return HINT_VARIANTS[name]() if name in HINT_VARIANTS else make_policy(name)
+    return make_policy(name)

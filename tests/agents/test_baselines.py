@@ -25,8 +25,8 @@ from agents.baselines.reward_model import RewardNet
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement
-from marl_sched.perf import PerformanceModel
 from marl_sched.ordering import ORDERINGS, OrderingContext
+from marl_sched.perf import PerformanceModel
 from marl_sched.simulator import Simulator
 from tests.helpers import random_jobs, tiny_topology
 

@@ -3,6 +3,7 @@ command line's exit-2 contract, and (marked ray) one end-to-end run on Ray."""
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 import yaml
 
 from marl_sched.benchmark import DEFAULT_SUITE, check_not_test, load_suite
-from marl_sched.benchmark.command import run_benchmark, run_local
+from marl_sched.benchmark.command import parse_policies, run_benchmark, run_local
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT
 from marl_sched.errors import InputError
@@ -173,10 +174,35 @@ def test_benchmark_resumes_without_rerunning_finished_cells(tmp_path: Path) -> N
         run_benchmark(_write(tmp_path, other, "other.yaml"), "test", policies, 2, out)
 
 
+def test_rows_can_name_a_queue_ordering(tmp_path: Path) -> None:
+    """``POLICY@ORDERING`` rows run the policy under that ordering; bare rows under the
+    suite's (FIFO); ``rules`` expands to every heuristic and control."""
+    suite = _write(tmp_path, _suite_data())
+    rows = ["first-fit", "first-fit@las-2d", "first-fit@shortest-first", "first-fit@own"]
+    assert parse_policies(",".join(rows)) == rows
+    expanded = parse_policies("rules,first-fit@las-2d")
+    assert {"speed-aware", "resident-aware", "masked:speed-aware"} <= set(expanded)
+    assert len(expanded) == len(set(expanded)) >= 10
+    out = tmp_path / "bench"
+    summary, _ = run_benchmark(suite, "test", rows, 1, out, figures=False)
+    assert {r["policy"] for r in summary} == set(rows)
+    runs = list(csv.DictReader((out / "runs.csv").open()))
+    got = {(r["policy"], r["ordering"]) for r in runs}
+    assert got == {
+        ("first-fit", "fifo"),
+        ("first-fit@las-2d", "las-2d"),
+        ("first-fit@shortest-first", "shortest-first"),
+        ("first-fit@own", "fifo"),  # first-fit has no ordering of its own
+    }
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--policies", "first-fit,nope"], "nope"),
+        (["--policies", "first-fit@lifo"], "--policies: first-fit@lifo: unknown ordering 'lifo'"),
+        (["--policies", "nope@las-2d"], "unknown policy 'nope'"),
+        (["--policies", "first-fit,first-fit"], "named twice"),
         (["--policies", "first-fit", "--split", "dev"], "--split: must be one of"),
         (["--policies", "first-fit", "--seeds", "0"], "--seeds: must be an integer >= 1"),
         (["--policies", "first-fit", "--duration-estimate", "exact"], "--duration-estimate:"),

@@ -3,8 +3,10 @@ simulator (estimate, not truth), preemption under las-2d, and migration."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+import numpy as np
 import pytest
 
 from marl_sched.jobs import Job, Placement
@@ -13,10 +15,13 @@ from marl_sched.ordering import (
     LAS_THRESHOLDS,
     ORDERINGS,
     OrderingContext,
+    QueueOrdering,
     make_ordering,
     mlfs_priority_value,
 )
 from marl_sched.perf import PerformanceModel
+from marl_sched.policies import Policy
+from marl_sched.policies.heuristics import FirstFitPolicy
 from marl_sched.simulator import PlacementError, Simulator
 from tests.helpers import tiny_topology
 
@@ -149,7 +154,7 @@ def test_migrate_keeps_progress_and_charges_the_penalty() -> None:
     assert sim.next_decision().job_id == 0
     sim.apply(Placement((0,), ()))
     tau = sim.running[0].iter_time
-    while (job := sim.next_decision()) is not None and sim.now < t_migrate:
+    while sim.next_decision() is not None and sim.now < t_migrate:
         sim.apply(None)
     sim.apply(None)
     assert sim.now == t_migrate
@@ -167,3 +172,73 @@ def test_migrate_keeps_progress_and_charges_the_penalty() -> None:
     assert sim.records[0].finish_time == pytest.approx(n * tau + penalty)
     assert sim.stats.migrations == 1
     assert [j.job_id for j in sim.unplaceable] == [1]
+
+
+class _OwnOrderingMover(Policy):
+    """First-fit with its own ordering (largest first) and a load control that moves
+    every job it can to the highest-numbered free group, once."""
+
+    name = "test-mover"
+
+    def __init__(self) -> None:
+        self.inner = FirstFitPolicy()
+        self.moved: set[int] = set()
+        self.seen_running: list[int] = []
+
+    def reset(self, topology, seed=0):
+        super().reset(topology, seed)
+        self.inner.reset(topology, seed)
+
+    def place(self, job, view):
+        return self.inner.place(job, view)
+
+    def ordering(self):
+        class LargestFirst(QueueOrdering):
+            name = "largest-first"
+
+            def key(self, job, ctx):
+                return (-job.num_workers, job.submit_time, job.job_id)
+
+        return LargestFirst()
+
+    def rebalance(self, view):
+        moves = []
+        free = np.array(view.group_free)
+        for info in view.running():
+            self.seen_running.append(info.job_id)
+            assert info.slowdown >= 1.0 - 1e-9
+            if info.job_id in self.moved or info.num_workers != 1 or info.num_ps:
+                continue
+            room = (free > 0) & view.perf.group_fits(info.model)
+            g = int(np.flatnonzero(room)[-1]) if room.any() else None
+            if g is not None and g != info.placement.worker_groups[0]:
+                free[g] -= 1
+                self.moved.add(info.job_id)
+                moves.append((info.job_id, Placement((g,), ())))
+        return moves
+
+
+def test_the_runner_uses_a_policys_own_ordering_only_under_own_and_its_load_control() -> None:
+    from marl_sched.config import REPO_ROOT, load_config
+    from marl_sched.runner import build_cluster, load_workload, simulate
+
+    cfg = load_config(REPO_ROOT / "tests" / "data" / "golden.yaml")
+    # arrivals 20x as fast: jobs queue, so the ordering matters
+    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, load=20.0))
+    topo, perf = build_cluster(cfg)
+    workload = load_workload(cfg, perf)
+
+    def run(ordering: str):
+        c = dataclasses.replace(cfg, simulation=dataclasses.replace(cfg.simulation,
+                                                                    ordering=ordering))  # fmt: skip
+        pol = _OwnOrderingMover()
+        _, records, sim = simulate(c, "test-mover", workload, topo, perf, policy=pol)
+        return pol, sim, [(r.job.job_id, r.start_time) for r in records]
+
+    pol, sim, fifo = run("fifo")
+    assert sim.ordering.name == "fifo"
+    assert sim.stats.migrations == len(pol.moved) > 0 and pol.seen_running
+    pol, sim, own = run("own")
+    assert sim.ordering.name == "largest-first"
+    assert own != fifo
+    assert len(sim.records) == len(workload.jobs)

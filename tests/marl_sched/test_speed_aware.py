@@ -11,7 +11,6 @@ from marl_sched.jobs import Job, Placement
 from marl_sched.perf import PerformanceModel
 from marl_sched.policies import heuristic_names
 from marl_sched.policies.heuristics import (
-    HINT_VARIANTS,
     InterferenceAwarePolicy,
     hint_names,
     make_hint,
@@ -84,11 +83,11 @@ def test_slowness_is_zero_on_the_fastest_type_and_the_compute_share_elsewhere():
     assert np.all(slow >= 0)
 
 
-def test_hint_variants_are_not_registered_heuristics():
-    assert not set(HINT_VARIANTS) & set(heuristic_names())
-    assert hint_names() == [*heuristic_names(), *HINT_VARIANTS]
+def test_speed_and_resident_aware_are_registered_heuristics():
+    assert {"speed-aware", "resident-aware"} <= set(heuristic_names())
+    assert hint_names() == heuristic_names()
     hint = make_hint("speed-aware")
-    assert isinstance(hint, InterferenceAwarePolicy) and hint.speed == 1.0
+    assert isinstance(hint, InterferenceAwarePolicy) and (hint.protect, hint.speed) == (0.0, 1.0)
     hint = make_hint("resident-aware")
     assert isinstance(hint, InterferenceAwarePolicy) and (hint.protect, hint.speed) == (3.0, 0.0)
     assert make_hint("locality").name == "locality"

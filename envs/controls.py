@@ -1,0 +1,139 @@
+"""Controls without learning: a heuristic inside the agents' action masks.
+
+``masked:<heuristic>`` (e.g. ``masked:speed-aware``) is what the MARL agents could do
+with no learning at all: it opens the same :class:`~envs.session.PlacementSession` the
+agents act in, with the default recipe's decision options (``configs/default.yaml``'s
+``env:`` block: keep-together, speed floor, wait-to-fit, PS rule, forward rule,
+consolidate), and at each step takes the first *legal* action of
+
+1. towards the group where the heuristic's plan for the job **in the whole datacenter**
+   puts the current task (:func:`envs.session.action_towards`: forward to the group's
+   subcluster, or the local slot) — the job goes where the heuristic would send it,
+   as far as the forward rule allows;
+2. the **follow** action of the heuristic's plan inside the acting agent's scope (the
+   agents' hint for it);
+3. the acting scope's first legal GPU-group slot, else its first legal forward.
+
+A job the session declines (``wait_to_fit``, or a task that fits nowhere) stays
+queued, as in the environment. The control thus gets exactly the rules and the
+information the agents get, and no network: a learned policy should beat it.
+
+Registered lazily by import path (``marl_sched`` may not import ``envs``), as kind
+``control``: see :mod:`marl_sched.policies.base`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from envs.config import env_config
+from envs.observations import ObservationBuilder
+from envs.rules import home_agent
+from envs.session import PlacementSession, action_towards
+from marl_sched.config import REPO_ROOT, load_config
+from marl_sched.jobs import Job, Placement
+from marl_sched.policies.base import Policy, make_policy
+from marl_sched.simulator import ClusterView
+from marl_sched.topology import Topology
+
+#: the recipe whose ``env:`` decision options the controls act under
+RECIPE = REPO_ROOT / "configs" / "default.yaml"
+
+
+class MaskedHeuristic(Policy):
+    """A heuristic's plan followed inside the agents' masks (module docstring).
+
+    Subclasses set ``heuristic`` (a registered heuristic's name).
+    """
+
+    heuristic: ClassVar[str] = ""
+
+    def __init__(self) -> None:
+        env = env_config(load_config(RECIPE))
+        # the recipe's rules; the one hint is the heuristic itself (its follow action)
+        self.options = {**env.decision_options(), "hints": [self.heuristic], "global_hints": []}
+        self.planner = make_policy(self.heuristic)
+        self.builder: ObservationBuilder | None = None
+
+    def reset(self, topology: Topology, seed: int = 0) -> None:
+        super().reset(topology, seed)
+        self.planner.reset(topology, seed)
+        self.builder = None
+
+    def _builder(self, view: ClusterView) -> ObservationBuilder:
+        if self.builder is None or self.builder.topology is not view.topology:
+            self.builder = ObservationBuilder(view.topology, view.perf, **self.options)
+        return self.builder
+
+    def place(self, job: Job, view: ClusterView) -> Placement | None:
+        b = self._builder(view)
+        session = PlacementSession(b, job, view, home_agent(job, b.n_agents))
+        if not session.feasible() or session.waits():
+            return None
+        plan = self.planner.place(job, view)
+        order = [] if plan is None else [*plan.worker_groups, *plan.ps_groups]
+        g_max, n_agents = b.pad[0], b.n_agents
+        while not session.done:
+            mask = session.action_mask(session.agent)
+            session.act(self._choose(b, session, mask, order, g_max, n_agents))
+            if not session.done and not session.feasible():
+                return None
+        return session.placement()
+
+    @staticmethod
+    def _choose(
+        b: ObservationBuilder,
+        session: PlacementSession,
+        mask: np.ndarray,
+        order: list[int],
+        g_max: int,
+        n_agents: int,
+    ) -> int:
+        task = session.task
+        if task < len(order):
+            # the plan's groups not yet used by the job's tasks of this kind
+            todo = list(order[: session.job.num_workers] if session.is_worker else
+                        order[session.job.num_workers :])  # fmt: skip
+            for g in session.workers if session.is_worker else session.ps:
+                if g in todo:
+                    todo.remove(g)
+            if todo:
+                a = action_towards(b, session.agent, int(todo[0]))
+                if mask[a] > 0:
+                    return a
+        follow = g_max + n_agents  # the one hint: the heuristic's plan in this scope
+        if len(mask) > follow and mask[follow] > 0:
+            return follow
+        local = np.flatnonzero(mask[:g_max])
+        if len(local):
+            return int(local[0])
+        forward = np.flatnonzero(mask[g_max : g_max + n_agents])
+        if len(forward):
+            return g_max + int(forward[0])
+        raise RuntimeError(f"job {session.job.name}: no legal action although a task fits")
+
+
+class MaskedInterferenceAware(MaskedHeuristic):
+    name = "masked:interference-aware"
+    description = (
+        "interference-aware's plan followed inside the agents' masks, with their env rules"
+    )
+    heuristic = "interference-aware"
+
+
+class MaskedSpeedAware(MaskedHeuristic):
+    name = "masked:speed-aware"
+    description = "speed-aware's plan followed inside the agents' masks, with their env rules"
+    heuristic = "speed-aware"
+
+
+class MaskedFirstFit(MaskedHeuristic):
+    name = "masked:first-fit"
+    description = "first-fit's plan followed inside the agents' masks, with their env rules"
+    heuristic = "first-fit"
+
+
+#: name -> class of every control (registered lazily in marl_sched.policies.base)
+CONTROLS = {c.name: c for c in (MaskedInterferenceAware, MaskedSpeedAware, MaskedFirstFit)}

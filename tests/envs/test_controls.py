@@ -1,0 +1,94 @@
+"""The "heuristic inside the agents' masks" controls (envs/controls.py): registered for
+every command, every action they take is legal under the agents' masks, they respect
+capacity, and they send a job where their heuristic would."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import envs.controls
+from envs.controls import CONTROLS
+from envs.session import PlacementSession
+from marl_sched.jobs import Job, default_num_ps
+from marl_sched.perf import PerformanceModel
+from marl_sched.policies import control_names, get_policy_class, make_policy
+from marl_sched.simulator import Simulator
+from tests.helpers import random_jobs, tiny_topology
+from tests.marl_sched.test_simulator import _check_state
+
+
+class _CheckedSession(PlacementSession):
+    """A session that checks each action against the mask before acting (the test's
+    own check of the masks, independent of the control's choice)."""
+
+    actions = 0
+
+    def act(self, action: int) -> None:
+        mask = self.action_mask(self.agent)
+        assert 0 <= action < len(mask) and mask[action] == 1, (self.job.name, action)
+        _CheckedSession.actions += 1
+        super().act(action)
+
+
+def test_controls_are_registered_lazily_as_controls() -> None:
+    assert sorted(control_names()) == sorted(CONTROLS)
+    assert {"masked:interference-aware", "masked:speed-aware"} <= set(control_names())
+    for name, cls in CONTROLS.items():
+        assert get_policy_class(name) is cls
+
+
+# the monkeypatch is the same for every example (a fixed class swap)
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    subclusters=st.integers(2, 3),
+    servers=st.integers(1, 2),
+    gpus=st.integers(1, 4),
+    types=st.sampled_from([("v100",), ("k80", "v100"), ("p100", "t4", "k80")]),
+    seed=st.integers(0, 10_000),
+    name=st.sampled_from(sorted(CONTROLS)),
+)
+def test_controls_act_inside_the_masks_and_respect_capacity(
+    monkeypatch, subclusters, servers, gpus, types, seed, name
+) -> None:
+    monkeypatch.setattr(envs.controls, "PlacementSession", _CheckedSession)
+    topo = tiny_topology(subclusters=subclusters, racks=1, servers=servers, gpus_per_group=gpus,
+                         gpu_types=types)  # fmt: skip
+    perf = PerformanceModel(topo)
+    jobs = random_jobs(perf, 20, seed, max_workers=min(8, topo.n_gpus), mean_gap=60.0)
+    policy = make_policy(name)
+    policy.reset(topo, seed)
+    sim = Simulator(topo, jobs, perf=perf)
+    before = _CheckedSession.actions
+    while (job := sim.next_decision()) is not None:
+        sim.apply(policy.place(job, sim.view()))
+        _check_state(sim)
+    assert _CheckedSession.actions > before
+    room = {m: int(topo.group_capacity[perf.group_fits(m)].sum()) for m in {j.model for j in jobs}}
+    fit = sorted(j.job_id for j in jobs if j.num_workers <= room[j.model])
+    assert sorted(sim.records) == fit
+    np.testing.assert_array_equal(sim.group_free, topo.group_capacity)
+
+
+def test_masked_speed_aware_sends_the_job_where_speed_aware_puts_it() -> None:
+    # subcluster 0 = K80 servers (the job's home), subcluster 1 = V100 servers
+    topo = tiny_topology(subclusters=2, racks=1, servers=1, gpu_types=("k80", "v100"))
+    perf = PerformanceModel(topo)
+    w = 2
+    iso = perf.isolated_iteration_time("resnet-50", w, default_num_ps(w))
+    job = Job(0, "a", "resnet-50", w, default_num_ps(w), 600.0 / iso, 0.0, 600.0)
+    view = Simulator(topo, [job], perf=perf).view()
+    plan = make_policy("speed-aware")
+    plan.reset(topo, 0)
+    control = make_policy("masked:speed-aware")
+    control.reset(topo, 0)
+    want = plan.place(job, view)
+    got = control.place(job, view)
+    v100 = topo.group_speed == topo.group_speed.max()
+    assert all(v100[g] for g in want.worker_groups)
+    assert got == want
