@@ -92,7 +92,7 @@ class HarmonyConfig:
             its neighbours' change).
         bc_windows, bc_epochs, bc_lr: the warm start (0 windows = none): windows
             placed by the bin-packing exploration heuristic, epochs of cross-entropy
-            on its choices, and the Adam learning rate. Not in Harmony's paper; ours,
+            on its choices (40, as MLF-RL's cloning), and the Adam learning rate. Not in Harmony's paper; ours,
             so that Harmony starts from a heuristic as MLF-RL (cloning MLF-H) and our
             agents (imitation of heuristic plans) do.
         reward_windows: training windows replayed by each heuristic for the reward
@@ -121,7 +121,7 @@ class HarmonyConfig:
     neighbour_weight: float = 1.0
     reward: str = "cluster-speed"
     bc_windows: int = 4
-    bc_epochs: int = 10
+    bc_epochs: int = 40
     bc_lr: float = 3e-3
     reward_windows: int = 4
     reward_hidden: int = 64
@@ -357,6 +357,7 @@ def train_harmony(
         )
     reward_net = reward_fit.net
 
+    torch.manual_seed(cfg.seed)  # the same initial weights whether or not the fit ran here
     net = HarmonyNet(cfg.hidden)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     buffer = ReplayBuffer(cfg.replay_capacity, home.topology.n_servers)
