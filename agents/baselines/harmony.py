@@ -37,6 +37,7 @@ from torch import nn
 
 from agents.baselines.checkpoint import CheckpointPolicy, layout_signature, save_checkpoint
 from agents.baselines.draft import WORKER, TaskDraft, place_greedy
+from agents.baselines.fast_mlp import FastMLP
 from marl_sched.catalogue import CATALOGUE, MODEL_NAMES
 from marl_sched.jobs import Job, Placement
 from marl_sched.simulator import ClusterView
@@ -187,16 +188,20 @@ class HarmonyPolicy(CheckpointPolicy):
     def layout(cls) -> dict[str, Any]:
         return harmony_layout()
 
-    @torch.no_grad()
+    def reset(self, topology, seed: int = 0) -> None:
+        super().reset(topology, seed)
+        self._actor = None
+
     def place(self, job: Job, view: ClusterView) -> Placement | None:
+        if getattr(self, "_actor", None) is None:  # the weights are fixed while acting
+            self._actor = FastMLP([*self.net.encoder, self.net.actor])
+        actor = self._actor
         draft = TaskDraft(job, view, ps_first=False)
 
         def choose(d: TaskDraft, mask: np.ndarray) -> int:
-            logits, _ = self.net(
-                torch.from_numpy(server_features(d))[None],
-                torch.from_numpy(job_features(d))[None],
-                torch.from_numpy(mask)[None],
-            )
-            return int(torch.argmax(logits[0]))
+            sf = server_features(d)
+            jf = np.broadcast_to(job_features(d), (len(sf), len(JOB_FEATURES)))
+            x = np.concatenate([sf, jf], axis=1)
+            return int(np.argmax(np.where(mask, actor(x)[:, 0], -np.inf)))
 
         return place_greedy(draft, choose)

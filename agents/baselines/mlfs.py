@@ -47,6 +47,7 @@ from agents.baselines.checkpoint import (
     save_checkpoint,
 )
 from agents.baselines.draft import WORKER, TaskDraft
+from agents.baselines.fast_mlp import FastMLP
 from agents.baselines.load_control import Chooser
 from agents.baselines.mlf_h import (
     OVERLOAD_THRESHOLD,
@@ -122,17 +123,10 @@ class LearnedOrdering(QueueOrdering):
     dynamic = True
 
     def __init__(self, net: MlfsOrderNet) -> None:
-        layers = [m for m in net.net if isinstance(m, nn.Linear)]
-        self._w = [(m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy())
-                   for m in layers]  # fmt: skip
+        self._mlp = FastMLP(net.net)
 
     def score(self, x: np.ndarray) -> float:
-        h = x.astype(np.float64)
-        for i, (w, b) in enumerate(self._w):
-            h = h @ w + b
-            if i < len(self._w) - 1:
-                h = np.tanh(h)
-        return float(h[0])
+        return float(self._mlp(x)[0])
 
     def key(self, job: Job, ctx: OrderingContext) -> tuple:
         return (-self.score(order_features(job, ctx)), job.submit_time, job.job_id)
@@ -264,12 +258,18 @@ class MlfsRlPolicy(CheckpointPolicy, MlfsPolicy):
             return super().ordering()
         return LearnedOrdering(self.order_net)
 
+    def reset(self, topology, seed: int = 0) -> None:
+        super().reset(topology, seed)
+        self._mlp = None
+
     def chooser(self, view: ClusterView) -> Chooser:
         load = server_load(view)
+        if getattr(self, "_mlp", None) is None:  # the weights are fixed while acting
+            self._mlp = FastMLP(self.net.net)
+        mlp = self._mlp
 
-        @torch.no_grad()
         def choose(d: TaskDraft, mask: np.ndarray) -> int:
-            x = torch.from_numpy(mlfs_features(d, load, self.overload_threshold))
-            return int(torch.argmax(self.net(x[None], torch.from_numpy(mask)[None])[0]))
+            score = mlp(mlfs_features(d, load, self.overload_threshold))[:, 0]
+            return int(np.argmax(np.where(mask, score, -np.inf)))
 
         return choose

@@ -441,3 +441,23 @@ def test_evaluate_rolls_out_a_baseline_checkpoint(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(bad) in err[0]
     assert not (tmp_path / "ev2" / "metrics.json").exists()
+
+
+def test_numpy_inference_scores_as_the_torch_networks():
+    from agents.baselines.fast_mlp import FastMLP
+    from agents.baselines.harmony import JOB_FEATURES, SERVER_FEATURES
+    from agents.baselines.mlfs import FEATURES
+
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    h = HarmonyNet(16)
+    sf = torch.from_numpy(rng.normal(size=(1, 12, len(SERVER_FEATURES))).astype(np.float32))
+    jf = torch.from_numpy(rng.normal(size=(1, len(JOB_FEATURES))).astype(np.float32))
+    logits, _ = h(sf, jf, torch.ones(1, 12, dtype=torch.bool))
+    x = torch.cat([sf, jf[:, None, :].expand(1, 12, -1)], dim=-1)[0].numpy()
+    fast = FastMLP([*h.encoder, h.actor])(x)[:, 0]
+    np.testing.assert_allclose(fast, logits[0].detach().numpy(), rtol=1e-5, atol=1e-5)
+    m = MlfsNet(16)
+    xm = rng.normal(size=(12, len(FEATURES))).astype(np.float32)
+    want = m(torch.from_numpy(xm)[None], torch.ones(1, 12, dtype=torch.bool))[0].detach().numpy()
+    np.testing.assert_allclose(FastMLP(m.net)(xm)[:, 0], want, rtol=1e-5, atol=1e-5)
