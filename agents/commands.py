@@ -3,7 +3,7 @@
 ::
 
     marl-sched train    --config C --out DIR [--iterations N] [--ray-address A] [--resume]
-                        [--seed S] [--quiet]
+                        [--seed S] [--seeds N] [--grid key=v1,v2 ...] [--quiet]
     marl-sched evaluate --checkpoint P --trace F --out DIR [--config C] [trace options]
 
 Every bad input (config key, non-empty DIR without ``--resume``, missing or corrupt
@@ -14,29 +14,44 @@ output is written: exit status 2 with one line on stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import os
+import sys
 import time
 from pathlib import Path
 
 from marl_sched.errors import InputError
 
 
-def _load_train_config(path):
+def _load_train_config(path, overrides=()):
     from agents.config import model_config, train_config
     from marl_sched.config import load_config
 
-    cfg = load_config(path)
+    cfg = load_config(path, overrides)
     return cfg, model_config(cfg), train_config(cfg)
 
 
 def train_command(args: argparse.Namespace) -> int:
+    """One run in this process (no ``--seeds``/``--grid``), or an experiment of
+    several Ray Tune trials (:mod:`agents.tune`); every input checked before Ray starts."""
     from agents.training import RunPaths, Trainer, read_state
+    from agents.tune import EXPERIMENT
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out: {out}: exists and is not a folder")
+    seeds = getattr(args, "seeds", None)
+    grid_specs = getattr(args, "grid", None) or []
+    if seeds is not None and seeds < 1:
+        raise InputError(f"--seeds: must be >= 1, got {seeds}")
+    many = bool(grid_specs or (seeds or 1) > 1)
+    experiment = (out / EXPERIMENT).is_file() if args.resume else many
+    if experiment:
+        return _train_experiment(args, out, seeds, grid_specs)
     paths = RunPaths(out)
     if args.resume:
+        _refuse_overrides_on_resume(args.overrides, out)
         if paths.latest() is None:
             raise InputError(f"--resume: {out}: no checkpoint to resume from")
         # the run's own resolved config, so the resumed run trains what it started
@@ -46,25 +61,20 @@ def train_command(args: argparse.Namespace) -> int:
     else:
         if out.exists() and any(out.iterdir()):
             raise InputError(f"--out: {out}: not empty (use --resume to continue the run there)")
-        cfg, mc, tc = _load_train_config(args.config)
+        cfg, mc, tc = _load_train_config(args.config, args.overrides)
         if args.seed is not None:
             tc = dataclasses.replace(tc, seed=args.seed)
-    iterations = args.iterations if args.iterations is not None else tc.iterations
-    if iterations < 1:
-        raise InputError(f"--iterations: must be >= 1, got {iterations}")
+    iterations = _iterations(args, tc)
     if args.resume:
-        done = read_state(paths.latest())["iteration"]
-        if iterations <= done:
-            raise InputError(
-                f"--iterations: the run in {out} already has {done} iterations; "
-                f"ask for more than {done}"
-            )
+        _check_more(read_state(paths.latest())["iteration"], iterations, out)
 
     log = _printer(args.quiet)
-    _start_ray(args.ray_address)
+    _start_ray(args.ray_address, args.quiet)
     try:
         t0 = time.perf_counter()
-        summary = Trainer(cfg, mc, tc, out, resume=args.resume, log=log).run(iterations)
+        trainer = Trainer(cfg, mc, tc, out, resume=args.resume, log=log,
+                          progress=_progress_factory(args.quiet))  # fmt: skip
+        summary = trainer.run(iterations)
     finally:
         _stop_ray()
     if not args.quiet:
@@ -72,6 +82,90 @@ def train_command(args: argparse.Namespace) -> int:
             f"trained iterations {summary['start_iteration'] + 1}..{iterations} "
             f"in {time.perf_counter() - t0:.0f} s; run folder {out}"
         )
+    return 0
+
+
+def _refuse_overrides_on_resume(overrides, out: Path) -> None:
+    if overrides:
+        raise InputError(
+            f"{overrides[0].partition('=')[0]}: --resume continues the run in {out} "
+            "with its own config; key=value overrides start a new run"
+        )
+
+
+def _iterations(args, tc) -> int:
+    iterations = args.iterations if args.iterations is not None else tc.iterations
+    if iterations < 1:
+        raise InputError(f"--iterations: must be >= 1, got {iterations}")
+    return iterations
+
+
+def _check_more(done: int, iterations: int, out: Path) -> None:
+    if iterations <= done:
+        raise InputError(
+            f"--iterations: the run in {out} already has {done} iterations; "
+            f"ask for more than {done}"
+        )
+
+
+def _train_experiment(args, out: Path, seeds: int | None, grid_specs: list[str]) -> int:
+    """``--seeds N`` / ``--grid key=v1,v2``: one Tune trial per grid point × seed,
+    each into ``DIR/<trial>/`` (:mod:`agents.tune`); ``--resume`` continues them."""
+    from agents.training import RunPaths, read_state, resolved_config
+    from agents.tune import (
+        TrialError,
+        make_trials,
+        parse_grid,
+        read_experiment,
+        run_experiment,
+        trial_config,
+        write_experiment,
+    )
+
+    if args.resume:
+        if seeds is not None or grid_specs or args.seed is not None:
+            raise InputError(
+                f"--resume: the experiment in {out} keeps its trials; drop --seeds/--grid/--seed"
+            )
+        _refuse_overrides_on_resume(args.overrides, out)
+        base, source, trials = read_experiment(out)
+    else:
+        if out.exists() and any(out.iterdir()):
+            raise InputError(f"--out: {out}: not empty (use --resume to continue the run there)")
+        # the command line's overrides apply first; each trial's grid point on top
+        cfg, mc, tc = _load_train_config(args.config, args.overrides)
+        first = args.seed if args.seed is not None else tc.seed
+        base, source = resolved_config(cfg, mc, tc), str(args.config)
+        trials = make_trials(list(range(first, first + (seeds or 1))), parse_grid(grid_specs))
+    configs = [trial_config(base, t, source) for t in trials]  # every trial checked now
+    iterations = _iterations(args, configs[0][2])
+    if args.resume:
+        done = [RunPaths(out / t["name"]).latest() for t in trials]
+        for ckpt in filter(None, done):
+            read_state(ckpt)  # signed by this tool, before any trial unpickles it
+        if all(done):
+            _check_more(min(read_state(c)["iteration"] for c in done), iterations, out)
+    tc0 = configs[0][2]
+    runners = max(c[2].num_env_runners for c in configs)
+    _start_ray(args.ray_address, args.quiet)
+    t0 = time.perf_counter()
+    try:
+        if not args.resume:
+            write_experiment(out, base, source, trials)
+        rows = run_experiment(out, base, source, trials, iterations, quiet=args.quiet,
+                              env_runners=runners, keep=tc0.keep_checkpoints)  # fmt: skip
+    except TrialError as exc:
+        print(f"marl-sched: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        _stop_ray()
+    if not args.quiet:
+        for r in rows:
+            best = r["validation_avg_jct_s"]
+            figure = "no validation" if best is None else f"validation avg JCT {best:.0f} s"
+            print(f"{r['trial']}: {r['iterations']} iterations, {r['env_steps']:.0f} env steps, "
+                  f"best {r['best']} ({figure})")  # fmt: skip
+        print(f"{len(rows)} trials in {time.perf_counter() - t0:.0f} s; experiment folder {out}")
     return 0
 
 
@@ -84,25 +178,113 @@ def _printer(quiet: bool):
     return console.print
 
 
+def _progress_factory(quiet: bool):
+    """``(total, label) → bar`` for the Trainer: the CLI's rich bar with ETA on stderr."""
+    from marl_sched.cli import Progress
+
+    return lambda total, label: Progress(total, label, quiet)
+
+
 _RAY_STARTED = False
+#: seconds to wait for a TCP answer from --ray-address before giving up
+CONNECT_TIMEOUT_S = 5.0
 
 
-def _start_ray(address: str | None) -> None:
-    """Connect to ``address`` or start a small local Ray (no dashboard)."""
+def _check_reachable(address: str) -> None:
+    """``InputError`` at once when nothing listens at ``host:port`` (``ray.init`` would
+    retry for minutes); ``auto`` and ``ray://`` addresses are left to Ray."""
+    import socket
+
+    if address == "auto" or "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise InputError(f"--ray-address: {address}: expected host:port (or auto, ray://...)")
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        reason = exc.strerror or exc.__class__.__name__
+        raise InputError(
+            f"--ray-address: {address}: no Ray cluster answers there ({reason})"
+        ) from None
+
+
+@contextlib.contextmanager
+def _captured_stderr():
+    """Everything written to file descriptor 2 (Ray's C++ core logs there) goes to a
+    temporary file while the block runs; yields a function returning it."""
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as buf:
+        os.dup2(buf.fileno(), 2)
+        text: list[str] = []
+        try:
+            yield lambda: "".join(text)
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            buf.seek(0)
+            text.append(buf.read().decode("utf-8", "replace"))
+
+
+def _start_ray(address: str | None, quiet: bool = False) -> None:
+    """Connect to ``address``, or start a fresh small local Ray (no dashboard) that
+    never attaches to another cluster on this machine (``address="local"``: neither a
+    ``ray start`` cluster, nor ``RAY_ADDRESS``, nor a stale pointer file is used).
+
+    Our own local Ray runs without token authentication (``RAY_AUTH_MODE=disabled``
+    unless set): it listens on this machine only. With ``--quiet`` Ray's own log lines
+    below errors are dropped."""
     global _RAY_STARTED
-    import os
+    import logging
 
+    level = logging.ERROR if quiet else logging.WARNING
+    if not address:
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
+    from ray.exceptions import RayError
 
+    for name in ("ray", "ray.rllib", "ray.tune", "ray.train"):
+        logging.getLogger(name).setLevel(level)
+    if address:
+        _check_reachable(address)
     if ray.is_initialized():
         return
+    # same-seed runs need the same string hashing in every Ray worker too
+    runtime_env = {"env_vars": {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}}
     if address:
+        # a cluster started with `ray start` uses token authentication when a token
+        # exists (~/.ray/auth_token); Ray's driver only picks it up for address="auto",
+        # so do the same for an explicit address (RAY_AUTH_MODE set by you wins)
         try:
-            ray.init(address=address, log_to_driver=False)
-        except (ConnectionError, ValueError, RuntimeError) as exc:
-            raise InputError(f"--ray-address: {address}: {str(exc).splitlines()[0]}") from None
+            from ray._private.authentication.authentication_token_setup import (
+                maybe_enable_token_auth_if_token_available,
+            )
+
+            maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+        except ImportError:  # another Ray version: RAY_AUTH_MODE as you set it
+            pass
+        with _captured_stderr() as captured:
+            try:
+                ray.init(address=address, log_to_driver=False, logging_level=level,
+                         runtime_env=runtime_env)  # fmt: skip
+                failure = None
+            except (ConnectionError, ValueError, RuntimeError, TimeoutError, RayError) as exc:
+                failure = str(exc).splitlines()[0]
+        if failure is not None:
+            # e.g. the cluster wants a token this driver lacks: Ray's core retried for
+            # ~20 s, printing a warning per try; the error is this one line
+            hint = (" (with token authentication the driver needs the cluster's token: "
+                    "~/.ray/auth_token or RAY_AUTH_TOKEN; docs/agents.md)")  # fmt: skip
+            raise InputError(f"--ray-address: {address}: {failure}{hint}")
+        if not quiet:
+            sys.stderr.write(captured())
     else:
-        ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False,
+                 log_to_driver=False, logging_level=level, runtime_env=runtime_env)  # fmt: skip
     _RAY_STARTED = True
 
 
@@ -133,33 +315,37 @@ def _baseline_kind(path: str) -> str | None:
 
 def _evaluate_baseline(args: argparse.Namespace, kind: str) -> int:
     """Roll a Harmony or MLF-RL checkpoint out like ``simulate`` (same outputs)."""
-    from marl_sched.cli import RESULT_COLUMNS, Progress, format_table, prepare_out
+    from marl_sched.cli import RESULT_COLUMNS, format_table, prepare_out, trace_options
     from marl_sched.config import REPO_ROOT, load_config
-    from marl_sched.metrics import write_run
     from marl_sched.policies import get_policy_class
-    from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
+    from marl_sched.runner import build_cluster, load_workload
 
-    cfg = load_config(args.config or REPO_ROOT / "configs" / "default.yaml")
+    cfg = load_config(args.config or REPO_ROOT / "configs" / "default.yaml", args.overrides)
     policy = get_policy_class(kind)(checkpoint=args.checkpoint)
     topo, perf = build_cluster(cfg)
-    opts = TraceOptions(
-        args.trace, args.trace_format, args.start, args.max_jobs, args.load, args.seed
-    )
-    workload = load_workload(cfg, perf, opts)
+    workload = load_workload(cfg, perf, trace_options(args))
     out = prepare_out(args.out)
-    bar = Progress(len(workload.jobs), f"evaluate {kind}", args.quiet)
-    try:
-        metrics, records, _ = simulate(
-            cfg, kind, workload, topo, perf, seed=args.seed, progress=bar, policy=policy
-        )
-    finally:
-        bar.close()
-    metrics["checkpoint"] = str(args.checkpoint)
-    write_run(out, metrics, records)
+    metrics = _evaluate_run(args, cfg, kind, workload, topo, perf, policy, out)
     if not args.quiet:
         print(format_table([metrics], RESULT_COLUMNS))
         print(f"wrote {out / 'metrics.json'} and {out / 'jobs.csv'}")
     return 0
+
+
+def check_layer(manifest: dict, cfg, checkpoint: str) -> None:
+    """A config that names ``model.gnn.layer`` must name the checkpoint's layer (a
+    manifest without one was trained with ``hierarchy``); ``InputError`` otherwise."""
+    from agents.config import model_config
+    from agents.gnn import gnn_layer
+
+    if "layer" not in ((cfg.model or {}).get("gnn") or {}):
+        return
+    wanted, trained = model_config(cfg).gnn.layer, gnn_layer(manifest.get("model") or {})
+    if wanted != trained:
+        raise InputError(
+            f"{cfg.source}: model.gnn.layer: {wanted}, but checkpoint {checkpoint} was "
+            f"trained with {trained}"
+        )
 
 
 def evaluate_command(args: argparse.Namespace) -> int:
@@ -170,40 +356,51 @@ def evaluate_command(args: argparse.Namespace) -> int:
         return _evaluate_baseline(args, kind)
     from agents.policy import MarlPolicy, SingleAgentPolicy, load_checkpoint
     from envs.config import env_config
-    from marl_sched.cli import RESULT_COLUMNS, Progress, format_table, prepare_out
+    from marl_sched.cli import RESULT_COLUMNS, format_table, prepare_out, trace_options
     from marl_sched.config import config_from_dict, load_config
-    from marl_sched.metrics import write_run
-    from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
+    from marl_sched.runner import build_cluster, load_workload
 
     agents = load_checkpoint(args.checkpoint)
     if args.config:
-        cfg = load_config(args.config)
+        cfg = load_config(args.config, args.overrides)
     elif "config" in agents.manifest:
         cfg = config_from_dict(agents.manifest["config"], f"{args.checkpoint}: manifest config")
+        cfg = load_config(cfg, args.overrides)
     else:
         raise InputError(f"{args.checkpoint}: checkpoint holds no config; pass --config")
     agents.check_env(env_config(cfg), f"{cfg.source}: env")  # mismatched option → exit 2
+    if args.config:
+        check_layer(agents.manifest, cfg, args.checkpoint)
     cls = SingleAgentPolicy if agents.central else MarlPolicy
     topo, perf = build_cluster(cfg)
     policy = cls(agents=agents)
     policy.check_cluster(topo, perf)
-    opts = TraceOptions(
-        args.trace, args.trace_format, args.start, args.max_jobs, args.load, args.seed
-    )
-    workload = load_workload(cfg, perf, opts)
+    workload = load_workload(cfg, perf, trace_options(args))
     out = prepare_out(args.out)
-    bar = Progress(len(workload.jobs), f"evaluate {cls.name}", args.quiet)
-    try:
-        metrics, records, _ = simulate(
-            cfg, cls.name, workload, topo, perf, seed=args.seed, progress=bar, policy=policy
-        )
-    finally:
-        bar.close()
-    metrics["checkpoint"] = str(args.checkpoint)
-    write_run(out, metrics, records)
+    metrics = _evaluate_run(args, cfg, cls.name, workload, topo, perf, policy, out)
     if not args.quiet:
         print(f"cluster: {topo.describe()}")
         print(f"trace:   {workload.trace_path} ({len(workload.jobs)} jobs)")
         print(format_table([metrics], RESULT_COLUMNS))
-        print(f"wrote {out / 'metrics.json'} and {out / 'jobs.csv'}")
+        print(f"wrote {out / 'metrics.json'}, {out / 'jobs.csv'} and {out / 'config.yaml'}")
     return 0
+
+
+def _evaluate_run(args, cfg, name, workload, topo, perf, policy, out) -> dict:
+    """Roll ``policy`` out on the workload; its outputs appear in ``out`` all at once
+    (or none, interrupted or failed); returns the metrics."""
+    from marl_sched.cli import Progress
+    from marl_sched.metrics import staged_folder, write_run
+    from marl_sched.runner import simulate
+
+    bar = Progress(len(workload.jobs), f"evaluate {name}", args.quiet)
+    try:
+        with staged_folder(out) as tmp:
+            metrics, records, _ = simulate(
+                cfg, name, workload, topo, perf, seed=args.seed, progress=bar, policy=policy
+            )
+            metrics["checkpoint"] = str(args.checkpoint)
+            write_run(tmp, metrics, records, workload.resolved(cfg))
+    finally:
+        bar.close()
+    return metrics

@@ -8,11 +8,40 @@ got -1``), which the CLI turns into exit status 2.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from marl_sched.config import ExperimentConfig, check, parse_section
 
 SELECT_RULES = ("mean", "dominate")
+#: the algorithms of RLlib's new API stack that train our RLModule (train.algorithm)
+ALGORITHMS = ("PPO", "APPO")
+#: message-passing layers of the GNN (model.gnn.layer): today's hierarchy blocks, or a
+#: torch-geometric layer over the cluster tree (agents.gnn.TreeConvBlock)
+GNN_LAYERS = ("hierarchy", "GraphConv", "SAGEConv", "GATv2Conv")
+
+
+@dataclass(frozen=True)
+class GNNConfig:
+    """The message-passing layer of the network (``model.gnn``).
+
+    Attributes:
+        layer: ``hierarchy`` (the default, :class:`agents.gnn.HierarchyBlock`: groups,
+            servers and racks each updated from their parent, siblings and children),
+            or a torch-geometric layer, ``GraphConv``, ``SAGEConv`` or ``GATv2Conv``,
+            applied ``model.layers`` times over the cluster tree (groups, servers and
+            racks as one graph, edges group–server, server–rack and rack–rack;
+            :class:`agents.gnn.TreeConvBlock`).
+    """
+
+    layer: str = "hierarchy"
+
+    def validate(self, where: str, key: str) -> None:
+        check(
+            self.layer in GNN_LAYERS,
+            where,
+            f"{key}.layer",
+            f"must be one of {', '.join(GNN_LAYERS)}, got {self.layer!r}",
+        )
 
 
 @dataclass(frozen=True)
@@ -27,12 +56,14 @@ class ModelConfig:
             (false = each agent sees only its own summary: an ablation).
         share_parameters: one module for all agents (``policy_mapping_fn`` → "shared");
             false = one module per agent.
+        gnn: the message-passing layer (:class:`GNNConfig`).
     """
 
     hidden: int = 64
     layers: int = 2
     exchange: bool = True
     share_parameters: bool = True
+    gnn: GNNConfig = field(default_factory=GNNConfig)
 
     def validate(self, where: str, key: str) -> None:
         check(self.hidden >= 4, where, f"{key}.hidden", f"must be >= 4, got {self.hidden}")
@@ -73,6 +104,8 @@ class TrainConfig:
     """Multi-agent PPO on RLlib's new API stack, and the run's bookkeeping.
 
     Attributes:
+        algorithm: the RLlib algorithm, ``PPO`` or ``APPO`` (asynchronous PPO with a
+            target network; with ``num_env_runners: 0`` it samples in the driver).
         iterations: PPO iterations (``algo.train()`` calls) of a run.
         lr: Adam learning rate.
         gamma: discount per decision.
@@ -85,9 +118,15 @@ class TrainConfig:
         vf_loss_coeff: weight of the value loss.
         vf_clip_param: clip of the value loss (in reward units).
         grad_clip: global gradient-norm clip (null = none).
+        kl_coeff: weight of the KL penalty to the sampling policy in the loss. The KL
+            is computed and logged (``losses/approx_kl``) either way; 0 (the default)
+            leaves the loss as plain clipped PPO.
         eval_interval: evaluate every this many iterations (0 = only at the end).
         checkpoint_interval: checkpoint every this many iterations (the last one is
             always checkpointed).
+        keep_checkpoints: keep only this many checkpoints, those with the lowest
+            validation average JCT, plus the newest (Tune's ``CheckpointConfig``
+            ``num_to_keep``, scored by the validation metric); 0 = keep all.
         seed: seed of the environment's episode sampling and of torch.
         num_env_runners: RLlib env runners (0 = sample in the driver; with
             ``--ray-address`` set it to the number of remote workers wanted).
@@ -151,6 +190,7 @@ class TrainConfig:
             to the dataset and the network trains ``bc_epochs`` more passes on it all.
     """
 
+    algorithm: str = "PPO"
     iterations: int = 40
     lr: float = 3e-5
     gamma: float = 0.99
@@ -163,8 +203,10 @@ class TrainConfig:
     vf_loss_coeff: float = 0.5
     vf_clip_param: float = 10.0
     grad_clip: float | None = 1.0
+    kl_coeff: float = 0.0
     eval_interval: int = 5
     checkpoint_interval: int = 5
+    keep_checkpoints: int = 0
     seed: int = 0
     num_env_runners: int = 0
     num_envs_per_env_runner: int = 1
@@ -207,9 +249,17 @@ class TrainConfig:
             "num_env_runners",
             "seed",
             "dagger_rounds",
+            "keep_checkpoints",
+            "kl_coeff",
         ):
             value = getattr(self, name)
             check(value >= 0, where, f"{key}.{name}", f"must be >= 0, got {value}")
+        check(
+            self.algorithm in ALGORITHMS,
+            where,
+            f"{key}.algorithm",
+            f"must be one of {', '.join(ALGORITHMS)}, got {self.algorithm!r}",
+        )
         for name in ("lr", "clip_param", "vf_clip_param", "workload_share"):
             value = getattr(self, name)
             check(value > 0, where, f"{key}.{name}", f"must be > 0, got {value}")
@@ -375,3 +425,72 @@ def eval_window(cfg: ExperimentConfig, tc: TrainConfig) -> dict:
         "load": tc.eval_load,
         "seed": None,
     }
+
+
+@dataclass(frozen=True)
+class InterferenceConfig:
+    """The ``interference:`` section of an experiment config.
+
+    Attributes:
+        samples: simulated samples to generate (train + validation + test).
+        seed: root seed of sample generation, the split and the initial weights.
+        hidden: widths of the MLP's hidden layers.
+        activation: hidden activation, ``silu``, ``relu`` or ``tanh``.
+        epochs: maximum passes over the training samples.
+        patience: stop after this many epochs without a better validation loss.
+        lr: Adam learning rate (halved when the validation loss stalls).
+        batch_size: samples per gradient step.
+        weight_decay: Adam weight decay.
+        val_fraction: share of simulations held out for early stopping.
+        test_fraction: share of simulations held out for the reported accuracy.
+        config_topology_fraction: share of simulations run on the experiment
+            config's topology; the rest use random small topologies.
+        real_data: folder with ``profiles/`` of real measurements, relative to the
+            repo root (empty = skip the real evaluation).
+    """
+
+    samples: int = 100000
+    seed: int = 0
+    hidden: tuple[int, ...] = (64, 64)
+    activation: str = "silu"
+    epochs: int = 200
+    patience: int = 20
+    lr: float = 2e-3
+    batch_size: int = 512
+    weight_decay: float = 0.0
+    val_fraction: float = 0.1
+    test_fraction: float = 0.15
+    config_topology_fraction: float = 0.25
+    real_data: str = "../shared/data"
+
+    def validate(self, where: str, key: str) -> None:
+        check(self.samples >= 50, where, f"{key}.samples", f"must be >= 50, got {self.samples}")
+        check(len(self.hidden) >= 1, where, f"{key}.hidden", "needs at least one layer")
+        for i, h in enumerate(self.hidden):
+            check(h >= 1, where, f"{key}.hidden[{i}]", f"must be >= 1, got {h}")
+        check(
+            self.activation in ("silu", "relu", "tanh"),
+            where,
+            f"{key}.activation",
+            f"must be one of silu, relu, tanh, got {self.activation!r}",
+        )
+        for name in ("epochs", "patience", "batch_size"):
+            value = getattr(self, name)
+            check(value >= 1, where, f"{key}.{name}", f"must be >= 1, got {value}")
+        check(self.lr > 0, where, f"{key}.lr", f"must be > 0, got {self.lr}")
+        check(self.weight_decay >= 0, where, f"{key}.weight_decay", "must be >= 0")
+        for name in ("val_fraction", "test_fraction"):
+            value = getattr(self, name)
+            check(0 < value < 0.5, where, f"{key}.{name}", f"must be in (0, 0.5), got {value}")
+        check(
+            0 <= self.config_topology_fraction <= 1,
+            where,
+            f"{key}.config_topology_fraction",
+            f"must be in [0, 1], got {self.config_topology_fraction}",
+        )
+
+
+def interference_config(cfg: ExperimentConfig) -> InterferenceConfig:
+    """Parse ``cfg.interference``; a bad key raises ``InputError`` naming
+    ``interference.<key>``."""
+    return parse_section(InterferenceConfig, cfg.interference, cfg.source, "interference")

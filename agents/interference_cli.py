@@ -19,18 +19,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from marl_sched.cli import prepare_out
 from marl_sched.config import REPO_ROOT, load_config, parse_section
 from marl_sched.errors import InputError
 from marl_sched.interference import InterferenceModel, calibration_sha256
-
-OUTPUTS = ("model.npz", "report.json", "scatter.png")
+from marl_sched.metrics import atomic_write_text, staged_folder
 
 
 def interference_command(args: argparse.Namespace) -> int:
@@ -91,7 +88,7 @@ def fit_command(args: argparse.Namespace) -> int:
         scatter_png,
     )
 
-    cfg = load_config(args.config)
+    cfg = load_config(args.config, args.overrides)
     icfg = parse_section(InterferenceConfig, cfg.interference, cfg.source, "interference")
     if args.samples is not None:
         if args.samples < 50:
@@ -99,9 +96,7 @@ def fit_command(args: argparse.Namespace) -> int:
         icfg = dataclasses.replace(icfg, samples=args.samples)
     if args.seed is not None:
         icfg = dataclasses.replace(icfg, seed=args.seed)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out: {out}: exists and is not a folder")
+    out = prepare_out(args.out)  # a file, a path under one, an unwritable folder: exit 2
     real_root = cfg.resolve_path(icfg.real_data) if icfg.real_data else None
     command = "marl-sched interference fit " + " ".join(
         a
@@ -121,20 +116,20 @@ def fit_command(args: argparse.Namespace) -> int:
         )
     finally:
         bar.close()
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".interference-", dir=out))
-    try:
+    # the resolved config the fit ran (overrides, --samples and --seed applied)
+    resolved = dataclasses.replace(cfg, interference=dataclasses.asdict(icfg))
+    with staged_folder(out) as tmp:  # the files appear together, or none
         result.model.save(tmp / "model.npz")
-        (tmp / "report.json").write_text(report_json(result.report) + "\n", encoding="utf-8")
+        atomic_write_text(tmp / "report.json", report_json(result.report) + "\n")
+        atomic_write_text(tmp / "config.yaml", resolved.to_yaml())
         scatter_png(tmp / "scatter.png", result)
         InterferenceModel.load(tmp / "model.npz")  # never publish a file we cannot read
-        for name in OUTPUTS:
-            os.replace(tmp / name, out / name)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     if not args.quiet:
         print(format_report(result.report))
-    print(f"wrote {out / 'model.npz'}, {out / 'report.json'}, {out / 'scatter.png'}")
+    print(
+        f"wrote {out / 'model.npz'}, {out / 'report.json'}, {out / 'scatter.png'}, "
+        f"{out / 'config.yaml'}"
+    )
     return 0
 
 

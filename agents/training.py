@@ -35,7 +35,7 @@ from typing import Any
 import yaml
 
 from agents.config import ModelConfig, TrainConfig, eval_windows
-from marl_sched.config import ExperimentConfig
+from marl_sched.config import ExperimentConfig, plain
 from marl_sched.errors import InputError
 from marl_sched.metrics import atomic_write_text, write_json, write_run
 
@@ -43,20 +43,12 @@ CHECKPOINTS = "checkpoints"
 LATEST = "latest"
 
 
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_plain(v) for v in obj]
-    return obj
-
-
 def resolved_config(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig) -> dict:
     """Every section of the experiment, with the model and train defaults filled in."""
     data = cfg.to_dict()
     data["model"] = dataclasses.asdict(mc)
     data["train"] = dataclasses.asdict(tc)
-    return _plain(data)
+    return plain(data)
 
 
 def _map_shared(agent_id, *args, **kwargs) -> str:
@@ -99,8 +91,11 @@ def module_ids(agent_ids: list[str], mc: ModelConfig) -> list[str]:
 def algo_config(
     cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int, agent_ids: list[str]
 ):
-    """The ``PPOConfig`` of a run."""
-    from ray.rllib.algorithms.ppo import PPOConfig
+    """The RLlib ``AlgorithmConfig`` of a run: ``PPOConfig`` or ``APPOConfig``
+    (``train.algorithm``), with our RLModule on the new API stack.
+
+    The KL to the sampling policy is always computed (``use_kl_loss``) so that it is
+    logged; ``train.kl_coeff`` (default 0) is its weight in the loss."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
@@ -108,11 +103,43 @@ def algo_config(
 
     env, env_config, _ = env_setup(cfg, mc, tc, seed)
     ids = module_ids(agent_ids, mc)
-    model = {"hidden": mc.hidden, "layers": mc.layers, "exchange": mc.exchange}
+    model = {k: v for k, v in dataclasses.asdict(mc).items() if k != "share_parameters"}
     specs = {m: RLModuleSpec(module_class=HierarchicalGNNModule, model_config=model) for m in ids}
+    training = {
+        "lr": tc.lr,
+        "gamma": tc.gamma,
+        "lambda_": tc.gae_lambda,
+        "train_batch_size_per_learner": tc.train_batch_size,
+        "minibatch_size": tc.minibatch_size,
+        "num_epochs": tc.num_epochs,
+        "entropy_coeff": tc.entropy_coeff,
+        "clip_param": tc.clip_param,
+        "vf_loss_coeff": tc.vf_loss_coeff,
+        "grad_clip": tc.grad_clip,
+        "use_kl_loss": True,
+        "kl_coeff": tc.kl_coeff,
+    }
+    if tc.algorithm == "APPO":
+        from ray.rllib.algorithms.appo import APPOConfig
+
+        # an iteration = train_batch_size env steps, as with PPO (APPO's default is
+        # "as many as 10 s allow"); the learner in this process, as with PPO (APPO's
+        # default is one remote learner actor, which a Tune trial has no CPU for)
+        config = (
+            APPOConfig()
+            .reporting(
+                min_time_s_per_iteration=0,
+                min_sample_timesteps_per_iteration=tc.train_batch_size,
+            )
+            .learners(num_learners=0)
+        )
+    else:
+        from ray.rllib.algorithms.ppo import PPOConfig
+
+        config = PPOConfig()
+        training["vf_clip_param"] = tc.vf_clip_param
     return (
-        PPOConfig()
-        .environment(
+        config.environment(
             env,
             env_config=env_config,
             # RLlib's pre-check steps random actions, which the action mask forbids
@@ -127,29 +154,22 @@ def algo_config(
             policy_mapping_fn=_map_shared if len(ids) == 1 else _map_own,
         )
         .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
-        .training(
-            lr=tc.lr,
-            gamma=tc.gamma,
-            lambda_=tc.gae_lambda,
-            train_batch_size_per_learner=tc.train_batch_size,
-            minibatch_size=tc.minibatch_size,
-            num_epochs=tc.num_epochs,
-            entropy_coeff=tc.entropy_coeff,
-            clip_param=tc.clip_param,
-            vf_loss_coeff=tc.vf_loss_coeff,
-            vf_clip_param=tc.vf_clip_param,
-            grad_clip=tc.grad_clip,
-            use_kl_loss=False,
-        )
+        .training(**training)
         .debugging(seed=seed)
     )
+
+
+def gnn_weights(weights: dict[str, dict]) -> dict[str, dict]:
+    """``{module: state}`` with only the network's ``gnn.`` tensors (APPO's learner
+    also holds a target copy, ``_old_gnn.``, which inference never needs)."""
+    return {m: {k: v for k, v in w.items() if k.startswith("gnn.")} for m, w in weights.items()}
 
 
 # ------------------------------------------------------------------------------ warm start
 
 
 def teacher_decisions(
-    cfg, mc, tc, seed: int, student=None, first_episode: int = 0
+    cfg, mc, tc, seed: int, student=None, first_episode: int = 0, progress=None
 ) -> tuple[list[dict], list[int], list[float], list[float]]:
     """Roll ``tc.bc_teacher`` out through the environment: (observations, actions,
     discounted returns of each acting agent's own trajectory, the GPU work of the job
@@ -162,7 +182,8 @@ def teacher_decisions(
     not labelled): the follow action of a hint that plans exactly the teacher's
     placement (``env.hints``), else the group slot or forward. Returns are those
     of the student's trajectory. ``first_episode``: episode seeds
-    ``seed * 1000 + first_episode + k``."""
+    ``seed * 1000 + first_episode + k``. ``progress(done)``: called after each
+    episode (a :class:`marl_sched.cli.Progress`)."""
     import numpy as np
 
     if student is not None:
@@ -179,6 +200,8 @@ def teacher_decisions(
     observations, actions, returns, works = [], [], [], []
     done: dict[tuple, tuple[int, int]] = {}  # episode key → its samples (teacher only)
     for episode in range(first_episode, first_episode + tc.bc_episodes):
+        if progress is not None:
+            progress(episode - first_episode)
         obs, _ = env.reset(seed=seed * 1000 + episode)
         if student is None and env.episode_key in done:
             # the same episode again (a window shorter than an episode is drawn whole):
@@ -236,6 +259,8 @@ def teacher_decisions(
                 if index is not None:
                     returns[index] = ret
         done[env.episode_key] = (first_sample, len(actions))
+    if progress is not None:
+        progress(tc.bc_episodes)
     return observations, actions, returns, works
 
 
@@ -253,8 +278,28 @@ def imitation_weights(works, power: float):
     return (w / w.mean()).astype(np.float32)
 
 
-def behaviour_cloning(cfg, mc, tc, seed: int, log: Callable[[str], None]) -> dict:
-    """A GNN state dict (``gnn.``-prefixed, as the RLModule's) imitating the teacher."""
+def _no_progress(total: int, label: str):
+    """A progress factory that shows nothing (``Trainer(progress=...)``'s default)."""
+    return _Silent()
+
+
+class _Silent:
+    def __call__(self, done: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def behaviour_cloning(
+    cfg, mc, tc, seed: int, log: Callable[[str], None], progress=_no_progress, on_epoch=None
+) -> dict:
+    """A GNN state dict (``gnn.``-prefixed, as the RLModule's) imitating the teacher.
+
+    ``progress(total, label)``: a progress bar factory (:class:`marl_sched.cli.Progress`
+    signature) for the teacher's episodes, every relabelling round and the epochs;
+    ``on_epoch(epoch, loss, accuracy)``: called after every epoch (numbered on across
+    DAgger rounds), with the epoch's mean weighted loss and its imitation accuracy."""
     import numpy as np
     import torch
 
@@ -262,12 +307,19 @@ def behaviour_cloning(cfg, mc, tc, seed: int, log: Callable[[str], None]) -> dic
     from envs.observations import feature_dims
 
     t0 = time.perf_counter()
-    observations, actions, returns, works = teacher_decisions(cfg, mc, tc, seed)
+    bar = progress(tc.bc_episodes, f"warm start: {tc.bc_teacher} teacher episodes")
+    try:
+        observations, actions, returns, works = teacher_decisions(
+            cfg, mc, tc, seed, progress=bar
+        )
+    finally:
+        bar.close()
     _, _, builder = env_setup(cfg, mc, tc, seed)
     torch.manual_seed(seed)
     net = build_gnn(feature_dims(builder.observation_space), dataclasses.asdict(mc))
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     rng = np.random.default_rng(seed)
+    epochs_done = [0]
 
     def fit() -> float:
         act = torch.as_tensor(actions)
@@ -275,20 +327,29 @@ def behaviour_cloning(cfg, mc, tc, seed: int, log: Callable[[str], None]) -> dic
         weight = torch.as_tensor(imitation_weights(works, tc.bc_weight_power))
         data = {k: torch.as_tensor(np.stack([o[k] for o in observations])) for k in observations[0]}
         accuracy = 0.0
-        for _ in range(tc.bc_epochs):
-            order = torch.as_tensor(rng.permutation(len(actions)))
-            hits = 0
-            for lo in range(0, len(order), 256):
-                idx = order[lo : lo + 256]
-                logits, values = net.forward_padded({k: v[idx] for k, v in data.items()})
-                ce = torch.nn.functional.cross_entropy(logits, act[idx], reduction="none")
-                loss = (ce * weight[idx]).mean()
-                loss = loss + 0.5 * torch.nn.functional.mse_loss(values, ret[idx])
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                hits += int((logits.argmax(-1) == act[idx]).sum())
-            accuracy = hits / len(actions)
+        bar = progress(tc.bc_epochs, f"warm start: imitation epochs ({len(actions)} decisions)")
+        try:
+            for epoch in range(tc.bc_epochs):
+                order = torch.as_tensor(rng.permutation(len(actions)))
+                hits, loss_sum = 0, 0.0
+                for lo in range(0, len(order), 256):
+                    idx = order[lo : lo + 256]
+                    logits, values = net.forward_padded({k: v[idx] for k, v in data.items()})
+                    ce = torch.nn.functional.cross_entropy(logits, act[idx], reduction="none")
+                    loss = (ce * weight[idx]).mean()
+                    loss = loss + 0.5 * torch.nn.functional.mse_loss(values, ret[idx])
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    hits += int((logits.argmax(-1) == act[idx]).sum())
+                    loss_sum += float(loss.detach()) * len(idx)
+                accuracy = hits / len(actions)
+                epochs_done[0] += 1
+                if on_epoch is not None:
+                    on_epoch(epochs_done[0], loss_sum / len(actions), accuracy)
+                bar(epoch + 1)
+        finally:
+            bar.close()
         return accuracy
 
     accuracy = fit()
@@ -301,9 +362,13 @@ def behaviour_cloning(cfg, mc, tc, seed: int, log: Callable[[str], None]) -> dic
         # DAgger: the teacher labels the states the current network visits (fresh
         # episodes of the training window); aggregate and train on.
         net.eval()
-        o2, a2, r2, w2 = teacher_decisions(
-            cfg, mc, tc, seed, student=net, first_episode=r * tc.bc_episodes
-        )
+        bar = progress(tc.bc_episodes, f"warm start: DAgger round {r} relabelling")
+        try:
+            o2, a2, r2, w2 = teacher_decisions(
+                cfg, mc, tc, seed, student=net, first_episode=r * tc.bc_episodes, progress=bar
+            )
+        finally:
+            bar.close()
         net.train()
         observations += o2
         actions += a2
@@ -321,21 +386,45 @@ def behaviour_cloning(cfg, mc, tc, seed: int, log: Callable[[str], None]) -> dic
 # ------------------------------------------------------------------------------ logging
 
 
+#: TensorBoard tag → the learner result key averaged over the modules
+LEARNER_TAGS = (
+    ("losses/policy_loss", "policy_loss"),
+    ("losses/value_loss", "vf_loss"),
+    ("losses/total_loss", "total_loss"),
+    ("losses/entropy", "entropy"),
+    ("losses/approx_kl", "mean_kl_loss"),
+    ("losses/explained_variance", "vf_explained_var"),
+    ("losses/grad_norm", "gradients_default_optimizer_global_norm"),
+    ("charts/learning_rate", "default_optimizer_learning_rate"),
+)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def scalars_from_result(result: dict, last_steps: float) -> tuple[dict[str, float], float]:
-    """CleanRL-style TensorBoard scalars from one ``algo.train()`` result."""
+    """TensorBoard scalars from one ``algo.train()`` result, and the env steps so far.
+
+    The learner metrics RLlib reports (policy, value and total loss, entropy, the KL
+    to the sampling policy, the value function's explained variance, the global
+    gradient norm before clipping, the learning rate; averaged over the modules),
+    the episode return, length and per-agent returns, and env steps per second.
+    RLlib 2.60 reports no clip fraction."""
     out: dict[str, float] = {}
     runners = result.get("env_runners", {})
-    ret = runners.get("episode_return_mean")
-    if ret is not None and math.isfinite(ret):
-        out["charts/episode_return"] = float(ret)
+    for tag, key in (("charts/episode_return", "episode_return_mean"),
+                     ("charts/episode_length", "episode_len_mean")):  # fmt: skip
+        if _finite(runners.get(key)):
+            out[tag] = float(runners[key])
+    for group, prefix in (("agent_episode_returns_mean", "agent_return"),
+                          ("module_episode_returns_mean", "module_return")):  # fmt: skip
+        for name, value in (runners.get(group) or {}).items():
+            if _finite(value):
+                out[f"charts/{prefix}/{name}"] = float(value)
     learners = {k: v for k, v in result.get("learners", {}).items() if k != "__all_modules__"}
-    for tag, key in (
-        ("losses/policy_loss", "policy_loss"),
-        ("losses/value_loss", "vf_loss"),
-        ("losses/entropy", "entropy"),
-        ("charts/learning_rate", "default_optimizer_learning_rate"),
-    ):
-        vals = [float(v[key]) for v in learners.values() if key in v]
+    for tag, key in LEARNER_TAGS:
+        vals = [float(v[key]) for v in learners.values() if _finite(v.get(key))]
         if vals:
             out[tag] = sum(vals) / len(vals)
     steps = float(result.get("num_env_steps_sampled_lifetime", last_steps))
@@ -343,6 +432,29 @@ def scalars_from_result(result: dict, last_steps: float) -> tuple[dict[str, floa
     if dt > 0:
         out["charts/env_steps_per_s"] = (steps - last_steps) / dt
     return out, steps
+
+
+def hparams(data: dict) -> dict[str, Any]:
+    """The ``model`` and ``train`` sections flattened for TensorBoard's HParams
+    dashboard (``section.key``; lists and nested values as text)."""
+    out: dict[str, Any] = {}
+    for section in ("model", "train"):
+        for k, v in (data.get(section) or {}).items():
+            if isinstance(v, dict):
+                for k2, v2 in v.items():
+                    plain = isinstance(v2, int | float | str)
+                    out[f"{section}.{k}.{k2}"] = v2 if plain else str(v2)
+            elif isinstance(v, bool | int | float | str):
+                out[f"{section}.{k}"] = v
+            else:
+                out[f"{section}.{k}"] = str(v)
+    return out
+
+
+def window_tag(window: dict) -> str:
+    """``validation/<trace stem>_<start>[_load<L>]``: the tag of one validation run."""
+    tag = f"validation/{Path(str(window['trace'])).stem}_{window['start']}"
+    return tag if window.get("load") is None else f"{tag}_load{window['load']:g}"
 
 
 def hyperparameter_text(data: dict) -> str:
@@ -393,6 +505,7 @@ def evaluate_weights(
     manifest: dict,
     weights: dict,
     out: Path | None = None,
+    progress=_no_progress,
 ) -> dict[str, Any]:
     """Greedy rollout of ``weights`` on the validation windows; metrics (and files).
 
@@ -403,7 +516,7 @@ def evaluate_weights(
     ``out/<main|extra_<k>>_load_<L>/`` (with loads), and the result is
     ``{"avg_jct_s": average JCT over the jobs of all runs, "jobs": their number,
     "windows": [per run: trace, start, load, jobs, avg_jct_s]}``, also written to
-    ``out/validation.json``."""
+    ``out/validation.json``. ``progress(total, label)``: a bar over each run's jobs."""
     from agents.policy import MarlPolicy, SingleAgentPolicy, agents_from_weights
     from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
 
@@ -412,12 +525,20 @@ def evaluate_weights(
     topo, perf = build_cluster(cfg)
     runs = []
     loads = tc.eval_loads or (None,)
-    for k, base in enumerate(eval_windows(cfg, tc)):
+    windows = eval_windows(cfg, tc)
+    for k, base in enumerate(windows):
         for j, load in enumerate(loads):
             window = base if load is None else {**base, "load": load}
             workload = load_workload(cfg, perf, TraceOptions(**window))
             policy = cls(agents=agents)
-            metrics, records, _ = simulate(cfg, cls.name, workload, topo, perf, policy=policy)
+            n = len(runs) + 1
+            bar = progress(len(workload.jobs), f"validation {n}/{len(windows) * len(loads)}")
+            try:
+                metrics, records, _ = simulate(
+                    cfg, cls.name, workload, topo, perf, policy=policy, progress=bar
+                )
+            finally:
+                bar.close()
             if out is not None:
                 write_run(out / _run_dir(k, load, first=j == 0), metrics, records)
             runs.append((window, metrics, len(records)))
@@ -480,8 +601,42 @@ def is_new_best(
     return True
 
 
+def iteration_seed(seed: int, it: int, worker: int = 0) -> int:
+    """The seed every RNG of iteration ``it`` starts from (``worker``: env runner index)."""
+    return (seed * 1_000_003 + it * 7_919 + worker * 104_729) % 2**31
+
+
+def _reseed_env_runner(env_runner, seed: int, it: int) -> None:
+    """On an env runner: seed Python, numpy and torch, and start new episodes from
+    seeded env resets at the next ``sample()``."""
+    from ray.rllib.utils.debug import update_global_seed_if_necessary
+
+    worker = int(getattr(env_runner, "worker_index", 0) or 0)
+    s = iteration_seed(seed, it, worker)
+    update_global_seed_if_necessary("torch", s)
+    env_runner._seed = s
+    env_runner._needs_initial_reset = True
+
+
 class Trainer:
-    """One training run (fresh or resumed) into a run folder."""
+    """One training run (fresh or resumed) into a run folder.
+
+    ``log(line)``: progress lines; ``progress(total, label)``: a progress bar factory
+    (:class:`marl_sched.cli.Progress`'s signature) for the warm start's phases and the
+    evaluations; ``on_result(metrics, checkpoint)``: called after every iteration
+    (0 = the warm start) with the iteration's figures (``iteration``, ``env_steps``,
+    ``validation_avg_jct_s`` when evaluated, the TensorBoard scalars) and the
+    checkpoint folder written then, or None — a Ray Tune trial reports them.
+
+    Reproducibility: every iteration starts by seeding Python, numpy and torch (in
+    the driver and on every env runner) from ``(seed, iteration)`` and resetting the
+    environments with a seed of the same, so an iteration's samples and updates depend
+    only on the weights and optimizer state it starts from — which a checkpoint holds.
+    A run resumed from iteration ``k`` therefore equals the uninterrupted run. The
+    cost: an episode still running at the end of an iteration is cut there (its
+    steps are trained on as a truncated episode, as RLlib does anyway) instead of
+    being continued in the next iteration.
+    """
 
     def __init__(
         self,
@@ -492,14 +647,19 @@ class Trainer:
         *,
         resume: bool = False,
         log: Callable[[str], None] | None = None,
+        progress=_no_progress,
+        on_result: Callable[[dict, Path | None], None] | None = None,
     ) -> None:
         self.cfg, self.mc, self.tc = cfg, mc, tc
         self.paths = RunPaths(Path(out))
         self.resume = resume
         self.log = log or (lambda line: None)
+        self.progress = progress
+        self.on_result = on_result
 
     def run(self, iterations: int) -> dict[str, Any]:
         import torch
+        from ray.rllib.utils.debug import update_global_seed_if_necessary
         from torch.utils.tensorboard import SummaryWriter
 
         cfg, mc, tc, paths = self.cfg, self.mc, self.tc, self.paths
@@ -515,7 +675,8 @@ class Trainer:
         self.time_scale_s = parse_env(cfg).reward.time_scale_s
         self.builder, self.ids = builder, module_ids(builder.agent_ids, mc)
         algo = algo_config(cfg, mc, tc, tc.seed, builder.agent_ids).build_algo()
-        state = {"iteration": 0, "env_steps": 0.0, "wall_s": 0.0, "best": None, "best_runs": None}
+        state = {"iteration": 0, "env_steps": 0.0, "wall_s": 0.0, "best": None,
+                 "best_runs": None, "scores": {}}  # fmt: skip
         if self.resume:
             ckpt = paths.latest()
             saved = read_state(ckpt)  # checked and its signature verified: then unpickle
@@ -528,14 +689,26 @@ class Trainer:
             atomic_write_text(paths.config, yaml.safe_dump(data, sort_keys=False))
         start, wall0 = state["iteration"], state["wall_s"] - time.perf_counter() + t_run
         self.state = state
-        writer = SummaryWriter(str(paths.tb), purge_step=start + 1 if start else None)
+        # x axis: environment steps (the warm start at 0); a resumed run drops what an
+        # interrupted one logged past its checkpoint
+        purge = int(state["env_steps"]) + 1 if start else None
+        writer = SummaryWriter(str(paths.tb), purge_step=purge)
         summary: dict[str, Any] = {"start_iteration": start, "evals": {}}
         try:
             if not self.resume:
                 text = hyperparameter_text(resolved_config(cfg, mc, tc))
                 writer.add_text("hyperparameters", text)
                 if tc.bc_teacher:
-                    weights = behaviour_cloning(cfg, mc, tc, tc.seed, self.log)
+
+                    def on_epoch(epoch: int, loss: float, accuracy: float) -> None:
+                        writer.add_scalar("imitation/loss", loss, epoch)
+                        writer.add_scalar("imitation/accuracy", accuracy, epoch)
+
+                    weights = behaviour_cloning(
+                        cfg, mc, tc, tc.seed, self.log, self.progress, on_epoch
+                    )
+                    if tc.algorithm == "APPO":  # its target network starts from them too
+                        weights.update({f"_old_{k}": v for k, v in weights.items()})
                     algo.learner_group.set_weights({m: weights for m in self.ids})
                     algo.env_runner_group.sync_weights(
                         from_worker_or_learner_group=algo.learner_group, inference_only=True
@@ -551,6 +724,11 @@ class Trainer:
                         force=True,
                     )
             for it in range(start + 1, iterations + 1):
+                update_global_seed_if_necessary("torch", iteration_seed(tc.seed, it))
+                algo.env_runner_group.foreach_env_runner(
+                    lambda er, it=it: _reseed_env_runner(er, tc.seed, it),
+                    local_env_runner=True,
+                )
                 result = algo.train()
                 scalars, state["env_steps"] = scalars_from_result(result, state["env_steps"])
                 ret = scalars.get("charts/episode_return")
@@ -558,10 +736,21 @@ class Trainer:
                     # RLlib's episode return sums the agents' rewards; each step's team
                     # reward goes to the agent that acted, so it is the team return
                     scalars["charts/episode_avg_jct_s"] = -ret * self.time_scale_s
+                scalars["charts/iteration"] = float(it)
                 wall = wall0 + time.perf_counter() - t_run
                 self._after_iteration(
                     algo, it, scalars, wall, writer, summary, force=it == iterations
                 )
+            final = state["scores"].get(f"iter_{state['iteration']:06d}")
+            best = state["best"][1] if state["best"] else final
+            if final is not None:
+                writer.add_hparams(
+                    hparams(resolved_config(cfg, mc, tc)),
+                    {"hparam/validation_avg_jct_s": final,
+                     "hparam/best_validation_avg_jct_s": best},
+                    run_name=".",
+                    global_step=int(state["env_steps"]),
+                )  # fmt: skip
         finally:
             writer.close()
             algo.stop()
@@ -581,24 +770,40 @@ class Trainer:
         due_ckpt = force or (tc.checkpoint_interval and it % tc.checkpoint_interval == 0)
         weights = manifest = eval_m = None
         if due_eval or due_ckpt:
-            weights = algo.learner_group.get_weights(module_ids=self.ids)
+            weights = gnn_weights(algo.learner_group.get_weights(module_ids=self.ids))
             manifest = self._manifest(
                 self.builder, dataclasses.asdict(self.mc), self.ids, it, state["env_steps"], wall
             )
         if due_eval:
-            eval_m = evaluate_weights(self.cfg, self.mc, tc, manifest, weights, self.paths.eval(it))
+            eval_m = evaluate_weights(
+                self.cfg, self.mc, tc, manifest, weights, self.paths.eval(it), self.progress
+            )
             scalars["charts/avg_jct_s"] = eval_m["avg_jct_s"]
+            for w in eval_m.get("windows", ()):
+                scalars[window_tag(w)] = w["avg_jct_s"]
             summary["evals"][it] = eval_m["avg_jct_s"]
+        step = int(state["env_steps"])
         for tag, value in scalars.items():
-            writer.add_scalar(tag, value, it)
+            writer.add_scalar(tag, value, step)
         writer.flush()
+        folder = None
         if due_ckpt:
+            name = f"iter_{it:06d}"
             if eval_m is not None:
                 avg, runs = eval_m["avg_jct_s"], validation_runs(eval_m)
+                state["scores"][name] = avg
                 if is_new_best(tc, avg, runs, state["best"], state["best_runs"]):
-                    state["best"], state["best_runs"] = [f"iter_{it:06d}", avg], runs
-            self._checkpoint(algo, it, weights, manifest)
+                    state["best"], state["best_runs"] = [name, avg], runs
+            else:
+                state["scores"][name] = None
+            folder = self._checkpoint(algo, it, weights, manifest)
+            self._prune()
         self.log(_progress_line(it, state["env_steps"], scalars, wall, eval_m))
+        if self.on_result is not None:
+            metrics = {"iteration": it, "env_steps": state["env_steps"], **scalars}
+            if eval_m is not None:
+                metrics["validation_avg_jct_s"] = eval_m["avg_jct_s"]
+            self.on_result(metrics, folder)
 
     def _manifest(self, builder, model, ids, it, steps, wall) -> dict[str, Any]:
         from agents.policy import manifest_for
@@ -615,7 +820,7 @@ class Trainer:
             },
         )
 
-    def _checkpoint(self, algo, it: int, weights, manifest) -> None:
+    def _checkpoint(self, algo, it: int, weights, manifest) -> Path:
         """``checkpoints/iter_X`` written under a temporary name, then ``latest`` (and
         ``best``: the checkpoint with the lowest evaluation average JCT so far)."""
         from agents.integrity import sign_folder
@@ -636,6 +841,23 @@ class Trainer:
         atomic_write_text(self.paths.checkpoints / LATEST, final.name + "\n")
         if self.state["best"] is not None:
             atomic_write_text(self.paths.checkpoints / "best", self.state["best"][0] + "\n")
+        return final
+
+    def _prune(self) -> None:
+        """With ``train.keep_checkpoints: k``, delete the checkpoints that are neither
+        among the ``k`` with the lowest validation figure (unevaluated ones rank last),
+        nor the newest, nor ``best`` — Tune's ``CheckpointConfig`` rule."""
+        k = self.tc.keep_checkpoints
+        if not k:
+            return
+        scores = self.state["scores"]
+        ranked = sorted(scores, key=lambda n: (scores[n] is None, scores[n] or 0.0, n))
+        keep = set(ranked[:k]) | {f"iter_{self.state['iteration']:06d}"}
+        if self.state["best"] is not None:
+            keep.add(self.state["best"][0])
+        for name in sorted(set(scores) - keep):
+            shutil.rmtree(self.paths.checkpoints / name, ignore_errors=True)
+            del scores[name]
 
 
 def read_state(ckpt: Path) -> dict:

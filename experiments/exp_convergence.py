@@ -3,7 +3,7 @@
     python experiments/exp_convergence.py [--quick] [--iterations N] [--out runs/exp_convergence]
 
 Trains both decision processes from scratch with the same PPO settings on
-``configs/convergence.yaml`` (1,000 servers / 8,000 GPUs in 8 subclusters): ``marl``
+``configs/recipes/convergence.yaml`` (1,000 servers / 8,000 GPUs in 8 subclusters): ``marl``
 (8 cooperating agents with shared parameters, each seeing its own subcluster, 500
 GPU groups) and ``central`` (``env.central``: one agent whose scope is the whole
 datacenter, 4,000 GPU groups). Every iteration is evaluated greedily on the
@@ -28,7 +28,7 @@ from pathlib import Path
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.metrics import write_report
 
-CONFIG = REPO_ROOT / "configs" / "convergence.yaml"
+CONFIG = REPO_ROOT / "configs" / "recipes" / "convergence.yaml"
 PROGRESS = re.compile(r"^iter (\d+) .*eval avg JCT (\d+) s\s+(\d+) s$")
 
 

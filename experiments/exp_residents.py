@@ -17,7 +17,7 @@ the resident jobs, each weighted by its workers
 workloads (2–6), so the reader can see which windows the information can move at all.
 Beside it, ``InterferenceAwarePolicy(speed=k)``: interference-aware that also counts how
 much slower a GPU type runs the job's compute (the ``speed-aware`` hint variant of
-``configs/speed.yaml`` is ``k = 1``).
+``configs/recipes/speed.yaml`` is ``k = 1``).
 
 Prints a table of average JCT (s) per window and ``protect`` value with the change
 against plain interference-aware (positive: protecting is better); then, per window,

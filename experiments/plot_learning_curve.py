@@ -1,22 +1,31 @@
-"""Learning curves of one or more training runs, read back from their TensorBoard files.
+"""Learning curves of training runs, read back from their TensorBoard files: the mean
+over seeds with a 95 % confidence band, against environment steps.
 
 ::
 
-    python experiments/plot_learning_curve.py RUN [RUN ...] [--out docs/figures/learning_curve.png]
-                                              [--tag charts/avg_jct_s] [--tag charts/episode_return]
+    python experiments/plot_learning_curve.py RUN_OR_EXPERIMENT [...]
+        [--out docs/figures/learning_curve.png] [--tag charts/avg_jct_s] [--together]
 
-One panel per tag (default: the validation average JCT and the training episode
-return), one line per run, x = training iteration (0 = the warm-started policy).
-Prints the values as a table, then writes the PNG atomically.
+Each argument is a run folder (``marl-sched train --out DIR``) or an experiment
+folder (``marl-sched train --seeds N [--grid ...] --out DIR``: its trials). Runs are
+grouped by their name without the ``seedN`` suffix (one group per grid point; with
+``--together``, every run in one group); per group the curve is the mean over its
+runs, with a 95 % Student-t band when it has several. Runs evaluated at different
+steps are aligned on the steps every run covers, each interpolated linearly
+(:func:`marl_sched.plots.align`). One panel per tag (default: the validation
+average JCT and the training episode return). Prints what it draws, then writes the
+PNGs atomically.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
 from pathlib import Path
 
-from marl_sched.plots import curve
+from marl_sched.plots import band_curves
 
 DEFAULT_TAGS = ("charts/avg_jct_s", "charts/episode_return")
 LABELS = {
@@ -26,7 +35,7 @@ LABELS = {
 
 
 def read_scalars(run: Path, tag: str) -> dict[int, float]:
-    """``{iteration: value}`` of ``tag`` over the run's event files (last write wins)."""
+    """``{env step: value}`` of ``tag`` over the run's event files (last write wins)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     values: dict[int, float] = {}
@@ -38,32 +47,59 @@ def read_scalars(run: Path, tag: str) -> dict[int, float]:
     return values
 
 
+def find_runs(paths: list[Path]) -> list[Path] | str:
+    """Run folders of the arguments (an experiment's trials in its order), or the
+    error line for the first argument that is neither."""
+    runs = []
+    for p in paths:
+        if (p / "experiment.json").is_file():
+            trials = json.loads((p / "experiment.json").read_text(encoding="utf-8"))["trials"]
+            runs += [p / t["name"] for t in trials if (p / t["name"] / "tb").is_dir()]
+        elif (p / "tb").is_dir():
+            runs.append(p)
+        else:
+            return f"{p}: not a run folder (no tb/) nor an experiment (no experiment.json)"
+    return runs
+
+
+def group_of(run: Path) -> str:
+    """``lr=1e-4_seed3`` → ``lr=1e-4``; ``seed3`` → its experiment folder's name."""
+    label = re.sub(r"_?seed\d+$", "", run.name)
+    return label or run.parent.name
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("runs", nargs="+", type=Path)
     ap.add_argument("--out", type=Path, default=Path("docs/figures/learning_curve.png"))
     ap.add_argument("--tag", action="append", dest="tags")
+    ap.add_argument("--together", action="store_true", help="all runs in one group")
     args = ap.parse_args(argv)
-    for run in args.runs:
-        if not (run / "tb").is_dir():
-            print(f"{run}: not a run folder (no tb/)", file=sys.stderr)
-            return 2
+    runs = find_runs(args.runs)
+    if isinstance(runs, str):
+        print(runs, file=sys.stderr)
+        return 2
     tags = args.tags or list(DEFAULT_TAGS)
     for tag in tags:
-        series = {str(run): read_scalars(run, tag) for run in args.runs}
-        steps = sorted({s for v in series.values() for s in v})
-        print(f"\n{tag}")
-        print("iteration  " + "  ".join(f"{name[-24:]:>24}" for name in series))
-        for s in steps:
-            cells = [f"{v[s]:24.4g}" if s in v else f"{'':24}" for v in series.values()]
-            print(f"{s:9d}  " + "  ".join(cells))
+        groups: dict[str, list[dict[int, float]]] = {}
+        for run in runs:
+            series = read_scalars(run, tag)
+            if series:
+                groups.setdefault("all runs" if args.together else group_of(run), []).append(series)
+        if not groups:
+            print(f"{tag}: no run logged it", file=sys.stderr)
+            return 2
         path = args.out.with_name(f"{args.out.stem}_{tag.split('/')[-1]}{args.out.suffix}")
         if len(tags) == 1:
             path = args.out
-        ys = {Path(name).name: [v[s] for s in steps if s in v] for name, v in series.items()}
         label = LABELS.get(tag, tag)
-        curve(steps, ys, path, xlabel="training iteration (0 = warm start)", ylabel=label,
-              title=f"{label} ({tag})")  # fmt: skip
+        drawn = band_curves(groups, path, xlabel="environment steps (0 = warm start)",
+                            ylabel=label, title=f"{label} ({tag})")  # fmt: skip
+        print(f"\n{tag}")
+        for name, (xs, mean, half) in drawn.items():
+            print(f"{name} ({len(groups[name])} runs): env steps, mean, 95 % CI half-width")
+            for x, m, h in zip(xs, mean, half, strict=True):
+                print(f"  {x:10.0f}  {m:14.4g}  {h:12.3g}")
         print(f"wrote {path}")
     return 0
 

@@ -3,15 +3,17 @@ with every heuristic on trace windows not used in training.
 
 ::
 
-    python experiments/train_marl.py [--quick] [--seeds 0,1,2] [--iterations N]
+    python experiments/train_marl.py [--quick] [--seeds 3] [--seed 0] [--iterations N]
                                      [--runs DIR] [--reuse]
 
 Training uses jobs 0..1999 of the shipped Philly sample (``workload`` of the config)
 and Pollux workloads 2-5 (``train.extra_windows``); checkpoint selection uses the
 validation windows (Philly sample jobs 2000..2199 and Pollux workload 6, ``train.eval_*``);
-the test windows below share no job with either. For each seed the checkpoint with the
-best validation JCT (``DIR/s<seed>/checkpoints/best``) is rolled out greedily on every
-test window, next to every heuristic, through ``marl_sched.compare.run_compare``.
+the test windows below share no job with either. The seeds train as Ray Tune trials of
+one experiment (``marl-sched train --seeds N --out DIR/train``, two at a time on two
+cores); for each seed the checkpoint with the best validation JCT
+(``DIR/train/seed<S>/checkpoints/best``) is rolled out greedily on every test window,
+next to every heuristic, through ``marl_sched.compare.run_compare``.
 
 Prints one table per window (average JCT and the margin of MARL over each baseline,
 ``(baseline - marl) / baseline``, mean ± std over seeds), then, as its last line, one
@@ -24,7 +26,6 @@ import argparse
 import csv
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -49,25 +50,33 @@ WINDOWS = {
 QUICK_WINDOWS = ("philly-sample-2200", "philly-60000")
 
 
-def train(seed: int, out: Path, iterations: int, reuse: bool, config: str = CONFIG) -> dict:
-    """Train one seed (unless reusing a finished run); its wall time and best checkpoint."""
-    done = out / "checkpoints" / "latest"
-    if not (reuse and done.is_file()):
-        cmd = [sys.executable, "-m", "marl_sched.cli", "train", "--config", config,
-               "--out", str(out), "--iterations", str(iterations), "--seed", str(seed),
-               "--quiet"]  # fmt: skip
-        subprocess.run(cmd, check=True)
-    latest = out / "checkpoints" / done.read_text().strip()
-    state = json.loads((latest / "state.json").read_text())
-    best = state.get("best") or [latest.name, None]
-    return {
-        "seed": seed,
-        "iterations": state["iteration"],
-        "env_steps": state["env_steps"],
-        "wall_s": state["wall_s"],
-        "checkpoint": str(out / "checkpoints" / best[0]),
-        "validation_avg_jct_s": best[1],
-    }
+def train(seeds: int, first: int, out: Path, iterations: int, reuse: bool,
+          config: str = CONFIG) -> list[dict]:  # fmt: skip
+    """Train the seeds as one Tune experiment (unless reusing a finished one); per seed
+    its wall time and best checkpoint."""
+    from marl_sched.cli import main as cli
+
+    if not (reuse and (out / "experiment.json").is_file()):
+        rc = cli(["train", "--config", config, "--out", str(out), "--iterations", str(iterations),
+                  "--seeds", str(seeds), "--seed", str(first), "--quiet"])  # fmt: skip
+        if rc != 0:
+            sys.exit(rc)
+    trials = json.loads((out / "experiment.json").read_text())["trials"]
+    rows = []
+    for t in trials:
+        run = out / t["name"]
+        latest = run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()
+        state = json.loads((latest / "state.json").read_text())
+        best = state.get("best") or [latest.name, None]
+        rows.append({
+            "seed": t["seed"],
+            "iterations": state["iteration"],
+            "env_steps": state["env_steps"],
+            "wall_s": state["wall_s"],
+            "checkpoint": str(run / "checkpoints" / best[0]),
+            "validation_avg_jct_s": best[1],
+        })  # fmt: skip
+    return rows
 
 
 def compare(
@@ -102,18 +111,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 windows, reuse runs")
     parser.add_argument("--config", default=CONFIG, help="training config")
-    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--seeds", type=int, default=3, help="how many seeds")
+    parser.add_argument("--seed", type=int, default=0, help="the first seed")
     parser.add_argument("--iterations", type=int, default=15)
     parser.add_argument("--runs", default="/tmp/marl_runs")
     parser.add_argument("--reuse", action="store_true",
                         help="reuse finished runs and comparisons in --runs")  # fmt: skip
     args = parser.parse_args()
-    seeds = [int(s) for s in args.seeds.split(",")]
     runs = Path(args.runs)
     windows = {k: WINDOWS[k] for k in (QUICK_WINDOWS if args.quick else WINDOWS)}
 
     reuse = args.reuse or args.quick
-    trained = [train(s, runs / f"s{s}", args.iterations, reuse, args.config) for s in seeds]
+    trained = train(args.seeds, args.seed, runs / "train", args.iterations, reuse, args.config)
     for t in trained:
         print(
             f"seed {t['seed']}: {t['iterations']} iterations, {t['env_steps']:.0f} env steps, "

@@ -4,6 +4,7 @@
 
     marl-sched simulate --config C [--trace F] [trace options] [--policy NAME] --out DIR
     marl-sched train    --config C --out DIR [--iterations N] [--ray-address A] [--resume]
+                        [--seeds N] [--grid key=v1,v2]
     marl-sched evaluate --checkpoint P [--config C] [--trace F] [trace options] --out DIR
     marl-sched compare  --config C [--trace F] --policies a,b,... [--checkpoint P] [...] --out DIR
     marl-sched benchmark --suite S [--split test] --policies a,b,... [--checkpoint P]
@@ -12,7 +13,11 @@
     marl-sched trace inspect F [--trace-format ...]
     marl-sched policies
 
-Trace options: ``--trace-format``, ``--start``, ``--max-jobs``, ``--load``, ``--seed``.
+Every command that takes ``--config`` also takes ``key=value`` overrides of the
+config's keys anywhere on its line (``train.lr=1e-4 env.hints=[first-fit]``), applied
+after the file's ``defaults:`` are composed and checked like the file
+(:func:`marl_sched.config.load_config`). Trace options: ``--trace-format``,
+``--start``, ``--max-jobs``, ``--load``, ``--seed``, ``--drop-unplaceable``.
 Exit status 0 on success, 2 on bad input with one line on stderr naming the file,
 line or key and the problem; nothing is left half-written. The commands that need
 torch or Ray import them only when they run, so ``simulate`` starts fast.
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -42,7 +48,9 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports usage errors as one line and exit status 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise InputError(f"{self.prog}: {message}")
+        # "marl-sched simulate" -> "simulate": main adds the "marl-sched: error:" prefix
+        command = self.prog.partition(" ")[2]
+        raise InputError(f"{command}: {message}" if command else message)
 
 
 def _trace_options(p: argparse.ArgumentParser, trace_required: bool = False) -> None:
@@ -56,42 +64,74 @@ def _trace_options(p: argparse.ArgumentParser, trace_required: bool = False) -> 
     p.add_argument("--max-jobs", type=int, help="number of jobs in the window")
     p.add_argument("--load", type=float, help="arrival-rate multiplier (2 = twice as fast)")
     p.add_argument("--seed", type=int, help="seed of fill rules and policies")
+    p.add_argument(
+        "--drop-unplaceable",
+        action="store_true",
+        help="leave out jobs the empty cluster cannot hold (counted in metrics.json) "
+        "instead of refusing the trace",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
+#: the commands that read an experiment config, and so take ``key=value`` overrides
+OVERRIDE_COMMANDS = ("simulate", "train", "evaluate", "compare", "benchmark", "interference fit")
+OVERRIDE_HELP = (
+    "Commands that take --config also take key=value overrides of its keys, anywhere on "
+    "the line (train.lr=1e-4 env.hints=[first-fit] topology.subclusters=2)."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="marl-sched", description=__doc__.split("\n")[0])
+    parser = _Parser(
+        prog="marl-sched",
+        description=__doc__.split("\n")[0],
+        epilog=OVERRIDE_HELP,
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("simulate", help="replay a trace under one placement policy")
+    p = sub.add_parser(
+        "simulate", help="replay a trace under one placement policy", epilog=OVERRIDE_HELP
+    )
     p.add_argument("--config", required=True)
     p.add_argument("--policy", help="placement policy (default: the config's)")
     p.add_argument("--out", required=True, help="output folder")
     _trace_options(p)
 
-    p = sub.add_parser("train", help="train the MARL agents with RLlib")
+    p = sub.add_parser("train", help="train the MARL agents with RLlib", epilog=OVERRIDE_HELP)
     p.add_argument("--config", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--iterations", type=int)
     p.add_argument("--ray-address")
     p.add_argument("--resume", action="store_true")
-    p.add_argument("--seed", type=int)
+    p.add_argument("--seed", type=int, help="seed (the first of --seeds)")
+    p.add_argument("--seeds", type=int, help="N Ray Tune trials, seeds S..S+N-1")
+    p.add_argument("--grid", action="append", metavar="KEY=V1,V2",
+                   help="a Ray Tune trial per value (repeatable: the product)")  # fmt: skip
     p.add_argument("--quiet", action="store_true")
 
-    p = sub.add_parser("evaluate", help="roll a checkpoint out on a trace window")
+    p = sub.add_parser(
+        "evaluate", help="roll a checkpoint out on a trace window", epilog=OVERRIDE_HELP
+    )
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--config")
     p.add_argument("--out", required=True)
     _trace_options(p)
 
-    p = sub.add_parser("compare", help="run several policies on the same trace window")
+    p = sub.add_parser(
+        "compare", help="run several policies on the same trace window", epilog=OVERRIDE_HELP
+    )
     p.add_argument("--config", required=True)
     p.add_argument("--policies", required=True)
     p.add_argument("--checkpoint")
     p.add_argument("--out", required=True)
     _trace_options(p)
 
-    p = sub.add_parser("benchmark", help="policies x scenarios x seeds of a suite split")
+    p = sub.add_parser(
+        "benchmark",
+        help="policies x scenarios x seeds of a suite split",
+        epilog="key=value overrides change the suite's base config (not the keys every "
+        "scenario sets: topology, the trace window, load, seed).",
+    )
     p.add_argument("--suite", help="suite file (default: benchmarks/default.yaml)")
     p.add_argument("--split", default="test", help="train, validation or test")
     p.add_argument("--policies", required=True)
@@ -107,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("interference", help="fit or report the learned interference model")
     isub = p.add_subparsers(dest="action", required=True, parser_class=_Parser)
-    q = isub.add_parser("fit")
+    q = isub.add_parser("fit", epilog=OVERRIDE_HELP)
     q.add_argument("--config", required=True)
     q.add_argument("--out", required=True)
     q.add_argument("--samples", type=int)
@@ -134,8 +174,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def prepare_out(out: str | Path) -> Path:
-    """The output folder; refuses a path that is an existing file or lies under one (an
-    empty ``--out`` is refused for every command in :func:`_run`)."""
+    """The output folder; refuses a path that is an existing file or lies under one, or
+    whose nearest existing folder cannot be written (an empty ``--out`` is refused for
+    every command in :func:`_run`)."""
+    import os
+
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise InputError(f"--out: {out}: exists and is not a folder")
@@ -143,6 +186,9 @@ def prepare_out(out: str | Path) -> Path:
         if parent.exists():
             if not parent.is_dir():
                 raise InputError(f"--out: {out}: {parent} is a file, not a folder")
+            # the outputs are staged beside --out, so its folder must take new entries
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise InputError(f"--out: {out}: cannot write in {parent}")
             break
     return path
 
@@ -222,34 +268,47 @@ RESULT_COLUMNS = (
 # ---------------------------------------------------------------------------- commands
 
 
+def trace_options(args: argparse.Namespace):
+    """The run's :class:`~marl_sched.runner.TraceOptions` from the trace flags."""
+    from marl_sched.runner import TraceOptions
+
+    return TraceOptions(
+        args.trace,
+        args.trace_format,
+        args.start,
+        args.max_jobs,
+        args.load,
+        args.seed,
+        drop_unplaceable=getattr(args, "drop_unplaceable", False),
+    )
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     from marl_sched.config import load_config
-    from marl_sched.metrics import write_run
+    from marl_sched.metrics import staged_folder, write_run
     from marl_sched.policies import get_policy_class
-    from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
+    from marl_sched.runner import build_cluster, load_workload, simulate
 
-    cfg = load_config(args.config)
+    cfg = load_config(args.config, args.overrides)
     policy = args.policy or cfg.simulation.policy
     get_policy_class(policy)  # unknown name → exit 2 before any work
     out = prepare_out(args.out)
     topo, perf = build_cluster(cfg)
-    opts = TraceOptions(
-        args.trace, args.trace_format, args.start, args.max_jobs, args.load, args.seed
-    )
-    workload = load_workload(cfg, perf, opts)
+    workload = load_workload(cfg, perf, trace_options(args))
     bar = Progress(len(workload.jobs), f"simulate {policy}", args.quiet)
     try:
-        metrics, records, _ = simulate(
-            cfg, policy, workload, topo, perf, seed=args.seed, progress=bar
-        )
+        with staged_folder(out) as tmp:  # every output at once, or none
+            metrics, records, _ = simulate(
+                cfg, policy, workload, topo, perf, seed=args.seed, progress=bar
+            )
+            write_run(tmp, metrics, records, workload.resolved(cfg))
     finally:
         bar.close()
-    write_run(out, metrics, records)
     print(f"cluster: {topo.describe()}")
     warm = f", the first {workload.warmup} warm-up, not scored" if workload.warmup else ""
     print(f"trace:   {workload.trace_path} ({len(workload.jobs)} jobs{warm})")
     print(format_table([metrics], RESULT_COLUMNS))
-    print(f"wrote {out / 'metrics.json'} and {out / 'jobs.csv'}")
+    print(f"wrote {out / 'metrics.json'}, {out / 'jobs.csv'} and {out / 'config.yaml'}")
     return 0
 
 
@@ -282,6 +341,9 @@ def _run(args: argparse.Namespace) -> int:
             raise InputError(f"--{name}: must be >= 0, got {value}")
     if isinstance(getattr(args, "out", None), str) and not args.out.strip():
         raise InputError("--out: empty path (name an output folder)")
+    command = _command_name(args)
+    if args.overrides and command not in OVERRIDE_COMMANDS:
+        raise InputError(f"{command}: unrecognized arguments: {' '.join(args.overrides)}")
     if args.command in LOCAL_COMMANDS:
         return LOCAL_COMMANDS[args.command](args)
     module, _, func = LAZY_COMMANDS[args.command].partition(":")
@@ -305,14 +367,39 @@ def _fixed_hash_seed() -> None:
         os.execv(sys.executable, [sys.executable, "-m", "marl_sched.cli", *sys.argv[1:]])
 
 
+def _command_name(args: argparse.Namespace) -> str:
+    """``simulate``, ``interference fit``: the command and its action, if any."""
+    return " ".join(filter(None, (args.command, getattr(args, "action", None))))
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Options as argparse reads them, plus ``args.overrides``: the ``key=value``
+    words, anywhere on the line (checked against the config when it is loaded)."""
+    args, extra = parser.parse_known_args(argv)
+    bad = [a for a in extra if a.startswith("-") or "=" not in a]
+    if bad:
+        command = _command_name(args)
+        raise InputError(f"{command}: unrecognized arguments: {' '.join(bad)}")
+    args.overrides = extra
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``marl-sched`` console script."""
     if argv is None:
         _fixed_hash_seed()
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-        return _run(args)
+        with warnings.catch_warnings(record=True) as caught:
+            try:
+                args = parse_args(parser, argv)
+                status = _run(args)
+            except BaseException:
+                caught.clear()  # a library's warning never precedes the error line
+                raise
+        for w in caught:  # shown after a run that worked
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        return status
     except InputError as exc:
         print(f"marl-sched: error: {exc}", file=sys.stderr)
         return 2

@@ -3,7 +3,9 @@
 Each policy runs in its own worker process (as many at once as there are cores), on
 the same jobs, topology and seed. Outputs, each written atomically:
 
-- ``DIR/<policy>/metrics.json`` and ``DIR/<policy>/jobs.csv`` (as ``simulate``);
+- ``DIR/<policy>/metrics.json``, ``DIR/<policy>/jobs.csv`` and
+  ``DIR/<policy>/config.yaml`` (as ``simulate``), and ``DIR/config.yaml`` (the
+  resolved config every policy ran);
 - ``DIR/results.csv`` and ``DIR/results.md``: one row per policy with avg / p50 / p95
   / p99 JCT, queueing, slowdown, utilisation, decision latency, and the ratio of each
   policy's average JCT to the best *baseline* (every policy but ``marl``);
@@ -19,12 +21,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marl_sched.errors import InputError
+
+if TYPE_CHECKING:
+    from marl_sched.config import ExperimentConfig
 
 RESULT_FIELDS = (
     "policy",
@@ -58,7 +63,7 @@ def _run_one(task: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
     metrics, records, _ = simulate(
         cfg, task["policy"], workload, topo, perf, seed=task["seed"], policy=policy
     )
-    write_run(Path(task["out"]) / task["policy"], metrics, records)
+    write_run(Path(task["out"]) / task["policy"], metrics, records, workload.resolved(cfg))
     return metrics, [r.jct for r in records]
 
 
@@ -84,7 +89,10 @@ def checkpoints_by_policy(spec: str | None, policies: list[str]) -> dict[str, st
 
 
 def check_compare(
-    config: str, policies: list[str], trace_options: dict[str, Any], checkpoint: str | None
+    config: str | ExperimentConfig,
+    policies: list[str],
+    trace_options: dict[str, Any],
+    checkpoint: str | None,
 ):
     """Every input of a comparison checked before any work: the config, the trace
     window, each policy name and each learned policy's checkpoint against the cluster
@@ -105,7 +113,7 @@ def check_compare(
 
 
 def run_compare(
-    config: str,
+    config: str | ExperimentConfig,
     policies: list[str],
     out: Path,
     trace_options: dict[str, Any],
@@ -120,8 +128,10 @@ def run_compare(
     here)."""
     from marl_sched.metrics import atomic_write_text, csv_text
     from marl_sched.plots import bars, jct_cdf
+    from marl_sched.runner import TraceOptions
 
     cfg, ckpts = checked or check_compare(config, policies, trace_options, checkpoint)
+    config = cfg  # the loaded config travels to the workers (with any overrides)
     tasks = [
         {
             "config": config,
@@ -154,11 +164,13 @@ def run_compare(
         r["ratio_to_best_baseline"] = r["avg_jct_s"] / best
     rows.sort(key=lambda r: r["avg_jct_s"])
     atomic_write_text(out / "results.csv", csv_text(rows, RESULT_FIELDS))
-    atomic_write_text(out / "results.md", results_markdown(rows, trace_options, config))
+    workload = TraceOptions(**trace_options).apply(cfg.workload)
+    atomic_write_text(out / "config.yaml", replace(cfg, workload=workload).to_yaml())
+    atomic_write_text(out / "results.md", results_markdown(rows, trace_options, cfg.source))
     jct_cdf(
         {p: results[p][1] for p in policies},
         out / "jct_cdf.png",
-        title=f"JCT CDF — {Path(config).name}",
+        title=f"JCT CDF — {Path(cfg.source).name}",
     )
     bars(
         {r["policy"]: r["avg_jct_s"] for r in rows},
@@ -168,23 +180,6 @@ def run_compare(
         highlight="marl",
     )
     return rows
-
-
-def _move_into(tmp: Path, out: Path) -> None:
-    """Put ``tmp``'s entries into ``out`` (renamed whole when ``out`` is absent or empty;
-    otherwise each entry replaces its namesake)."""
-    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
-        if out.exists():
-            out.rmdir()
-        os.replace(tmp, out)
-        return
-    for entry in tmp.iterdir():
-        target = out / entry.name
-        if target.is_dir():
-            shutil.rmtree(target)
-        elif target.exists():
-            target.unlink()
-        os.replace(entry, target)
 
 
 def results_markdown(rows: list[dict[str, Any]], trace_options: dict, config: str) -> str:
@@ -212,6 +207,8 @@ def results_markdown(rows: list[dict[str, Any]], trace_options: dict, config: st
 
 def compare_command(args: argparse.Namespace) -> int:
     from marl_sched.cli import RESULT_COLUMNS, Progress, format_table, prepare_out
+    from marl_sched.config import load_config
+    from marl_sched.metrics import staged_folder
 
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     if not policies:
@@ -232,20 +229,20 @@ def compare_command(args: argparse.Namespace) -> int:
         "max_jobs": args.max_jobs,
         "load": args.load,
         "seed": args.seed,
+        "drop_unplaceable": args.drop_unplaceable,
     }
-    checked = check_compare(args.config, policies, opts, args.checkpoint)  # before the bar
+    config = load_config(args.config, args.overrides)
+    checked = check_compare(config, policies, opts, args.checkpoint)  # before the bar
     bar = Progress(len(policies), "compare (policies done)", args.quiet)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
     try:
-        rows = run_compare(
-            args.config, policies, tmp, opts, args.checkpoint, args.seed, progress=bar,
-            checked=checked,
-        )  # fmt: skip
-        _move_into(tmp, out)  # every output appears at once, or none (interrupted, failed)
+        # every output appears at once, or none (interrupted, failed)
+        with staged_folder(out) as tmp:
+            rows = run_compare(
+                config, policies, tmp, opts, args.checkpoint, args.seed, progress=bar,
+                checked=checked,
+            )  # fmt: skip
     finally:
         bar.close()
-        shutil.rmtree(tmp, ignore_errors=True)
     print(format_table(rows, RESULT_COLUMNS + (("ratio_to_best_baseline", "/ best", ".3f"),)))
     print(
         f"wrote {out / 'results.md'}, {out / 'results.csv'}, {out / 'jct_cdf.png'}, "

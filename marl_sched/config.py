@@ -10,20 +10,29 @@ An experiment config is a YAML mapping with these sections::
     train:       mapping            the RL trainer (validated by agents)
     interference: mapping           the learned interference model (validated by agents)
 
-Every key is checked: an unknown key, a missing required key or a value of the wrong
-type or range raises :class:`~marl_sched.errors.InputError` with one line naming the
-file and the dotted key, e.g. ``configs/x.yaml: topology.racks_per_subcluster: must be
->= 1, got 0``. Sections owned by the heavier packages (env, model, train, interference)
-are kept as plain mappings here and parsed with :func:`parse_section` by their owners,
-so this module imports nothing beyond the standard library and PyYAML.
+A file may name parents (``defaults: [../base.yaml]``): :func:`compose_file` merges
+them with OmegaConf, the file's own keys on top; :func:`load_config` then applies
+command-line ``key=value`` overrides (:func:`apply_overrides`). OmegaConf only
+composes a plain mapping; the typed checks below validate it.
+
+Every key is checked: an unknown key, a missing required key, a key given twice or a
+value of the wrong type or range raises :class:`~marl_sched.errors.InputError` with
+one line naming the file (and line) or ``command line`` and the dotted key, e.g.
+``configs/x.yaml: topology.racks_per_subcluster: must be >= 1, got 0``. Sections owned
+by the heavier packages (env, model, train, interference) are kept as plain mappings
+here and parsed with :func:`parse_section` by their owners, whose parsers
+:func:`config_from_dict` runs by name (:data:`OWNED_SECTIONS`), so this module imports
+nothing from them while every command checks every section.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -140,8 +149,10 @@ class WorkloadConfig:
         max_jobs: window length in jobs (null = to the end).
         load: arrival-rate multiplier (2.0 = jobs arrive twice as fast).
         seed: seed of the fill rules (model draw) and of noisy duration estimates.
-        max_job_gpus: jobs asking for more GPUs are clipped to this (null = the
-            cluster's GPU count); clipping is counted in the run's metrics.
+        max_job_gpus: jobs asking for more GPUs are clipped to this, counted in the
+            run's metrics (null = no clipping: a job the cluster cannot hold is an
+            input error, or left out with ``--drop-unplaceable``;
+            :func:`marl_sched.runner.check_placeable`).
         warmup_jobs: jobs before ``start`` (as many as there are, up to this) that
             are simulated but not scored, so the window starts on a populated
             cluster; the scored jobs are still ``start`` .. ``start + max_jobs``.
@@ -198,6 +209,13 @@ class WorkloadConfig:
                 self.max_jobs >= 1, where, f"{key}.max_jobs", f"must be >= 1, got {self.max_jobs}"
             )
         check(self.load > 0, where, f"{key}.load", f"must be > 0, got {self.load}")
+        lo, hi = LOAD_RANGE
+        check(
+            lo <= self.load <= hi,
+            where,
+            f"{key}.load",
+            f"must be in [{lo:g}, {hi:g}], got {self.load}",
+        )
         if self.max_job_gpus is not None:
             check(self.max_job_gpus >= 1, where, f"{key}.max_job_gpus", "must be >= 1")
 
@@ -256,16 +274,29 @@ class ExperimentConfig:
     source: str = "<defaults>"
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain nested mapping (YAML-ready), without ``source``."""
-        out = dataclasses.asdict(self)
+        """Plain nested mapping (YAML-ready: lists, not tuples), without ``source``."""
+        out = plain(dataclasses.asdict(self))
         out.pop("source")
-        out["topology"]["server_types"] = [dict(s) for s in out["topology"]["server_types"]]
         return out
+
+    def to_yaml(self) -> str:
+        """The config as YAML that :func:`load_config` reads back to an equal config
+        (the ``config.yaml`` every run folder holds)."""
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
     def resolve_path(self, path: str) -> Path:
         """A path from the config, relative ones against the repo root."""
         p = Path(path)
         return p if p.is_absolute() else REPO_ROOT / p
+
+
+def plain(obj: Any) -> Any:
+    """Nested dicts and lists only (tuples become lists)."""
+    if isinstance(obj, dict):
+        return {k: plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [plain(v) for v in obj]
+    return obj
 
 
 # --------------------------------------------------------------------------- parsing
@@ -355,6 +386,10 @@ def parse_section(cls: type[T], data: Any, where: str, prefix: str) -> T:
     return obj
 
 
+#: the arrival-rate multipliers a workload may use: a smaller one stretches a trace's
+#: submit times past the clock's resolution, a larger one squeezes them together
+LOAD_RANGE = (1e-3, 1e6)
+
 #: the range every physical quantity of a config must lie in (bandwidths in Gbit/s,
 #: memory in GB, ratios): values outside it make the simulator's clock overflow or stall
 PHYSICAL_RANGE = (1e-3, 1e7)
@@ -379,9 +414,42 @@ def check(cond: bool, where: str, key: str, problem: str) -> None:
 
 _SECTIONS = ("topology", "workload", "simulation", "env", "model", "train", "interference")
 
+#: the sections whose schema lives in a heavier package, and the parser that checks each
+#: (``"module:function"`` taking the :class:`ExperimentConfig`). They are named by string
+#: and imported only when a config has the section, the way the CLI names its lazy
+#: commands, so this module imports nothing from envs/agents while every command
+#: (``simulate`` included) still refuses an unknown or ill-typed key in any section.
+OWNED_SECTIONS = {
+    "env": "envs.config:env_config",
+    "model": "agents.config:model_config",
+    "train": "agents.config:train_config",
+    "interference": "agents.config:interference_config",
+}
+
+#: the key a config file names its parents with (a list of files, relative to it)
+DEFAULTS_KEY = "defaults"
+
+
+def _check_owned_sections(cfg: ExperimentConfig) -> None:
+    """Run the owners' parsers over every owned section the config has."""
+    import importlib
+
+    for section, target in OWNED_SECTIONS.items():
+        if not getattr(cfg, section):
+            continue
+        module, _, func = target.partition(":")
+        try:
+            parser = getattr(importlib.import_module(module), func)
+        except ModuleNotFoundError as exc:
+            if exc.name != module.partition(".")[0]:
+                raise
+            continue  # an install without that layer: nothing there reads the section
+        parser(cfg)
+
 
 def config_from_dict(data: Any, where: str = "<config>") -> ExperimentConfig:
-    """Validate a loaded mapping into an :class:`ExperimentConfig`."""
+    """Validate a loaded mapping into an :class:`ExperimentConfig` (every section,
+    the owned ones by their owners' parsers: :data:`OWNED_SECTIONS`)."""
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a mapping of sections, got {type(data).__name__}")
     for key in data:
@@ -397,31 +465,206 @@ def config_from_dict(data: Any, where: str = "<config>") -> ExperimentConfig:
         interference=_coerce(data.get("interference") or {}, dict, where, "interference"),
         source=where,
     )
+    _check_owned_sections(cfg)
     return cfg
 
 
-def load_config(path: str | Path | ExperimentConfig) -> ExperimentConfig:
-    """Load and validate an experiment config from a YAML file.
+# --------------------------------------------------------------------------- files
 
-    ``path`` may also be an already-loaded :class:`ExperimentConfig`, returned as is.
-    Relative paths that do not exist are also tried against the repo root, so
-    ``configs/default.yaml`` works from any directory.
-    """
-    if isinstance(path, ExperimentConfig):
-        return path
-    p = Path(path)
-    if not p.exists() and not p.is_absolute() and (REPO_ROOT / p).exists():
-        p = REPO_ROOT / p
-    where = str(path)
+
+class _YamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """PyYAML's safe loader (libyaml's parser when PyYAML has it) that refuses a key
+    given twice in one mapping (PyYAML keeps the last one silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the base class reports it
+                break
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key {key!r} (first on line {first})",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: str | Path, where: str | None = None, what: str = "file") -> Any:
+    """One YAML file, safely loaded, duplicate keys refused; every problem is an
+    ``InputError`` naming ``where`` (default: the path) and the line."""
+    where = str(path) if where is None else where
     try:
-        text = p.read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{where}: cannot read config: {exc.__class__.__name__}: {exc}") from None
+        raise InputError(f"{where}: cannot read {what}: {exc.__class__.__name__}: {exc}") from None
     try:
-        data = yaml.safe_load(text)
+        return yaml.load(text, Loader=_YamlLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f"{where}:{mark.line + 1}" if mark is not None else where
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise InputError(f"{at}: invalid YAML: {problem}") from None
-    return config_from_dict(data if data is not None else {}, where)
+
+
+def _find(path: str | Path) -> Path:
+    """``path``, or, relative and absent, the same path under the repo root."""
+    p = Path(path)
+    if not p.exists() and not p.is_absolute() and (REPO_ROOT / p).exists():
+        return REPO_ROOT / p
+    return p
+
+
+def compose_file(path: str | Path, where: str | None = None) -> dict[str, Any]:
+    """The mapping a config file stands for: its parents (``defaults: [a.yaml, ...]``,
+    paths relative to the file, each composed the same way) merged in order with
+    OmegaConf, then the file's own keys on top. Mappings merge key by key; a list or
+    a value replaces the parent's."""
+    where = str(path) if where is None else where
+    return _plain_dict(_compose(_find(path), where, ()), where)
+
+
+def _plain_dict(conf, where: str) -> dict[str, Any]:
+    """An OmegaConf mapping as plain Python, ``${a.b}`` interpolations resolved."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return OmegaConf.to_container(conf, resolve=True)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None)
+        at = f"{where}: {key}" if key else where
+        raise InputError(f"{at}: cannot resolve an interpolation: {_first_line(exc)}") from None
+
+
+def _compose(p: Path, where: str, chain: tuple[Path, ...]):
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    data = read_yaml(p, where, "config")
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected a mapping of sections, got {type(data).__name__}")
+    parents = data.pop(DEFAULTS_KEY, None) or []
+    if isinstance(parents, str):
+        parents = [parents]
+    if not isinstance(parents, list) or not all(isinstance(x, str) for x in parents):
+        raise InputError(f"{where}: {DEFAULTS_KEY}: expected a list of config files")
+    layers = []
+    for name in parents:
+        parent = (p.parent / name).resolve()
+        if parent in chain or parent == p.resolve():
+            raise InputError(f"{where}: {DEFAULTS_KEY}: {name}: includes itself")
+        if not parent.is_file():
+            raise InputError(f"{where}: {DEFAULTS_KEY}: {name}: no such config file")
+        layers.append(_compose(parent, _shown(parent), (*chain, p.resolve())))
+    try:
+        return OmegaConf.merge(*layers, OmegaConf.create(data))
+    except OmegaConfBaseException as exc:
+        raise InputError(f"{where}: cannot merge with its defaults: {_first_line(exc)}") from None
+
+
+def _shown(path: Path) -> str:
+    """A path for messages: relative to the repo when inside it."""
+    try:
+        return str(path.relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+
+
+# --------------------------------------------------------------------------- overrides
+
+#: a dotted key of an override: names separated by dots (no list indices: give the
+#: whole list, ``env.hints=[a,b]``)
+_OVERRIDE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)*")
+
+
+def parse_overrides(items: Sequence[str]) -> list[tuple[str, Any]]:
+    """``key=value`` command-line overrides as (dotted key, value): the value is read
+    the way OmegaConf reads a dotlist (YAML, so ``1e-4`` is a float, ``[a,b]`` a list,
+    ``null`` unsets). A malformed item raises ``InputError`` naming it."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    out = []
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise InputError(f"override {item!r}: expected key=value")
+        if not _OVERRIDE_KEY.fullmatch(key):
+            raise InputError(f"override {item!r}: {key!r} is not a dotted key like train.lr")
+        if not value.strip():
+            raise InputError(f"{key}: override {item!r} has no value (write {key}=null to unset)")
+        try:
+            node = OmegaConf.from_dotlist([f"value={value}"])
+            parsed = OmegaConf.to_container(node)["value"]
+        except (OmegaConfBaseException, yaml.YAMLError) as exc:
+            raise InputError(
+                f"{key}: override {item!r}: cannot read the value: {_first_line(exc)}"
+            ) from None
+        out.append((key, parsed))
+    return out
+
+
+def apply_overrides(data: dict[str, Any], items: Sequence[str]) -> dict[str, Any]:
+    """``data`` with the overrides merged in (OmegaConf), a new mapping."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    merged = OmegaConf.create(data)
+    for key, value in parse_overrides(items):
+        parts = key.split(".")
+        node: Any = data
+        for depth, part in enumerate(parts[:-1]):  # a value where the key needs a mapping
+            node = node.get(part) if isinstance(node, dict) else None
+            if node is not None and not isinstance(node, dict):
+                where = ".".join(parts[: depth + 1])
+                raise InputError(f"{key}: override: {where} is a value, not a section")
+        try:
+            OmegaConf.update(merged, key, value, merge=False, force_add=True)
+        except OmegaConfBaseException as exc:
+            raise InputError(f"{key}: override: {_first_line(exc)}") from None
+    return _plain_dict(merged, OVERRIDES_WHERE)
+
+
+#: where the command line's overrides are named in messages
+OVERRIDES_WHERE = "command line"
+
+
+def load_config(
+    path: str | Path | ExperimentConfig, overrides: Sequence[str] = ()
+) -> ExperimentConfig:
+    """Load and validate an experiment config from a YAML file (composed with its
+    ``defaults``: :func:`compose_file`), then apply ``key=value`` overrides.
+
+    ``path`` may also be an already-loaded :class:`ExperimentConfig`, returned as is
+    without overrides. Relative paths that do not exist are also tried against the
+    repo root, so ``configs/default.yaml`` works from any directory. The file is
+    validated alone first, so a problem of the file names the file; then with the
+    overrides, whose problems name the ``command line`` and the key.
+    """
+    if isinstance(path, ExperimentConfig):
+        if not overrides:
+            return path
+        data, where = path.to_dict(), path.source
+    else:
+        where = str(path)
+        data = compose_file(path, where)
+        if not overrides:
+            return config_from_dict(data, where)
+        config_from_dict(data, where)
+    merged = apply_overrides(data, overrides)
+    cfg = config_from_dict(merged, OVERRIDES_WHERE)
+    return dataclasses.replace(cfg, source=where)

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import math
 import os
+import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from marl_sched.config import ExperimentConfig
+from marl_sched.errors import InputError
 from marl_sched.simulator import JobRecord, Simulator
 
 # What a run's outcome is made of: metrics that depend only on the trace, the cluster
@@ -176,31 +181,89 @@ def job_rows(records: Sequence[JobRecord]) -> list[dict[str, Any]]:
     return rows
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same folder + rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def new_file_mode() -> int:
+    """The permission bits a new file gets under the process's umask (0o644 under
+    umask 022): ``tempfile.mkstemp`` creates 0o600 files whatever the umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same folder + rename;
+    the file gets the umask's mode (:func:`new_file_mode`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), new_file_mode())
             fh.write(data)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8, newlines as given) like :func:`atomic_write_bytes`."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def move_into(tmp: Path, out: Path) -> None:
+    """Put ``tmp``'s entries into ``out`` (renamed whole when ``out`` is absent or empty;
+    otherwise each entry replaces its namesake)."""
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        if out.exists():
+            out.rmdir()
+        os.replace(tmp, out)
+        return
+    for entry in tmp.iterdir():
+        target = out / entry.name
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+        os.replace(entry, target)
+
+
+@contextmanager
+def staged_folder(out: str | Path) -> Iterator[Path]:
+    """A temporary folder beside ``out`` for a command's outputs: when the block ends
+    normally they move into ``out`` at once (:func:`move_into`); when it fails or is
+    interrupted the folder goes and ``out`` is left as it was. An ``out`` that cannot
+    be written is an ``InputError`` naming ``--out``."""
+    out = Path(out)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    def unwritable(exc: OSError) -> InputError:
+        return InputError(f"--out: {out}: cannot write there: {exc.strerror or exc}")
+
+    try:
+        tmp.mkdir(parents=True)
+    except OSError as exc:
+        raise unwritable(exc) from None
+    try:
+        try:
+            yield tmp
+        except OSError as exc:  # a full disk or a quota while writing the outputs
+            inside = exc.filename is not None and Path(exc.filename).is_relative_to(tmp)
+            if exc.errno in _WRITE_ERRNOS or inside:
+                raise unwritable(exc) from None
+            raise
+        try:
+            move_into(tmp, out)
+        except OSError as exc:
+            raise unwritable(exc) from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+#: errors of writing a file that say the place, not the program, is wrong
+_WRITE_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EACCES, errno.EPERM}
+)
 
 
 def _json_safe(obj: Any) -> Any:
@@ -238,10 +301,18 @@ def write_report(
     atomic_write_text(out / f"{stem}.csv", csv_text(rows, columns))
 
 
-def write_run(out_dir: str | Path, metrics: dict[str, Any], records: Sequence[JobRecord]) -> None:
-    """Write ``metrics.json`` and ``jobs.csv`` (each atomically); ``jobs.csv`` holds the
-    scored jobs (warm-up jobs, ``metrics["jobs_warmup"]`` of them, are left out)."""
+def write_run(
+    out_dir: str | Path,
+    metrics: dict[str, Any],
+    records: Sequence[JobRecord],
+    config: ExperimentConfig | None = None,
+) -> None:
+    """Write ``metrics.json`` and ``jobs.csv`` (each atomically), and the run's resolved
+    ``config.yaml`` when ``config`` is given; ``jobs.csv`` holds the scored jobs
+    (warm-up jobs, ``metrics["jobs_warmup"]`` of them, are left out)."""
     out = Path(out_dir)
+    if config is not None:
+        atomic_write_text(out / "config.yaml", config.to_yaml())
     warmup = metrics.get("jobs_warmup", 0)
     records = [r for r in records if r.job.job_id >= warmup]
     write_json(out / "metrics.json", metrics)

@@ -1,4 +1,5 @@
-"""Plots people would rather look at than read: JCT CDFs and bar charts (PNG)."""
+"""Plots people would rather look at than read: JCT CDFs, bar charts with error bars,
+curves, and learning curves with a 95 % confidence band over seeds (PNG)."""
 
 from __future__ import annotations
 
@@ -53,21 +54,32 @@ def bars(
     ylabel: str,
     title: str = "",
     highlight: str | None = None,
+    errors: Mapping[str, float] | None = None,
 ) -> None:
-    """A bar per policy, sorted ascending, value printed on each bar."""
+    """A bar per policy, sorted ascending, value printed on each bar.
+
+    ``errors``: half-widths of each bar's interval (e.g. a 95 % CI), drawn as error
+    bars. When the bars differ by less than a fifth of the largest, the y axis starts
+    near the smallest bar instead of at 0 (and says so), so a 2 % gap shows."""
     plt = _figure()
     items = sorted(values.items(), key=lambda kv: kv[1])
     fig, ax = plt.subplots(figsize=(max(5, 0.9 * len(items) + 2), 4))
     colors = ["#d95f02" if k == highlight else "#1b9e77" for k, _ in items]
-    rects = ax.bar([k for k, _ in items], [v for _, v in items], color=colors)
-    for r, (_, v) in zip(rects, items, strict=True):
+    err = [float((errors or {}).get(k, 0.0)) for k, _ in items]
+    rects = ax.bar([k for k, _ in items], [v for _, v in items], color=colors,
+                   yerr=err if errors else None, capsize=4 if errors else 0)  # fmt: skip
+    for r, (_, v), e in zip(rects, items, err, strict=True):
         ax.annotate(
             f"{v:,.0f}" if v >= 100 else f"{v:.3g}",
-            (r.get_x() + r.get_width() / 2, r.get_height()),
+            (r.get_x() + r.get_width() / 2, r.get_height() + e),
             ha="center",
             va="bottom",
             fontsize=8,
         )
+    limits = y_limits([v for _, v in items], err)
+    if limits is not None:
+        ax.set_ylim(*limits)
+        ylabel = f"{ylabel} (axis not from 0)"
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.tick_params(axis="x", rotation=30)
@@ -76,19 +88,56 @@ def bars(
     plt.close(fig)
 
 
+def y_limits(values: Sequence[float], errors: Sequence[float] = ()) -> tuple[float, float] | None:
+    """Y limits that show small differences between positive bars: None (start at 0)
+    unless the lowest bar is above 80 % of the highest; then a margin of a third of
+    the span (errors included) below and above."""
+    if not values:
+        return None
+    errs = list(errors) or [0.0] * len(values)
+    lo = min(v - e for v, e in zip(values, errs, strict=True))
+    hi = max(v + e for v, e in zip(values, errs, strict=True))
+    if lo <= 0 or min(values) < 0.8 * max(values):
+        return None
+    span = max(hi - lo, 1e-9 * hi)
+    return max(0.0, lo - span / 3), hi + span / 3
+
+
+def window_title(what: str, trace: str, start: int, jobs: int | None, load: float | None,
+                 split: str | None = None) -> str:  # fmt: skip
+    """``what — <trace> jobs a–b, load L, <split> split``: the title of a comparison."""
+    end = "end" if jobs is None else start + jobs - 1
+    shown_load = 1.0 if load is None else load
+    parts = [f"{Path(str(trace)).name} jobs {start}–{end}", f"load {shown_load:g}"]
+    if split:
+        parts.append(f"{split} split")
+    return f"{what} — {', '.join(parts)}"
+
+
 def curve(
     xs: Sequence[float],
-    ys: Mapping[str, Sequence[float]],
+    ys: Mapping[str, Sequence[float] | Mapping[float, float]],
     path: str | Path,
     xlabel: str,
     ylabel: str,
     title: str = "",
 ) -> None:
-    """Lines over a shared x axis (learning curves, scaling)."""
+    """Lines over a shared x axis (learning curves, scaling).
+
+    Each series is a sequence with one value per ``xs`` (else ``ValueError``), or a
+    mapping ``{x: y}`` of the points it has: a series measured at other x values is
+    drawn at its own x values, never shifted onto the first ones."""
     plt = _figure()
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, y in ys.items():
-        ax.plot(list(xs)[: len(y)], list(y), marker="o", ms=3, label=name)
+        if isinstance(y, Mapping):
+            px = sorted(y)
+            py = [y[x] for x in px]
+        else:
+            px, py = list(xs), list(y)
+            if len(px) != len(py):
+                raise ValueError(f"curve {name!r}: {len(py)} values for {len(px)} x values")
+        ax.plot(px, py, marker="o", ms=3, label=name)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -96,3 +145,63 @@ def curve(
     ax.legend(fontsize=8)
     _save(fig, path)
     plt.close(fig)
+
+
+def align(runs: Sequence[Mapping[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """Runs evaluated at different x values (env steps) on common ones: every x any run
+    was measured at, inside the range all runs cover, each run linearly interpolated
+    there. Returns ``(xs (n,), values (runs, n))``; a run with no point → ValueError."""
+    if not runs or any(len(r) == 0 for r in runs):
+        raise ValueError("align: every run needs at least one point")
+    lo = max(min(r) for r in runs)
+    hi = min(max(r) for r in runs)
+    xs = np.array(sorted({x for r in runs for x in r if lo <= x <= hi}), dtype=float)
+    values = np.empty((len(runs), len(xs)))
+    for i, r in enumerate(runs):
+        rx = np.array(sorted(r), dtype=float)
+        values[i] = np.interp(xs, rx, [r[x] for x in sorted(r)])
+    return xs, values
+
+
+def mean_ci(values: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Mean over runs (axis 0) and the half-width of its ``level`` Student-t
+    confidence interval (0 with one run)."""
+    from scipy import stats
+
+    n = values.shape[0]
+    mean = values.mean(axis=0)
+    if n < 2:
+        return mean, np.zeros_like(mean)
+    sem = values.std(axis=0, ddof=1) / np.sqrt(n)
+    return mean, stats.t.ppf(0.5 + level / 2, n - 1) * sem
+
+
+def band_curves(
+    groups: Mapping[str, Sequence[Mapping[float, float]]],
+    path: str | Path,
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
+) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Learning curves: per group (a config or grid point), the mean over its runs
+    (seeds) and a 95 % confidence band, on the steps :func:`align` gives. Returns
+    ``{group: (xs, mean, half-width)}`` — what is drawn."""
+    plt = _figure()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    drawn = {}
+    for name, runs in groups.items():
+        xs, values = align(runs)
+        mean, half = mean_ci(values)
+        drawn[name] = (xs, mean, half)
+        label = f"{name} (mean of {len(runs)}" + (", 95 % CI)" if len(runs) > 1 else ")")
+        (line,) = ax.plot(xs, mean, marker="o", ms=3, label=label)
+        if len(runs) > 1:
+            ax.fill_between(xs, mean - half, mean + half, color=line.get_color(), alpha=0.2)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    _save(fig, path)
+    plt.close(fig)
+    return drawn

@@ -6,8 +6,10 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+import numpy as np
 
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import ExperimentConfig, WorkloadConfig
@@ -32,6 +34,7 @@ class TraceOptions:
     max_jobs: int | None = None
     load: float | None = None
     seed: int | None = None
+    drop_unplaceable: bool = False
 
     def apply(self, workload: WorkloadConfig) -> WorkloadConfig:
         changes = {
@@ -47,7 +50,16 @@ class TraceOptions:
             if v is not None
         }
         new = dataclasses.replace(workload, **changes)
-        new.validate("command line", "--trace options")
+        try:
+            new.validate("command line", "workload")
+        except InputError as exc:  # name the flag that set the key, not the key
+            message = str(exc)
+            for name in changes:
+                prefix = f"command line: workload.{name}: "
+                if message.startswith(prefix):
+                    flag = "--" + name.replace("_", "-")
+                    raise InputError(f"{flag}: {message[len(prefix) :]}") from None
+            raise
         return new
 
 
@@ -69,6 +81,11 @@ class Workload:
     info: dict[str, Any]
     warmup: int = 0
     config: WorkloadConfig = dataclasses.field(default_factory=WorkloadConfig)
+
+    def resolved(self, cfg: ExperimentConfig) -> ExperimentConfig:
+        """``cfg`` with the workload this run read (after the command line's trace
+        options): what the run folder's ``config.yaml`` records."""
+        return dataclasses.replace(cfg, workload=self.config)
 
     def predictor(self) -> DurationPredictor:
         """A fresh duration predictor for one run over these jobs."""
@@ -99,16 +116,113 @@ def load_workload(
         known_models=set(CATALOGUE),
         seed=wl.seed,
     )
-    cap = wl.max_job_gpus or perf.topology.n_gpus
     jobs, info = build_jobs(
-        trace.jobs, perf.isolated_iteration_time, seed=wl.seed, max_job_gpus=cap, path=path
+        trace.jobs,
+        perf.isolated_iteration_time,
+        seed=wl.seed,
+        max_job_gpus=wl.max_job_gpus,
+        path=path,
     )
-    info = {**info, "dropped_rows": dict(trace.dropped), "format": trace.format}
+    drop = options is not None and options.drop_unplaceable
+    jobs, dropped = check_placeable(jobs, perf, path, drop=drop)
+    warmup -= sum(1 for j in dropped if j.job_id < warmup)
+    info = {
+        **info,
+        "dropped_rows": dict(trace.dropped),
+        "format": trace.format,
+        "unplaceable_dropped": len(dropped),
+    }
     if len(jobs) <= warmup:  # every job loaded lies before the window
         raise InputError(
             f"{path}: window is empty: --start {wl.start} skips all {len(jobs)} jobs of the trace"
         )
     return Workload(jobs=jobs, trace_path=path, info=info, warmup=warmup, config=wl)
+
+
+class _Capacity:
+    """What an empty cluster offers one model's tasks, summed over servers: worker
+    slots (GPUs whose memory holds a worker, within each server's CPU and memory),
+    PS slots, task slots by memory, and CPU cores."""
+
+    def __init__(self, model: str, perf: PerformanceModel) -> None:
+        t, spec = perf.topology, CATALOGUE[model]
+        eps = 1e-9  # the simulator's own tolerance (Simulator._check)
+        fit_gpus = np.bincount(
+            t.group_server,
+            weights=t.group_capacity * perf.group_fits(model),
+            minlength=t.n_servers,
+        )
+
+        def slots(have: np.ndarray, per_task: float) -> np.ndarray:
+            return np.floor((have + eps) / per_task) if per_task > 0 else np.full_like(have, np.inf)
+
+        mem_slots = slots(t.server_memory_gb, spec.mem_gb)
+        cpu_slots = slots(t.server_cpu, spec.cpu_worker)
+        self.fit_gpus = float(fit_gpus.sum())
+        self.workers = np.minimum(np.minimum(fit_gpus, mem_slots), cpu_slots)
+        self.ps = np.minimum(mem_slots, slots(t.server_cpu, spec.cpu_ps))
+        self.spec, self.tasks, self.cpu = spec, float(mem_slots.sum()), float(t.server_cpu.sum())
+        self.total_workers, self.total_ps = float(self.workers.sum()), float(self.ps.sum())
+
+    def problem(self, job: Job) -> str | None:
+        """Why ``job`` cannot run on the empty cluster, or None when these sums allow it."""
+        s = self.spec
+        if job.num_workers > self.fit_gpus:
+            return (
+                f"needs {job.num_workers} GPUs whose memory holds a {job.model} worker; "
+                f"the cluster has {self.fit_gpus:.0f}"
+            )
+        if job.num_workers > self.total_workers:
+            return (
+                f"needs {job.num_workers} workers of {s.cpu_worker:g} CPU cores and "
+                f"{s.mem_gb:g} GB each beside a GPU; the servers have room for "
+                f"{self.total_workers:.0f}"
+            )
+        if job.num_ps > self.total_ps:
+            return (
+                f"needs {job.num_ps} parameter servers; the cluster has room for "
+                f"{self.total_ps:.0f}"
+            )
+        if job.num_tasks > self.tasks:
+            return (
+                f"needs memory for {job.num_tasks} tasks of {s.mem_gb:g} GB; the servers "
+                f"hold {self.tasks:.0f}"
+            )
+        cores = job.num_workers * s.cpu_worker + job.num_ps * s.cpu_ps
+        if cores > self.cpu + 1e-9:
+            return f"needs {cores:g} CPU cores; the cluster has {self.cpu:g}"
+        return None
+
+
+def check_placeable(
+    jobs: list[Job], perf: PerformanceModel, path: str, *, drop: bool = False
+) -> tuple[list[Job], list[Job]]:
+    """Every job must fit the empty cluster (its workers on GPUs whose memory holds
+    the model, its tasks within the servers' CPU cores and memory), checked before
+    the first simulated event. A job that cannot is an ``InputError`` naming the trace
+    file, row and job; with ``drop`` it is left out instead (returned second; the
+    kept jobs are renumbered 0..n-1). The check sums capacity over servers: a
+    necessary condition; a job passing it that still never fits is counted in the
+    run's ``jobs_unplaceable``."""
+    caps: dict[str, _Capacity] = {}
+    kept: list[Job] = []
+    dropped: list[Job] = []
+    for job in jobs:
+        cap = caps.get(job.model)
+        if cap is None:
+            cap = caps[job.model] = _Capacity(job.model, perf)
+        problem = cap.problem(job)
+        if problem is None:
+            kept.append(job if job.job_id == len(kept) else replace(job, job_id=len(kept)))
+        elif drop:
+            dropped.append(job)
+        else:
+            raise InputError(
+                f"{path}:{job.line}: job {job.name}: cannot be placed on this cluster: "
+                f"{problem} (--drop-unplaceable leaves such jobs out; workload.max_job_gpus=N "
+                "clips larger ones)"
+            )
+    return kept, dropped
 
 
 def simulate(
@@ -147,6 +261,7 @@ def simulate(
         sim, policy=policy_name, trace=workload.trace_path, wall_s=wall, warmup=workload.warmup
     )
     metrics["clipped_jobs"] = workload.info.get("clipped_jobs", 0)
+    metrics["unplaceable_dropped"] = workload.info.get("unplaceable_dropped", 0)
     metrics["duration_estimate"] = predictor.kind
     return metrics, records, sim
 

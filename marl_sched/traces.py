@@ -124,6 +124,7 @@ from pathlib import Path
 import numpy as np
 
 from marl_sched.catalogue import CATALOGUE
+from marl_sched.config import LOAD_RANGE
 from marl_sched.errors import InputError
 from marl_sched.pollux_lengths import POLLUX_MAX_EPOCHS, pollux_applications, pollux_iterations
 
@@ -247,7 +248,7 @@ class _Source:
         next(reader)
         width = len(self.header)
         line = reader.line_num + 1
-        for fields in reader:
+        for fields in _csv_rows(reader, self.path):
             if fields:
                 if len(fields) != width:
                     raise InputError(
@@ -283,9 +284,23 @@ def _read_text(path: str | os.PathLike) -> str:
         raise InputError(f"{path}: cannot read trace: {reason}") from None
 
 
+def _csv_rows(reader, path: str) -> Iterator[list[str]]:
+    """``reader``'s rows; the csv module's own errors (a field over its
+    ``field_size_limit`` of 131,072 characters, a NUL byte) as an ``InputError``
+    naming the file and line."""
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise InputError(f"{path}:{reader.line_num}: row: {exc}") from None
+        yield fields
+
+
 def _read_header(path: str, text: str) -> list[str]:
     """The header fields of ``text`` (line 1)."""
-    first = next(csv.reader(io.StringIO(text, newline="")), None)
+    first = next(_csv_rows(csv.reader(io.StringIO(text, newline="")), path), None)
     if first is None:
         raise InputError(f"{path}:1: header: file is empty, expected a header line")
     if not first:
@@ -360,19 +375,37 @@ def _float(value: str, name: str) -> float:
     return number
 
 
-def _positive(value: str, name: str) -> float:
-    """A required finite number > 0."""
+def _positive(value: str, name: str, high: float | None = None) -> float:
+    """A required finite number > 0 (and <= ``high`` when given)."""
     number = _float(value, name)
     if number <= 0:
         raise _RowError(name, f"must be > 0, got {value}")
+    if high is not None and number > high:
+        raise _RowError(name, f"must be <= {high:g}, got {value}")
     return number
 
 
-def _check_model(model: str, known_models: set[str] | None) -> None:
-    """Error when ``known_models`` is given and ``model`` is not in it."""
+#: the largest time a trace may give, in seconds (a submit time, a duration: about
+#: 3,000 years; Unix timestamps are ~1.7e9): beyond it the simulator's clock loses
+#: its resolution and a JCT overflows to inf or NaN
+MAX_TRACE_SECONDS = 1e11
+#: the most iterations a job may ask for
+MAX_ITERATIONS = 1e15
+
+
+def _seconds(value: str, name: str) -> float:
+    """A required finite time in [-MAX_TRACE_SECONDS, MAX_TRACE_SECONDS]."""
+    number = _float(value, name)
+    if abs(number) > MAX_TRACE_SECONDS:
+        raise _RowError(name, f"must be within +-{MAX_TRACE_SECONDS:g} s, got {value}")
+    return number
+
+
+def _check_model(model: str, known_models: set[str] | None, column: str = "model") -> None:
+    """Error (on ``column``) when ``known_models`` is given and ``model`` is not in it."""
     if known_models is not None and model not in known_models:
         known = ", ".join(sorted(known_models))
-        raise _RowError("model", f"unknown model '{model}' (known: {known})")
+        raise _RowError(column, f"unknown model '{model}' (known: {known})")
 
 
 def _check_unique(job_id: str, line: int, seen: dict[str, int], name: str = "job_id") -> None:
@@ -400,16 +433,16 @@ def _parse_canonical(src: _Source, known_models: set[str] | None, seed: int) -> 
         try:
             job_id = _text(f[ix["job_id"]], "job_id")
             _check_unique(job_id, line, seen)
-            submit = _float(f[ix["submit_time"]], "submit_time")
+            submit = _seconds(f[ix["submit_time"]], "submit_time")
             num_gpus = _int(f[ix["num_gpus"]], "num_gpus", 1)
-            duration = _positive(f[ix["duration"]], "duration")
+            duration = _positive(f[ix["duration"]], "duration", MAX_TRACE_SECONDS)
             model = _optional(src, f, "model") or None
             if model is not None:
                 _check_model(model, known_models)
             raw_ps = _optional(src, f, "num_ps")
             num_ps = _int(raw_ps, "num_ps", 0) if raw_ps else None
             raw_it = _optional(src, f, "iterations")
-            iterations = _positive(raw_it, "iterations") if raw_it else None
+            iterations = _positive(raw_it, "iterations", MAX_ITERATIONS) if raw_it else None
             vc = _optional(src, f, "vc") or None
         except _RowError as err:
             raise src.error(line, err) from None
@@ -470,7 +503,7 @@ def _parse_philly(src: _Source, known_models: set[str] | None, seed: int) -> _Pa
         seen.add(key)
         try:
             submit = _philly_seconds(f[i_ts], day_cache)
-            duration = _positive(f[i_dur], "duration")
+            duration = _positive(f[i_dur], "duration", MAX_TRACE_SECONDS)
             num_gpus = _int(f[i_gpu], "num_gpus", 1)
         except _RowError as err:
             raise src.error(line, err) from None
@@ -500,10 +533,10 @@ def _parse_alibaba(src: _Source, known_models: set[str] | None, seed: int) -> _P
             gpu_milli = _int(f[ix["gpu_milli"]], "gpu_milli", 0)
             if gpu_milli > 1000:
                 raise _RowError("gpu_milli", f"must be <= 1000, got {f[ix['gpu_milli']]}")
-            created = _float(f[ix["creation_time"]], "creation_time")
-            deleted = _float(f[ix["deletion_time"]], "deletion_time")
+            created = _seconds(f[ix["creation_time"]], "creation_time")
+            deleted = _seconds(f[ix["deletion_time"]], "deletion_time")
             raw_sched = f[ix["scheduled_time"]]
-            scheduled = _float(raw_sched, "scheduled_time") if raw_sched else None
+            scheduled = _seconds(raw_sched, "scheduled_time") if raw_sched else None
             _check_unique(name, line, seen, "name")
         except _RowError as err:
             raise src.error(line, err) from None
@@ -536,9 +569,9 @@ def _parse_pollux(src: _Source, known_models: set[str] | None, seed: int) -> _Pa
         try:
             name = _text(f[ix["name"]], "name")
             _check_unique(name, line, seen, "name")
-            submit = _float(f[ix["time"]], "time")
+            submit = _seconds(f[ix["time"]], "time")
             model = _text(f[ix["application"]], "application")
-            _check_model(model, known_models)
+            _check_model(model, known_models, "application")
             if model not in POLLUX_MAX_EPOCHS:
                 known = ", ".join(pollux_applications())
                 raise _RowError("application", f"no length profile for {model!r} (known: {known})")
@@ -605,6 +638,9 @@ def _check_arguments(fmt: str | None, start: int, max_jobs: int | None, load: fl
         raise InputError(f"--load: must be a number > 0, got {_number_text(load)}")
     if not math.isfinite(load) or load <= 0:
         raise InputError(f"--load: must be > 0, got {_number_text(load)}")
+    lo, hi = LOAD_RANGE
+    if not lo <= load <= hi:
+        raise InputError(f"--load: must be in [{lo:g}, {hi:g}], got {_number_text(load)}")
 
 
 def _window(path: str, parsed: _Parsed, start: int, max_jobs: int | None) -> list[int]:

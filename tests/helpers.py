@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from marl_sched.catalogue import MODEL_NAMES
@@ -119,7 +121,7 @@ def check_served_or_refused(builder, sim, option: str) -> None:
 
 
 def check_config_is_parent_plus(parent: str, child: str, section: str, **change) -> None:
-    """``configs/<child>.yaml`` is ``configs/<parent>.yaml`` with ``change`` in ``section``
+    """``configs/[recipes/]<child>.yaml`` is ``<parent>``'s config with ``change`` in ``section``
     (``"env"``, ``"model"`` or ``"train"``, compared as parsed) and every other section
     identical."""
     from dataclasses import replace
@@ -128,7 +130,11 @@ def check_config_is_parent_plus(parent: str, child: str, section: str, **change)
     from envs.config import env_config
     from marl_sched.config import REPO_ROOT
 
-    a, b = (load_config(str(REPO_ROOT / "configs" / f"{n}.yaml")) for n in (parent, child))
+    def path(name: str) -> Path:  # a top-level config, else a recipe
+        top = REPO_ROOT / "configs" / f"{name}.yaml"
+        return top if top.exists() else REPO_ROOT / "configs" / "recipes" / f"{name}.yaml"
+
+    a, b = (load_config(str(path(n))) for n in (parent, child))
     parse = {"env": env_config, "model": model_config, "train": train_config}[section]
     same = ("topology", "workload", "simulation", "env", "interference", "model", "train")
     same = [s for s in same if s != section]

@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from agents.config import InterferenceConfig
 from agents.interference.model import InterferenceMLP, export_model
 from marl_sched.catalogue import MODEL_NAMES
-from marl_sched.config import TopologyConfig, check
+from marl_sched.config import TopologyConfig
 from marl_sched.interference import (
     COLOCATION_LEVELS,
     FEATURE_NAMES,
@@ -34,69 +35,6 @@ from marl_sched.interference import (
 
 #: called with (phase, done, total); phases: "samples", "train", "evaluate"
 ProgressFn = Callable[[str, int, int], None]
-
-
-@dataclass(frozen=True)
-class InterferenceConfig:
-    """The ``interference:`` section of an experiment config.
-
-    Attributes:
-        samples: simulated samples to generate (train + validation + test).
-        seed: root seed of sample generation, the split and the initial weights.
-        hidden: widths of the MLP's hidden layers.
-        activation: hidden activation, ``silu``, ``relu`` or ``tanh``.
-        epochs: maximum passes over the training samples.
-        patience: stop after this many epochs without a better validation loss.
-        lr: Adam learning rate (halved when the validation loss stalls).
-        batch_size: samples per gradient step.
-        weight_decay: Adam weight decay.
-        val_fraction: share of simulations held out for early stopping.
-        test_fraction: share of simulations held out for the reported accuracy.
-        config_topology_fraction: share of simulations run on the experiment
-            config's topology; the rest use random small topologies.
-        real_data: folder with ``profiles/`` of real measurements, relative to the
-            repo root (empty = skip the real evaluation).
-    """
-
-    samples: int = 100000
-    seed: int = 0
-    hidden: tuple[int, ...] = (64, 64)
-    activation: str = "silu"
-    epochs: int = 200
-    patience: int = 20
-    lr: float = 2e-3
-    batch_size: int = 512
-    weight_decay: float = 0.0
-    val_fraction: float = 0.1
-    test_fraction: float = 0.15
-    config_topology_fraction: float = 0.25
-    real_data: str = "../shared/data"
-
-    def validate(self, where: str, key: str) -> None:
-        check(self.samples >= 50, where, f"{key}.samples", f"must be >= 50, got {self.samples}")
-        check(len(self.hidden) >= 1, where, f"{key}.hidden", "needs at least one layer")
-        for i, h in enumerate(self.hidden):
-            check(h >= 1, where, f"{key}.hidden[{i}]", f"must be >= 1, got {h}")
-        check(
-            self.activation in ("silu", "relu", "tanh"),
-            where,
-            f"{key}.activation",
-            f"must be one of silu, relu, tanh, got {self.activation!r}",
-        )
-        for name in ("epochs", "patience", "batch_size"):
-            value = getattr(self, name)
-            check(value >= 1, where, f"{key}.{name}", f"must be >= 1, got {value}")
-        check(self.lr > 0, where, f"{key}.lr", f"must be > 0, got {self.lr}")
-        check(self.weight_decay >= 0, where, f"{key}.weight_decay", "must be >= 0")
-        for name in ("val_fraction", "test_fraction"):
-            value = getattr(self, name)
-            check(0 < value < 0.5, where, f"{key}.{name}", f"must be in (0, 0.5), got {value}")
-        check(
-            0 <= self.config_topology_fraction <= 1,
-            where,
-            f"{key}.config_topology_fraction",
-            f"must be in [0, 1], got {self.config_topology_fraction}",
-        )
 
 
 @dataclass
@@ -255,7 +193,7 @@ REAL_NOTES = {
     "workers in one GPU group (same PCIe switch, socket, server). Target: isolated / "
     "co-located throughput. A co-location slowdown: compared with the model directly.",
     "pollux": "one job alone, spread over more nodes vs on the fewest nodes, same local "
-    "batch (Pollux, 4x T4 nodes; all-reduce mapped to one PS shard beside each worker). "
+    "batch (Pollux, 4x T4 nodes; all-reduce jobs: ring all-reduce, no PS). "
     "Not a co-location slowdown: the model's prediction (~1, no neighbours) is "
     "multiplied by the simulator's alone-time ratio, so this checks the performance "
     "model's communication term.",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,7 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     from marl_sched.policies import build_policy
     from marl_sched.runner import build_cluster, load_workload, simulate
 
-    suite = load_suite(spec["suite"])
+    suite = load_suite(spec["suite"]).with_overrides(spec.get("overrides", ()))
     scenario = next(s for s in suite.split(spec["split"]) if s.name == spec["scenario"])
     cfg = suite.config_for(
         scenario, seed=spec["seed"], duration_estimate=spec.get("duration_estimate")
@@ -109,11 +110,13 @@ class CellStore:
         suite_path: str,
         split: str,
         duration_estimate: str | None = None,
+        overrides: Sequence[str] = (),
         *,
         write: bool = True,
     ) -> None:
-        """Check which suite, split and duration estimate this folder holds
-        (InputError for others); with ``write``, record them in a new folder."""
+        """Check which suite, split, duration estimate and base-config overrides this
+        folder holds (InputError for others); with ``write``, record them in a new
+        folder."""
         from marl_sched.benchmark.suite import resolve
 
         digest = hashlib.sha256(resolve(suite_path).read_bytes()).hexdigest()
@@ -122,17 +125,20 @@ class CellStore:
             "suite_sha256": digest,
             "split": split,
             "duration_estimate": duration_estimate,
+            "overrides": list(overrides),
         }
         path = self.out / MANIFEST
         if path.is_file():
             held = json.loads(path.read_text(encoding="utf-8"))
-            keys = ("suite_sha256", "split", "duration_estimate")
+            held.setdefault("overrides", [])  # a folder from before overrides existed
+            keys = ("suite_sha256", "split", "duration_estimate", "overrides")
             if any(held.get(k) != manifest[k] for k in keys):
                 raise InputError(
                     f"--out: {self.out} holds cells of {held.get('suite')} split "
                     f"{held.get('split')} with duration estimate "
-                    f"{held.get('duration_estimate') or 'of the config'} (another suite "
-                    f"file, split or estimate); use a new folder"
+                    f"{held.get('duration_estimate') or 'of the config'} and overrides "
+                    f"{' '.join(held['overrides']) or 'none'} (another suite file, split, "
+                    f"estimate or overrides); use a new folder"
                 )
             return
         if write:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +95,7 @@ def check_inputs(
     out: str | Path,
     checkpoint: str | None,
     duration_estimate: str | None = None,
+    overrides: Sequence[str] = (),
 ) -> tuple[tuple, dict[str, str]]:
     """Every input check, before any work: (the split's scenarios, checkpoints by
     policy). InputError names the file, key or flag."""
@@ -106,7 +107,7 @@ def check_inputs(
     if duration_estimate is not None and duration_estimate not in DURATION_ESTIMATES:
         known = ", ".join(DURATION_ESTIMATES)
         raise InputError(f"--duration-estimate: must be one of {known}, got {duration_estimate!r}")
-    suite = load_suite(suite_path)
+    suite = load_suite(suite_path).with_overrides(overrides)
     scenarios = suite.split(split)
     if not scenarios:
         raise InputError(f"{suite.path}: scenarios.{split}: no scenarios in this split")
@@ -118,7 +119,7 @@ def check_inputs(
     ckpts = {r: by_policy[split_row(r)[0]] for r in policies if split_row(r)[0] in by_policy}
     if Path(out).exists() and not Path(out).is_dir():
         raise InputError(f"--out: {out}: exists and is not a folder")
-    CellStore(out).claim(str(suite_path), split, duration_estimate, write=False)
+    CellStore(out).claim(str(suite_path), split, duration_estimate, overrides, write=False)
     return scenarios, ckpts
 
 
@@ -156,17 +157,18 @@ def run_benchmark(
     log: Callable[[str], None] = lambda _: None,
     figures: bool = True,
     duration_estimate: str | None = None,
+    overrides: Sequence[str] = (),
 ) -> tuple[list[dict], dict[str, Any]]:
     """Run the missing cells, then write the report (``figures``: and its PNGs);
     returns (summary rows, timing)."""
     from marl_sched.benchmark.report import write_report
 
     scenarios, ckpts = check_inputs(
-        suite_path, split, policies, seeds, out, checkpoint, duration_estimate
+        suite_path, split, policies, seeds, out, checkpoint, duration_estimate, overrides
     )
     out = Path(out)
     store = CellStore(out)
-    store.claim(str(suite_path), split, duration_estimate)
+    store.claim(str(suite_path), split, duration_estimate, overrides)
     cells = [Cell(sc.name, p, s) for sc in scenarios for p in policies for s in range(seeds)]
     todo = [c for c in cells if not store.done(c)]
     log(
@@ -182,6 +184,7 @@ def run_benchmark(
             "seed": c.seed,
             "checkpoint": ckpts.get(c.policy),
             "duration_estimate": duration_estimate,
+            "overrides": list(overrides),
         }
         for c in todo
     ]
@@ -226,6 +229,7 @@ def benchmark_command(args: argparse.Namespace) -> int:
         args.out,
         args.checkpoint,
         args.duration_estimate,
+        args.overrides,
     )
     executor = run_local if args.local else ray_executor(args.ray_address)
     bar = Progress(len(scenarios) * len(policies) * args.seeds, "benchmark", args.quiet)
@@ -241,6 +245,7 @@ def benchmark_command(args: argparse.Namespace) -> int:
             progress=bar,
             log=lambda m: None if args.quiet else print(m),
             duration_estimate=args.duration_estimate,
+            overrides=args.overrides,
         )
     finally:
         bar.close()

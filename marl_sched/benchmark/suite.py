@@ -34,13 +34,12 @@ import dataclasses
 import functools
 import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from marl_sched.config import REPO_ROOT, ExperimentConfig, load_config
+from marl_sched.config import REPO_ROOT, ExperimentConfig, load_config, read_yaml
 from marl_sched.errors import InputError
 
 SPLITS = ("train", "validation", "test")
@@ -115,6 +114,24 @@ class Suite:
     topologies: dict[str, str]
     regions: tuple[Region, ...]
     scenarios: dict[str, tuple[Scenario, ...]]
+    #: command-line ``key=value`` overrides of the base config (:meth:`with_overrides`)
+    overrides: tuple[str, ...] = ()
+
+    def with_overrides(self, overrides: Sequence[str]) -> Suite:
+        """This suite with ``key=value`` overrides of its base config, checked now.
+        Keys every scenario sets itself (the topology, the trace window, the load, the
+        seed; the duration estimate has ``--duration-estimate``) are refused: the
+        override would be silently lost."""
+        for item in overrides:
+            key = item.partition("=")[0]
+            section, _, name = key.partition(".")
+            if section == "topology" or (section == "workload" and name in SCENARIO_KEYS):
+                raise InputError(
+                    f"{key}: benchmark: every scenario of {self.path} sets this key; "
+                    "override another (simulation, env, workload.duration_noise_sigma, ...)"
+                )
+        load_config(resolve(self.base_config), overrides)  # InputError naming the key
+        return dataclasses.replace(self, overrides=tuple(overrides))
 
     def split(self, name: str) -> tuple[Scenario, ...]:
         """The scenarios of split ``name``; InputError for an unknown split."""
@@ -129,7 +146,7 @@ class Suite:
         topology and window, ``seed`` as the fill and duration-noise seed, and
         ``duration_estimate`` (None = the base config's) as what policies know of
         job lengths."""
-        base = _load_config_cached(self.base_config)
+        base = _load_config_cached(self.base_config, self.overrides)
         topology = _load_config_cached(self.topologies[scenario.topology]).topology
         workload = dataclasses.replace(
             base.workload,
@@ -145,9 +162,29 @@ class Suite:
         return dataclasses.replace(base, topology=topology, workload=workload)
 
 
+#: the workload keys :meth:`Suite.config_for` sets from each scenario
+SCENARIO_KEYS = (
+    "trace",
+    "trace_format",
+    "start",
+    "max_jobs",
+    "warmup_jobs",
+    "load",
+    "seed",
+    "duration_estimate",
+)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_suite_cached(path: str, stamp: int | None) -> Suite:
+    """:func:`load_suite` once per file version (``stamp``: its mtime): a config's
+    every training and validation window is checked against the suite."""
+    return load_suite(path)
+
+
 @functools.cache
-def _load_config_cached(path: str) -> ExperimentConfig:
-    return load_config(resolve(path))
+def _load_config_cached(path: str, overrides: tuple[str, ...] = ()) -> ExperimentConfig:
+    return load_config(resolve(path), overrides)
 
 
 def resolve(path: str | Path) -> Path:
@@ -230,15 +267,7 @@ def _scenario(item: Any, split: str, where: str, key: str) -> Scenario:
 def load_suite(path: str | Path = DEFAULT_SUITE) -> Suite:
     """Load and check a suite file (see the module docstring)."""
     where = str(path)
-    try:
-        data = yaml.safe_load(resolve(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"{where}: cannot read suite: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f"{where}:{mark.line + 1}" if mark is not None else where
-        raise InputError(f"{at}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
-    data = _mapping(data, where, "suite")
+    data = _mapping(read_yaml(resolve(path), where, "suite"), where, "suite")  # no duplicate keys
     known = {"version", "base_config", "tiers", "topologies", "regions", "scenarios"}
     for key in data:
         if key not in known:
@@ -328,7 +357,12 @@ def check_not_test(
             <suite> (<region>)``.
     """
     if not isinstance(suite, Suite):
-        suite = load_suite(suite)
+        path = resolve(suite)
+        try:
+            stamp = path.stat().st_mtime_ns
+        except OSError:
+            stamp = None  # load_suite names the problem
+        suite = _load_suite_cached(str(suite), stamp)
     digest = _digest(resolve(trace))
     if digest is None:
         return

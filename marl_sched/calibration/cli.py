@@ -34,9 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -48,21 +46,15 @@ from marl_sched.calibration.data import profiles_dir
 
 
 def write_json_atomic(data: dict[str, Any], out: Path) -> None:
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=out.name + ".", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, ensure_ascii=False)
-            f.write("\n")
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """``data`` as indented JSON, written atomically (:func:`atomic_write_text`)."""
+    from marl_sched.metrics import atomic_write_text  # noqa: PLC0415
+
+    atomic_write_text(out, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
 
 
 def report_main(argv: Sequence[str]) -> int:
     """``python -m marl_sched.calibration report``."""
+    from marl_sched.calibration.holdout import holdout_errors  # noqa: PLC0415
     from marl_sched.calibration.report import all_rows, format_report  # noqa: PLC0415
     from marl_sched.config import REPO_ROOT  # noqa: PLC0415
 
@@ -80,7 +72,7 @@ def report_main(argv: Sequence[str]) -> int:
     if not (profiles_dir(shared) / "gavel_simulation_throughputs.json").is_file():
         print(f"calibration report: no profiles under {shared}", file=sys.stderr)
         return 2
-    print(format_report(all_rows(shared)))
+    print(format_report(all_rows(shared), holdout_errors(shared)))
     return 0
 
 

@@ -76,11 +76,17 @@ def dl2_relative_speed(
 
 
 def fit_dl2_bandwidth(
-    rows: Sequence[DL2Row], model_mb: dict[str, float], compute: dict[str, float], overhead: float
+    rows: Sequence[DL2Row],
+    model_mb: dict[str, float],
+    compute: dict[str, float],
+    overhead: float,
+    keep: Callable[[DL2Point], bool] | None = None,
 ) -> tuple[float, np.ndarray, list[DL2Point]]:
     """The one effective NIC bandwidth (bytes/s) of DL2's testbed that best explains
-    its PS-bound scaling, with per-point relative errors at that bandwidth."""
+    its PS-bound scaling, with per-point relative errors at that bandwidth (every
+    point; the bandwidth is fitted on the points ``keep`` accepts, all by default)."""
     points = dl2_points(rows)
+    fit_mask = np.array([keep is None or keep(p) for p in points])
     nodes = max(p.num_workers + p.num_ps for p in points)
     topology = dl2_topology(nodes, nic_gbps=1.0)
     perf = PerformanceModel(topology)
@@ -111,7 +117,7 @@ def fit_dl2_bandwidth(
     measured = np.array([p.measured for p in points])
 
     def loss(bw: float) -> float:
-        return float(np.mean(np.log(preds(bw) / measured) ** 2))
+        return float(np.mean(np.log(preds(bw)[fit_mask] / measured[fit_mask]) ** 2))
 
     bw = _minimize_log_scalar(loss, lo=1e6, hi=1e11)
     return bw, relative_errors(preds(bw), measured), points

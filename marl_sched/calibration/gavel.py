@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -42,14 +43,18 @@ def _family(job: str) -> str:
 
 def fit_gavel_interference(
     gavel: dict[str, dict[tuple[str, int], dict[Any, Any]]],
+    keep: Callable[[str, str], bool] | None = None,
 ) -> tuple[list[str], np.ndarray, np.ndarray, dict[str, Any]]:
     """Rank-5 non-negative fit ``slowdown_ij - 1 ≈ s_i · p_j`` by alternating NNLS.
 
     Rows are weighted by ``1/slowdown_ij`` (relative error), and a ridge of weight
     ``ANLS_RIDGE`` pulls each factor towards its family prior so the five columns keep
     their resource meaning. Returns types, S, P (rows = types), and fit errors.
+    ``keep(type_i, type_j)``, when given, fits only the pairs it accepts.
     """
     types, pairs = gavel_pairs(gavel)
+    if keep is not None:
+        pairs = [(i, j, s) for i, j, s in pairs if keep(types[i], types[j])]
     n, r = len(types), len(RESOURCES)
     prior = np.array([FAMILY_PRIOR[_family(t)] for t in types], dtype=np.float64)
     ii = np.array([i for i, _, _ in pairs])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,7 +156,10 @@ GAMMA_GRID = tuple(float(g) for g in np.round(np.exp(np.linspace(0.0, math.log(8
 
 
 def fit_links(
-    pollux: dict[str, PolluxProfile], overhead: float, spread: GavelSpread | None = None
+    pollux: dict[str, PolluxProfile],
+    overhead: float,
+    spread: GavelSpread | None = None,
+    keep: Callable[[str, str], bool] | None = None,
 ) -> tuple[dict[str, float], dict[str, float], dict[str, Any]]:
     """PCIe and NIC efficiencies, the overlap exponent γ, and the model sizes.
 
@@ -172,9 +175,13 @@ def fit_links(
     :data:`GAMMA_GRID`, PCIe and NIC efficiencies by coordinate descent (three
     rounds of a log-scalar search each); γ = the grid value with the least loss.
     Then ``model_mb`` of every model is refitted from its multi-node rows at those
-    constants (the only size estimate for deepspeech2 and ncf).
+    constants (the only size estimate for deepspeech2 and ncf). ``keep(model,
+    placement)``, when given, restricts every Pollux row used to those it accepts
+    (the FIT subset of :mod:`~marl_sched.calibration.holdout`).
     """
     points = pollux_sync_points(pollux, every_batch=True)
+    if keep is not None:
+        points = [p for p in points if keep(p.model, p.placement)]
     known = {m: n * 4 / 1e6 for m, (n, _) in PARAM_COUNTS.items()}
     single = _Arrays([p for p in points if p.model in known and not p.multi_node])
     multi = _Arrays([p for p in points if p.model in known and p.multi_node])

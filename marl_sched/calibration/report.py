@@ -22,6 +22,8 @@ Sources and points:
   vs the simulator's slowdown of the same two jobs in one GPU group (the densest
   co-location the simulator can express; :func:`marl_sched.interference.
   load_gavel_colocations`).
+- ``gavel_colocation_vectors``: the same-GPU pairs on V100 vs the fitted interference
+  vectors themselves (``1 + s_i · p_j``), the level the vectors are fitted at.
 - ``gpu_speed``: Gavel's isolated throughput ratios P100/V100 and K80/V100 of the 26
   job types at scale 1 vs the catalogue model mapped to each (per-model figure),
   and vs the per-type figure alone (what the model gave before per-model speeds).
@@ -40,6 +42,8 @@ import numpy as np
 from marl_sched.calibration.constants import DL2_MODELS, GAVEL_SPEED_MAP
 from marl_sched.calibration.data import load_dl2, load_gavel, load_pollux, profiles_dir
 from marl_sched.calibration.dl2 import fit_dl2_bandwidth
+from marl_sched.calibration.gavel import fit_gavel_interference, gavel_pairs, gavel_prediction
+from marl_sched.calibration.holdout import HoldoutErrors, format_holdout, holdout_summary
 from marl_sched.calibration.pollux import pollux_sync_points
 from marl_sched.calibration.spread import gavel_consolidation
 from marl_sched.calibration.topologies import (
@@ -148,6 +152,20 @@ def gavel_colocation_rows(shared: Path) -> list[Row]:
     ]
 
 
+def gavel_vector_rows(shared: Path) -> list[Row]:
+    """``gavel_colocation_vectors``: Gavel's V100 same-GPU pairs vs ``1 + s_i · p_j``
+    of the interference vectors fitted on all of them (the fit behind the shipped
+    pressure and sensitivity; no simulator level involved)."""
+    gavel = load_gavel(shared)
+    types, s_mat, p_mat, _ = fit_gavel_interference(gavel)
+    pred, meas = gavel_prediction(types, s_mat, p_mat, gavel)
+    _, pairs = gavel_pairs(gavel)
+    return [
+        ("gavel_colocation_vectors", f"{types[i]} | {types[j]}", float(m), float(y))
+        for (i, j, _), m, y in zip(pairs, pred, meas, strict=True)
+    ]
+
+
 def gpu_speed_rows(shared: Path) -> list[Row]:
     """``gpu_speed`` (per-model) and ``gpu_speed_per_type`` points per Gavel job type."""
     gavel = load_gavel(shared)
@@ -177,6 +195,7 @@ def all_rows(shared: Path) -> list[Row]:
         + gavel_spread_rows(shared)
         + dl2_speed_rows(shared)
         + gavel_colocation_rows(shared)
+        + gavel_vector_rows(shared)
     )
 
 
@@ -200,6 +219,7 @@ def summary(rows: list[Row]) -> dict[str, Any]:
     spread_meas = [y for s, _, _, y in rows if s == "gavel_spread"]
     return {
         "gavel_colocation_mre": float(np.mean(_rel(rows, "gavel_colocation"))),
+        "gavel_colocation_vector_mre": float(np.mean(_rel(rows, "gavel_colocation_vectors"))),
         "pollux_sync_median_rel_err": float(np.median(_rel(rows, "pollux_sync"))),
         "pollux_sync_single_node_median_rel_err": float(
             np.median(_rel(rows, "pollux_sync", lambda lab: not multi(lab)))
@@ -213,16 +233,24 @@ def summary(rows: list[Row]) -> dict[str, Any]:
     }
 
 
-def format_report(rows: list[Row]) -> str:
+def format_report(rows: list[Row], holdout: HoldoutErrors | None = None) -> str:
     """Every point (source, label, model, measured, relative error), then per source
-    count / median / mean relative error, then the JSON summary line."""
-    lines = [f"{'source':<20} {'point':<52} {'model':>10} {'measured':>10} {'rel.err':>8}"]
+    count / median / mean relative error, then (with ``holdout``, from
+    :func:`~marl_sched.calibration.holdout.holdout_errors`) each figure refitted on
+    its source's FIT subset with its fit and held-out value, then the JSON summary
+    line (with the ``*_fit`` / ``*_heldout`` keys when ``holdout`` is given)."""
+    lines = [f"{'source':<24} {'point':<52} {'model':>10} {'measured':>10} {'rel.err':>8}"]
     for source, label, m, y in rows:
-        lines.append(f"{source:<20} {label:<52} {m:>10.4g} {y:>10.4g} {abs(m - y) / y:>8.3f}")
+        lines.append(f"{source:<24} {label:<52} {m:>10.4g} {y:>10.4g} {abs(m - y) / y:>8.3f}")
     lines.append("")
-    lines.append(f"{'source':<20} {'n':>6} {'median':>8} {'mean':>8}")
+    lines.append(f"{'source':<24} {'n':>6} {'median':>8} {'mean':>8}")
     for source in dict.fromkeys(s for s, _, _, _ in rows):
         err = _rel(rows, source)
-        lines.append(f"{source:<20} {len(err):>6} {np.median(err):>8.3f} {np.mean(err):>8.3f}")
-    lines.append(json.dumps(summary(rows), sort_keys=True))
+        lines.append(f"{source:<24} {len(err):>6} {np.median(err):>8.3f} {np.mean(err):>8.3f}")
+    head = summary(rows)
+    if holdout is not None:
+        lines.append("")
+        lines += format_holdout(holdout)
+        head |= holdout_summary(holdout)
+    lines.append(json.dumps(head, sort_keys=True))
     return "\n".join(lines)

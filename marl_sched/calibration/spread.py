@@ -3,6 +3,7 @@ over servers, and perf.py's prediction of it (:class:`GavelSpread`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -35,13 +36,14 @@ class GavelSpread:
     server, PCIe 128, NIC 25 Gbit/s), its compute from the scale-1 throughput;
     consolidated = the first ``k`` GPUs of one server, unconsolidated = one GPU per
     server. :meth:`ratios` gives the model's ratio at given link efficiencies and γ.
+    ``keep(job_type)``, when given, keeps only the pairs of the job types it accepts.
     """
 
-    def __init__(self, gavel) -> None:
+    def __init__(self, gavel, keep: Callable[[str], bool] | None = None) -> None:
         topology = Topology.from_config(TopologyConfig())
         perf = PerformanceModel(topology)
         iso = {job: row[None] for (job, scale), row in gavel["v100"].items() if scale == 1}
-        self.points = gavel_consolidation(gavel)
+        self.points = [p for p in gavel_consolidation(gavel) if keep is None or keep(p[0])]
         self.measured = np.array([m for _, _, m in self.points])
         self.compute = np.array([1.0 / iso[job] for job, _, _ in self.points])
         kinds = ("pcie", "qpi", "nic")

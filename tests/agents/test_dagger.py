@@ -35,6 +35,6 @@ def test_dagger_relabels_the_students_states():
 
 
 def test_dagger_config_is_wait_plus_one_round():
-    wait = load_config(str(REPO_ROOT / "configs" / "wait.yaml"))
+    wait = load_config(str(REPO_ROOT / "configs" / "recipes" / "wait.yaml"))
     assert train_config(wait).dagger_rounds == 0
     check_config_is_parent_plus("wait", "dagger", "train", dagger_rounds=1)

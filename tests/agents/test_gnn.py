@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch_geometric.data import Batch
 
+from agents.config import GNN_LAYERS
 from agents.gnn import (
     FOLLOW_BATCH,
     MASKED_LOGIT,
@@ -65,12 +66,14 @@ def batch(obs_list) -> dict[str, torch.Tensor]:
     return {k: torch.as_tensor(np.stack([o[k] for o in obs_list])) for k in obs_list[0]}
 
 
-@pytest.fixture
-def net() -> HierarchicalGNN:
+@pytest.fixture(params=GNN_LAYERS)
+def net(request) -> HierarchicalGNN:
+    """Every test with this fixture runs once per message-passing layer."""
     torch.manual_seed(0)
     model = HierarchicalGNN(
-        DIMS["Fg"], DIMS["Fs"], DIMS["Fr"], DIMS["Fj"], DIMS["Fp"], hidden=16, layers=2
-    )
+        DIMS["Fg"], DIMS["Fs"], DIMS["Fr"], DIMS["Fj"], DIMS["Fp"], hidden=16, layers=2,
+        layer=request.param,
+    )  # fmt: skip
     # give the heads real weight so that differences show in the outputs
     for head in (model.group_head, model.forward_head):
         torch.nn.init.normal_(head[-1].weight, std=0.5)

@@ -55,6 +55,6 @@ def test_the_weights_change_what_is_learned():
 
 
 def test_weighted_config_is_length_plus_the_weights():
-    length = load_config(str(REPO_ROOT / "configs" / "length.yaml"))
+    length = load_config(str(REPO_ROOT / "configs" / "recipes" / "length.yaml"))
     assert train_config(length).bc_weight_power == 0.0
     check_config_is_parent_plus("length", "weighted", "train", bc_weight_power=0.25)

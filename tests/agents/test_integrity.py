@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import pickle
-import shutil
 
 import pytest
 
 from agents.integrity import sign_folder, verify_folder
 from marl_sched.cli import main
-from marl_sched.config import REPO_ROOT
+from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.errors import InputError
 
 
@@ -71,7 +70,9 @@ def _crafted_run(tmp_path, state):
     run = tmp_path / "run"
     ckpt = run / "checkpoints" / "iter_000001"
     (ckpt / "rllib").mkdir(parents=True)
-    shutil.copy(REPO_ROOT / "configs" / "train_tiny.yaml", run / "config.yaml")
+    # a run folder holds the resolved config (no defaults: to follow)
+    resolved = load_config(REPO_ROOT / "configs" / "train_tiny.yaml").to_yaml()
+    (run / "config.yaml").write_text(resolved)
     marker = tmp_path / "pwned"
     (ckpt / "rllib" / "algorithm_state.pkl").write_bytes(pickle.dumps(_Payload(marker)))
     (ckpt / "state.json").write_text(state if isinstance(state, str) else json.dumps(state))

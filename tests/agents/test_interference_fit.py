@@ -18,6 +18,7 @@ from agents.interference.fit import (
 from agents.interference.model import InterferenceMLP, export_model
 from marl_sched import interference as itf
 from marl_sched.cli import main
+from marl_sched.config import load_config
 
 TINY = InterferenceConfig(samples=1500, hidden=(32, 32), epochs=60, patience=10, lr=3e-3)
 
@@ -102,13 +103,16 @@ interference:
 """
 
 
-def test_cli_fit_writes_three_files_and_report_reads_them(tmp_path, capsys):
+def test_cli_fit_writes_its_files_and_report_reads_them(tmp_path, capsys):
     cfg = tmp_path / "tiny.yaml"
     cfg.write_text(TINY_CONFIG, encoding="utf-8")
     out = tmp_path / "run"
     argv = ["interference", "fit", "--config", str(cfg), "--out", str(out)]
-    assert main([*argv, "--samples", "300", "--seed", "1", "--quiet"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["model.npz", "report.json", "scatter.png"]
+    assert main([*argv, "--samples", "300", "--seed", "1", "--quiet", "interference.lr=0.004"]) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["config.yaml", "model.npz", "report.json", "scatter.png"]
+    resolved = load_config(out / "config.yaml").interference
+    assert (resolved["samples"], resolved["seed"], resolved["lr"]) == (300, 1, 0.004)
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
     for key in ("n_train", "n_test", "throughput_predictions_per_s"):
         assert key in report
@@ -186,7 +190,8 @@ def test_cli_fit_leaves_nothing_behind_on_failure(tmp_path, monkeypatch):
                 "--quiet",
             ]
         )
-    assert list(out.iterdir()) == []
+    assert not out.exists()  # the outputs were staged beside it, and that folder is gone
+    assert list(tmp_path.iterdir()) == [cfg]
 
 
 def test_interference_config_defaults_are_valid():

@@ -88,9 +88,9 @@ def test_validation_at_each_load_of_each_window(tmp_path):
 
 
 def test_default_config_is_dagger_plus_the_dominate_rule():
-    assert train_config(load_config(str(REPO_ROOT / "configs" / "dagger.yaml"))).select_rule == (
-        "mean"
-    )
+    assert train_config(
+        load_config(str(REPO_ROOT / "configs" / "recipes" / "dagger.yaml"))
+    ).select_rule == ("mean")
     check_config_is_parent_plus(
         "dagger",
         "default",

@@ -65,8 +65,8 @@ def test_unknown_teacher_is_refused():
 def test_resident_config_is_gated_plus_the_resident_aware_base_and_hint():
     from envs.config import env_config
 
-    cfg = load_config(REPO_ROOT / "configs" / "resident.yaml")
-    base = load_config(REPO_ROOT / "configs" / "gated.yaml")
+    cfg = load_config(REPO_ROOT / "configs" / "recipes" / "resident.yaml")
+    base = load_config(REPO_ROOT / "configs" / "recipes" / "gated.yaml")
     assert cfg.topology == base.topology and cfg.workload == base.workload
     mc, mb = env_config(cfg), env_config(base)
     assert mc.hints == (mb.hints[0], "resident-aware", *mb.hints[1:])
@@ -79,8 +79,8 @@ def test_resident_config_is_gated_plus_the_resident_aware_base_and_hint():
 def test_speed_config_is_residents_plus_the_speed_hint_and_proposal():
     from envs.config import env_config
 
-    cfg = load_config(REPO_ROOT / "configs" / "speed.yaml")
-    base = load_config(REPO_ROOT / "configs" / "residents.yaml")
+    cfg = load_config(REPO_ROOT / "configs" / "recipes" / "speed.yaml")
+    base = load_config(REPO_ROOT / "configs" / "recipes" / "residents.yaml")
     assert cfg.topology == base.topology and cfg.workload == base.workload
     mc, mb = env_config(cfg), env_config(base)
     assert mc.hints == (*mb.hints, "speed-aware")
@@ -94,7 +94,7 @@ def test_hints_config_is_the_default_plus_hints_and_a_margin():
     from envs.config import env_config
     from marl_sched.policies import heuristic_names
 
-    cfg = load_config(REPO_ROOT / "configs" / "hints.yaml")
+    cfg = load_config(REPO_ROOT / "configs" / "recipes" / "hints.yaml")
     default = load_config(REPO_ROOT / "configs" / "default.yaml")
     assert cfg.topology == default.topology and cfg.workload == default.workload
     assert train_config(cfg).extra_windows == train_config(default).extra_windows
@@ -172,16 +172,18 @@ def test_a_validation_window_may_not_overlap_training():
          "train.eval_extra_windows[0]"),
     ],
 )  # fmt: skip
-def test_a_training_or_validation_window_in_the_test_split_exits_2(window, key, shared_data,
-                                                                     tmp_path, capsys):
+def test_a_training_or_validation_window_in_the_test_split_exits_2(
+    window, key, shared_data, tmp_path, capsys
+):
     """docs/benchmark.md: Philly jobs from 62,000 on are test; training and checkpoint
     selection refuse them before any work (one line, exit 2)."""
     import yaml
 
     from marl_sched.cli import main
+    from marl_sched.config import compose_file
 
     philly = str(shared_data / "traces" / "philly.csv")
-    raw = yaml.safe_load((REPO_ROOT / "configs" / "train_tiny.yaml").read_text())
+    raw = compose_file(REPO_ROOT / "configs" / "train_tiny.yaml")
     for k, v in window.items():
         raw["train"][k] = [{**w, "trace": philly} if w["trace"] == "PHILLY" else w for w in v]
     for w in raw["train"].get("extra_windows", []):

@@ -48,7 +48,7 @@ def test_off_by_default_and_the_option_is_a_builder_option():
     assert builder.features["job_x"] == FEATURES["job_x"]
     assert "job_length" in DECISION_OPTIONS
     assert EnvConfig().job_length is False
-    # configs/length.yaml is configs/together.yaml plus this column, nothing else
+    # configs/recipes/length.yaml is configs/recipes/together.yaml plus this column, nothing else
     check_config_is_parent_plus("together", "length", "env", job_length=True)
 
 

@@ -12,7 +12,11 @@ from envs import make_env, make_parallel_env
 from envs.config import env_config
 from marl_sched.config import REPO_ROOT, load_config
 
-CONFIGS = sorted(p.name for p in (REPO_ROOT / "configs").glob("*.yaml"))
+CONFIGS = sorted(
+    str(p.relative_to(REPO_ROOT / "configs"))
+    for p in (REPO_ROOT / "configs").rglob("*.yaml")
+    if "traces" not in p.parts
+)
 DEFAULT_OPTIONS = env_config(load_config(REPO_ROOT / "configs" / "default.yaml")).decision_options()
 
 

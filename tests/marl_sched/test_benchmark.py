@@ -136,14 +136,21 @@ def test_check_not_test_refuses_test_windows_even_in_a_copy(tmp_path: Path) -> N
         check_not_test(copy, 20, 10, suite=suite)
 
 
+def _recording(ran: list[dict]):
+    """An executor that runs the cells here and records their specs in ``ran``."""
+
+    def run(specs, on_done):
+        ran.extend(specs)
+        run_local(specs, on_done)
+
+    return run
+
+
 def test_benchmark_resumes_without_rerunning_finished_cells(tmp_path: Path) -> None:
     suite = _write(tmp_path, _suite_data())
     out = tmp_path / "bench"
     ran: list[dict] = []
-
-    def counting(specs, on_done):
-        ran.extend(specs)
-        run_local(specs, on_done)
+    counting = _recording(ran)
 
     policies = ["first-fit", "random"]
     summary, timing = run_benchmark(
@@ -284,3 +291,31 @@ def test_every_shipped_scenario_names_an_existing_trace(shared_data: Path) -> No
     for split in ("train", "validation", "test"):
         for sc in suite.split(split):
             assert resolve(sc.trace).is_file(), sc.name
+
+
+def test_overrides_change_the_base_config_of_every_cell_and_the_folder_keeps_them(
+    tmp_path: Path, capsys
+) -> None:
+    suite = _write(tmp_path, _suite_data())
+    out = tmp_path / "bench"
+    ran: list[dict] = []
+    counting = _recording(ran)
+
+    overrides = ["simulation.backfill=false"]
+    run_benchmark(suite, "test", ["first-fit"], 1, out, executor=counting, figures=False,
+                  overrides=overrides)  # fmt: skip
+    assert [s["overrides"] for s in ran] == [overrides, overrides]
+    scenario = load_suite(suite).split("test")[0]
+    cfg = load_suite(suite).with_overrides(overrides).config_for(scenario)
+    assert cfg.simulation.backfill is False and cfg.workload.start == scenario.start
+    # the folder holds cells of these overrides: another set (or none) is refused
+    with pytest.raises(InputError, match="overrides simulation.backfill=false"):
+        run_benchmark(suite, "test", ["first-fit"], 1, out, figures=False)
+    # a key every scenario sets, and an unknown key, exit 2 before any cell
+    argv = ["benchmark", "--suite", suite, "--split", "test", "--policies", "first-fit"]
+    argv += ["--seeds", "1", "--local", "--quiet", "--out", str(tmp_path / "b2")]
+    assert main([*argv, "workload.load=2"]) == 2
+    assert "workload.load: benchmark: every scenario of" in _err_line(capsys)
+    assert main([*argv, "simulation.backfil=false"]) == 2
+    assert "command line: simulation.backfil: unknown key" in _err_line(capsys)
+    assert not (tmp_path / "b2").exists()

@@ -454,6 +454,9 @@ def test_calibration_report_last_line_is_the_summary(shared_data: Path, capsys) 
         "dl2_speed_median_rel_err",
     ):
         assert isinstance(got[key], float), key
+        if key != "gavel_colocation_mre":  # the simulator's check: nothing is fitted to it
+            assert isinstance(got[f"{key}_fit"], float), key
+            assert isinstance(got[f"{key}_heldout"], float), key
     assert got["gavel_colocation_mre"] < TOL_GAVEL_COLOCATION_SIM, got
     assert got["pollux_sync_median_rel_err"] < TOL_POLLUX_MULTI, got
     assert got["dl2_speed_median_rel_err"] < TOL_DL2, got
@@ -466,3 +469,73 @@ def test_calibration_report_last_line_is_the_summary(shared_data: Path, capsys) 
     # every source has its table rows
     sources = {line.split()[0] for line in lines[1:-1] if line.strip()}
     assert {"pollux_sync", "gavel_spread", "dl2_speed", "gavel_colocation", "gpu_speed"} <= sources
+    assert got["gavel_colocation_vector_mre"] < 0.20, got  # in-sample vector fit: 0.156
+
+
+# --------------------------------------------------------------------------- (g) held out
+
+
+def _holdout(shared: Path):
+    from marl_sched.calibration.holdout import holdout_errors
+
+    return _cached("holdout", shared, lambda: holdout_errors(shared))
+
+
+# Refitted on the FIT three quarters of each source, measured on the held-out quarter
+# no constant saw. Tolerances are the in-sample ones of each source (the held-out
+# error must not be worse than what the shipped fit is held to):
+# Pollux multi-node 0.25 (issue #25's target; measured held-out 0.180, fit 0.152),
+# single-node 0.5 (held-out 0.365 over 4 placements, fit 0.401), DL2 0.45 (held-out
+# 0.328, fit 0.432), the Gavel same-GPU vector fit 0.20 (issue #25's co-location
+# target at the level the vectors are fitted at; held-out 0.179, fit 0.172) and the
+# spread ratio's model ÷ measured median in [1.0, 1.75] (held-out 2.09 ÷ 1.75 = 1.19,
+# fit 2.39 ÷ 1.38 = 1.73).
+@pytest.mark.shared_data
+def test_heldout_pollux_sync(shared_data: Path) -> None:
+    got = _holdout(shared_data)
+    fit_m, held_m, n_fit, n_held = got["pollux_sync_multi_node_median_rel_err"]
+    assert held_m < TOL_POLLUX_MULTI and fit_m < TOL_POLLUX_MULTI, (fit_m, held_m)
+    assert n_held > 100 and n_fit > 3 * n_held // 2
+    fit_s, held_s, _, n_held_s = got["pollux_sync_single_node_median_rel_err"]
+    assert n_held_s >= 2
+    assert held_s < 0.5 and fit_s < 0.5, (fit_s, held_s)
+
+
+@pytest.mark.shared_data
+def test_heldout_dl2_speed(shared_data: Path) -> None:
+    fit, held, n_fit, n_held = _holdout(shared_data)["dl2_speed_median_rel_err"]
+    assert n_held > 50 and n_fit > n_held
+    assert held < TOL_DL2 and fit < TOL_DL2, (fit, held)
+
+
+@pytest.mark.shared_data
+def test_heldout_gavel_colocation_vectors(shared_data: Path) -> None:
+    fit, held, n_fit, n_held = _holdout(shared_data)["gavel_colocation_vector_mre"]
+    assert n_held > 100 and n_fit > n_held
+    assert held < 0.20 and fit < 0.20, (fit, held)
+
+
+@pytest.mark.shared_data
+def test_heldout_gavel_spread_ratio(shared_data: Path) -> None:
+    got = _holdout(shared_data)
+    for k in (0, 1):  # fit subset, held-out subset
+        ratio = got["gavel_spread_ratio_median_model"][k]
+        ratio /= got["gavel_spread_ratio_median_measured"][k]
+        assert 1.0 <= ratio <= 1.75, (k, ratio)
+    assert got["gavel_spread_ratio_median_model"][3] == 6  # ResNet-18/50 at batch 64
+
+
+@pytest.mark.shared_data
+def test_holdout_split_keeps_groups_together(shared_data: Path) -> None:
+    from marl_sched.calibration import holdout
+
+    # a placement class is one group: 1122 and 1212 fall on the same side
+    assert holdout.pollux_held_out("bert", "1122") == holdout.pollux_held_out("bert", "1212")
+    # a co-location pair is one group, whichever job is the victim
+    assert holdout.gavel_pair_held_out("A3C", "LM (batch size 5)") == holdout.gavel_pair_held_out(
+        "LM (batch size 5)", "A3C"
+    )
+    # every source holds out between 15 % and 35 % of its points
+    for key, (_, _, n_fit, n_held) in _holdout(shared_data).items():
+        if "single_node" not in key:
+            assert 0.15 <= n_held / (n_fit + n_held) <= 0.35, key

@@ -31,8 +31,14 @@ def test_compare_writes_every_output(tmp_path, capsys):
         "--out",
         str(out),
         "--quiet",
+        "simulation.backfill=false",
     ]
     assert main(argv) == 0
+    from marl_sched.config import load_config
+
+    saved = load_config(out / "config.yaml")  # the resolved config, override included
+    assert saved.simulation.backfill is False and saved.workload.max_jobs == 80
+    assert load_config(out / "first-fit" / "config.yaml").to_dict() == saved.to_dict()
     for name in ("results.csv", "results.md", "jct_cdf.png", "avg_jct.png"):
         assert (out / name).stat().st_size > 0, name
     rows = list(csv.DictReader((out / "results.csv").open()))

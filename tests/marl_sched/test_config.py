@@ -10,9 +10,10 @@ from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.errors import InputError
 
 SHIPPED = sorted((REPO_ROOT / "configs").glob("*.yaml"))
+RECIPES = sorted((REPO_ROOT / "configs" / "recipes").glob("*.yaml"))
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHIPPED + RECIPES, ids=lambda p: p.name)
 def test_shipped_configs_load(path):
     cfg = load_config(path)
     assert cfg.topology.n_servers == sum(s.count for s in cfg.topology.server_types)
@@ -110,3 +111,74 @@ def test_physical_quantities_out_of_range_are_refused(key, value):
     with pytest.raises(InputError, match=rf"topology\.{key}: must be (a )?finite"):
         parse_section(TopologyConfig, raw, "x.yaml", "topology")
     assert PHYSICAL_RANGE[0] <= getattr(topo, key) <= PHYSICAL_RANGE[1]
+
+
+# ------------------------------------------------------------ composition and overrides
+
+
+def test_defaults_merge_mappings_key_by_key_and_replace_lists_and_values(tmp_path):
+    from marl_sched.config import compose_file
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.yaml").write_text(
+        "workload: {load: 1.0, seed: 1}\nenv: {hints: [first-fit, locality], pad: 2}\n"
+    )
+    (tmp_path / "b.yaml").write_text("workload: {seed: 2}\n")
+    (tmp_path / "sub" / "c.yaml").write_text(
+        "defaults: [../a.yaml, ../b.yaml]\nenv: {hints: [tetris]}\nworkload: {load: 3.0}\n"
+    )
+    assert compose_file(tmp_path / "sub" / "c.yaml") == {
+        "workload": {"load": 3.0, "seed": 2},  # b over a, then the file over both
+        "env": {"hints": ["tetris"], "pad": 2},  # a list is replaced whole
+    }
+    (tmp_path / "d.yaml").write_text("defaults: a.yaml\n")  # one parent without a list
+    assert compose_file(tmp_path / "d.yaml")["workload"] == {"load": 1.0, "seed": 1}
+
+
+def test_defaults_must_be_a_list_of_files(tmp_path):
+    path = _write(tmp_path, "defaults: {a: 1}\n")
+    with pytest.raises(InputError, match=r"c.yaml: defaults: expected a list of config files"):
+        load_config(path)
+
+
+def test_a_duplicate_key_is_named_at_any_depth(tmp_path):
+    path = _write(tmp_path, "env:\n  reward:\n    kind: a\n    kind: b\n")
+    with pytest.raises(InputError, match=r"c.yaml:4: invalid YAML: duplicate key 'kind'"):
+        load_config(path)
+
+
+def test_overrides_apply_after_the_file_and_name_the_command_line(tmp_path):
+    path = _write(tmp_path, "workload:\n  load: 2.0\nenv:\n")
+    cfg = load_config(path, ["workload.load=0.5", "env.hints=[first-fit]", "model.hidden=8"])
+    assert cfg.workload.load == 0.5 and cfg.env == {"hints": ["first-fit"]}
+    assert cfg.model == {"hidden": 8} and cfg.source == str(path)
+    assert load_config(path).workload.load == 2.0  # the file itself is unchanged
+    with pytest.raises(InputError, match=r"^command line: workload.loadd: unknown key"):
+        load_config(path, ["workload.loadd=1"])
+    # the file's own problem names the file even when overrides would fix it
+    bad = _write(tmp_path, "workload:\n  load: -1\n")
+    with pytest.raises(InputError, match=r"c.yaml: workload.load: must be > 0"):
+        load_config(bad, ["workload.load=1"])
+
+
+def test_the_saved_config_reads_back_to_the_same_experiment(tmp_path):
+    cfg = load_config(REPO_ROOT / "configs/train_tiny.yaml", ["train.lr=0.0001"])
+    saved = tmp_path / "config.yaml"
+    saved.write_text(cfg.to_yaml())
+    back = load_config(saved)
+    assert back.to_dict() == cfg.to_dict() and back.train["lr"] == 0.0001
+
+
+def test_checking_every_section_loads_neither_torch_nor_ray():
+    """The owned sections' parsers (env, model, train, interference) are torch-free, so
+    ``simulate`` checks them without loading the training stack."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from marl_sched.config import load_config;"
+        f"load_config({str(REPO_ROOT / 'configs/default.yaml')!r});"
+        "print(','.join(m for m in ('torch', 'ray', 'torch_geometric') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

@@ -365,7 +365,7 @@ def test_pollux_fields_and_profiled_lengths(in_tmp: Path) -> None:
 def test_pollux_errors(in_tmp: Path) -> None:
     path = pollux_file()
     assert error_of(path, known_models={"bert", "ncf"}) == (
-        "w.csv:2: model: unknown model 'cifar10' (known: bert, ncf)"
+        "w.csv:2: application: unknown model 'cifar10' (known: bert, ncf)"
     )
     path = write("z.csv", POLLUX_HEADER + "a-0,1,ncf,0,32\n")
     assert error_of(path) == "z.csv:2: num_replicas: must be >= 1, got 0"
@@ -570,6 +570,6 @@ def test_a_load_that_overflows_submit_times_is_refused(tmp_path):
 
     path = tmp_path / "t.csv"
     path.write_text("job_id,submit_time,num_gpus,duration\na,0,1,10\nb,100,1,10\n")
-    with pytest.raises(InputError, match=r"--load: 1e-310 puts the window's submit times out"):
+    with pytest.raises(InputError, match=r"--load: must be in \[0.001, 1e\+06\], got 1e-310"):
         load_trace(str(path), "canonical", load=1e-310)
     assert load_trace(str(path), "canonical", load=2.0).jobs[1].submit_time == 50.0

@@ -1,0 +1,246 @@
+"""Experiments as Ray Tune trials: seeds × a grid of config overrides.
+
+``marl-sched train --seeds N --grid train.lr=1e-4,3e-4 ...`` runs one Tune trial per
+(grid point, seed): a function trainable (:func:`trainable`) wrapping
+:class:`agents.training.Trainer`, reporting every iteration (``tune.report``, the
+validation figure ``validation_avg_jct_s`` with every checkpoint) under
+``CheckpointConfig(num_to_keep=train.keep_checkpoints, checkpoint_score_attribute=
+"validation_avg_jct_s", mode min)``. Layout of ``--out DIR``::
+
+    DIR/experiment.json     the base config, the trials (name, seed, overrides), written first
+    DIR/<trial>/            one run folder per trial, the layout of a single run
+    DIR/tune/session_XX/    Ray Tune's own records of each invocation (results, params)
+
+Resuming (``--resume``) starts a fresh Tuner over the trials recorded in
+``experiment.json``; each trial continues from its run folder's last checkpoint,
+signed by this tool and verified before anything is unpickled
+(:func:`agents.training.read_state`), or starts over when it never checkpointed. It
+does not go through ``Tuner.restore``: that unpickles Tune's experiment state
+(``tuner.pkl``, cloudpickled trial records), which a crafted folder could use to run
+code, and it cannot extend a finished trial to more iterations, which
+``--resume --iterations N`` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from marl_sched.errors import InputError
+
+EXPERIMENT = "experiment.json"
+METRIC = "validation_avg_jct_s"
+
+
+# ------------------------------------------------------------------- overrides
+
+
+def split_values(text: str) -> list[str]:
+    """``a,b,[c,d]`` → ``["a", "b", "[c,d]"]``: commas outside brackets separate."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch in "[{"
+        depth -= ch in "]}"
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    return out
+
+
+def _split(item: str, where: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not p for p in key.split(".")):
+        raise InputError(f"{where}: {item!r}: expected key=value with a dotted key")
+    return key, value
+
+
+def parse_grid(specs: list[str]) -> list[tuple[str, list[str]]]:
+    """``--grid key=v1,v2`` options → ``[(key, ["v1", "v2"]), ...]`` (values as text)."""
+    grid = []
+    for spec in specs:
+        key, values = _split(spec, "--grid")
+        if key == "train.seed":
+            raise InputError("--grid: train.seed: seeds are --seed S --seeds N")
+        parts = [v for v in split_values(values)]
+        if any(not v.strip() for v in parts):
+            raise InputError(f"--grid: {key}: empty value in {values!r}")
+        if key in (k for k, _ in grid):
+            raise InputError(f"--grid: {key}: given twice")
+        if len(set(parts)) != len(parts):
+            raise InputError(f"--grid: {key}: a value repeats in {values!r}")
+        grid.append((key, parts))
+    return grid
+
+
+def make_trials(seeds: list[int], grid: list[tuple[str, list[str]]]) -> list[dict]:
+    """One trial per grid point × seed: ``{"name", "seed", "overrides"}``."""
+    trials = []
+    points = itertools.product(*[[(k, v) for v in vs] for k, vs in grid]) if grid else [()]
+    for point in points:
+        for seed in seeds:
+            label = ",".join(f"{k.split('.')[-1]}={v}" for k, v in point)
+            name = f"{label}_seed{seed}" if label else f"seed{seed}"
+            name = name.replace("/", "_").replace(" ", "")
+            trials.append({"name": name, "seed": seed, "overrides": [f"{k}={v}" for k, v in point]})
+    return trials
+
+
+def trial_config(base: dict, trial: dict, source: str):
+    """(ExperimentConfig, ModelConfig, TrainConfig) of one trial, validated
+    (``InputError`` naming the key and the trial)."""
+    from agents.config import model_config, train_config
+    from marl_sched.config import apply_overrides, config_from_dict
+
+    where = f"{source} [trial {trial['name']}]"
+    try:
+        raw = apply_overrides(base, [*trial["overrides"], f"train.seed={trial['seed']}"])
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    cfg = config_from_dict(raw, where)
+    return cfg, model_config(cfg), train_config(cfg)
+
+
+# ------------------------------------------------------------------- the trainable
+
+
+def trainable(config: dict) -> None:
+    """One Tune trial: train (or resume) its run folder, reporting every iteration."""
+    from ray import tune
+
+    from agents.training import RunPaths, Trainer, read_state
+
+    trial = config["trials"][config["trial"]]
+    cfg, mc, tc = trial_config(config["base"], trial, config["source"])
+    run = Path(config["root"]) / trial["name"]
+    paths = RunPaths(run)
+    latest = paths.latest()
+    if latest is None and run.exists():  # never checkpointed: start over
+        shutil.rmtree(run)
+    if latest is not None:
+        state = read_state(latest)
+        if state["iteration"] >= config["iterations"]:
+            tune.report({"iteration": state["iteration"], "env_steps": state["env_steps"]})
+            return
+
+    def on_result(metrics: dict, folder: Path | None) -> None:
+        if folder is None or METRIC not in metrics:
+            tune.report(metrics)
+            return
+        # Tune keeps a pointer to our signed checkpoint (copying the folder would
+        # double the disk and put a second, unsigned copy beside it); report persists
+        # it into Tune's folder before it returns
+        with tempfile.TemporaryDirectory(prefix="marl-sched-ckpt-") as tmp:
+            (Path(tmp) / "checkpoint.json").write_text(json.dumps({"checkpoint": str(folder)}))
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(tmp))
+
+    Trainer(cfg, mc, tc, run, resume=latest is not None, on_result=on_result).run(
+        config["iterations"]
+    )
+
+
+# ------------------------------------------------------------------- the experiment
+
+
+def write_experiment(out: Path, base: dict, source: str, trials: list[dict]) -> None:
+    from marl_sched.metrics import write_json
+
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / EXPERIMENT, {"source": source, "config": base, "trials": trials})
+
+
+def read_experiment(out: Path) -> tuple[dict, str, list[dict]]:
+    """The recorded base config, its source and trials (``InputError`` if unreadable)."""
+    path = out / EXPERIMENT
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        base, source, trials = data["config"], str(data["source"]), list(data["trials"])
+        names = [str(t["name"]) for t in trials]
+        if not isinstance(base, dict) or not trials or any(
+            not isinstance(t["seed"], int) or not isinstance(t["overrides"], list) for t in trials
+        ):
+            raise ValueError("bad trial records")
+        if any("/" in n or n in ("", ".", "..", "tune") for n in names):
+            raise ValueError("bad trial name")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"--resume: {path}: unreadable ({exc.__class__.__name__})") from None
+    return base, source, trials
+
+
+def run_experiment(
+    out: Path, base: dict, source: str, trials: list[dict], iterations: int, *, quiet: bool,
+    env_runners: int, keep: int,
+) -> list[dict]:  # fmt: skip
+    """Run (or resume) every trial under Ray Tune; one summary row per trial."""
+    from ray import tune
+
+    storage = (out / "tune").resolve()
+    storage.mkdir(parents=True, exist_ok=True)
+    session = f"session_{len(list(storage.glob('session_*'))) + 1:02d}"
+    resources = tune.PlacementGroupFactory([{"CPU": 1}] * (1 + env_runners))
+    tuner = tune.Tuner(
+        tune.with_resources(trainable, resources),
+        param_space={
+            "trial": tune.grid_search([t["name"] for t in trials]),
+            "trials": {t["name"]: t for t in trials},
+            "base": base,
+            "source": source,
+            "root": str(out.resolve()),
+            "iterations": iterations,
+        },
+        tune_config=tune.TuneConfig(
+            trial_name_creator=_trial_name, trial_dirname_creator=_trial_name
+        ),
+        run_config=tune.RunConfig(
+            name=session,
+            storage_path=str(storage),
+            checkpoint_config=tune.CheckpointConfig(
+                num_to_keep=keep or None,
+                checkpoint_score_attribute=METRIC,
+                checkpoint_score_order="min",
+            ),
+            failure_config=tune.FailureConfig(max_failures=0),
+            verbose=0 if quiet else 1,
+        ),
+    )
+    with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
+        grid = tuner.fit()  # Tune prints its header whatever the verbosity
+    rows = []
+    for result in grid:
+        name = result.config["trial"]
+        if result.error is not None:
+            lines = [ln for ln in str(result.error).splitlines() if ln.strip()]
+            raise TrialError(f"trial {name} failed: {lines[-1] if lines else result.error}")
+        rows.append({"trial": name, **_summary(out / name)})
+    return rows
+
+
+class TrialError(RuntimeError):
+    """A trial raised: its last error line (the full log is in Tune's folder)."""
+
+
+def _trial_name(trial) -> str:
+    return trial.config["trial"]
+
+
+def _summary(run: Path) -> dict:
+    """Iterations, env steps and the best checkpoint of a finished run folder."""
+    from agents.training import RunPaths
+
+    latest = RunPaths(run).latest()
+    state = json.loads((latest / "state.json").read_text(encoding="utf-8"))
+    best = state.get("best") or [latest.name, None]
+    return {
+        "iterations": state["iteration"],
+        "env_steps": state["env_steps"],
+        "best": str(run / "checkpoints" / best[0]),
+        METRIC: best[1],
+    }

@@ -1,0 +1,190 @@
+"""Experiments as Ray Tune trials (agents/tune.py), the train options around them,
+APPO and the GNN layer option. Ray-free except the tests that take ``ray_session``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import pytest
+import yaml
+
+from agents.tune import make_trials, parse_grid, split_values
+from marl_sched.cli import main
+from marl_sched.config import REPO_ROOT, apply_overrides
+from marl_sched.errors import InputError
+
+TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
+
+
+def test_grid_overrides_of_every_type_and_nested_keys():
+    """--grid points are applied by the same override function as the command line's."""
+    raw = {"train": {"lr": 3e-5}, "model": {"hidden": 64}}
+    out = apply_overrides(
+        raw,
+        ["train.lr=1e-4", "model.hidden=16", "env.hints=[first-fit, locality]",
+         "model.gnn.layer=SAGEConv", "train.grad_clip=null", "model.exchange=false",
+         "train.bc_teacher=rollout"],
+    )  # fmt: skip
+    assert out["train"]["lr"] == 1e-4 and isinstance(out["train"]["lr"], float)
+    assert out["model"]["hidden"] == 16 and isinstance(out["model"]["hidden"], int)
+    assert out["env"]["hints"] == ["first-fit", "locality"]
+    assert out["model"]["gnn"] == {"layer": "SAGEConv"}
+    assert out["train"]["grad_clip"] is None and out["model"]["exchange"] is False
+    assert out["train"]["bc_teacher"] == "rollout"
+    assert raw == {"train": {"lr": 3e-5}, "model": {"hidden": 64}}  # a copy
+    with pytest.raises(InputError, match="train.lr.x: override: train.lr is a value"):
+        apply_overrides(raw, ["train.lr.x=1"])
+    with pytest.raises(InputError, match="expected key=value"):
+        apply_overrides(raw, ["train.lr"])
+
+
+def test_grid_values_and_trial_names():
+    assert split_values("1e-4,3e-4") == ["1e-4", "3e-4"]
+    assert split_values("[a,b],[c]") == ["[a,b]", "[c]"]
+    grid = parse_grid(["train.lr=1e-4,3e-4", "model.layers=1,2"])
+    trials = make_trials([0, 1], grid)
+    assert len(trials) == 8
+    assert trials[0] == {"name": "lr=1e-4,layers=1_seed0", "seed": 0,
+                         "overrides": ["train.lr=1e-4", "model.layers=1"]}  # fmt: skip
+    assert [t["name"] for t in make_trials([3, 4], [])] == ["seed3", "seed4"]
+    with pytest.raises(InputError, match="--grid: train.lr: given twice"):
+        parse_grid(["train.lr=1", "train.lr=2"])
+    with pytest.raises(InputError, match="empty value"):
+        parse_grid(["train.lr=1,"])
+    with pytest.raises(InputError, match="a value repeats"):
+        parse_grid(["train.lr=1,1"])
+    with pytest.raises(InputError, match="seeds are --seed S --seeds N"):
+        parse_grid(["train.seed=1,2"])
+
+
+@pytest.mark.parametrize(
+    ("grid", "message"),
+    [("train.lrr=1,2", "train.lrr: unknown key"),
+     ("train.lr=abc,1", "train.lr: expected a number, got 'abc'"),
+     ("model.gnn.layer=GCN", "model.gnn.layer: must be one of"),
+     ("train.lr", "--grid: 'train.lr': expected key=value")],
+)  # fmt: skip
+def test_a_bad_grid_exits_2_naming_the_key_and_writes_nothing(tmp_path, capsys, grid, message):
+    out = tmp_path / "exp"
+    assert main(["train", "--config", TINY, "--out", str(out), "--grid", grid]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert not out.exists()
+
+
+def test_bad_algorithm_and_seeds_exit_2(tmp_path, capsys):
+    out = str(tmp_path / "o")
+    assert main(["train", "--config", TINY, "--out", out, "train.algorithm=DQN"]) == 2
+    assert "train.algorithm: must be one of PPO, APPO, got 'DQN'" in capsys.readouterr().err
+    assert main(["train", "--config", TINY, "--out", out, "--seeds", "0"]) == 2
+    assert "--seeds: must be >= 1" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_dead_ray_address_fails_at_once_with_one_line(tmp_path, capsys):
+    t0 = time.perf_counter()
+    rc = main(["train", "--config", TINY, "--out", str(tmp_path / "o"),
+               "--ray-address", "127.0.0.1:1"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1
+    assert "--ray-address: 127.0.0.1:1: no Ray cluster answers there" in err
+    assert time.perf_counter() - t0 < 30
+    assert not (tmp_path / "o").exists()
+
+
+def test_local_ray_never_attaches_to_another_cluster(monkeypatch):
+    """``address="local"``: a ``ray start`` cluster, RAY_ADDRESS or a stale pointer
+    file cannot make a plain ``train`` connect (and then refuse ``num_cpus``)."""
+    import ray
+
+    from agents import commands
+
+    calls = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kw: calls.append(kw))
+    monkeypatch.setattr(commands, "_RAY_STARTED", False)
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    commands._start_ray(None, quiet=True)
+    assert calls[0]["address"] == "local" and calls[0]["include_dashboard"] is False
+    import os
+
+    assert os.environ["RAY_AUTH_MODE"] == "disabled"
+
+
+# ------------------------------------------------------------------ with Ray
+
+
+def test_tune_grid_of_ppo_and_appo_resumes_after_an_interruption(ray_session, tmp_path):
+    """Two Tune trials (PPO and APPO, a SAGEConv network): both train, the APPO one is
+    interrupted before its first PPO checkpoint and resumed; its checkpoint loads."""
+    from agents import load_agents
+
+    out = tmp_path / "exp"
+    args = ["train", "--config", TINY, "--out", str(out), "--quiet"]
+    grid = ["--grid", "train.algorithm=PPO,APPO", "--seed", "5", "model.gnn.layer=SAGEConv"]
+    assert main([*args, *grid, "--iterations", "1"]) == 0
+    recorded = json.loads((out / "experiment.json").read_text())
+    names = [t["name"] for t in recorded["trials"]]
+    assert names == ["algorithm=PPO_seed5", "algorithm=APPO_seed5"]
+    for name in names:
+        run = out / name
+        assert (run / "checkpoints" / "latest").read_text().strip() == "iter_000001"
+        resolved = yaml.safe_load((run / "config.yaml").read_text())
+        assert resolved["train"]["seed"] == 5 and resolved["train"]["algorithm"] in name
+    assert list((out / "tune").glob(f"session_01/{names[0]}/checkpoint_*"))  # Tune's pointers
+    # the APPO trial was interrupted before its first iteration's checkpoint
+    appo = out / names[1]
+    shutil.rmtree(appo / "checkpoints" / "iter_000001")
+    (appo / "checkpoints" / "latest").write_text("iter_000000\n")
+    assert main([*args, "--resume", "--iterations", "2"]) == 0
+    for name in names:
+        state = json.loads((out / name / "checkpoints" / "iter_000002" / "state.json").read_text())
+        assert state["iteration"] == 2
+    assert (appo / "checkpoints" / "iter_000001").is_dir()  # redone
+    assert (out / "tune" / "session_02").is_dir()
+    manifest = json.loads((appo / "checkpoints" / "iter_000002" / "manifest.json").read_text())
+    assert manifest["model"]["gnn"] == {"layer": "SAGEConv"}
+    agents = load_agents(appo)  # APPO's target network is not in the inference files
+    assert type(agents.nets["shared"].blocks[0].conv).__name__ == "SAGEConv"
+
+
+def test_a_checkpoint_with_another_layer_than_the_config_exits_2(tmp_path, capsys):
+    ckpt = str(REPO_ROOT / "checkpoints" / "marl-default")
+    config = str(REPO_ROOT / "configs" / "default.yaml")
+    rc = main(["evaluate", "--checkpoint", ckpt, "--config", config, "--max-jobs", "5",
+               "--out", str(tmp_path / "e"), "--quiet", "model.gnn.layer=GATv2Conv"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1
+    assert "model.gnn.layer: GATv2Conv, but checkpoint" in err and "with hierarchy" in err
+
+
+def test_resuming_an_experiment_refuses_a_crafted_trial_folder(tmp_path, capsys):
+    """An experiment's trials resume through the same signed checkpoints as one run:
+    a trial folder this tool did not write is refused before Ray starts."""
+    import pickle
+
+    from agents.config import model_config, train_config
+    from agents.training import resolved_config
+    from agents.tune import write_experiment
+    from marl_sched.config import load_config
+    from tests.agents.test_integrity import _Payload
+
+    cfg = load_config(TINY)
+    out = tmp_path / "exp"
+    trials = make_trials([0, 1], [])
+    write_experiment(out, resolved_config(cfg, model_config(cfg), train_config(cfg)), TINY, trials)
+    ckpt = out / "seed1" / "checkpoints" / "iter_000001"
+    (ckpt / "rllib").mkdir(parents=True)
+    marker = tmp_path / "pwned"
+    (ckpt / "rllib" / "algorithm_state.pkl").write_bytes(pickle.dumps(_Payload(marker)))
+    (ckpt / "state.json").write_text(json.dumps({"iteration": 1, "env_steps": 1, "wall_s": 1}))
+    (out / "seed1" / "checkpoints" / "latest").write_text("iter_000001\n")
+    rc = main(["train", "--config", TINY, "--out", str(out), "--resume", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "no signature" in err
+    assert not marker.exists()
+    assert main(["train", "--config", TINY, "--out", str(out), "--resume", "--seeds", "2"]) == 2
+    assert "keeps its trials" in capsys.readouterr().err

@@ -1,0 +1,68 @@
+"""Figures: runs evaluated at different steps are aligned, the band is a real 95 %
+CI, curves never shift a series onto another's x values, bars show small gaps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from marl_sched import plots
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_runs_evaluated_at_different_steps_are_aligned_on_common_steps():
+    a = {0: 10.0, 400: 6.0, 800: 2.0}  # evaluated every 400 steps
+    b = {0: 12.0, 200: 11.0, 400: 8.0, 600: 7.0, 800: 4.0, 1000: 3.0}  # every 200, longer
+    xs, values = plots.align([a, b])
+    assert xs.tolist() == [0, 200, 400, 600, 800]  # 1000: only b reached it
+    assert values[0].tolist() == [10.0, 8.0, 6.0, 4.0, 2.0]  # a interpolated at 200, 600
+    assert values[1].tolist() == [12.0, 11.0, 8.0, 7.0, 4.0]
+    with pytest.raises(ValueError):
+        plots.align([a, {}])
+
+
+def test_band_is_the_mean_and_a_student_t_interval(tmp_path):
+    runs = [{0: 1.0, 100: 2.0}, {0: 3.0, 100: 2.0}, {0: 2.0, 50: 9.0, 100: 5.0}]
+    drawn = plots.band_curves({"cfg": runs}, tmp_path / "c.png", "steps", "jct")
+    xs, mean, half = drawn["cfg"]
+    assert xs.tolist() == [0, 50, 100]
+    np.testing.assert_allclose(mean, [2.0, (1.5 + 2.5 + 9.0) / 3, 3.0])
+    at0 = np.array([1.0, 3.0, 2.0])
+    expected = stats.t.ppf(0.975, 2) * at0.std(ddof=1) / np.sqrt(3)
+    assert half[0] == pytest.approx(expected)
+    assert half[2] > 0 and (tmp_path / "c.png").read_bytes()[:8] == PNG
+    one = plots.band_curves({"x": runs[:1]}, tmp_path / "d.png", "steps", "jct")
+    assert one["x"][2].tolist() == [0.0, 0.0]  # one run: no band
+
+
+def test_curve_draws_each_series_at_its_own_steps(tmp_path, monkeypatch):
+    drawn = []
+    import matplotlib.axes
+
+    real = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(
+        matplotlib.axes.Axes,
+        "plot",
+        lambda self, x, y, **kw: drawn.append((x, y)) or real(self, x, y, **kw),
+    )
+    plots.curve([0, 1, 2], {"a": [5, 6, 7], "b": {0: 1.0, 2: 3.0}}, tmp_path / "c.png", "x", "y")
+    assert drawn == [([0, 1, 2], [5, 6, 7]), ([0, 2], [1.0, 3.0])]
+    with pytest.raises(ValueError, match="2 values for 3 x values"):
+        plots.curve([0, 1, 2], {"short": [1, 2]}, tmp_path / "e.png", "x", "y")
+
+
+def test_bars_do_not_start_at_zero_when_differences_are_small(tmp_path):
+    assert plots.y_limits([100.0, 101.7]) == pytest.approx((100.0 - 1.7 / 3, 101.7 + 1.7 / 3))
+    assert plots.y_limits([10.0, 100.0]) is None  # big differences: from 0
+    lo, hi = plots.y_limits([100.0, 101.7], [0.5, 0.5])
+    assert lo < 99.5 and hi > 102.2  # error bars inside the axis
+    plots.bars({"marl": 100.0, "ff": 101.7}, tmp_path / "b.png", "avg JCT (s)",
+               errors={"marl": 0.5, "ff": 0.4}, highlight="marl")  # fmt: skip
+    assert (tmp_path / "b.png").read_bytes()[:8] == PNG
+
+
+def test_window_title_names_trace_window_load_and_split():
+    title = plots.window_title("average JCT", "traces/philly.csv", 200, 100, 2.0, "validation")
+    assert title == "average JCT — philly.csv jobs 200–299, load 2, validation split"
