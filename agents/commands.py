@@ -69,14 +69,14 @@ def train_command(args: argparse.Namespace) -> int:
         _check_more(read_state(paths.latest())["iteration"], iterations, out)
 
     log = _printer(args.quiet)
-    _start_ray(args.ray_address, args.quiet)
+    start_ray(args.ray_address, args.quiet)
     try:
         t0 = time.perf_counter()
         trainer = Trainer(cfg, mc, tc, out, resume=args.resume, log=log,
                           progress=_progress_factory(args.quiet))  # fmt: skip
         summary = trainer.run(iterations)
     finally:
-        _stop_ray()
+        stop_ray()
     if not args.quiet:
         print(
             f"trained iterations {summary['start_iteration'] + 1}..{iterations} "
@@ -147,7 +147,7 @@ def _train_experiment(args, out: Path, seeds: int | None, grid_specs: list[str])
             _check_more(min(read_state(c)["iteration"] for c in done), iterations, out)
     tc0 = configs[0][2]
     runners = max(c[2].num_env_runners for c in configs)
-    _start_ray(args.ray_address, args.quiet)
+    start_ray(args.ray_address, args.quiet)
     t0 = time.perf_counter()
     try:
         if not args.resume:
@@ -158,7 +158,7 @@ def _train_experiment(args, out: Path, seeds: int | None, grid_specs: list[str])
         print(f"marl-sched: {exc}", file=sys.stderr)
         return 1
     finally:
-        _stop_ray()
+        stop_ray()
     if not args.quiet:
         for r in rows:
             best = r["validation_avg_jct_s"]
@@ -230,14 +230,20 @@ def _captured_stderr():
             text.append(buf.read().decode("utf-8", "replace"))
 
 
-def _start_ray(address: str | None, quiet: bool = False) -> None:
+def start_ray(
+    address: str | None,
+    quiet: bool = False,
+    num_cpus: int | None = None,
+    env_vars: dict[str, str] | None = None,
+) -> None:
     """Connect to ``address``, or start a fresh small local Ray (no dashboard) that
     never attaches to another cluster on this machine (``address="local"``: neither a
     ``ray start`` cluster, nor ``RAY_ADDRESS``, nor a stale pointer file is used).
 
     Our own local Ray runs without token authentication (``RAY_AUTH_MODE=disabled``
     unless set): it listens on this machine only. With ``--quiet`` Ray's own log lines
-    below errors are dropped."""
+    below errors are dropped. ``num_cpus`` sizes the local Ray (default: every core);
+    ``env_vars`` reach every worker. Training and the benchmark both start Ray here."""
     global _RAY_STARTED
     import logging
 
@@ -254,7 +260,9 @@ def _start_ray(address: str | None, quiet: bool = False) -> None:
     if ray.is_initialized():
         return
     # same-seed runs need the same string hashing in every Ray worker too
-    runtime_env = {"env_vars": {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}}
+    runtime_env = {
+        "env_vars": {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0"), **(env_vars or {})}
+    }
     if address:
         # a cluster started with `ray start` uses token authentication when a token
         # exists (~/.ray/auth_token); Ray's driver only picks it up for address="auto",
@@ -283,12 +291,12 @@ def _start_ray(address: str | None, quiet: bool = False) -> None:
         if not quiet:
             sys.stderr.write(captured())
     else:
-        ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False,
+        ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
                  log_to_driver=False, logging_level=level, runtime_env=runtime_env)  # fmt: skip
     _RAY_STARTED = True
 
 
-def _stop_ray() -> None:
+def stop_ray() -> None:
     global _RAY_STARTED
     if _RAY_STARTED:
         import ray

@@ -136,8 +136,11 @@ def algo_config(
     else:
         from ray.rllib.algorithms.ppo import PPOConfig
 
+        from agents.learner import ClipFractionPPOLearner
+
         config = PPOConfig()
         training["vf_clip_param"] = tc.vf_clip_param
+        training["learner_class"] = ClipFractionPPOLearner  # logs the clip fraction too
     return (
         config.environment(
             env,
@@ -394,6 +397,7 @@ LEARNER_TAGS = (
     ("losses/entropy", "entropy"),
     ("losses/approx_kl", "mean_kl_loss"),
     ("losses/explained_variance", "vf_explained_var"),
+    ("losses/clip_fraction", "clip_fraction"),  # PPO (agents.learner); APPO has none
     ("losses/grad_norm", "gradients_default_optimizer_global_norm"),
     ("charts/learning_rate", "default_optimizer_learning_rate"),
 )
@@ -409,8 +413,8 @@ def scalars_from_result(result: dict, last_steps: float) -> tuple[dict[str, floa
     The learner metrics RLlib reports (policy, value and total loss, entropy, the KL
     to the sampling policy, the value function's explained variance, the global
     gradient norm before clipping, the learning rate; averaged over the modules),
-    the episode return, length and per-agent returns, and env steps per second.
-    RLlib 2.60 reports no clip fraction."""
+    the episode return, length and per-agent returns, and env steps per second; for
+    PPO the clip fraction (:mod:`agents.learner`: RLlib 2.60 does not report it)."""
     out: dict[str, float] = {}
     runners = result.get("env_runners", {})
     for tag, key in (("charts/episode_return", "episode_return_mean"),

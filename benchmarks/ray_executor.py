@@ -1,4 +1,9 @@
-"""Run benchmark cells as Ray tasks: on a local Ray started here, or on a cluster."""
+"""Run benchmark cells as Ray tasks: on a local Ray started here, or on a cluster.
+
+Ray is started the way training starts it (:func:`agents.commands.start_ray`): a fresh
+local instance that never attaches to another cluster on this machine (nor to a stale
+pointer file), without token authentication; or the cluster at ``--ray-address``,
+refused in one line when nothing answers there."""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import Any
 
 import ray
 
+from agents.commands import start_ray, stop_ray
 from marl_sched.benchmark.cells import run_cell
 
 
@@ -17,24 +23,14 @@ def run_all(
     *,
     address: str | None = None,
     num_cpus: int | None = None,
+    quiet: bool = True,
 ) -> None:
     """Submit every cell, hand each result to ``on_done`` as it finishes (in the
     driver, so the cell store is written by one process)."""
-    started = False
-    if not ray.is_initialized():
-        if address is None:
-            # a cluster this command starts and stops: no token auth (Ray >= 2.60 turns
-            # it on by default), every core of this machine
-            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-            ray.init(
-                num_cpus=num_cpus or os.cpu_count() or 1,
-                include_dashboard=False,
-                log_to_driver=False,
-                runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}},
-            )
-        else:
-            ray.init(address=address, log_to_driver=False)
-        started = True
+    started = not ray.is_initialized()
+    if started:
+        pythonpath = {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+        start_ray(address, quiet=quiet, num_cpus=num_cpus, env_vars=pythonpath)
     try:
         task = ray.remote(num_cpus=1)(run_cell)
         pending = {task.remote(spec): spec for spec in specs}
@@ -44,4 +40,4 @@ def run_all(
                 on_done(pending.pop(ref), ray.get(ref))
     finally:
         if started:
-            ray.shutdown()
+            stop_ray()

@@ -126,8 +126,9 @@ def run_compare(
     """Run every policy; write results; return the result rows (best first).
     ``checked``: what :func:`check_compare` returned for these inputs (else it runs
     here)."""
+    from marl_sched.benchmark.suite import split_of
     from marl_sched.metrics import atomic_write_text, csv_text
-    from marl_sched.plots import bars, jct_cdf
+    from marl_sched.plots import bars, jct_cdf, window_title
     from marl_sched.runner import TraceOptions
 
     cfg, ckpts = checked or check_compare(config, policies, trace_options, checkpoint)
@@ -167,16 +168,19 @@ def run_compare(
     workload = TraceOptions(**trace_options).apply(cfg.workload)
     atomic_write_text(out / "config.yaml", replace(cfg, workload=workload).to_yaml())
     atomic_write_text(out / "results.md", results_markdown(rows, trace_options, cfg.source))
+    wl = workload
+    split = split_of(wl.trace, wl.start, wl.max_jobs, warmup_jobs=wl.warmup_jobs)
+    where = (wl.trace, wl.start, wl.max_jobs, wl.load, split)
     jct_cdf(
         {p: results[p][1] for p in policies},
         out / "jct_cdf.png",
-        title=f"JCT CDF — {Path(cfg.source).name}",
+        title=window_title("JCT CDF", *where),
     )
     bars(
         {r["policy"]: r["avg_jct_s"] for r in rows},
         out / "avg_jct.png",
         ylabel="average JCT (s)",
-        title="Average JCT by policy",
+        title=window_title("Average JCT", *where),
         highlight="marl",
     )
     return rows

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from marl_sched.catalogue import CATALOGUE, N_RESOURCES
+from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement
 from marl_sched.ordering import OrderingContext, QueueOrdering, make_ordering
 from marl_sched.perf import PS_PRESSURE_MASK, JobLayout, PerformanceModel
@@ -48,6 +49,12 @@ _PRIORITY = {COMPLETION: 0, ARRIVAL: 1, TICK: 2}
 
 #: default restart penalty of a migrated or resumed job (s): ``simulation.migration_penalty_s``
 MIGRATION_PENALTY_S = 60.0
+
+
+class NonFiniteError(InputError):
+    """A computed time or speed is not finite: the inputs (topology figures, job
+    lengths, arrival times) lie outside what the model can compute with. An input
+    error, so the command exits 2 with one line instead of spinning forever."""
 
 
 class PlacementError(ValueError):
@@ -295,6 +302,8 @@ class Simulator:
         self._seq += 1
 
     def _advance_clock(self, when: float) -> None:
+        if not math.isfinite(when):  # never reached: every pushed time is checked
+            raise NonFiniteError(f"simulated time became {when!r}")
         if when < self.now:
             raise AssertionError(f"time ran backwards: {when} < {self.now}")
         busy = self.topology.n_gpus - self.free_gpus
@@ -888,7 +897,14 @@ class Simulator:
             run.version += 1
             self.stats.recomputes += 1
             begin = now if run.paused_until <= now else run.paused_until
-            self._push(begin + run.remaining * run.iter_time, COMPLETION, (jid, run.version))
+            end = begin + run.remaining * run.iter_time
+            if not (0.0 < run.iter_time < math.inf and end < math.inf):
+                raise NonFiniteError(
+                    f"job {run.job.job_id} ({run.job.model}): iteration time "
+                    f"{run.iter_time!r} s gives completion time {end!r}; a topology figure "
+                    "(bandwidth, speed, oversubscription) or the job's length is out of range"
+                )
+            self._push(end, COMPLETION, (jid, run.version))
 
     def _progress(self, run: RunningJob) -> None:
         """Bring ``run``'s remaining iterations to now at its current speed (none

@@ -74,6 +74,7 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     )
     row = {
         "scenario": scenario.name,
+        "split": spec["split"],
         "policy": spec["policy"],
         "ordering": sim.ordering.name,
         "seed": spec["seed"],

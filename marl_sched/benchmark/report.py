@@ -40,7 +40,7 @@ SCORED = (
     ("p95_jct_s", "p95 JCT"),
     ("avg_slowdown", "avg slowdown"),
 )
-RUN_FIELDS = ("scenario", "policy", "ordering", "seed", "tier", "topology", "load")
+RUN_FIELDS = ("scenario", "split", "policy", "ordering", "seed", "tier", "topology", "load")
 
 
 def reference_policy(policies: Sequence[str]) -> str:
@@ -156,6 +156,12 @@ def scenarios_markdown(rows, policies) -> str:
     return "\n".join(lines)
 
 
+def split_name(rows: Sequence[dict[str, Any]]) -> str:
+    """``test split`` (or ``train + validation splits``) of the runs, for titles."""
+    splits = sorted({str(r.get("split", "?")) for r in rows})
+    return " + ".join(splits) + (" split" if len(splits) == 1 else " splits")
+
+
 def write_figures(
     out: Path, summary, rows, jcts: dict[str, dict[str, list[float]]], policies
 ) -> None:
@@ -173,8 +179,12 @@ def write_figures(
         ax.set_title(f"IQM {label}", fontsize=9)
         ax.set_yticks(range(len(order)), order)
         ax.grid(axis="x", alpha=0.3)
+    n_scenarios = len({r["scenario"] for r in rows})
+    seeds = len({r["seed"] for r in rows})
     fig.suptitle(
-        f"normalised by {reference_policy(policies)} (lower is better), 95 % CIs", fontsize=9
+        f"{split_name(rows)}: {n_scenarios} scenarios x {seeds} seeds — normalised by "
+        f"{reference_policy(policies)} (lower is better), 95 % CIs",
+        fontsize=9,
     )
     _save(fig, out / "interval_estimates.png")
     plt.close(fig)
@@ -191,7 +201,7 @@ def write_figures(
     ax.set_ylabel("fraction of runs with score ≤ τ")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    ax.set_title("performance profile (higher-left is better)", fontsize=9)
+    ax.set_title(f"{split_name(rows)}: performance profile (higher-left is better)", fontsize=9)
     _save(fig, out / "performance_profile.png")
     plt.close(fig)
 

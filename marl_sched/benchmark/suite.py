@@ -336,6 +336,44 @@ def load_suite(path: str | Path = DEFAULT_SUITE) -> Suite:
 # ------------------------------------------------------------------------- refusal
 
 
+def _suite(suite: Suite | str | Path) -> Suite:
+    if isinstance(suite, Suite):
+        return suite
+    path = resolve(suite)
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        stamp = None  # load_suite names the problem
+    return _load_suite_cached(str(suite), stamp)
+
+
+def _regions_of(trace: str | Path, suite: Suite | str | Path) -> list[Region]:
+    """The suite's regions of ``trace``'s file, matched by content (a renamed copy
+    too); none when the suite does not name the file."""
+    suite = _suite(suite)
+    digest = _digest(resolve(trace))
+    if digest is None:
+        return []
+    return [r for r in suite.regions if _digest(resolve(r.trace)) == digest]
+
+
+def split_of(
+    trace: str | Path,
+    start: int = 0,
+    max_jobs: int | None = None,
+    *,
+    warmup_jobs: int = 0,
+    suite: Suite | str | Path = DEFAULT_SUITE,
+) -> str | None:
+    """The split of the suite region holding the whole window (for titles and
+    reports), or None when the suite does not name the file or the window spans
+    regions of different splits."""
+    first = max(0, start - warmup_jobs)
+    end = None if max_jobs is None else start + max_jobs
+    splits = {r.split for r in _regions_of(trace, suite) if r.overlaps(first, end)}
+    return splits.pop() if len(splits) == 1 else None
+
+
 def check_not_test(
     trace: str | Path,
     start: int = 0,
@@ -356,20 +394,11 @@ def check_not_test(
         InputError: ``<where or trace>: jobs a..b overlap the test split of
             <suite> (<region>)``.
     """
-    if not isinstance(suite, Suite):
-        path = resolve(suite)
-        try:
-            stamp = path.stat().st_mtime_ns
-        except OSError:
-            stamp = None  # load_suite names the problem
-        suite = _load_suite_cached(str(suite), stamp)
-    digest = _digest(resolve(trace))
-    if digest is None:
-        return
+    suite = _suite(suite)
     first = max(0, start - warmup_jobs)
     end = None if max_jobs is None else start + max_jobs
-    for region in suite.regions:
-        if region.split != "test" or _digest(resolve(region.trace)) != digest:
+    for region in _regions_of(trace, suite):
+        if region.split != "test":
             continue
         if region.overlaps(first, end):
             shown = "end" if end is None else end - 1

@@ -25,6 +25,7 @@ TAGS = {
     "charts/agent_return/sc0",
     "losses/approx_kl",
     "losses/explained_variance",
+    "losses/clip_fraction",
     "losses/grad_norm",
     "imitation/loss",
     "imitation/accuracy",

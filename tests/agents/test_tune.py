@@ -107,7 +107,7 @@ def test_local_ray_never_attaches_to_another_cluster(monkeypatch):
     monkeypatch.setattr(commands, "_RAY_STARTED", False)
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
-    commands._start_ray(None, quiet=True)
+    commands.start_ray(None, quiet=True)
     assert calls[0]["address"] == "local" and calls[0]["include_dashboard"] is False
     import os
 

@@ -13,6 +13,7 @@ import yaml
 
 from marl_sched.benchmark import DEFAULT_SUITE, check_not_test, load_suite
 from marl_sched.benchmark.command import parse_policies, run_benchmark, run_local
+from marl_sched.benchmark.suite import split_of
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT
 from marl_sched.errors import InputError
@@ -134,6 +135,20 @@ def test_check_not_test_refuses_test_windows_even_in_a_copy(tmp_path: Path) -> N
     shutil.copy(TRACE, copy)
     with pytest.raises(InputError, match="renamed.csv: jobs 20..29 overlap"):
         check_not_test(copy, 20, 10, suite=suite)
+
+
+def test_split_of_names_the_region_holding_the_whole_window(tmp_path: Path) -> None:
+    suite = load_suite(_write(tmp_path, _suite_data()))
+    assert split_of(TRACE, 0, 20, suite=suite) == "train"
+    assert split_of(TRACE, 20, None, suite=suite) == "test"
+    assert split_of(TRACE, 15, 10, suite=suite) is None  # spans train and test
+    assert split_of(TRACE, 21, 5, warmup_jobs=5, suite=suite) is None  # warm-up in train
+    copy = tmp_path / "renamed.csv"
+    shutil.copy(TRACE, copy)
+    assert split_of(copy, 22, 3, suite=suite) == "test"  # matched by content
+    other = tmp_path / "other.csv"
+    other.write_text(Path(TRACE).read_text().replace(",", ", ", 1))
+    assert split_of(other, 0, 5, suite=suite) is None  # a file the suite does not name
 
 
 def _recording(ran: list[dict]):

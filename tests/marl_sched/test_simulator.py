@@ -248,3 +248,24 @@ def test_every_heuristic_puts_several_ps_on_a_lone_server(policy):
     sim = Simulator(topo, [job], perf=perf)
     p = pol.place(sim.next_decision(), sim.view())
     assert p is not None and len(p.worker_groups) == 6 and len(p.ps_groups) == 2
+
+
+@pytest.mark.parametrize(
+    "iterations, oversubscription", [(1e308, 1e4), (100.0, 1e308)], ids=["length", "oversub"]
+)
+def test_a_non_finite_completion_time_is_an_input_error_not_a_hang(iterations, oversubscription):
+    """An iteration time or completion time that is not finite stops the run with an
+    input error naming the job (the clock would otherwise become inf/NaN and spin)."""
+    from marl_sched.jobs import Job
+    from marl_sched.simulator import NonFiniteError
+
+    topo = tiny_topology(subclusters=1, racks=2, servers=1, sockets=1, groups_per_socket=1,
+                         gpus_per_group=2, gpu_types=("v100",),
+                         oversubscription=oversubscription)  # fmt: skip
+    job = Job(0, "j", "resnet-50", 4, 1, iterations, 0.0, 60.0)
+    sim = Simulator(topo, [job], perf=PerformanceModel(topo))
+    pol = make_policy("load-balance")
+    pol.reset(topo, 0)
+    with pytest.raises(NonFiniteError, match=r"job 0 \(resnet-50\): iteration time"):
+        while (j := sim.next_decision()) is not None:
+            sim.apply(pol.place(j, sim.view()))
