@@ -25,7 +25,7 @@ from marl_sched.jobs import Job
 from marl_sched.perf import PerformanceModel
 from marl_sched.policies.base import Policy
 from marl_sched.runner import Workload
-from marl_sched.simulator import Simulator, run_policy
+from marl_sched.simulator import Simulator
 from marl_sched.topology import Topology
 
 
@@ -45,23 +45,6 @@ def sample_window(jobs: Sequence[Job], n_jobs: int, rng: np.random.Generator) ->
         return list(jobs)
     start = int(rng.integers(0, len(jobs) - n_jobs + 1))
     return rebase(jobs[start : start + n_jobs])
-
-
-def average_jct(
-    topology: Topology,
-    perf: PerformanceModel,
-    jobs: Sequence[Job],
-    policy: Policy,
-    seed: int = 0,
-    ordering: str = "fifo",
-) -> float:
-    """Average JCT (s) of ``policy`` over ``jobs`` (every job must complete)."""
-    policy.reset(topology, seed)
-    sim = Simulator(topology, jobs, perf=perf, ordering=ordering)
-    records = run_policy(sim, policy.place)
-    if len(records) != len(jobs):
-        raise RuntimeError(f"{len(jobs) - len(records)} jobs never completed")
-    return float(np.mean([r.jct for r in records]))
 
 
 # ----------------------------------------------------------------- benchmark splits

@@ -17,7 +17,8 @@ Workers are placed first, then parameter servers (the placement-so-far features 
 the network put a PS beside its workers).
 
 State, per server (``SERVER_FEATURES``): free GPU / CPU / memory fractions, the job's
-model's speed on the server's GPU type (V100 = 1, so the same on every topology), the residents' summed pressure on cpu, pcie, membw, disk, net (``log1p``),
+model's speed on the server's GPU type (V100 = 1, so the same on every topology),
+the residents' summed pressure on cpu, pcie, membw, disk, net (``log1p``),
 the jobs crossing its NIC (``log1p``), this job's workers and PSs already there (the
 job's row of Harmony's placement matrix; other jobs' rows are summarised by the
 pressure features, since the policy sees only the read-only ``ClusterView``), its hop

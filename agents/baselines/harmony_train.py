@@ -47,7 +47,6 @@ from agents.baselines.harmony import (
     server_features,
 )
 from agents.baselines.mlf_h import MlfHPolicy
-from agents.baselines.selection import Selection
 from agents.baselines.reward_model import (
     RewardFit,
     collect_samples,
@@ -55,6 +54,7 @@ from agents.baselines.reward_model import (
     neighbours,
     running_features,
 )
+from agents.baselines.selection import Selection
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job
@@ -92,7 +92,8 @@ class HarmonyConfig:
             its neighbours' change).
         bc_windows, bc_epochs, bc_lr: the warm start (0 windows = none): windows
             placed by the bin-packing exploration heuristic, epochs of cross-entropy
-            on its choices (40, as MLF-RL's cloning), and the Adam learning rate. Not in Harmony's paper; ours,
+            on its choices (40, as MLF-RL's cloning), and the Adam learning rate.
+            Not in Harmony's paper; ours,
             so that Harmony starts from a heuristic as MLF-RL (cloning MLF-H) and our
             agents (imitation of heuristic plans) do.
         reward_windows: training windows replayed by each heuristic for the reward
@@ -345,7 +346,9 @@ def train_harmony(
     home = train_runs[0]
 
     # historical samples → reward model
-    windows = [sample_episode(train_runs, cfg.episode_jobs, rng)[1] for _ in range(cfg.reward_windows)]
+    windows = [
+        sample_episode(train_runs, cfg.episode_jobs, rng)[1] for _ in range(cfg.reward_windows)
+    ]
     if reward_fit is None:
         history_policies = [
             make_policy(n) for n in ("random", "first-fit", "load-balance", "tetris", "locality")

@@ -32,7 +32,8 @@ authors' code uses this unweighted L1 distance, named "similarity"), plus GPU sp
 a fourth dimension while workers remain (``1 − speed(model, s) / best``: the ideal
 host runs the model on its fastest GPU type; see :func:`ideal_host_distance`); ``hops`` counts
 hierarchy levels (server, rack, subcluster) between the server and the job's first
-task; ``λ_loc = 1``. **Load control** at placement: ``load(s)`` is the largest used fraction of GPUs, CPU or
+task; ``λ_loc = 1``. **Load control** at placement: ``load(s)`` is the largest used
+fraction of GPUs, CPU or
 memory *before* this job (θ = 0.8, the authors' "available ≥ 0.2" test); overloaded
 servers are used only when no other server has room. **Load control with migration**
 (:meth:`MlfHPolicy.rebalance`, :mod:`agents.baselines.load_control`): after

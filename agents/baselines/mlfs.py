@@ -31,10 +31,9 @@ new servers.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
-
-import math
 
 import numpy as np
 import torch

@@ -27,11 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import torch
-
-from typing import Any
 
 from agents.baselines.draft import TaskDraft
 from agents.baselines.episodes import ScenarioRun, sample_episode
@@ -46,9 +45,9 @@ from agents.baselines.mlfs import (
     mlfs_features,
     order_features,
 )
-from marl_sched.ordering import OrderingContext
 from agents.baselines.selection import Selection
 from marl_sched.jobs import Job
+from marl_sched.ordering import OrderingContext
 
 
 @dataclass(frozen=True)

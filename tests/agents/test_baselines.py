@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from agents.baselines.checkpoint import DEFAULT_DIR, save_checkpoint
-from agents.baselines.episodes import ScenarioRun, average_jct
+from agents.baselines.episodes import ScenarioRun
 from agents.baselines.harmony import HarmonyNet, HarmonyPolicy, save_harmony
 from agents.baselines.harmony_train import HarmonyConfig, train_harmony
 from agents.baselines.mlf_h import (
