@@ -1,87 +1,136 @@
-"""Train the learned baselines (Harmony, MLF-RL) and compare them on held-out jobs.
+"""Train a learned baseline (Harmony or MLF-RL) on the benchmark's train split.
 
-    python experiments/train_baselines.py --config configs/default.yaml --out DIR \
-        [--iterations N] [--seed S] [--only harmony|mlfs-rl] [--train-fraction 0.6] [--quiet]
+    python experiments/train_baselines.py --learner harmony|mlfs-rl --out DIR \
+        [--seed S] [--set key=value ...] [--wall-cap SECONDS] [--patience N]
+        [--iterations N] [--search] [--quiet]
 
-The config's trace window is split: the first ``--train-fraction`` of its jobs are the
-training trace (episodes are windows of consecutive jobs from it; the validation window
-that picks the kept weights is its last jobs); the rest is held out. Writes, each
-atomically:
+Episodes are windows of the train scenarios of ``benchmarks/default.yaml`` (their
+loads, warm-up jobs and duration predictor, as the benchmark runs them); the kept
+weights are the best greedy score on the fixed validation scenarios
+(``agents.baselines.episodes.VALIDATION_SCENARIOS``: geometric mean over scenarios of
+average JCT / first-fit's). The test split is refused. Training stops at
+``--iterations``, at ``--wall-cap`` seconds of wall time, or after ``--patience``
+validations without improvement. ``--set`` overrides a field of ``HarmonyConfig`` /
+``MlfsConfig`` (e.g. ``--set lr=3e-3``).
 
-- ``DIR/harmony.pt``, ``DIR/mlfs_rl.pt``: the checkpoints (what ``HarmonyPolicy`` /
-  ``MlfsRlPolicy`` load; ``checkpoint=DIR`` finds them);
-- ``DIR/training.json``: configs, histories, wall times, reward-model accuracy;
-- ``DIR/heldout.json`` + ``DIR/heldout.md``: metrics of first-fit, load-balance,
-  mlfs-h, harmony and mlfs-rl on the held-out jobs (the same jobs as
-  ``marl-sched compare --config C --start S --max-jobs M``, printed in the table);
-- ``DIR/learning_curve_<learner>.png``, ``DIR/heldout_avg_jct.png``.
+Writes, each atomically:
 
-``--iterations`` overrides both learners' iteration counts (Harmony: episodes; MLF-RL:
-policy-gradient iterations). Bad input: one line on stderr, exit status 2.
+- ``DIR/harmony.pt`` or ``DIR/mlfs_rl.pt`` (what ``HarmonyPolicy`` / ``MlfsRlPolicy``
+  load; ``--checkpoint DIR`` finds it), and ``DIR/<learner>_s<seed>.json``: config,
+  validation history, wall time, why it stopped;
+- ``DIR/tb/<learner>_s<seed>/``: the TensorBoard learning curve.
+
+``--search`` instead runs the learner's hyperparameter grid (:data:`GRID`), one run
+per grid point with the same seed and caps, and writes ``DIR/search_<learner>.json``
+(every point's best validation score, wall time and stop reason; the chosen point)
+plus each point's checkpoint, summary and TensorBoard curve under
+``DIR/points/<point>/``. Bad input: one line on stderr,
+exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
+import itertools
 import sys
+import time
 from pathlib import Path
 
 import torch
 
-from agents.baselines.episodes import split_train
-from agents.baselines.harmony import HarmonyPolicy, save_harmony
+from agents.baselines.episodes import VALIDATION_SCENARIOS, load_split
+from agents.baselines.harmony import save_harmony
 from agents.baselines.harmony_train import HarmonyConfig, train_harmony
-from agents.baselines.mlf_h import MlfHPolicy
-from agents.baselines.mlfs import MlfsRlPolicy, save_mlfs
+from agents.baselines.mlfs import save_mlfs
 from agents.baselines.mlfs_train import MlfsConfig, train_mlfs_rl
-from marl_sched.config import load_config
 from marl_sched.errors import InputError
-from marl_sched.metrics import atomic_write_text, write_json
-from marl_sched.plots import bars, curve
-from marl_sched.policies import make_policy
-from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
+from marl_sched.metrics import write_json
 
-LEARNERS = ("harmony", "mlfs-rl")
+LEARNERS = {"harmony": HarmonyConfig, "mlfs-rl": MlfsConfig}
+
+#: the hyperparameter search of each learner: learning rate x 3, entropy weight x 2
+GRID = {
+    "harmony": {"lr": [3e-4, 1e-3, 3e-3], "entropy_coef": [0.01, 0.001]},
+    "mlfs-rl": {"lr": [1e-3, 3e-3, 1e-2], "entropy_coef": [0.01, 0.001]},
+}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--config", required=True)
+    p.add_argument("--learner", required=True, choices=sorted(LEARNERS))
     p.add_argument("--out", required=True)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--wall-cap", type=float, default=None, help="seconds (default: config's)")
+    p.add_argument("--patience", type=int, default=None)
     p.add_argument("--iterations", type=int, default=None)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--only", choices=LEARNERS, default=None)
-    p.add_argument("--train-fraction", type=float, default=0.6)
+    p.add_argument("--search", action="store_true")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
     if args.iterations is not None and args.iterations < 1:
         raise InputError(f"--iterations: must be >= 1, got {args.iterations}")
-    if not 0.0 < args.train_fraction < 1.0:
-        raise InputError(f"--train-fraction: must be in (0, 1), got {args.train_fraction}")
+    if args.wall_cap is not None and args.wall_cap <= 0:
+        raise InputError(f"--wall-cap: must be > 0 seconds, got {args.wall_cap}")
+    if args.patience is not None and args.patience < 0:
+        raise InputError(f"--patience: must be >= 0, got {args.patience}")
     return args
 
 
-def _log(quiet: bool):
-    def progress(name: str):
-        def report(it: int, row: dict) -> None:
-            if quiet or "val_avg_jct_s" not in row:
-                return
-            extra = ", ".join(
-                f"{k}={v:.3f}"
-                for k, v in row.items()
-                if isinstance(v, float) and k not in ("val_avg_jct_s", "wall_s")
-            )
-            print(
-                f"[{name}] it {it:4d} {row.get('phase', '')}  val avg JCT "
-                f"{row['val_avg_jct_s']:,.0f} s  ({row['wall_s']:.0f} s)  {extra}",
-                flush=True,
-            )
+def overrides(args: argparse.Namespace) -> dict:
+    """The config fields the command line sets (``--set`` and the cap flags)."""
+    cls = LEARNERS[args.learner]
+    fields = {f.name: f.type for f in dataclasses.fields(cls)}
+    out: dict = {"seed": args.seed}
+    for item in args.set:
+        key, eq, value = item.partition("=")
+        if not eq or key not in fields:
+            known = ", ".join(sorted(fields))
+            raise InputError(f"--set {item}: expected KEY=VALUE with KEY one of {known}")
+        kind = {"int": int, "float": float, "bool": lambda v: v.lower() in ("1", "true", "yes"),
+                "str": str}.get(str(fields[key]), float)  # fmt: skip
+        try:
+            out[key] = kind(value)
+        except ValueError:
+            raise InputError(f"--set {item}: {value!r} is not a {fields[key]}") from None
+    for key, value in (("wall_cap_s", args.wall_cap), ("patience", args.patience),
+                       ("iterations", args.iterations)):  # fmt: skip
+        if value is not None:
+            out[key] = value
+    return out
 
-        return report
 
-    return progress
+def _progress(name: str, quiet: bool):
+    def report(it: int, row: dict) -> None:
+        if quiet:
+            return
+        print(
+            f"[{name}] it {it:4d} {row.get('phase', ''):3s} val score {row['val_score']:.3f} "
+            f"({row['wall_s']:.0f} s)",
+            flush=True,
+        )
+
+    return report
+
+
+def train_one(
+    learner: str, cfg, train_runs, val_runs, out: Path, tag: str, quiet: bool, reward_fit=None
+) -> dict:
+    """Train one run; save its checkpoint in ``out`` and its summary as ``out/<tag>.json``."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(log_dir=str(out / "tb" / tag))
+    if learner == "harmony":
+        res = train_harmony(train_runs, val_runs, cfg, _progress(tag, quiet), writer, reward_fit)
+    else:
+        res = train_mlfs_rl(train_runs, val_runs, cfg, _progress(tag, quiet), writer)
+    meta = {**res.metadata, "trained_on": "benchmarks/default.yaml train split"}
+    if learner == "harmony":
+        save_harmony(out / "harmony.pt", res.net, res.reward_fit.net, meta)
+    else:
+        save_mlfs(out / "mlfs_rl.pt", res.net, meta, res.order_net)
+    write_json(out / f"{tag}.json", meta)
+    return {"result": res, "metadata": meta}
 
 
 def main(argv=None) -> int:
@@ -95,107 +144,41 @@ def main(argv=None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)  # small networks; deterministic and polite on a shared box
-    cfg = load_config(args.config)
+    base = dataclasses.replace(LEARNERS[args.learner](), **overrides(args))
     out = Path(args.out)
-    topo, perf = build_cluster(cfg)
-    window = load_workload(cfg, perf)
-    train_jobs, n_train = split_train(window.jobs, args.train_fraction)
-    n_heldout = len(window.jobs) - n_train
-    if n_heldout < 1:
-        raise InputError(
-            f"{args.config}: workload window of {len(window.jobs)} jobs leaves none held out"
-        )
-    heldout_opts = TraceOptions(start=cfg.workload.start + n_train, max_jobs=n_heldout)
-    heldout = load_workload(cfg, perf, heldout_opts)
-    progress = _log(args.quiet)
-    over = {"seed": args.seed} | ({"iterations": args.iterations} if args.iterations else {})
-    summary: dict = {
-        "config": args.config,
-        "topology": topo.describe(),
-        "train_jobs": n_train,
-        "heldout": {"start": heldout_opts.start, "max_jobs": n_heldout},
-        "torch_threads": 1,
-    }
-    learned = {}
-    if args.only in (None, "harmony"):
-        hcfg = dataclasses.replace(HarmonyConfig(), **over)
-        res = train_harmony(topo, perf, train_jobs, hcfg, progress("harmony"))
-        meta = {**res.metadata, "trained_on": args.config}
-        save_harmony(out / "harmony.pt", res.net, res.reward_fit.net, meta)
-        summary["harmony"] = meta
-        learned["harmony"] = HarmonyPolicy(checkpoint=out / "harmony.pt")
-    if args.only in (None, "mlfs-rl"):
-        mcfg = dataclasses.replace(MlfsConfig(), **over)
-        res = train_mlfs_rl(topo, perf, train_jobs, mcfg, progress("mlfs-rl"))
-        meta = {**res.metadata, "trained_on": args.config}
-        save_mlfs(out / "mlfs_rl.pt", res.net, meta)
-        summary["mlfs-rl"] = meta
-        learned["mlfs-rl"] = MlfsRlPolicy(checkpoint=out / "mlfs_rl.pt")
-    write_json(out / "training.json", summary)
-
-    policies = {
-        "first-fit": make_policy("first-fit"),
-        "load-balance": make_policy("load-balance"),
-        "mlfs-h": MlfHPolicy(),
-        **learned,
-    }
+    train_runs = load_split("train", seed=args.seed)
+    val_runs = load_split("validation", VALIDATION_SCENARIOS, seed=0)
+    if not args.search:
+        tag = f"{args.learner}_s{args.seed}"
+        meta = train_one(args.learner, base, train_runs, val_runs, out, tag, args.quiet)["metadata"]
+        print(f"{tag}: best validation score {meta['best_val_score']:.3f} at iteration "
+              f"{meta['best_iteration']}; stopped by {meta['stop_reason']} after "
+              f"{meta['wall_s']:.0f} s")  # fmt: skip
+        return 0
+    grid = GRID[args.learner]
     rows = []
-    for name, pol in policies.items():
-        metrics, _, _ = simulate(cfg, name, heldout, topo, perf, policy=pol, seed=args.seed)
-        rows.append(
-            {
-                k: metrics[k]
-                for k in (
-                    "policy",
-                    "jobs_completed",
-                    "avg_jct_s",
-                    "p50_jct_s",
-                    "p95_jct_s",
-                    "avg_slowdown",
-                    "decision_ms_p50",
-                )
-            }
-        )
-    write_json(out / "heldout.json", {"heldout": summary["heldout"], "rows": rows})
-    lines = [
-        f"# Held-out jobs {heldout_opts.start}..{heldout_opts.start + n_heldout - 1} of "
-        f"`{args.config}`'s trace window",
-        "",
-        "| policy | jobs | avg JCT (s) | p50 | p95 | avg slowdown | decision p50 (ms) |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['policy']} | {r['jobs_completed']} | {r['avg_jct_s']:.0f} | "
-            f"{r['p50_jct_s']:.0f} | {r['p95_jct_s']:.0f} | {r['avg_slowdown']:.3f} | "
-            f"{r['decision_ms_p50']:.3f} |"
-        )
-    atomic_write_text(out / "heldout.md", "\n".join(lines) + "\n")
-    bars(
-        {r["policy"]: r["avg_jct_s"] for r in rows},
-        out / "heldout_avg_jct.png",
-        ylabel="average JCT (s)",
-        title="Held-out average JCT",
-    )
-    for name in learned:
-        hist = [h for h in summary[name]["history"] if h.get("phase") != "init"]
-        curve(
-            [h["iteration"] for h in hist],
-            {name: [h["val_avg_jct_s"] for h in hist]},
-            out / f"learning_curve_{name}.png",
-            "iteration",
-            "validation average JCT (s)",
-            f"{name}: greedy validation during training",
-        )
-    print("\n".join(lines[2:]))
-    print(
-        json.dumps(
-            {
-                "heldout_avg_jct_s": {r["policy"]: round(r["avg_jct_s"], 1) for r in rows},
-                "train_wall_s": {n: round(summary[n]["wall_s"], 1) for n in learned},
-            }
-        )
-    )
+    t0 = time.perf_counter()
+    reward_fit = None  # Harmony: one reward model for the whole search (same seed)
+    for values in itertools.product(*grid.values()):
+        point = dict(zip(grid, values, strict=True))
+        cfg = dataclasses.replace(base, **point)
+        tag = f"search_{args.learner}_" + "_".join(f"{k}{v:g}" for k, v in point.items())
+        got = train_one(args.learner, cfg, train_runs, val_runs, out / "points" / tag, tag,
+                        args.quiet, reward_fit)  # fmt: skip
+        meta, reward_fit = got["metadata"], got["result"].reward_fit
+        last = meta["history"][-1]["iteration"]
+        rows.append({**point, "best_val_score": meta["best_val_score"],
+                     "best_iteration": meta["best_iteration"], "iterations_run": last,
+                     "stop_reason": meta["stop_reason"], "wall_s": meta["wall_s"]})  # fmt: skip
+        print(f"{tag}: {rows[-1]}", flush=True)
+        best = min(rows, key=lambda r: r["best_val_score"])
+        write_json(out / f"search_{args.learner}.json", {
+            "learner": args.learner, "seed": args.seed, "grid": grid,
+            "fixed": {k: v for k, v in dataclasses.asdict(base).items() if k not in grid},
+            "validation_scenarios": list(VALIDATION_SCENARIOS),
+            "rows": rows, "chosen": {k: best[k] for k in grid},
+            "total_wall_s": time.perf_counter() - t0,
+        })  # fmt: skip
     return 0
 
 

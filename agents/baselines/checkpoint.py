@@ -1,30 +1,37 @@
-"""Checkpoint files of the learned baselines, and the topology signature they carry.
+"""Checkpoint files of the learned baselines, and the feature layout they carry.
 
 A checkpoint is one ``torch.save`` of a plain mapping, readable with
 ``torch.load(weights_only=True)``::
 
     {"format": "marl_sched.baseline", "kind": "harmony" | "mlfs-rl",
      "layout_version": int,             # feature layout of the networks
-     "metadata": str,                   # JSON: topology signature, config, training
+     "metadata": str,                   # JSON: feature layout, config, training
      "state": {name: state_dict, ...}}  # one torch state_dict per network
 
 Every problem reading one (missing, not a torch file, truncated, another kind,
 another feature layout, weights that do not fit the network) raises
 :class:`~marl_sched.errors.InputError` with ``"<path>: <problem>"``.
+
+The networks score servers one at a time with shared weights on features that mean the
+same on every cluster (fractions of a server's capacity, the job's model's speed on the
+server's GPU type relative to a V100, hop counts), so a checkpoint serves any topology.
+What it cannot serve is another *feature layout*: other feature names or order, or
+another model catalogue (Harmony's job features one-hot the catalogue's models). The
+checkpoint records its layout (:func:`layout_signature`) and
+:meth:`CheckpointPolicy.check_cluster` refuses a mismatch with one line.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import io
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 
+from marl_sched.catalogue import MODEL_NAMES
 from marl_sched.errors import InputError
 from marl_sched.metrics import atomic_write_bytes
 from marl_sched.policies.base import Policy
@@ -35,15 +42,13 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DIR = REPO_ROOT / "checkpoints" / "baselines"
 
 
-def topology_signature(topology: Topology) -> dict[str, Any]:
-    """What a checkpoint records of the cluster it was trained on."""
-    cfg = dataclasses.asdict(topology.config)
-    blob = json.dumps(cfg, sort_keys=True).encode("utf-8")
+def layout_signature(layout_version: int, features: dict[str, Sequence[str]]) -> dict[str, Any]:
+    """What a checkpoint records of the inputs its networks read: the layout version,
+    the feature names of each network input, and the model catalogue's names."""
     return {
-        "sha256": hashlib.sha256(blob).hexdigest()[:16],
-        "servers": int(topology.n_servers),
-        "gpus": int(topology.n_gpus),
-        "describe": topology.describe(),
+        "version": int(layout_version),
+        "features": {k: list(v) for k, v in sorted(features.items())},
+        "models": list(MODEL_NAMES),
     }
 
 
@@ -122,17 +127,28 @@ def load_module_state(path: str | Path, module: torch.nn.Module, state: Any, nam
         raise InputError(f"{path}: weights of {name!r} do not fit the network: {detail}") from None
 
 
-def check_topology(path: str | Path, metadata: dict[str, Any], topology: Topology) -> None:
-    """InputError unless the checkpoint was trained on this topology."""
-    want = metadata.get("topology", {})
-    have = topology_signature(topology)
-    if want.get("sha256") != have["sha256"]:
-        raise InputError(
-            f"{path}: trained on another topology ({want.get('describe', 'unknown')}; "
-            f"signature {want.get('sha256')}), this run's is {have['describe']} (signature "
-            f"{have['sha256']}); train on this config with experiments/train_baselines.py, "
-            "or construct the policy with strict_topology=False"
+def check_layout(path: str | Path, metadata: dict[str, Any], want: dict[str, Any]) -> None:
+    """InputError unless the checkpoint's recorded feature layout is ``want`` (this
+    code's :func:`layout_signature`)."""
+    have = metadata.get("layout")
+    if have == want:
+        return
+    if not isinstance(have, dict):
+        problem = "records no feature layout (made before layouts were recorded)"
+    elif have.get("models") != want["models"]:
+        problem = (
+            f"made for a model catalogue of {len(have.get('models') or [])} models "
+            f"({', '.join(map(str, (have.get('models') or [])[:3]))}, ...), this code's has "
+            f"{len(want['models'])}"
         )
+    else:
+        diff = [
+            k
+            for k in sorted(set(want["features"]) | set(have.get("features") or {}))
+            if (have.get("features") or {}).get(k) != want["features"].get(k)
+        ]
+        problem = f"made for another feature layout (differs in: {', '.join(diff) or 'version'})"
+    raise InputError(f"{path}: {problem}; retrain with experiments/train_baselines.py")
 
 
 def load_network(
@@ -142,10 +158,11 @@ def load_network(
     layout_version: int,
     build: Callable[[int], torch.nn.Module],
     state_key: str,
-) -> tuple[Path, torch.nn.Module, dict[str, Any]]:
+) -> tuple[Path, torch.nn.Module, dict[str, Any], dict[str, Any]]:
     """Resolve, read and check a checkpoint, and rebuild its network in eval mode.
 
-    Returns ``(path, network, metadata)``; ``build(hidden)`` makes the empty network.
+    Returns ``(path, network, metadata, state)``; ``build(hidden)`` makes the empty
+    network; ``state`` holds every network's weights (for a policy with more than one).
     """
     path = resolve_checkpoint(checkpoint, filename)
     state, metadata = load_checkpoint(path, kind, layout_version)
@@ -155,22 +172,25 @@ def load_network(
     net = build(hidden)
     load_module_state(path, net, state.get(state_key), state_key)
     net.eval()
-    return path, net, metadata
+    return path, net, metadata, state
 
 
 class CheckpointPolicy(Policy):
     """A learned baseline acting with the network of one checkpoint file.
 
     Subclasses set ``checkpoint_file``, ``kind``, ``layout_version``, ``net_class``
-    (built from the checkpoint's ``hidden``) and ``state_key`` (the network's entry in
-    the checkpoint's ``state``).
+    (built from the checkpoint's ``hidden``), ``state_key`` (the network's entry in
+    the checkpoint's ``state``) and implement :meth:`layout` (the feature names their
+    networks read).
 
     Args:
         checkpoint: the checkpoint file, a folder holding ``checkpoint_file``, or
             ``None`` for the shipped one in ``checkpoints/baselines/``.
-        strict_topology: refuse (``InputError``) a topology other than the one the
-            checkpoint was trained on; the networks themselves accept any server count.
         net: use this network instead of loading one (for training and tests).
+
+    A loaded checkpoint serves any topology; one whose recorded feature layout differs
+    from this code's is refused (``InputError``) by :meth:`check_cluster` and
+    :meth:`reset`.
     """
 
     checkpoint_file: ClassVar[str]
@@ -182,15 +202,14 @@ class CheckpointPolicy(Policy):
     def __init__(
         self,
         checkpoint: str | Path | None = None,
-        strict_topology: bool = True,
         net: torch.nn.Module | None = None,
     ) -> None:
-        self.strict_topology = strict_topology
         self.metadata: dict[str, Any] = {}
+        self.state: dict[str, Any] = {}
         if net is not None:
             self.net, self.path = net, None
             return
-        self.path, self.net, self.metadata = load_network(
+        self.path, self.net, self.metadata, self.state = load_network(
             checkpoint,
             self.checkpoint_file,
             self.kind,
@@ -199,7 +218,15 @@ class CheckpointPolicy(Policy):
             self.state_key,
         )
 
+    @classmethod
+    def layout(cls) -> dict[str, Any]:
+        """This code's :func:`layout_signature` for the policy's networks."""
+        raise NotImplementedError
+
+    def check_cluster(self, topology: Topology, perf: Any) -> None:
+        if self.path is not None:
+            check_layout(self.path, self.metadata, self.layout())
+
     def reset(self, topology: Topology, seed: int = 0) -> None:
         super().reset(topology, seed)
-        if self.path is not None and self.strict_topology:
-            check_topology(self.path, self.metadata, topology)
+        self.check_cluster(topology, None)

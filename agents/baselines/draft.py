@@ -36,6 +36,9 @@ class TaskDraft:
         group_free, cpu_free, mem_free: remaining capacity after the tasks so far.
         server_workers, server_ps: this job's tasks already on each server.
         tasks: the task kinds still to place, in order (``WORKER`` / ``PS``).
+        speed: per server, the job's model's speed on the server's GPU type relative
+            to a V100 (the performance model's per-model figure; the same on any
+            topology).
     """
 
     def __init__(self, job: Job, view: ClusterView, ps_first: bool = False) -> None:
@@ -45,6 +48,7 @@ class TaskDraft:
         self.topo = topo
         spec = CATALOGUE[job.model]
         self.cpu_w, self.cpu_p, self.mem = spec.cpu_worker, spec.cpu_ps, spec.mem_gb
+        self.speed = np.asarray(view.perf.type_speeds(spec), dtype=np.float64)[topo.server_type]
         self.group_free = np.array(view.group_free, dtype=np.int64)
         self.cpu_free = np.array(view.server_cpu_free, dtype=np.float64)
         self.mem_free = np.array(view.server_mem_free, dtype=np.float64)
@@ -56,6 +60,7 @@ class TaskDraft:
         self.workers: list[int] = []
         self.ps: list[int] = []
         self.anchor: int | None = None  # server of the job's first task
+        self.allowed = np.ones(topo.n_servers, dtype=bool)  # servers a task may use
         order = [PS] * job.num_ps + [WORKER] * job.num_workers
         self.tasks = order if ps_first else order[::-1]
 
@@ -81,7 +86,7 @@ class TaskDraft:
         """Servers that can take one more task of ``kind`` (default: the next one)."""
         kind = self.next_kind if kind is None else kind
         eps = 1e-9
-        ok = (
+        ok = self.allowed & (
             (self.mem_free + eps >= self.mem) if self.mem > 0 else np.ones_like(self.cpu_free, bool)
         )
         if kind == WORKER:
@@ -99,6 +104,31 @@ class TaskDraft:
             + (topo.server_rack != topo.server_rack[a])
             + (topo.server_subcluster != topo.server_subcluster[a])
         )
+
+    def release(self, placement: Placement) -> None:
+        """Give back the capacity ``placement`` (this job's, running) holds, as if it
+        were not running (load control: where could the job go instead?)."""
+        topo = self.topo
+        for g in placement.worker_groups:
+            s = int(topo.group_server[g])
+            self.group_free[g] += 1
+            self.server_free_gpus[s] += 1
+            self.cpu_free[s] += self.cpu_w
+            self.mem_free[s] += self.mem
+        for g in placement.ps_groups:
+            s = int(topo.group_server[g])
+            self.cpu_free[s] += self.cpu_p
+            self.mem_free[s] += self.mem
+
+    def forbid_groups(self, groups: np.ndarray) -> None:
+        """Take the GPUs of the groups flagged in ``groups`` (bool per group) out of
+        the draft (the view offers a pending job only groups its model fits in; load
+        control, between decisions, must filter itself)."""
+        gone = np.where(groups, self.group_free, 0)
+        self.group_free -= gone
+        self.server_free_gpus -= np.bincount(
+            self.topo.group_server, weights=gone, minlength=self.topo.n_servers
+        ).astype(np.int64)
 
     # ------------------------------------------------------------------ actions
 

@@ -16,8 +16,9 @@ takes the GPU group with the most free GPUs (:class:`~agents.baselines.draft.Tas
 Workers are placed first, then parameter servers (the placement-so-far features let
 the network put a PS beside its workers).
 
-State, per server (``SERVER_FEATURES``): free GPU / CPU / memory fractions, relative
-GPU speed, the residents' summed pressure on cpu, pcie, membw, disk, net (``log1p``),
+State, per server (``SERVER_FEATURES``): free GPU / CPU / memory fractions, the job's
+model's speed on the server's GPU type (V100 = 1, so the same on every topology),
+the residents' summed pressure on cpu, pcie, membw, disk, net (``log1p``),
 the jobs crossing its NIC (``log1p``), this job's workers and PSs already there (the
 job's row of Harmony's placement matrix; other jobs' rows are summarised by the
 pressure features, since the policy sees only the read-only ``ClusterView``), its hop
@@ -35,20 +36,21 @@ import numpy as np
 import torch
 from torch import nn
 
-from agents.baselines.checkpoint import CheckpointPolicy, save_checkpoint
+from agents.baselines.checkpoint import CheckpointPolicy, layout_signature, save_checkpoint
 from agents.baselines.draft import WORKER, TaskDraft, place_greedy
+from agents.baselines.fast_mlp import FastMLP
 from marl_sched.catalogue import CATALOGUE, MODEL_NAMES
 from marl_sched.jobs import Job, Placement
 from marl_sched.simulator import ClusterView
 
 KIND = "harmony"
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 CHECKPOINT_FILE = "harmony.pt"
 SERVER_FEATURES = (
     "free_gpu_frac",
     "free_cpu_frac",
     "free_mem_frac",
-    "gpu_speed",
+    "model_gpu_speed",
     "pressure_cpu",
     "pressure_pcie",
     "pressure_membw",
@@ -79,7 +81,7 @@ def server_features(draft: TaskDraft) -> np.ndarray:
         draft.server_free_gpus / np.maximum(topo.server_gpus, 1),
         draft.cpu_free / topo.server_cpu,
         draft.mem_free / topo.server_memory_gb,
-        topo.server_gpu_speed / topo.server_gpu_speed.max(),
+        draft.speed,
         *np.log1p(np.maximum(view.server_pressure, 0.0)).T,
         np.log1p(nic),
         draft.server_workers / max(job.num_workers, 1),
@@ -144,10 +146,20 @@ class HarmonyNet(nn.Module):
         return logits, self.critic(pooled).squeeze(-1)
 
 
+def harmony_layout() -> dict[str, Any]:
+    """The feature layout a Harmony checkpoint records and is checked against."""
+    return layout_signature(LAYOUT_VERSION, {"server": SERVER_FEATURES, "job": JOB_FEATURES})
+
+
 def save_harmony(
     path: str | Path, net: HarmonyNet, reward_net: nn.Module, metadata: dict[str, Any]
 ) -> None:
-    meta = {**metadata, "hidden": net.hidden, "reward_hidden": reward_net.hidden}
+    meta = {
+        **metadata,
+        "layout": harmony_layout(),
+        "hidden": net.hidden,
+        "reward_hidden": reward_net.hidden,
+    }
     save_checkpoint(
         path,
         KIND,
@@ -173,16 +185,24 @@ class HarmonyPolicy(CheckpointPolicy):
     net_class = HarmonyNet
     state_key = "actor_critic"
 
-    @torch.no_grad()
+    @classmethod
+    def layout(cls) -> dict[str, Any]:
+        return harmony_layout()
+
+    def reset(self, topology, seed: int = 0) -> None:
+        super().reset(topology, seed)
+        self._actor = None
+
     def place(self, job: Job, view: ClusterView) -> Placement | None:
+        if getattr(self, "_actor", None) is None:  # the weights are fixed while acting
+            self._actor = FastMLP([*self.net.encoder, self.net.actor])
+        actor = self._actor
         draft = TaskDraft(job, view, ps_first=False)
 
         def choose(d: TaskDraft, mask: np.ndarray) -> int:
-            logits, _ = self.net(
-                torch.from_numpy(server_features(d))[None],
-                torch.from_numpy(job_features(d))[None],
-                torch.from_numpy(mask)[None],
-            )
-            return int(torch.argmax(logits[0]))
+            sf = server_features(d)
+            jf = np.broadcast_to(job_features(d), (len(sf), len(JOB_FEATURES)))
+            x = np.concatenate([sf, jf], axis=1)
+            return int(np.argmax(np.where(mask, actor(x)[:, 0], -np.inf)))
 
         return place_greedy(draft, choose)

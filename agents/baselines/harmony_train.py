@@ -2,7 +2,10 @@
 
 Reads top to bottom: config → seed → historical samples → reward model → episodes
 (ε-heuristic exploration, predicted rewards) → replay updates → periodic greedy
-validation, keeping the best weights.
+validation on the validation split, keeping the best weights
+(:class:`~agents.baselines.selection.Selection`: wall-time cap, early stopping,
+TensorBoard). Episodes are windows of the benchmark's train-split scenarios; the
+policy sees each job through the scenario's duration predictor, as in the benchmark.
 
 Per job, the reward (given at the job's last task; the other task steps get 0) is
 Harmony's "sum of the jobs' normalised speeds" restricted to what the placement
@@ -25,7 +28,6 @@ near uniform).
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -34,12 +36,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.baselines.checkpoint import topology_signature
 from agents.baselines.draft import WORKER, TaskDraft
-from agents.baselines.episodes import average_jct, sample_window
+from agents.baselines.episodes import ScenarioRun, sample_episode
 from agents.baselines.harmony import (
     JOB_FEATURES,
-    LAYOUT_VERSION,
     SERVER_FEATURES,
     HarmonyNet,
     HarmonyPolicy,
@@ -54,12 +54,11 @@ from agents.baselines.reward_model import (
     neighbours,
     running_features,
 )
+from agents.baselines.selection import Selection
 from marl_sched.catalogue import CATALOGUE
+from marl_sched.errors import InputError
 from marl_sched.jobs import Job
-from marl_sched.perf import PerformanceModel
 from marl_sched.policies import make_policy
-from marl_sched.simulator import Simulator
-from marl_sched.topology import Topology
 
 
 @dataclass(frozen=True)
@@ -67,10 +66,13 @@ class HarmonyConfig:
     """Harmony's training settings (defaults: the shipped checkpoint's).
 
     Attributes:
-        iterations: training episodes.
-        episode_jobs: jobs per episode window (consecutive jobs of the training part).
+        iterations: training episodes (at most; see ``wall_cap_s`` and ``patience``).
+        episode_jobs: jobs per episode window (consecutive jobs of a train scenario).
+        validate_init: score the untrained network too (the learning curve's start).
         eval_every: greedy validation every this many episodes (0 = only at the end).
-        eval_jobs: jobs of the validation window (the last ones of the training part).
+        wall_cap_s: stop after this much wall time (0 = none); the default is the
+            MARL agents' per-seed training time (~47 min).
+        patience: stop after this many validations without improvement (0 = never).
         hidden: width of the per-server encoder and the critic.
         lr: Adam learning rate of the actor-critic.
         gamma: discount per task step.
@@ -82,7 +84,18 @@ class HarmonyConfig:
         replay_capacity: task steps kept in the replay buffer.
         batch_size: task steps per update.
         updates_per_episode: replayed batches after each episode.
-        neighbour_weight: weight λ_n of the neighbours' predicted speed change.
+        neighbour_weight: weight λ_n of the neighbours' predicted speed change
+            (``reward="placement"``).
+        reward: ``"cluster-speed"`` (the summed predicted speed of every running job
+            after a job's placement, times the time until the next placement, in
+            hours) or ``"placement"`` (the job's own predicted speed plus λ_n times
+            its neighbours' change).
+        bc_windows, bc_epochs, bc_lr: the warm start (0 windows = none): windows
+            placed by the bin-packing exploration heuristic, epochs of cross-entropy
+            on its choices (40, as MLF-RL's cloning), and the Adam learning rate.
+            Not in Harmony's paper; ours,
+            so that Harmony starts from a heuristic as MLF-RL (cloning MLF-H) and our
+            agents (imitation of heuristic plans) do.
         reward_windows: training windows replayed by each heuristic for the reward
             model's historical samples.
         reward_hidden, reward_epochs: the reward model's width and training epochs.
@@ -91,8 +104,10 @@ class HarmonyConfig:
 
     iterations: int = 300
     episode_jobs: int = 150
+    validate_init: bool = True
     eval_every: int = 25
-    eval_jobs: int = 300
+    wall_cap_s: float = 2820.0
+    patience: int = 4
     hidden: int = 64
     lr: float = 1e-3
     gamma: float = 0.5
@@ -105,6 +120,10 @@ class HarmonyConfig:
     batch_size: int = 256
     updates_per_episode: int = 8
     neighbour_weight: float = 1.0
+    reward: str = "cluster-speed"
+    bc_windows: int = 4
+    bc_epochs: int = 40
+    bc_lr: float = 3e-3
     reward_windows: int = 4
     reward_hidden: int = 64
     reward_epochs: int = 150
@@ -119,6 +138,7 @@ class TrainResult:
     history: list[dict[str, float]] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     reward_fit: RewardFit | None = None
+    order_net: Any = None
 
 
 class ReplayBuffer:
@@ -149,14 +169,28 @@ class ReplayBuffer:
 
 
 def heuristic_actions(draft: TaskDraft, mask: np.ndarray) -> tuple[int, int]:
-    """(bin-packing, load-balancing) choice of server for the draft's next task."""
+    """(bin-packing, load-balancing) choice of server for the draft's next task.
+
+    Bin-packing (best fit, the job as the item): beside the job's own tasks; else on a
+    server that can take all of the job's remaining workers, of the GPU type fastest
+    for the job's model, the fullest such server; when no server can take them all,
+    the one with the most free GPUs (fewest servers spanned). The speed tier and the
+    whole-job fit are our reading of "bin-packing" on heterogeneous multi-GPU servers.
+    Load-balancing: the server with the most free capacity."""
     topo = draft.topo
     if draft.next_kind == WORKER:
         free = draft.server_free_gpus / np.maximum(topo.server_gpus, 1)
+        fits = draft.server_free_gpus >= draft.remaining_workers
     else:
         free = draft.cpu_free / topo.server_cpu
+        fits = np.ones(topo.n_servers, dtype=bool)
     own = draft.server_workers + draft.server_ps
-    pack = np.where(mask, free - 10.0 * (own > 0), np.inf)  # beside own tasks, else fullest
+    slow = 2.0 * (1.0 - draft.speed / max(float(draft.speed.max()), 1e-12))
+    if (fits & mask).any():
+        pack_score = free + slow + 10.0 * ~fits
+    else:
+        pack_score = slow - free
+    pack = np.where(mask, pack_score - 100.0 * (own > 0), np.inf)
     spread = np.where(mask, free, -np.inf)
     return int(np.argmin(pack)), int(np.argmax(spread))
 
@@ -173,19 +207,25 @@ def _returns(rewards: Sequence[float], gamma: float) -> np.ndarray:
 def run_episode(
     net: HarmonyNet,
     reward_net,
-    topo: Topology,
-    perf: PerformanceModel,
+    run: ScenarioRun,
     jobs: Sequence[Job],
     epsilon: float,
     rng: np.random.Generator,
     neighbour_weight: float = 1.0,
+    reward: str = "cluster-speed",
+    pack_only: bool = False,
 ) -> tuple[list[tuple], list[float]]:
-    """One exploring episode: its task steps and their rewards."""
-    sim = Simulator(topo, jobs, perf=perf)
+    """One exploring episode over ``jobs`` of ``run``: its task steps and rewards
+    (``pack_only``: every task by the bin-packing heuristic, for the warm start)."""
+    predictor = run.workload.predictor()
+    sim, perf = run.simulator(jobs, predictor), run.perf
     steps: list[tuple] = []
     rewards: list[float] = []
+    times: list[float] = []  # sim time after each job's placement
+    ends: list[int] = []  # index of each placed job's last task step
     while (job := sim.next_decision()) is not None:
-        draft = TaskDraft(job, sim.view(), ps_first=False)
+        predictor.sync(sim.records)
+        draft = TaskDraft(predictor.visible_job(job), sim.view(), ps_first=False)
         job_steps = []
         while not draft.done:
             mask = draft.mask()
@@ -202,7 +242,9 @@ def run_episode(
             pi = np.where(mask, pi, 0.0)
             pi /= pi.sum()
             pack, spread = heuristic_actions(draft, mask)
-            if rng.random() < epsilon:
+            if pack_only:
+                a = pack
+            elif rng.random() < epsilon:
                 a = pack if rng.random() < 0.5 else spread
             else:
                 a = int(rng.choice(len(pi), p=pi))
@@ -212,16 +254,50 @@ def run_episode(
             sim.apply(None)
             continue
         placement = draft.placement()
-        layout = perf.layout(CATALOGUE[job.model], placement.worker_groups, placement.ps_groups)
-        near = neighbours(sim, layout)
-        before = reward_net.speed(running_features(sim, near))
-        sim.apply(placement)
-        after = reward_net.speed(running_features(sim, near))
-        own = reward_net.speed(running_features(sim, [job.job_id]))
-        r = float(own[0] + neighbour_weight * (after - before).sum())
+        if reward == "placement":
+            layout = perf.layout(CATALOGUE[job.model], placement.worker_groups, placement.ps_groups)
+            near = neighbours(sim, layout)
+            before = reward_net.speed(running_features(sim, near))
+            sim.apply(placement)
+            after = reward_net.speed(running_features(sim, near))
+            own = reward_net.speed(running_features(sim, [job.job_id]))
+            r = float(own[0] + neighbour_weight * (after - before).sum())
+        else:
+            sim.apply(placement)
+            r = float(reward_net.speed(running_features(sim, list(sim.running))).sum())
+            times.append(sim.now)
         steps.extend(job_steps)
         rewards.extend([0.0] * (len(job_steps) - 1) + [r])
+        ends.append(len(rewards) - 1)
+    if reward != "placement" and ends:
+        # the cluster's summed predicted speed holds until the next decision
+        times.append(sim.now)
+        for k, i in enumerate(ends):
+            rewards[i] *= (times[k + 1] - times[k]) / 3600.0
     return steps, rewards
+
+
+def clone_actor(
+    net: HarmonyNet, steps: Sequence[tuple], cfg: HarmonyConfig, rng: np.random.Generator
+) -> float:
+    """Warm start: fit the actor to the bin-packing heuristic's task steps
+    (cross-entropy); returns the greedy actor's agreement with them."""
+    sf = torch.from_numpy(np.stack([s[0] for s in steps]))
+    jf = torch.from_numpy(np.stack([s[1] for s in steps]))
+    mask = torch.from_numpy(np.stack([s[2] for s in steps]))
+    a = torch.as_tensor([s[3] for s in steps], dtype=torch.int64)
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.bc_lr)
+    for _ in range(cfg.bc_epochs):
+        perm = torch.from_numpy(rng.permutation(len(a)))
+        for k in range(0, len(a), cfg.batch_size):
+            idx = perm[k : k + cfg.batch_size]
+            logits, _ = net(sf[idx], jf[idx], mask[idx])
+            loss = torch.nn.functional.cross_entropy(logits, a[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    with torch.no_grad():
+        return float((net(sf, jf, mask)[0].argmax(dim=1) == a).float().mean())
 
 
 def update(
@@ -250,54 +326,63 @@ def update(
 
 
 def train_harmony(
-    topo: Topology,
-    perf: PerformanceModel,
-    train_jobs: Sequence[Job],
+    train_runs: Sequence[ScenarioRun],
+    val_runs: Sequence[ScenarioRun],
     cfg: HarmonyConfig,
     progress: Callable[[int, dict[str, float]], None] | None = None,
+    writer: Any = None,
+    reward_fit: RewardFit | None = None,
 ) -> TrainResult:
-    """Train Harmony on windows of ``train_jobs`` (already the training part)."""
+    """Train Harmony on episodes of ``train_runs``; keep the best on ``val_runs``.
+    ``reward_fit``: a reward model fitted before with the same seed and reward
+    settings (a hyperparameter search shares one; its windows are drawn regardless,
+    so the episodes are the same as without it)."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(cfg.seed)
     torch.manual_seed(cfg.seed)
-    val_jobs = list(train_jobs[-cfg.eval_jobs :])
-    from agents.baselines.episodes import rebase
-
-    val_jobs = rebase(val_jobs)
+    sizes = {r.topology.n_servers for r in train_runs}
+    if len(sizes) != 1:  # the replay buffer holds one server count
+        raise InputError(f"harmony: train scenarios span {len(sizes)} server counts; use one")
+    home = train_runs[0]
 
     # historical samples → reward model
-    windows = [sample_window(train_jobs, cfg.episode_jobs, rng) for _ in range(cfg.reward_windows)]
-    history_policies = [
-        make_policy(n) for n in ("random", "first-fit", "load-balance", "tetris", "locality")
+    windows = [
+        sample_episode(train_runs, cfg.episode_jobs, rng)[1] for _ in range(cfg.reward_windows)
     ]
-    history_policies.append(MlfHPolicy())
-    x, y = collect_samples(topo, perf, windows, history_policies, seed=cfg.seed)
-    reward_fit = fit_reward_model(
-        x, y, hidden=cfg.reward_hidden, epochs=cfg.reward_epochs, seed=cfg.seed
-    )
+    if reward_fit is None:
+        history_policies = [
+            make_policy(n) for n in ("random", "first-fit", "load-balance", "tetris", "locality")
+        ]
+        history_policies.append(MlfHPolicy(load_control=False))
+        x, y = collect_samples(home.topology, home.perf, windows, history_policies, seed=cfg.seed)
+        reward_fit = fit_reward_model(
+            x, y, hidden=cfg.reward_hidden, epochs=cfg.reward_epochs, seed=cfg.seed
+        )
     reward_net = reward_fit.net
 
+    torch.manual_seed(cfg.seed)  # the same initial weights whether or not the fit ran here
     net = HarmonyNet(cfg.hidden)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-    buffer = ReplayBuffer(cfg.replay_capacity, topo.n_servers)
-    history: list[dict[str, float]] = []
-
-    def validate(it: int, extra: dict[str, float]) -> float:
-        jct = average_jct(topo, perf, val_jobs, HarmonyPolicy(net=net), seed=cfg.seed)
-        row = {"iteration": it, "val_avg_jct_s": jct, "wall_s": time.perf_counter() - t0, **extra}
-        history.append(row)
-        if progress:
-            progress(it, row)
-        return jct
-
-    best_jct = validate(0, {})
-    best_state = copy.deepcopy(net.state_dict())
+    buffer = ReplayBuffer(cfg.replay_capacity, home.topology.n_servers)
+    sel = Selection(net, val_runs, lambda: HarmonyPolicy(net=net), "harmony",
+                    wall_cap_s=cfg.wall_cap_s, patience=cfg.patience, writer=writer,
+                    progress=progress, seed=cfg.seed, t0=t0)  # fmt: skip
+    if cfg.validate_init:
+        sel.validate(0, "init")
+    agreement = float("nan")
+    if cfg.bc_windows:
+        demo: list[tuple] = []
+        for _ in range(cfg.bc_windows):
+            run, jobs = sample_episode(train_runs, cfg.episode_jobs, rng)
+            demo += run_episode(net, reward_net, run, jobs, 1.0, rng, pack_only=True)[0]
+        agreement = clone_actor(net, demo, cfg, rng)
+        sel.validate(0, "bc", {"bc_agreement": agreement})
     decay = max(1, int(cfg.iterations * cfg.epsilon_decay))
     for it in range(1, cfg.iterations + 1):
         eps = cfg.epsilon_start + (cfg.epsilon_end - cfg.epsilon_start) * min(1.0, (it - 1) / decay)
-        jobs = sample_window(train_jobs, cfg.episode_jobs, rng)
+        run, jobs = sample_episode(train_runs, cfg.episode_jobs, rng)
         steps, rewards = run_episode(
-            net, reward_net, topo, perf, jobs, eps, rng, cfg.neighbour_weight
+            net, reward_net, run, jobs, eps, rng, cfg.neighbour_weight, cfg.reward
         )
         if steps:
             buffer.add(steps, _returns(rewards, cfg.gamma))
@@ -305,27 +390,25 @@ def train_harmony(
         for _ in range(cfg.updates_per_episode):
             stats = update(net, opt, buffer.sample(cfg.batch_size, rng), cfg)
         stats = {**stats, "epsilon": eps, "episode_reward": float(np.sum(rewards))}
+        sel.log(it, stats)
         if (cfg.eval_every and it % cfg.eval_every == 0) or it == cfg.iterations:
-            jct = validate(it, stats)
-            if jct < best_jct:
-                best_jct, best_state = jct, copy.deepcopy(net.state_dict())
-        elif progress:
-            progress(it, stats)
-    net.load_state_dict(best_state)
-    net.eval()
+            sel.validate(it, "rl", stats)
+        if sel.stop():
+            if not sel.history or sel.history[-1]["iteration"] != it:
+                sel.validate(it, "rl", stats)
+            break
+    chosen = sel.finish()
     metadata = {
-        "topology": topology_signature(topo),
-        "layout_version": LAYOUT_VERSION,
         "server_features": list(SERVER_FEATURES),
         "job_features": list(JOB_FEATURES),
         "config": asdict(cfg),
+        "train_scenarios": [r.name for r in train_runs],
+        "bc_agreement": agreement,
         "reward_model": {
             "samples": reward_fit.samples,
             "train_mre": reward_fit.train_mre,
             "val_mre": reward_fit.val_mre,
         },
-        "best_val_avg_jct_s": best_jct,
-        "history": history,
-        "wall_s": time.perf_counter() - t0,
+        **chosen,
     }
-    return TrainResult(net=net, history=history, metadata=metadata, reward_fit=reward_fit)
+    return TrainResult(net=net, history=chosen["history"], metadata=metadata, reward_fit=reward_fit)

@@ -6,22 +6,20 @@ servers below a utilisation threshold. What this module implements, and how it m
 onto our simulator (the full list of choices, with what the paper does and does not
 fix, is in ``docs/baselines.md``):
 
-**Job priority** (:func:`mlfs_priority`, lower = scheduled sooner)::
+**Job priority** (:func:`mlfs_priority`, lower = scheduled sooner; the queue ordering
+``mlfs-priority`` of :mod:`marl_sched.ordering` computes the same value)::
 
     P(j) = W_ml · u_ml(j) + W_c · u_c(j),           W_ml = W_c = 0.5
-    u_ml = min(1, ln(1 + iterations · compute_s) / ln(1 + 1e7))   # work left (ref-GPU s)
+    u_ml = min(1, ln(1 + work) / ln(1 + 1e7))   # estimated remaining work, ref-GPU s
     u_c  = min(1, log2(num_workers + num_ps) / 10)                  # job size (tasks)
 
 The ML-aware term is convergence-aware urgency reduced to what a queued job has: the
-training it still needs (iterations × per-iteration time on the reference GPU; a job
-that is queued has made no progress, and no loss curve is observable in the
-simulator). The compute term is the job's size in tasks. The equal weights 0.5 are the
-ones in the authors' released simulator (``W_q_* = 0.5``); the log scales map both
-terms to [0, 1] without looking at the rest of the queue, because the simulator's queue
-keys are per job and fixed at arrival. The simulator offers one job at a time in its
-configured ordering, so the priority acts only when that ordering is configured (the
-``mlfs-priority`` entry of ``marl_sched.simulator.ORDERINGS``, see
-:data:`ORDERING_ENTRY`); :class:`MlfHPolicy` itself never sees two jobs at once.
+training it still needs by the duration predictor's *estimate* (never the true
+length), iterations × per-iteration time on the reference GPU. The compute term is the
+job's size in tasks. The equal weights 0.5 are the ones in the authors' released
+simulator (``W_q_* = 0.5``); the log scales map both terms to [0, 1] without looking at
+the rest of the queue. :meth:`MlfHPolicy.ordering` is this priority as a queue ordering
+(used when a run asks for each policy's own ordering, ``simulation.ordering: own``).
 
 **Placement** (per task, parameter servers first, then workers near them)::
 
@@ -30,50 +28,43 @@ configured ordering, so the priority acts only when that ordering is configured 
 
 ``free_r`` and ``demand_r`` are the server's free GPUs, CPU cores and memory and the
 job's still-unplaced demand of each, both as fractions of the server's capacity (the
-authors' code uses this unweighted L1 distance, named "similarity"); ``hops`` counts
+authors' code uses this unweighted L1 distance, named "similarity"), plus GPU speed as
+a fourth dimension while workers remain (``1 − speed(model, s) / best``: the ideal
+host runs the model on its fastest GPU type; see :func:`ideal_host_distance`); ``hops`` counts
 hierarchy levels (server, rack, subcluster) between the server and the job's first
-task; ``λ_loc = 1``. **Load control**: ``load(s)`` is the largest used fraction of GPUs,
-CPU or memory *before* this job (θ = 0.8, the authors' "available ≥ 0.2" test);
-overloaded servers are used only when no other server has room. MLFS also *migrates*
-tasks off overloaded servers and drops tasks that no longer improve accuracy; our
-simulator fixes a job's placement for its life and has no accuracy model, so neither is
-implemented.
+task; ``λ_loc = 1``. **Load control** at placement: ``load(s)`` is the largest used
+fraction of GPUs, CPU or
+memory *before* this job (θ = 0.8, the authors' "available ≥ 0.2" test); overloaded
+servers are used only when no other server has room. **Load control with migration**
+(:meth:`MlfHPolicy.rebalance`, :mod:`agents.baselines.load_control`): after
+completions, jobs on servers whose residents are slowed by interference move to
+underloaded servers, lowest priority first. Dropping tasks that no longer improve
+accuracy is not expressible (the simulator has no accuracy model).
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from agents.baselines.draft import TaskDraft, place_greedy
+from agents.baselines.load_control import Chooser, plan_moves
 from marl_sched.jobs import Job, Placement
+from marl_sched.ordering import QueueOrdering, make_ordering, mlfs_priority_value
 from marl_sched.policies.base import Policy
 from marl_sched.simulator import ClusterView
+from marl_sched.topology import Topology
 
-#: published-code weights of the two priority parts (``W_q_* = 0.5``)
-W_ML, W_COMPUTE = 0.5, 0.5
 #: utilisation above which a server counts as overloaded (authors' ``av < 0.2``)
 OVERLOAD_THRESHOLD = 0.8
-#: the exact line to add to ``marl_sched.simulator.ORDERINGS`` (inline, since
-#: ``marl_sched`` may not import ``agents``); a test checks it equals mlfs_priority
-ORDERING_ENTRY = (
-    '"mlfs-priority": lambda j: (\n'
-    "    0.5 * min(1.0, math.log1p(j.iterations * CATALOGUE[j.model].compute_s)"
-    " / math.log1p(1e7))\n"
-    "    + 0.5 * min(1.0, math.log2(j.num_workers + j.num_ps) / 10.0),\n"
-    "    j.submit_time,\n"
-    "    j.job_id,\n"
-    "),"
-)
+#: distance per unit of relative GPU-speed loss against the model's fastest GPU type
+#: (our choice: the same scale as one resource dimension of the L1 distance)
+SPEED_WEIGHT = 1.0
 
 
 def mlfs_priority(job: Job) -> float:
-    """MLF-H's job priority in [0, 1]; lower is scheduled sooner."""
-    work = job.work_s
-    u_ml = min(1.0, math.log1p(work) / math.log1p(1e7))
-    u_c = min(1.0, math.log2(job.num_workers + job.num_ps) / 10.0)
-    return W_ML * u_ml + W_COMPUTE * u_c
+    """MLF-H's job priority in [0, 1] of a job as a policy sees it (``job.work_s`` is
+    the duration predictor's estimate); lower is scheduled sooner."""
+    return mlfs_priority_value(job.work_s, job.num_workers, job.num_ps)
 
 
 def mlfs_priority_key(job: Job) -> tuple:
@@ -95,8 +86,16 @@ def server_load(view: ClusterView) -> np.ndarray:
     return used.max(axis=0)
 
 
-def ideal_host_distance(draft: TaskDraft) -> np.ndarray:
-    """L1 distance between each server's free (GPU, CPU, memory) and the unplaced demand."""
+def ideal_host_distance(draft: TaskDraft, speed_weight: float = SPEED_WEIGHT) -> np.ndarray:
+    """L1 distance between each server and the ideal host of the job's unplaced tasks.
+
+    Resource dimensions: free GPUs, CPU cores and memory against the unplaced demand,
+    as fractions of the server's capacity (the authors' unweighted L1 "similarity").
+    GPU speed is one more dimension while workers remain: the ideal host runs the
+    job's model at the best speed any GPU type of the cluster offers it, so a server
+    is ``speed_weight · (1 − speed(model, server) / best)`` further away (the
+    performance model's per-model speed; 0 on the fastest type).
+    """
     topo = draft.topo
     rw, rp = draft.remaining_workers, draft.remaining_ps
     gpus = np.maximum(topo.server_gpus, 1)
@@ -110,7 +109,10 @@ def ideal_host_distance(draft: TaskDraft) -> np.ndarray:
         (rw * draft.cpu_w + rp * draft.cpu_p) / topo.server_cpu,
         (rw + rp) * draft.mem / topo.server_memory_gb,
     )
-    return sum(np.abs(f - d) for f, d in zip(free, demand, strict=True))
+    dist = sum(np.abs(f - d) for f, d in zip(free, demand, strict=True))
+    if rw > 0 and speed_weight:
+        dist = dist + speed_weight * (1.0 - draft.speed / max(float(draft.speed.max()), 1e-12))
+    return dist
 
 
 def mlf_h_scores(
@@ -122,29 +124,68 @@ def mlf_h_scores(
     return ideal_host_distance(draft) + locality_weight * draft.hops() + 1e3 * overloaded
 
 
-class MlfHPolicy(Policy):
+class MlfsPolicy(Policy):
+    """What MLF-H and MLF-RL share: task-by-task placement with a per-task chooser,
+    MLF-H's priority as queue ordering, and load control with migration.
+
+    Subclasses implement :meth:`chooser` (the server for the draft's next task).
+
+    Args:
+        load_control: migrate jobs off overloaded servers (:meth:`rebalance`).
+    """
+
+    def __init__(self, load_control: bool = True) -> None:
+        self.load_control = load_control
+        self._moved: set[int] = set()
+
+    def reset(self, topology: Topology, seed: int = 0) -> None:
+        super().reset(topology, seed)
+        self._moved = set()
+
+    def chooser(self, view: ClusterView) -> Chooser:
+        """``choose(draft, mask) -> server`` for placements on ``view``."""
+        raise NotImplementedError
+
+    def place(self, job: Job, view: ClusterView) -> Placement | None:
+        return place_greedy(TaskDraft(job, view, ps_first=True), self.chooser(view))
+
+    def ordering(self) -> QueueOrdering | None:
+        """MLF-H's priority by the duration predictor's estimate."""
+        return make_ordering("mlfs-priority")
+
+    def rebalance(self, view: ClusterView) -> list[tuple[int, Placement]]:
+        if not self.load_control:
+            return []
+        return plan_moves(view, self.chooser, self._moved)
+
+
+class MlfHPolicy(MlfsPolicy):
     """MLF-H: ideal-host placement with locality and threshold load control.
 
     Args:
         overload_threshold: used fraction above which a server is avoided.
         locality_weight: score per hierarchy level between a task and the job's first.
+        load_control: migrate jobs off overloaded servers (:meth:`rebalance`).
     """
 
     name = "mlfs-h"
     description = "MLFS heuristic: ideal-host placement near the PS, avoiding loaded servers"
 
     def __init__(
-        self, overload_threshold: float = OVERLOAD_THRESHOLD, locality_weight: float = 1.0
+        self,
+        overload_threshold: float = OVERLOAD_THRESHOLD,
+        locality_weight: float = 1.0,
+        load_control: bool = True,
     ) -> None:
+        super().__init__(load_control)
         self.overload_threshold = overload_threshold
         self.locality_weight = locality_weight
 
-    def place(self, job: Job, view: ClusterView) -> Placement | None:
+    def chooser(self, view: ClusterView) -> Chooser:
         overloaded = server_load(view) > self.overload_threshold
-        draft = TaskDraft(job, view, ps_first=True)
 
         def choose(d: TaskDraft, mask: np.ndarray) -> int:
             score = mlf_h_scores(d, overloaded, self.locality_weight)
             return int(np.argmin(np.where(mask, score, np.inf)))
 
-        return place_greedy(draft, choose)
+        return choose

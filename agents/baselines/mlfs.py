@@ -11,17 +11,27 @@ node is the job's tasks already on it and its distance to the ideal host; we add
 rest of what MLF-H looks at and the node's status):
 ``FEATURES`` = this job's workers and PSs already there, the ideal-host distance, the
 hop distance to the job's first task, the load before the job and whether it is over
-the threshold, free GPU / CPU / memory fractions, relative GPU speed, whether it can
+the threshold, free GPU / CPU / memory fractions, the job's model's speed on the
+server's GPU type (V100 = 1), whether it can
 still take all remaining workers, the kind of task, and the residents' summed pressure.
 One network shared by all servers (so any server count works); tasks go PS first,
-then workers, as in MLF-H. The job order is the simulator's (see
-:func:`agents.baselines.mlf_h.mlfs_priority` for MLF-H's priority as an ordering);
-MLFS's second, queue-ordering network has nothing to choose here, since the simulator
-offers one job at a time.
+then workers, as in MLF-H.
+
+MLF-RL's second network orders the queue (:class:`MlfsOrderNet`, exposed as
+:meth:`MlfsRlPolicy.ordering`, used when a run asks for each policy's own ordering).
+The authors' order network reads, per queued task, its priority, its input size and
+its waiting time, and picks the queue slot to serve; ours scores each queued job with
+one shared MLP on ``ORDER_FEATURES`` (MLF-H's priority by the duration estimate, the
+job's size in tasks, its waiting time), and the queue is served highest score first,
+so any queue length works. It is trained by cloning MLF-H's choice of the next job
+(:mod:`agents.baselines.mlfs_train`). Load control with migration is MLF-H's
+(:mod:`agents.baselines.load_control`), with this policy's node network choosing the
+new servers.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -29,21 +39,34 @@ import numpy as np
 import torch
 from torch import nn
 
-from agents.baselines.checkpoint import CheckpointPolicy, save_checkpoint
-from agents.baselines.draft import WORKER, TaskDraft, place_greedy
+from agents.baselines.checkpoint import (
+    CheckpointPolicy,
+    layout_signature,
+    load_module_state,
+    save_checkpoint,
+)
+from agents.baselines.draft import WORKER, TaskDraft
+from agents.baselines.fast_mlp import FastMLP
+from agents.baselines.load_control import Chooser
 from agents.baselines.mlf_h import (
     OVERLOAD_THRESHOLD,
     MlfHPolicy,
+    MlfsPolicy,
     ideal_host_distance,
     mlfs_priority,
     mlfs_priority_key,
     server_load,
 )
-from marl_sched.jobs import Job, Placement
+from marl_sched.catalogue import CATALOGUE
+from marl_sched.jobs import Job
+from marl_sched.ordering import OrderingContext, QueueOrdering, mlfs_priority_value
 from marl_sched.simulator import ClusterView
 
 __all__ = [
     "FEATURES",
+    "ORDER_FEATURES",
+    "LearnedOrdering",
+    "MlfsOrderNet",
     "MlfHPolicy",
     "MlfsNet",
     "MlfsRlPolicy",
@@ -53,7 +76,7 @@ __all__ = [
 ]
 
 KIND = "mlfs-rl"
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 CHECKPOINT_FILE = "mlfs_rl.pt"
 FEATURES = (
     "job_workers_here",
@@ -65,11 +88,47 @@ FEATURES = (
     "free_gpu_frac",
     "free_cpu_frac",
     "free_mem_frac",
-    "gpu_speed",
+    "model_gpu_speed",
     "fits_remaining_workers",
     "task_is_worker",
     "pressure",
 )
+
+
+ORDER_FEATURES = ("mlfs_priority", "tasks", "waiting_h")
+
+
+def order_features(job: Job, ctx: OrderingContext) -> np.ndarray:
+    """(len(ORDER_FEATURES),) float32 of a queued job: MLF-H's priority from the
+    estimated remaining work (``nan`` estimate = the most work), log2 of its tasks /
+    10, and log1p of its waiting time in hours."""
+    work = ctx.est_iterations(job) * CATALOGUE[job.model].compute_s
+    return np.array(
+        [
+            mlfs_priority_value(work, job.num_workers, job.num_ps),
+            math.log2(job.num_tasks) / 10.0,
+            math.log1p(max(0.0, ctx.now - job.submit_time) / 3600.0),
+        ],
+        dtype=np.float32,
+    )
+
+
+class LearnedOrdering(QueueOrdering):
+    """The queue served by :class:`MlfsOrderNet`'s score, highest first (dynamic: the
+    score reads the waiting time and the estimate). Evaluated in numpy: the simulator
+    scores every queued job at every scan."""
+
+    name = "mlfs-rl-order"
+    dynamic = True
+
+    def __init__(self, net: MlfsOrderNet) -> None:
+        self._mlp = FastMLP(net.net)
+
+    def score(self, x: np.ndarray) -> float:
+        return float(self._mlp(x)[0])
+
+    def key(self, job: Job, ctx: OrderingContext) -> tuple:
+        return (-self.score(order_features(job, ctx)), job.submit_time, job.job_id)
 
 
 def mlfs_features(draft: TaskDraft, load: np.ndarray, threshold: float) -> np.ndarray:
@@ -86,7 +145,7 @@ def mlfs_features(draft: TaskDraft, load: np.ndarray, threshold: float) -> np.nd
         draft.server_free_gpus / np.maximum(topo.server_gpus, 1),
         draft.cpu_free / topo.server_cpu,
         draft.mem_free / topo.server_memory_gb,
-        topo.server_gpu_speed / topo.server_gpu_speed.max(),
+        draft.speed,
         (draft.server_free_gpus >= draft.remaining_workers).astype(np.float64),
         np.full(n, float(draft.next_kind == WORKER)),
         np.log1p(np.maximum(draft.view.server_pressure, 0.0).sum(axis=1)) / 3.0,
@@ -94,21 +153,22 @@ def mlfs_features(draft: TaskDraft, load: np.ndarray, threshold: float) -> np.nd
     return np.stack(cols, axis=1).astype(np.float32)
 
 
-class MlfsNet(nn.Module):
-    """MLF-RL's node network: one small MLP scores every server.
+class ScoreNet(nn.Module):
+    """One small MLP scoring every item (server or queued job) with shared weights.
 
     Args:
+        n_features: features per item.
         hidden: hidden width.
 
     Shapes:
-        x (B, S, F), mask (B, S) bool → logits (B, S) with ``-inf`` where masked.
+        x (B, N, F), mask (B, N) bool → logits (B, N) with ``-inf`` where masked.
     """
 
-    def __init__(self, hidden: int = 32) -> None:
+    def __init__(self, n_features: int, hidden: int) -> None:
         super().__init__()
         self.hidden = hidden
         self.net = nn.Sequential(
-            nn.Linear(len(FEATURES), hidden),
+            nn.Linear(n_features, hidden),
             nn.Tanh(),
             nn.Linear(hidden, hidden),
             nn.Tanh(),
@@ -119,19 +179,46 @@ class MlfsNet(nn.Module):
         return self.net(x).squeeze(-1).masked_fill(~mask, float("-inf"))
 
 
-def save_mlfs(path: str | Path, net: MlfsNet, metadata: dict[str, Any]) -> None:
-    save_checkpoint(
-        path, KIND, LAYOUT_VERSION, {"policy": net.state_dict()}, {**metadata, "hidden": net.hidden}
-    )
+class MlfsNet(ScoreNet):
+    """MLF-RL's node network: scores every server on ``FEATURES``."""
+
+    def __init__(self, hidden: int = 32) -> None:
+        super().__init__(len(FEATURES), hidden)
 
 
-class MlfsRlPolicy(CheckpointPolicy):
-    """MLF-RL's trained node network, acting greedily.
+class MlfsOrderNet(ScoreNet):
+    """MLF-RL's queue-ordering network: scores every queued job on ``ORDER_FEATURES``."""
+
+    def __init__(self, hidden: int = 16) -> None:
+        super().__init__(len(ORDER_FEATURES), hidden)
+
+
+def mlfs_layout() -> dict[str, Any]:
+    """The feature layout an MLF-RL checkpoint records and is checked against."""
+    return layout_signature(LAYOUT_VERSION, {"node": FEATURES, "order": ORDER_FEATURES})
+
+
+def save_mlfs(
+    path: str | Path, net: MlfsNet, metadata: dict[str, Any], order_net: MlfsOrderNet | None = None
+) -> None:
+    order_net = order_net if order_net is not None else MlfsOrderNet()
+    meta = {**metadata, "layout": mlfs_layout(), "hidden": net.hidden,
+            "order_hidden": order_net.hidden}  # fmt: skip
+    state = {"policy": net.state_dict(), "order": order_net.state_dict()}
+    save_checkpoint(path, KIND, LAYOUT_VERSION, state, meta)
+
+
+class MlfsRlPolicy(CheckpointPolicy, MlfsPolicy):
+    """MLF-RL: its node network places tasks greedily, its order network orders the
+    queue (:meth:`ordering`), and MLF-H's load control migrates jobs off overloaded
+    servers (:meth:`rebalance`) with the node network choosing where.
 
     Args: those of :class:`~agents.baselines.checkpoint.CheckpointPolicy`
     (``checkpoint``: an ``mlfs_rl.pt`` file or a folder holding one), and
         overload_threshold: the load-control threshold of the ``overloaded`` feature
             (a loaded checkpoint's own threshold takes precedence).
+        order_net: the order network to use with ``net`` (training, tests).
+        load_control: migrate jobs off overloaded servers.
     """
 
     name = "mlfs-rl"
@@ -145,22 +232,43 @@ class MlfsRlPolicy(CheckpointPolicy):
     def __init__(
         self,
         checkpoint: str | Path | None = None,
-        strict_topology: bool = True,
         overload_threshold: float = OVERLOAD_THRESHOLD,
         net: MlfsNet | None = None,
+        order_net: MlfsOrderNet | None = None,
+        load_control: bool = True,
     ) -> None:
-        super().__init__(checkpoint, strict_topology, net)
+        CheckpointPolicy.__init__(self, checkpoint, net)
+        MlfsPolicy.__init__(self, load_control)
         self.overload_threshold = float(self.metadata.get("overload_threshold", overload_threshold))
+        self.order_net = order_net
         if self.path is not None:
-            self.net.eval()
+            hidden = self.metadata.get("order_hidden", 16)
+            self.order_net = MlfsOrderNet(hidden if isinstance(hidden, int) else 16)
+            load_module_state(self.path, self.order_net, self.state.get("order"), "order")
+            self.order_net.eval()
 
-    @torch.no_grad()
-    def place(self, job: Job, view: ClusterView) -> Placement | None:
+    @classmethod
+    def layout(cls) -> dict[str, Any]:
+        return mlfs_layout()
+
+    def ordering(self) -> QueueOrdering | None:
+        """The order network's ordering (MLF-H's priority when there is none)."""
+        if self.order_net is None:
+            return super().ordering()
+        return LearnedOrdering(self.order_net)
+
+    def reset(self, topology, seed: int = 0) -> None:
+        super().reset(topology, seed)
+        self._mlp = None
+
+    def chooser(self, view: ClusterView) -> Chooser:
         load = server_load(view)
-        draft = TaskDraft(job, view, ps_first=True)
+        if getattr(self, "_mlp", None) is None:  # the weights are fixed while acting
+            self._mlp = FastMLP(self.net.net)
+        mlp = self._mlp
 
         def choose(d: TaskDraft, mask: np.ndarray) -> int:
-            x = torch.from_numpy(mlfs_features(d, load, self.overload_threshold))
-            return int(torch.argmax(self.net(x[None], torch.from_numpy(mask)[None])[0]))
+            score = mlp(mlfs_features(d, load, self.overload_threshold))[:, 0]
+            return int(np.argmax(np.where(mask, score, -np.inf)))
 
-        return place_greedy(draft, choose)
+        return choose

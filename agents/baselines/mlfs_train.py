@@ -2,7 +2,10 @@
 
 Reads top to bottom: config → seed → MLF-H's decisions on training windows → cloning
 (cross-entropy on MLF-H's server choice for every task) → policy-gradient iterations →
-periodic greedy validation, keeping the best weights (the cloned policy included).
+periodic greedy validation on the validation split, keeping the best weights (the
+cloned policy included; :class:`~agents.baselines.selection.Selection`: wall-time cap,
+early stopping, TensorBoard). Windows come from the benchmark's train-split scenarios;
+the policy sees each job through the scenario's duration predictor.
 
 Each policy-gradient iteration draws one training window and rolls it out ``rollouts``
 times with sampled actions. The reward of job ``j`` (given at its placement)::
@@ -22,24 +25,29 @@ same job across rollouts of the same window), so::
 
 from __future__ import annotations
 
-import copy
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
-from agents.baselines.checkpoint import topology_signature
 from agents.baselines.draft import TaskDraft
-from agents.baselines.episodes import average_jct, rebase, sample_window
+from agents.baselines.episodes import ScenarioRun, sample_episode
 from agents.baselines.harmony_train import TrainResult
-from agents.baselines.mlf_h import mlf_h_scores, server_load
-from agents.baselines.mlfs import FEATURES, LAYOUT_VERSION, MlfsNet, MlfsRlPolicy, mlfs_features
+from agents.baselines.mlf_h import MlfHPolicy, MlfsPolicy, mlf_h_scores, server_load
+from agents.baselines.mlfs import (
+    FEATURES,
+    ORDER_FEATURES,
+    MlfsNet,
+    MlfsOrderNet,
+    MlfsRlPolicy,
+    mlfs_features,
+    order_features,
+)
+from agents.baselines.selection import Selection
 from marl_sched.jobs import Job
-from marl_sched.perf import PerformanceModel
-from marl_sched.simulator import Simulator
-from marl_sched.topology import Topology
+from marl_sched.ordering import OrderingContext
 
 
 @dataclass(frozen=True)
@@ -47,8 +55,9 @@ class MlfsConfig:
     """MLF-RL's training settings (defaults: the shipped checkpoint's).
 
     Attributes:
-        iterations: policy-gradient iterations (one window, ``rollouts`` rollouts each).
-        episode_jobs: jobs per training window.
+        iterations: policy-gradient iterations (one window, ``rollouts`` rollouts each;
+            at most: see ``wall_cap_s`` and ``patience``).
+        episode_jobs: jobs per training window (consecutive jobs of a train scenario).
         rollouts: rollouts of each window (the baseline averages over them).
         bc_windows: training windows replayed by MLF-H for behaviour cloning.
         bc_epochs: passes over MLF-H's decisions.
@@ -59,8 +68,14 @@ class MlfsConfig:
         entropy_coef: weight β of the entropy bonus.
         w_jct, w_balance, w_overload: weights of the reward's three parts.
         overload_threshold: load above which a server is overloaded (MLF-H's θ).
+        order_hidden: hidden width of the queue-ordering network.
+        order_queue, order_samples: the largest queue, and queues per window, of the
+            order network's cloning data.
+        validate_init: score the untrained network too (the learning curve's start).
         eval_every: greedy validation every this many iterations (0 = only at the end).
-        eval_jobs: jobs of the validation window (the last ones of the training part).
+        wall_cap_s: stop after this much wall time (0 = none); the default is the
+            MARL agents' per-seed training time (~47 min).
+        patience: stop after this many validations without improvement (0 = never).
         seed: root seed.
     """
 
@@ -78,8 +93,13 @@ class MlfsConfig:
     w_balance: float = 0.5
     w_overload: float = 0.5
     overload_threshold: float = 0.8
+    order_hidden: int = 16
+    order_queue: int = 16
+    order_samples: int = 300
+    validate_init: bool = True
     eval_every: int = 10
-    eval_jobs: int = 300
+    wall_cap_s: float = 2820.0
+    patience: int = 4
     seed: int = 0
 
 
@@ -98,20 +118,26 @@ class Rollout:
 
 
 def rollout(
-    topo: Topology,
-    perf: PerformanceModel,
+    run: ScenarioRun,
     jobs: Sequence[Job],
     choose: Callable[[np.ndarray, np.ndarray, TaskDraft, np.ndarray], int],
     threshold: float,
+    controller: MlfsPolicy | None = None,
 ) -> Rollout:
-    """Run a window with ``choose(x, mask, draft, overloaded) -> server`` per task."""
-    sim = Simulator(topo, jobs, perf=perf)
+    """Run ``jobs`` of ``run`` with ``choose(x, mask, draft, overloaded) -> server`` per
+    task; the policy sees each job through the scenario's duration predictor, and
+    ``controller``'s load control (if any) migrates jobs after completions."""
+    predictor = run.workload.predictor()
+    if controller is not None:
+        controller.reset(run.topology, 0)
+    sim, topo = run.simulator(jobs, predictor, controller), run.topology
     out = Rollout([], [], [], [], [], {}, {}, {})
     while (job := sim.next_decision()) is not None:
         view = sim.view()
         load = server_load(view)
         overloaded = load > threshold
-        draft = TaskDraft(job, view, ps_first=True)
+        predictor.sync(sim.records)
+        draft = TaskDraft(predictor.visible_job(job), view, ps_first=True)
         steps = []
         n_over = 0
         while not draft.done:
@@ -145,6 +171,69 @@ def mlf_h_choice(x, mask, draft: TaskDraft, overloaded: np.ndarray) -> int:
     return int(np.argmin(np.where(mask, mlf_h_scores(draft, overloaded), np.inf)))
 
 
+def clone_order(
+    order_net: MlfsOrderNet,
+    windows: Sequence[tuple[ScenarioRun, Sequence[Job]]],
+    cfg: MlfsConfig,
+    rng: np.random.Generator,
+) -> float:
+    """Fit the order network to MLF-H's choice of the next job; returns its agreement.
+
+    Queues are drawn from the training windows: at a random job's submit time, up to
+    ``order_queue`` of the jobs submitted before it (as the policy sees them: the
+    duration predictor's estimates), waiting since their submit times; MLF-H serves
+    the one with the lowest priority (then FIFO). Cross-entropy of the network's
+    softmax over the queue against that job."""
+    xs, masks, targets = [], [], []
+    q = cfg.order_queue
+    for run, jobs in windows:
+        predictor = run.workload.predictor()
+        seen = [predictor.visible_job(j) for j in jobs]
+        for _ in range(cfg.order_samples):
+            i = int(rng.integers(1, len(seen)))
+            pool = seen[max(0, i - 4 * q) : i + 1]
+            size = int(rng.integers(2, min(q, len(pool)) + 1)) if len(pool) > 1 else 1
+            queue = [pool[k] for k in rng.choice(len(pool), size=size, replace=False)]
+            ctx = OrderingContext(now=seen[i].submit_time, est_iterations=lambda j: j.iterations)
+            x = np.zeros((q, len(ORDER_FEATURES)), np.float32)
+            m = np.zeros(q, bool)
+            for k, job in enumerate(queue):
+                x[k], m[k] = order_features(job, ctx), True
+            keys = [(x[k, 0], job.submit_time, job.job_id) for k, job in enumerate(queue)]
+            xs.append(x)
+            masks.append(m)
+            targets.append(min(range(len(queue)), key=keys.__getitem__))
+    x, mask = torch.from_numpy(np.stack(xs)), torch.from_numpy(np.stack(masks))
+    target = torch.as_tensor(targets, dtype=torch.int64)
+    agreement = fit_choices(order_net, x, mask, target, cfg, rng)
+    order_net.eval()
+    return agreement
+
+
+def fit_choices(
+    net: torch.nn.Module,
+    x: torch.Tensor,
+    mask: torch.Tensor,
+    target: torch.Tensor,
+    cfg: MlfsConfig,
+    rng: np.random.Generator,
+) -> float:
+    """Cross-entropy of ``net``'s masked softmax against the demonstrated choices
+    (``cfg.bc_epochs`` epochs, batches of 256, Adam ``cfg.bc_lr``); returns the share
+    of choices the greedy network reproduces."""
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.bc_lr)
+    for _ in range(cfg.bc_epochs):
+        perm = torch.from_numpy(rng.permutation(len(target)))
+        for k in range(0, len(target), 256):
+            idx = perm[k : k + 256]
+            loss = torch.nn.functional.cross_entropy(net(x[idx], mask[idx]), target[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    with torch.no_grad():
+        return float((net(x, mask).argmax(dim=1) == target).float().mean())
+
+
 def _tensors(r: Rollout) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return (
         torch.from_numpy(np.stack(r.x)),
@@ -158,17 +247,7 @@ def behaviour_cloning(
 ) -> float:
     """Fit ``net`` to MLF-H's choices; returns its agreement with MLF-H (share of tasks)."""
     x, mask, a = (torch.cat(t) for t in zip(*(_tensors(r) for r in data), strict=True))
-    opt = torch.optim.Adam(net.parameters(), lr=cfg.bc_lr)
-    for _ in range(cfg.bc_epochs):
-        perm = torch.from_numpy(rng.permutation(len(a)))
-        for k in range(0, len(a), 256):
-            idx = perm[k : k + 256]
-            loss = torch.nn.functional.cross_entropy(net(x[idx], mask[idx]), a[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    with torch.no_grad():
-        return float((net(x, mask).argmax(dim=1) == a).float().mean())
+    return fit_choices(net, x, mask, a, cfg, rng)
 
 
 def job_rewards(r: Rollout, cfg: MlfsConfig) -> dict[int, float]:
@@ -223,49 +302,36 @@ def policy_gradient_step(
 
 
 def train_mlfs_rl(
-    topo: Topology,
-    perf: PerformanceModel,
-    train_jobs: Sequence[Job],
+    train_runs: Sequence[ScenarioRun],
+    val_runs: Sequence[ScenarioRun],
     cfg: MlfsConfig,
     progress: Callable[[int, dict[str, float]], None] | None = None,
+    writer: Any = None,
 ) -> TrainResult:
-    """Clone MLF-H, then improve with REINFORCE, on windows of ``train_jobs``."""
-    t0 = time.perf_counter()
+    """Clone MLF-H, then improve with REINFORCE, on windows of ``train_runs``; keep the
+    best on ``val_runs``."""
     rng = np.random.default_rng(cfg.seed)
     torch.manual_seed(cfg.seed)
-    val_jobs = rebase(list(train_jobs[-cfg.eval_jobs :]))
     net = MlfsNet(cfg.hidden)
-    history: list[dict[str, float]] = []
+    order_net = MlfsOrderNet(cfg.order_hidden)
 
-    def validate(it: int, phase: str, extra: dict[str, float]) -> float:
-        policy = MlfsRlPolicy(net=net, overload_threshold=cfg.overload_threshold)
-        jct = average_jct(topo, perf, val_jobs, policy, seed=cfg.seed)
-        row = {
-            "iteration": it,
-            "phase": phase,
-            "val_avg_jct_s": jct,
-            "wall_s": time.perf_counter() - t0,
-            **extra,
-        }
-        history.append(row)
-        if progress:
-            progress(it, row)
-        return jct
+    def greedy() -> MlfsRlPolicy:
+        return MlfsRlPolicy(net=net, order_net=order_net,
+                            overload_threshold=cfg.overload_threshold)  # fmt: skip
 
-    validate(0, "init", {})
-    data = [
-        rollout(
-            topo,
-            perf,
-            sample_window(train_jobs, cfg.episode_jobs, rng),
-            mlf_h_choice,
-            cfg.overload_threshold,
-        )
-        for _ in range(cfg.bc_windows)
-    ]
+    sel = Selection(net, val_runs, greedy,
+                    "mlfs-rl", wall_cap_s=cfg.wall_cap_s, patience=cfg.patience,
+                    writer=writer, progress=progress, seed=cfg.seed)  # fmt: skip
+    if cfg.validate_init:
+        sel.validate(0, "init")
+    data, windows = [], []
+    for _ in range(cfg.bc_windows):
+        run, jobs = sample_episode(train_runs, cfg.episode_jobs, rng)
+        windows.append((run, jobs))
+        data.append(rollout(run, jobs, mlf_h_choice, cfg.overload_threshold, MlfHPolicy()))
     agreement = behaviour_cloning(net, data, cfg, rng)
-    best_jct = validate(0, "bc", {"bc_agreement": agreement})
-    best_state = copy.deepcopy(net.state_dict())
+    order_agreement = clone_order(order_net, windows, cfg, rng)
+    sel.validate(0, "bc", {"bc_agreement": agreement, "order_agreement": order_agreement})
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
 
     def sample(x, mask, draft, overloaded) -> int:
@@ -275,28 +341,26 @@ def train_mlfs_rl(
         return int(rng.choice(len(p), p=p / p.sum()))
 
     for it in range(1, cfg.iterations + 1):
-        jobs = sample_window(train_jobs, cfg.episode_jobs, rng)
-        runs = [
-            rollout(topo, perf, jobs, sample, cfg.overload_threshold) for _ in range(cfg.rollouts)
-        ]
+        run, jobs = sample_episode(train_runs, cfg.episode_jobs, rng)
+        runs = [rollout(run, jobs, sample, cfg.overload_threshold, greedy())
+                for _ in range(cfg.rollouts)]  # fmt: skip
         stats = policy_gradient_step(net, opt, runs, cfg)
+        sel.log(it, stats)
         if (cfg.eval_every and it % cfg.eval_every == 0) or it == cfg.iterations:
-            jct = validate(it, "rl", stats)
-            if jct < best_jct:
-                best_jct, best_state = jct, copy.deepcopy(net.state_dict())
-        elif progress:
-            progress(it, stats)
-    net.load_state_dict(best_state)
-    net.eval()
+            sel.validate(it, "rl", stats)
+        if sel.stop():
+            if sel.history[-1]["iteration"] != it:
+                sel.validate(it, "rl", stats)
+            break
+    chosen = sel.finish()
     metadata = {
-        "topology": topology_signature(topo),
-        "layout_version": LAYOUT_VERSION,
         "features": list(FEATURES),
+        "order_features": list(ORDER_FEATURES),
+        "order_agreement": order_agreement,
         "config": asdict(cfg),
+        "train_scenarios": [r.name for r in train_runs],
         "overload_threshold": cfg.overload_threshold,
         "bc_agreement": agreement,
-        "best_val_avg_jct_s": best_jct,
-        "history": history,
-        "wall_s": time.perf_counter() - t0,
+        **chosen,
     }
-    return TrainResult(net=net, history=history, metadata=metadata)
+    return TrainResult(net=net, history=chosen["history"], metadata=metadata, order_net=order_net)

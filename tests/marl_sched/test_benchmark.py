@@ -308,22 +308,6 @@ def test_every_shipped_scenario_names_an_existing_trace(shared_data: Path) -> No
             assert resolve(sc.trace).is_file(), sc.name
 
 
-def test_a_learned_policy_that_cannot_serve_a_topology_is_refused_before_any_cell(
-    tmp_path, capsys, shared_data
-):
-    """The shipped MLF-RL checkpoint was trained on the default cluster: the test split's
-    topology variants are refused up front (one line, exit 2), not mid-run."""
-    from marl_sched.cli import main
-
-    out = tmp_path / "bench"
-    rc = main(["benchmark", "--split", "test", "--policies", "first-fit,mlfs-rl",
-               "--seeds", "1", "--local", "--out", str(out), "--quiet"])  # fmt: skip
-    err = capsys.readouterr().err
-    assert rc == 2 and err.count("\n") == 1
-    assert "--policies: mlfs-rl on scenario" in err and "another topology" in err
-    assert not (out / "cells").exists() or not any((out / "cells").iterdir())
-
-
 def test_overrides_change_the_base_config_of_every_cell_and_the_folder_keeps_them(
     tmp_path: Path, capsys
 ) -> None:
