@@ -28,6 +28,17 @@ def _save(fig, path: str | Path) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
+def _finish_lines(plt, fig, ax, path, xlabel: str, ylabel: str, title: str) -> None:
+    """Label, grid, legend, write and close a line plot (curve, band_curves)."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    _save(fig, path)
+    plt.close(fig)
+
+
 def jct_cdf(jcts: Mapping[str, Sequence[float]], path: str | Path, title: str = "") -> None:
     """One CDF line of job completion times per policy (log x axis)."""
     plt = _figure()
@@ -138,13 +149,7 @@ def curve(
             if len(px) != len(py):
                 raise ValueError(f"curve {name!r}: {len(py)} values for {len(px)} x values")
         ax.plot(px, py, marker="o", ms=3, label=name)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    _save(fig, path)
-    plt.close(fig)
+    _finish_lines(plt, fig, ax, path, xlabel, ylabel, title)
 
 
 def align(runs: Sequence[Mapping[float, float]]) -> tuple[np.ndarray, np.ndarray]:
@@ -197,11 +202,5 @@ def band_curves(
         (line,) = ax.plot(xs, mean, marker="o", ms=3, label=label)
         if len(runs) > 1:
             ax.fill_between(xs, mean - half, mean + half, color=line.get_color(), alpha=0.2)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    _save(fig, path)
-    plt.close(fig)
+    _finish_lines(plt, fig, ax, path, xlabel, ylabel, title)
     return drawn

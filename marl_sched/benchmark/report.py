@@ -163,7 +163,13 @@ def split_name(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def write_figures(
-    out: Path, summary, rows, jcts: dict[str, dict[str, list[float]]], policies
+    out: Path,
+    summary,
+    rows,
+    jcts: dict[str, dict[str, list[float]]],
+    policies,
+    n_scenarios: int,
+    seeds: int,
 ) -> None:
     plt = _figure()
     fig, axes = plt.subplots(
@@ -179,8 +185,6 @@ def write_figures(
         ax.set_title(f"IQM {label}", fontsize=9)
         ax.set_yticks(range(len(order)), order)
         ax.grid(axis="x", alpha=0.3)
-    n_scenarios = len({r["scenario"] for r in rows})
-    seeds = len({r["seed"] for r in rows})
     fig.suptitle(
         f"{split_name(rows)}: {n_scenarios} scenarios x {seeds} seeds — normalised by "
         f"{reference_policy(policies)} (lower is better), 95 % CIs",
@@ -252,5 +256,5 @@ def write_report(
     for r in results:
         jcts[r["row"]["scenario"]][r["row"]["policy"]].extend(r["jct"])
     if figures:
-        write_figures(out, summary, rows, jcts, policies)
+        write_figures(out, summary, rows, jcts, policies, n_scenarios, seeds)
     return summary
