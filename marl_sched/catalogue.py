@@ -92,6 +92,14 @@ class Calibration:
     notes: dict[str, str]
     #: Pollux's overlap exponent γ (1 = compute and communication add up)
     overlap_gamma: float = 1.0
+    #: per GPU type, the model pairs (sorted) that cannot share one GPU (Gavel's
+    #: ``[0, 0]`` pairs); read only with ``topology.gpu_sharing`` > 1
+    gpu_share_conflicts: dict[str, frozenset[tuple[str, str]]] = field(default_factory=dict)
+
+    def can_share(self, gpu_type: str, a: str, b: str) -> bool:
+        """Whether workers of models ``a`` and ``b`` may share one ``gpu_type`` GPU."""
+        pair = (a, b) if a <= b else (b, a)
+        return pair not in self.gpu_share_conflicts.get(gpu_type, frozenset())
 
 
 @lru_cache(maxsize=4)
@@ -124,6 +132,10 @@ def load_calibration(path: str | None = None) -> Calibration:
         models=models,
         notes=dict(data.get("notes", {})),
         overlap_gamma=float(data.get("overlap_gamma", 1.0)),
+        gpu_share_conflicts={
+            gpu: frozenset((str(a), str(b)) for a, b in pairs)
+            for gpu, pairs in data.get("gpu_share_conflicts", {}).items()
+        },
     )
 
 

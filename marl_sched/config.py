@@ -45,6 +45,10 @@ T = TypeVar("T")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+#: most jobs' workers one GPU may hold (``topology.gpu_sharing``): Gavel measures pairs,
+#: and beyond a few jobs a GPU's memory holds nobody's working set
+MAX_GPU_SHARING = 4
+
 
 # --------------------------------------------------------------------------- sections
 
@@ -104,6 +108,9 @@ class TopologyConfig:
         qpi_gbps: socket ↔ socket link, Gbit/s.
         rack_oversubscription: rack uplink = servers_per_rack × NIC / this ratio.
         subcluster_uplink_gbps: each subcluster's uplink to the datacenter core, Gbit/s.
+        gpu_sharing: at most this many jobs' workers per GPU (GPU space sharing, as
+            Gavel, Gandiva and AntMan do); 1 (the default) = no sharing. Two workers
+            of one job never share a GPU (see :mod:`marl_sched.simulator`).
     """
 
     subclusters: int = 4
@@ -114,6 +121,7 @@ class TopologyConfig:
     qpi_gbps: float = 160.0
     rack_oversubscription: float = 2.0
     subcluster_uplink_gbps: float = 400.0
+    gpu_sharing: int = 1
 
     @property
     def n_servers(self) -> int:
@@ -123,6 +131,12 @@ class TopologyConfig:
         for name in ("subclusters", "racks_per_subcluster", "servers_per_rack"):
             value = getattr(self, name)
             check(value >= 1, where, f"{key}.{name}", f"must be >= 1, got {value}")
+        check(
+            1 <= self.gpu_sharing <= MAX_GPU_SHARING,
+            where,
+            f"{key}.gpu_sharing",
+            f"must be in [1, {MAX_GPU_SHARING}], got {self.gpu_sharing}",
+        )
         for name in ("pcie_gbps", "qpi_gbps", "rack_oversubscription", "subcluster_uplink_gbps"):
             check_physical(getattr(self, name), where, f"{key}.{name}")
         check(len(self.server_types) >= 1, where, f"{key}.server_types", "needs at least one")

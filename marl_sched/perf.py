@@ -44,7 +44,12 @@ resources each level shares::
     I = max_{g∈G} 1 + Σ_L λ_L · Σ_r s_r · M^L_r · P^L_r(g)
 
 so interference grows with the number of neighbours and depends on both sides'
-profiles. ``λ_L`` and every vector are fitted in :mod:`marl_sched.calibration`; a
+profiles. With GPU sharing (``topology.gpu_sharing`` > 1) a worker's own GPU is a
+fourth level: the other jobs' workers on that GPU press with the weights
+``λ_gpu,r = 1 − Σ_L λ_L M^L_r`` (:attr:`PerformanceModel.gpu_coupling`), so that a
+lone same-GPU neighbour ``j`` slows job ``i`` by exactly ``1 + s_i · p_j``, the level
+the vectors are fitted at (Gavel's same-GPU pairs); ``I`` is then the max over the
+job's workers. ``λ_L`` and every vector are fitted in :mod:`marl_sched.calibration`; a
 PS task presses only on cpu, membw and net.
 
 The isolated iteration time (alone on an empty cluster) uses a provable lower bound
@@ -92,6 +97,8 @@ class JobLayout:
         group_press: the job's own pressure in each worker group, (k, 5).
         links: link id → bytes per iteration.
         speed: slowest worker's GPU speed.
+        gpus, gpu_group_idx: with GPU sharing, each worker's GPU id and the index of
+            its group in ``groups`` (set by the simulator; None without sharing).
     """
 
     groups: np.ndarray
@@ -115,6 +122,8 @@ class JobLayout:
     weights: np.ndarray | None = None  # (3, 5) λ_L · M^L · sensitivity
     own_socket_press: np.ndarray | None = None  # socket_press[sock_idx], per worker group
     own_server_press: np.ndarray | None = None  # server_press[srv_idx], per worker group
+    gpus: np.ndarray | None = None  # GPU id of each worker (GPU sharing only)
+    gpu_group_idx: np.ndarray | None = None  # index into groups of each worker's group
 
 
 def overlap_time(compute, comm, gamma: float):
@@ -151,6 +160,8 @@ class PerformanceModel:
         lc = calibration.level_coupling
         self.coupling = np.array([lc["group"], lc["socket"], lc["server"]])
         self.level_weights = self.coupling[:, None] * LEVEL_RESOURCES  # (3, R)
+        #: the same-GPU level (GPU sharing): what the three levels leave of 1 per resource
+        self.gpu_coupling = np.maximum(1.0 - self.level_weights.sum(axis=0), 0.0)
         self.sync_overhead_s = calibration.sync_overhead_s
         self.overlap_gamma = calibration.overlap_gamma
         self._max_speed = float(topology.server_gpu_speed.max())
@@ -336,16 +347,23 @@ class PerformanceModel:
         group_pressure: np.ndarray,
         socket_pressure: np.ndarray,
         server_pressure: np.ndarray,
+        gpu_pressure: np.ndarray | None = None,
     ) -> float:
         """The interference factor ``I`` ≥ 1 given the cluster's summed pressures.
 
         The pressure arrays include this job's own tasks; they are subtracted here.
+        ``gpu_pressure`` (per GPU, GPU sharing only) is read when the layout has GPUs.
         """
         w = layout.weights
         p_group = group_pressure[layout.groups] - layout.group_press
         p_sock = socket_pressure[layout.worker_sockets] - layout.own_socket_press
         p_srv = server_pressure[layout.worker_servers] - layout.own_server_press
         weighted = p_group @ w[0] + p_sock @ w[1] + p_srv @ w[2]
+        if layout.gpus is not None and gpu_pressure is not None:
+            # per worker: its group's levels plus its own GPU (one worker of the job each)
+            p_gpu = gpu_pressure[layout.gpus] - spec.pressure
+            same_gpu = p_gpu @ (self.gpu_coupling * spec.sensitivity)
+            weighted = weighted[layout.gpu_group_idx] + same_gpu
         return 1.0 + max(float(weighted.max()), 0.0)
 
     def overlapped(self, compute: float, comm: float) -> float:
@@ -362,14 +380,16 @@ class PerformanceModel:
         group_pressure: np.ndarray,
         socket_pressure: np.ndarray,
         server_pressure: np.ndarray,
+        gpu_pressure: np.ndarray | None = None,
     ) -> float:
         """Seconds per iteration of a placed job in the current cluster state.
 
         ``n_ps`` is kept for callers; whether the job synchronises is read from its
-        layout (PS shards, or an all-reduce over ≥ 2 workers).
+        layout (PS shards, or an all-reduce over ≥ 2 workers). ``gpu_pressure``: see
+        :meth:`interference`.
         """
         interference = self.interference(
-            spec, layout, group_pressure, socket_pressure, server_pressure
+            spec, layout, group_pressure, socket_pressure, server_pressure, gpu_pressure
         )
         compute = spec.compute_s / layout.speed * interference
         if not layout.links:

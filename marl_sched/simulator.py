@@ -31,6 +31,18 @@ events, so remaining iterations fall linearly in between. Whenever a job starts 
 ends, the jobs whose neighbourhood changed (sharing a server or a link with it) are
 brought up to date and get a new iteration time and completion event; stale
 completion events are skipped by a version number.
+
+**GPU sharing** (``topology.gpu_sharing`` k > 1, opt-in): a GPU holds up to k jobs'
+workers. Each worker gets a concrete GPU of the group its placement names, the least
+loaded first, then the lowest GPU id; two workers of one job never share a GPU, and
+neither do workers of two models that cannot (Gavel's ``[0, 0]`` pairs,
+:meth:`~marl_sched.catalogue.Calibration.can_share`). Free capacity is then counted
+in worker slots (:attr:`Simulator.free_gpus`, :attr:`Simulator.group_unused`), while
+:attr:`Simulator.group_free` counts the GPUs a (pending) job may still use, one worker
+each: never more than the group's GPUs, so masks, heuristics and observations that
+read it respect the limit unchanged. Same-GPU neighbours interfere through the GPU
+level of :mod:`marl_sched.perf`. With k = 1 none of this state exists and every run
+is what it was without the option.
 """
 
 from __future__ import annotations
@@ -43,7 +55,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from marl_sched.catalogue import CATALOGUE, N_RESOURCES
+from marl_sched.catalogue import CATALOGUE, MODEL_NAMES, N_RESOURCES
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement
 from marl_sched.ordering import OrderingContext, QueueOrdering, make_ordering
@@ -55,6 +67,9 @@ ARRIVAL, COMPLETION, TICK = "arrival", "completion", "tick"
 # threshold) only wakes the scan up, after the arrivals of its time
 _PRIORITY = {COMPLETION: 0, ARRIVAL: 1, TICK: 2}
 _COMPLETION_PRIORITY = _PRIORITY[COMPLETION]
+
+#: what "free" means in a refusal under GPU sharing
+_SHARED_FREE = " (GPU sharing: GPUs with a free slot, no worker of a model it cannot share with)"
 
 #: default restart penalty of a migrated or resumed job (s): ``simulation.migration_penalty_s``
 MIGRATION_PENALTY_S = 60.0
@@ -162,7 +177,9 @@ class ClusterView:
             a synchronous job runs at its slowest worker's pace). What a scheduler
             knows of its residents (where they run, how big they are, their model);
             :func:`harm_to_residents` turns it into a cost.
-        free_gpus: total free GPUs.
+        free_gpus: total free GPUs (worker slots with GPU sharing).
+        gpu_load, gpu_pressure: with GPU sharing, workers and their summed pressure
+            per GPU (None without).
         running_fn: the running jobs (:meth:`running`), computed when asked.
     """
 
@@ -185,6 +202,8 @@ class ClusterView:
     running_fn: Callable[[], tuple[RunningInfo, ...]] = field(
         default=_no_running, repr=False, compare=False
     )
+    gpu_load: np.ndarray | None = None
+    gpu_pressure: np.ndarray | None = None
 
     def running(self) -> tuple[RunningInfo, ...]:
         """The running jobs, by job id: placement, slowdown, attained service."""
@@ -262,7 +281,8 @@ class Simulator:
         self.migration_penalty_s = float(migration_penalty_s)
         t = topology
         self.now = 0.0
-        self._group_free = t.group_capacity.astype(np.int64).copy()
+        self._sharing = int(t.gpu_sharing)
+        self._group_free = t.group_slots.astype(np.int64).copy()
         self.server_cpu_free = t.server_cpu.copy()
         self.server_mem_free = t.server_memory_gb.copy()
         self.group_pressure = np.zeros((t.n_groups, N_RESOURCES))
@@ -273,7 +293,19 @@ class Simulator:
         self.group_exposure = np.zeros((t.n_groups, N_RESOURCES))
         self.socket_exposure = np.zeros((t.n_sockets, N_RESOURCES))
         self.server_exposure = np.zeros((t.n_servers, N_RESOURCES))
-        self.free_gpus = int(t.n_gpus)
+        self.free_gpus = int(t.n_gpus) * self._sharing  # free worker slots
+        # GPU sharing only (None without): workers, summed pressure and workers of
+        # each catalogue model per GPU, and the GPUs holding at least one worker
+        self.gpu_load: np.ndarray | None = None
+        self.gpu_pressure: np.ndarray | None = None
+        self._gpu_models: np.ndarray | None = None
+        self._busy_gpus = 0
+        self._no_share: dict[str, np.ndarray] = {}
+        if self._sharing > 1:
+            self.gpu_load = np.zeros(t.n_gpus, dtype=np.int64)
+            self.gpu_pressure = np.zeros((t.n_gpus, N_RESOURCES))
+            self._gpu_models = np.zeros((t.n_gpus, len(MODEL_NAMES)), dtype=np.int64)
+            self._gpu_type = t.server_type[t.group_server[t.gpu_group]]
         self._server_jobs: list[set[int]] = [set() for _ in range(t.n_servers)]
         self._link_members: dict[int, set[int]] = {}
         self.running: dict[int, RunningJob] = {}
@@ -321,7 +353,7 @@ class Simulator:
             raise NonFiniteError(f"simulated time became {when!r}")
         if when < self.now:
             raise AssertionError(f"time ran backwards: {when} < {self.now}")
-        busy = self.topology.n_gpus - self.free_gpus
+        busy = self.topology.n_gpus - self.free_gpus if self.gpu_load is None else self._busy_gpus
         self.stats.busy_gpu_seconds += busy * (when - self._last_busy_t)
         self._last_busy_t = when
         self.now = when
@@ -539,6 +571,7 @@ class Simulator:
             raise
         layout = self.perf.layout(CATALOGUE[run.job.model], placement.worker_groups,
                                   placement.ps_groups)  # fmt: skip
+        layout = self._with_gpus(run.job, layout)
         affected |= self._occupy(run.job, placement, layout)
         run.placement, run.layout = placement, layout
         run.paused_until = self.now + self.migration_penalty_s
@@ -628,6 +661,9 @@ class Simulator:
             setattr(f, name, getattr(self, name).copy())
         f._server_jobs = [set(s) for s in self._server_jobs]
         f._link_members = {k: set(v) for k, v in self._link_members.items()}
+        for name in ("gpu_load", "gpu_pressure", "_gpu_models"):
+            if getattr(self, name) is not None:
+                setattr(f, name, getattr(self, name).copy())
         f.running = {k: replace(r) for k, r in self.running.items()}
         f.queue = list(self.queue)
         f.records = dict(self.records)
@@ -674,7 +710,12 @@ class Simulator:
         """Free GPUs per GPU group; while a job is pending, only those it can use:
         groups whose GPU memory cannot hold one of its workers
         (:meth:`PerformanceModel.group_fits`) show 0, so masks and policies that read
-        it respect the constraint. Read it, never write it."""
+        it respect the constraint. With GPU sharing: the GPUs with a free slot (for a
+        pending job, also holding no worker of a model it cannot share with), one
+        worker of a job each, so never more than the group's GPUs. Read it, never
+        write it."""
+        if self.gpu_load is not None:
+            return self._usable_gpus(self._pending)
         if self._pending is not None:
             fits = self.perf.group_fits(self._pending.model)
             if not fits.all():
@@ -684,7 +725,8 @@ class Simulator:
     @property
     def group_unused(self) -> np.ndarray:
         """Free GPUs per GPU group whatever job is pending (capacity accounting; the
-        masked figure policies read is :attr:`group_free`). Read it, never write it."""
+        masked figure policies read is :attr:`group_free`); free worker slots with GPU
+        sharing. Read it, never write it."""
         return self._group_free
 
     def view(self) -> ClusterView:
@@ -712,6 +754,8 @@ class Simulator:
             free_gpus=self.free_gpus,
             queue_length=len(self.queue),
             running_fn=self.running_info,
+            gpu_load=None if self.gpu_load is None else _ro(self.gpu_load),
+            gpu_pressure=None if self.gpu_pressure is None else _ro(self.gpu_pressure),
         )
 
     def running_info(self) -> tuple[RunningInfo, ...]:
@@ -775,11 +819,13 @@ class Simulator:
                     f"job {job.name}: model {job.model} does not fit in a {gpu} GPU's "
                     f"memory (group {g})"
                 )
-        free = self._group_free
+        shared = self.gpu_load is not None
+        free = self._usable_gpus(job) if shared else self._group_free
         for g in used:
             if need[g] > free[g]:
                 raise PlacementError(
                     f"job {job.name}: group {g} has {free[g]} free GPUs, needs {need[g]}"
+                    + (_SHARED_FREE if shared else "")
                 )
         (cpu_w, cpu_p), mem = self.task_demands(job)
         server = t.group_server
@@ -835,6 +881,8 @@ class Simulator:
         """Take the resources of ``job`` at ``placement``; the running jobs whose
         neighbourhood changed (not ``job`` itself)."""
         self._take(job, placement, -1)
+        if layout.gpus is not None:
+            self._take_gpus(job, layout, +1)
         self._add_pressure(layout, +1.0)
         self._add_exposure(job, layout, +1.0)
         affected: set[int] = set()
@@ -851,9 +899,70 @@ class Simulator:
             members.add(job.job_id)
         return affected
 
+    def _take_gpus(self, job: Job, layout: JobLayout, sign: int) -> None:
+        """GPU sharing: put (``sign`` +1) or take away (-1) the job's workers on
+        their GPUs (one worker per GPU)."""
+        spec = CATALOGUE[job.model]
+        g = layout.gpus
+        load = self.gpu_load
+        busy_before = int(np.count_nonzero(load[g]))
+        load[g] += sign
+        self._busy_gpus += int(np.count_nonzero(load[g])) - busy_before
+        self.gpu_pressure[g] += sign * spec.pressure
+        self._gpu_models[g, spec.index] += sign
+        if sign < 0:
+            self.gpu_pressure[g[load[g] == 0]] = 0.0  # no float dust on idle GPUs
+
+    def _no_share_gpus(self, model: str) -> np.ndarray | None:
+        """GPU sharing: per GPU, whether it holds a worker of a model that cannot
+        share a GPU of its type with ``model``; None if ``model`` shares with all."""
+        table = self._no_share.get(model)
+        if table is None:  # (server type, catalogue model): cannot share
+            can = self.perf.calibration.can_share
+            table = np.array(
+                [[not can(gpu, model, other) for other in MODEL_NAMES]
+                 for gpu in self.topology.server_gpu_type]
+            )  # fmt: skip
+            self._no_share[model] = table
+        if not table.any():
+            return None
+        return ((self._gpu_models > 0) & table[self._gpu_type]).any(axis=1)
+
+    def _usable(self, job: Job | None) -> np.ndarray:
+        """GPU sharing: per GPU, whether it has a free slot (and, for ``job``, holds
+        no worker of a model ``job``'s cannot share with)."""
+        ok = self.gpu_load < self._sharing
+        blocked = None if job is None else self._no_share_gpus(job.model)
+        return ok if blocked is None else ok & ~blocked
+
+    def _usable_gpus(self, job: Job | None) -> np.ndarray:
+        """GPU sharing: per group, the GPUs ``job`` may still put one worker on
+        (any job's when None): :meth:`_usable`, with its model's memory fit."""
+        t = self.topology
+        free = np.bincount(t.gpu_group, weights=self._usable(job), minlength=t.n_groups)
+        free = free.astype(np.int64)
+        return free if job is None else np.where(self.perf.group_fits(job.model), free, 0)
+
+    def _with_gpus(self, job: Job, layout: JobLayout) -> JobLayout:
+        """GPU sharing: ``layout`` with a GPU for each worker (checked to exist by
+        :meth:`_check`): in each group the usable GPUs, least loaded first, then
+        lowest id, one worker each. Without sharing, ``layout`` itself."""
+        if self.gpu_load is None:
+            return layout
+        t = self.topology
+        usable, load = self._usable(job), self.gpu_load
+        gpus = []
+        for g, n in zip(layout.groups, layout.group_workers, strict=True):
+            first = int(t.group_first_gpu[g])
+            cand = first + np.flatnonzero(usable[first : first + int(t.group_capacity[g])])
+            gpus.append(cand[np.lexsort((cand, load[cand]))][:n])
+        idx = np.repeat(np.arange(len(layout.groups)), layout.group_workers)
+        return replace(layout, gpus=np.concatenate(gpus), gpu_group_idx=idx)
+
     def _start(self, job: Job, placement: Placement) -> None:
         layout = self.perf.layout(CATALOGUE[job.model], placement.worker_groups,
                                   placement.ps_groups)  # fmt: skip
+        layout = self._with_gpus(job, layout)
         affected = self._occupy(job, placement, layout)
         iso = self.perf.isolated_iteration_time(job.model, job.num_workers, job.num_ps)
         held = self._suspended.pop(job.job_id, None)  # a preempted job resumes
@@ -881,6 +990,8 @@ class Simulator:
         changed (not ``run`` itself, which stays in :attr:`running`)."""
         job, layout = run.job, run.layout
         self._take(job, run.placement, +1)
+        if layout.gpus is not None:
+            self._take_gpus(job, layout, -1)
         self._add_pressure(layout, -1.0)
         self._add_exposure(job, layout, -1.0)
         affected: set[int] = set()
@@ -955,6 +1066,8 @@ class Simulator:
         now = self.now
         iteration_time = self.perf.iteration_time
         state = (self.link_load, self.group_pressure, self.socket_pressure, self.server_pressure)
+        if self.gpu_pressure is not None:
+            state += (self.gpu_pressure,)
         running, events, progress = self.running, self._events, self._progress
         for jid in sorted(job_ids):
             run = running.get(jid)

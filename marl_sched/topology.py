@@ -5,6 +5,10 @@
     datacenter → subcluster → rack (ToR switch) → server (NIC) → CPU socket (QPI/UPI)
                → GPU group (GPUs behind one PCIe switch) → GPU
 
+With ``topology.gpu_sharing`` k > 1 a GPU holds up to k jobs' workers (space
+sharing): a group offers ``group_slots`` = GPUs × k worker slots, and the simulator
+gives each worker a concrete GPU of its group (:mod:`marl_sched.simulator`).
+
 Every entity of a level has a dense integer id; the parent of each entity is an
 array (``rack_subcluster``, ``server_rack``, ``socket_server``, ``group_socket``,
 ``gpu_group``), and derived maps (``group_server``, ``group_rack``, ...) are
@@ -113,6 +117,10 @@ class Topology:
         self.group_speed = self.server_gpu_speed[self.group_server]
         self.n_gpus = int(self.group_capacity.sum())
         self.gpu_group = np.repeat(np.arange(self.n_groups), self.group_capacity)
+        # GPU space sharing: at most gpu_sharing jobs' workers per GPU, so a group
+        # offers group_capacity × gpu_sharing worker slots (1 = no sharing)
+        self.gpu_sharing = int(c.gpu_sharing)
+        self.group_slots = self.group_capacity * self.gpu_sharing
         self.server_groups_start = np.searchsorted(self.group_server, np.arange(self.n_servers))
         self.server_n_groups = np.bincount(self.group_server, minlength=self.n_servers)
         self.server_gpus = np.bincount(
@@ -187,6 +195,7 @@ class Topology:
         return (
             f"{self.n_subclusters} subclusters, {self.n_racks} racks, {self.n_servers} servers "
             f"[{types}], {self.n_sockets} sockets, {self.n_groups} GPU groups, {self.n_gpus} GPUs"
+            + (f", up to {self.gpu_sharing} jobs per GPU" if self.gpu_sharing > 1 else "")
         )
 
     def graph(self, subcluster: int | None = None) -> GraphArrays:

@@ -41,7 +41,12 @@ from marl_sched.calibration.pollux import (
     pollux_model_mb,
     sync_overhead,
 )
-from marl_sched.calibration.speed import fit_gpu_speed, fit_model_gpu_speed, gavel_unfit
+from marl_sched.calibration.speed import (
+    fit_gpu_speed,
+    fit_model_gpu_speed,
+    gavel_share_conflicts,
+    gavel_unfit,
+)
 from marl_sched.calibration.spread import GavelSpread, gavel_consolidation
 
 SIG_DIGITS = 6
@@ -73,6 +78,7 @@ class Fit:
     model_speeds: dict[str, dict[str, float]]
     model_speed_source: dict[str, str]
     unfit: dict[str, list[str]]
+    share_conflicts: dict[str, list[list[str]]]
     overhead: float
     overhead_per_model: dict[str, float]
     efficiency: dict[str, float]
@@ -108,10 +114,9 @@ def fit(shared: str | os.PathLike[str]) -> Fit:
 
     speeds, speed_info = fit_gpu_speed(gavel, pollux)
     model_speeds, model_speed_source = fit_model_gpu_speed(gavel, DL2_MODELS + POLLUX_MODELS)
-    unfit, _ = gavel_unfit(
-        (gavel, load_gavel(shared, "gavel_physical_cluster_throughputs.json")),
-        DL2_MODELS + POLLUX_MODELS,
-    )
+    both = (gavel, load_gavel(shared, "gavel_physical_cluster_throughputs.json"))
+    unfit, _ = gavel_unfit(both, DL2_MODELS + POLLUX_MODELS)
+    share_conflicts = gavel_share_conflicts(both, DL2_MODELS + POLLUX_MODELS)
     overhead, overhead_per_model = sync_overhead(pollux)
     eff, fitted_mb, link_info = fit_links(pollux, overhead, GavelSpread(gavel))
     efficiency = {"pcie": eff["pcie"], "qpi": eff["pcie"], "nic": eff["nic"]}
@@ -146,6 +151,7 @@ def fit(shared: str | os.PathLike[str]) -> Fit:
         model_speeds=model_speeds,
         model_speed_source=model_speed_source,
         unfit=unfit,
+        share_conflicts=share_conflicts,
         overhead=overhead,
         overhead_per_model=overhead_per_model,
         efficiency=efficiency,
@@ -224,6 +230,7 @@ def fit_all(shared: str | os.PathLike[str]) -> dict[str, Any]:
         "sync_overhead_s": _round(f.overhead),
         "overlap_gamma": _round(f.link_info["gamma"]),
         "level_coupling": {k: _round(v) for k, v in f.coupling.items()},
+        "gpu_share_conflicts": f.share_conflicts,
         "notes": _notes(f),
         "models": models,
     }
@@ -288,6 +295,17 @@ def _notes(f: Fit) -> dict[str, str]:
             ".json or gavel_physical_cluster_throughputs.json, at any scale factor: "
             + "; ".join(f"{m}: {', '.join(g)}" for m, g in sorted(f.unfit.items()))
             + ". Every other model is assumed to fit every GPU type (no measurement)."
+        ),
+        "gpu_share_conflicts": (
+            "Pairs of models that cannot share one GPU (topology.gpu_sharing > 1), per GPU "
+            "type: Gavel records [0, 0] for the scale-1 pair of their job types (exact "
+            "mapping of GAVEL_SPEED_MAP only, as for gpu_unfit) in either throughput "
+            "file: "
+            + "; ".join(
+                f"{gpu}: " + ", ".join(f"{a}+{b}" for a, b in pairs)
+                for gpu, pairs in sorted(f.share_conflicts.items())
+            )
+            + ". Every other pair is assumed to fit together (no measurement)."
         ),
         "overlap_gamma": (
             "Pollux's form of overlapping compute c and communication C: iteration = "

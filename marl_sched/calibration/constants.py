@@ -146,3 +146,8 @@ GAVEL_SPEED_MAP = {
     "deepspeech2": ("family", "LM ("),  # recurrent sequence model
     # cnn-text-classification: no Gavel type is a text CNN → per-type figure
 }
+
+#: Gavel's GPU types of the co-location pairs checked through the simulator, in the
+#: order of their sample groups (``1_000_000 + index``, :func:`marl_sched.interference.
+#: load_gavel_colocations`)
+GAVEL_COLOCATION_GPUS = ("k80", "p100", "v100")

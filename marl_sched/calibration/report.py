@@ -19,9 +19,9 @@ Sources and points:
 - ``dl2_speed``: DL2's per-worker speed at ``w`` workers relative to 1 worker (same
   PS count), PS job spread one task per server, local compute ``compute_s / w``.
 - ``gavel_colocation``: Gavel's same-GPU pairs (physical cluster, K80/P100/V100)
-  vs the simulator's slowdown of the same two jobs in one GPU group (the densest
-  co-location the simulator can express; :func:`marl_sched.interference.
-  load_gavel_colocations`).
+  vs the simulator's slowdown of the same two jobs on one GPU of a cluster with
+  ``gpu_sharing`` 2 (:func:`marl_sched.interference.load_gavel_colocations`); the
+  per-GPU-type errors are ``gavel_colocation_mre_<gpu>`` in the summary.
 - ``gavel_colocation_vectors``: the same-GPU pairs on V100 vs the fitted interference
   vectors themselves (``1 + s_i · p_j``), the level the vectors are fitted at.
 - ``gpu_speed``: Gavel's isolated throughput ratios P100/V100 and K80/V100 of the 26
@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from marl_sched.calibration.constants import DL2_MODELS, GAVEL_SPEED_MAP
+from marl_sched.calibration.constants import DL2_MODELS, GAVEL_COLOCATION_GPUS, GAVEL_SPEED_MAP
 from marl_sched.calibration.data import load_dl2, load_gavel, load_pollux, profiles_dir
 from marl_sched.calibration.dl2 import fit_dl2_bandwidth
 from marl_sched.calibration.gavel import fit_gavel_interference, gavel_pairs, gavel_prediction
@@ -147,8 +147,8 @@ def gavel_colocation_rows(shared: Path) -> list[Row]:
         profiles_dir(shared) / "gavel_physical_cluster_throughputs.json"
     )
     return [
-        ("gavel_colocation", f"pair {i}", float(sim), float(y))
-        for i, (sim, y) in enumerate(zip(samples.simulated, samples.y, strict=True))
+        ("gavel_colocation", f"{GAVEL_COLOCATION_GPUS[g - 1_000_000]} pair {i}", float(m), float(y))
+        for i, (m, y, g) in enumerate(zip(samples.simulated, samples.y, samples.group, strict=True))
     ]
 
 
@@ -215,6 +215,12 @@ def summary(rows: list[Row]) -> dict[str, Any]:
     def multi(label: str) -> bool:
         return len(label.split()[-1]) > 1
 
+    by_gpu = {
+        f"gavel_colocation_mre_{gpu}": float(
+            np.mean(_rel(rows, "gavel_colocation", lambda lab, gpu=gpu: lab.startswith(gpu)))
+        )
+        for gpu in GAVEL_COLOCATION_GPUS
+    }
     spread_model = [m for s, _, m, _ in rows if s == "gavel_spread"]
     spread_meas = [y for s, _, _, y in rows if s == "gavel_spread"]
     return {
@@ -230,7 +236,7 @@ def summary(rows: list[Row]) -> dict[str, Any]:
         "dl2_speed_median_rel_err": float(np.median(_rel(rows, "dl2_speed"))),
         "gpu_speed_per_model_median_rel_err": float(np.median(_rel(rows, "gpu_speed"))),
         "gpu_speed_per_type_median_rel_err": float(np.median(_rel(rows, "gpu_speed_per_type"))),
-    }
+    } | by_gpu
 
 
 def format_report(rows: list[Row], holdout: HoldoutErrors | None = None) -> str:
@@ -247,6 +253,13 @@ def format_report(rows: list[Row], holdout: HoldoutErrors | None = None) -> str:
     for source in dict.fromkeys(s for s, _, _, _ in rows):
         err = _rel(rows, source)
         lines.append(f"{source:<24} {len(err):>6} {np.median(err):>8.3f} {np.mean(err):>8.3f}")
+        if source == "gavel_colocation":  # per GPU type
+            for gpu in GAVEL_COLOCATION_GPUS:
+                err = _rel(rows, source, lambda lab, gpu=gpu: lab.startswith(gpu))
+                name = f"  {gpu}"
+                lines.append(
+                    f"{name:<24} {len(err):>6} {np.median(err):>8.3f} {np.mean(err):>8.3f}"
+                )
     head = summary(rows)
     if holdout is not None:
         lines.append("")

@@ -105,3 +105,35 @@ def gavel_unfit(
         if kind == "type" and job in zero:
             unfit[model] = sorted(zero[job])
     return unfit, {m: [(g, GAVEL_SPEED_MAP[m][1]) for g in gpus] for m, gpus in unfit.items()}
+
+
+def gavel_share_conflicts(gavels: Any, models: Any) -> dict[str, list[list[str]]]:
+    """Pairs of catalogue models that cannot share one GPU, per GPU type.
+
+    Gavel records ``[0, 0]`` for a scale-1 pair of job types that cannot run together
+    on one GPU (their memory); any of the throughput files recording it is enough. As
+    for :func:`gavel_unfit`, a catalogue model inherits it only through an exact
+    job-type mapping of :data:`GAVEL_SPEED_MAP`. Returns ``{gpu: [[a, b], ...]}``
+    (each pair sorted, ``a <= b``; a model may conflict with itself), GPU types with
+    no conflict left out.
+    """
+    exact: dict[str, list[str]] = {}
+    for model in models:
+        kind, job = GAVEL_SPEED_MAP.get(model, ("none", ""))
+        if kind == "type":
+            exact.setdefault(job, []).append(model)
+    pairs: dict[str, set[tuple[str, str]]] = {}
+    for gavel in gavels:
+        for gpu, table in gavel.items():
+            if gpu.endswith("_unconsolidated"):
+                continue
+            for (job, scale), row in table.items():
+                for other, value in row.items():
+                    if other is None or scale != 1 or other[1] != 1:
+                        continue
+                    if float(value[0]) > 0 or float(value[1]) > 0:
+                        continue
+                    for a in exact.get(job, ()):
+                        for b in exact.get(other[0], ()):
+                            pairs.setdefault(gpu, set()).add((min(a, b), max(a, b)))
+    return {gpu: [list(p) for p in sorted(ps)] for gpu, ps in sorted(pairs.items())}

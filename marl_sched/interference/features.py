@@ -47,9 +47,13 @@ N_FEATURES = len(FEATURE_NAMES)
 # --------------------------------------------------------------------------- features
 
 
-def _busy_prefix(topo: Topology, group_free: np.ndarray) -> np.ndarray:
-    """Prefix sums of busy GPUs over group ids (sockets and servers are contiguous)."""
-    busy = topo.group_capacity - np.asarray(group_free)
+def _busy_prefix(topo: Topology, view: ClusterView) -> np.ndarray:
+    """Prefix sums of busy GPUs over group ids (sockets and servers are contiguous);
+    with GPU sharing, of the workers on them (a shared GPU counts each job's)."""
+    if view.gpu_load is None:
+        busy = topo.group_capacity - np.asarray(view.group_free)
+    else:
+        busy = np.bincount(topo.gpu_group, weights=view.gpu_load, minlength=topo.n_groups)
     return np.concatenate([[0], np.cumsum(busy)])
 
 
@@ -154,7 +158,7 @@ def job_features(
         np.asarray(view.server_pressure)[layout.worker_servers] - layout.server_press[srv_idx],
     )
     nbr = tuple(np.where(np.abs(p) < 1e-9, 0.0, p) for p in nbr)
-    prefix = _busy_prefix(topo, view.group_free)
+    prefix = _busy_prefix(topo, view)
     s_lo, s_hi, v_lo, v_hi = _level_spans(topo, g)
     busy = (
         (prefix[g + 1] - prefix[g]) - layout.group_workers,
@@ -194,7 +198,7 @@ def candidate_features(
     pgs = list(ps_groups) if batch else [ps_groups]
     if len(wgs) != len(pgs):
         raise ValueError(f"{len(wgs)} worker-group lists but {len(pgs)} PS-group lists")
-    prefix = _busy_prefix(topo, view.group_free)
+    prefix = _busy_prefix(topo, view)
     gp = np.asarray(view.group_pressure)
     sp = np.asarray(view.socket_pressure)
     vp = np.asarray(view.server_pressure)
@@ -228,6 +232,7 @@ def true_slowdown(view: ClusterView, job: Job, layout: JobLayout) -> float:
         view.group_pressure,
         view.socket_pressure,
         view.server_pressure,
+        view.gpu_pressure,
     )
     return now / perf.alone_iteration_time(CATALOGUE[job.model], layout, job.num_ps)
 

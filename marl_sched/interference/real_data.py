@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from marl_sched.calibration import DL2_SERVER, POLLUX_SERVER
+from marl_sched.calibration.constants import GAVEL_COLOCATION_GPUS
 from marl_sched.catalogue import CALIBRATION, CATALOGUE, GPU_SPEED, MODEL_NAMES
 from marl_sched.config import ServerTypeConfig, TopologyConfig
 from marl_sched.errors import InputError
@@ -34,13 +35,14 @@ GAVEL_MODELS = {
 }
 
 
-def _one_rack(server: ServerTypeConfig, n_servers: int) -> TopologyConfig:
+def _one_rack(server: ServerTypeConfig, n_servers: int, gpu_sharing: int = 1) -> TopologyConfig:
     return TopologyConfig(
         subclusters=1,
         racks_per_subcluster=1,
         servers_per_rack=n_servers,
         server_types=(dataclasses.replace(server, count=n_servers),),
         rack_oversubscription=1.0,
+        gpu_sharing=gpu_sharing,
     )
 
 
@@ -67,14 +69,13 @@ def _features_alone(topo_cfg: TopologyConfig, job: Job, placement: Placement):
 def load_gavel_colocations(path: str | Path) -> Samples:
     """Gavel's measured same-GPU co-location pairs as slowdown samples.
 
-    Gavel measures two single-GPU jobs *sharing one GPU*; our simulator never
-    shares a GPU, so each pair is mapped to the densest co-location the layout can
-    express: both jobs' single workers in the same GPU group (same PCIe switch,
-    socket and server) of a one-server cluster of that GPU type. Target: the job's
-    isolated / co-located throughput. Only scale-factor-1 pairs of the job types in
-    :data:`GAVEL_MODELS` are used; ``[0, 0]`` entries (cannot run together) are
-    skipped. Expect the measured slowdowns to be far larger than the simulator's:
-    GPU time-sharing costs much more than PCIe/CPU contention.
+    Gavel measures two single-GPU jobs *sharing one GPU*; so does the simulator
+    here: both jobs' single workers on the one GPU of a one-server cluster of that
+    GPU type with ``gpu_sharing`` 2 (same GPU, PCIe switch, socket and server), the
+    simulated slowdown coming through the GPU level of :mod:`marl_sched.perf`.
+    Target: the job's isolated / co-located throughput. Only scale-factor-1 pairs of
+    the job types in :data:`GAVEL_MODELS` are used; ``[0, 0]`` entries (cannot run
+    together) are skipped.
     """
     where = str(path)
     try:
@@ -82,13 +83,13 @@ def load_gavel_colocations(path: str | Path) -> Samples:
     except (OSError, json.JSONDecodeError) as exc:
         raise InputError(f"{where}: cannot read Gavel throughputs: {exc}") from None
     rows, ys, models, groups, sims = [], [], [], [], []
-    for gi, gpu in enumerate(("k80", "p100", "v100")):
+    for gi, gpu in enumerate(GAVEL_COLOCATION_GPUS):
         if gpu not in data or gpu not in GPU_SPEED:
             continue
         server = ServerTypeConfig(
-            name=gpu, count=1, gpu_type=gpu, sockets=1, groups_per_socket=1, gpus_per_group=2
+            name=gpu, count=1, gpu_type=gpu, sockets=1, groups_per_socket=1, gpus_per_group=1
         )
-        topo_cfg = _one_rack(server, 1)
+        topo_cfg = _one_rack(server, 1, gpu_sharing=2)
         topo = Topology.from_config(topo_cfg)
         perf = PerformanceModel(topo)
         for key, entry in sorted(data[gpu].items()):

@@ -432,13 +432,15 @@ def test_calibration_byte_accounting_matches_perf() -> None:
 # --------------------------------------------------------------------------- (f) report
 
 
-# The simulator's slowdown of two single-worker jobs in one GPU group against Gavel's
-# same-GPU pairs (physical cluster, 1,597 pairs): tolerance 0.5 on the mean relative
-# error (measured 0.456, simulator median 1.06-1.11 vs measured 2.01). Not issue #25's
-# 0.20: Gavel's pairs time-share one GPU, which the simulator never does; fitting the
-# group coupling to them would make two jobs on *different* GPUs behind one PCIe
-# switch halve each other's speed (docs/performance-model.md).
-TOL_GAVEL_COLOCATION_SIM = 0.5
+# The simulator's slowdown of two single-worker jobs sharing one GPU (gpu_sharing 2,
+# the GPU level of perf.py) against Gavel's same-GPU pairs (physical cluster, 1,597
+# pairs): measured MRE 0.340 (K80 0.221, P100 0.352, V100 0.437; before GPU sharing
+# 0.456), tolerance 0.36 (a regression guard 0.02 above it). Not issue #25's 0.20: the
+# GPU level reproduces the fitted vectors exactly (1 + s_i . p_j), which are fitted on
+# Gavel's *simulation* file (V100 MRE 0.156), while the same V100 pairs differ between
+# Gavel's simulation and physical files by MRE 0.22, and the loader maps 25 job types
+# (5 families x batch sizes) onto 5 catalogue models (docs/performance-model.md §6.5).
+TOL_GAVEL_COLOCATION_SIM = 0.36
 
 
 @pytest.mark.shared_data
@@ -458,6 +460,9 @@ def test_calibration_report_last_line_is_the_summary(shared_data: Path, capsys) 
             assert isinstance(got[f"{key}_fit"], float), key
             assert isinstance(got[f"{key}_heldout"], float), key
     assert got["gavel_colocation_mre"] < TOL_GAVEL_COLOCATION_SIM, got
+    # per GPU type (measured K80 0.221, P100 0.352, V100 0.437): each within 0.02
+    for gpu, measured in (("k80", 0.221), ("p100", 0.352), ("v100", 0.437)):
+        assert got[f"gavel_colocation_mre_{gpu}"] < measured + 0.02, (gpu, got)
     assert got["pollux_sync_median_rel_err"] < TOL_POLLUX_MULTI, got
     assert got["dl2_speed_median_rel_err"] < TOL_DL2, got
     assert got["gavel_spread_ratio_median_measured"] == pytest.approx(1.38, abs=0.005)
