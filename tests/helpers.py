@@ -25,6 +25,7 @@ def tiny_topology(
     gpus_per_group: int = 2,
     gpu_types: tuple[str, ...] = ("v100",),
     oversubscription: float = 2.0,
+    gpu_sharing: int = 1,
 ) -> Topology:
     n = subclusters * racks * servers
     counts = [n // len(gpu_types)] * len(gpu_types)
@@ -47,6 +48,7 @@ def tiny_topology(
         servers_per_rack=servers,
         server_types=types,
         rack_oversubscription=oversubscription,
+        gpu_sharing=gpu_sharing,
     )
     return Topology(cfg)
 

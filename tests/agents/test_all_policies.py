@@ -7,6 +7,8 @@ enough that placements compete for GPUs, CPU and memory.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,8 @@ from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.policies import make_policy, policy_entries
 from marl_sched.runner import TraceOptions, build_cluster, load_workload
 from marl_sched.simulator import Simulator
+from marl_sched.topology import Topology
+from tests.marl_sched.test_sharing import check_sharing
 from tests.marl_sched.test_simulator import _check_state
 
 CFG = load_config(REPO_ROOT / "configs/default.yaml")
@@ -37,6 +41,23 @@ def test_policy_never_overbooks_and_finishes_every_job(name):
     assert sorted(r.job.job_id for r in sim.result()) == [j.job_id for j in JOBS]
     assert peak_busy <= TOPO.n_gpus
     np.testing.assert_array_equal(sim.group_free, TOPO.group_capacity)
+
+
+SHARED_TOPO = Topology(dataclasses.replace(CFG.topology, gpu_sharing=2))
+
+
+@pytest.mark.parametrize("name", [n for n in policy_entries() if n not in NO_SHIPPED_CHECKPOINT])
+def test_policy_respects_gpu_sharing(name):
+    """The same window on the same cluster with ``gpu_sharing: 2``: at most two jobs'
+    workers per GPU, never two of one job or a cannot-share pair, every job done."""
+    policy = make_policy(name)
+    policy.reset(SHARED_TOPO, 0)
+    sim = Simulator(SHARED_TOPO, JOBS)
+    while (job := sim.next_decision()) is not None:
+        sim.apply(policy.place(job, sim.view()))
+        check_sharing(sim)
+    assert sorted(r.job.job_id for r in sim.result()) == [j.job_id for j in JOBS]
+    np.testing.assert_array_equal(sim.group_unused, SHARED_TOPO.group_slots)
 
 
 def test_single_agent_refuses_the_multi_agent_checkpoint():
