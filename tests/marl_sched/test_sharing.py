@@ -30,6 +30,7 @@ from marl_sched.runner import build_cluster, load_workload, simulate
 from marl_sched.simulator import PlacementError, Simulator
 from marl_sched.topology import Topology
 from tests.helpers import random_jobs, tiny_topology
+from tests.marl_sched.test_simulator import TOPOLOGY_ARGS
 
 GOLDEN_RECORDS = REPO_ROOT / "tests" / "data" / "golden_records.json"
 GOLDEN_CONFIG = REPO_ROOT / "tests" / "data" / "golden.yaml"
@@ -70,17 +71,7 @@ def check_sharing(sim: Simulator) -> None:
     assert np.all(sim.group_free >= 0)
 
 
-topologies = st.builds(
-    tiny_topology,
-    subclusters=st.integers(1, 2),
-    racks=st.integers(1, 2),
-    servers=st.integers(1, 2),
-    sockets=st.integers(1, 2),
-    groups_per_socket=st.integers(1, 2),
-    gpus_per_group=st.integers(1, 4),
-    gpu_types=st.sampled_from([("v100",), ("v100", "k80"), ("p100", "t4", "k80")]),
-    gpu_sharing=st.integers(2, 3),
-)
+topologies = st.builds(tiny_topology, **TOPOLOGY_ARGS, gpu_sharing=st.integers(2, 3))
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -53,17 +53,19 @@ def _run_checked(sim: Simulator, policy) -> None:
         _check_state(sim)
 
 
-topologies = st.builds(
-    tiny_topology,
-    subclusters=st.integers(1, 3),
-    racks=st.integers(1, 2),
-    servers=st.integers(1, 3),
-    sockets=st.integers(1, 2),
-    groups_per_socket=st.integers(1, 2),
-    gpus_per_group=st.integers(1, 4),
-    gpu_types=st.sampled_from([("v100",), ("v100", "k80"), ("p100", "t4", "k80")]),
-    oversubscription=st.sampled_from([1.0, 2.0, 8.0]),
-)
+#: the small clusters the property tests draw (tests/marl_sched/test_sharing.py adds
+#: gpu_sharing to them)
+TOPOLOGY_ARGS = {
+    "subclusters": st.integers(1, 3),
+    "racks": st.integers(1, 2),
+    "servers": st.integers(1, 3),
+    "sockets": st.integers(1, 2),
+    "groups_per_socket": st.integers(1, 2),
+    "gpus_per_group": st.integers(1, 4),
+    "gpu_types": st.sampled_from([("v100",), ("v100", "k80"), ("p100", "t4", "k80")]),
+    "oversubscription": st.sampled_from([1.0, 2.0, 8.0]),
+}
+topologies = st.builds(tiny_topology, **TOPOLOGY_ARGS)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
