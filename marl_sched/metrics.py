@@ -102,7 +102,9 @@ def compute_metrics(
     ``gpu_utilization_steady`` the same over the window's arrival period (its first
     to its last submit, warm-up and window jobs alike holding GPUs), the steady state
     a load tier is named after; ``jobs_queued_frac`` the share of scored jobs that
-    waited before they started (queue time > 1 ms).
+    waited before they started (queue time > 1 ms). Busy GPU-seconds count each job's
+    workers, so with GPU sharing (``topology.gpu_sharing`` k > 1) two jobs on one GPU
+    count twice and the utilisations can reach k: GPU time demanded per GPU.
     """
     every = sim.result()
     recs = [r for r in every if r.job.job_id >= warmup]

@@ -188,10 +188,12 @@ def simulated_report(pred: np.ndarray, test: Samples) -> dict[str, Any]:
 
 #: what each real source measures and how it was mapped (see the loaders)
 REAL_NOTES = {
-    "gavel": "two single-GPU jobs sharing one GPU (Gavel, physical cluster); our layout "
-    "never shares a GPU, so mapped to the densest co-location it can express: both "
-    "workers in one GPU group (same PCIe switch, socket, server). Target: isolated / "
-    "co-located throughput. A co-location slowdown: compared with the model directly.",
+    "gavel": "two single-GPU jobs sharing one GPU (Gavel, physical cluster); simulated "
+    "the same way: both workers on the one GPU of a cluster with gpu_sharing 2 (same "
+    "GPU, PCIe switch, socket, server). Target: isolated / co-located throughput. A "
+    "co-location slowdown: compared with the model directly. The learned model's "
+    "features have no GPU level (it is trained without GPU sharing), so it sees a "
+    "same-group neighbour.",
     "pollux": "one job alone, spread over more nodes vs on the fewest nodes, same local "
     "batch (Pollux, 4x T4 nodes; all-reduce jobs: ring all-reduce, no PS). "
     "Not a co-location slowdown: the model's prediction (~1, no neighbours) is "

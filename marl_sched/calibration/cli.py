@@ -45,11 +45,16 @@ from marl_sched.calibration.data import profiles_dir
 # --------------------------------------------------------------------------- CLI
 
 
+def calibration_text(data: dict[str, Any]) -> str:
+    """The text of ``calibration.json`` holding ``data`` (indented JSON)."""
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+
 def write_json_atomic(data: dict[str, Any], out: Path) -> None:
     """``data`` as indented JSON, written atomically (:func:`atomic_write_text`)."""
     from marl_sched.metrics import atomic_write_text  # noqa: PLC0415
 
-    atomic_write_text(out, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    atomic_write_text(out, calibration_text(data))
 
 
 def report_main(argv: Sequence[str]) -> int:

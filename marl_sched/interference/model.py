@@ -21,9 +21,26 @@ from marl_sched.interference.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSI
 # --------------------------------------------------------------------------- the model
 
 
+#: calibration.json keys read only with GPU sharing (``topology.gpu_sharing`` > 1);
+#: the learned model's samples never share a GPU, so its hash leaves them out
+SHARING_ONLY_KEYS = ("gpu_share_conflicts",)
+
+
 def calibration_sha256(path: str | Path = CALIBRATION_FILE) -> str:
-    """sha256 of the calibration file the performance model was built from."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    """sha256 of the calibration file the performance model was built from, as the
+    calibration fit writes it without :data:`SHARING_ONLY_KEYS` (and their notes):
+    the constants the learned model's samples depend on. A file without those keys
+    hashes as its bytes, so a model fitted before GPU sharing existed still matches."""
+    raw = Path(path).read_bytes()
+    data = json.loads(raw)
+    if not any(key in data for key in SHARING_ONLY_KEYS):
+        return hashlib.sha256(raw).hexdigest()
+    from marl_sched.calibration.cli import calibration_text  # noqa: PLC0415
+
+    for key in SHARING_ONLY_KEYS:
+        data.pop(key, None)
+        data.get("notes", {}).pop(key, None)
+    return hashlib.sha256(calibration_text(data).encode("utf-8")).hexdigest()
 
 
 def default_model_path() -> Path:

@@ -3,13 +3,14 @@ sample generation and the real-data loaders."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
 import pytest
 
 from marl_sched import interference as itf
-from marl_sched.catalogue import CATALOGUE
+from marl_sched.catalogue import CALIBRATION_FILE, CATALOGUE
 from marl_sched.config import ServerTypeConfig, TopologyConfig
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement
@@ -348,3 +349,20 @@ def test_real_samples_from_shared_data(shared_data):
     assert np.all(gavel.level == 1)  # mapped to same-GPU-group co-locations
     assert np.all(gavel.simulated >= 1.0)
     assert np.all(np.isfinite(s.x)) and np.all(s.y > 0)
+
+
+def test_shipped_model_matches_the_calibration_it_is_served_with():
+    """No stale-model warning: the calibration's hash leaves out the keys only GPU
+    sharing reads (the samples never share a GPU), so adding them kept the model valid."""
+    assert itf.load_default().calibration_sha256 == itf.calibration_sha256()
+
+
+def test_calibration_hash_ignores_sharing_only_keys_and_nothing_else(tmp_path):
+    data = json.loads(CALIBRATION_FILE.read_text(encoding="utf-8"))
+    shipped = itf.calibration_sha256()
+    sharing = dict(data, gpu_share_conflicts={"v100": [["cifar10", "ncf"]]})
+    (tmp_path / "a.json").write_text(json.dumps(sharing, indent=1, ensure_ascii=False) + "\n")
+    assert itf.calibration_sha256(tmp_path / "a.json") == shipped
+    coupled = dict(data, level_coupling={k: 2 * v for k, v in data["level_coupling"].items()})
+    (tmp_path / "b.json").write_text(json.dumps(coupled, indent=1, ensure_ascii=False) + "\n")
+    assert itf.calibration_sha256(tmp_path / "b.json") != shipped
