@@ -312,9 +312,7 @@ def behaviour_cloning(
     t0 = time.perf_counter()
     bar = progress(tc.bc_episodes, f"warm start: {tc.bc_teacher} teacher episodes")
     try:
-        observations, actions, returns, works = teacher_decisions(
-            cfg, mc, tc, seed, progress=bar
-        )
+        observations, actions, returns, works = teacher_decisions(cfg, mc, tc, seed, progress=bar)
     finally:
         bar.close()
     _, _, builder = env_setup(cfg, mc, tc, seed)

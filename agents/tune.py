@@ -164,8 +164,13 @@ def read_experiment(out: Path) -> tuple[dict, str, list[dict]]:
         data = json.loads(path.read_text(encoding="utf-8"))
         base, source, trials = data["config"], str(data["source"]), list(data["trials"])
         names = [str(t["name"]) for t in trials]
-        if not isinstance(base, dict) or not trials or any(
-            not isinstance(t["seed"], int) or not isinstance(t["overrides"], list) for t in trials
+        if (
+            not isinstance(base, dict)
+            or not trials
+            or any(
+                not isinstance(t["seed"], int) or not isinstance(t["overrides"], list)
+                for t in trials
+            )
         ):
             raise ValueError("bad trial records")
         if any("/" in n or n in ("", ".", "..", "tune") for n in names):

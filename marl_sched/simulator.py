@@ -180,6 +180,9 @@ class ClusterView:
         free_gpus: total free GPUs (worker slots with GPU sharing).
         gpu_load, gpu_pressure: with GPU sharing, workers and their summed pressure
             per GPU (None without).
+        group_free_for: with GPU sharing, :meth:`Simulator.group_free_for` (a running
+            job's usable GPUs were its own released; load control needs it, as free
+            slots alone do not say which GPUs a job may use); None without.
         running_fn: the running jobs (:meth:`running`), computed when asked.
     """
 
@@ -204,6 +207,9 @@ class ClusterView:
     )
     gpu_load: np.ndarray | None = None
     gpu_pressure: np.ndarray | None = None
+    group_free_for: Callable[[int], np.ndarray] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def running(self) -> tuple[RunningInfo, ...]:
         """The running jobs, by job id: placement, slowdown, attained service."""
@@ -756,6 +762,7 @@ class Simulator:
             running_fn=self.running_info,
             gpu_load=None if self.gpu_load is None else _ro(self.gpu_load),
             gpu_pressure=None if self.gpu_pressure is None else _ro(self.gpu_pressure),
+            group_free_for=None if self.gpu_load is None else self.group_free_for,
         )
 
     def running_info(self) -> tuple[RunningInfo, ...]:
@@ -913,9 +920,10 @@ class Simulator:
         if sign < 0:
             self.gpu_pressure[g[load[g] == 0]] = 0.0  # no float dust on idle GPUs
 
-    def _no_share_gpus(self, model: str) -> np.ndarray | None:
+    def _no_share_gpus(self, model: str, gpu_models: np.ndarray | None = None) -> np.ndarray | None:
         """GPU sharing: per GPU, whether it holds a worker of a model that cannot
-        share a GPU of its type with ``model``; None if ``model`` shares with all."""
+        share a GPU of its type with ``model`` (residents per GPU and catalogue model:
+        ``gpu_models``, default the current ones); None if ``model`` shares with all."""
         table = self._no_share.get(model)
         if table is None:  # (server type, catalogue model): cannot share
             can = self.perf.calibration.can_share
@@ -926,22 +934,47 @@ class Simulator:
             self._no_share[model] = table
         if not table.any():
             return None
-        return ((self._gpu_models > 0) & table[self._gpu_type]).any(axis=1)
+        held = self._gpu_models if gpu_models is None else gpu_models
+        return ((held > 0) & table[self._gpu_type]).any(axis=1)
 
-    def _usable(self, job: Job | None) -> np.ndarray:
+    def _usable(
+        self,
+        job: Job | None,
+        gpu_load: np.ndarray | None = None,
+        gpu_models: np.ndarray | None = None,
+    ) -> np.ndarray:
         """GPU sharing: per GPU, whether it has a free slot (and, for ``job``, holds
-        no worker of a model ``job``'s cannot share with)."""
-        ok = self.gpu_load < self._sharing
-        blocked = None if job is None else self._no_share_gpus(job.model)
+        no worker of a model ``job``'s cannot share with), in the current state or in
+        the one ``gpu_load`` / ``gpu_models`` give."""
+        ok = (self.gpu_load if gpu_load is None else gpu_load) < self._sharing
+        blocked = None if job is None else self._no_share_gpus(job.model, gpu_models)
         return ok if blocked is None else ok & ~blocked
 
-    def _usable_gpus(self, job: Job | None) -> np.ndarray:
+    def _usable_gpus(self, job: Job | None, usable: np.ndarray | None = None) -> np.ndarray:
         """GPU sharing: per group, the GPUs ``job`` may still put one worker on
-        (any job's when None): :meth:`_usable`, with its model's memory fit."""
+        (any job's when None): :meth:`_usable` (or ``usable``), with its model's
+        memory fit."""
         t = self.topology
-        free = np.bincount(t.gpu_group, weights=self._usable(job), minlength=t.n_groups)
+        ok = self._usable(job) if usable is None else usable
+        free = np.bincount(t.gpu_group, weights=ok, minlength=t.n_groups)
         free = free.astype(np.int64)
         return free if job is None else np.where(self.perf.group_fits(job.model), free, 0)
+
+    def group_free_for(self, job_id: int) -> np.ndarray:
+        """Per GPU group, the GPUs the running job ``job_id`` could put one worker on
+        were its own workers released (load control: where could it go instead?).
+        With GPU sharing: a free slot, no worker of a model it cannot share with, its
+        model fits; without: free GPUs plus its own, where its model fits."""
+        run = self.running[job_id]
+        if self.gpu_load is None:
+            free = self._group_free.copy()
+            np.add.at(free, np.asarray(run.placement.worker_groups, dtype=np.int64), 1)
+            return np.where(self.perf.group_fits(run.job.model), free, 0)
+        gpus = run.layout.gpus
+        load, models = self.gpu_load.copy(), self._gpu_models.copy()
+        load[gpus] -= 1
+        models[gpus, CATALOGUE[run.job.model].index] -= 1
+        return self._usable_gpus(run.job, self._usable(run.job, load, models))
 
     def _with_gpus(self, job: Job, layout: JobLayout) -> JobLayout:
         """GPU sharing: ``layout`` with a GPU for each worker (checked to exist by

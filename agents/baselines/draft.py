@@ -120,6 +120,15 @@ class TaskDraft:
             self.cpu_free[s] += self.cpu_p
             self.mem_free[s] += self.mem
 
+    def set_group_free(self, group_free: np.ndarray) -> None:
+        """Replace the free GPUs per group (GPU sharing: after :meth:`release`, the
+        simulator's ``group_free_for`` says which GPUs the running job may use; free
+        slots alone do not)."""
+        self.group_free = np.array(group_free, dtype=np.int64)
+        self.server_free_gpus = np.bincount(
+            self.topo.group_server, weights=self.group_free, minlength=self.topo.n_servers
+        ).astype(np.int64)
+
     def forbid_groups(self, groups: np.ndarray) -> None:
         """Take the GPUs of the groups flagged in ``groups`` (bool per group) out of
         the draft (the view offers a pending job only groups its model fits in; load

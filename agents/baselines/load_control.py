@@ -112,6 +112,8 @@ def plan_moves(
                   info.num_ps, math.nan, info.start_time, math.nan)  # fmt: skip
         draft = TaskDraft(job, view, ps_first=ps_first)
         draft.release(info.placement)
+        if view.group_free_for is not None:  # GPU sharing: the GPUs it may use
+            draft.set_group_free(view.group_free_for(info.job_id))
         draft.forbid_groups(~view.perf.group_fits(info.model))  # GPUs too small for it
         draft.allowed = ~over
         placement = place_greedy(draft, chooser)

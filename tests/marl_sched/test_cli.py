@@ -82,8 +82,8 @@ def test_bad_config_key_exit_2(tmp_path, capsys):
     assert main(["simulate", "--config", str(cfg), "--out", str(tmp_path / "o")]) == 2
     assert _err_line(capsys) == (
         "marl-sched: error: " + f"{cfg}: topology.rackz: unknown key (known: "
-        "gpu_sharing, pcie_gbps, qpi_gbps, rack_oversubscription, racks_per_subcluster, server_types, "
-        "servers_per_rack, subcluster_uplink_gbps, subclusters)"
+        "gpu_sharing, pcie_gbps, qpi_gbps, rack_oversubscription, racks_per_subcluster, "
+        "server_types, servers_per_rack, subcluster_uplink_gbps, subclusters)"
     )
 
 

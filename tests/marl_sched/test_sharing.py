@@ -225,3 +225,29 @@ def test_bad_gpu_sharing_is_one_line(bad):
 if __name__ == "__main__" and "--update" in sys.argv:
     GOLDEN_RECORDS.write_text(json.dumps(_records()) + "\n")
     print(f"wrote {GOLDEN_RECORDS}")
+
+
+def test_group_free_for_a_running_job_counts_its_own_gpus_back():
+    """Load control's view: a running job's usable GPUs were its own released, a
+    cannot-share resident still excluded."""
+    topo = _one_gpu_cluster(gpus=2)
+    wide = Job(0, "w", "cifar10", 2, 0, 1e6, 0.0, 0.0)
+    sim = Simulator(topo, [wide, _single(1, "ncf")])
+    sim.next_decision()
+    sim.apply(Placement((0, 0), ()))
+    _place_all(sim, [0])  # ncf: both GPUs hold one worker, the lowest id wins
+    assert sim.running[1].layout.gpus.tolist() == [0]
+    assert sim.group_free.tolist() == [1]  # GPU 0 is full
+    assert sim.group_free_for(0).tolist() == [2]
+    assert sim.view().group_free_for(1).tolist() == [2]
+    # cifar10 on GPU 0, resnet-50 on GPU 1; imagenet may only join cifar10
+    jobs = [_single(0, "cifar10"), _single(1, "resnet-50"), _single(2, "imagenet")]
+    sim = Simulator(topo, jobs)
+    _place_all(sim, [0, 0])
+    assert sim.next_decision().model == "imagenet"
+    assert sim.group_free.tolist() == [1]
+    sim.apply(Placement((0,), ()))
+    assert sim.running[2].layout.gpus.tolist() == [0]
+    assert sim.group_free_for(2).tolist() == [1]  # GPU 1 holds resnet-50
+    assert sim.group_free_for(1).tolist() == [1]  # GPU 0 is full (and holds imagenet)
+    check_sharing(sim)
