@@ -115,6 +115,9 @@ class JobLayout:
     weights: np.ndarray | None = None  # (3, 5) λ_L · M^L · sensitivity
     own_socket_press: np.ndarray | None = None  # socket_press[sock_idx], per worker group
     own_server_press: np.ndarray | None = None  # server_press[srv_idx], per worker group
+    # (group, socket, server) of a job whose workers share one GPU group, else None:
+    # lets interference() read the pressures through slices instead of fancy indexing
+    single_unit: tuple[int, int, int] | None = None
 
 
 def overlap_time(compute, comm, gamma: float):
@@ -257,6 +260,11 @@ class PerformanceModel:
             weights=self.level_weights * spec.sensitivity,
             own_socket_press=socket_press[sock_idx],
             own_server_press=server_press[srv_idx],
+            single_unit=(
+                (int(groups[0]), int(w_sock[0]), int(topo.group_server[groups[0]]))
+                if len(groups) == 1
+                else None
+            ),
         )
 
     def _traffic(
@@ -342,9 +350,16 @@ class PerformanceModel:
         The pressure arrays include this job's own tasks; they are subtracted here.
         """
         w = layout.weights
-        p_group = group_pressure[layout.groups] - layout.group_press
-        p_sock = socket_pressure[layout.worker_sockets] - layout.own_socket_press
-        p_srv = server_pressure[layout.worker_servers] - layout.own_server_press
+        unit = layout.single_unit
+        if unit is not None:  # the same arithmetic on (1, 5) views: same bits, faster
+            g, a, v = unit
+            p_group = group_pressure[g : g + 1] - layout.group_press
+            p_sock = socket_pressure[a : a + 1] - layout.own_socket_press
+            p_srv = server_pressure[v : v + 1] - layout.own_server_press
+        else:
+            p_group = group_pressure[layout.groups] - layout.group_press
+            p_sock = socket_pressure[layout.worker_sockets] - layout.own_socket_press
+            p_srv = server_pressure[layout.worker_servers] - layout.own_server_press
         weighted = p_group @ w[0] + p_sock @ w[1] + p_srv @ w[2]
         return 1.0 + max(float(weighted.max()), 0.0)
 
@@ -371,10 +386,19 @@ class PerformanceModel:
         interference = self.interference(
             spec, layout, group_pressure, socket_pressure, server_pressure
         )
+        comm = self.comm_time(layout, link_load)
+        return self.combine(spec, layout, interference, comm)
+
+    def combine(
+        self, spec: ModelSpec, layout: JobLayout, interference: float, comm: float
+    ) -> float:
+        """Seconds per iteration from the two state-dependent terms: the interference
+        factor (:meth:`interference`) and the communication time (:meth:`comm_time`).
+        The simulator caches each term per running job and recomputes only the one
+        whose inputs changed; :meth:`iteration_time` is this with both fresh."""
         compute = spec.compute_s / layout.speed * interference
         if not layout.links:
             return compute
-        comm = self.comm_time(layout, link_load)
         return self.overlapped(compute, comm) + self.sync_overhead_s
 
     def _alone(self, spec: ModelSpec, speed: float, link_cost: np.ndarray) -> float:
