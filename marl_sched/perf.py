@@ -211,7 +211,10 @@ class PerformanceModel:
         topo = self.topology
         wg = np.asarray(worker_groups, dtype=np.int64)
         pg = np.asarray(ps_groups, dtype=np.int64)
-        groups, group_workers = np.unique(wg, return_counts=True)
+        if len(wg) == 1:  # np.unique's result, without its sort (most jobs have one worker)
+            groups, group_workers = wg, np.ones(1, dtype=np.int64)
+        else:
+            groups, group_workers = np.unique(wg, return_counts=True)
         w_press = spec.pressure
         ps_press = spec.pressure * PS_PRESSURE_MASK
         group_press = group_workers[:, None] * w_press[None, :]
@@ -244,8 +247,12 @@ class PerformanceModel:
             group_press=group_press,
             worker_sockets=w_sock,
             worker_servers=topo.group_server[groups],
-            worker_socket_set=np.unique(w_sock),
-            worker_server_set=np.unique(topo.group_server[groups]),
+            worker_socket_set=w_sock if len(w_sock) == 1 else np.unique(w_sock),
+            worker_server_set=(
+                topo.group_server[groups]
+                if len(groups) == 1
+                else np.unique(topo.group_server[groups])
+            ),
             sockets=sockets,
             socket_press=socket_press,
             servers=servers,
