@@ -140,6 +140,19 @@ def overlap_time(compute, comm, gamma: float):
     return hi * (1.0 + (lo / safe) ** gamma) ** (1.0 / gamma)
 
 
+def _sum_by_key(keys: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys)`` and, per unique key, the sum of its ``rows`` in input order:
+    what ``np.add.at`` into zeros gives, bit for bit, without its overhead (a job has
+    a few tasks)."""
+    ks = keys.tolist()
+    uniq = sorted(set(ks))
+    pos = {k: i for i, k in enumerate(uniq)}
+    out = np.zeros((len(uniq), rows.shape[1]))
+    for k, row in zip(ks, rows, strict=True):
+        out[pos[k]] += row
+    return np.array(uniq, dtype=np.int64), out
+
+
 class PerformanceModel:
     """Iteration times of placed jobs on one topology.
 
@@ -158,6 +171,14 @@ class PerformanceModel:
         self.overlap_gamma = calibration.overlap_gamma
         self._max_speed = float(topology.server_gpu_speed.max())
         self._group_type = topology.server_type[topology.group_server]
+        # _charge's lookups as Python lists (a job's few transfers walk them one by one)
+        self._charge_tables = (
+            topology.group_socket.tolist(),
+            topology.group_server.tolist(),
+            topology.server_rack.tolist(),
+            topology.rack_subcluster.tolist(),
+            [int(o) for o in topology.link_offset],
+        )
         self._present_types = np.unique(topology.server_type)
         self._type_speed_cache: dict[tuple, np.ndarray] = {}
         self._fits_cache: dict[tuple, np.ndarray] = {}
@@ -225,13 +246,8 @@ class PerformanceModel:
         sock_weights = np.concatenate(
             [group_press, np.broadcast_to(ps_press, (len(pg), N_RESOURCES))]
         )
-        sockets, inv = np.unique(all_sock, return_inverse=True)
-        socket_press = np.zeros((len(sockets), N_RESOURCES))
-        np.add.at(socket_press, inv, sock_weights)
-        all_srv = topo.socket_server[all_sock]
-        servers, inv = np.unique(all_srv, return_inverse=True)
-        server_press = np.zeros((len(servers), N_RESOURCES))
-        np.add.at(server_press, inv, sock_weights)
+        sockets, socket_press = _sum_by_key(all_sock, sock_weights)
+        servers, server_press = _sum_by_key(topo.socket_server[all_sock], sock_weights)
 
         links = self._traffic(spec, groups, group_workers, pg)
         speed = float(self.type_speeds(spec)[self._group_type[groups]].min())
@@ -307,30 +323,36 @@ class PerformanceModel:
         between them: the source's PCIe link (and the destination's if ``pcie_both``),
         the server's QPI link across sockets, both NICs across servers, both rack
         uplinks across racks, both subcluster uplinks across subclusters."""
-        topo = self.topology
-        w_sock, p_sock = topo.group_socket[src], topo.group_socket[dst]
-        w_srv, p_srv = topo.group_server[src], topo.group_server[dst]
-        w_rack, p_rack = topo.server_rack[w_srv], topo.server_rack[p_srv]
-        w_sc, p_sc = topo.rack_subcluster[w_rack], topo.rack_subcluster[p_rack]
-        off = topo.link_offset
-        ids = [src, dst] if pcie_both else [src]
-        wts = [nbytes, nbytes] if pcie_both else [nbytes]
-        cross_socket = (w_srv == p_srv) & (w_sock != p_sock)
-        ids.append(off[1] + w_srv[cross_socket])
-        wts.append(nbytes[cross_socket])
-        remote = w_srv != p_srv
-        ids += [off[2] + w_srv[remote], off[2] + p_srv[remote]]
-        wts += [nbytes[remote], nbytes[remote]]
-        cross_rack = w_rack != p_rack
-        ids += [off[3] + w_rack[cross_rack], off[3] + p_rack[cross_rack]]
-        wts += [nbytes[cross_rack], nbytes[cross_rack]]
-        cross_sc = w_sc != p_sc
-        ids += [off[4] + w_sc[cross_sc], off[4] + p_sc[cross_sc]]
-        wts += [nbytes[cross_sc], nbytes[cross_sc]]
-        all_ids = np.concatenate(ids)
-        uniq, inv = np.unique(all_ids, return_inverse=True)
-        total = np.bincount(inv, weights=np.concatenate(wts))
-        return {int(k): float(v) for k, v in zip(uniq, total, strict=True)}
+        # plain Python over the few transfers of a job; each link's bytes are summed
+        # from 0.0 in the order np.bincount over the concatenated (link, bytes) lists
+        # would sum them (all sources' PCIe, all destinations', QPI, source-side then
+        # destination-side NICs, rack and subcluster uplinks): the same bits
+        gsock, gsrv, rack, subc, off = self._charge_tables
+        src_l, dst_l, nb = src.tolist(), dst.tolist(), nbytes.tolist()
+        total: dict[int, float] = {}
+        get = total.get
+        for g, b in zip(src_l, nb, strict=True):
+            total[g] = get(g, 0.0) + b
+        if pcie_both:
+            for g, b in zip(dst_l, nb, strict=True):
+                total[g] = get(g, 0.0) + b
+        w_srv = [gsrv[g] for g in src_l]
+        p_srv = [gsrv[g] for g in dst_l]
+        for g, h, ws, ps, b in zip(src_l, dst_l, w_srv, p_srv, nb, strict=True):
+            if ws == ps and gsock[g] != gsock[h]:
+                k = off[1] + ws
+                total[k] = get(k, 0.0) + b
+        for a_side, b_side, level in (
+            (w_srv, p_srv, 2),
+            ([rack[v] for v in w_srv], [rack[v] for v in p_srv], 3),
+            ([subc[rack[v]] for v in w_srv], [subc[rack[v]] for v in p_srv], 4),
+        ):
+            crossing = [i for i, (x, y) in enumerate(zip(a_side, b_side, strict=True)) if x != y]
+            for side in (a_side, b_side):
+                for i in crossing:
+                    k = off[level] + side[i]
+                    total[k] = get(k, 0.0) + nb[i]
+        return {k: total[k] for k in sorted(total)}
 
     # ------------------------------------------------------------------ terms
 
