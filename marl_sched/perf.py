@@ -118,6 +118,7 @@ class JobLayout:
     # (group, socket, server) of a job whose workers share one GPU group, else None:
     # lets interference() read the pressures through slices instead of fancy indexing
     single_unit: tuple[int, int, int] | None = None
+    comm_alone: float = 0.0  # max(link_cost): the communication time with no link shared
 
 
 def overlap_time(compute, comm, gamma: float):
@@ -278,6 +279,7 @@ class PerformanceModel:
             link_ids=link_ids,
             link_cost=link_cost,
             link_util=link_cost / alone,
+            comm_alone=float(link_cost.max()) if len(link_cost) else 0.0,
             sock_idx=sock_idx,
             srv_idx=srv_idx,
             weights=self.level_weights * spec.sensitivity,
@@ -363,8 +365,10 @@ class PerformanceModel:
         """
         if not layout.links:
             return 0.0
-        u = np.maximum(link_load[layout.link_ids], 1.0)
-        return float((layout.link_cost * u).max())
+        u = link_load[layout.link_ids]
+        if u.max() <= 1.0:  # no link oversubscribed: cost x 1.0, the same bits
+            return layout.comm_alone
+        return float((layout.link_cost * np.maximum(u, 1.0)).max())
 
     def interference(
         self,
