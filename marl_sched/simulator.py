@@ -100,6 +100,10 @@ class RunningJob:
     isolated_iter_time: float = 0.0
     paused_until: float = 0.0  # restarting after a migration or resume: no progress before
     stint_start: float = 0.0  # when it last got its GPUs (attained service counts from here)
+    # the two state-dependent terms of iter_time, cached: interference changes only
+    # when a job on one of its servers comes or goes, comm only when one on its links does
+    interference: float = 1.0
+    comm: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -569,7 +573,7 @@ class Simulator:
         if run is None:
             raise KeyError(f"job {job_id} is not running")
         self._progress(run)
-        affected = self._release(run)
+        near_srv, near_link = self._release(run)
         try:
             self._check(run.job, placement)
         except PlacementError:
@@ -578,21 +582,20 @@ class Simulator:
         layout = self.perf.layout(CATALOGUE[run.job.model], placement.worker_groups,
                                   placement.ps_groups)  # fmt: skip
         layout = self._with_gpus(run.job, layout)
-        affected |= self._occupy(run.job, placement, layout)
+        new_srv, new_link = self._occupy(run.job, placement, layout)
         run.placement, run.layout = placement, layout
         run.paused_until = self.now + self.migration_penalty_s
         self.running[job_id] = run
         self._completions += 1  # resources moved: declined jobs may fit now
         self.stats.migrations += 1
-        affected.add(job_id)
-        self._refresh(affected)
+        self._refresh(near_srv | new_srv, near_link | new_link, fresh=job_id)
 
     def preempt(self, job_id: int) -> None:
         """Stop the running job ``job_id`` and queue it again with its progress kept
         (it pays :attr:`migration_penalty_s` when it is placed again)."""
         run = self.running[job_id]
         self._progress(run)
-        affected = self._release(run)
+        near_srv, near_link = self._release(run)
         self._attained[job_id] = self.attained_gpu_s(job_id)
         del self.running[job_id]
         self._suspended[job_id] = (run.remaining, run.start_time, run.version)
@@ -600,7 +603,7 @@ class Simulator:
         self._completions += 1
         self.stats.preemptions += 1
         self._enqueue(run.job)
-        self._refresh(affected)
+        self._refresh(near_srv, near_link)
 
     def _preempt_for_waiting(self, ctx: OrderingContext) -> None:
         """Tiresias-style preemption. Waiting jobs are taken in key order; one that
@@ -884,27 +887,31 @@ class Simulator:
             for s in (*srv_w, *srv_p):
                 mem_free[s] -= mem
 
-    def _occupy(self, job: Job, placement: Placement, layout: JobLayout) -> set[int]:
-        """Take the resources of ``job`` at ``placement``; the running jobs whose
-        neighbourhood changed (not ``job`` itself)."""
+    def _occupy(
+        self, job: Job, placement: Placement, layout: JobLayout
+    ) -> tuple[set[int], set[int]]:
+        """Take the resources of ``job`` at ``placement``; the running jobs (not
+        ``job`` itself) on its servers, whose pressures changed, and those on its
+        links, whose link loads changed."""
         self._take(job, placement, -1)
         if layout.gpus is not None:
             self._take_gpus(job, layout, +1)
         self._add_pressure(layout, +1.0)
         self._add_exposure(job, layout, +1.0)
-        affected: set[int] = set()
+        near_srv: set[int] = set()
+        near_link: set[int] = set()
         for s in layout.servers:
             members = self._server_jobs[int(s)]
-            affected |= members
+            near_srv |= members
             members.add(job.job_id)
         if len(layout.link_ids):
             self.link_load[layout.link_ids] += layout.link_util
         for link in layout.links:
             self.link_jobs[link] += 1
             members = self._link_members.setdefault(link, set())
-            affected |= members
+            near_link |= members
             members.add(job.job_id)
-        return affected
+        return near_srv, near_link
 
     def _take_gpus(self, job: Job, layout: JobLayout, sign: int) -> None:
         """GPU sharing: put (``sign`` +1) or take away (-1) the job's workers on
@@ -996,7 +1003,7 @@ class Simulator:
         layout = self.perf.layout(CATALOGUE[job.model], placement.worker_groups,
                                   placement.ps_groups)  # fmt: skip
         layout = self._with_gpus(job, layout)
-        affected = self._occupy(job, placement, layout)
+        near_srv, near_link = self._occupy(job, placement, layout)
         iso = self.perf.isolated_iteration_time(job.model, job.num_workers, job.num_ps)
         held = self._suspended.pop(job.job_id, None)  # a preempted job resumes
         run = RunningJob(
@@ -1013,25 +1020,26 @@ class Simulator:
         )
         self.running[job.job_id] = run
         self.stats.placed += 1
-        affected.add(job.job_id)
-        self._refresh(affected)
+        self._refresh(near_srv, near_link, fresh=job.job_id)
         if self.ordering.preemptive:
             self._schedule_tick(run)
 
-    def _release(self, run: RunningJob) -> set[int]:
-        """Give back the resources of ``run``; the running jobs whose neighbourhood
-        changed (not ``run`` itself, which stays in :attr:`running`)."""
+    def _release(self, run: RunningJob) -> tuple[set[int], set[int]]:
+        """Give back the resources of ``run``; the running jobs on its servers and
+        those on its links, as :meth:`_occupy` (not ``run`` itself, which stays in
+        :attr:`running`)."""
         job, layout = run.job, run.layout
         self._take(job, run.placement, +1)
         if layout.gpus is not None:
             self._take_gpus(job, layout, -1)
         self._add_pressure(layout, -1.0)
         self._add_exposure(job, layout, -1.0)
-        affected: set[int] = set()
+        near_srv: set[int] = set()
+        near_link: set[int] = set()
         for s in layout.servers:
             members = self._server_jobs[int(s)]
             members.discard(job.job_id)
-            affected |= members
+            near_srv |= members
         if len(layout.link_ids):
             self.link_load[layout.link_ids] -= layout.link_util
             idle = layout.link_ids[self.link_jobs[layout.link_ids] == 1]
@@ -1040,17 +1048,16 @@ class Simulator:
             self.link_jobs[link] -= 1
             members = self._link_members[link]
             members.discard(job.job_id)
-            affected |= members
+            near_link |= members
             if not members:
                 del self._link_members[link]
         self._clear_idle_servers(layout.servers)
-        affected.discard(job.job_id)
-        return affected
+        return near_srv, near_link
 
     def _remove(self, run: RunningJob) -> None:
         t = self.topology
         job = run.job
-        affected = self._release(run)
+        near_srv, near_link = self._release(run)
         del self.running[job.job_id]
         self._completions += 1
         racks = set(t.server_rack[run.layout.servers].tolist())
@@ -1063,7 +1070,7 @@ class Simulator:
             n_racks=len(racks),
             n_subclusters=len({int(t.rack_subcluster[r]) for r in racks}),
         )
-        self._refresh(affected)
+        self._refresh(near_srv, near_link)
 
     def _add_pressure(self, layout: JobLayout, sign: float) -> None:
         self.group_pressure[layout.groups] += sign * layout.group_press
@@ -1094,21 +1101,40 @@ class Simulator:
                     socket[a : a + t.server_sockets[s]] = 0.0
                     group[g : g + t.server_n_groups[s]] = 0.0
 
-    def _refresh(self, job_ids: set[int]) -> None:
-        """Bring affected jobs to ``now`` and give them a new speed and completion."""
+    def _refresh(self, near_srv: set[int], near_link: set[int], fresh: int | None = None) -> None:
+        """Bring affected jobs to ``now`` and give them a new speed and completion.
+
+        ``near_srv``: jobs on a server whose pressures changed (their interference
+        factor is recomputed); ``near_link``: jobs on a link whose load changed (their
+        communication time is recomputed); ``fresh``: a job with a new layout (both).
+        The other term keeps its cached value, which is what recomputing it would give
+        bit for bit: its inputs did not change."""
         now = self.now
-        iteration_time = self.perf.iteration_time
-        state = (self.link_load, self.group_pressure, self.socket_pressure, self.server_pressure)
-        if self.gpu_pressure is not None:
-            state += (self.gpu_pressure,)
+        perf = self.perf
+        interference, comm_time, combine = perf.interference, perf.comm_time, perf.combine
+        link_load = self.link_load
+        pressures = (self.group_pressure, self.socket_pressure, self.server_pressure)
+        if self.gpu_pressure is not None:  # GPU sharing: the same-GPU level (same server)
+            pressures += (self.gpu_pressure,)
         running, events, progress = self.running, self._events, self._progress
+        job_ids = near_srv | near_link
+        if fresh is not None:
+            job_ids.add(fresh)
+        recomputed = 0
         for jid in sorted(job_ids):
             run = running.get(jid)
             if run is None:
                 continue
+            recomputed += 1
             progress(run)
             job = run.job
-            run.iter_time = iteration_time(CATALOGUE[job.model], run.layout, job.num_ps, *state)
+            spec = CATALOGUE[job.model]
+            layout = run.layout
+            if jid in near_srv or jid == fresh:
+                run.interference = interference(spec, layout, *pressures)
+            if jid in near_link or jid == fresh:
+                run.comm = comm_time(layout, link_load)
+            run.iter_time = combine(spec, layout, run.interference, run.comm)
             run.version += 1
             begin = now if run.paused_until <= now else run.paused_until
             end = begin + run.remaining * run.iter_time
@@ -1122,7 +1148,7 @@ class Simulator:
             event = (end, _COMPLETION_PRIORITY, self._seq, COMPLETION, (jid, run.version))
             heapq.heappush(events, event)
             self._seq += 1
-        self.stats.recomputes += sum(1 for j in job_ids if j in running)
+        self.stats.recomputes += recomputed
         if len(self._events) > self._compact_at:
             self._compact()
 
