@@ -251,3 +251,9 @@ def test_group_free_for_a_running_job_counts_its_own_gpus_back():
     assert sim.group_free_for(2).tolist() == [1]  # GPU 1 holds resnet-50
     assert sim.group_free_for(1).tolist() == [1]  # GPU 0 is full (and holds imagenet)
     check_sharing(sim)
+    # without sharing: the free GPUs plus the job's own
+    plain = Simulator(_one_gpu_cluster(gpus=2, sharing=1), [wide])
+    plain.next_decision()
+    plain.apply(Placement((0, 0), ()))
+    assert plain.group_free.tolist() == [0] and plain.group_free_for(0).tolist() == [2]
+    assert plain.view().group_free_for is None  # load control releases by itself there
