@@ -535,7 +535,7 @@ class Simulator:
         if run is None:
             raise KeyError(f"job {job_id} is not running")
         self._progress(run)
-        near_srv, near_link = self._release(run)
+        near_srv, near_link, sat = self._release(run)
         try:
             self._check(run.job, placement)
         except PlacementError:
@@ -543,20 +543,20 @@ class Simulator:
             raise
         layout = self.perf.layout(CATALOGUE[run.job.model], placement.worker_groups,
                                   placement.ps_groups)  # fmt: skip
-        new_srv, new_link = self._occupy(run.job, placement, layout)
+        new_srv, new_link, new_sat = self._occupy(run.job, placement, layout)
         run.placement, run.layout = placement, layout
         run.paused_until = self.now + self.migration_penalty_s
         self.running[job_id] = run
         self._completions += 1  # resources moved: declined jobs may fit now
         self.stats.migrations += 1
-        self._refresh(near_srv | new_srv, near_link | new_link, fresh=job_id)
+        self._refresh(near_srv | new_srv, near_link | new_link, sat or new_sat, fresh=job_id)
 
     def preempt(self, job_id: int) -> None:
         """Stop the running job ``job_id`` and queue it again with its progress kept
         (it pays :attr:`migration_penalty_s` when it is placed again)."""
         run = self.running[job_id]
         self._progress(run)
-        near_srv, near_link = self._release(run)
+        near_srv, near_link, sat = self._release(run)
         self._attained[job_id] = self.attained_gpu_s(job_id)
         del self.running[job_id]
         self._suspended[job_id] = (run.remaining, run.start_time, run.version)
@@ -564,7 +564,7 @@ class Simulator:
         self._completions += 1
         self.stats.preemptions += 1
         self._enqueue(run.job)
-        self._refresh(near_srv, near_link)
+        self._refresh(near_srv, near_link, sat)
 
     def _preempt_for_waiting(self, ctx: OrderingContext) -> None:
         """Tiresias-style preemption. Waiting jobs are taken in key order; one that
@@ -836,10 +836,12 @@ class Simulator:
 
     def _occupy(
         self, job: Job, placement: Placement, layout: JobLayout
-    ) -> tuple[set[int], set[int]]:
+    ) -> tuple[set[int], set[int], bool]:
         """Take the resources of ``job`` at ``placement``; the running jobs (not
-        ``job`` itself) on its servers, whose pressures changed, and those on its
-        links, whose link loads changed."""
+        ``job`` itself) on its servers, whose pressures changed, those on its links,
+        whose link loads changed, and whether one of those links is oversubscribed
+        (load > 1) before or after: only then can another job's communication time
+        change (``max(1, U)`` stays 1 otherwise)."""
         self._take(job, placement, -1)
         self._add_pressure(layout, +1.0)
         self._add_exposure(job, layout, +1.0)
@@ -849,19 +851,22 @@ class Simulator:
             members = self._server_jobs[int(s)]
             near_srv |= members
             members.add(job.job_id)
+        saturated = False
         if len(layout.link_ids):
+            saturated = bool(self.link_load[layout.link_ids].max() > 1.0)
             self.link_load[layout.link_ids] += layout.link_util
+            saturated = saturated or bool(self.link_load[layout.link_ids].max() > 1.0)
         for link in layout.links:
             self.link_jobs[link] += 1
             members = self._link_members.setdefault(link, set())
             near_link |= members
             members.add(job.job_id)
-        return near_srv, near_link
+        return near_srv, near_link, saturated
 
     def _start(self, job: Job, placement: Placement) -> None:
         layout = self.perf.layout(CATALOGUE[job.model], placement.worker_groups,
                                   placement.ps_groups)  # fmt: skip
-        near_srv, near_link = self._occupy(job, placement, layout)
+        near_srv, near_link, sat = self._occupy(job, placement, layout)
         iso = self.perf.isolated_iteration_time(job.model, job.num_workers, job.num_ps)
         held = self._suspended.pop(job.job_id, None)  # a preempted job resumes
         run = RunningJob(
@@ -878,11 +883,11 @@ class Simulator:
         )
         self.running[job.job_id] = run
         self.stats.placed += 1
-        self._refresh(near_srv, near_link, fresh=job.job_id)
+        self._refresh(near_srv, near_link, sat, fresh=job.job_id)
         if self.ordering.preemptive:
             self._schedule_tick(run)
 
-    def _release(self, run: RunningJob) -> tuple[set[int], set[int]]:
+    def _release(self, run: RunningJob) -> tuple[set[int], set[int], bool]:
         """Give back the resources of ``run``; the running jobs on its servers and
         those on its links, as :meth:`_occupy` (not ``run`` itself, which stays in
         :attr:`running`)."""
@@ -896,10 +901,13 @@ class Simulator:
             members = self._server_jobs[int(s)]
             members.discard(job.job_id)
             near_srv |= members
+        saturated = False
         if len(layout.link_ids):
+            saturated = bool(self.link_load[layout.link_ids].max() > 1.0)
             self.link_load[layout.link_ids] -= layout.link_util
             idle = layout.link_ids[self.link_jobs[layout.link_ids] == 1]
             self.link_load[idle] = 0.0  # no float dust on links nobody uses
+            saturated = saturated or bool(self.link_load[layout.link_ids].max() > 1.0)
         for link in layout.links:
             self.link_jobs[link] -= 1
             members = self._link_members[link]
@@ -908,12 +916,12 @@ class Simulator:
             if not members:
                 del self._link_members[link]
         self._clear_idle_servers(layout.servers)
-        return near_srv, near_link
+        return near_srv, near_link, saturated
 
     def _remove(self, run: RunningJob) -> None:
         t = self.topology
         job = run.job
-        near_srv, near_link = self._release(run)
+        near_srv, near_link, sat = self._release(run)
         del self.running[job.job_id]
         self._completions += 1
         racks = set(t.server_rack[run.layout.servers].tolist())
@@ -926,7 +934,7 @@ class Simulator:
             n_racks=len(racks),
             n_subclusters=len({int(t.rack_subcluster[r]) for r in racks}),
         )
-        self._refresh(near_srv, near_link)
+        self._refresh(near_srv, near_link, sat)
 
     def _add_pressure(self, layout: JobLayout, sign: float) -> None:
         self.group_pressure[layout.groups] += sign * layout.group_press
@@ -957,14 +965,23 @@ class Simulator:
                     socket[a : a + t.server_sockets[s]] = 0.0
                     group[g : g + t.server_n_groups[s]] = 0.0
 
-    def _refresh(self, near_srv: set[int], near_link: set[int], fresh: int | None = None) -> None:
+    def _refresh(
+        self,
+        near_srv: set[int],
+        near_link: set[int],
+        saturated: bool,
+        fresh: int | None = None,
+    ) -> None:
         """Bring affected jobs to ``now`` and give them a new speed and completion.
 
         ``near_srv``: jobs on a server whose pressures changed (their interference
         factor is recomputed); ``near_link``: jobs on a link whose load changed (their
-        communication time is recomputed); ``fresh``: a job with a new layout (both).
-        The other term keeps its cached value, which is what recomputing it would give
-        bit for bit: its inputs did not change."""
+        communication time is recomputed if ``saturated``: one of those links is or
+        was oversubscribed); ``fresh``: a job with a new layout (both). A term not
+        recomputed keeps its cached value, which is what recomputing it would give bit
+        for bit: its inputs, or all the ``max(1, U)`` it reads, did not change. Every
+        affected job still gets its progress and completion event anew, as before the
+        cache, so that event times stay the same to the last bit."""
         now = self.now
         perf = self.perf
         interference, comm_time, combine = perf.interference, perf.comm_time, perf.combine
@@ -984,11 +1001,14 @@ class Simulator:
             job = run.job
             spec = CATALOGUE[job.model]
             layout = run.layout
-            if jid in near_srv or jid == fresh:
+            new_intf = jid in near_srv or jid == fresh
+            if new_intf:
                 run.interference = interference(spec, layout, *pressures)
-            if jid in near_link or jid == fresh:
+            new_comm = jid == fresh or (saturated and jid in near_link)
+            if new_comm:
                 run.comm = comm_time(layout, link_load)
-            run.iter_time = combine(spec, layout, run.interference, run.comm)
+            if new_intf or new_comm:
+                run.iter_time = combine(spec, layout, run.interference, run.comm)
             run.version += 1
             begin = now if run.paused_until <= now else run.paused_until
             end = begin + run.remaining * run.iter_time
