@@ -549,7 +549,7 @@ class Simulator:
         self.running[job_id] = run
         self._completions += 1  # resources moved: declined jobs may fit now
         self.stats.migrations += 1
-        self._refresh(near_srv | new_srv, near_link | new_link, sat or new_sat, fresh=job_id)
+        self._refresh(near_srv | new_srv, near_link | new_link, sat | new_sat, fresh=job_id)
 
     def preempt(self, job_id: int) -> None:
         """Stop the running job ``job_id`` and queue it again with its progress kept
@@ -836,12 +836,12 @@ class Simulator:
 
     def _occupy(
         self, job: Job, placement: Placement, layout: JobLayout
-    ) -> tuple[set[int], set[int], bool]:
+    ) -> tuple[set[int], set[int], set[int]]:
         """Take the resources of ``job`` at ``placement``; the running jobs (not
         ``job`` itself) on its servers, whose pressures changed, those on its links,
-        whose link loads changed, and whether one of those links is oversubscribed
-        (load > 1) before or after: only then can another job's communication time
-        change (``max(1, U)`` stays 1 otherwise)."""
+        whose link loads changed, and those on its links that are oversubscribed
+        (load > 1) before or after: only theirs can another job's communication time
+        change (``max(1, U)`` stays 1 on the others)."""
         self._take(job, placement, -1)
         self._add_pressure(layout, +1.0)
         self._add_exposure(job, layout, +1.0)
@@ -851,17 +851,20 @@ class Simulator:
             members = self._server_jobs[int(s)]
             near_srv |= members
             members.add(job.job_id)
-        saturated = False
+        near_sat: set[int] = set()
+        over = ()
         if len(layout.link_ids):
-            saturated = bool(self.link_load[layout.link_ids].max() > 1.0)
+            over = self.link_load[layout.link_ids] > 1.0
             self.link_load[layout.link_ids] += layout.link_util
-            saturated = saturated or bool(self.link_load[layout.link_ids].max() > 1.0)
-        for link in layout.links:
+            over = (over | (self.link_load[layout.link_ids] > 1.0)).tolist()
+        for link, sat in zip(layout.links, over, strict=True):
             self.link_jobs[link] += 1
             members = self._link_members.setdefault(link, set())
             near_link |= members
+            if sat:
+                near_sat |= members
             members.add(job.job_id)
-        return near_srv, near_link, saturated
+        return near_srv, near_link, near_sat
 
     def _start(self, job: Job, placement: Placement) -> None:
         layout = self.perf.layout(CATALOGUE[job.model], placement.worker_groups,
@@ -887,7 +890,7 @@ class Simulator:
         if self.ordering.preemptive:
             self._schedule_tick(run)
 
-    def _release(self, run: RunningJob) -> tuple[set[int], set[int], bool]:
+    def _release(self, run: RunningJob) -> tuple[set[int], set[int], set[int]]:
         """Give back the resources of ``run``; the running jobs on its servers and
         those on its links, as :meth:`_occupy` (not ``run`` itself, which stays in
         :attr:`running`)."""
@@ -901,22 +904,25 @@ class Simulator:
             members = self._server_jobs[int(s)]
             members.discard(job.job_id)
             near_srv |= members
-        saturated = False
+        near_sat: set[int] = set()
+        over = ()
         if len(layout.link_ids):
-            saturated = bool(self.link_load[layout.link_ids].max() > 1.0)
+            over = self.link_load[layout.link_ids] > 1.0
             self.link_load[layout.link_ids] -= layout.link_util
             idle = layout.link_ids[self.link_jobs[layout.link_ids] == 1]
             self.link_load[idle] = 0.0  # no float dust on links nobody uses
-            saturated = saturated or bool(self.link_load[layout.link_ids].max() > 1.0)
-        for link in layout.links:
+            over = (over | (self.link_load[layout.link_ids] > 1.0)).tolist()
+        for link, sat in zip(layout.links, over, strict=True):
             self.link_jobs[link] -= 1
             members = self._link_members[link]
             members.discard(job.job_id)
             near_link |= members
+            if sat:
+                near_sat |= members
             if not members:
                 del self._link_members[link]
         self._clear_idle_servers(layout.servers)
-        return near_srv, near_link, saturated
+        return near_srv, near_link, near_sat
 
     def _remove(self, run: RunningJob) -> None:
         t = self.topology
@@ -969,15 +975,15 @@ class Simulator:
         self,
         near_srv: set[int],
         near_link: set[int],
-        saturated: bool,
+        near_sat: set[int],
         fresh: int | None = None,
     ) -> None:
         """Bring affected jobs to ``now`` and give them a new speed and completion.
 
         ``near_srv``: jobs on a server whose pressures changed (their interference
-        factor is recomputed); ``near_link``: jobs on a link whose load changed (their
-        communication time is recomputed if ``saturated``: one of those links is or
-        was oversubscribed); ``fresh``: a job with a new layout (both). A term not
+        factor is recomputed); ``near_link``: jobs on a link whose load changed;
+        ``near_sat``: those of them on such a link that is or was oversubscribed (their
+        communication time is recomputed); ``fresh``: a job with a new layout (both). A term not
         recomputed keeps its cached value, which is what recomputing it would give bit
         for bit: its inputs, or all the ``max(1, U)`` it reads, did not change. Every
         affected job still gets its progress and completion event anew, as before the
@@ -1004,7 +1010,7 @@ class Simulator:
             new_intf = jid in near_srv or jid == fresh
             if new_intf:
                 run.interference = interference(spec, layout, *pressures)
-            new_comm = jid == fresh or (saturated and jid in near_link)
+            new_comm = jid == fresh or jid in near_sat
             if new_comm:
                 run.comm = comm_time(layout, link_load)
             if new_intf or new_comm:
