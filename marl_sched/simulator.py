@@ -573,7 +573,7 @@ class Simulator:
         if run is None:
             raise KeyError(f"job {job_id} is not running")
         self._progress(run)
-        near_srv, near_link = self._release(run)
+        near_srv, near_link, sat = self._release(run)
         try:
             self._check(run.job, placement)
         except PlacementError:
@@ -582,20 +582,20 @@ class Simulator:
         layout = self.perf.layout(CATALOGUE[run.job.model], placement.worker_groups,
                                   placement.ps_groups)  # fmt: skip
         layout = self._with_gpus(run.job, layout)
-        new_srv, new_link = self._occupy(run.job, placement, layout)
+        new_srv, new_link, new_sat = self._occupy(run.job, placement, layout)
         run.placement, run.layout = placement, layout
         run.paused_until = self.now + self.migration_penalty_s
         self.running[job_id] = run
         self._completions += 1  # resources moved: declined jobs may fit now
         self.stats.migrations += 1
-        self._refresh(near_srv | new_srv, near_link | new_link, fresh=job_id)
+        self._refresh(near_srv | new_srv, near_link | new_link, sat | new_sat, fresh=job_id)
 
     def preempt(self, job_id: int) -> None:
         """Stop the running job ``job_id`` and queue it again with its progress kept
         (it pays :attr:`migration_penalty_s` when it is placed again)."""
         run = self.running[job_id]
         self._progress(run)
-        near_srv, near_link = self._release(run)
+        near_srv, near_link, sat = self._release(run)
         self._attained[job_id] = self.attained_gpu_s(job_id)
         del self.running[job_id]
         self._suspended[job_id] = (run.remaining, run.start_time, run.version)
@@ -603,7 +603,7 @@ class Simulator:
         self._completions += 1
         self.stats.preemptions += 1
         self._enqueue(run.job)
-        self._refresh(near_srv, near_link)
+        self._refresh(near_srv, near_link, sat)
 
     def _preempt_for_waiting(self, ctx: OrderingContext) -> None:
         """Tiresias-style preemption. Waiting jobs are taken in key order; one that
@@ -889,10 +889,12 @@ class Simulator:
 
     def _occupy(
         self, job: Job, placement: Placement, layout: JobLayout
-    ) -> tuple[set[int], set[int]]:
+    ) -> tuple[set[int], set[int], set[int]]:
         """Take the resources of ``job`` at ``placement``; the running jobs (not
-        ``job`` itself) on its servers, whose pressures changed, and those on its
-        links, whose link loads changed."""
+        ``job`` itself) on its servers, whose pressures changed, those on its links,
+        whose link loads changed, and those on its links that are oversubscribed
+        (load > 1) before or after: only theirs can another job's communication time
+        change (``max(1, U)`` stays 1 on the others)."""
         self._take(job, placement, -1)
         if layout.gpus is not None:
             self._take_gpus(job, layout, +1)
@@ -904,14 +906,20 @@ class Simulator:
             members = self._server_jobs[int(s)]
             near_srv |= members
             members.add(job.job_id)
+        near_sat: set[int] = set()
+        over = ()
         if len(layout.link_ids):
+            over = self.link_load[layout.link_ids] > 1.0
             self.link_load[layout.link_ids] += layout.link_util
-        for link in layout.links:
+            over = (over | (self.link_load[layout.link_ids] > 1.0)).tolist()
+        for link, sat in zip(layout.links, over, strict=True):
             self.link_jobs[link] += 1
             members = self._link_members.setdefault(link, set())
             near_link |= members
+            if sat:
+                near_sat |= members
             members.add(job.job_id)
-        return near_srv, near_link
+        return near_srv, near_link, near_sat
 
     def _take_gpus(self, job: Job, layout: JobLayout, sign: int) -> None:
         """GPU sharing: put (``sign`` +1) or take away (-1) the job's workers on
@@ -1003,7 +1011,7 @@ class Simulator:
         layout = self.perf.layout(CATALOGUE[job.model], placement.worker_groups,
                                   placement.ps_groups)  # fmt: skip
         layout = self._with_gpus(job, layout)
-        near_srv, near_link = self._occupy(job, placement, layout)
+        near_srv, near_link, sat = self._occupy(job, placement, layout)
         iso = self.perf.isolated_iteration_time(job.model, job.num_workers, job.num_ps)
         held = self._suspended.pop(job.job_id, None)  # a preempted job resumes
         run = RunningJob(
@@ -1020,11 +1028,11 @@ class Simulator:
         )
         self.running[job.job_id] = run
         self.stats.placed += 1
-        self._refresh(near_srv, near_link, fresh=job.job_id)
+        self._refresh(near_srv, near_link, sat, fresh=job.job_id)
         if self.ordering.preemptive:
             self._schedule_tick(run)
 
-    def _release(self, run: RunningJob) -> tuple[set[int], set[int]]:
+    def _release(self, run: RunningJob) -> tuple[set[int], set[int], set[int]]:
         """Give back the resources of ``run``; the running jobs on its servers and
         those on its links, as :meth:`_occupy` (not ``run`` itself, which stays in
         :attr:`running`)."""
@@ -1040,24 +1048,30 @@ class Simulator:
             members = self._server_jobs[int(s)]
             members.discard(job.job_id)
             near_srv |= members
+        near_sat: set[int] = set()
+        over = ()
         if len(layout.link_ids):
+            over = self.link_load[layout.link_ids] > 1.0
             self.link_load[layout.link_ids] -= layout.link_util
             idle = layout.link_ids[self.link_jobs[layout.link_ids] == 1]
             self.link_load[idle] = 0.0  # no float dust on links nobody uses
-        for link in layout.links:
+            over = (over | (self.link_load[layout.link_ids] > 1.0)).tolist()
+        for link, sat in zip(layout.links, over, strict=True):
             self.link_jobs[link] -= 1
             members = self._link_members[link]
             members.discard(job.job_id)
             near_link |= members
+            if sat:
+                near_sat |= members
             if not members:
                 del self._link_members[link]
         self._clear_idle_servers(layout.servers)
-        return near_srv, near_link
+        return near_srv, near_link, near_sat
 
     def _remove(self, run: RunningJob) -> None:
         t = self.topology
         job = run.job
-        near_srv, near_link = self._release(run)
+        near_srv, near_link, sat = self._release(run)
         del self.running[job.job_id]
         self._completions += 1
         racks = set(t.server_rack[run.layout.servers].tolist())
@@ -1070,7 +1084,7 @@ class Simulator:
             n_racks=len(racks),
             n_subclusters=len({int(t.rack_subcluster[r]) for r in racks}),
         )
-        self._refresh(near_srv, near_link)
+        self._refresh(near_srv, near_link, sat)
 
     def _add_pressure(self, layout: JobLayout, sign: float) -> None:
         self.group_pressure[layout.groups] += sign * layout.group_press
@@ -1101,14 +1115,23 @@ class Simulator:
                     socket[a : a + t.server_sockets[s]] = 0.0
                     group[g : g + t.server_n_groups[s]] = 0.0
 
-    def _refresh(self, near_srv: set[int], near_link: set[int], fresh: int | None = None) -> None:
+    def _refresh(
+        self,
+        near_srv: set[int],
+        near_link: set[int],
+        near_sat: set[int],
+        fresh: int | None = None,
+    ) -> None:
         """Bring affected jobs to ``now`` and give them a new speed and completion.
 
         ``near_srv``: jobs on a server whose pressures changed (their interference
-        factor is recomputed); ``near_link``: jobs on a link whose load changed (their
-        communication time is recomputed); ``fresh``: a job with a new layout (both).
-        The other term keeps its cached value, which is what recomputing it would give
-        bit for bit: its inputs did not change."""
+        factor is recomputed); ``near_link``: jobs on a link whose load changed;
+        ``near_sat``: those of them on such a link that is or was oversubscribed (their
+        communication time is recomputed); ``fresh``: a job with a new layout (both). A term not
+        recomputed keeps its cached value, which is what recomputing it would give bit
+        for bit: its inputs, or all the ``max(1, U)`` it reads, did not change. Every
+        affected job still gets its progress and completion event anew, as before the
+        cache, so that event times stay the same to the last bit."""
         now = self.now
         perf = self.perf
         interference, comm_time, combine = perf.interference, perf.comm_time, perf.combine
@@ -1130,11 +1153,14 @@ class Simulator:
             job = run.job
             spec = CATALOGUE[job.model]
             layout = run.layout
-            if jid in near_srv or jid == fresh:
+            new_intf = jid in near_srv or jid == fresh
+            if new_intf:
                 run.interference = interference(spec, layout, *pressures)
-            if jid in near_link or jid == fresh:
+            new_comm = jid == fresh or jid in near_sat
+            if new_comm:
                 run.comm = comm_time(layout, link_load)
-            run.iter_time = combine(spec, layout, run.interference, run.comm)
+            if new_intf or new_comm:
+                run.iter_time = combine(spec, layout, run.interference, run.comm)
             run.version += 1
             begin = now if run.paused_until <= now else run.paused_until
             end = begin + run.remaining * run.iter_time

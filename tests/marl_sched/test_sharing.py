@@ -69,6 +69,15 @@ def check_sharing(sim: Simulator) -> None:
     # what a job may still use: GPUs with a slot, never more than the group's GPUs
     assert np.all(sim.group_free <= t.group_capacity)
     assert np.all(sim.group_free >= 0)
+    # every running job's speed is pricing it afresh, the GPU level included, to the
+    # last bit: the simulator's cached terms never go stale under sharing either
+    state = (sim.link_load, sim.group_pressure, sim.socket_pressure, sim.server_pressure)
+    for run in sim.running.values():
+        spec = CATALOGUE[run.job.model]
+        fresh = sim.perf.iteration_time(
+            spec, run.layout, run.job.num_ps, *state, gpu_pressure=sim.gpu_pressure
+        )
+        assert run.iter_time == fresh, (run.job.job_id, run.iter_time, fresh)
 
 
 topologies = st.builds(tiny_topology, **TOPOLOGY_ARGS, gpu_sharing=st.integers(2, 3))

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from marl_sched.catalogue import CATALOGUE
 from marl_sched.jobs import Placement
 from marl_sched.perf import PerformanceModel
 from marl_sched.policies import heuristic_names, make_policy
@@ -41,6 +42,14 @@ def _check_state(sim: Simulator) -> None:
         (sim.group_exposure, sim.socket_exposure, sim.server_exposure), expo, strict=True
     ):
         np.testing.assert_allclose(got, want, atol=1e-9)
+    # every running job's speed is what pricing it afresh in the current state gives,
+    # to the last bit: the simulator's per-job cache of interference and communication
+    # time (recomputed only for the jobs a change can reach) never goes stale
+    state = (sim.link_load, sim.group_pressure, sim.socket_pressure, sim.server_pressure)
+    for run in sim.running.values():
+        spec = CATALOGUE[run.job.model]
+        fresh = sim.perf.iteration_time(spec, run.layout, run.job.num_ps, *state)
+        assert run.iter_time == fresh, (run.job.job_id, run.iter_time, fresh)
 
 
 def _run_checked(sim: Simulator, policy) -> None:
