@@ -19,7 +19,26 @@ per GPU type and over all pairs, on the FIT and HELD-OUT pairs of
 and, for §6.5, where the error left comes from: the same pairs in Gavel's simulation
 file against the physical one (the vectors are fitted on the simulation file), and
 each job type's own fitted vectors (no catalogue mapping) on the physical pairs.
-The last line is one JSON object with every figure. Nothing here chooses a policy.
+
+Then issue #25's open question, measured and **not shipped** (docs/performance-model.md
+§6.5, "Refitting on the physical file"): the shipped vector fit (ANLS, family priors,
+1/slowdown weights) run on the physical file's pairs of all three GPU types pooled,
+and with one scale per GPU type (V100 1; :func:`gpu_scales`), on the FIT pairs only:
+
+* the MRE through the simulator (the loader's placement above, the refit vectors and
+  the λ_L recomputed from them) on the FIT and HELD-OUT pairs, per GPU type;
+* the ridge: 0.5, 1 (shipped), 2, chosen by the MRE through the simulator under
+  4-fold cross-validation inside the FIT pairs (by unordered job-type pair); held-out
+  is reported for the chosen ridge only;
+* where the error comes from: each pair's own job-type vectors, the types of the
+  loader's five catalogue models, the simulator without the ``net`` column on the
+  GPU level, the simulator;
+* what a refit on every physical pair would change downstream: λ_L and its two
+  candidates (§3.7), the one-neighbour / packed-server slowdowns, and the MRE of the
+  refit vectors on the simulation file's V100 pairs.
+
+The last line is one JSON object with every figure. Nothing here chooses a policy,
+and nothing shipped (calibration.json, perf.py, simulator.py) changes.
 """
 
 from __future__ import annotations
@@ -35,7 +54,12 @@ from unittest.mock import patch
 
 import numpy as np
 
-from marl_sched.calibration.constants import ANLS_RIDGE, FAMILY_PRIOR, GAVEL_COLOCATION_GPUS
+from marl_sched.calibration.constants import (
+    ANLS_RIDGE,
+    FAMILY_PRIOR,
+    GAVEL_COLOCATION_GPUS,
+    GAVEL_MAP,
+)
 from marl_sched.calibration.coupling import fit_level_coupling
 from marl_sched.calibration.data import load_gavel
 from marl_sched.calibration.gavel import (
@@ -45,7 +69,7 @@ from marl_sched.calibration.gavel import (
     gavel_pairs,
 )
 from marl_sched.calibration.holdout import gavel_pair_held_out
-from marl_sched.catalogue import CALIBRATION, CATALOGUE, Calibration
+from marl_sched.catalogue import CALIBRATION, CATALOGUE, RESOURCES, Calibration
 from marl_sched.config import ServerTypeConfig, TopologyConfig
 from marl_sched.interference.real_data import GAVEL_MODELS
 from marl_sched.jobs import Job, Placement
@@ -112,11 +136,13 @@ def pair_rows(shared: Path) -> list[dict]:
 
 
 def simulated_slowdowns(
-    rows: list[dict], cal: Calibration = CALIBRATION
+    rows: list[dict], cal: Calibration = CALIBRATION, same_gpu_net: bool = True
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each row's simulated slowdown without and with the GPU level (``lo``, ``hi``)
     under calibration ``cal``: its level couplings, and its models' vectors in place of
-    the shipped ones while the pairs run (the simulator reads the catalogue)."""
+    the shipped ones while the pairs run (the simulator reads the catalogue).
+    ``same_gpu_net=False`` drops the ``net`` column from the GPU level (a diagnostic:
+    the column is set by a rule, not fitted, and the pairs' jobs do not communicate)."""
     cache: dict[tuple[str, str, str], tuple[float, float]] = {}
     with patch.dict(CATALOGUE, cal.models):
         for gpu in sorted({r["gpu"] for r in rows}):
@@ -133,6 +159,9 @@ def simulated_slowdowns(
             perf = PerformanceModel(topo, cal)
             no_gpu_level = PerformanceModel(topo, cal)
             no_gpu_level.gpu_coupling = np.zeros_like(perf.gpu_coupling)
+            if not same_gpu_net:
+                perf.gpu_coupling = perf.gpu_coupling.copy()
+                perf.gpu_coupling[RESOURCES.index("net")] = 0.0
             for key in sorted({(r["ma"], r["mb"]) for r in rows if r["gpu"] == gpu}):
                 cache[(gpu, *key)] = (
                     _pair_slowdown(no_gpu_level, *key), _pair_slowdown(perf, *key)
@@ -190,14 +219,33 @@ def physical_pairs(
     return types, pairs, np.array(group, dtype=np.int64)
 
 
+def gpu_scales(pairs: list[tuple[int, int, float]], group: np.ndarray) -> np.ndarray:
+    """One scale per GPU type of :data:`REFIT_GPUS` (V100 1): over the ordered pairs
+    measured on both it and the V100, the median of ``slowdown - 1`` over V100's.
+    (A ratio of medians: the median of per-pair ratios swings on pairs the V100 barely
+    slows, and fitted jointly with the vectors the scales drift off: the prior ridge
+    is cheaper to satisfy at smaller products, and the scales make up for them.)"""
+    by_gpu = [{(i, j): v for (i, j, v), g in zip(pairs, group) if g == k}
+              for k in range(len(REFIT_GPUS))]  # fmt: skip
+    out = np.ones(len(REFIT_GPUS))
+    for k in range(1, len(REFIT_GPUS)):
+        both = [key for key in by_gpu[k] if key in by_gpu[0]]
+        out[k] = float(np.median([by_gpu[k][key] - 1.0 for key in both])) / float(
+            np.median([by_gpu[0][key] - 1.0 for key in both])
+        )
+    return out
+
+
 def refit(
     phys: dict, keep: Callable[[str, str], bool] | None, ridge: float, per_gpu: bool
 ) -> Refit:
     """The shipped ANLS procedure (priors, 1/slowdown weights) at ``ridge`` on the
-    physical pairs ``keep`` accepts; ``per_gpu`` adds one scale per GPU type (V100 1)."""
+    physical pairs ``keep`` accepts; ``per_gpu`` first sets one scale per GPU type
+    (:func:`gpu_scales`) and fits the vectors at the V100 level under it."""
     types, pairs, group = physical_pairs(phys, keep)
-    s_mat, p_mat, c, info = fit_pair_factors(types, pairs, ridge, group if per_gpu else None)
-    scales = {gpu: float(c[g]) if per_gpu else 1.0 for g, gpu in enumerate(REFIT_GPUS)}
+    c = gpu_scales(pairs, group) if per_gpu else np.ones(len(REFIT_GPUS))
+    s_mat, p_mat, info = fit_pair_factors(types, pairs, ridge, c[group] if per_gpu else None)
+    scales = {gpu: float(c[g]) for g, gpu in enumerate(REFIT_GPUS)}
     fitted = [(REFIT_GPUS[g], types[i], types[j]) for (i, j, _), g in zip(pairs, group)]
     return Refit(types, s_mat, p_mat, scales, fitted, info)
 
@@ -216,12 +264,42 @@ def refit_calibration(fit: Refit) -> tuple[Calibration, dict]:
     return dataclasses.replace(CALIBRATION, level_coupling=coupling, models=models), stats
 
 
-def predicted(rows: list[dict], cal: Calibration, scales: dict[str, float]) -> np.ndarray:
+def predicted(
+    rows: list[dict], cal: Calibration, scales: dict[str, float], same_gpu_net: bool = True
+) -> np.ndarray:
     """Simulated slowdown of each row under ``cal``, its GPU level times the row's GPU
     scale (linear in it: ``lo + c·(hi − lo)``)."""
-    lo, hi = simulated_slowdowns(rows, cal)
+    lo, hi = simulated_slowdowns(rows, cal, same_gpu_net)
     c = np.array([scales[r["gpu"]] for r in rows])
     return lo + c * (hi - lo)
+
+
+def vector_level(fit: Refit, rows: list[dict], mapped: bool) -> np.ndarray:
+    """``1 + c_g · s_a · p_b`` of each row from the fitted job-type vectors: the row's
+    own job types, or (``mapped``) the types :data:`GAVEL_MAP` gives the catalogue
+    models the loader maps them to. No simulator, no net-column rule."""
+    idx = {t: k for k, t in enumerate(fit.types)}
+
+    def row_type(r: dict, side: str) -> int:
+        return idx[GAVEL_MAP[r["m" + side]] if mapped else r[side]]
+
+    return np.array(
+        [1.0 + fit.scales[r["gpu"]]
+         * float(fit.s_mat[row_type(r, "a")] @ fit.p_mat[row_type(r, "b")]) for r in rows]
+    )  # fmt: skip
+
+
+def error_sources(fit: Refit, rows: list[dict]) -> dict[str, dict]:
+    """Where the error through the simulator comes from, step by step: each pair's own
+    job-type vectors, the loader's five catalogue models' types, the simulator without
+    the net column on the GPU level, the simulator."""
+    cal = refit_calibration(fit)[0]
+    return {
+        "own_type_vectors": split_mre(rows, vector_level(fit, rows, mapped=False)),
+        "mapped_type_vectors": split_mre(rows, vector_level(fit, rows, mapped=True)),
+        "simulator_no_same_gpu_net": split_mre(rows, predicted(rows, cal, fit.scales, False)),
+        "simulator": split_mre(rows, predicted(rows, cal, fit.scales)),
+    }
 
 
 def inner_fold(a: str, b: str) -> int:
@@ -258,18 +336,16 @@ def prior_cosine(fit: Refit) -> float:
     return float(np.median(cos))
 
 
-def simulation_file_mre(fit: Refit, simf: dict) -> dict[str, float]:
-    """The refit vectors on Gavel's simulation-file V100 pairs (what the shipped
-    vectors are fitted on), all pairs and the held-out ones."""
+def simulation_file_mre(fit: Refit, simf: dict) -> float:
+    """The refit vectors' MRE on Gavel's simulation-file V100 pairs (all 636: what the
+    shipped vectors are fitted on)."""
     types, pairs = gavel_pairs(simf)
     idx = {t: k for k, t in enumerate(fit.types)}
     pred = np.array(
         [1.0 + fit.scales["v100"] * float(fit.s_mat[idx[types[i]]] @ fit.p_mat[idx[types[j]]])
          for i, j, _ in pairs]
     )  # fmt: skip
-    meas = np.array([v for _, _, v in pairs])
-    held = np.array([gavel_pair_held_out(types[i], types[j]) for i, j, _ in pairs])
-    return {"all": _mre(pred, meas), "heldout": _mre(pred[held], meas[held])}
+    return _mre(pred, np.array([v for _, _, v in pairs]))
 
 
 def downstream(fit: Refit, simf: dict) -> dict:
@@ -309,8 +385,9 @@ def physical_refit_figures(shared: Path, rows: list[dict], ridges=RIDGES) -> dic
     the refit on every physical pair would do downstream."""
     phys = load_gavel(shared, "gavel_physical_cluster_throughputs.json")
     simf = load_gavel(shared)
-    out: dict = {"shipped": downstream(Refit(*fit_gavel_interference(simf)[:3],
-                                              {g: 1.0 for g in REFIT_GPUS}, [], {}), simf)}  # fmt: skip
+    shipped = Refit(*fit_gavel_interference(simf)[:3], {g: 1.0 for g in REFIT_GPUS}, [], {})
+    out: dict = {"shipped": downstream(shipped, simf),
+                 "shipped_error_sources": error_sources(shipped, rows)}  # fmt: skip
     for name, per_gpu in (("pooled", False), ("per_gpu_scale", True)):
         cv = {r: cross_validated_mre(phys, rows, r, per_gpu) for r in ridges}
         chosen = min(cv, key=cv.get)
@@ -320,6 +397,8 @@ def physical_refit_figures(shared: Path, rows: list[dict], ridges=RIDGES) -> dic
             errors = split_mre(rows, predicted(rows, refit_calibration(fit)[0], fit.scales))
             if ridge != chosen:  # held-out is reported for the chosen ridge only
                 errors = {g: {"fit": e["fit"]} for g, e in errors.items()}
+            else:
+                variant["error_sources"] = error_sources(fit, rows)
             variant[str(ridge)] = {
                 "mre": errors, "scales": fit.scales, "vector_fit_mre": fit.info["mre"],
                 "prior_cosine": prior_cosine(fit),
@@ -352,23 +431,30 @@ def print_refit(figures: dict) -> None:
                   + " ".join(f"{r['mre'][g]['fit']:>8.3f}" for g in gpus) + " " + held)  # fmt: skip
     print("* = the ridge with the least inner-cross-validated MRE on the FIT pairs; "
           "held-out reported for it only")
+    print("\nwhere the error comes from (chosen ridge; MRE fit all / held-out k80 p100 v100 all)")
+    sources = [("shipped", figures["shipped_error_sources"])] + [
+        (name, figures[name]["error_sources"]) for name in ("pooled", "per_gpu_scale")
+    ]
+    for name, steps in sources:
+        for step, e in steps.items():
+            print(f"{name:<14} {step:<26} {e['all']['fit']:>7.3f} / "
+                  + " ".join(f"{e[g]['heldout']:>6.3f}" for g in gpus))  # fmt: skip
     print("\nwhat the refit on ALL physical pairs would do downstream (not applied)")
     print(f"{'vectors':<22} {'λ':>7} {'λ (a)':>7} {'λ (b)':>7} {'nbr srv':>7} {'sock':>6} "
           f"{'group':>6} {'max srv':>7} {'packed':>6} {'max':>6} {'max+PS':>6} "
-          f"{'simfile V100':>12} {'(held)':>6}")  # fmt: skip
+          f"{'simfile V100':>12}")  # fmt: skip
     rows = [("shipped (sim. file)", figures["shipped"])] + [
         (f"{name} ridge {key.split('_')[1]}", figures[name][key])
         for name in ("pooled", "per_gpu_scale")
         for key in figures[name] if key.startswith("downstream_")
     ]  # fmt: skip
     for label, d in rows:
-        sf = d["simulation_file_v100_mre"]
         print(f"{label:<22} {d['lambda_']:>7.4f} {d['lambda_target']:>7.4f} "
               f"{d['lambda_cap']:>7.4f} {d['median_server_neighbour']:>7.3f} "
               f"{d['median_socket_neighbour']:>6.3f} {d['median_group_neighbour']:>6.3f} "
               f"{d['max_server_neighbour']:>7.3f} {d['median_packed_server']:>6.2f} "
               f"{d['max_packed_server']:>6.2f} {d['max_packed_server_with_ps']:>6.2f} "
-              f"{sf['all']:>12.3f} {sf['heldout']:>6.3f}")  # fmt: skip
+              f"{d['simulation_file_v100_mre']:>12.3f}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

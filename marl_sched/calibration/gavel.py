@@ -53,7 +53,7 @@ def fit_gavel_interference(
     types, pairs = gavel_pairs(gavel)
     if keep is not None:
         pairs = [(i, j, s) for i, j, s in pairs if keep(types[i], types[j])]
-    s_mat, p_mat, _, info = fit_pair_factors(types, pairs)
+    s_mat, p_mat, info = fit_pair_factors(types, pairs)
     return types, s_mat, p_mat, info
 
 
@@ -61,35 +61,34 @@ def fit_pair_factors(
     types: list[str],
     pairs: list[tuple[int, int, float]],
     ridge: float = ANLS_RIDGE,
-    group: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-    """Rank-5 non-negative fit ``slowdown_ij - 1 ≈ c_g · s_i · p_j`` by alternating NNLS.
+    scale: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Rank-5 non-negative fit ``slowdown_ij - 1 ≈ c · s_i · p_j`` by alternating NNLS.
 
     Rows are weighted by ``1/slowdown_ij`` (relative error), and a ridge of weight
     ``ridge`` pulls each factor towards its family prior so the five columns keep
-    their resource meaning. ``group`` (one integer per pair, e.g. the GPU type) adds
-    one non-negative scale ``c_g`` per group, fitted jointly, group 0's fixed at 1
-    (the level the vectors stand for); without it every ``c_g`` is 1. Returns S, P
-    (rows = types), the scales (one per group) and fit errors.
+    their resource meaning. ``scale`` (one fixed ``c`` per pair, e.g. per GPU type;
+    default 1) multiplies the product; it is not fitted here: fitted jointly, the
+    prior ridge drives it off (three identical copies of one GPU's pairs give scales
+    of 4, not 1). Returns S, P (rows = types) and fit errors.
     """
     n, r = len(types), len(RESOURCES)
     prior = np.array([FAMILY_PRIOR[_family(t)] for t in types], dtype=np.float64)
     ii = np.array([i for i, _, _ in pairs])
     jj = np.array([j for _, j, _ in pairs])
     slow = np.array([s for _, _, s in pairs])
-    gg = np.zeros(len(pairs), dtype=np.int64) if group is None else np.asarray(group)
-    c = np.ones(int(gg.max()) + 1 if len(gg) else 1)
     y = slow - 1.0
     wt = 1.0 / slow
-    # scale the prior so that its products match the data's median
-    scale = math.sqrt(float(np.median(y)) / float(np.median(np.sum(prior[ii] * prior[jj], 1))))
-    s0 = p0 = prior * scale
+    cw = wt if scale is None else wt * scale
+    # scale the prior so that its products match the data's median (at scale 1)
+    y1 = y if scale is None else y / scale
+    scale0 = math.sqrt(float(np.median(y1)) / float(np.median(np.sum(prior[ii] * prior[jj], 1))))
+    s0 = p0 = prior * scale0
     s_mat, p_mat = s0.copy(), p0.copy()
     mu = math.sqrt(ridge)
     eye = np.eye(r)
     for _ in range(ANLS_ITERS):
-        old = (s_mat.copy(), p_mat.copy(), c.copy())
-        cw = c[gg] * wt if group is not None else wt
+        old = (s_mat.copy(), p_mat.copy())
         for k in range(n):
             m = ii == k
             a = np.vstack([p_mat[jj[m]] * cw[m, None], mu * eye])
@@ -98,15 +97,9 @@ def fit_pair_factors(
             m = jj == k
             a = np.vstack([s_mat[ii[m]] * cw[m, None], mu * eye])
             p_mat[k] = _nnls(a, np.concatenate([y[m] * wt[m], mu * p0[k]]))
-        if group is not None:  # weighted least squares of y ≈ c_g x per group, c_0 = 1
-            x = np.sum(s_mat[ii] * p_mat[jj], axis=1) * wt
-            for g in range(1, len(c)):
-                m = gg == g
-                c[g] = max(float(x[m] @ (y[m] * wt[m])) / max(float(x[m] @ x[m]), 1e-300), 0.0)
-        step = max(np.abs(s_mat - old[0]).max(), np.abs(p_mat - old[1]).max())
-        if max(step, float(np.abs(c - old[2]).max())) < 1e-10:
+        if max(np.abs(s_mat - old[0]).max(), np.abs(p_mat - old[1]).max()) < 1e-10:
             break
-    pred = 1.0 + c[gg] * np.sum(s_mat[ii] * p_mat[jj], axis=1)
+    pred = 1.0 + (1.0 if scale is None else scale) * np.sum(s_mat[ii] * p_mat[jj], axis=1)
     rel = relative_errors(pred, slow)
     info = {
         "n_pairs": len(pairs),
@@ -115,7 +108,7 @@ def fit_pair_factors(
         "measured_median": float(np.median(slow)),
         "prior_mre": float(relative_errors(1.0 + np.sum(s0[ii] * p0[jj], 1), slow).mean()),
     }
-    return s_mat, p_mat, c, info
+    return s_mat, p_mat, info
 
 
 def gavel_prediction(types: list[str], s_mat: np.ndarray, p_mat: np.ndarray, gavel) -> tuple:
