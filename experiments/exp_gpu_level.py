@@ -175,7 +175,6 @@ def _mre(pred: np.ndarray, meas: np.ndarray) -> float:
     return float(np.mean(np.abs(pred - meas) / meas)) if len(meas) else float("nan")
 
 
-
 # --------------------------------------------------------------- refit on the physical file
 
 #: GPU types of the physical refit, the reference of the per-GPU scales (1) first
@@ -225,7 +224,7 @@ def gpu_scales(pairs: list[tuple[int, int, float]], group: np.ndarray) -> np.nda
     (A ratio of medians: the median of per-pair ratios swings on pairs the V100 barely
     slows, and fitted jointly with the vectors the scales drift off: the prior ridge
     is cheaper to satisfy at smaller products, and the scales make up for them.)"""
-    by_gpu = [{(i, j): v for (i, j, v), g in zip(pairs, group) if g == k}
+    by_gpu = [{(i, j): v for (i, j, v), g in zip(pairs, group, strict=True) if g == k}
               for k in range(len(REFIT_GPUS))]  # fmt: skip
     out = np.ones(len(REFIT_GPUS))
     for k in range(1, len(REFIT_GPUS)):
@@ -246,7 +245,9 @@ def refit(
     c = gpu_scales(pairs, group) if per_gpu else np.ones(len(REFIT_GPUS))
     s_mat, p_mat, info = fit_pair_factors(types, pairs, ridge, c[group] if per_gpu else None)
     scales = {gpu: float(c[g]) for g, gpu in enumerate(REFIT_GPUS)}
-    fitted = [(REFIT_GPUS[g], types[i], types[j]) for (i, j, _), g in zip(pairs, group)]
+    fitted = [
+        (REFIT_GPUS[g], types[i], types[j]) for (i, j, _), g in zip(pairs, group, strict=True)
+    ]
     return Refit(types, s_mat, p_mat, scales, fitted, info)
 
 
@@ -357,10 +358,10 @@ def downstream(fit: Refit, simf: dict) -> dict:
             "max_packed_server_with_ps")  # fmt: skip
     out = {k: float(stats[k]) for k in keys}
     out.update(
-        lambda_=float(min(stats["lambda_target"], stats["lambda_cap"])),
-        lambda_target=stats["lambda_target"], lambda_cap=stats["lambda_cap"],
-        binding=stats["binding"], heaviest=stats["heaviest"],
-        simulation_file_v100_mre=simulation_file_mre(fit, simf),
+        {"lambda": float(min(stats["lambda_target"], stats["lambda_cap"])),
+         "lambda_target": stats["lambda_target"], "lambda_cap": stats["lambda_cap"],
+         "binding": stats["binding"], "heaviest": stats["heaviest"],
+         "simulation_file_v100_mre": simulation_file_mre(fit, simf)}
     )  # fmt: skip
     return out
 
@@ -429,8 +430,10 @@ def print_refit(figures: dict) -> None:
             print(f"{name:<14} {ridge:>4}{mark} {cv:>8.3f} {r['scales']['k80']:>6.2f} "
                   f"{r['scales']['p100']:>6.2f} "
                   + " ".join(f"{r['mre'][g]['fit']:>8.3f}" for g in gpus) + " " + held)  # fmt: skip
-    print("* = the ridge with the least inner-cross-validated MRE on the FIT pairs; "
-          "held-out reported for it only")
+    print(
+        "* = the ridge with the least inner-cross-validated MRE on the FIT pairs; "
+        "held-out reported for it only"
+    )
     print("\nwhere the error comes from (chosen ridge; MRE fit all / held-out k80 p100 v100 all)")
     sources = [("shipped", figures["shipped_error_sources"])] + [
         (name, figures[name]["error_sources"]) for name in ("pooled", "per_gpu_scale")
@@ -440,7 +443,7 @@ def print_refit(figures: dict) -> None:
             print(f"{name:<14} {step:<26} {e['all']['fit']:>7.3f} / "
                   + " ".join(f"{e[g]['heldout']:>6.3f}" for g in gpus))  # fmt: skip
     print("\nwhat the refit on ALL physical pairs would do downstream (not applied)")
-    print(f"{'vectors':<22} {'λ':>7} {'λ (a)':>7} {'λ (b)':>7} {'nbr srv':>7} {'sock':>6} "
+    print(f"{'vectors':<24} {'λ':>7} {'λ (a)':>7} {'λ (b)':>7} {'nbr srv':>7} {'sock':>6} "
           f"{'group':>6} {'max srv':>7} {'packed':>6} {'max':>6} {'max+PS':>6} "
           f"{'simfile V100':>12}")  # fmt: skip
     rows = [("shipped (sim. file)", figures["shipped"])] + [
@@ -449,7 +452,7 @@ def print_refit(figures: dict) -> None:
         for key in figures[name] if key.startswith("downstream_")
     ]  # fmt: skip
     for label, d in rows:
-        print(f"{label:<22} {d['lambda_']:>7.4f} {d['lambda_target']:>7.4f} "
+        print(f"{label:<24} {d['lambda']:>7.4f} {d['lambda_target']:>7.4f} "
               f"{d['lambda_cap']:>7.4f} {d['median_server_neighbour']:>7.3f} "
               f"{d['median_socket_neighbour']:>6.3f} {d['median_group_neighbour']:>6.3f} "
               f"{d['max_server_neighbour']:>7.3f} {d['median_packed_server']:>6.2f} "
