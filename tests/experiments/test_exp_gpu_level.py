@@ -128,3 +128,24 @@ def test_ridge_is_chosen_without_held_out_pairs(mod, phys, shared_data):
         {**r, "measured": 2.0 * r["measured"]} if r["held"] else r for r in rows
     ]  # fmt: skip
     assert mod.cross_validated_mre(_scale_held_out(phys, 0.5), moved_rows, 1.0, False) == cv
+
+
+def test_pairs_run_through_the_simulator_with_the_refit_vectors(mod, phys, shared_data):
+    # one row per GPU type and model pair: the GPU level makes a lone same-GPU
+    # neighbour cost exactly 1 + s_a . p_b of the vectors the run was given
+    rows = list({(r["gpu"], r["ma"], r["mb"]): r for r in mod.pair_rows(shared_data)}.values())
+    fit = mod.refit(phys, _keep, 1.0, per_gpu=False)
+    cal, _ = mod.refit_calibration(fit)
+    net = mod.RESOURCES.index("net")
+    for calibration in (mod.CALIBRATION, cal):
+        lo, hi = mod.simulated_slowdowns(rows, calibration)
+        _, hi_no_net = mod.simulated_slowdowns(rows, calibration, same_gpu_net=False)
+        for r, low, high, high_no_net in zip(rows, lo, hi, hi_no_net, strict=True):
+            s = calibration.models[r["ma"]].sensitivity
+            p = calibration.models[r["mb"]].pressure
+            assert high == pytest.approx(1.0 + float(s @ p), rel=1e-12)
+            assert 1.0 < low < high
+            gpu_net = (1.0 - calibration.level_coupling["server"]) * s[net] * p[net]
+            assert high_no_net == pytest.approx(high - gpu_net, rel=1e-12)
+    # the refit vectors, not the shipped ones, priced the second run
+    assert not np.allclose(mod.simulated_slowdowns(rows)[1], hi)
