@@ -96,6 +96,7 @@ from marl_sched.calibration.dl2 import (
 from marl_sched.calibration.gavel import (
     catalogue_vectors,
     fit_gavel_interference,
+    fit_pair_factors,
     gavel_pairs,
     gavel_prediction,
     net_intensity,
@@ -168,6 +169,7 @@ __all__ = [
     "fit_all",
     "fit_dl2_bandwidth",
     "fit_gavel_interference",
+    "fit_pair_factors",
     "fit_gpu_speed",
     "fit_level_coupling",
     "fit_model_gpu_speed",

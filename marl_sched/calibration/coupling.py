@@ -94,6 +94,7 @@ def fit_level_coupling(
     ``TARGET_SERVER_NEIGHBOUR`` over all ordered catalogue pairs and (b) the λ at
     which 7 workers of the heaviest model on a full 8-GPU server slow the median
     victim by ``PACKED_CEILING``. Interference is linear in λ, so both are exact.
+    The statistics carry both candidates (``lambda_target`` (a), ``lambda_cap`` (b)).
     """
     ratio = np.array([GROUP_TO_SERVER, SOCKET_TO_SERVER, 1.0])
     unit = coupling_stats(ratio, vectors)
@@ -103,4 +104,5 @@ def fit_level_coupling(
     c = lam * ratio
     stats = coupling_stats(c, vectors)
     stats["binding"] = "packed-server ceiling" if lam_cap < lam_target else "neighbour target"
+    stats["lambda_target"], stats["lambda_cap"] = float(lam_target), float(lam_cap)
     return {"group": float(c[0]), "socket": float(c[1]), "server": float(c[2])}, stats

@@ -45,16 +45,33 @@ def fit_gavel_interference(
     gavel: dict[str, dict[tuple[str, int], dict[Any, Any]]],
     keep: Callable[[str, str], bool] | None = None,
 ) -> tuple[list[str], np.ndarray, np.ndarray, dict[str, Any]]:
-    """Rank-5 non-negative fit ``slowdown_ij - 1 ≈ s_i · p_j`` by alternating NNLS.
-
-    Rows are weighted by ``1/slowdown_ij`` (relative error), and a ridge of weight
-    ``ANLS_RIDGE`` pulls each factor towards its family prior so the five columns keep
-    their resource meaning. Returns types, S, P (rows = types), and fit errors.
-    ``keep(type_i, type_j)``, when given, fits only the pairs it accepts.
+    """Rank-5 non-negative fit ``slowdown_ij - 1 ≈ s_i · p_j`` of Gavel's V100 pairs
+    (:func:`fit_pair_factors` at the shipped ridge). Returns types, S, P (rows =
+    types), and fit errors. ``keep(type_i, type_j)``, when given, fits only the pairs
+    it accepts.
     """
     types, pairs = gavel_pairs(gavel)
     if keep is not None:
         pairs = [(i, j, s) for i, j, s in pairs if keep(types[i], types[j])]
+    s_mat, p_mat, info = fit_pair_factors(types, pairs)
+    return types, s_mat, p_mat, info
+
+
+def fit_pair_factors(
+    types: list[str],
+    pairs: list[tuple[int, int, float]],
+    ridge: float = ANLS_RIDGE,
+    scale: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Rank-5 non-negative fit ``slowdown_ij - 1 ≈ c · s_i · p_j`` by alternating NNLS.
+
+    Rows are weighted by ``1/slowdown_ij`` (relative error), and a ridge of weight
+    ``ridge`` pulls each factor towards its family prior so the five columns keep
+    their resource meaning. ``scale`` (one fixed ``c`` per pair, e.g. per GPU type;
+    default 1) multiplies the product; it is not fitted here: fitted jointly, the
+    prior ridge drives it off (three identical copies of one GPU's pairs give scales
+    of 4, not 1). Returns S, P (rows = types) and fit errors.
+    """
     n, r = len(types), len(RESOURCES)
     prior = np.array([FAMILY_PRIOR[_family(t)] for t in types], dtype=np.float64)
     ii = np.array([i for i, _, _ in pairs])
@@ -62,25 +79,27 @@ def fit_gavel_interference(
     slow = np.array([s for _, _, s in pairs])
     y = slow - 1.0
     wt = 1.0 / slow
-    # scale the prior so that its products match the data's median
-    scale = math.sqrt(float(np.median(y)) / float(np.median(np.sum(prior[ii] * prior[jj], 1))))
-    s0 = p0 = prior * scale
+    cw = wt if scale is None else wt * scale
+    # scale the prior so that its products match the data's median (at scale 1)
+    y1 = y if scale is None else y / scale
+    scale0 = math.sqrt(float(np.median(y1)) / float(np.median(np.sum(prior[ii] * prior[jj], 1))))
+    s0 = p0 = prior * scale0
     s_mat, p_mat = s0.copy(), p0.copy()
-    mu = math.sqrt(ANLS_RIDGE)
+    mu = math.sqrt(ridge)
     eye = np.eye(r)
     for _ in range(ANLS_ITERS):
         old = (s_mat.copy(), p_mat.copy())
         for k in range(n):
             m = ii == k
-            a = np.vstack([p_mat[jj[m]] * wt[m, None], mu * eye])
+            a = np.vstack([p_mat[jj[m]] * cw[m, None], mu * eye])
             s_mat[k] = _nnls(a, np.concatenate([y[m] * wt[m], mu * s0[k]]))
         for k in range(n):
             m = jj == k
-            a = np.vstack([s_mat[ii[m]] * wt[m, None], mu * eye])
+            a = np.vstack([s_mat[ii[m]] * cw[m, None], mu * eye])
             p_mat[k] = _nnls(a, np.concatenate([y[m] * wt[m], mu * p0[k]]))
         if max(np.abs(s_mat - old[0]).max(), np.abs(p_mat - old[1]).max()) < 1e-10:
             break
-    pred = 1.0 + np.sum(s_mat[ii] * p_mat[jj], axis=1)
+    pred = 1.0 + (1.0 if scale is None else scale) * np.sum(s_mat[ii] * p_mat[jj], axis=1)
     rel = relative_errors(pred, slow)
     info = {
         "n_pairs": len(pairs),
@@ -89,7 +108,7 @@ def fit_gavel_interference(
         "measured_median": float(np.median(slow)),
         "prior_mre": float(relative_errors(1.0 + np.sum(s0[ii] * p0[jj], 1), slow).mean()),
     }
-    return types, s_mat, p_mat, info
+    return s_mat, p_mat, info
 
 
 def gavel_prediction(types: list[str], s_mat: np.ndarray, p_mat: np.ndarray, gavel) -> tuple:
