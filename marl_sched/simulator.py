@@ -1087,17 +1087,17 @@ class Simulator:
         self._refresh(near_srv, near_link, sat)
 
     def _add_pressure(self, layout: JobLayout, sign: float) -> None:
-        self.group_pressure[layout.groups] += sign * layout.group_press
-        self.socket_pressure[layout.sockets] += sign * layout.socket_press
-        self.server_pressure[layout.servers] += sign * layout.server_press
+        _add_rows(self.group_pressure, layout.groups, sign * layout.group_press)
+        _add_rows(self.socket_pressure, layout.sockets, sign * layout.socket_press)
+        _add_rows(self.server_pressure, layout.servers, sign * layout.server_press)
 
     def _add_exposure(self, job: Job, layout: JobLayout, sign: float) -> None:
         """``num_workers · λ_L M^L ⊙ s`` at every unit holding one of the job's workers
         (once per unit: the job runs at its slowest worker's pace, whichever it is)."""
         w = sign * job.num_workers * layout.weights
-        self.group_exposure[layout.groups] += w[0]
-        self.socket_exposure[layout.worker_socket_set] += w[1]
-        self.server_exposure[layout.worker_server_set] += w[2]
+        _add_rows(self.group_exposure, layout.groups, w[0])
+        _add_rows(self.socket_exposure, layout.worker_socket_set, w[1])
+        _add_rows(self.server_exposure, layout.worker_server_set, w[2])
 
     def _clear_idle_servers(self, servers: np.ndarray) -> None:
         """Zero the pressure and exposure of servers nobody uses any more (no float
@@ -1219,6 +1219,20 @@ class Simulator:
     def result(self) -> list[JobRecord]:
         """Records of completed jobs, in job-id order."""
         return [self.records[k] for k in sorted(self.records)]
+
+
+def _add_rows(target: np.ndarray, rows: np.ndarray, values: np.ndarray) -> None:
+    """``target[rows] += values`` for distinct ``rows``: the same additions, row by row
+    for the few rows of one job (cheaper than fancy indexing); ``values`` is one row
+    per index or one row for all."""
+    if len(rows) > 4:
+        target[rows] += values
+    elif values.ndim == 1:
+        for r in rows.tolist():
+            target[r] += values
+    else:
+        for i, r in enumerate(rows.tolist()):
+            target[r] += values[i]
 
 
 def run_policy(
