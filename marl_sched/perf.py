@@ -408,15 +408,9 @@ class PerformanceModel:
                 + ((server_pressure[v : v + 1] - layout.own_server_press) @ w[2]).item()
             )
             return 1.0 + max(total, 0.0)
-        if unit is not None:
-            g, a, v = unit
-            p_group = group_pressure[g : g + 1] - layout.group_press
-            p_sock = socket_pressure[a : a + 1] - layout.own_socket_press
-            p_srv = server_pressure[v : v + 1] - layout.own_server_press
-        else:
-            p_group = group_pressure[layout.groups] - layout.group_press
-            p_sock = socket_pressure[layout.worker_sockets] - layout.own_socket_press
-            p_srv = server_pressure[layout.worker_servers] - layout.own_server_press
+        p_group = group_pressure[layout.groups] - layout.group_press
+        p_sock = socket_pressure[layout.worker_sockets] - layout.own_socket_press
+        p_srv = server_pressure[layout.worker_servers] - layout.own_server_press
         weighted = p_group @ w[0] + p_sock @ w[1] + p_srv @ w[2]
         if layout.gpus is not None and gpu_pressure is not None:
             # per worker: its group's levels plus its own GPU (one worker of the job each)

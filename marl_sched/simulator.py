@@ -907,11 +907,7 @@ class Simulator:
             near_srv |= members
             members.add(job.job_id)
         near_sat: set[int] = set()
-        over = ()
-        if len(layout.link_ids):
-            over = self.link_load[layout.link_ids] > 1.0
-            self.link_load[layout.link_ids] += layout.link_util
-            over = (over | (self.link_load[layout.link_ids] > 1.0)).tolist()
+        over = self._shift_link_load(layout, +1.0)
         for link, sat in zip(layout.links, over, strict=True):
             self.link_jobs[link] += 1
             members = self._link_members.setdefault(link, set())
@@ -920,6 +916,23 @@ class Simulator:
                 near_sat |= members
             members.add(job.job_id)
         return near_srv, near_link, near_sat
+
+    def _shift_link_load(self, layout: JobLayout, sign: float) -> list[bool]:
+        """Add (``sign`` +1) or remove (-1) the job's share of each of its links; per
+        link, whether it is oversubscribed (load > 1) before or after. A link the job
+        leaves to nobody goes back to exactly 0 (no float dust); call it before
+        ``link_jobs`` is decremented."""
+        ids = layout.link_ids
+        if not len(ids):
+            return []
+        load = self.link_load
+        over = load[ids] > 1.0
+        if sign > 0:
+            load[ids] += layout.link_util
+        else:
+            load[ids] -= layout.link_util
+            load[ids[self.link_jobs[ids] == 1]] = 0.0
+        return (over | (load[ids] > 1.0)).tolist()
 
     def _take_gpus(self, job: Job, layout: JobLayout, sign: int) -> None:
         """GPU sharing: put (``sign`` +1) or take away (-1) the job's workers on
@@ -1049,13 +1062,7 @@ class Simulator:
             members.discard(job.job_id)
             near_srv |= members
         near_sat: set[int] = set()
-        over = ()
-        if len(layout.link_ids):
-            over = self.link_load[layout.link_ids] > 1.0
-            self.link_load[layout.link_ids] -= layout.link_util
-            idle = layout.link_ids[self.link_jobs[layout.link_ids] == 1]
-            self.link_load[idle] = 0.0  # no float dust on links nobody uses
-            over = (over | (self.link_load[layout.link_ids] > 1.0)).tolist()
+        over = self._shift_link_load(layout, -1.0)
         for link, sat in zip(layout.links, over, strict=True):
             self.link_jobs[link] -= 1
             members = self._link_members[link]

@@ -71,6 +71,24 @@ def random_jobs(
     return jobs
 
 
+def random_run(
+    topo: Topology,
+    policy: str,
+    n_jobs: int,
+    seed: int,
+    mean_gap: float,
+    policy_seed: int | None = None,
+) -> tuple[Simulator, object, list[Job]]:
+    """The property tests' setup: ``n_jobs`` random jobs (at most 8 workers, and no
+    more than the cluster's GPUs) on ``topo``, a fresh simulator, and ``policy`` reset
+    with ``policy_seed`` (default ``seed``)."""
+    perf = PerformanceModel(topo)
+    jobs = random_jobs(perf, n_jobs, seed, max_workers=min(8, topo.n_gpus), mean_gap=mean_gap)
+    pol = make_policy(policy)
+    pol.reset(topo, seed if policy_seed is None else policy_seed)
+    return Simulator(topo, jobs, perf=perf), pol, jobs
+
+
 def partly_occupied(config: str, seed: int = 3, decisions: int = 12):
     """``(topology, perf, simulator)`` for ``config``'s cluster after first-fit has
     placed the first ``decisions`` of 40 random jobs (up to 4 workers each)."""

@@ -49,12 +49,9 @@ class TaskDraft:
         spec = CATALOGUE[job.model]
         self.cpu_w, self.cpu_p, self.mem = spec.cpu_worker, spec.cpu_ps, spec.mem_gb
         self.speed = np.asarray(view.perf.type_speeds(spec), dtype=np.float64)[topo.server_type]
-        self.group_free = np.array(view.group_free, dtype=np.int64)
+        self.set_group_free(view.group_free)
         self.cpu_free = np.array(view.server_cpu_free, dtype=np.float64)
         self.mem_free = np.array(view.server_mem_free, dtype=np.float64)
-        self.server_free_gpus = np.bincount(
-            topo.group_server, weights=self.group_free, minlength=topo.n_servers
-        ).astype(np.int64)
         self.server_workers = np.zeros(topo.n_servers, dtype=np.int64)
         self.server_ps = np.zeros(topo.n_servers, dtype=np.int64)
         self.workers: list[int] = []
@@ -121,9 +118,10 @@ class TaskDraft:
             self.mem_free[s] += self.mem
 
     def set_group_free(self, group_free: np.ndarray) -> None:
-        """Replace the free GPUs per group (GPU sharing: after :meth:`release`, the
-        simulator's ``group_free_for`` says which GPUs the running job may use; free
-        slots alone do not)."""
+        """Set the free GPUs per group, and per server from them (at the start: the
+        view's; with GPU sharing, after :meth:`release`, the simulator's
+        ``group_free_for`` says which GPUs the running job may use; free slots alone
+        do not)."""
         self.group_free = np.array(group_free, dtype=np.int64)
         self.server_free_gpus = np.bincount(
             self.topo.group_server, weights=self.group_free, minlength=self.topo.n_servers

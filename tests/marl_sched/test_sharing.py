@@ -25,11 +25,11 @@ from marl_sched.config import REPO_ROOT, ServerTypeConfig, TopologyConfig, load_
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement
 from marl_sched.perf import LEVEL_RESOURCES, PerformanceModel
-from marl_sched.policies import heuristic_names, make_policy
+from marl_sched.policies import heuristic_names
 from marl_sched.runner import build_cluster, load_workload, simulate
 from marl_sched.simulator import PlacementError, Simulator
 from marl_sched.topology import Topology
-from tests.helpers import random_jobs, tiny_topology
+from tests.helpers import random_run, tiny_topology
 from tests.marl_sched.test_simulator import TOPOLOGY_ARGS
 
 GOLDEN_RECORDS = REPO_ROOT / "tests" / "data" / "golden_records.json"
@@ -86,11 +86,7 @@ topologies = st.builds(tiny_topology, **TOPOLOGY_ARGS, gpu_sharing=st.integers(2
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(topo=topologies, seed=st.integers(0, 10_000), policy=st.sampled_from(heuristic_names()))
 def test_sharing_invariants_under_every_heuristic(topo, seed, policy):
-    perf = PerformanceModel(topo)
-    jobs = random_jobs(perf, 25, seed, max_workers=min(8, topo.n_gpus), mean_gap=50.0)
-    pol = make_policy(policy)
-    pol.reset(topo, seed)
-    sim = Simulator(topo, jobs, perf=perf)
+    sim, pol, jobs = random_run(topo, policy, 25, seed, mean_gap=50.0)
     while (job := sim.next_decision()) is not None:
         placement = pol.place(job, sim.view())
         if placement is not None:  # the policy read group_free: the placement fits

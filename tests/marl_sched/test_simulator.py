@@ -14,7 +14,7 @@ from marl_sched.jobs import Placement
 from marl_sched.perf import PerformanceModel
 from marl_sched.policies import heuristic_names, make_policy
 from marl_sched.simulator import PlacementError, Simulator
-from tests.helpers import random_jobs, tiny_topology
+from tests.helpers import random_jobs, random_run, tiny_topology
 
 HEURISTICS = heuristic_names()
 
@@ -80,11 +80,8 @@ topologies = st.builds(tiny_topology, **TOPOLOGY_ARGS)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(topo=topologies, seed=st.integers(0, 10_000), policy=st.sampled_from(HEURISTICS))
 def test_simulator_invariants(topo, seed, policy):
-    perf = PerformanceModel(topo)
-    jobs = random_jobs(perf, 25, seed, max_workers=min(8, topo.n_gpus), mean_gap=100.0)
-    pol = make_policy(policy)
-    pol.reset(topo, seed)
-    sim = Simulator(topo, jobs, perf=perf)
+    sim, pol, jobs = random_run(topo, policy, 25, seed, mean_gap=100.0)
+    perf = sim.perf
     _run_checked(sim, pol)
     records = sim.result()
     # every job completes exactly once, but one that fits on too few GPUs (GPU memory,
@@ -109,11 +106,7 @@ def test_simulator_invariants(topo, seed, policy):
 @pytest.mark.parametrize("policy", HEURISTICS)
 def test_policies_respect_capacity_under_pressure(policy):
     topo = tiny_topology(subclusters=1, racks=1, servers=2)
-    perf = PerformanceModel(topo)
-    jobs = random_jobs(perf, 60, seed=3, max_workers=8, mean_gap=5.0)  # heavy overload
-    pol = make_policy(policy)
-    pol.reset(topo, 0)
-    sim = Simulator(topo, jobs, perf=perf)
+    sim, pol, jobs = random_run(topo, policy, 60, 3, mean_gap=5.0, policy_seed=0)  # overload
     _run_checked(sim, pol)
     assert len(sim.result()) == len(jobs)
 
