@@ -117,11 +117,9 @@ class JobLayout:
     link_ids: np.ndarray | None = None
     link_cost: np.ndarray | None = None  # bytes / bandwidth per own link (s)
     link_util: np.ndarray | None = None  # u_l: share of each own link the job uses alone
-    sock_idx: np.ndarray | None = None
-    srv_idx: np.ndarray | None = None
     weights: np.ndarray | None = None  # (3, 5) λ_L · M^L · sensitivity
-    own_socket_press: np.ndarray | None = None  # socket_press[sock_idx], per worker group
-    own_server_press: np.ndarray | None = None  # server_press[srv_idx], per worker group
+    own_socket_press: np.ndarray | None = None  # socket_press at each worker group's socket
+    own_server_press: np.ndarray | None = None  # server_press at each worker group's server
     # (group, socket, server) of a job whose workers share one GPU group, else None:
     # lets interference() read the pressures through slices instead of fancy indexing
     single_unit: tuple[int, int, int] | None = None
@@ -291,8 +289,6 @@ class PerformanceModel:
             link_cost=link_cost,
             link_util=link_cost / alone,
             comm_alone=float(link_cost.max()) if len(link_cost) else 0.0,
-            sock_idx=sock_idx,
-            srv_idx=srv_idx,
             weights=self.level_weights * spec.sensitivity,
             own_socket_press=socket_press[sock_idx],
             own_server_press=server_press[srv_idx],

@@ -81,8 +81,8 @@ def colocation_features(
     i += 8
     others = (
         group_pressure[layout.groups] - layout.group_press,
-        socket_pressure[layout.worker_sockets] - layout.socket_press[layout.sock_idx],
-        server_pressure[layout.worker_servers] - layout.server_press[layout.srv_idx],
+        socket_pressure[layout.worker_sockets] - layout.own_socket_press,
+        server_pressure[layout.worker_servers] - layout.own_server_press,
     )
     for p in others:
         out[i : i + 5] = np.log1p(np.maximum(p.max(axis=0), 0.0))

@@ -150,12 +150,10 @@ def job_features(
     if layout is None:
         layout = perf.layout(CATALOGUE[job.model], placement.worker_groups, placement.ps_groups)
     g = layout.groups
-    sock_idx = np.searchsorted(layout.sockets, layout.worker_sockets)
-    srv_idx = np.searchsorted(layout.servers, layout.worker_servers)
     nbr = (
         np.asarray(view.group_pressure)[g] - layout.group_press,
-        np.asarray(view.socket_pressure)[layout.worker_sockets] - layout.socket_press[sock_idx],
-        np.asarray(view.server_pressure)[layout.worker_servers] - layout.server_press[srv_idx],
+        np.asarray(view.socket_pressure)[layout.worker_sockets] - layout.own_socket_press,
+        np.asarray(view.server_pressure)[layout.worker_servers] - layout.own_server_press,
     )
     nbr = tuple(np.where(np.abs(p) < 1e-9, 0.0, p) for p in nbr)
     prefix = _busy_prefix(topo, view)
