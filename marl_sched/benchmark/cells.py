@@ -2,8 +2,11 @@
 
 A cell's result is stored as ``DIR/cells/<scenario>__<policy>__s<seed>.json`` (written
 atomically when the cell finishes): its metrics row and the scored jobs' JCTs. A cell
-whose file exists is finished and never run again, so an interrupted benchmark
-resumes where it stopped. ``DIR/benchmark.json`` records the suite (path and content
+of a policy given an explicit checkpoint also names the checkpoint's content digest
+(``<scenario>__<policy>__c<digest>__s<seed>.json``), so a changed or another
+checkpoint (another training seed of the same policy) is a new cell, never a stale
+one. A cell whose file exists is finished and never run again, so an interrupted
+benchmark resumes where it stopped. ``DIR/benchmark.json`` records the suite (path and content
 digest) and split; a folder holding cells of another suite is refused.
 """
 
@@ -31,10 +34,33 @@ class Cell:
     scenario: str
     policy: str
     seed: int
+    #: the content digest of the policy's explicit checkpoint (:func:`checkpoint_id`)
+    checkpoint: str | None = None
 
     @property
     def key(self) -> str:
-        return f"{self.scenario}__{self.policy}__s{self.seed}"
+        ckpt = f"__c{self.checkpoint}" if self.checkpoint else ""
+        return f"{self.scenario}__{self.policy}{ckpt}__s{self.seed}"
+
+
+def checkpoint_id(path: str | Path) -> str:
+    """A 12-hex content digest of a checkpoint file, or of every file under a
+    checkpoint folder (relative paths and bytes, in sorted order); InputError when the
+    path does not exist."""
+    root = Path(path)
+    if root.is_file():
+        files = [root]
+    elif root.is_dir():
+        files = sorted(p for p in root.rglob("*") if p.is_file())
+    else:
+        raise InputError(f"--checkpoint: {path}: no such file or folder")
+    h = hashlib.sha256()
+    for f in files:
+        h.update(str(f.relative_to(root) if f != root else f.name).encode() + b"\0")
+        with f.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()[:12]
 
 
 def split_row(row: str) -> tuple[str, str | None]:
@@ -47,7 +73,9 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     """Run one cell (in any process): ``spec`` = suite path, scenario, policy row
     (``POLICY`` or ``POLICY@ORDERING``), seed, checkpoint (or None). Returns
     ``{"row": metrics + cell fields, "jct": [...]}``; the row's ``policy`` is the row
-    name and ``ordering`` the queue ordering the run used.
+    name, ``ordering`` the queue ordering the run used, ``run`` the checkpoint's index
+    among the policy's training runs (``spec["run"]``, 0 when it has one) and
+    ``checkpoint`` its path ("" for none).
 
     The cell's seed is both the policy seed and the workload seed (model fill rule,
     noisy duration estimates).
@@ -78,6 +106,8 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
         "policy": spec["policy"],
         "ordering": sim.ordering.name,
         "seed": spec["seed"],
+        "run": spec.get("run", 0),
+        "checkpoint": spec.get("checkpoint") or "",
         "tier": scenario.tier,
         "topology": scenario.topology,
         "load": scenario.load,

@@ -6,6 +6,11 @@
                          [--seeds N] --out DIR [--ray-address A] [--local] [--quiet]
                          [--duration-estimate none|oracle|noisy|history]
 
+``--checkpoint`` is a path for our agents or ``name=path,...`` per policy; a path may
+be ``A+B+C``, one checkpoint per training run (seed) of the policy: each runs every
+scenario x seed, and the report pools them, so the policy's IQM and its interval are
+over training runs x seeds x scenarios (rliable's "runs"), not over one run's seeds.
+
 Each cell runs as a Ray task (a local Ray started by the command, or the cluster at
 ``--ray-address``; ``--local`` runs the cells one after another in this process, no
 Ray). ``--duration-estimate`` overrides the base config's (e.g. ``oracle``, the
@@ -25,7 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from marl_sched.benchmark.cells import Cell, CellStore, run_cell, split_row
+from marl_sched.benchmark.cells import Cell, CellStore, checkpoint_id, run_cell, split_row
 from marl_sched.benchmark.suite import DEFAULT_SUITE, load_suite, resolve
 from marl_sched.errors import InputError
 
@@ -87,6 +92,26 @@ def base_policies(rows: list[str]) -> list[str]:
     return list(dict.fromkeys(split_row(r)[0] for r in rows))
 
 
+#: (content digest, path) of each checkpoint a policy row runs with, one per training run
+Runs = list[tuple[str, str]]
+
+
+def checkpoint_runs(by_policy: dict[str, str]) -> dict[str, Runs]:
+    """Split each policy's ``A+B+...`` checkpoint spec into its training runs, each
+    with its content digest; a checkpoint named twice (same content) is refused."""
+    out: dict[str, Runs] = {}
+    for policy, spec in by_policy.items():
+        paths = [p.strip() for p in spec.split("+")]
+        if not all(paths):
+            raise InputError(f"--checkpoint: {policy}: empty path in {spec!r}")
+        runs = [(checkpoint_id(p), p) for p in paths]
+        ids = [i for i, _ in runs]
+        if len(set(ids)) != len(ids):
+            raise InputError(f"--checkpoint: {policy}: the same checkpoint twice in {spec!r}")
+        out[policy] = runs
+    return out
+
+
 def check_inputs(
     suite_path: str | Path,
     split: str,
@@ -96,9 +121,9 @@ def check_inputs(
     checkpoint: str | None,
     duration_estimate: str | None = None,
     overrides: Sequence[str] = (),
-) -> tuple[tuple, dict[str, str]]:
-    """Every input check, before any work: (the split's scenarios, checkpoints by
-    policy). InputError names the file, key or flag."""
+) -> tuple[tuple, dict[str, Runs]]:
+    """Every input check, before any work: (the split's scenarios, each policy row's
+    checkpoint runs). InputError names the file, key or flag."""
     from marl_sched.compare import checkpoints_by_policy
     from marl_sched.duration import DURATION_ESTIMATES
 
@@ -114,7 +139,7 @@ def check_inputs(
     for sc in scenarios:
         if not resolve(sc.trace).is_file():
             raise InputError(f"{suite.path}: scenario {sc.name}: trace not found: {sc.trace}")
-    by_policy = checkpoints_by_policy(checkpoint, base_policies(policies))
+    by_policy = checkpoint_runs(checkpoints_by_policy(checkpoint, base_policies(policies)))
     _check_policies_serve(suite, scenarios, base_policies(policies), by_policy)
     ckpts = {r: by_policy[split_row(r)[0]] for r in policies if split_row(r)[0] in by_policy}
     if Path(out).exists() and not Path(out).is_dir():
@@ -123,9 +148,9 @@ def check_inputs(
     return scenarios, ckpts
 
 
-def _check_policies_serve(suite, scenarios, policies: list[str], ckpts: dict[str, str]) -> None:
-    """Every policy (with its checkpoint) is built on every topology the split uses, so
-    a learned policy that cannot serve one is refused here, not mid-run."""
+def _check_policies_serve(suite, scenarios, policies: list[str], ckpts: dict[str, Runs]) -> None:
+    """Every policy (with each of its checkpoints) is built on every topology the split
+    uses, so a learned policy that cannot serve one is refused here, not mid-run."""
     from marl_sched.policies import build_policy
     from marl_sched.runner import build_cluster
 
@@ -138,10 +163,11 @@ def _check_policies_serve(suite, scenarios, policies: list[str], ckpts: dict[str
         seen[key] = build_cluster(cfg)
         topo, perf = seen[key]
         for name in policies:
-            try:
-                build_policy(name, ckpts.get(name), topo, perf)
-            except InputError as exc:
-                raise InputError(f"--policies: {name} on scenario {sc.name}: {exc}") from None
+            for _, path in ckpts.get(name) or [(None, None)]:
+                try:
+                    build_policy(name, path, topo, perf)
+                except InputError as exc:
+                    raise InputError(f"--policies: {name} on scenario {sc.name}: {exc}") from None
 
 
 def run_benchmark(
@@ -169,12 +195,22 @@ def run_benchmark(
     out = Path(out)
     store = CellStore(out)
     store.claim(str(suite_path), split, duration_estimate, overrides)
-    cells = [Cell(sc.name, p, s) for sc in scenarios for p in policies for s in range(seeds)]
+    runs = {p: ckpts.get(p) or [(None, None)] for p in policies}
+    cells = [
+        Cell(sc.name, p, s, cid)
+        for sc in scenarios
+        for p in policies
+        for cid, _ in runs[p]
+        for s in range(seeds)
+    ]
     todo = [c for c in cells if not store.done(c)]
+    n_runs = sum(len(r) for r in runs.values())
     log(
-        f"{len(cells)} cells ({len(scenarios)} scenarios x {len(policies)} policies x "
-        f"{seeds} seeds); {len(cells) - len(todo)} already done, {len(todo)} to run"
+        f"{len(cells)} cells ({len(scenarios)} scenarios x {len(policies)} policies"
+        + (f" ({n_runs} policy runs)" if n_runs > len(policies) else "")
+        + f" x {seeds} seeds); {len(cells) - len(todo)} already done, {len(todo)} to run"
     )
+    run_of = {(p, cid): (i, path) for p in policies for i, (cid, path) in enumerate(runs[p])}
     specs = [
         {
             "suite": str(suite_path),
@@ -182,7 +218,9 @@ def run_benchmark(
             "scenario": c.scenario,
             "policy": c.policy,
             "seed": c.seed,
-            "checkpoint": ckpts.get(c.policy),
+            "checkpoint": run_of[(c.policy, c.checkpoint)][1],
+            "checkpoint_id": c.checkpoint,
+            "run": run_of[(c.policy, c.checkpoint)][0],
             "duration_estimate": duration_estimate,
             "overrides": list(overrides),
         }
@@ -194,7 +232,8 @@ def run_benchmark(
 
     def on_done(spec: dict, result: dict) -> None:
         nonlocal done
-        store.save(Cell(spec["scenario"], spec["policy"], spec["seed"]), result)
+        cell = Cell(spec["scenario"], spec["policy"], spec["seed"], spec["checkpoint_id"])
+        store.save(cell, result)
         done += 1
         if progress:
             progress(done)
@@ -221,7 +260,7 @@ def benchmark_command(args: argparse.Namespace) -> int:
     policies = parse_policies(args.policies)
     suite_path = args.suite or str(DEFAULT_SUITE)
     # bad input exits 2 before Ray starts or the progress bar draws
-    scenarios, _ = check_inputs(
+    scenarios, ckpts = check_inputs(
         suite_path,
         args.split,
         policies,
@@ -232,7 +271,8 @@ def benchmark_command(args: argparse.Namespace) -> int:
         args.overrides,
     )
     executor = run_local if args.local else ray_executor(args.ray_address)
-    bar = Progress(len(scenarios) * len(policies) * args.seeds, "benchmark", args.quiet)
+    n_runs = sum(len(ckpts.get(p) or [None]) for p in policies)
+    bar = Progress(len(scenarios) * n_runs * args.seeds, "benchmark", args.quiet)
     try:
         summary, timing = run_benchmark(
             suite_path,

@@ -4,7 +4,8 @@ Outputs in ``DIR`` (each written atomically):
 
 - ``runs.csv``: one row per cell (scenario, policy, queue ordering, seed, tier, topology, load and
   every metric of ``metrics.json``);
-- ``summary.csv`` / ``summary.md``: per policy, the IQM over scenarios x seeds of
+- ``summary.csv`` / ``summary.md``: per policy, the IQM over scenarios x seeds (x its
+  training runs, for a learned policy given several checkpoints) of
   average JCT, median JCT, p95 JCT and average slowdown, each normalised per
   scenario by the reference policy's mean over seeds (first-fit when it ran, else
   the first policy; < 1 = better than the reference), with 95 % stratified-bootstrap
@@ -40,7 +41,18 @@ SCORED = (
     ("p95_jct_s", "p95 JCT"),
     ("avg_slowdown", "avg slowdown"),
 )
-RUN_FIELDS = ("scenario", "split", "policy", "ordering", "seed", "tier", "topology", "load")
+RUN_FIELDS = (
+    "scenario", "split", "policy", "ordering", "seed", "run", "checkpoint", "tier", "topology",
+    "load",
+)  # fmt: skip
+
+
+def runs_per_policy(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """policy -> how many training runs (distinct checkpoints) its rows pool."""
+    seen: dict[str, set] = defaultdict(set)
+    for r in rows:
+        seen[r["policy"]].add(r.get("checkpoint") or "")
+    return {p: len(c) for p, c in seen.items()}
 
 
 def reference_policy(policies: Sequence[str]) -> str:
@@ -89,8 +101,11 @@ def _interval(row: dict, m: str) -> str:
     return f"{row[f'iqm_{m}']:.3f} [{row[f'ci_low_{m}']:.3f}, {row[f'ci_high_{m}']:.3f}]"
 
 
-def summary_markdown(summary, improvement, policies, n_scenarios: int, seeds: int) -> str:
+def summary_markdown(
+    summary, improvement, policies, n_scenarios: int, seeds: int, runs: dict[str, int] | None = None
+) -> str:
     ref = reference_policy(policies)
+    pooled = {p: n for p, n in (runs or {}).items() if n > 1}
     lines = [
         f"# Benchmark summary: {n_scenarios} scenarios x {seeds} seeds",
         "",
@@ -98,6 +113,16 @@ def summary_markdown(summary, improvement, policies, n_scenarios: int, seeds: in
         "scenario (< 1 = better than it), with 95 % stratified-bootstrap confidence "
         "intervals.",
         "",
+    ]
+    if pooled:
+        named = ", ".join(f"{p} ({n} training runs)" for p, n in pooled.items())
+        lines += [
+            f"Pooled over training runs: {named}: each run's checkpoint ran every "
+            "scenario x seed, and the IQM and its interval are over runs x seeds within "
+            "each scenario.",
+            "",
+        ]
+    lines += [
         "| policy | " + " | ".join(label for _, label in SCORED) + " |",
         "|---|" + "---|" * len(SCORED),
     ]
@@ -249,7 +274,8 @@ def write_report(
         out / "improvement.csv", csv_text(improvement, ["policy", "over", "p", "ci_low", "ci_high"])
     )
     atomic_write_text(
-        out / "summary.md", summary_markdown(summary, improvement, policies, n_scenarios, seeds)
+        out / "summary.md",
+        summary_markdown(summary, improvement, policies, n_scenarios, seeds, runs_per_policy(rows)),
     )
     atomic_write_text(out / "scenarios.md", scenarios_markdown(rows, policies))
     jcts: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))

@@ -461,3 +461,67 @@ def test_numpy_inference_scores_as_the_torch_networks():
     xm = rng.normal(size=(12, len(FEATURES))).astype(np.float32)
     want = m(torch.from_numpy(xm)[None], torch.ones(1, 12, dtype=torch.bool))[0].detach().numpy()
     np.testing.assert_allclose(FastMLP(m.net)(xm)[:, 0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_benchmark_pools_several_training_runs_and_never_reuses_a_changed_checkpoint(tmp_path):
+    """``--checkpoint mlfs-rl=A+B``: each checkpoint (training run) runs every scenario x
+    seed, the summary pools them (runs x seeds per scenario), and a checkpoint whose
+    content changed is a new cell, not the cached one."""
+    import csv
+
+    from marl_sched.benchmark.cells import run_cell
+    from marl_sched.benchmark.command import run_benchmark
+    from marl_sched.benchmark.report import normalised
+    from marl_sched.benchmark.stats import iqm_interval
+    from tests.marl_sched.test_benchmark import _suite_data, _write
+
+    suite = _write(tmp_path, _suite_data())
+    paths = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        paths.append(tmp_path / f"run{seed}" / "mlfs_rl.pt")
+        paths[-1].parent.mkdir()
+        save_mlfs(paths[-1], MlfsNet(8), {})
+    spec = f"mlfs-rl={paths[0]}+{paths[1]}"
+    out = tmp_path / "bench"
+    ran: list[dict] = []
+
+    def recording(specs, on_done):
+        for s in specs:
+            ran.append(s)
+            on_done(s, run_cell(s))
+
+    policies = ["first-fit", "mlfs-rl"]
+    summary, timing = run_benchmark(
+        suite, "test", policies, 2, out, checkpoint=spec, executor=recording, figures=False
+    )
+    assert timing["cells"] == len(ran) == 2 * (1 + 2) * 2  # scenarios x (runs) x seeds
+    rows = list(csv.DictReader((out / "runs.csv").open()))
+    mine = [r for r in rows if r["policy"] == "mlfs-rl"]
+    assert {(r["run"], r["checkpoint"]) for r in mine} == {
+        ("0", str(paths[0])),
+        ("1", str(paths[1])),
+    }
+    assert {r["checkpoint"] for r in rows if r["policy"] == "first-fit"} == {""}
+    # the pooled figure is the IQM over both runs' seeds in each scenario
+    scores = normalised(rows, policies, "avg_jct_s")["mlfs-rl"]
+    assert [len(s) for s in scores] == [4, 4]
+    row = next(r for r in summary if r["policy"] == "mlfs-rl")
+    assert row["iqm_avg_jct_s"] == pytest.approx(iqm_interval(scores)[0])
+    assert "mlfs-rl (2 training runs)" in (out / "summary.md").read_text()
+    # one run of the two: every cell cached
+    ran.clear()
+    run_benchmark(suite, "test", policies, 2, out, checkpoint=f"mlfs-rl={paths[0]}",
+                  executor=recording, figures=False)  # fmt: skip
+    assert ran == []
+    # the same path with other weights is another checkpoint: its cells run again
+    torch.manual_seed(7)
+    save_mlfs(paths[0], MlfsNet(8), {})
+    run_benchmark(suite, "test", policies, 2, out, checkpoint=f"mlfs-rl={paths[0]}",
+                  executor=recording, figures=False)  # fmt: skip
+    assert sorted((s["scenario"], s["seed"]) for s in ran) == [
+        ("late-24", 0), ("late-24", 1), ("late-30", 0), ("late-30", 1)
+    ]  # fmt: skip
+    assert {s["policy"] for s in ran} == {"mlfs-rl"}
+    with pytest.raises(InputError, match="the same checkpoint twice"):
+        run_benchmark(suite, "test", policies, 1, out, checkpoint=f"mlfs-rl={paths[1]}+{paths[1]}")
