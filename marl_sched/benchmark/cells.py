@@ -134,7 +134,11 @@ class CellStore:
         atomic_write_text(self.path(cell), json.dumps(result) + "\n")
 
     def load(self, cell: Cell) -> dict[str, Any]:
-        return json.loads(self.path(cell).read_text(encoding="utf-8"))
+        result = json.loads(self.path(cell).read_text(encoding="utf-8"))
+        # a cell written before rows named their training run: run 0, no checkpoint
+        result["row"].setdefault("run", 0)
+        result["row"].setdefault("checkpoint", "")
+        return result
 
     def claim(
         self,
