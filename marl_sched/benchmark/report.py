@@ -197,6 +197,8 @@ def write_figures(
     seeds: int,
 ) -> None:
     plt = _figure()
+    from matplotlib.ticker import FormatStrFormatter, NullFormatter
+
     fig, axes = plt.subplots(
         1, len(SCORED), figsize=(3.2 * len(SCORED), 0.45 * len(policies) + 1.5), sharey=True
     )
@@ -207,11 +209,17 @@ def write_figures(
             ax.plot([r[f"ci_low_{m}"], r[f"ci_high_{m}"]], [i, i], lw=6, alpha=0.5, color="#1b9e77")
             ax.plot([r[f"iqm_{m}"]], [i], "k|", ms=12)
         ax.axvline(1.0, color="grey", lw=0.8, ls="--")
-        ax.set_title(f"IQM {label}", fontsize=9)
+        # log scale: a policy many times worse must not squash the ones near 1
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.set_title(f"IQM {label} (log scale)", fontsize=9)
         ax.set_yticks(range(len(order)), order)
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle(
-        f"{split_name(rows)}: {n_scenarios} scenarios x {seeds} seeds — normalised by "
+        f"{split_name(rows)}: {n_scenarios} scenarios x {seeds} seeds"
+        + (" (x training runs where pooled)" if max(runs_per_policy(rows).values()) > 1 else "")
+        + " — normalised by "
         f"{reference_policy(policies)} (lower is better), 95 % CIs",
         fontsize=9,
     )
