@@ -93,13 +93,16 @@ def base_policies(rows: list[str]) -> list[str]:
 
 
 #: (content digest, path) of each checkpoint a policy row runs with, one per training run
-Runs = list[tuple[str, str]]
+Runs = list[tuple[str | None, str | None]]
+#: the one run of a policy given no checkpoint (its default, or none)
+NO_CHECKPOINT: Runs = [(None, None)]
 
 
-def checkpoint_runs(by_policy: dict[str, str]) -> dict[str, Runs]:
-    """Split each policy's ``A+B+...`` checkpoint spec into its training runs, each
-    with its content digest; a checkpoint named twice (same content) is refused."""
-    out: dict[str, Runs] = {}
+def checkpoint_runs(by_policy: dict[str, str], policies: list[str]) -> dict[str, Runs]:
+    """Per policy, its training runs: its ``A+B+...`` checkpoint spec split, each path
+    with its content digest (a checkpoint named twice, same content, is refused), or
+    :data:`NO_CHECKPOINT` for a policy given none."""
+    out: dict[str, Runs] = dict.fromkeys(policies, NO_CHECKPOINT)
     for policy, spec in by_policy.items():
         paths = [p.strip() for p in spec.split("+")]
         if not all(paths):
@@ -123,7 +126,7 @@ def check_inputs(
     overrides: Sequence[str] = (),
 ) -> tuple[tuple, dict[str, Runs]]:
     """Every input check, before any work: (the split's scenarios, each policy row's
-    checkpoint runs). InputError names the file, key or flag."""
+    checkpoint runs, :func:`checkpoint_runs`). InputError names the file, key or flag."""
     from marl_sched.compare import checkpoints_by_policy
     from marl_sched.duration import DURATION_ESTIMATES
 
@@ -139,9 +142,10 @@ def check_inputs(
     for sc in scenarios:
         if not resolve(sc.trace).is_file():
             raise InputError(f"{suite.path}: scenario {sc.name}: trace not found: {sc.trace}")
-    by_policy = checkpoint_runs(checkpoints_by_policy(checkpoint, base_policies(policies)))
-    _check_policies_serve(suite, scenarios, base_policies(policies), by_policy)
-    ckpts = {r: by_policy[split_row(r)[0]] for r in policies if split_row(r)[0] in by_policy}
+    base = base_policies(policies)
+    by_policy = checkpoint_runs(checkpoints_by_policy(checkpoint, base), base)
+    _check_policies_serve(suite, scenarios, base, by_policy)
+    ckpts = {r: by_policy[split_row(r)[0]] for r in policies}
     if Path(out).exists() and not Path(out).is_dir():
         raise InputError(f"--out: {out}: exists and is not a folder")
     CellStore(out).claim(str(suite_path), split, duration_estimate, overrides, write=False)
@@ -163,7 +167,7 @@ def _check_policies_serve(suite, scenarios, policies: list[str], ckpts: dict[str
         seen[key] = build_cluster(cfg)
         topo, perf = seen[key]
         for name in policies:
-            for _, path in ckpts.get(name) or [(None, None)]:
+            for _, path in ckpts[name]:
                 try:
                     build_policy(name, path, topo, perf)
                 except InputError as exc:
@@ -195,22 +199,22 @@ def run_benchmark(
     out = Path(out)
     store = CellStore(out)
     store.claim(str(suite_path), split, duration_estimate, overrides)
-    runs = {p: ckpts.get(p) or [(None, None)] for p in policies}
-    cells = [
-        Cell(sc.name, p, s, cid)
+    # (cell, the checkpoint's index among the policy's runs, its path)
+    plan = [
+        (Cell(sc.name, p, s, cid), i, path)
         for sc in scenarios
         for p in policies
-        for cid, _ in runs[p]
+        for i, (cid, path) in enumerate(ckpts[p])
         for s in range(seeds)
     ]
-    todo = [c for c in cells if not store.done(c)]
-    n_runs = sum(len(r) for r in runs.values())
+    cells = [c for c, _, _ in plan]
+    todo = [(c, i, path) for c, i, path in plan if not store.done(c)]
+    n_runs = sum(len(ckpts[p]) for p in policies)
     log(
         f"{len(cells)} cells ({len(scenarios)} scenarios x {len(policies)} policies"
         + (f" ({n_runs} policy runs)" if n_runs > len(policies) else "")
         + f" x {seeds} seeds); {len(cells) - len(todo)} already done, {len(todo)} to run"
     )
-    run_of = {(p, cid): (i, path) for p in policies for i, (cid, path) in enumerate(runs[p])}
     specs = [
         {
             "suite": str(suite_path),
@@ -218,13 +222,13 @@ def run_benchmark(
             "scenario": c.scenario,
             "policy": c.policy,
             "seed": c.seed,
-            "checkpoint": run_of[(c.policy, c.checkpoint)][1],
+            "checkpoint": path,
             "checkpoint_id": c.checkpoint,
-            "run": run_of[(c.policy, c.checkpoint)][0],
+            "run": i,
             "duration_estimate": duration_estimate,
             "overrides": list(overrides),
         }
-        for c in todo
+        for c, i, path in todo
     ]
     done = len(cells) - len(todo)
     if progress:
@@ -271,7 +275,7 @@ def benchmark_command(args: argparse.Namespace) -> int:
         args.overrides,
     )
     executor = run_local if args.local else ray_executor(args.ray_address)
-    n_runs = sum(len(ckpts.get(p) or [None]) for p in policies)
+    n_runs = sum(len(ckpts[p]) for p in policies)
     bar = Progress(len(scenarios) * n_runs * args.seeds, "benchmark", args.quiet)
     try:
         summary, timing = run_benchmark(

@@ -195,7 +195,9 @@ def write_figures(
     policies,
     n_scenarios: int,
     seeds: int,
+    runs: dict[str, int],
 ) -> None:
+    """The interval, profile and CCDF figures; ``runs``: :func:`runs_per_policy`."""
     plt = _figure()
     from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
@@ -218,7 +220,7 @@ def write_figures(
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle(
         f"{split_name(rows)}: {n_scenarios} scenarios x {seeds} seeds"
-        + (" (x training runs where pooled)" if max(runs_per_policy(rows).values()) > 1 else "")
+        + (" (x training runs where pooled)" if max(runs.values()) > 1 else "")
         + " — normalised by "
         f"{reference_policy(policies)} (lower is better), 95 % CIs",
         fontsize=9,
@@ -275,6 +277,7 @@ def write_report(
     extra = sorted({k for r in rows for k in r} - set(RUN_FIELDS))
     atomic_write_text(out / "runs.csv", csv_text(rows, [*RUN_FIELDS, *extra]))
     summary, improvement = summarize(rows, policies)
+    runs = runs_per_policy(rows)
     n_scenarios = len({r["scenario"] for r in rows})
     fields = ["policy", *(f"{k}_{m}" for m, _ in SCORED for k in ("iqm", "ci_low", "ci_high"))]
     atomic_write_text(out / "summary.csv", csv_text(summary, fields))
@@ -283,12 +286,12 @@ def write_report(
     )
     atomic_write_text(
         out / "summary.md",
-        summary_markdown(summary, improvement, policies, n_scenarios, seeds, runs_per_policy(rows)),
+        summary_markdown(summary, improvement, policies, n_scenarios, seeds, runs),
     )
     atomic_write_text(out / "scenarios.md", scenarios_markdown(rows, policies))
     jcts: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in results:
         jcts[r["row"]["scenario"]][r["row"]["policy"]].extend(r["jct"])
     if figures:
-        write_figures(out, summary, rows, jcts, policies, n_scenarios, seeds)
+        write_figures(out, summary, rows, jcts, policies, n_scenarios, seeds, runs)
     return summary
