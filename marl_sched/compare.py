@@ -41,6 +41,8 @@ RESULT_FIELDS = (
     "avg_queue_s",
     "avg_slowdown",
     "gpu_utilization",
+    "migrations",
+    "migration_delay_s",
     "decision_ms_p50",
     "decision_ms_p99",
     "wall_s",

@@ -234,6 +234,10 @@ class WorkloadConfig:
             check(self.max_job_gpus >= 1, where, f"{key}.max_job_gpus", "must be >= 1")
 
 
+#: ``simulation.migration``'s values (YAML 1.1 reads a bare on/off as true/false)
+MIGRATION_MODES = ("off", "on")
+
+
 @dataclass(frozen=True)
 class SimulationConfig:
     """How the discrete-event simulator runs.
@@ -246,15 +250,44 @@ class SimulationConfig:
         backfill: when the head job cannot be placed, try later jobs (otherwise
             the queue waits for the head job).
         seed: seed of the policy's randomness.
-        migration_penalty_s: seconds a migrated or preempted-and-resumed job makes
-            no progress on its new GPUs (restart from a checkpoint).
+        migration: ``off`` (default: no policy migrates, the placement question
+            alone) or ``on`` (every policy with a migration rule,
+            :meth:`~marl_sched.policies.Policy.rebalance`, may move running jobs).
+        migration_cost: what a restart costs (:mod:`marl_sched.migration`):
+            ``measured`` (default; the model's measured restart delay, plus moving its
+            state over the bottleneck link for a migration) or a number of seconds
+            (flat, no state move). It prices every restart: a migrated job's and a
+            preempted job's when it resumes (``las-2d``), whether ``migration`` is on
+            or off. Replaces the flat ``migration_penalty_s`` (60 s) of before.
+        migration_cost_scale: multiplies every restart delay (sensitivity runs).
+        max_migrations_per_job: moves one job may make in a run; a proposal over the
+            cap is declined and counted. Default 1 (MLFS's no-ping-pong rule, now the
+            simulator's for every policy).
+        min_migration_interval_s: seconds between two moves of one job.
     """
 
     policy: str = "load-balance"
     ordering: str = "fifo"
     backfill: bool = True
     seed: int = 0
-    migration_penalty_s: float = 60.0
+    migration: Any = "off"
+    migration_cost: Any = "measured"
+    migration_cost_scale: float = 1.0
+    max_migrations_per_job: int = 1
+    min_migration_interval_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        # YAML 1.1 reads `on` / `off` as booleans, and a cost may be written as an integer
+        if isinstance(self.migration, bool):
+            object.__setattr__(self, "migration", "on" if self.migration else "off")
+        cost = self.migration_cost
+        if isinstance(cost, int | float) and not isinstance(cost, bool):
+            object.__setattr__(self, "migration_cost", float(cost))
+
+    @property
+    def migrates(self) -> bool:
+        """Whether policies may migrate running jobs (``migration: on``)."""
+        return self.migration == "on"
 
     def validate(self, where: str, key: str) -> None:
         from marl_sched.ordering import ORDERINGS, OWN
@@ -267,10 +300,35 @@ class SimulationConfig:
             f"must be one of {', '.join([*ORDERINGS, OWN])}, got {self.ordering!r}",
         )
         check(
-            math.isfinite(self.migration_penalty_s) and self.migration_penalty_s >= 0,
+            self.migration in MIGRATION_MODES,
             where,
-            f"{key}.migration_penalty_s",
-            f"must be a finite number >= 0, got {self.migration_penalty_s!r}",
+            f"{key}.migration",
+            f"must be off or on, got {self.migration!r}",
+        )
+        cost = self.migration_cost
+        check(
+            cost == "measured" or (isinstance(cost, float) and math.isfinite(cost) and cost >= 0),
+            where,
+            f"{key}.migration_cost",
+            f"must be measured or a finite number of seconds >= 0, got {cost!r}",
+        )
+        check(
+            math.isfinite(self.migration_cost_scale) and self.migration_cost_scale >= 0,
+            where,
+            f"{key}.migration_cost_scale",
+            f"must be a finite number >= 0, got {self.migration_cost_scale!r}",
+        )
+        check(
+            self.max_migrations_per_job >= 0,
+            where,
+            f"{key}.max_migrations_per_job",
+            f"must be >= 0, got {self.max_migrations_per_job}",
+        )
+        check(
+            math.isfinite(self.min_migration_interval_s) and self.min_migration_interval_s >= 0,
+            where,
+            f"{key}.min_migration_interval_s",
+            f"must be a finite number >= 0, got {self.min_migration_interval_s!r}",
         )
 
 

@@ -48,6 +48,8 @@ METRIC_KEYS = (
     "wall_s",
     "decision_ms_p50",
     "decision_ms_p99",
+    "migrations",
+    "migration_delay_s",
 )
 
 JOB_COLUMNS = (
@@ -105,6 +107,9 @@ def compute_metrics(
     waited before they started (queue time > 1 ms). Busy GPU-seconds count each job's
     workers, so with GPU sharing (``topology.gpu_sharing`` k > 1) two jobs on one GPU
     count twice and the utilisations can reach k: GPU time demanded per GPU.
+    ``migrations`` and ``migration_delay_s`` (their total restart + state-move delay)
+    count every migration of the run; ``migrations_declined`` the proposals the
+    simulator refused (per-job cap, interval).
     """
     every = sim.result()
     recs = [r for r in every if r.job.job_id >= warmup]
@@ -148,6 +153,10 @@ def compute_metrics(
         "jobs_queued_frac": float((queue > 1e-3).mean()) if len(queue) else math.nan,
         "wall_s": float(wall_s),
         "decisions": int(sim.stats.decisions),
+        # every migration of the run, warm-up jobs' too (they share the cluster)
+        "migrations": int(sim.stats.migrations),
+        "migration_delay_s": float(sim.stats.migration_delay_s),
+        "migrations_declined": int(sim.stats.migrations_declined),
         "decision_ms_p50": _pct(dec, 50),
         "decision_ms_p99": _pct(dec, 99),
         "events": int(sim.stats.events),

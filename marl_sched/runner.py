@@ -284,21 +284,34 @@ def make_simulator(
     policy=None,
 ) -> Simulator:
     """A simulator for ``cfg.simulation`` over ``jobs``: its queue ordering reads
-    lengths only through ``predictor`` (synced with the completions so far), and the
-    policy's load control (:meth:`Policy.rebalance`) runs after every batch of
-    completions."""
+    lengths only through ``predictor`` (synced with the completions so far), every
+    restart is priced by ``simulation.migration_cost``, and — only with
+    ``simulation.migration: on`` — the policy's migration rule
+    (:meth:`Policy.rebalance`, :func:`has_migration_rule`) runs after every batch of
+    completions. With ``off`` no policy migrates, whatever it could do."""
+    from marl_sched.migration import MigrationCost
+
+    sc = cfg.simulation
     sim = Simulator(
         topo,
         jobs,
         perf=perf,
-        ordering=resolve_ordering(cfg.simulation.ordering, policy),
-        backfill=cfg.simulation.backfill,
+        ordering=resolve_ordering(sc.ordering, policy),
+        backfill=sc.backfill,
         estimate=lambda job: _estimate(predictor, sim, job),
-        migration_penalty_s=cfg.simulation.migration_penalty_s,
+        migration_cost=MigrationCost.parse(sc.migration_cost, sc.migration_cost_scale),
+        max_migrations_per_job=sc.max_migrations_per_job,
+        min_migration_interval_s=sc.min_migration_interval_s,
     )
-    if getattr(type(policy), "rebalance", Policy.rebalance) is not Policy.rebalance:
+    if sc.migrates and has_migration_rule(policy):
         sim.after_completions = lambda s: rebalance(s, policy)
     return sim
+
+
+def has_migration_rule(policy) -> bool:
+    """Whether ``policy`` proposes migrations: its class overrides
+    :meth:`Policy.rebalance` (the one migration hook)."""
+    return getattr(type(policy), "rebalance", Policy.rebalance) is not Policy.rebalance
 
 
 def _estimate(predictor: DurationPredictor, sim: Simulator, job: Job) -> float:
@@ -307,6 +320,8 @@ def _estimate(predictor: DurationPredictor, sim: Simulator, job: Job) -> float:
 
 
 def rebalance(sim: Simulator, policy) -> None:
-    """Apply a policy's load control: every (job, placement) it returns is migrated."""
+    """Apply a policy's migration proposals (:meth:`Policy.rebalance`): each (job,
+    placement) goes to :meth:`Simulator.migrate`, which declines (and counts) those
+    over the per-job cap or interval."""
     for job_id, placement in policy.rebalance(sim.view()):
         sim.migrate(job_id, placement)

@@ -24,7 +24,12 @@ placed does not block those behind it. Scans are incremental (only what could ha
 changed since the last one, :meth:`Simulator._begin_scan`). Load control moves a
 running job with :meth:`Simulator.migrate`; a preemptive ordering (``las-2d``)
 suspends and resumes jobs with :meth:`Simulator.preempt`, both keeping progress and
-charging a restart penalty.
+charging a restart priced by :class:`~marl_sched.migration.MigrationCost` (a
+migration: the model's measured restart plus moving its state; a resume: the restart).
+A migrated job holds its new GPUs through its delay; its old ones are free at once
+(see :meth:`Simulator.migrate`). The simulator enforces a per-job cap on migrations
+and a minimum interval between two of one job; a proposal breaking either is declined
+and counted (:attr:`SimStats.migrations_declined`).
 
 Progress is integrated exactly: a running job's iteration time changes only at
 events, so remaining iterations fall linearly in between. Whenever a job starts or
@@ -58,6 +63,7 @@ import numpy as np
 from marl_sched.catalogue import CATALOGUE, MODEL_NAMES, N_RESOURCES
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement
+from marl_sched.migration import MigrationCost
 from marl_sched.ordering import OrderingContext, QueueOrdering, make_ordering
 from marl_sched.perf import PS_PRESSURE_MASK, JobLayout, PerformanceModel
 from marl_sched.topology import Topology
@@ -71,8 +77,8 @@ _COMPLETION_PRIORITY = _PRIORITY[COMPLETION]
 #: what "free" means in a refusal under GPU sharing
 _SHARED_FREE = " (GPU sharing: GPUs with a free slot, no worker of a model it cannot share with)"
 
-#: default restart penalty of a migrated or resumed job (s): ``simulation.migration_penalty_s``
-MIGRATION_PENALTY_S = 60.0
+#: the restart rule of a simulator built without one: ``simulation.migration_cost``'s default
+DEFAULT_MIGRATION_COST = MigrationCost()
 
 
 class NonFiniteError(InputError):
@@ -113,7 +119,10 @@ class RunningInfo:
     Attributes:
         slowdown: current iteration time over the isolated one (1 = no interference).
         attained_gpu_s: GPU-seconds the job has held its GPUs so far, all stints.
-        paused_until: end of its restart penalty (<= now when it is making progress).
+        paused_until: end of its restart delay (<= now when it is making progress).
+        migrations: times it has been migrated so far.
+        next_move_at: earliest time the simulator lets it migrate again (``inf``
+            once it has reached ``max_migrations_per_job``).
     """
 
     job_id: int
@@ -126,6 +135,8 @@ class RunningInfo:
     isolated_iter_time: float
     attained_gpu_s: float
     paused_until: float
+    migrations: int = 0
+    next_move_at: float = 0.0
 
     @property
     def slowdown(self) -> float:
@@ -246,6 +257,8 @@ class SimStats:
     decisions: int = 0
     placed: int = 0
     migrations: int = 0
+    migrations_declined: int = 0  # proposals over the per-job cap or too soon
+    migration_delay_s: float = 0.0  # total restart + state-move delay of migrations
     preemptions: int = 0
     busy_gpu_seconds: float = 0.0
     decision_s: list[float] = field(default_factory=list)
@@ -265,8 +278,11 @@ class Simulator:
             (``nan`` = no estimate), what length-aware orderings read; without it
             every estimate is ``nan`` (such orderings fall back to FIFO). The true
             length is never read for ordering.
-        migration_penalty_s: seconds a migrated or resumed job makes no progress
-            (restart from a checkpoint) while holding its new GPUs.
+        migration_cost: the restart rule of migrated and resumed jobs (a
+            :class:`~marl_sched.migration.MigrationCost`, ``"measured"`` or flat seconds).
+        max_migrations_per_job: moves one job may make; more are declined.
+        min_migration_interval_s: seconds between two moves of one job; sooner ones
+            are declined.
     """
 
     def __init__(
@@ -278,7 +294,9 @@ class Simulator:
         ordering: str | QueueOrdering = "fifo",
         backfill: bool = True,
         estimate: Callable[[Job], float] | None = None,
-        migration_penalty_s: float = MIGRATION_PENALTY_S,
+        migration_cost: MigrationCost | float | str = DEFAULT_MIGRATION_COST,
+        max_migrations_per_job: int = 1,
+        min_migration_interval_s: float = 0.0,
     ) -> None:
         self.topology = topology
         self.perf = perf or PerformanceModel(topology)
@@ -286,9 +304,18 @@ class Simulator:
         self.ordering = make_ordering(ordering)
         self.backfill = backfill
         self._estimate = estimate
-        if migration_penalty_s < 0:
-            raise ValueError(f"migration_penalty_s must be >= 0, got {migration_penalty_s}")
-        self.migration_penalty_s = float(migration_penalty_s)
+        if not isinstance(migration_cost, MigrationCost):
+            migration_cost = MigrationCost.parse(migration_cost)
+        if max_migrations_per_job < 0 or not min_migration_interval_s >= 0:
+            raise ValueError(
+                "max_migrations_per_job and min_migration_interval_s must be >= 0, got "
+                f"{max_migrations_per_job}, {min_migration_interval_s}"
+            )
+        self.migration_cost = migration_cost
+        self.max_migrations_per_job = int(max_migrations_per_job)
+        self.min_migration_interval_s = float(min_migration_interval_s)
+        self._moves: dict[int, int] = {}  # job id -> migrations so far
+        self._last_move: dict[int, float] = {}  # job id -> time of its last migration
         t = topology
         self.now = 0.0
         self._sharing = int(t.gpu_sharing)
@@ -373,7 +400,7 @@ class Simulator:
 
         After completions, :attr:`after_completions` (if set) is called with the
         simulator: the runner's hook for a policy's load control
-        (:meth:`migrate`)."""
+        (:meth:`migrate`): set only when ``simulation.migration`` is on."""
         if not self._events:
             return False
         when = self._events[0][0]
@@ -559,12 +586,23 @@ class Simulator:
 
     # ------------------------------------------------------------------ load control
 
-    def migrate(self, job_id: int, placement: Placement) -> None:
-        """Move the running job ``job_id`` to ``placement``.
+    def migrate(self, job_id: int, placement: Placement) -> bool:
+        """Move the running job ``job_id`` to ``placement``; False if declined.
 
-        The job keeps its progress (remaining iterations), restarts on its new GPUs
-        after :attr:`migration_penalty_s` seconds without progress, and every job
-        whose neighbourhood changed (old or new) gets a new speed. Raises
+        A proposal is declined (state unchanged, counted in
+        :attr:`SimStats.migrations_declined`) when the job has made
+        ``max_migrations_per_job`` moves or its last one was less than
+        ``min_migration_interval_s`` ago. Otherwise the job keeps its progress
+        (remaining iterations) and makes none for its migration delay
+        (:meth:`MigrationCost.migration_s`: its model's restart plus moving its state
+        over the bottleneck link of the old→new path, sharing that link with the jobs
+        on it now), holding its new GPUs throughout; every job whose neighbourhood
+        changed (old or new) gets a new speed.
+
+        The old GPUs are free at once, as in the Sia simulator the restart delays
+        were measured by: the job stops and checkpoints first (part of the measured
+        restart), and its state then moves from the old servers' host memory, not
+        from their GPUs. Holding them too would charge the stop twice. Raises
         :class:`PlacementError` (state unchanged) if ``placement`` does not fit once
         the job's own resources are released."""
         if self._pending is not None:
@@ -572,6 +610,9 @@ class Simulator:
         run = self.running.get(job_id)
         if run is None:
             raise KeyError(f"job {job_id} is not running")
+        if self.now < self.next_move_at(job_id):
+            self.stats.migrations_declined += 1
+            return False
         self._progress(run)
         near_srv, near_link, sat = self._release(run)
         try:
@@ -579,20 +620,50 @@ class Simulator:
         except PlacementError:
             self._occupy(run.job, run.placement, run.layout)
             raise
+        delay = self.migration_cost.migration_s(
+            self.topology, self.link_jobs, run.job.model,
+            run.placement.worker_groups, placement.worker_groups,
+        )  # fmt: skip
+        if not math.isfinite(delay):
+            self._occupy(run.job, run.placement, run.layout)
+            raise NonFiniteError(
+                f"job {job_id} ({run.job.model}): migration delay {delay!r} s; a topology "
+                "bandwidth is out of range"
+            )
         layout = self.perf.layout(CATALOGUE[run.job.model], placement.worker_groups,
                                   placement.ps_groups)  # fmt: skip
         layout = self._with_gpus(run.job, layout)
         new_srv, new_link, new_sat = self._occupy(run.job, placement, layout)
         run.placement, run.layout = placement, layout
-        run.paused_until = self.now + self.migration_penalty_s
+        run.paused_until = self.now + delay
         self.running[job_id] = run
         self._completions += 1  # resources moved: declined jobs may fit now
         self.stats.migrations += 1
+        self.stats.migration_delay_s += delay
+        self._moves[job_id] = self._moves.get(job_id, 0) + 1
+        self._last_move[job_id] = self.now
         self._refresh(near_srv | new_srv, near_link | new_link, sat | new_sat, fresh=job_id)
+        return True
+
+    def next_move_at(self, job_id: int) -> float:
+        """Earliest time the simulator lets ``job_id`` migrate: ``inf`` once it has
+        made ``max_migrations_per_job`` moves, else its last move plus
+        ``min_migration_interval_s`` (0 if it never moved)."""
+        moves = self._moves.get(job_id, 0)
+        if moves >= self.max_migrations_per_job:
+            return math.inf
+        if moves == 0:
+            return 0.0
+        return self._last_move[job_id] + self.min_migration_interval_s
+
+    def _resume_delay(self, job: Job) -> float:
+        """Seconds a preempted job restarts when it is placed again (no state move:
+        its checkpoint's whereabouts are not modelled)."""
+        return self.migration_cost.restart_s(job.model)
 
     def preempt(self, job_id: int) -> None:
         """Stop the running job ``job_id`` and queue it again with its progress kept
-        (it pays :attr:`migration_penalty_s` when it is placed again)."""
+        (it pays its restart, :meth:`MigrationCost.restart_s`, when placed again)."""
         run = self.running[job_id]
         self._progress(run)
         near_srv, near_link, sat = self._release(run)
@@ -688,6 +759,8 @@ class Simulator:
         f._attained = dict(self._attained)
         f._last_stop = dict(self._last_stop)
         f._made_room = set(self._made_room)
+        f._moves = dict(self._moves)
+        f._last_move = dict(self._last_move)
         f.after_completions = None
         f._handlers = {ARRIVAL: f._on_arrival, COMPLETION: f._on_completion, TICK: f._on_tick}
         return f
@@ -782,6 +855,8 @@ class Simulator:
                 isolated_iter_time=r.isolated_iter_time,
                 attained_gpu_s=self.attained_gpu_s(jid),
                 paused_until=r.paused_until,
+                migrations=self._moves.get(jid, 0),
+                next_move_at=self.next_move_at(jid),
             )
             for jid, r in sorted(self.running.items())
         )
@@ -1035,7 +1110,7 @@ class Simulator:
             remaining=job.iterations if held is None else held[0],
             last_update=self.now,
             isolated_iter_time=iso,
-            paused_until=0.0 if held is None else self.now + self.migration_penalty_s,
+            paused_until=0.0 if held is None else self.now + self._resume_delay(job),
             stint_start=self.now,
             version=0 if held is None else held[2],
         )

@@ -38,8 +38,11 @@ memory *before* this job (θ = 0.8, the authors' "available ≥ 0.2" test); over
 servers are used only when no other server has room. **Load control with migration**
 (:meth:`MlfHPolicy.rebalance`, :mod:`agents.baselines.load_control`): after
 completions, jobs on servers whose residents are slowed by interference move to
-underloaded servers, lowest priority first. Dropping tasks that no longer improve
-accuracy is not expressible (the simulator has no accuracy model).
+underloaded servers, lowest priority first — MLFS's rule of
+:mod:`marl_sched.policies.load_control`, the one every ``+lc`` row uses, called only
+with ``simulation.migration: on`` and priced and capped by the simulator alike.
+Dropping tasks that no longer improve accuracy is not expressible (the simulator has
+no accuracy model).
 """
 
 from __future__ import annotations
@@ -52,7 +55,6 @@ from marl_sched.jobs import Job, Placement
 from marl_sched.ordering import QueueOrdering, make_ordering, mlfs_priority_value
 from marl_sched.policies.base import Policy
 from marl_sched.simulator import ClusterView
-from marl_sched.topology import Topology
 
 #: utilisation above which a server counts as overloaded (authors' ``av < 0.2``)
 OVERLOAD_THRESHOLD = 0.8
@@ -136,11 +138,6 @@ class MlfsPolicy(Policy):
 
     def __init__(self, load_control: bool = True) -> None:
         self.load_control = load_control
-        self._moved: set[int] = set()
-
-    def reset(self, topology: Topology, seed: int = 0) -> None:
-        super().reset(topology, seed)
-        self._moved = set()
 
     def chooser(self, view: ClusterView) -> Chooser:
         """``choose(draft, mask) -> server`` for placements on ``view``."""
@@ -156,7 +153,7 @@ class MlfsPolicy(Policy):
     def rebalance(self, view: ClusterView) -> list[tuple[int, Placement]]:
         if not self.load_control:
             return []
-        return plan_moves(view, self.chooser, self._moved)
+        return plan_moves(view, self.chooser)
 
 
 class MlfHPolicy(MlfsPolicy):

@@ -126,7 +126,8 @@ def rollout(
 ) -> Rollout:
     """Run ``jobs`` of ``run`` with ``choose(x, mask, draft, overloaded) -> server`` per
     task; the policy sees each job through the scenario's duration predictor, and
-    ``controller``'s load control (if any) migrates jobs after completions."""
+    ``controller``'s load control (if any) migrates jobs after completions when the
+    scenario's config says ``simulation.migration: on``."""
     predictor = run.workload.predictor()
     if controller is not None:
         controller.reset(run.topology, 0)

@@ -53,10 +53,22 @@ class Policy(ABC):
         return None
 
     def rebalance(self, view: ClusterView) -> list[tuple[int, Placement]]:
-        """Load control, called after every batch of completions: running jobs to
-        move, as (job id, new placement); each is migrated with the run's restart
-        penalty (:meth:`marl_sched.simulator.Simulator.migrate`). Default: none.
-        ``view.running()`` lists the running jobs with placements and slowdowns."""
+        """The one migration hook: running jobs to move, as (job id, new placement).
+
+        A policy has a migration rule when its class overrides this method
+        (:func:`marl_sched.runner.has_migration_rule`). The runner calls it after
+        every batch of completions, and only when ``simulation.migration: on``; with
+        ``off`` it is never called and no job migrates. Each proposal goes to
+        :meth:`marl_sched.simulator.Simulator.migrate`, the same mechanism and cost
+        for every policy: the job pauses for its measured restart plus its state's
+        move (``simulation.migration_cost``), holds its new GPUs, and a proposal over
+        ``simulation.max_migrations_per_job`` or sooner than
+        ``simulation.min_migration_interval_s`` is declined and counted. A placement
+        must fit once the job's own resources are released (else ``PlacementError``).
+        ``view.running()`` lists the running jobs with placements, slowdowns,
+        attained service and when each may move (``next_move_at``);
+        :mod:`marl_sched.policies.load_control` is MLFS's rule, usable with any
+        policy. Default: no migration rule."""
         return []
 
 
@@ -64,7 +76,9 @@ class Policy(ABC):
 class PolicyEntry:
     name: str
     description: str
-    kind: str  # "heuristic", "control" (a heuristic inside the agents' masks) or "learned"
+    # "heuristic", "control" (a heuristic inside the agents' masks), "load-control" (a
+    # policy paired with MLFS's load control: the ``+lc`` rows) or "learned"
+    kind: str
     target: str | type[Policy]  # a class, or "module:Class" imported on first use
 
 
@@ -86,7 +100,7 @@ def register_lazy(name: str, description: str, target: str, kind: str = "learned
 
 
 #: the kinds of registered policy, in the order ``marl-sched policies`` lists them
-KINDS = ("heuristic", "control", "learned")
+KINDS = ("heuristic", "control", "load-control", "learned")
 
 
 def policy_entries() -> dict[str, PolicyEntry]:
@@ -99,6 +113,11 @@ def policy_entries() -> dict[str, PolicyEntry]:
 def control_names() -> list[str]:
     """Names of the registered controls (heuristics inside the agents' masks)."""
     return [n for n, e in policy_entries().items() if e.kind == "control"]
+
+
+def load_control_names() -> list[str]:
+    """Names of the ``+lc`` rows (a policy paired with MLFS's load control)."""
+    return [n for n, e in policy_entries().items() if e.kind == "load-control"]
 
 
 def heuristic_names() -> list[str]:
@@ -153,6 +172,21 @@ for _heuristic in ("interference-aware", "speed-aware", "first-fit"):
         f"{_heuristic}'s plan followed inside the agents' masks, with their env rules",
         f"envs.controls:Masked{''.join(w.title() for w in _heuristic.split('-'))}",
         kind="control",
+    )
+
+# a policy paired with MLFS's load control (marl_sched/policies/load_control.py); the
+# placement policy itself is imported only when one is made (harmony needs torch)
+for _name, _cls in (
+    ("first-fit+lc", "FirstFitLc"),
+    ("speed-aware+lc", "SpeedAwareLc"),
+    ("masked:interference-aware+lc", "MaskedInterferenceAwareLc"),
+    ("harmony+lc", "HarmonyLc"),
+):
+    register_lazy(
+        _name,
+        f"{_name[:-3]} paired with MLFS's load control (migrates with simulation.migration: on)",
+        f"marl_sched.policies.load_control:{_cls}",
+        kind="load-control",
     )
 
 # learned and published schedulers, imported only when used

@@ -46,8 +46,8 @@ def _write(tmp_path: Path, text: str) -> Path:
         ("topology:\n  subclusters: two\n", "topology.subclusters: expected an integer, got 'two'"),
         ("workload:\n  load: -1\n", "workload.load: must be > 0, got -1"),
         ("simulation:\n  ordering: lifo\n", "simulation.ordering: must be one of"),
-        ("simulation:\n  migration_penalty_s: -5\n", "simulation.migration_penalty_s: must be"),
-        ("simulation:\n  migration_penalty_s: soon\n", "simulation.migration_penalty_s: expected"),
+        ("simulation:\n  migration_cost: -5\n", "simulation.migration_cost: must be measured"),
+        ("simulation:\n  migration_cost: soon\n", "simulation.migration_cost: must be measured"),
         ("bogus: {}\n", "bogus: unknown section"),
         (
             "topology:\n  subclusters: 1\n  racks_per_subcluster: 1\n  servers_per_rack: 2\n"

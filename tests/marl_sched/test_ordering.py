@@ -137,7 +137,7 @@ def test_las_2d_preempts_a_demoted_job_for_a_new_one_and_resumes_it() -> None:
     long_iters = 3 * LAS_THRESHOLDS[0] / iso  # 3 thresholds' worth of GPU-seconds alone
     jobs = [_job(0, iterations=long_iters), _job(1, iterations=100.0, submit=10.0)]
     penalty = 7.0
-    sim = Simulator(topo, jobs, perf=perf, ordering="las-2d", migration_penalty_s=penalty)
+    sim = Simulator(topo, jobs, perf=perf, ordering="las-2d", migration_cost=penalty)
     assert _serve_in_order(sim) == [0, 1, 0]
     assert sim.stats.preemptions == 1
     r0, r1 = sim.records[0], sim.records[1]
@@ -156,7 +156,7 @@ def test_migrate_keeps_progress_and_charges_the_penalty() -> None:
     n, t_migrate, penalty = 5000.0, 100.0, 30.0
     # job 1 (always declined) only marks the moment to migrate
     jobs = [_job(0, iterations=n), _job(1, submit=t_migrate)]
-    sim = Simulator(topo, jobs, perf=perf, migration_penalty_s=penalty)
+    sim = Simulator(topo, jobs, perf=perf, migration_cost=penalty)
     assert sim.next_decision().job_id == 0
     sim.apply(Placement((0,), ()))
     tau = sim.running[0].iter_time
@@ -235,8 +235,8 @@ def test_the_runner_uses_a_policys_own_ordering_only_under_own_and_its_load_cont
     workload = load_workload(cfg, perf)
 
     def run(ordering: str):
-        c = dataclasses.replace(cfg, simulation=dataclasses.replace(cfg.simulation,
-                                                                    ordering=ordering))  # fmt: skip
+        sim_cfg = dataclasses.replace(cfg.simulation, ordering=ordering, migration="on")
+        c = dataclasses.replace(cfg, simulation=sim_cfg)
         pol = _OwnOrderingMover()
         _, records, sim = simulate(c, "test-mover", workload, topo, perf, policy=pol)
         return pol, sim, [(r.job.job_id, r.start_time) for r in records]

@@ -1,0 +1,260 @@
+"""What a migration costs: a measured restart delay plus the time to move the job's state.
+
+A migrated job (:meth:`marl_sched.simulator.Simulator.migrate`) makes no progress for
+
+    delay = scale · (restart_s(model) + move_s)
+
+while it holds its new GPUs; a preempted job that resumes pays ``scale ·
+restart_s(model)`` (its state was saved when it stopped; where it was kept is not
+modelled, so no move is charged). ``simulation.migration_cost`` chooses the rule:
+
+- ``measured`` (default): ``restart_s`` is the restart delay the Sia/Pollux simulator
+  charges the model's application on a re-allocation
+  (``../shared/data/profiles/restart_times.csv``, 15–250 s; PROVENANCE.md), shipped as
+  :data:`RESTART_FILE` (derived by :func:`derive_restart_table`, re-derived from the
+  shared data by ``tests/marl_sched/test_migration.py``); ``move_s`` is
+  :func:`state_move_s`.
+- a number of seconds: a flat restart delay for every model, no state move (the
+  simulator's rule before issue 33 was 60 s flat).
+
+**Catalogue model → measured application** (:data:`MODEL_APPLICATION`). The six
+Pollux models are Sia's applications themselves (measured). The others go through the
+family the calibration already maps them to for interference (Gavel job types,
+``docs/performance-model.md``): ResNet-50 family → ``imagenet`` (Sia's imagenet *is*
+ResNet-50), ResNet-18 family → ``cifar10`` (ResNet-18), Transformer → ``bert``,
+Recommendation → ``ncf``, LM → ``deepspeech2``; ``cnn-text-classification`` (Gavel's
+A3C) has no Sia counterpart and takes Sia's own default for an unprofiled application,
+``other``. Every one of those eight is an **assumption** (a different framework and
+data set than the measured run); :func:`model_restart_table` marks them.
+
+**State move** (:func:`state_move_s`), a documented simple form of the topology's link
+model. The state is the model and its optimizer: :data:`STATE_COPIES` × the model's
+bytes (weights plus Adam's two moments; an assumption, an upper bound for momentum
+SGD, which keeps one). Every data-parallel worker holds a full replica: workers that
+stay in their GPU group move nothing; each of the others carries one state from an old
+group to a new one (the leftover old and new groups paired in ascending order). A
+transfer crosses the links of :mod:`marl_sched.perf`'s path between the two groups
+(both PCIe links, the QPI link across sockets, both NICs across servers, both rack
+uplinks across racks, both subcluster uplinks across subclusters); link ``l`` carries
+the bytes ``B_l`` of every transfer crossing it at ``bw_l / (1 + n_l)``, its
+effective bandwidth shared with the ``n_l`` jobs whose traffic already crosses it
+(``Simulator.link_jobs`` when the job moves, itself excluded). The move takes
+``max_l B_l (1 + n_l) / bw_l``: its bottleneck link. The transfer does not slow the
+jobs it shares links with (one-sided, an assumption: it lasts seconds against their
+hours). Parameter servers move nothing of their own: the parameters they hold are in
+every worker's replica.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import functools
+import json
+import math
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from marl_sched.catalogue import CATALOGUE
+from marl_sched.errors import InputError
+from marl_sched.topology import Topology
+
+RESTART_FILE = Path(__file__).resolve().parent / "data" / "restart_times.json"
+
+#: the measured table beside the repo (``../shared/data``), relative to the profiles
+RESTART_CSV = "restart_times.csv"
+
+#: copies of the model's bytes a job's state holds: weights + Adam's two moments
+STATE_COPIES = 3
+
+#: Sia's default restart for an application it did not profile
+OTHER = "other"
+
+#: catalogue model -> (Sia application, why); see the module docstring
+_MEASURED = "measured: the application itself"
+_FAMILY = "assumption: Gavel family {} -> {}"
+MODEL_APPLICATION: dict[str, tuple[str, str]] = {
+    **{m: (m, _MEASURED) for m in ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")},
+    "resnet-50": ("imagenet", "assumption: the same network (ResNet-50, ImageNet), in MXNet"),
+    "vgg-16": ("imagenet", _FAMILY.format("ResNet-50 (ImageNet CNN)", "imagenet")),
+    "inception-bn": ("imagenet", _FAMILY.format("ResNet-50 (ImageNet CNN)", "imagenet")),
+    "resnext-110": ("cifar10", _FAMILY.format("ResNet-18 (CIFAR-10 CNN)", "cifar10")),
+    "seq2seq": ("bert", _FAMILY.format("Transformer", "bert")),
+    "dssm": ("ncf", _FAMILY.format("Recommendation", "ncf")),
+    "wlm": ("deepspeech2", _FAMILY.format("LM", "deepspeech2")),
+    "cnn-text-classification": (
+        OTHER,
+        "assumption: Gavel's A3C has no Sia application; Sia's default for an unprofiled one",
+    ),
+}
+
+DERIVATION = (
+    "restart_s: the application,restart_s rows of ../shared/data/profiles/restart_times.csv "
+    "unchanged (Sia SOSP'23 artifact, sia-simulator/applications.py rescale_time); "
+    "models: each catalogue model's application by marl_sched.migration.MODEL_APPLICATION "
+    "and its restart_s. Regenerate: python -m marl_sched.migration --shared ../shared/data "
+    "--out marl_sched/data/restart_times.json"
+)
+
+
+def read_restart_csv(path: str | os.PathLike) -> dict[str, float]:
+    """``{application: restart seconds}`` of a ``restart_times.csv``."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    table = {r["application"].strip(): float(r["restart_s"]) for r in rows}
+    if OTHER not in table:
+        raise ValueError(f"{path}: no {OTHER!r} row (Sia's default restart)")
+    return table
+
+
+def derive_restart_table(shared: str | os.PathLike) -> dict:
+    """The content of :data:`RESTART_FILE` from ``<shared>/profiles/restart_times.csv``."""
+    apps = read_restart_csv(Path(shared) / "profiles" / RESTART_CSV)
+    models = {}
+    for model in sorted(MODEL_APPLICATION):
+        app, why = MODEL_APPLICATION[model]
+        models[model] = {
+            "application": app,
+            "restart_s": apps[app],
+            "measured": why.startswith("measured"),
+            "basis": why,
+        }
+    return {"derivation": DERIVATION, "restart_s": apps, "models": models}
+
+
+@functools.cache
+def model_restart_table() -> dict[str, dict]:
+    """Per catalogue model: its application, restart seconds, whether measured."""
+    return json.loads(RESTART_FILE.read_text(encoding="utf-8"))["models"]
+
+
+def restart_s(model: str) -> float:
+    """The measured restart delay (s) of ``model``'s application."""
+    return float(model_restart_table()[model]["restart_s"])
+
+
+def state_bytes(model: str) -> float:
+    """Bytes of one replica of a job's state: :data:`STATE_COPIES` × model bytes."""
+    return STATE_COPIES * CATALOGUE[model].model_bytes
+
+
+def path_links(topology: Topology, a: int, b: int) -> list[int]:
+    """The links a transfer from GPU group ``a`` to group ``b`` (a != b) crosses, as
+    :mod:`marl_sched.perf` charges them."""
+    t = topology
+    links = [t.pcie_link(a), t.pcie_link(b)]
+    sa, sb = int(t.group_server[a]), int(t.group_server[b])
+    if sa == sb:
+        if t.group_socket[a] != t.group_socket[b]:
+            links.append(t.qpi_link(sa))
+        return links
+    links += [t.nic_link(sa), t.nic_link(sb)]
+    ra, rb = int(t.server_rack[sa]), int(t.server_rack[sb])
+    if ra != rb:
+        links += [t.rack_link(ra), t.rack_link(rb)]
+        ca, cb = int(t.rack_subcluster[ra]), int(t.rack_subcluster[rb])
+        if ca != cb:
+            links += [t.sc_link(ca), t.sc_link(cb)]
+    return links
+
+
+def moved_pairs(old: Sequence[int], new: Sequence[int]) -> list[tuple[int, int]]:
+    """(old group, new group) of every worker whose state moves: the workers that stay
+    in a group cancel out, the rest pair in ascending order."""
+    rest_old, rest_new = sorted(old), sorted(new)
+    for g in sorted(set(old) & set(new)):
+        stay = min(rest_old.count(g), rest_new.count(g))
+        for _ in range(stay):
+            rest_old.remove(g)
+            rest_new.remove(g)
+    return list(zip(rest_old, rest_new, strict=True))
+
+
+def state_move_s(
+    topology: Topology,
+    link_jobs: np.ndarray,
+    model: str,
+    old_groups: Sequence[int],
+    new_groups: Sequence[int],
+) -> float:
+    """Seconds to move the state of a job's workers from ``old_groups`` to
+    ``new_groups`` (module docstring): ``max_l B_l (1 + n_l) / bw_l``."""
+    nbytes = state_bytes(model)
+    load: dict[int, float] = {}
+    for a, b in moved_pairs(old_groups, new_groups):
+        for link in path_links(topology, a, b):
+            load[link] = load.get(link, 0.0) + nbytes
+    bw, jobs = topology.link_bw, link_jobs
+    return max((B * (1 + int(jobs[k])) / float(bw[k]) for k, B in load.items()), default=0.0)
+
+
+@dataclass(frozen=True)
+class MigrationCost:
+    """The rule pricing restarts (module docstring).
+
+    Attributes:
+        flat_s: a flat restart delay for every model and no state move; None =
+            measured (per-model restart + state move).
+        scale: multiplies every delay (a sensitivity knob; 1 = as measured).
+    """
+
+    flat_s: float | None = None
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name, value in (("flat_s", self.flat_s), ("scale", self.scale)):
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise InputError(f"migration cost: {name} must be finite and >= 0, got {value!r}")
+
+    @classmethod
+    def parse(cls, cost: float | str, scale: float = 1.0) -> MigrationCost:
+        """``"measured"`` or a number of seconds (config: ``simulation.migration_cost``)."""
+        if cost == "measured":
+            return cls(None, scale)
+        return cls(float(cost), scale)
+
+    @property
+    def measured(self) -> bool:
+        return self.flat_s is None
+
+    def restart_s(self, model: str) -> float:
+        """Seconds a resumed (or migrated) job of ``model`` restarts, before any move."""
+        return self.scale * (restart_s(model) if self.flat_s is None else self.flat_s)
+
+    def migration_s(
+        self,
+        topology: Topology,
+        link_jobs: np.ndarray,
+        model: str,
+        old_groups: Sequence[int],
+        new_groups: Sequence[int],
+    ) -> float:
+        """Seconds a job of ``model`` moved from ``old_groups`` to ``new_groups`` (its
+        workers' GPU groups) makes no progress: restart plus state move."""
+        if self.flat_s is not None:
+            return self.scale * self.flat_s
+        move = state_move_s(topology, link_jobs, model, old_groups, new_groups)
+        return self.scale * (restart_s(model) + move)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m marl_sched.migration --shared ../shared/data --out FILE``."""
+    from marl_sched.metrics import atomic_write_text
+
+    ap = argparse.ArgumentParser(description="Derive marl_sched/data/restart_times.json.")
+    ap.add_argument("--shared", required=True, help="the shared data folder (../shared/data)")
+    ap.add_argument("--out", default=str(RESTART_FILE))
+    args = ap.parse_args(argv)
+    table = derive_restart_table(args.shared)
+    atomic_write_text(args.out, json.dumps(table, indent=1) + "\n")
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
