@@ -1283,7 +1283,7 @@ class Simulator:
 
     def _progress(self, run: RunningJob) -> None:
         """Bring ``run``'s remaining iterations to now at its current speed (none
-        before the end of a restart penalty)."""
+        before the end of a restart delay)."""
         now = self.now
         if run.iter_time < math.inf:
             if run.paused_until <= run.last_update:
