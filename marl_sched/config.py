@@ -248,6 +248,11 @@ class SimulationConfig:
         seed: seed of the policy's randomness.
         migration_penalty_s: seconds a migrated or preempted-and-resumed job makes
             no progress on its new GPUs (restart from a checkpoint).
+        nic_efficiency_scale: factor on the calibrated efficiency of every network
+            link (NIC, rack and subcluster uplinks), i.e. on the cost of spreading a job
+            over servers; 1 = the calibration. The benchmark's spread-cost variant
+            (``marl_sched.benchmark.sensitivity.GAVEL_NIC_SCALE``) sets the value at
+            which Gavel's spread/packed ratio comes out at its measured 1.38.
     """
 
     policy: str = "load-balance"
@@ -255,6 +260,7 @@ class SimulationConfig:
     backfill: bool = True
     seed: int = 0
     migration_penalty_s: float = 60.0
+    nic_efficiency_scale: float = 1.0
 
     def validate(self, where: str, key: str) -> None:
         from marl_sched.ordering import ORDERINGS, OWN
@@ -271,6 +277,12 @@ class SimulationConfig:
             where,
             f"{key}.migration_penalty_s",
             f"must be a finite number >= 0, got {self.migration_penalty_s!r}",
+        )
+        check(
+            math.isfinite(self.nic_efficiency_scale) and self.nic_efficiency_scale > 0,
+            where,
+            f"{key}.nic_efficiency_scale",
+            f"must be a finite number > 0, got {self.nic_efficiency_scale!r}",
         )
 
 

@@ -94,6 +94,7 @@ class Workload:
 
 def build_cluster(cfg: ExperimentConfig) -> tuple[Topology, PerformanceModel]:
     topo = Topology.from_config(cfg.topology)
+    topo = topo.with_network_efficiency(cfg.simulation.nic_efficiency_scale)
     return topo, PerformanceModel(topo)
 
 

@@ -132,8 +132,13 @@ def summarize(rows: Sequence[dict[str, Any]], policies: Sequence[str], reps: int
             if x != y:
                 est = probability_of_improvement(avg[x], avg[y], reps=reps // 2)
                 improvement.append(
-                    {"policy": x, "over": y, "p": est.point, "ci_low": est.low,
-                     "ci_high": est.high}  # fmt: skip
+                    {
+                        "policy": x,
+                        "over": y,
+                        "p": est.point,
+                        "ci_low": est.low,
+                        "ci_high": est.high,
+                    }  # fmt: skip
                 )
     return summary, improvement
 
@@ -187,7 +192,7 @@ def summary_markdown(
         "scenario (< 1 = better than it), with 95 % hierarchical-bootstrap confidence "
         "intervals: scenarios resampled, then training runs and seeds within each "
         f"(marl_sched/benchmark/stats.py). A policy with one seed of one run per scenario "
-        f"has no interval (\"{NO_INTERVAL}\"). Mean: the plain mean of the same scores; "
+        f'has no interval ("{NO_INTERVAL}"). Mean: the plain mean of the same scores; '
         "worst case: the largest per-scenario mean (its scenario named).",
         "",
     ]
