@@ -174,6 +174,11 @@ class WorkloadConfig:
             (:mod:`marl_sched.duration`): ``none``, ``oracle`` (upper-bound
             ablation), ``noisy`` or ``history``.
         duration_noise_sigma: ln-space error of the ``noisy`` estimate.
+        arrival_jitter: each inter-arrival gap of the window (warm-up included) is
+            multiplied by a draw from Uniform(1 - j, 1 + j) seeded by ``seed``
+            (:func:`marl_sched.traces.jitter_arrivals`; mean 1, so the load is kept);
+            0 = the trace's own arrival times. The benchmark suite sets it, so that
+            every seed varies every scenario's arrivals (docs/benchmark.md).
     """
 
     trace: str = "configs/traces/philly_sample.csv"
@@ -186,9 +191,17 @@ class WorkloadConfig:
     warmup_jobs: int = 0
     duration_estimate: str = "noisy"
     duration_noise_sigma: float = 1.0
+    arrival_jitter: float = 0.0
 
     def validate(self, where: str, key: str) -> None:
         from marl_sched.duration import DURATION_ESTIMATES
+
+        check(
+            0 <= self.arrival_jitter < 1,
+            where,
+            f"{key}.arrival_jitter",
+            f"must be in [0, 1), got {self.arrival_jitter}",
+        )
 
         check(
             self.duration_estimate in DURATION_ESTIMATES,

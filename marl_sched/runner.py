@@ -102,7 +102,7 @@ def load_workload(
     cfg: ExperimentConfig, perf: PerformanceModel, options: TraceOptions | None = None
 ) -> Workload:
     """Read the trace window of ``cfg.workload`` (overridden by ``options``) as jobs."""
-    from marl_sched.traces import load_trace
+    from marl_sched.traces import jitter_arrivals, load_trace
 
     wl = (options or TraceOptions()).apply(cfg.workload)
     path = str(cfg.resolve_path(wl.trace)) if options is None or options.trace is None else wl.trace
@@ -118,7 +118,7 @@ def load_workload(
         seed=wl.seed,
     )
     jobs, info = build_jobs(
-        trace.jobs,
+        jitter_arrivals(trace.jobs, wl.arrival_jitter, wl.seed),
         perf.isolated_iteration_time,
         seed=wl.seed,
         max_job_gpus=wl.max_job_gpus,

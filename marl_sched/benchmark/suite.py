@@ -6,6 +6,7 @@ YAML mapping::
     version: 1
     base_config: configs/default.yaml      # simulation + workload defaults
     tiers: {light: 0.30, medium: 0.60, heavy: 0.85}   # target steady GPU utilisation
+    arrival_jitter: 0.2                    # optional: workload.arrival_jitter of every cell
     topologies: {default: configs/default.yaml, k80-heavy: benchmarks/topologies/...}
     regions:                               # which split owns which jobs of which file
       - {trace: ../shared/data/traces/philly.csv, jobs: [0, 50000], split: train}
@@ -145,6 +146,8 @@ class Suite:
     scenarios: dict[str, tuple[Scenario, ...]]
     #: command-line ``key=value`` overrides of the base config (:meth:`with_overrides`)
     overrides: tuple[str, ...] = ()
+    #: ``workload.arrival_jitter`` of every cell (the suite's ``arrival_jitter``)
+    arrival_jitter: float = 0.0
 
     def with_overrides(self, overrides: Sequence[str], track: str | None = None) -> Suite:
         """This suite with ``key=value`` overrides of its base config, checked now, after
@@ -174,7 +177,8 @@ class Suite:
         self, scenario: Scenario, seed: int = 0, duration_estimate: str | None = None
     ) -> ExperimentConfig:
         """The experiment config of one cell: the base config with the scenario's
-        topology and window, ``seed`` as the fill and duration-noise seed, and
+        topology and window, ``seed`` as the fill, duration-noise and arrival-jitter
+        seed, the suite's ``arrival_jitter``, and
         ``duration_estimate`` (None = the base config's) as what policies know of
         job lengths."""
         base = _load_config_cached(self.base_config, self.overrides)
@@ -189,6 +193,7 @@ class Suite:
             load=scenario.load,
             seed=seed,
             duration_estimate=duration_estimate or base.workload.duration_estimate,
+            arrival_jitter=self.arrival_jitter,
         )
         return dataclasses.replace(base, topology=topology, workload=workload)
 
@@ -203,6 +208,7 @@ SCENARIO_KEYS = (
     "load",
     "seed",
     "duration_estimate",
+    "arrival_jitter",
 )
 
 
@@ -299,13 +305,18 @@ def load_suite(path: str | Path = DEFAULT_SUITE) -> Suite:
     """Load and check a suite file (see the module docstring)."""
     where = str(path)
     data = _mapping(read_yaml(resolve(path), where, "suite"), where, "suite")  # no duplicate keys
-    known = {"version", "base_config", "tiers", "topologies", "regions", "scenarios"}
+    known = {
+        "version", "base_config", "tiers", "topologies", "regions", "scenarios", "arrival_jitter"
+    }  # fmt: skip
     for key in data:
         if key not in known:
             raise _fail(where, key, f"unknown key (known: {', '.join(sorted(known))})")
     if data.get("version") != 1:
         raise _fail(where, "version", f"must be 1, got {data.get('version')!r}")
     base = _typed(data.get("base_config"), str, where, "base_config")
+    jitter = _typed(data.get("arrival_jitter", 0.0), float, where, "arrival_jitter")
+    if not 0 <= jitter < 1:
+        raise _fail(where, "arrival_jitter", f"must be in [0, 1), got {jitter}")
     tiers = {
         str(k): _typed(v, float, where, f"tiers.{k}")
         for k, v in _mapping(data.get("tiers"), where, "tiers").items()
@@ -361,7 +372,7 @@ def load_suite(path: str | Path = DEFAULT_SUITE) -> Suite:
                 raise _fail(where, key, problem)
             parsed.append(sc)
         scenarios[split] = tuple(parsed)
-    return Suite(where, base, tiers, topologies, regions, scenarios)
+    return Suite(where, base, tiers, topologies, regions, scenarios, arrival_jitter=jitter)
 
 
 # ------------------------------------------------------------------------- refusal
