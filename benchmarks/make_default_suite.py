@@ -111,6 +111,10 @@ VARIANTS = {
 }
 #: the fields that make a scenario the same measurement (--reuse)
 SAME = ("trace", "start", "max_jobs", "warmup_jobs", "tier", "topology")
+#: a scenario whose first-fit utilisation ends further than this from its tier's
+#: target (the window cannot reach the tier at any load in LOAD_RANGE) is not
+#: registered: a "heavy" scenario at 0.6 would be mislabelled
+REACH = 0.05
 
 
 def _suite(scenarios: dict) -> Suite:
@@ -119,7 +123,9 @@ def _suite(scenarios: dict) -> Suite:
     )
 
 
-def _scenario(split, name, trace, start, max_jobs, warmup, tier, topology, reuse=()) -> dict:
+def _scenario(split, name, trace, start, max_jobs, warmup, tier, topology, reuse=()) -> dict | None:
+    """The scenario's suite entry with its measured (or kept) load; None when the
+    window cannot reach the tier (:data:`REACH`)."""
     row = dict(zip(SAME, (trace, start, max_jobs, warmup, tier, topology), strict=True))
     old = next((r for r in reuse if all(r.get(k) == row[k] for k in SAME)), None)
     if old is not None:
@@ -128,11 +134,15 @@ def _scenario(split, name, trace, start, max_jobs, warmup, tier, topology, reuse
         sc = Scenario(name, split, trace, start, max_jobs, 1.0, tier, topology, warmup)
         load, util = calibrate_load(_suite({}).config_for(sc), TIERS[tier])
         how = "measured"
+    reached = abs(util - TIERS[tier]) <= REACH
     print(
-        f"{split:10s} {name:40s} load {load:<8g} util {util:.3f} ({how})",
+        f"{split:10s} {name:40s} load {load:<8g} util {util:.3f} ({how})"
+        + ("" if reached else f": tier {tier} out of reach, not registered"),
         file=sys.stderr,
         flush=True,
     )
+    if not reached:
+        return None
     return {
         "name": name,
         "trace": trace,
@@ -178,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
                     reuse,
                 )  # fmt: skip
             )
-        scenarios[split] = rows
+        scenarios[split] = [r for r in rows if r is not None]
     header = Path(__file__).with_name("default.header.txt").read_text(encoding="utf-8")
     body = {
         "version": 1,

@@ -224,12 +224,25 @@ def test_bad_suite_file_exits_2(tmp_path, capsys) -> None:
 
 def test_shipped_suite_is_pre_registered() -> None:
     suite = load_suite(DEFAULT_SUITE)
-    test = suite.split("test")
-    assert len(test) >= 30
-    assert {s.tier for s in test} == {"light", "medium", "heavy"}
-    assert {s.topology for s in suite.split("train") + suite.split("validation")} == {"default"}
+    test, val = suite.split("test"), suite.split("validation")
+    assert len(test) >= 26
+    # validation reports every tier and topology variant the test split reports
+    for split in (test, val):
+        assert {s.tier for s in split} == {"light", "medium", "heavy"}
+        assert {s.topology for s in split} == {"default", "k80-heavy", "oversubscribed"}
+    assert {s.topology for s in suite.split("train")} == {"default"}
     assert any("alibaba" in s.trace for s in test)
-    assert not any("alibaba" in s.trace for s in suite.split("train") + suite.split("validation"))
+    assert not any("alibaba" in s.trace for s in suite.split("train"))
+    # Alibaba jobs 0-499 designed earlier recipes: validation, never test
+    alibaba = [r for r in suite.regions if "alibaba" in r.trace]
+    assert {(r.split, r.first, r.end) for r in alibaba} == {
+        ("validation", 0, 500),
+        ("test", 500, None),
+    }
+    assert all(s.first_job >= 500 for s in test if "alibaba" in s.trace)
+    # Sia philly N repeats Pollux N's arrivals: never test while Pollux N is validation
+    assert not any("sia_workloads/philly" in s.trace for s in test)
+    assert suite.arrival_jitter > 0  # every seed varies every scenario
     # the default config's training window stays out of the test split
     check_not_test("configs/traces/philly_sample.csv", 200, 1800, warmup_jobs=200, suite=suite)
 
