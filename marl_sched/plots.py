@@ -199,8 +199,10 @@ def band_curves(
         mean, half = mean_ci(values)
         drawn[name] = (xs, mean, half)
         # a band needs two runs: one run is drawn as a line and says so
-        label = f"{name} (mean of {len(runs)} runs, 95 % CI)" if len(runs) > 1 else (
-            f"{name} (1 run: no band)"
+        label = (
+            f"{name} (mean of {len(runs)} runs, 95 % CI)"
+            if len(runs) > 1
+            else (f"{name} (1 run: no band)")
         )
         (line,) = ax.plot(xs, mean, marker="o", ms=3, label=label)
         if len(runs) > 1:

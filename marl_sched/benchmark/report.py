@@ -276,7 +276,10 @@ def scenarios_markdown(rows, policies) -> str:
     by: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         by[r["scenario"]][r["policy"]].append(r)
-    lines = ["# Per-scenario results (mean over seeds)", ""]
+    lines = [
+        f"# Per-scenario results: {split_name(rows)}, {track_name(rows)} (mean over seeds)",
+        "",
+    ]
     for s in sorted(by):
         any_row = next(iter(by[s].values()))[0]
         lines += [

@@ -19,7 +19,7 @@ from marl_sched.errors import InputError
 from tests.marl_sched.benchmark_helpers import TRACE
 from tests.marl_sched.benchmark_helpers import golden_suite_data as _suite_data
 
-pytestmark = pytest.mark.usefixtures("benchmark_tracks")
+pytestmark = pytest.mark.usefixtures("fingerprint_cache")
 
 
 def _write(tmp_path: Path, data: dict, name: str = "suite.yaml") -> str:

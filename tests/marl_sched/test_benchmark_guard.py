@@ -35,7 +35,7 @@ from tests.marl_sched.benchmark_helpers import HAS_MIGRATION, golden_suite_data
 TRACE = REPO_ROOT / "tests" / "data" / "golden_trace.csv"
 
 
-pytestmark = pytest.mark.usefixtures("benchmark_tracks")
+pytestmark = pytest.mark.usefixtures("fingerprint_cache")
 
 
 def _suite(tmp_path: Path) -> str:
