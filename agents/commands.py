@@ -323,6 +323,7 @@ def _baseline_kind(path: str) -> str | None:
 
 def _evaluate_baseline(args: argparse.Namespace, kind: str) -> int:
     """Roll a Harmony or MLF-RL checkpoint out like ``simulate`` (same outputs)."""
+    from marl_sched.benchmark.suite import warn_if_test_workload
     from marl_sched.cli import RESULT_COLUMNS, format_table, prepare_out, trace_options
     from marl_sched.config import REPO_ROOT, load_config
     from marl_sched.policies import get_policy_class
@@ -332,6 +333,7 @@ def _evaluate_baseline(args: argparse.Namespace, kind: str) -> int:
     policy = get_policy_class(kind)(checkpoint=args.checkpoint)
     topo, perf = build_cluster(cfg)
     workload = load_workload(cfg, perf, trace_options(args))
+    warn_if_test_workload(workload, "evaluate")
     out = prepare_out(args.out)
     metrics = _evaluate_run(args, cfg, kind, workload, topo, perf, policy, out)
     if not args.quiet:
@@ -364,6 +366,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
         return _evaluate_baseline(args, kind)
     from agents.policy import MarlPolicy, SingleAgentPolicy, load_checkpoint
     from envs.config import env_config
+    from marl_sched.benchmark.suite import warn_if_test_workload
     from marl_sched.cli import RESULT_COLUMNS, format_table, prepare_out, trace_options
     from marl_sched.config import config_from_dict, load_config
     from marl_sched.runner import build_cluster, load_workload
@@ -384,6 +387,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
     policy = cls(agents=agents)
     policy.check_cluster(topo, perf)
     workload = load_workload(cfg, perf, trace_options(args))
+    warn_if_test_workload(workload, "evaluate")
     out = prepare_out(args.out)
     metrics = _evaluate_run(args, cfg, cls.name, workload, topo, perf, policy, out)
     if not args.quiet:

@@ -7,8 +7,10 @@
                         [--seeds N] [--grid key=v1,v2]
     marl-sched evaluate --checkpoint P [--config C] [--trace F] [trace options] --out DIR
     marl-sched compare  --config C [--trace F] --policies a,b,... [--checkpoint P] [...] --out DIR
-    marl-sched benchmark --suite S [--split test] --policies a,b,... [--checkpoint P]
-                        [--seeds N] --out DIR [--ray-address A] [--local]
+    marl-sched benchmark [--suite S] --split train|validation|test --policies a,b,...
+                        [--track placement|full] [--checkpoint P] [--seeds N] --out DIR
+                        [--migration-cost-scale 0.5,1,2,5] [--gavel-spread]
+                        [--ray-address A] [--local]
     marl-sched interference fit --config C --out DIR | interference report --model P
     marl-sched trace inspect F [--trace-format ...]
     marl-sched policies
@@ -133,8 +135,28 @@ def build_parser() -> argparse.ArgumentParser:
         "scenario sets: topology, the trace window, load, seed).",
     )
     p.add_argument("--suite", help="suite file (default: benchmarks/default.yaml)")
-    p.add_argument("--split", default="test", help="train, validation or test")
+    p.add_argument(
+        "--split",
+        required=True,
+        help="train, validation or test (no default: the test split must be asked for)",
+    )
     p.add_argument("--policies", required=True)
+    p.add_argument(
+        "--track",
+        default="placement",
+        help="placement (migration off for every policy, the default) or full (on)",
+    )
+    p.add_argument(
+        "--migration-cost-scale",
+        help="sensitivity: rerun at these multiples of the migration cost (e.g. "
+        "0.5,1,2,5; track full) and write sensitivity.md: Kendall tau vs x1, winner",
+    )
+    p.add_argument(
+        "--gavel-spread",
+        action="store_true",
+        help="sensitivity: also run the spread-cost variant calibrated to Gavel's "
+        "measured spread/packed ratio 1.38 (simulation.nic_efficiency_scale)",
+    )
     p.add_argument("--checkpoint")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--out", required=True)
@@ -284,6 +306,7 @@ def trace_options(args: argparse.Namespace):
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from marl_sched.benchmark.suite import warn_if_test_workload
     from marl_sched.config import load_config
     from marl_sched.metrics import staged_folder, write_run
     from marl_sched.policies import get_policy_class
@@ -295,6 +318,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     out = prepare_out(args.out)
     topo, perf = build_cluster(cfg)
     workload = load_workload(cfg, perf, trace_options(args))
+    warn_if_test_workload(workload, "simulate")
     bar = Progress(len(workload.jobs), f"simulate {policy}", args.quiet)
     try:
         with staged_folder(out) as tmp:  # every output at once, or none

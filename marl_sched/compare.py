@@ -99,6 +99,7 @@ def check_compare(
     """Every input of a comparison checked before any work: the config, the trace
     window, each policy name and each learned policy's checkpoint against the cluster
     (``InputError``). Returns ``(config, checkpoints by policy)``."""
+    from marl_sched.benchmark.suite import warn_if_test_workload
     from marl_sched.config import load_config
     from marl_sched.policies import build_policy, get_policy_class
     from marl_sched.runner import TraceOptions, build_cluster, load_workload
@@ -107,7 +108,7 @@ def check_compare(
     for name in policies:
         get_policy_class(name)
     topo, perf = build_cluster(cfg)
-    load_workload(cfg, perf, TraceOptions(**trace_options))
+    warn_if_test_workload(load_workload(cfg, perf, TraceOptions(**trace_options)), "compare")
     ckpts = checkpoints_by_policy(checkpoint, policies)
     for name in policies:
         build_policy(name, ckpts.get(name), topo, perf)

@@ -174,6 +174,11 @@ class WorkloadConfig:
             (:mod:`marl_sched.duration`): ``none``, ``oracle`` (upper-bound
             ablation), ``noisy`` or ``history``.
         duration_noise_sigma: ln-space error of the ``noisy`` estimate.
+        arrival_jitter: each inter-arrival gap of the window (warm-up included) is
+            multiplied by a draw from Uniform(1 - j, 1 + j) seeded by ``seed``
+            (:func:`marl_sched.traces.jitter_arrivals`; mean 1, so the load is kept);
+            0 = the trace's own arrival times. The benchmark suite sets it, so that
+            every seed varies every scenario's arrivals (docs/benchmark.md).
     """
 
     trace: str = "configs/traces/philly_sample.csv"
@@ -186,9 +191,17 @@ class WorkloadConfig:
     warmup_jobs: int = 0
     duration_estimate: str = "noisy"
     duration_noise_sigma: float = 1.0
+    arrival_jitter: float = 0.0
 
     def validate(self, where: str, key: str) -> None:
         from marl_sched.duration import DURATION_ESTIMATES
+
+        check(
+            0 <= self.arrival_jitter < 1,
+            where,
+            f"{key}.arrival_jitter",
+            f"must be in [0, 1), got {self.arrival_jitter}",
+        )
 
         check(
             self.duration_estimate in DURATION_ESTIMATES,
@@ -264,6 +277,11 @@ class SimulationConfig:
             cap is declined and counted. Default 1 (MLFS's no-ping-pong rule, now the
             simulator's for every policy).
         min_migration_interval_s: seconds between two moves of one job.
+        nic_efficiency_scale: factor on the calibrated efficiency of every network
+            link (NIC, rack and subcluster uplinks), i.e. on the cost of spreading a job
+            over servers; 1 = the calibration. The benchmark's spread-cost variant
+            (``marl_sched.benchmark.sensitivity.GAVEL_NIC_SCALE``) sets the value at
+            which Gavel's spread/packed ratio comes out at its measured 1.38.
     """
 
     policy: str = "load-balance"
@@ -275,6 +293,7 @@ class SimulationConfig:
     migration_cost_scale: float = 1.0
     max_migrations_per_job: int = 1
     min_migration_interval_s: float = 0.0
+    nic_efficiency_scale: float = 1.0
 
     def __post_init__(self) -> None:
         # YAML 1.1 reads `on` / `off` as booleans, and a cost may be written as an integer
@@ -329,6 +348,12 @@ class SimulationConfig:
             where,
             f"{key}.min_migration_interval_s",
             f"must be a finite number >= 0, got {self.min_migration_interval_s!r}",
+        )
+        check(
+            math.isfinite(self.nic_efficiency_scale) and self.nic_efficiency_scale > 0,
+            where,
+            f"{key}.nic_efficiency_scale",
+            f"must be a finite number > 0, got {self.nic_efficiency_scale!r}",
         )
 
 

@@ -170,13 +170,13 @@ def align(runs: Sequence[Mapping[float, float]]) -> tuple[np.ndarray, np.ndarray
 
 def mean_ci(values: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Mean over runs (axis 0) and the half-width of its ``level`` Student-t
-    confidence interval (0 with one run)."""
+    confidence interval (NaN with one run: one sample gives no interval)."""
     from scipy import stats
 
     n = values.shape[0]
     mean = values.mean(axis=0)
     if n < 2:
-        return mean, np.zeros_like(mean)
+        return mean, np.full_like(mean, np.nan)
     sem = values.std(axis=0, ddof=1) / np.sqrt(n)
     return mean, stats.t.ppf(0.5 + level / 2, n - 1) * sem
 
@@ -198,7 +198,12 @@ def band_curves(
         xs, values = align(runs)
         mean, half = mean_ci(values)
         drawn[name] = (xs, mean, half)
-        label = f"{name} (mean of {len(runs)}" + (", 95 % CI)" if len(runs) > 1 else ")")
+        # a band needs two runs: one run is drawn as a line and says so
+        label = (
+            f"{name} (mean of {len(runs)} runs, 95 % CI)"
+            if len(runs) > 1
+            else (f"{name} (1 run: no band)")
+        )
         (line,) = ax.plot(xs, mean, marker="o", ms=3, label=label)
         if len(runs) > 1:
             ax.fill_between(xs, mean - half, mean + half, color=line.get_color(), alpha=0.2)

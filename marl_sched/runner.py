@@ -94,6 +94,7 @@ class Workload:
 
 def build_cluster(cfg: ExperimentConfig) -> tuple[Topology, PerformanceModel]:
     topo = Topology.from_config(cfg.topology)
+    topo = topo.with_network_efficiency(cfg.simulation.nic_efficiency_scale)
     return topo, PerformanceModel(topo)
 
 
@@ -101,7 +102,7 @@ def load_workload(
     cfg: ExperimentConfig, perf: PerformanceModel, options: TraceOptions | None = None
 ) -> Workload:
     """Read the trace window of ``cfg.workload`` (overridden by ``options``) as jobs."""
-    from marl_sched.traces import load_trace
+    from marl_sched.traces import jitter_arrivals, load_trace
 
     wl = (options or TraceOptions()).apply(cfg.workload)
     path = str(cfg.resolve_path(wl.trace)) if options is None or options.trace is None else wl.trace
@@ -117,7 +118,7 @@ def load_workload(
         seed=wl.seed,
     )
     jobs, info = build_jobs(
-        trace.jobs,
+        jitter_arrivals(trace.jobs, wl.arrival_jitter, wl.seed),
         perf.isolated_iteration_time,
         seed=wl.seed,
         max_job_gpus=wl.max_job_gpus,

@@ -33,6 +33,7 @@ graph the GNN sees.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -162,6 +163,19 @@ class Topology:
     @classmethod
     def from_config(cls, config: TopologyConfig) -> Topology:
         return cls(config)
+
+    def with_network_efficiency(self, scale: float) -> Topology:
+        """A copy whose network links (NIC, rack and subcluster uplinks: the kinds
+        ``link_efficiency.nic`` calibrates) carry ``scale`` x their effective bandwidth
+        (``simulation.nic_efficiency_scale``); ``self`` when ``scale`` is 1."""
+        if scale == 1.0:
+            return self
+        out = copy.copy(self)
+        bw = self.link_bw.copy()
+        bw[self.link_kind >= LINK_KINDS.index("nic")] *= scale
+        bw.setflags(write=False)
+        out.link_bw = bw
+        return out
 
     # ------------------------------------------------------------------ link ids
 

@@ -111,9 +111,12 @@ from __future__ import annotations
 
 import codecs
 import csv
+import dataclasses
 import io
+import itertools
 import math
 import os
+import random
 import re
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -718,6 +721,25 @@ def load_trace(
             f"({shown}: the last job would arrive at {jobs[-1].submit_time!r} s)"
         )
     return Trace(path=shown, format=fmt, jobs=jobs, dropped=parsed.dropped, origin=origin)
+
+
+#: the random stream of :func:`jitter_arrivals`, apart from the seed's other uses
+ARRIVAL_STREAM = 0xA771
+
+
+def jitter_arrivals(jobs: Sequence[TraceJob], jitter: float, seed: int) -> tuple[TraceJob, ...]:
+    """``jobs`` (in submit order) with every inter-arrival gap multiplied by a draw
+    from Uniform(1 - ``jitter``, 1 + ``jitter``) (seeded by ``seed``): the order and,
+    in expectation, the arrival rate are kept; the first job stays at its time."""
+    if jitter == 0 or len(jobs) < 2:
+        return tuple(jobs)
+    rng = random.Random(f"{seed}:{ARRIVAL_STREAM}")  # str seeds are stable across runs
+    out = [jobs[0]]
+    t = jobs[0].submit_time
+    for prev, job in itertools.pairwise(jobs):
+        t += (job.submit_time - prev.submit_time) * rng.uniform(1 - jitter, 1 + jitter)
+        out.append(dataclasses.replace(job, submit_time=t))
+    return tuple(out)
 
 
 def _cell(value: object) -> str:

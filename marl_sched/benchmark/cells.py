@@ -36,11 +36,14 @@ class Cell:
     seed: int
     #: the content digest of the policy's explicit checkpoint (:func:`checkpoint_id`)
     checkpoint: str | None = None
+    #: the benchmark track (``marl_sched.benchmark.suite.TRACKS``); None: before tracks
+    track: str | None = None
 
     @property
     def key(self) -> str:
         ckpt = f"__c{self.checkpoint}" if self.checkpoint else ""
-        return f"{self.scenario}__{self.policy}{ckpt}__s{self.seed}"
+        track = f"__t{self.track}" if self.track else ""
+        return f"{self.scenario}__{self.policy}{ckpt}{track}__s{self.seed}"
 
 
 def checkpoint_id(path: str | Path) -> str:
@@ -84,7 +87,7 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     from marl_sched.policies import build_policy
     from marl_sched.runner import build_cluster, load_workload, simulate
 
-    suite = load_suite(spec["suite"]).with_overrides(spec.get("overrides", ()))
+    suite = load_suite(spec["suite"]).with_overrides(spec.get("overrides", ()), spec.get("track"))
     scenario = next(s for s in suite.split(spec["split"]) if s.name == spec["scenario"])
     cfg = suite.config_for(
         scenario, seed=spec["seed"], duration_estimate=spec.get("duration_estimate")
@@ -103,6 +106,7 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     row = {
         "scenario": scenario.name,
         "split": spec["split"],
+        "track": spec.get("track") or "",
         "policy": spec["policy"],
         "ordering": sim.ordering.name,
         "seed": spec["seed"],
@@ -138,6 +142,7 @@ class CellStore:
         # a cell written before rows named their training run: run 0, no checkpoint
         result["row"].setdefault("run", 0)
         result["row"].setdefault("checkpoint", "")
+        result["row"].setdefault("track", "")  # a cell from before tracks
         return result
 
     def claim(
@@ -148,9 +153,10 @@ class CellStore:
         overrides: Sequence[str] = (),
         *,
         write: bool = True,
+        track: str | None = None,
     ) -> None:
-        """Check which suite, split, duration estimate and base-config overrides this
-        folder holds (InputError for others); with ``write``, record them in a new
+        """Check which suite, split, track, duration estimate and base-config overrides
+        this folder holds (InputError for others); with ``write``, record them in a new
         folder."""
         from marl_sched.benchmark.suite import resolve
 
@@ -159,6 +165,7 @@ class CellStore:
             "suite": str(suite_path),
             "suite_sha256": digest,
             "split": split,
+            "track": track,
             "duration_estimate": duration_estimate,
             "overrides": list(overrides),
         }
@@ -166,14 +173,15 @@ class CellStore:
         if path.is_file():
             held = json.loads(path.read_text(encoding="utf-8"))
             held.setdefault("overrides", [])  # a folder from before overrides existed
-            keys = ("suite_sha256", "split", "duration_estimate", "overrides")
+            keys = ("suite_sha256", "split", "track", "duration_estimate", "overrides")
             if any(held.get(k) != manifest[k] for k in keys):
                 raise InputError(
                     f"--out: {self.out} holds cells of {held.get('suite')} split "
-                    f"{held.get('split')} with duration estimate "
+                    f"{held.get('split')} track {held.get('track') or 'not recorded'} "
+                    f"with duration estimate "
                     f"{held.get('duration_estimate') or 'of the config'} and overrides "
                     f"{' '.join(held['overrides']) or 'none'} (another suite file, split, "
-                    f"estimate or overrides); use a new folder"
+                    f"track, estimate or overrides); use a new folder"
                 )
             return
         if write:

@@ -2,9 +2,19 @@
 
 ::
 
-    marl-sched benchmark --suite S [--split test] --policies a,b,... [--checkpoint P]
-                         [--seeds N] --out DIR [--ray-address A] [--local] [--quiet]
+    marl-sched benchmark [--suite S] --split train|validation|test --policies a,b,...
+                         [--track placement|full] [--checkpoint P] [--seeds N] --out DIR
+                         [--migration-cost-scale 0.5,1,2,5] [--gavel-spread]
+                         [--ray-address A] [--local] [--quiet]
                          [--duration-estimate none|oracle|noisy|history]
+
+``--split`` has no default: the test split is run only when asked for, and every run
+that touches it is recorded in ``benchmarks/ledger.jsonl``
+(:mod:`marl_sched.benchmark.ledger`). ``--track`` (default ``placement``) applies the
+track's config overrides (:data:`marl_sched.benchmark.suite.TRACKS`) to every cell; the
+track is in every cell's key, in ``runs.csv`` and in every title. ``--migration-cost-scale``
+and ``--gavel-spread`` run the sensitivity variants instead, one benchmark folder each
+under ``--out``, and write ``sensitivity.md`` (:mod:`marl_sched.benchmark.sensitivity`).
 
 ``--checkpoint`` is a path for our agents or ``name=path,...`` per policy; a path may
 be ``A+B+C``, one checkpoint per training run (seed) of the policy: each runs every
@@ -31,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from marl_sched.benchmark.cells import Cell, CellStore, checkpoint_id, run_cell, split_row
-from marl_sched.benchmark.suite import DEFAULT_SUITE, load_suite, resolve
+from marl_sched.benchmark.ledger import LEDGER
+from marl_sched.benchmark.suite import DEFAULT_SUITE, load_suite, resolve, track_overrides
 from marl_sched.errors import InputError
 
 # the Ray executor sits above marl_sched (which never imports ray): benchmarks/
@@ -124,6 +135,7 @@ def check_inputs(
     checkpoint: str | None,
     duration_estimate: str | None = None,
     overrides: Sequence[str] = (),
+    track: str | None = None,
 ) -> tuple[tuple, dict[str, Runs]]:
     """Every input check, before any work: (the split's scenarios, each policy row's
     checkpoint runs, :func:`checkpoint_runs`). InputError names the file, key or flag."""
@@ -135,7 +147,8 @@ def check_inputs(
     if duration_estimate is not None and duration_estimate not in DURATION_ESTIMATES:
         known = ", ".join(DURATION_ESTIMATES)
         raise InputError(f"--duration-estimate: must be one of {known}, got {duration_estimate!r}")
-    suite = load_suite(suite_path).with_overrides(overrides)
+    track_overrides(track)  # an unknown track, before the suite file
+    suite = load_suite(suite_path).with_overrides(overrides, track)
     scenarios = suite.split(split)
     if not scenarios:
         raise InputError(f"{suite.path}: scenarios.{split}: no scenarios in this split")
@@ -148,7 +161,9 @@ def check_inputs(
     ckpts = {r: by_policy[split_row(r)[0]] for r in policies}
     if Path(out).exists() and not Path(out).is_dir():
         raise InputError(f"--out: {out}: exists and is not a folder")
-    CellStore(out).claim(str(suite_path), split, duration_estimate, overrides, write=False)
+    CellStore(out).claim(
+        str(suite_path), split, duration_estimate, overrides, write=False, track=track
+    )
     return scenarios, ckpts
 
 
@@ -188,20 +203,30 @@ def run_benchmark(
     figures: bool = True,
     duration_estimate: str | None = None,
     overrides: Sequence[str] = (),
+    track: str | None = None,
+    ledger: str | Path | None = LEDGER,
 ) -> tuple[list[dict], dict[str, Any]]:
     """Run the missing cells, then write the report (``figures``: and its PNGs);
-    returns (summary rows, timing)."""
+    returns (summary rows, timing). ``track``: :data:`~marl_sched.benchmark.suite.TRACKS`
+    (None: no track override, as before tracks). A run touching the test split of the
+    default suite appends an entry to ``ledger`` first (:mod:`marl_sched.benchmark.ledger`;
+    None: not recorded, for tests only) and its summary cites it."""
+    from marl_sched.benchmark.ledger import record_if_test
     from marl_sched.benchmark.report import write_report
 
     scenarios, ckpts = check_inputs(
-        suite_path, split, policies, seeds, out, checkpoint, duration_estimate, overrides
+        suite_path, split, policies, seeds, out, checkpoint, duration_estimate, overrides, track
     )
     out = Path(out)
     store = CellStore(out)
-    store.claim(str(suite_path), split, duration_estimate, overrides)
+    store.claim(str(suite_path), split, duration_estimate, overrides, track=track)
+    entry = record_if_test(
+        ledger, suite_path, split, scenarios, policies, ckpts, seeds, out, track, overrides,
+        duration_estimate,
+    )  # fmt: skip
     # (cell, the checkpoint's index among the policy's runs, its path)
     plan = [
-        (Cell(sc.name, p, s, cid), i, path)
+        (Cell(sc.name, p, s, cid, track), i, path)
         for sc in scenarios
         for p in policies
         for i, (cid, path) in enumerate(ckpts[p])
@@ -227,6 +252,7 @@ def run_benchmark(
             "run": i,
             "duration_estimate": duration_estimate,
             "overrides": list(overrides),
+            "track": track,
         }
         for c, i, path in todo
     ]
@@ -236,7 +262,9 @@ def run_benchmark(
 
     def on_done(spec: dict, result: dict) -> None:
         nonlocal done
-        cell = Cell(spec["scenario"], spec["policy"], spec["seed"], spec["checkpoint_id"])
+        cell = Cell(
+            spec["scenario"], spec["policy"], spec["seed"], spec["checkpoint_id"], spec["track"]
+        )
         store.save(cell, result)
         done += 1
         if progress:
@@ -248,7 +276,7 @@ def run_benchmark(
     run_s = time.perf_counter() - t0
     results = [store.load(c) for c in cells]
     t1 = time.perf_counter()
-    summary = write_report(out, results, policies, seeds, figures=figures)
+    summary = write_report(out, results, policies, seeds, figures=figures, ledger=entry)
     timing = {
         "cells": len(cells),
         "ran": len(todo),
@@ -259,11 +287,15 @@ def run_benchmark(
 
 
 def benchmark_command(args: argparse.Namespace) -> int:
+    from marl_sched.benchmark.sensitivity import check_sensitivity, run_sensitivity
     from marl_sched.cli import Progress
 
     policies = parse_policies(args.policies)
     suite_path = args.suite or str(DEFAULT_SUITE)
     # bad input exits 2 before Ray starts or the progress bar draws
+    variants = check_sensitivity(
+        args.migration_cost_scale, args.gavel_spread, args.track, args.overrides
+    )
     scenarios, ckpts = check_inputs(
         suite_path,
         args.split,
@@ -273,8 +305,36 @@ def benchmark_command(args: argparse.Namespace) -> int:
         args.checkpoint,
         args.duration_estimate,
         args.overrides,
+        args.track,
     )
     executor = run_local if args.local else ray_executor(args.ray_address)
+    if variants:
+        for name, extra in variants:  # each variant's folder and overrides, checked now
+            check_inputs(suite_path, args.split, policies, args.seeds, Path(args.out) / name,
+                         args.checkpoint, args.duration_estimate, [*args.overrides, *extra],
+                         args.track)  # fmt: skip
+        path = run_sensitivity(
+            variants,
+            lambda out, overrides: run_benchmark(
+                suite_path,
+                args.split,
+                policies,
+                args.seeds,
+                out,
+                checkpoint=args.checkpoint,
+                executor=executor,
+                log=lambda m: None if args.quiet else print(m),
+                duration_estimate=args.duration_estimate,
+                overrides=overrides,
+                track=args.track,
+            )[0],  # fmt: skip
+            args.out,
+            args.overrides,
+            f"{args.split} split, track {args.track}",
+        )
+        print(Path(path).read_text(encoding="utf-8"))
+        print(f"wrote {path} (each variant's report in its folder under {args.out})")
+        return 0
     n_runs = sum(len(ckpts[p]) for p in policies)
     bar = Progress(len(scenarios) * n_runs * args.seeds, "benchmark", args.quiet)
     try:
@@ -290,6 +350,7 @@ def benchmark_command(args: argparse.Namespace) -> int:
             log=lambda m: None if args.quiet else print(m),
             duration_estimate=args.duration_estimate,
             overrides=args.overrides,
+            track=args.track,
         )
     finally:
         bar.close()

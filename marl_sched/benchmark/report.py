@@ -2,15 +2,18 @@
 
 Outputs in ``DIR`` (each written atomically):
 
-- ``runs.csv``: one row per cell (scenario, policy, queue ordering, seed, tier, topology, load and
-  every metric of ``metrics.json``);
+- ``runs.csv``: one row per cell (scenario, split, track, policy, queue ordering, seed,
+  training run, checkpoint, tier, topology, load and every metric of ``metrics.json``);
 - ``summary.csv`` / ``summary.md``: per policy, the IQM over scenarios x seeds (x its
-  training runs, for a learned policy given several checkpoints) of
-  average JCT, median JCT, p95 JCT and average slowdown, each normalised per
-  scenario by the reference policy's mean over seeds (first-fit when it ran, else
-  the first policy; < 1 = better than the reference), with 95 % stratified-bootstrap
-  CIs; and the probability of improvement of each policy over each other on
-  normalised average JCT (:mod:`marl_sched.benchmark.stats`);
+  training runs, for a learned policy given several checkpoints) of average JCT, median
+  JCT, p95 JCT and average slowdown, each normalised per scenario by the reference
+  policy's mean (first-fit when it ran, else the first policy; < 1 = better than the
+  reference), with 95 % hierarchical-bootstrap CIs (none for one seed: "1 seed: no
+  interval"); next to it the mean and the worst-case scenario of normalised average
+  JCT, the seeds the intervals cover, the zero-width strata (flagged, not averaged in
+  silently), the probability of improvement of each policy over each other, and a
+  per-scenario table (:mod:`marl_sched.benchmark.stats`); every title names the split
+  and the track;
 - ``scenarios.md``: per scenario, each policy's mean over seeds of the same metrics
   plus steady utilisation and queued share;
 - ``interval_estimates.png``, ``performance_profile.png`` and
@@ -27,9 +30,13 @@ from typing import Any
 import numpy as np
 
 from marl_sched.benchmark.stats import (
+    Estimate,
+    interval,
     iqm_interval,
     performance_profile,
     probability_of_improvement,
+    worst_case,
+    zero_width_strata,
 )
 from marl_sched.metrics import atomic_write_text, csv_text
 from marl_sched.plots import _figure, _save
@@ -42,8 +49,8 @@ SCORED = (
     ("avg_slowdown", "avg slowdown"),
 )
 RUN_FIELDS = (
-    "scenario", "split", "policy", "ordering", "seed", "run", "checkpoint", "tier", "topology",
-    "load",
+    "scenario", "split", "track", "policy", "ordering", "seed", "run", "checkpoint", "tier",
+    "topology", "load",
 )  # fmt: skip
 
 
@@ -61,28 +68,61 @@ def reference_policy(policies: Sequence[str]) -> str:
 
 def normalised(
     rows: Sequence[dict[str, Any]], policies: Sequence[str], metric: str
-) -> dict[str, list[np.ndarray]]:
-    """policy -> per-scenario arrays (over seeds) of ``metric`` / the reference's mean."""
+) -> dict[str, list[list[np.ndarray]]]:
+    """policy -> per scenario (sorted by name), one array over seeds per training run,
+    of ``metric`` / the reference's mean over its runs and seeds in that scenario."""
     ref = reference_policy(policies)
-    by: dict[tuple[str, str], list[float]] = defaultdict(list)
+    by: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        by[(r["scenario"], r["policy"])].append(float(r[metric]))
-    scenarios = sorted({r["scenario"] for r in rows})
-    out: dict[str, list[np.ndarray]] = {}
+        by[(r["scenario"], r["policy"])][str(r.get("run", 0))].append(float(r[metric]))
+    scenarios = scenario_names(rows)
+    out: dict[str, list[list[np.ndarray]]] = {}
     for p in policies:
-        out[p] = [np.asarray(by[(s, p)]) / np.mean(by[(s, ref)]) for s in scenarios]
+        out[p] = []
+        for s in scenarios:
+            scale = np.mean([v for seeds in by[(s, ref)].values() for v in seeds])
+            out[p].append([np.asarray(v) / scale for _, v in sorted(by[(s, p)].items())])
     return out
 
 
+def scenario_names(rows: Sequence[dict[str, Any]]) -> list[str]:
+    return sorted({r["scenario"] for r in rows})
+
+
+def seed_span(seeds) -> str:
+    """``seeds 0-4``, ``seeds 0, 2``, ``seed 3``."""
+    seeds = sorted({int(s) for s in seeds})
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    if seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"seeds {seeds[0]}–{seeds[-1]}"
+    return "seeds " + ", ".join(map(str, seeds))
+
+
 def summarize(rows: Sequence[dict[str, Any]], policies: Sequence[str], reps: int = 2000):
-    """(summary rows, improvement rows) of the grid."""
+    """(summary rows, improvement rows) of the grid (:mod:`marl_sched.benchmark.stats`):
+    per policy the IQM of every scored metric, the mean and the worst-case scenario of
+    normalised average JCT, the seeds the intervals cover and the zero-width strata."""
     summary = []
     scores = {m: normalised(rows, policies, m) for m, _ in SCORED}
+    names = scenario_names(rows)
     for p in policies:
         row: dict[str, Any] = {"policy": p}
         for m, _ in SCORED:
-            point, low, high = iqm_interval(scores[m][p], reps=reps)
-            row |= {f"iqm_{m}": point, f"ci_low_{m}": low, f"ci_high_{m}": high}
+            est = iqm_interval(scores[m][p], reps=reps)
+            row |= {f"iqm_{m}": est.point, f"ci_low_{m}": est.low, f"ci_high_{m}": est.high}
+        avg = scores["avg_jct_s"][p]
+        mean = interval(avg, "mean", reps=reps)
+        worst, where = worst_case(avg)
+        row |= {
+            "mean_avg_jct_s": mean.point,
+            "mean_ci_low": mean.low,
+            "mean_ci_high": mean.high,
+            "worst_avg_jct_s": worst,
+            "worst_scenario": names[where],
+            "seeds": seed_span(r["seed"] for r in rows if r["policy"] == p),
+            "zero_width": " ".join(names[i] for i in zero_width_strata(avg)),
+        }
         summary.append(row)
     summary.sort(key=lambda r: r["iqm_avg_jct_s"])
     improvement = []
@@ -90,28 +130,70 @@ def summarize(rows: Sequence[dict[str, Any]], policies: Sequence[str], reps: int
     for x in policies:
         for y in policies:
             if x != y:
-                point, low, high = probability_of_improvement(avg[x], avg[y], reps=reps // 2)
+                est = probability_of_improvement(avg[x], avg[y], reps=reps // 2)
                 improvement.append(
-                    {"policy": x, "over": y, "p": point, "ci_low": low, "ci_high": high}
+                    {
+                        "policy": x,
+                        "over": y,
+                        "p": est.point,
+                        "ci_low": est.low,
+                        "ci_high": est.high,
+                    }  # fmt: skip
                 )
     return summary, improvement
 
 
+NO_INTERVAL = "1 seed: no interval"
+
+
+def _estimate(row: dict, point: str, low: str, high: str, digits: int = 3) -> str:
+    return Estimate(row[point], row[low], row[high]).format(digits, NO_INTERVAL)
+
+
 def _interval(row: dict, m: str) -> str:
-    return f"{row[f'iqm_{m}']:.3f} [{row[f'ci_low_{m}']:.3f}, {row[f'ci_high_{m}']:.3f}]"
+    return _estimate(row, f"iqm_{m}", f"ci_low_{m}", f"ci_high_{m}")
+
+
+def track_name(rows: Sequence[dict[str, Any]]) -> str:
+    """``track placement`` (or ``tracks full + placement``; ``track not recorded`` for
+    cells run before tracks existed) of the runs, for titles."""
+    tracks = sorted({str(r.get("track") or "") for r in rows})
+    if tracks == [""]:
+        return "track not recorded"
+    tracks = [t or "not recorded" for t in tracks]
+    return ("track " if len(tracks) == 1 else "tracks ") + " + ".join(tracks)
 
 
 def summary_markdown(
-    summary, improvement, policies, n_scenarios: int, seeds: int, runs: dict[str, int] | None = None
+    summary,
+    improvement,
+    policies,
+    n_scenarios: int,
+    seeds: int,
+    runs: dict[str, int] | None = None,
+    rows: Sequence[dict[str, Any]] = (),
+    scores: dict[str, list] | None = None,
+    ledger: str | None = None,
 ) -> str:
+    """``summary.md``; ``rows`` name the split, track and scenarios, ``scores`` (the
+    normalised average JCTs, :func:`normalised`) fill the per-scenario table and
+    ``ledger`` names the test-split ledger entry."""
     ref = reference_policy(policies)
     pooled = {p: n for p, n in (runs or {}).items() if n > 1}
+    where = f"{split_name(rows)}, {track_name(rows)}: " if rows else ""
     lines = [
-        f"# Benchmark summary: {n_scenarios} scenarios x {seeds} seeds",
+        f"# Benchmark summary: {where}{n_scenarios} scenarios x {seeds} seeds",
         "",
+    ]
+    if ledger:
+        lines += [f"Ledger entry: {ledger}", ""]
+    lines += [
         f"IQM over scenarios x seeds of each metric divided by {ref}'s mean in the same "
-        "scenario (< 1 = better than it), with 95 % stratified-bootstrap confidence "
-        "intervals.",
+        "scenario (< 1 = better than it), with 95 % hierarchical-bootstrap confidence "
+        "intervals: scenarios resampled, then training runs and seeds within each "
+        f"(marl_sched/benchmark/stats.py). A policy with one seed of one run per scenario "
+        f'has no interval ("{NO_INTERVAL}"). Mean: the plain mean of the same scores; '
+        "worst case: the largest per-scenario mean (its scenario named).",
         "",
     ]
     if pooled:
@@ -123,19 +205,34 @@ def summary_markdown(
             "",
         ]
     lines += [
-        "| policy | " + " | ".join(label for _, label in SCORED) + " |",
-        "|---|" + "---|" * len(SCORED),
+        "| policy | seeds | "
+        + " | ".join(f"IQM {label}" for _, label in SCORED)
+        + " | mean avg JCT | worst-case avg JCT |",
+        "|---|---|" + "---|" * (len(SCORED) + 2),
     ]
     for row in summary:
         lines.append(
-            f"| {row['policy']} | " + " | ".join(_interval(row, m) for m, _ in SCORED) + " |"
+            f"| {row['policy']} | {row['seeds']} | "
+            + " | ".join(_interval(row, m) for m, _ in SCORED)
+            + f" | {_estimate(row, 'mean_avg_jct_s', 'mean_ci_low', 'mean_ci_high')}"
+            + f" | {row['worst_avg_jct_s']:.3f} ({row['worst_scenario']}) |"
         )
+    flagged = [(r["policy"], r["zero_width"]) for r in summary if r.get("zero_width")]
+    if flagged:
+        lines += [
+            "",
+            "**Zero-width strata** (every seed and run gave the same average JCT, so "
+            "the seed level adds no spread there; these scenarios count through the "
+            "scenario level only — read the interval with that in mind):",
+            "",
+            *(f"- {p}: {s.replace(' ', ', ')}" for p, s in flagged),
+        ]
     lines += [
         "",
         "## Probability of improvement (normalised average JCT)",
         "",
         "P(row has a lower normalised average JCT than column), averaged over scenarios, "
-        "with 95 % CIs.",
+        "with 95 % hierarchical-bootstrap CIs.",
         "",
         "| policy | " + " | ".join(policies) + " |",
         "|---|" + "---|" * len(policies),
@@ -145,11 +242,33 @@ def summary_markdown(
         cells = []
         for y in policies:
             r = table.get((x, y))
-            cells.append(
-                "—" if r is None else f"{r['p']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
-            )
+            cells.append("—" if r is None else _estimate(r, "p", "ci_low", "ci_high", 2))
         lines.append(f"| {x} | " + " | ".join(cells) + " |")
+    if scores:
+        lines += ["", *per_scenario_markdown(scenario_names(rows), policies, scores, ref)]
     return "\n".join(lines) + "\n"
+
+
+def per_scenario_markdown(names, policies, scores, ref: str) -> list[str]:
+    """Per scenario, each policy's mean normalised average JCT over its runs and seeds;
+    ``=`` marks a zero-width stratum (every seed equal)."""
+    lines = [
+        "## Per scenario (normalised average JCT, mean over runs and seeds)",
+        "",
+        f"Each scenario's average JCT divided by {ref}'s there; `=`: every seed and run "
+        "gave the same value (a zero-width stratum).",
+        "",
+        "| scenario | " + " | ".join(policies) + " |",
+        "|---|" + "---|" * len(policies),
+    ]
+    for i, name in enumerate(names):
+        cells = []
+        for p in policies:
+            v = np.concatenate(scores[p][i])
+            mark = " =" if v.size > 1 and np.all(v == v[0]) else ""
+            cells.append(f"{v.mean():.3f}{mark}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def scenarios_markdown(rows, policies) -> str:
@@ -157,7 +276,10 @@ def scenarios_markdown(rows, policies) -> str:
     by: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         by[r["scenario"]][r["policy"]].append(r)
-    lines = ["# Per-scenario results (mean over seeds)", ""]
+    lines = [
+        f"# Per-scenario results: {split_name(rows)}, {track_name(rows)} (mean over seeds)",
+        "",
+    ]
     for s in sorted(by):
         any_row = next(iter(by[s].values()))[0]
         lines += [
@@ -187,6 +309,11 @@ def split_name(rows: Sequence[dict[str, Any]]) -> str:
     return " + ".join(splits) + (" split" if len(splits) == 1 else " splits")
 
 
+def _policy_label(summary, policy: str) -> str:
+    row = next(x for x in summary if x["policy"] == policy)
+    return policy if row["ci_low_avg_jct_s"] is not None else f"{policy} (1 seed, no interval)"
+
+
 def write_figures(
     out: Path,
     summary,
@@ -208,7 +335,10 @@ def write_figures(
     for ax, (m, label) in zip(axes, SCORED, strict=True):
         for i, p in enumerate(order):
             r = next(x for x in summary if x["policy"] == p)
-            ax.plot([r[f"ci_low_{m}"], r[f"ci_high_{m}"]], [i, i], lw=6, alpha=0.5, color="#1b9e77")
+            if r[f"ci_low_{m}"] is not None:  # no band from one sample
+                ax.plot(
+                    [r[f"ci_low_{m}"], r[f"ci_high_{m}"]], [i, i], lw=6, alpha=0.5, color="#1b9e77"
+                )
             ax.plot([r[f"iqm_{m}"]], [i], "k|", ms=12)
         ax.axvline(1.0, color="grey", lw=0.8, ls="--")
         # log scale: a policy many times worse must not squash the ones near 1
@@ -216,10 +346,10 @@ def write_figures(
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
         ax.set_title(f"IQM {label} (log scale)", fontsize=9)
-        ax.set_yticks(range(len(order)), order)
+        ax.set_yticks(range(len(order)), [_policy_label(summary, p) for p in order])
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle(
-        f"{split_name(rows)}: {n_scenarios} scenarios x {seeds} seeds"
+        f"{split_name(rows)}, {track_name(rows)}: {n_scenarios} scenarios x {seeds} seeds"
         + (" (x training runs where pooled)" if max(runs.values()) > 1 else "")
         + " — normalised by "
         f"{reference_policy(policies)} (lower is better), 95 % CIs",
@@ -229,7 +359,7 @@ def write_figures(
     plt.close(fig)
 
     scores = normalised(rows, policies, "avg_jct_s")
-    pooled = np.concatenate([np.concatenate(v) for v in scores.values()])
+    pooled = np.concatenate([np.concatenate(runs) for v in scores.values() for runs in v])
     # log scale: the region near 1 is where the leading policies differ
     taus = np.geomspace(max(pooled.min() * 0.95, 1e-3), pooled.max() * 1.05, 300)
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -240,7 +370,10 @@ def write_figures(
     ax.set_ylabel("fraction of runs with score ≤ τ")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    ax.set_title(f"{split_name(rows)}: performance profile (higher-left is better)", fontsize=9)
+    ax.set_title(
+        f"{split_name(rows)}, {track_name(rows)}: performance profile (higher-left is better)",
+        fontsize=9,
+    )
     _save(fig, out / "performance_profile.png")
     plt.close(fig)
 
@@ -257,7 +390,7 @@ def write_figures(
         ax.set_ylabel("fraction of jobs with JCT > x")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)
-        ax.set_title(f"{scenario}: JCT CCDF (all seeds)", fontsize=9)
+        ax.set_title(f"{scenario}, {track_name(rows)}: JCT CCDF (all seeds)", fontsize=9)
         _save(fig, out / "ccdf" / f"{scenario}.png")
         plt.close(fig)
 
@@ -269,9 +402,10 @@ def write_report(
     seeds: int,
     *,
     figures: bool = True,
+    ledger: str | None = None,
 ) -> list[dict]:
     """Write every output of the module docstring from the cells' results; returns the
-    summary rows (best first)."""
+    summary rows (best first). ``ledger``: the test-split ledger entry to cite."""
     out = Path(out)
     rows = [r["row"] for r in results]
     extra = sorted({k for r in rows for k in r} - set(RUN_FIELDS))
@@ -279,14 +413,29 @@ def write_report(
     summary, improvement = summarize(rows, policies)
     runs = runs_per_policy(rows)
     n_scenarios = len({r["scenario"] for r in rows})
-    fields = ["policy", *(f"{k}_{m}" for m, _ in SCORED for k in ("iqm", "ci_low", "ci_high"))]
+    fields = [
+        "policy",
+        *(f"{k}_{m}" for m, _ in SCORED for k in ("iqm", "ci_low", "ci_high")),
+        *("mean_avg_jct_s", "mean_ci_low", "mean_ci_high", "worst_avg_jct_s"),
+        *("worst_scenario", "seeds", "zero_width"),
+    ]
     atomic_write_text(out / "summary.csv", csv_text(summary, fields))
     atomic_write_text(
         out / "improvement.csv", csv_text(improvement, ["policy", "over", "p", "ci_low", "ci_high"])
     )
     atomic_write_text(
         out / "summary.md",
-        summary_markdown(summary, improvement, policies, n_scenarios, seeds, runs),
+        summary_markdown(
+            summary,
+            improvement,
+            policies,
+            n_scenarios,
+            seeds,
+            runs,
+            rows,
+            normalised(rows, policies, "avg_jct_s"),
+            ledger,
+        ),
     )
     atomic_write_text(out / "scenarios.md", scenarios_markdown(rows, policies))
     jcts: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))

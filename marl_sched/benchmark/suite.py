@@ -6,6 +6,7 @@ YAML mapping::
     version: 1
     base_config: configs/default.yaml      # simulation + workload defaults
     tiers: {light: 0.30, medium: 0.60, heavy: 0.85}   # target steady GPU utilisation
+    arrival_jitter: 0.2                    # optional: workload.arrival_jitter of every cell
     topologies: {default: configs/default.yaml, k80-heavy: benchmarks/topologies/...}
     regions:                               # which split owns which jobs of which file
       - {trace: ../shared/data/traces/philly.csv, jobs: [0, 50000], split: train}
@@ -18,11 +19,18 @@ YAML mapping::
 
 Paths are relative to the repo root. A region without ``jobs`` owns the whole file;
 ``jobs: [a, b]`` owns jobs ``a .. b-1`` in submit order (``b`` null = to the end).
-Files are matched by content (SHA-256), so a copy of a test file elsewhere is still
-the test split. Every scenario's window, warm-up included (jobs ``start -
-warmup_jobs`` .. ``start + max_jobs - 1``), must lie inside one region of its own
-split. ``util`` is the first-fit steady utilisation measured when the load was
-calibrated (documentation; ``benchmarks/make_default_suite.py``).
+Every scenario's window, warm-up included (jobs ``start - warmup_jobs`` ..
+``start + max_jobs - 1``), must lie inside one region of its own split. ``util`` is
+the first-fit steady utilisation measured when the load was calibrated
+(documentation; ``benchmarks/make_default_suite.py``).
+
+The test split is recognised by trace source and row range, and by content
+(:func:`in_test_split`): a file the suite names (by path, or a renamed copy) by
+the row ranges of its regions; any other file by its rows — a window that repeats
+:data:`SHINGLE` consecutive jobs of a test region (submission gaps, durations, GPUs,
+models) holds copied test rows. Training and checkpoint selection refuse such windows
+(:func:`check_not_test`); ``compare``, ``evaluate`` and ``simulate`` warn
+(:func:`warn_if_test`).
 
 Every problem raises :class:`~marl_sched.errors.InputError` with one line naming the
 file and the dotted key.
@@ -34,16 +42,38 @@ import dataclasses
 import functools
 import hashlib
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from marl_sched.config import REPO_ROOT, ExperimentConfig, load_config, read_yaml
 from marl_sched.errors import InputError
 
 SPLITS = ("train", "validation", "test")
 DEFAULT_SUITE = REPO_ROOT / "benchmarks" / "default.yaml"
+
+#: benchmark tracks (issue 33): named config overrides every cell of the track gets.
+#: ``placement``: no policy migrates; ``full``: every policy with a migration rule
+#: migrates through the simulator's one mechanism, at its measured cost.
+TRACKS: dict[str, tuple[str, ...]] = {
+    "placement": ("simulation.migration=off",),
+    "full": ("simulation.migration=on",),
+}
+
+
+def track_overrides(track: str | None) -> tuple[str, ...]:
+    """The config overrides of ``track`` (none for ``None``: a call from before tracks);
+    InputError for an unknown track."""
+    if track is None:
+        return ()
+    if track not in TRACKS:
+        raise InputError(f"--track: must be one of {', '.join(TRACKS)}, got {track!r}")
+    return TRACKS[track]
+
 
 _SCENARIO_KEYS = {
     "name": str,
@@ -116,12 +146,16 @@ class Suite:
     scenarios: dict[str, tuple[Scenario, ...]]
     #: command-line ``key=value`` overrides of the base config (:meth:`with_overrides`)
     overrides: tuple[str, ...] = ()
+    #: ``workload.arrival_jitter`` of every cell (the suite's ``arrival_jitter``)
+    arrival_jitter: float = 0.0
 
-    def with_overrides(self, overrides: Sequence[str]) -> Suite:
-        """This suite with ``key=value`` overrides of its base config, checked now.
-        Keys every scenario sets itself (the topology, the trace window, the load, the
-        seed; the duration estimate has ``--duration-estimate``) are refused: the
-        override would be silently lost."""
+    def with_overrides(self, overrides: Sequence[str], track: str | None = None) -> Suite:
+        """This suite with ``key=value`` overrides of its base config, checked now, after
+        the overrides of ``track`` (:data:`TRACKS`; a user override of the same key
+        wins). Keys every scenario sets itself (the topology, the trace window, the
+        load, the seed; the duration estimate has ``--duration-estimate``) are refused:
+        the override would be silently lost."""
+        overrides = (*track_overrides(track), *overrides)
         for item in overrides:
             key = item.partition("=")[0]
             section, _, name = key.partition(".")
@@ -143,7 +177,8 @@ class Suite:
         self, scenario: Scenario, seed: int = 0, duration_estimate: str | None = None
     ) -> ExperimentConfig:
         """The experiment config of one cell: the base config with the scenario's
-        topology and window, ``seed`` as the fill and duration-noise seed, and
+        topology and window, ``seed`` as the fill, duration-noise and arrival-jitter
+        seed, the suite's ``arrival_jitter``, and
         ``duration_estimate`` (None = the base config's) as what policies know of
         job lengths."""
         base = _load_config_cached(self.base_config, self.overrides)
@@ -158,6 +193,7 @@ class Suite:
             load=scenario.load,
             seed=seed,
             duration_estimate=duration_estimate or base.workload.duration_estimate,
+            arrival_jitter=self.arrival_jitter,
         )
         return dataclasses.replace(base, topology=topology, workload=workload)
 
@@ -172,6 +208,7 @@ SCENARIO_KEYS = (
     "load",
     "seed",
     "duration_estimate",
+    "arrival_jitter",
 )
 
 
@@ -268,13 +305,18 @@ def load_suite(path: str | Path = DEFAULT_SUITE) -> Suite:
     """Load and check a suite file (see the module docstring)."""
     where = str(path)
     data = _mapping(read_yaml(resolve(path), where, "suite"), where, "suite")  # no duplicate keys
-    known = {"version", "base_config", "tiers", "topologies", "regions", "scenarios"}
+    known = {
+        "version", "base_config", "tiers", "topologies", "regions", "scenarios", "arrival_jitter"
+    }  # fmt: skip
     for key in data:
         if key not in known:
             raise _fail(where, key, f"unknown key (known: {', '.join(sorted(known))})")
     if data.get("version") != 1:
         raise _fail(where, "version", f"must be 1, got {data.get('version')!r}")
     base = _typed(data.get("base_config"), str, where, "base_config")
+    jitter = _typed(data.get("arrival_jitter", 0.0), float, where, "arrival_jitter")
+    if not 0 <= jitter < 1:
+        raise _fail(where, "arrival_jitter", f"must be in [0, 1), got {jitter}")
     tiers = {
         str(k): _typed(v, float, where, f"tiers.{k}")
         for k, v in _mapping(data.get("tiers"), where, "tiers").items()
@@ -330,7 +372,7 @@ def load_suite(path: str | Path = DEFAULT_SUITE) -> Suite:
                 raise _fail(where, key, problem)
             parsed.append(sc)
         scenarios[split] = tuple(parsed)
-    return Suite(where, base, tiers, topologies, regions, scenarios)
+    return Suite(where, base, tiers, topologies, regions, scenarios, arrival_jitter=jitter)
 
 
 # ------------------------------------------------------------------------- refusal
@@ -374,6 +416,141 @@ def split_of(
     return splits.pop() if len(splits) == 1 else None
 
 
+#: consecutive rows that make one fingerprint of a trace's content (:func:`copied_test_rows`)
+SHINGLE = 6
+
+
+def _row_keys(jobs) -> np.ndarray:
+    """One 64-bit key per job, from what a copy of the row keeps: the gap since the
+    previous job's submission, duration, GPUs, model, iterations (ms precision)."""
+    keys = np.empty(len(jobs), dtype=np.uint64)
+    prev = jobs[0].submit_time if jobs else 0.0
+    for i, j in enumerate(jobs):
+        text = (
+            f"{round(j.submit_time - prev, 3)}|{round(j.duration, 3)}|{j.num_gpus}|"
+            f"{j.model or ''}|{'' if j.iterations is None else round(j.iterations, 3)}"
+        )
+        prev = j.submit_time
+        keys[i] = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+    return keys
+
+
+def _shingles(jobs) -> set[int]:
+    """Fingerprints of every run of :data:`SHINGLE` consecutive jobs (runs of one
+    repeated row skipped: identical job bursts recur in any long trace)."""
+    keys = _row_keys(jobs)
+    out = set()
+    for i in range(len(keys) - SHINGLE + 1):
+        run = keys[i : i + SHINGLE]
+        if np.all(run == run[0]):
+            continue
+        out.add(int.from_bytes(hashlib.blake2b(run.tobytes(), digest_size=8).digest(), "little"))
+    return out
+
+
+def _load_rows(trace: str | Path, first: int, end: int | None):
+    from marl_sched.traces import load_trace
+
+    n = None if end is None else end - first
+    return load_trace(trace, start=first, max_jobs=n).jobs
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "marl_sched" / "test_rows"
+
+
+@functools.cache
+def _region_shingles(trace: str, first: int, end: int | None, digest: str) -> frozenset:
+    """The fingerprints of one region, cached per file content in this process and
+    on disk (``$XDG_CACHE_HOME/marl_sched/test_rows``: a plain ``.npy`` array of
+    integers, read with ``allow_pickle=False``; the test files take seconds to parse)."""
+    path = _cache_dir() / f"{digest[:32]}_{first}_{end}_k{SHINGLE}.npy"
+    try:
+        return frozenset(int(x) for x in np.load(path, allow_pickle=False))
+    except (OSError, ValueError):
+        pass
+    out = frozenset(_shingles(_load_rows(trace, first, end)))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
+        np.save(tmp, np.array(sorted(out), dtype=np.uint64), allow_pickle=False)
+        os.replace(tmp, path)
+    except OSError:  # a read-only home: compute again next time
+        pass
+    return out
+
+
+def copied_test_rows(
+    trace: str | Path,
+    first: int = 0,
+    end: int | None = None,
+    *,
+    suite: Suite | str | Path = DEFAULT_SUITE,
+) -> tuple[Region, int] | None:
+    """Do jobs ``first .. end-1`` (None = to the end, submit order) of ``trace`` repeat
+    rows of a test region of the suite? The
+    suite's test windows are recognised by content, not by file: every run of
+    :data:`SHINGLE` consecutive jobs of a test region is fingerprinted (submission
+    gap, duration, GPUs, model, iterations), and a window sharing any fingerprint with
+    it holds copied test rows (a window's first job has no known gap, so a copy is
+    recognised from ``SHINGLE + 1`` consecutive rows on). Returns (that test region,
+    how many runs match), or None. A file the suite names (by path or content) is
+    judged by its regions instead (:func:`check_not_test`)."""
+    suite = _suite(suite)
+    rows = _shingles(_load_rows(trace, first, end))
+    if not rows:
+        return None
+    for region in suite.regions:
+        if region.split != "test":
+            continue
+        path = resolve(region.trace)
+        digest = _digest(path)
+        if digest is None:  # the test file is not on this machine: nothing to compare
+            continue
+        test = _region_shingles(str(path), region.first, region.end, digest)
+        hits = len(rows & test)
+        if hits:
+            return region, hits
+    return None
+
+
+def in_test_split(
+    trace: str | Path,
+    start: int = 0,
+    max_jobs: int | None = None,
+    *,
+    warmup_jobs: int = 0,
+    suite: Suite | str | Path = DEFAULT_SUITE,
+) -> str | None:
+    """Why the window of ``trace`` belongs to the suite's test split (``jobs a..b
+    overlap the test split of S (region)`` or ``jobs a..b repeat N runs of rows of
+    the test split of S (region)``), or None when it does not. A file the suite names
+    (by path or content) is judged by its regions' row ranges; any other file by its
+    rows' content (:func:`copied_test_rows`)."""
+    suite = _suite(suite)
+    first = max(0, start - warmup_jobs)
+    end = None if max_jobs is None else start + max_jobs
+    shown = "end" if end is None else end - 1
+    regions = _regions_of(trace, suite)
+    for region in regions:
+        if region.split == "test" and region.overlaps(first, end):
+            return (
+                f"jobs {first}..{shown} overlap the test split of {suite.path} "
+                f"({region.describe()})"
+            )
+    if regions:
+        return None
+    copied = copied_test_rows(trace, first, end, suite=suite)
+    if copied is None:
+        return None
+    region, hits = copied
+    return (
+        f"jobs {first}..{shown} repeat rows of the test split of {suite.path} "
+        f"({region.describe()}; {hits} runs of {SHINGLE} consecutive jobs match)"
+    )
+
+
 def check_not_test(
     trace: str | Path,
     start: int = 0,
@@ -386,24 +563,52 @@ def check_not_test(
     """Refuse a window that touches the suite's test split (training, selection).
 
     The window is jobs ``start - warmup_jobs`` .. ``start + max_jobs - 1`` (``max_jobs``
-    None = to the end) of ``trace``; the file is matched against the suite's test
-    regions by content, so a renamed copy is caught too. A file the suite does not
-    name is not refused.
+    None = to the end) of ``trace``. A file the suite names (by path, or a renamed
+    copy by content) is refused when the window overlaps a test region's rows; any
+    other file when its rows repeat rows of a test region (a slice of test rows
+    copied into another file; :func:`copied_test_rows`).
 
     Raises:
-        InputError: ``<where or trace>: jobs a..b overlap the test split of
-            <suite> (<region>)``.
+        InputError: ``<where or trace>: jobs a..b overlap (or repeat rows of) the test
+            split of <suite> (<region>); training and checkpoint selection may not use
+            it``.
     """
-    suite = _suite(suite)
-    first = max(0, start - warmup_jobs)
-    end = None if max_jobs is None else start + max_jobs
-    for region in _regions_of(trace, suite):
-        if region.split != "test":
-            continue
-        if region.overlaps(first, end):
-            shown = "end" if end is None else end - 1
-            raise InputError(
-                f"{where or trace}: jobs {first}..{shown} overlap the test split of "
-                f"{suite.path} ({region.describe()}); training and checkpoint selection "
-                f"may not use it"
-            )
+    problem = in_test_split(trace, start, max_jobs, warmup_jobs=warmup_jobs, suite=suite)
+    if problem:
+        raise InputError(
+            f"{where or trace}: {problem}; training and checkpoint selection may not use it"
+        )
+
+
+def warn_if_test_workload(workload, command: str) -> str | None:
+    """:func:`warn_if_test` for a loaded ``marl_sched.runner.Workload``."""
+    wl = workload.config
+    return warn_if_test(
+        workload.trace_path, wl.start, wl.max_jobs, warmup_jobs=wl.warmup_jobs, command=command
+    )
+
+
+def warn_if_test(
+    trace: str | Path,
+    start: int = 0,
+    max_jobs: int | None = None,
+    *,
+    warmup_jobs: int = 0,
+    suite: Suite | str | Path = DEFAULT_SUITE,
+    command: str = "",
+) -> str | None:
+    """For ``compare``, ``evaluate`` and ``simulate``: one warning line on stderr when
+    the window is (or copies) test-split rows, returned too; nothing otherwise. A
+    figure from the test split is reported once, through ``benchmark --split test``
+    and its ledger (docs/benchmark.md)."""
+    import sys
+
+    problem = in_test_split(trace, start, max_jobs, warmup_jobs=warmup_jobs, suite=suite)
+    if not problem:
+        return None
+    line = (
+        f"warning: {command + ': ' if command else ''}{trace}: {problem}; a test-split "
+        "figure is reported once, via benchmark --split test and benchmarks/ledger.jsonl"
+    )
+    print(line, file=sys.stderr)
+    return line

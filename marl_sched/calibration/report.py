@@ -90,9 +90,10 @@ def pollux_sync_rows(shared: Path) -> list[Row]:
     return out
 
 
-def gavel_spread_rows(shared: Path) -> list[Row]:
-    """``gavel_spread`` points, labelled ``job xscale``."""
-    topo = Topology.from_config(TopologyConfig())
+def gavel_spread_rows(shared: Path, nic_efficiency_scale: float = 1.0) -> list[Row]:
+    """``gavel_spread`` points, labelled ``job xscale`` (``nic_efficiency_scale``: as
+    ``simulation.nic_efficiency_scale``)."""
+    topo = Topology.from_config(TopologyConfig()).with_network_efficiency(nic_efficiency_scale)
     perf = PerformanceModel(topo)
     gavel = load_gavel(shared)
     out = []

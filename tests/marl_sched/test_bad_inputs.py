@@ -95,8 +95,8 @@ CASES = [
     ),
     (
         "suite-duplicate-key",
-        ["benchmark", "--suite", "{tmp}/s.yaml", "--policies", "first-fit", "--out", OUT]
-        + ["--local"],
+        ["benchmark", "--suite", "{tmp}/s.yaml", "--split", "validation", "--policies"]
+        + ["first-fit", "--out", OUT, "--local"],
         {"s.yaml": "version: 1\nbase_config: configs/tiny.yaml\nversion: 2\n"},
         "s.yaml:3: invalid YAML: duplicate key 'version' (first on line 1)",
     ),

@@ -15,51 +15,11 @@ from marl_sched.benchmark import DEFAULT_SUITE, check_not_test, load_suite
 from marl_sched.benchmark.command import parse_policies, run_benchmark, run_local
 from marl_sched.benchmark.suite import split_of
 from marl_sched.cli import main
-from marl_sched.config import REPO_ROOT
 from marl_sched.errors import InputError
+from tests.marl_sched.benchmark_helpers import TRACE
+from tests.marl_sched.benchmark_helpers import golden_suite_data as _suite_data
 
-TRACE = str(REPO_ROOT / "tests" / "data" / "golden_trace.csv")
-BASE = str(REPO_ROOT / "tests" / "data" / "golden.yaml")
-
-
-def _suite_data(trace: str = TRACE) -> dict:
-    return {
-        "version": 1,
-        "base_config": BASE,
-        "tiers": {"medium": 0.6},
-        "topologies": {"small": BASE},
-        "regions": [
-            {"trace": trace, "jobs": [0, 20], "split": "train"},
-            {"trace": trace, "jobs": [20, None], "split": "test"},
-        ],
-        "scenarios": {
-            "train": [
-                {
-                    "name": "early",
-                    "trace": trace,
-                    "start": 5,
-                    "max_jobs": 10,
-                    "warmup_jobs": 5,
-                    "load": 1.0,
-                    "tier": "medium",
-                    "topology": "small",
-                },
-            ],
-            "test": [
-                {
-                    "name": f"late-{start}",
-                    "trace": trace,
-                    "start": start,
-                    "max_jobs": 8,
-                    "warmup_jobs": 4,
-                    "load": 1.5,
-                    "tier": "medium",
-                    "topology": "small",
-                }
-                for start in (24, 30)
-            ],
-        },
-    }
+pytestmark = pytest.mark.usefixtures("fingerprint_cache")
 
 
 def _write(tmp_path: Path, data: dict, name: str = "suite.yaml") -> str:
@@ -233,7 +193,8 @@ def test_rows_can_name_a_queue_ordering(tmp_path: Path) -> None:
 def test_bad_benchmark_input_exits_2_before_any_work(tmp_path, capsys, args, message) -> None:
     suite = _write(tmp_path, _suite_data())
     out = tmp_path / "bench"
-    rc = main(["benchmark", "--suite", suite, "--out", str(out), "--local", *args])
+    rc = main(["benchmark", "--suite", suite, "--split", "test", "--out", str(out), "--local",
+               *args])  # fmt: skip
     assert rc == 2
     assert message in _err_line(capsys)
     assert not (out / "cells").exists()
@@ -248,6 +209,8 @@ def test_bad_suite_file_exits_2(tmp_path, capsys) -> None:
             "benchmark",
             "--suite",
             suite,
+            "--split",
+            "test",
             "--policies",
             "first-fit",
             "--out",
@@ -261,12 +224,25 @@ def test_bad_suite_file_exits_2(tmp_path, capsys) -> None:
 
 def test_shipped_suite_is_pre_registered() -> None:
     suite = load_suite(DEFAULT_SUITE)
-    test = suite.split("test")
-    assert len(test) >= 30
-    assert {s.tier for s in test} == {"light", "medium", "heavy"}
-    assert {s.topology for s in suite.split("train") + suite.split("validation")} == {"default"}
+    test, val = suite.split("test"), suite.split("validation")
+    assert len(test) >= 26
+    # validation reports every tier and topology variant the test split reports
+    for split in (test, val):
+        assert {s.tier for s in split} == {"light", "medium", "heavy"}
+        assert {s.topology for s in split} == {"default", "k80-heavy", "oversubscribed"}
+    assert {s.topology for s in suite.split("train")} == {"default"}
     assert any("alibaba" in s.trace for s in test)
-    assert not any("alibaba" in s.trace for s in suite.split("train") + suite.split("validation"))
+    assert not any("alibaba" in s.trace for s in suite.split("train"))
+    # Alibaba jobs 0-499 designed earlier recipes: validation, never test
+    alibaba = [r for r in suite.regions if "alibaba" in r.trace]
+    assert {(r.split, r.first, r.end) for r in alibaba} == {
+        ("validation", 0, 500),
+        ("test", 500, None),
+    }
+    assert all(s.first_job >= 500 for s in test if "alibaba" in s.trace)
+    # Sia philly N repeats Pollux N's arrivals: never test while Pollux N is validation
+    assert not any("sia_workloads/philly" in s.trace for s in test)
+    assert suite.arrival_jitter > 0  # every seed varies every scenario
     # the default config's training window stays out of the test split
     check_not_test("configs/traces/philly_sample.csv", 200, 1800, warmup_jobs=200, suite=suite)
 
@@ -280,6 +256,8 @@ def test_benchmark_on_ray_end_to_end(tmp_path: Path, capsys) -> None:
             "benchmark",
             "--suite",
             suite,
+            "--split",
+            "test",
             "--policies",
             "first-fit,load-balance",
             "--seeds",
