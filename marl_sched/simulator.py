@@ -487,6 +487,44 @@ class Simulator:
                 return None
             self._begin_scan()
 
+    def next_decision_or_stop(self, stop: Callable[[Simulator], bool]) -> Job | None:
+        """:meth:`next_decision` that also hands control back between event times:
+        after each event time (its events handled, the scan of the queue begun),
+        ``stop(self)`` is asked; when it answers True this returns None with no job
+        pending and the run not over (the caller knows why it stopped), and the next
+        call carries on with the same scan. While ``stop`` answers False, the same
+        jobs are offered at the same times as by :meth:`next_decision`. The
+        environment's migration triggers (``envs.cluster_env``) stop here to let an
+        agent :meth:`migrate` a running job before the queue is offered."""
+        if self._pending is not None:
+            raise RuntimeError("apply() a decision for the pending job first")
+        while True:
+            if self._scan is not None:
+                while self._scan_pos < len(self._scan) and self.free_gpus > 0:
+                    job = self._scan[self._scan_pos]
+                    self._scan_pos += 1
+                    if job.num_workers <= self.free_gpus and (
+                        self._declined.get(job.job_id) != self._completions
+                    ):
+                        self._pending = job
+                        return job
+                    if not self.backfill:
+                        break
+                self._scan = None
+            if not self.step():
+                self._finish_unplaceable()
+                return None
+            self._begin_scan()
+            if stop(self):
+                return None
+
+    def wake_at(self, when: float) -> None:
+        """Push a TICK event at ``when`` (>= now): an event time at which
+        :meth:`next_decision_or_stop` asks its ``stop`` (nothing else happens then)."""
+        if not math.isfinite(when) or when < self.now:
+            raise ValueError(f"wake_at({when!r}) before now ({self.now}) or not finite")
+        self._push(when, TICK, -1)
+
     def _begin_scan(self) -> None:
         """The jobs to offer after an event time, in queue order.
 
