@@ -467,27 +467,9 @@ class Simulator:
 
     def next_decision(self) -> Job | None:
         """Advance until a queued job could be placed; None when the run is over."""
-        if self._pending is not None:
-            raise RuntimeError("apply() a decision for the pending job first")
-        while True:
-            if self._scan is not None:
-                while self._scan_pos < len(self._scan) and self.free_gpus > 0:
-                    job = self._scan[self._scan_pos]
-                    self._scan_pos += 1
-                    if job.num_workers <= self.free_gpus and (
-                        self._declined.get(job.job_id) != self._completions
-                    ):
-                        self._pending = job
-                        return job
-                    if not self.backfill:
-                        break
-                self._scan = None
-            if not self.step():
-                self._finish_unplaceable()
-                return None
-            self._begin_scan()
+        return self.next_decision_or_stop(None)
 
-    def next_decision_or_stop(self, stop: Callable[[Simulator], bool]) -> Job | None:
+    def next_decision_or_stop(self, stop: Callable[[Simulator], bool] | None) -> Job | None:
         """:meth:`next_decision` that also hands control back between event times:
         after each event time (its events handled, the scan of the queue begun),
         ``stop(self)`` is asked; when it answers True this returns None with no job
@@ -495,7 +477,8 @@ class Simulator:
         call carries on with the same scan. While ``stop`` answers False, the same
         jobs are offered at the same times as by :meth:`next_decision`. The
         environment's migration triggers (``envs.cluster_env``) stop here to let an
-        agent :meth:`migrate` a running job before the queue is offered."""
+        agent :meth:`migrate` a running job before the queue is offered. ``stop``
+        None: never (:meth:`next_decision`)."""
         if self._pending is not None:
             raise RuntimeError("apply() a decision for the pending job first")
         while True:
@@ -515,7 +498,7 @@ class Simulator:
                 self._finish_unplaceable()
                 return None
             self._begin_scan()
-            if stop(self):
+            if stop is not None and stop(self):
                 return None
 
     def wake_at(self, when: float) -> None:
