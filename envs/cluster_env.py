@@ -205,9 +205,11 @@ Version history
 from __future__ import annotations
 
 import dataclasses
+import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -219,7 +221,7 @@ from envs.config import ENV_ID, ENV_NAME, ENV_VERSION, EnvConfig, env_config
 from envs.observations import ObservationBuilder
 from envs.rewards import TeamReward
 from envs.rules import home_agent
-from envs.session import PlacementSession, placement_steps
+from envs.session import MAX_SLOWDOWN, PlacementSession, placement_steps, released_view
 from marl_sched.config import REPO_ROOT, ExperimentConfig, load_config, parse_section
 from marl_sched.duration import workload_predictor
 from marl_sched.errors import InputError
@@ -321,6 +323,7 @@ class ClusterPlacementEnv(MultiAgentEnv):
         self.window_start = 0
         self.source = 0
         self._last_obs: dict[str, dict] = {}
+        self._reset_moves()
 
     # ------------------------------------------------------------------ episode
 
@@ -351,6 +354,7 @@ class ClusterPlacementEnv(MultiAgentEnv):
                                  self.env_config.reward.interference,
                                  scored_from=self.warmup)  # fmt: skip
         self._last_obs = {}
+        self._reset_moves()
         if not self._next_session():
             raise InputError(f"{self.cfg.source}: no job of the window can ever be placed")
         return self._obs_of_actor(), {}
@@ -367,8 +371,14 @@ class ClusterPlacementEnv(MultiAgentEnv):
                 raise ValueError(f"agent {agent} acted, but {actor} is the acting agent")
         s.act(self._checked_action(actor, action_dict[actor]))
         finished = False
-        if s.done:
+        if s.moving is not None:  # a move: kept, finished, or a task that fits nowhere
+            if s.done or not s.feasible():
+                if s.moved():
+                    self._migrate(s)
+                finished = not self._next_session()
+        elif s.done:
             self.sim.apply(s.placement())
+            self._placed(s.job.job_id, s.placement())
             finished = not self._next_session()
         elif not s.feasible():  # the next task fits nowhere: the job stays queued
             self.sim.apply(None)
@@ -402,7 +412,9 @@ class ClusterPlacementEnv(MultiAgentEnv):
         if a < g:
             return f"GPU-group slot {a}"
         if a < g + n:
-            return "the no-op slot" if a - g == self.session.agent else f"forward to {a - g}"
+            if a - g == self.session.agent:
+                return "keep" if self.session.moving is not None else "the no-op slot"
+            return f"forward to {a - g}"
         return f"follow hint {b.hints[a - g - n]!r}"
 
     def _obs_of_actor(self) -> dict:
@@ -413,8 +425,23 @@ class ClusterPlacementEnv(MultiAgentEnv):
         return {agent: obs}
 
     def _next_session(self) -> bool:
-        """Open a session for the next job an agent can act on; False at the end."""
-        while (job := self.sim.next_decision()) is not None:
+        """Open a session for the next job an agent can act on (a move offered at a
+        migration trigger first, then the queue); False at the end."""
+        migration = self.env_config.migration
+        while True:
+            while self._offers:
+                session = self._move_session(self._offers.pop(0))
+                if session is not None:
+                    self.session = session
+                    return True
+            if migration:
+                job = self.sim.next_decision_or_stop(self._trigger)
+                if job is None and self._offers:
+                    continue
+            else:
+                job = self.sim.next_decision()
+            if job is None:
+                break
             home = home_agent(job, self.builder.n_agents)
             self.predictor.sync(self.sim.records)  # what the agents may know of its length
             seen = self.predictor.visible_job(job)
@@ -425,6 +452,83 @@ class ClusterPlacementEnv(MultiAgentEnv):
             self.sim.apply(None)
         self.session = None
         return False
+
+    # ------------------------------------------------------------------ migration
+
+    def _reset_moves(self) -> None:
+        self._offers: list[int] = []  # agents still to be offered a move at this trigger
+        self._offered: set[int] = set()  # jobs offered at this trigger
+        self._scopes: dict[int, frozenset[int]] = {}  # running job -> its workers' agents
+        self._moves: dict[int, int] = {}  # job -> moves so far
+        self._last_move: dict[int, float] = {}  # job -> time of its last move
+        self._records_seen = 0
+        self._tick_at: float | None = None  # the pending tick's time
+
+    def _placed(self, job_id: int, placement) -> None:
+        if self.env_config.migration:
+            groups = placement.worker_groups
+            self._scopes[job_id] = frozenset(self.builder.group_scope[list(groups)].tolist())
+
+    def _trigger(self, sim: Simulator) -> bool:
+        """After an event time (``Simulator.next_decision_or_stop``): the agents whose
+        scopes held a worker of a job that completed then, every agent at a tick;
+        True when one of them is to be offered a move (module docstring)."""
+        agents: set[int] = set()
+        recs = sim.records
+        if len(recs) != self._records_seen:
+            for rec in islice(reversed(recs.values()), len(recs) - self._records_seen):
+                agents |= self._scopes.pop(rec.job.job_id, frozenset())
+            self._records_seen = len(recs)
+        tick = self.env_config.migration_tick_s
+        if tick > 0:
+            if self._tick_at is not None and sim.now >= self._tick_at:
+                agents = set(range(self.builder.n_agents))
+                self._tick_at = None
+            if self._tick_at is None and sim.running:  # no tick keeps an idle run alive
+                self._tick_at = (math.floor(sim.now / tick) + 1) * tick
+                sim.wake_at(self._tick_at)
+        self._offers = sorted(agents) if sim.running else []
+        self._offered = set()
+        return bool(self._offers)
+
+    def _move_session(self, agent: int) -> PlacementSession | None:
+        """The move offered to ``agent``: of the running jobs with a worker in its
+        scope that may move (not restarting, under the cap, past the minimum
+        interval, not offered yet at this trigger), the most slowed one (then the
+        lowest id); None when there is none."""
+        sim, b, cfg = self.sim, self.builder, self.env_config
+        view, now = sim.view(), sim.now
+        best, key = None, None
+        for info in view.running():
+            jid = info.job_id
+            if (
+                jid in self._offered
+                or info.paused_until > now
+                or self._moves.get(jid, 0) >= cfg.migration_max_moves
+                or now - self._last_move.get(jid, -math.inf) < cfg.migration_min_interval_s
+                or agent not in b.group_scope[list(info.placement.worker_groups)]
+            ):
+                continue
+            k = (min(info.slowdown, MAX_SLOWDOWN), -jid)
+            if key is None or k > key:
+                best, key = info, k
+        if best is None:
+            return None
+        jid = best.job_id
+        self._offered.add(jid)
+        self.predictor.sync(sim.records)
+        seen = self.predictor.visible_job(sim.running[jid].job)
+        released = released_view(view, best, sim.group_free_for(jid))
+        return PlacementSession(
+            b, seen, released, agent, moving=best, moves=self._moves.get(jid, 0)
+        )
+
+    def _migrate(self, s: PlacementSession) -> None:
+        jid = s.moving.job_id
+        self.sim.migrate(jid, s.placement())
+        self._moves[jid] = self._moves.get(jid, 0) + 1
+        self._last_move[jid] = self.sim.now
+        self._placed(jid, s.placement())
 
     def _mask_of(self, agent: str) -> Callable[[], np.ndarray | None]:
         def mask() -> np.ndarray | None:
