@@ -1,4 +1,5 @@
-"""``marl_sched/ClusterPlacement-v1``: cooperative multi-agent task placement.
+"""``marl_sched/ClusterPlacement-v1``: cooperative multi-agent task placement;
+``marl_sched/ClusterPlacement-v2``: the same with migration (``env.migration: on``).
 
 This docstring is the environment's reference. It is the one decision process of the
 project: the agents are trained in it (``marl-sched train``), the behaviour-cloning
@@ -54,6 +55,8 @@ Every agent has the same space ``Discrete(G + A + H)``, ``G`` = the padded group
   scope has room for the task. Forward to self (``G + k`` for agent ``k``) is the
   **no-op** slot: never legal for the acting agent; the only legal action of an idle
   agent (PettingZoo adapter) and of terminal observations;
+- in a move (``env.migration: on``, below), before its first task: ``G + k`` for the
+  acting agent ``k`` is **keep** (leave the running job where it is);
 - ``G + A + i`` (with hints): **follow** hint ``i``: put the task where heuristic
   ``env.hints[i]``'s plan for the job in this scope puts its next task of that kind —
   legal while every task placed so far agrees with that plan and the group has room.
@@ -82,6 +85,62 @@ memory), narrowed by the rule options:
   run past ``c ×`` its runtime until a job completes;
 - ``ps_rule``: after the last worker, the job's PS go where every heuristic puts them
   (:func:`marl_sched.policies.heuristics.ps_near_workers`), unless they do not fit.
+
+Migration (``env.migration: on``, ``ClusterPlacement-v2``)
+-----------------------------------------------------------
+**Triggers.** After every simulated event time at which jobs complete, each agent
+whose scope held a worker of a completed job (in agent order) is offered one move;
+with ``env.migration_tick_s = T > 0`` every agent also is, at every multiple of ``T``
+seconds while jobs run (a tick is an event of its own:
+``Simulator.wake_at``). Moves come before the queue is offered again at that time
+(the simulator stops between event times: ``Simulator.next_decision_or_stop``), as
+MLF-H's load control runs after completions before the next placement.
+
+**Which job.** Of the running jobs with a worker in the agent's scope that may move —
+not paying a restart delay now, moved fewer than ``env.migration_max_moves`` times
+(default 1, as MLF-H: no ping-pong), not moved in the last
+``env.migration_min_interval_s`` seconds, not offered to another agent at this
+trigger — the one with the highest current slowdown (iteration time over isolated,
+capped at 100), then the lowest id. No such job: no offer. The cap and interval are
+the env's own rules (the simulator has none yet); a job the simulator stops
+(preemptive orderings) is not running and so not offered.
+
+**The move.** A move is a placement session like an arrival's (the same rules,
+masks, hints and forwarding; the first task at the agent offered the job), on the
+cluster with the job's own GPUs, cores and memory counted free
+(``Simulator.group_free_for``: GPU memory and sharing rules included). Until its first
+task is placed, the acting agent's own forward slot is **keep**: the job stays, nothing
+changes. Once a task is placed the agent is committed: when the last task is placed
+the env calls ``Simulator.migrate`` (the job keeps its progress, pays the simulator's
+restart delay — ``simulation.migration_penalty_s`` today — holding its new GPUs, and
+frees the old ones at once); a placement on the same groups as now (as multisets) is
+no move. A move whose next task fits nowhere is abandoned (the job stays).
+Pressures, link counts and exposures in a move's observation still count the job
+where it runs.
+
+**What the agents see of the running jobs** (every running job, the mover included):
+per GPU group the worker-weighted mean slowdown (ln) and mean attained GPU-seconds
+per worker of the jobs with a worker there; per server MLF-H's overload signal (ln of
+the worker-weighted mean slowdown of the jobs with workers on it,
+``agents.baselines.load_control.server_slowdown``); for the job of a move its
+current workers per group, its slowdown, attained service and moves so far. That is
+what MLF-H's load control reads (placement, slowdown, attained service:
+``ClusterView.running``), which every policy's ``rebalance`` may read as well. The
+columns exist only with migration on (the observation space of v1 is unchanged);
+the action space is the same.
+
+**Reward.** The potential ``W`` counts what is left of a running job's restart delay,
+so the step that makes a move pays its delay at once (with the change of speed of
+the job and its old and new neighbours), and the delay is in the moved job's JCT
+(:mod:`envs.rewards`): the return is still ``-avg JCT / time_scale_s``.
+
+**Who else.** ``masked:<heuristic>`` controls and the heuristics are policies, not
+agents of this env: they never get an offer (a control stepped through v2 would keep:
+it has no migration rule). Behind ``simulate`` / ``compare``, a v2 checkpoint places
+arriving jobs; moves there go through the policies' common migration hook
+(``Policy.rebalance``), which the ``marl`` policy does not implement yet.
+PettingZoo: an idle agent's no-op is its own forward slot, as before; for the agent
+acting in a move that slot is keep.
 
 What the agents know of a job's length is the workload's duration estimate
 (``workload.duration_estimate``, :mod:`marl_sched.duration`): the session holds the job
@@ -118,6 +177,10 @@ key               shape        dt   content
                                     tasks in the group / its tasks; job's tasks in its
                                     socket / its tasks. ``+resident_features``:
                                     ln(1 + worker-weighted slowdown added to residents).
+                                    ``+migration``: ln(mean slowdown of running jobs'
+                                    workers here); log10(1 + their mean attained
+                                    GPU-s per worker)/7; the moving job's workers here
+                                    / its workers (0 for an arrival).
                                     ``+hints``: per hint, tasks of the current kind
                                     the plan still puts here / the job's tasks of
                                     that kind
@@ -140,8 +203,10 @@ key               shape        dt   content
                                     ratio (≤ 4); forwards of this task / A; job's
                                     tasks in this scope / tasks; sensitivity (5);
                                     pressure (5). ``+job_length``: log10(1 + work
-                                    s)/7. ``+hints``: per hint, 1 while the job
-                                    agrees with its plan
+                                    s)/7. ``+migration``: is a move; ln(slowdown);
+                                    log10(1 + attained GPU-s per worker)/7; moves so
+                                    far (0 for an arrival). ``+hints``: per hint, 1
+                                    while the job agrees with its plan
 ``peers_x``       (A, 9+)      f32  per scope: free GPU fraction; ln(1 + free GPUs);
                                     mean speed of free GPUs; best server's free GPUs
                                     / 8; ln(1 + jobs on its uplink); job's tasks there
@@ -194,7 +259,12 @@ weighs ``workload_share``, default 1). RLlib passes one dict: ``{"config": ...,
 
 Version history
 ---------------
-- v1 (this): the agents' decision process becomes the environment: hints, follow
+- v2: v1 + the migration decision (``env.migration: on``; "Migration" above): moves
+  offered at job completions and ticks, keep or re-place task by task, the running
+  jobs' features, the restart delay in the reward's potential. With migration off the
+  environment is v1, bit for bit, and v1 checkpoints serve it; a checkpoint records
+  ``-v2`` and the migration options when trained with it on.
+- v1: the agents' decision process becomes the environment: hints, follow
   actions and every rule option; the potential-based reward with a documented
   interference source; ``window_sampling``, ``home_rule``, ``max_sim_time``,
   ``max_placed_jobs``, ``slowdown_weight`` and ``use_learned_reward`` of v0 are gone.
@@ -260,7 +330,8 @@ def with_overrides(cfg: ExperimentConfig, overrides: Mapping | None) -> EnvConfi
 
 
 class ClusterPlacementEnv(MultiAgentEnv):
-    """RLlib multi-agent env ``ClusterPlacement-v1`` (the module docstring is its reference)."""
+    """RLlib multi-agent env ``ClusterPlacement-v1``, ``-v2`` with ``env.migration: on``
+    (the module docstring is its reference)."""
 
     metadata = {"render_modes": [], "name": "cluster_placement_v1"}
 

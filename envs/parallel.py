@@ -10,8 +10,10 @@ the parallel API's conventions:
   the RLlib env's; every other agent gets an all-zero observation whose
   ``action_mask`` allows only its **no-op** slot ``G + k`` (forward to itself). The
   actions of non-acting agents are ignored; the acting agent's is checked as in the
-  RLlib env (``ValueError`` if illegal or missing). The acting agent is the one whose
-  mask is not the no-op one, or ``env.acting_agent``;
+  RLlib env (``ValueError`` if illegal or missing). The acting agent is
+  ``env.acting_agent`` (or the one whose mask is not the no-op one; with
+  ``env.migration: on`` the agent offered a move may keep it through that same slot,
+  so read ``acting_agent``);
 - ``action_mask`` is ``int8`` (PettingZoo's convention, what
   ``Discrete.sample(mask=...)`` takes); the other fields are the RLlib env's;
 - every agent receives the step's team reward (the sum over steps is the team return

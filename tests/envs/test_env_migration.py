@@ -284,3 +284,13 @@ def test_pettingzoo_parallel_api_and_rllib_check_with_migration_on():
             break
     assert moves > 0
     assert ray.is_initialized() == ray_was_up
+
+
+def test_v2_is_registered_with_gymnasium_with_migration_on():
+    import gymnasium as gym
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # gymnasium: "v1 is out of date"
+        made = gym.make(envs.ENV_ID_V2, config=TINY).unwrapped
+        v1 = gym.make(envs.ENV_ID, config=TINY).unwrapped
+    assert made.env_config.migration and not v1.env_config.migration
