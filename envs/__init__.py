@@ -7,8 +7,7 @@ environment's reference); ``make_parallel_env(config)`` the PettingZoo
 ``ExperimentConfig``.
 
 Importing this package is cheap: Ray is imported only when an env is built.
-``ENV_ID`` and ``ENV_ID_V2`` (v1 with ``env.migration`` on) are registered with
-gymnasium here (``gymnasium.make(ENV_ID, config=...)``)
+``ENV_ID`` is registered with gymnasium here (``gymnasium.make(ENV_ID, config=...)``)
 and with RLlib by :func:`register_rllib` (which imports Ray); RLlib's env config
 is a dict ``{"config": <path or ExperimentConfig>, "env": {<env: overrides>}}``.
 """
@@ -57,16 +56,22 @@ def register_rllib() -> str:
     return ENV_ID
 
 
-# v2 = v1 with env.migration on (an ``env=`` given to gymnasium.make replaces it whole)
-for _id, _kwargs in ((ENV_ID, {}), (ENV_ID_V2, {"env": {"migration": True}})):
-    if _id not in gymnasium.registry:
-        gymnasium.register(
-            id=_id,
-            entry_point="envs.cluster_env:ClusterPlacementEnv",
-            disable_env_checker=True,  # a multi-agent env: gymnasium's checker is single-agent
-            order_enforce=False,
-            kwargs=_kwargs,
-        )
+if ENV_ID not in gymnasium.registry:
+    gymnasium.register(
+        id=ENV_ID,
+        entry_point="envs.cluster_env:ClusterPlacementEnv",
+        disable_env_checker=True,  # a multi-agent env: gymnasium's checker is single-agent
+        order_enforce=False,
+    )
+# v2: v1 with env.migration on (an ``env=`` given to gymnasium.make replaces it whole)
+if ENV_ID_V2 not in gymnasium.registry:
+    gymnasium.register(
+        id=ENV_ID_V2,
+        entry_point="envs.cluster_env:ClusterPlacementEnv",
+        disable_env_checker=True,
+        order_enforce=False,
+        kwargs={"env": {"migration": True}},
+    )
 
 __all__ = [
     "ENV_ID",

@@ -102,8 +102,9 @@ not paying a restart delay now, moved fewer than ``env.migration_max_moves`` tim
 ``env.migration_min_interval_s`` seconds, not offered to another agent at this
 trigger — the one with the highest current slowdown (iteration time over isolated,
 capped at 100), then the lowest id. No such job: no offer. The cap and interval are
-the env's own rules (the simulator has none yet); a job the simulator stops
-(preemptive orderings) is not running and so not offered.
+the env's own rules, on top of the simulator's where it has them
+(``RunningInfo.next_move_at``; a move it declines is a keep); a job the simulator
+stops (preemptive orderings) is not running and so not offered.
 
 **The move.** A move is a placement session like an arrival's (the same rules,
 masks, hints and forwarding; the first task at the agent offered the job), on the
@@ -330,8 +331,7 @@ def with_overrides(cfg: ExperimentConfig, overrides: Mapping | None) -> EnvConfi
 
 
 class ClusterPlacementEnv(MultiAgentEnv):
-    """RLlib multi-agent env ``ClusterPlacement-v1``, ``-v2`` with ``env.migration: on``
-    (the module docstring is its reference)."""
+    """RLlib multi-agent env ``ClusterPlacement-v1`` (the module docstring is its reference)."""
 
     metadata = {"render_modes": [], "name": "cluster_placement_v1"}
 
@@ -577,6 +577,8 @@ class ClusterPlacementEnv(MultiAgentEnv):
                 or info.paused_until > now
                 or self._moves.get(jid, 0) >= cfg.migration_max_moves
                 or now - self._last_move.get(jid, -math.inf) < cfg.migration_min_interval_s
+                # the simulator's own cap and interval, where it has them
+                or now < getattr(info, "next_move_at", 0.0)
                 or agent not in b.group_scope[list(info.placement.worker_groups)]
             ):
                 continue
@@ -596,7 +598,8 @@ class ClusterPlacementEnv(MultiAgentEnv):
 
     def _migrate(self, s: PlacementSession) -> None:
         jid = s.moving.job_id
-        self.sim.migrate(jid, s.placement())
+        if self.sim.migrate(jid, s.placement()) is False:  # declined by the simulator's rules
+            return
         self._moves[jid] = self._moves.get(jid, 0) + 1
         self._last_move[jid] = self.sim.now
         self._placed(jid, s.placement())

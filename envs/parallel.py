@@ -10,16 +10,16 @@ the parallel API's conventions:
   the RLlib env's; every other agent gets an all-zero observation whose
   ``action_mask`` allows only its **no-op** slot ``G + k`` (forward to itself). The
   actions of non-acting agents are ignored; the acting agent's is checked as in the
-  RLlib env (``ValueError`` if illegal or missing). The acting agent is
-  ``env.acting_agent`` (or the one whose mask is not the no-op one; with
-  ``env.migration: on`` the agent offered a move may keep it through that same slot,
-  so read ``acting_agent``);
+  RLlib env (``ValueError`` if illegal or missing). The acting agent is the one whose
+  mask is not the no-op one, or ``env.acting_agent``;
 - ``action_mask`` is ``int8`` (PettingZoo's convention, what
   ``Discrete.sample(mask=...)`` takes); the other fields are the RLlib env's;
 - every agent receives the step's team reward (the sum over steps is the team return
   ``-avg JCT / time_scale_s`` for each agent);
 - at the end every agent's ``infos[agent]`` carries ``avg_jct_s``, ``team_return``
-  and ``metrics``.
+  and ``metrics``;
+- with ``env.migration: on`` the agent offered a move keeps the job through its own
+  no-op slot, so its mask may look like an idle agent's: read ``acting_agent``.
 """
 
 from __future__ import annotations

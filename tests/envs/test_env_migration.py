@@ -103,16 +103,19 @@ def test_moves_never_oversubscribe_and_every_resource_comes_back(seed, tick, cap
         env={**ON, "migration_tick_s": tick, "migration_max_moves": cap,
              "migration_min_interval_s": interval},
     )  # fmt: skip
-    moved_at: dict[int, list[float]] = {}
+    moved_at: dict[int, list[tuple[float, float]]] = {}  # job -> (when, paused until)
     migrate = None
 
     def recording(job_id, placement):
-        moved_at.setdefault(job_id, []).append(env.sim.now)
-        return migrate(job_id, placement)
+        out = migrate(job_id, placement)
+        if out is not False:  # not declined by the simulator's own rules
+            moved_at.setdefault(job_id, []).append((env.sim.now, sim.running[job_id].paused_until))
+        return out
 
     rng = np.random.default_rng(seed)
     obs, _ = env.reset(seed=seed)
-    migrate, env.sim.migrate = env.sim.migrate, recording
+    sim = env.sim
+    migrate, sim.migrate = sim.migrate, recording
     while True:
         agent = env.acting_agent
         obs, rew, term, _, info = env.step({agent: masked_random_action(obs[agent], rng)})
@@ -127,10 +130,8 @@ def test_moves_never_oversubscribe_and_every_resource_comes_back(seed, tick, cap
     assert (sim.link_jobs == 0).all()
     for times in moved_at.values():
         assert len(times) <= cap
-        assert all(
-            b - a >= max(interval, sim.migration_penalty_s)
-            for a, b in zip(times, times[1:], strict=False)
-        )
+        for (t0, paused), (t1, _) in zip(times, times[1:], strict=False):
+            assert t1 - t0 >= interval and t1 >= paused  # never while restarting
     assert info["sc0"]["team_return"] == pytest.approx(-info["sc0"]["avg_jct_s"] / 3600.0, rel=1e-9)
 
 
@@ -172,23 +173,32 @@ def _play_two_jobs(move: bool):
     assert obs["sc0"]["group_x"][0, here] == 1.0 and obs["sc0"]["group_x"][1:, here].sum() == 0
     free = env.builder.features["group_x"].index("free_gpus/8")
     assert obs["sc0"]["group_x"][0, free] == 2 / 8  # its own GPU counts free
+    pauses = []  # the simulator's restart delay of each move
+    migrate = env.sim.migrate
+
+    def recording(job_id, placement):
+        out = migrate(job_id, placement)
+        pauses.append(env.sim.running[job_id].paused_until - env.sim.now)
+        return out
+
+    env.sim.migrate = recording
     actions = env.placement_actions(Placement((1,), ())) if move else [g + 0]
     for a in actions:
         obs, rew, term, *_ = env.step({env.acting_agent: a})
         rewards.append(sum(rew.values()))
+    assert len(pauses) == move and all(p > 0 for p in pauses)
+    pause = sum(pauses)
     while not term["__all__"]:
         obs, rew, term, *_ = env.step({env.acting_agent: g + 0})
         rewards.append(sum(rew.values()))
-    return env, rewards
+    return env, rewards, pause
 
 
 def test_a_move_pays_its_restart_delay_in_the_jct_and_the_reward():
-    kept, r_kept = _play_two_jobs(move=False)
-    moved, r_moved = _play_two_jobs(move=True)
+    kept, r_kept, _ = _play_two_jobs(move=False)
+    moved, r_moved, penalty = _play_two_jobs(move=True)
     assert kept.sim.stats.migrations == 0 and moved.sim.stats.migrations == 1
     assert moved.sim.running == {} and moved.sim.records[1].job.job_id == 1
-    penalty = moved.sim.migration_penalty_s
-    assert penalty > 0
     # alone on identical servers after job 0 left: the move gains nothing but the pause
     jct_kept, jct_moved = kept.sim.records[1].jct, moved.sim.records[1].jct
     assert jct_moved - jct_kept == pytest.approx(penalty, rel=1e-9)
