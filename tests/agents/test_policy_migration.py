@@ -121,3 +121,21 @@ def test_a_v2_checkpoint_places_jobs_in_simulate(tmp_path):
     metrics, records, _ = simulate(cfg, "marl", workload, topo, perf, policy=policy)
     assert metrics["jobs_completed"] == len(workload.jobs) == len(records)
     assert np.isfinite(metrics["avg_jct_s"])
+
+
+def test_behaviour_cloning_labels_every_move_keep():
+    """The teachers have no migration rule: offered a move they keep the job (the
+    rollout teacher, which needs a pending job, would otherwise fail on a move)."""
+    from agents.commands import _load_train_config
+    from agents.training import teacher_decisions
+
+    cfg, mc, tc = _load_train_config(TINY, ["env.migration=on", "train.bc_episodes=1"])
+    obs, actions, _, _ = teacher_decisions(cfg, mc, tc, 0)
+    env = make_env(cfg)
+    f, g = env.builder.features, env.builder.pad[0]
+    moves = [
+        (o, a) for o, a in zip(obs, actions, strict=True) if o["job_x"][f["job_x"].index("is_move")]
+    ]
+    assert moves and len(moves) < len(actions)
+    for o, a in moves:  # the acting agent's own forward slot
+        assert a >= g and o["peers_x"][a - g, f["peers_x"].index("is_self")] == 1
