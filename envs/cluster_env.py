@@ -112,10 +112,10 @@ cluster with the job's own GPUs, cores and memory counted free
 (``Simulator.group_free_for``: GPU memory and sharing rules included). Until its first
 task is placed, the acting agent's own forward slot is **keep**: the job stays, nothing
 changes. Once a task is placed the agent is committed: when the last task is placed
-the env calls ``Simulator.migrate`` (the job keeps its progress, pays the simulator's
-restart delay — ``simulation.migration_penalty_s`` today — holding its new GPUs, and
-frees the old ones at once); a placement on the same groups as now (as multisets) is
-no move. A move whose next task fits nowhere is abandoned (the job stays).
+the env calls ``Simulator.migrate`` (the job keeps its progress and pays the
+simulator's restart delay, whatever the ``simulation:`` section prices it at, holding
+its new GPUs; the simulator decides when the old ones are free); a placement on the
+same groups as now (as multisets) is no move. A move whose next task fits nowhere is abandoned (the job stays).
 Pressures, link counts and exposures in a move's observation still count the job
 where it runs.
 
