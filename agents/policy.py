@@ -14,9 +14,11 @@
 A checkpoint folder (written by :mod:`agents.training`) holds ``manifest.json`` and
 ``modules/<module_id>.pt`` (the torch state dict of each module's network). The
 manifest records the environment the networks were trained in: ``env.id``
-(``marl_sched/ClusterPlacement-v1``), ``env.version`` and ``env.options`` (every
-decision option, :data:`envs.config.DECISION_OPTIONS`). What a checkpoint serves
-(:func:`check_env`):
+(``marl_sched/ClusterPlacement-v1``, or ``-v2`` when trained with ``env.migration:
+on``), ``env.version`` and ``env.options`` (every decision option,
+:data:`envs.config.DECISION_OPTIONS`; a v1 manifest, written before migration, records
+no ``migration*`` option and was trained with migration off). What a checkpoint
+serves (:func:`check_env`):
 
 - served: other topologies (any number of GPU groups, servers and racks per scope,
   link speeds, GPU mixes, oversubscription; with shared parameters any number of
@@ -25,8 +27,12 @@ decision option, :data:`envs.config.DECISION_OPTIONS`). What a checkpoint serves
   (``env.window_jobs``) and reward settings (``env.reward``): none of them changes
   what an agent observes or may do;
 - refused (exit 2, naming the option): another env id or version, any decision
-  option set differently (hints, rules, ``central``, ...), other feature dimensions,
-  per-agent modules with another number of subclusters.
+  option set differently (hints, rules, ``central``, ``migration``, ...), other
+  feature dimensions, per-agent modules with another number of subclusters. In
+  particular ``env.migration: on`` with a checkpoint trained without it (v1) is
+  refused naming ``env.migration`` (its networks never saw a move, nor the migration
+  features); the cadence options (``migration_tick_s``, ...) are compared only when
+  migration is on.
 """
 
 from __future__ import annotations
@@ -41,7 +47,17 @@ import numpy as np
 import torch
 
 from agents.gnn import HierarchicalGNN, build_gnn
-from envs.config import DECISION_OPTIONS, ENV_ID, ENV_NAME, ENV_VERSION, EnvConfig
+from envs.config import (
+    DECISION_OPTIONS,
+    ENV_ID,
+    ENV_ID_V2,
+    ENV_NAME,
+    ENV_VERSION,
+    MIGRATION_OPTIONS,
+    MIGRATION_VERSION,
+    EnvConfig,
+    env_id,
+)
 from envs.observations import OBS_VERSION, ObservationBuilder, feature_dims
 from envs.rules import home_agent
 from envs.session import PlacementSession
@@ -234,18 +250,28 @@ def load_agents(path: str | Path) -> TrainedAgents:
 
 
 def check_manifest_env(manifest: dict[str, Any], path: str) -> None:
-    """Refuse a manifest that records no environment, another one, or another version."""
+    """Refuse a manifest that records no environment, another one, or another version.
+    A v1 manifest's options gain the migration options at their defaults (migration
+    off: v1 had none)."""
     env = manifest.get("env")
     if not isinstance(env, dict) or not isinstance(env.get("options"), dict):
         raise InputError(
             f"{path}: checkpoint records no environment (manifest 'env' block); it predates "
             f"{ENV_ID}"
         )
-    if env.get("id") != ENV_ID or env.get("version") != ENV_VERSION:
+    known = {(ENV_ID, ENV_VERSION), (ENV_ID_V2, MIGRATION_VERSION)}
+    if (env.get("id"), env.get("version")) not in known:
         raise InputError(
             f"{path}: checkpoint was trained in {env.get('id')!r} (version "
-            f"{env.get('version')!r}), this is {ENV_ID} (version {ENV_VERSION})"
+            f"{env.get('version')!r}), this is {ENV_ID} (version {ENV_VERSION}) or "
+            f"{ENV_ID_V2} (version {MIGRATION_VERSION})"
         )
+    if env["id"] == ENV_ID:
+        env["options"] = {**MIGRATION_OPTIONS, **env["options"]}
+        if env["options"]["migration"] is not False:
+            raise InputError(f"{path}: manifest env.options.migration: {ENV_ID} has it off")
+    elif env["options"].get("migration") is not True:
+        raise InputError(f"{path}: manifest env.options.migration: {ENV_ID_V2} has it on")
     unknown = sorted(set(env["options"]) - set(DECISION_OPTIONS))
     missing = sorted(set(DECISION_OPTIONS) - set(env["options"]))
     if unknown or missing:
@@ -255,9 +281,20 @@ def check_manifest_env(manifest: dict[str, Any], path: str) -> None:
 
 def check_env_options(agents: TrainedAgents, options: dict[str, Any], where: str) -> None:
     """Refuse (``InputError``) when ``options`` (decision options) differ from the
-    checkpoint's; the message names the first differing option."""
+    checkpoint's; the message names the first differing option (``migration`` first;
+    the migration cadence options only when migration is on)."""
     mine = agents.manifest["env"]["options"]
+    if bool(options.get("migration")) != bool(mine.get("migration")):
+        trained = "with" if mine.get("migration") else "without"
+        raise InputError(
+            f"{where}.migration: is {'on' if options.get('migration') else 'off'} but "
+            f"checkpoint {agents.path} was trained {trained} migration "
+            f"({env_id(bool(mine.get('migration')))[0]}; a decision option: the checkpoint "
+            "cannot serve it)"
+        )
     for key in DECISION_OPTIONS:
+        if key in MIGRATION_OPTIONS and not mine.get("migration"):
+            continue
         theirs = options.get(key)
         theirs = list(theirs) if isinstance(theirs, tuple) else theirs
         if mine.get(key) != theirs:
@@ -383,12 +420,15 @@ def manifest_for(
     """The manifest of a checkpoint of networks trained on ``builder``'s environment."""
     topo = builder.topology
     options = {k: getattr(builder, k) for k in DECISION_OPTIONS}
+    if not builder.migration:  # v1: no migration options (older code reads it too)
+        options = {k: v for k, v in options.items() if k not in MIGRATION_OPTIONS}
+    eid, version = env_id(builder.migration)
     return {
         "format": MANIFEST_FORMAT,
         "env": {
-            "id": ENV_ID,
+            "id": eid,
             "name": ENV_NAME,
-            "version": ENV_VERSION,
+            "version": version,
             "options": {k: list(v) if isinstance(v, tuple) else v for k, v in options.items()},
         },
         "obs_version": OBS_VERSION,

@@ -223,10 +223,13 @@ def teacher_decisions(
             s = env.session
             if s is not planned:  # a new job: ask the teacher for its whole placement
                 planned = s
-                p = teacher_plan(teacher, s, sim=env.sim)
+                # a move (env.migration): the teachers have no migration rule, they keep
+                p = None if s.moving is not None else teacher_plan(teacher, s, sim=env.sim)
                 plan = None if p is None else [*p.worker_groups, *p.ps_groups]
             action = None
-            if plan is not None:
+            if s.can_keep:
+                action = builder.pad[0] + s.agent  # keep: the agent's own forward slot
+            elif plan is not None:
                 # a hint that plans exactly the teacher's placement: follow it
                 action = follow_action(s, p)
                 if action is None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import gymnasium
 
-from envs.config import ENV_ID, ENV_VERSION, EnvConfig, env_config
+from envs.config import ENV_ID, ENV_ID_V2, ENV_VERSION, EnvConfig, env_config
 
 if TYPE_CHECKING:
     from envs.cluster_env import ClusterPlacementEnv
@@ -63,9 +63,19 @@ if ENV_ID not in gymnasium.registry:
         disable_env_checker=True,  # a multi-agent env: gymnasium's checker is single-agent
         order_enforce=False,
     )
+# v2: v1 with env.migration on (an ``env=`` given to gymnasium.make replaces it whole)
+if ENV_ID_V2 not in gymnasium.registry:
+    gymnasium.register(
+        id=ENV_ID_V2,
+        entry_point="envs.cluster_env:ClusterPlacementEnv",
+        disable_env_checker=True,
+        order_enforce=False,
+        kwargs={"env": {"migration": True}},
+    )
 
 __all__ = [
     "ENV_ID",
+    "ENV_ID_V2",
     "ENV_VERSION",
     "EnvConfig",
     "env_config",

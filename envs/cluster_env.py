@@ -1,4 +1,5 @@
-"""``marl_sched/ClusterPlacement-v1``: cooperative multi-agent task placement.
+"""``marl_sched/ClusterPlacement-v1``: cooperative multi-agent task placement;
+``marl_sched/ClusterPlacement-v2``: the same with migration (``env.migration: on``).
 
 This docstring is the environment's reference. It is the one decision process of the
 project: the agents are trained in it (``marl-sched train``), the behaviour-cloning
@@ -54,6 +55,8 @@ Every agent has the same space ``Discrete(G + A + H)``, ``G`` = the padded group
   scope has room for the task. Forward to self (``G + k`` for agent ``k``) is the
   **no-op** slot: never legal for the acting agent; the only legal action of an idle
   agent (PettingZoo adapter) and of terminal observations;
+- in a move (``env.migration: on``, below), before its first task: ``G + k`` for the
+  acting agent ``k`` is **keep** (leave the running job where it is);
 - ``G + A + i`` (with hints): **follow** hint ``i``: put the task where heuristic
   ``env.hints[i]``'s plan for the job in this scope puts its next task of that kind —
   legal while every task placed so far agrees with that plan and the group has room.
@@ -82,6 +85,63 @@ memory), narrowed by the rule options:
   run past ``c ×`` its runtime until a job completes;
 - ``ps_rule``: after the last worker, the job's PS go where every heuristic puts them
   (:func:`marl_sched.policies.heuristics.ps_near_workers`), unless they do not fit.
+
+Migration (``env.migration: on``, ``ClusterPlacement-v2``)
+-----------------------------------------------------------
+**Triggers.** After every simulated event time at which jobs complete, each agent
+whose scope held a worker of a completed job (in agent order) is offered one move;
+with ``env.migration_tick_s = T > 0`` every agent also is, at every multiple of ``T``
+seconds while jobs run (a tick is an event of its own:
+``Simulator.wake_at``). Moves come before the queue is offered again at that time
+(the simulator stops between event times: ``Simulator.next_decision_or_stop``), as
+MLF-H's load control runs after completions before the next placement.
+
+**Which job.** Of the running jobs with a worker in the agent's scope that may move —
+not paying a restart delay now, moved fewer than ``env.migration_max_moves`` times
+(default 1, as MLF-H: no ping-pong), not moved in the last
+``env.migration_min_interval_s`` seconds, not offered to another agent at this
+trigger — the one with the highest current slowdown (iteration time over isolated,
+capped at 100), then the lowest id. No such job: no offer. The cap and interval are
+the env's own rules, on top of the simulator's where it has them
+(``RunningInfo.next_move_at``; a move it declines is a keep); a job the simulator
+stops (preemptive orderings) is not running and so not offered.
+
+**The move.** A move is a placement session like an arrival's (the same rules,
+masks, hints and forwarding; the first task at the agent offered the job), on the
+cluster with the job's own GPUs, cores and memory counted free
+(``Simulator.group_free_for``: GPU memory and sharing rules included). Until its first
+task is placed, the acting agent's own forward slot is **keep**: the job stays, nothing
+changes. Once a task is placed the agent is committed: when the last task is placed
+the env calls ``Simulator.migrate`` (the job keeps its progress and pays the
+simulator's restart delay, whatever the ``simulation:`` section prices it at, holding
+its new GPUs; the simulator decides when the old ones are free); a placement on the
+same groups as now (as multisets) is no move. A move whose next task fits nowhere is abandoned (the job stays).
+Pressures, link counts and exposures in a move's observation still count the job
+where it runs.
+
+**What the agents see of the running jobs** (every running job, the mover included):
+per GPU group the worker-weighted mean slowdown (ln) and mean attained GPU-seconds
+per worker of the jobs with a worker there; per server MLF-H's overload signal (ln of
+the worker-weighted mean slowdown of the jobs with workers on it,
+``agents.baselines.load_control.server_slowdown``); for the job of a move its
+current workers per group, its slowdown, attained service and moves so far. That is
+what MLF-H's load control reads (placement, slowdown, attained service:
+``ClusterView.running``), which every policy's ``rebalance`` may read as well. The
+columns exist only with migration on (the observation space of v1 is unchanged);
+the action space is the same.
+
+**Reward.** The potential ``W`` counts what is left of a running job's restart delay,
+so the step that makes a move pays its delay at once (with the change of speed of
+the job and its old and new neighbours), and the delay is in the moved job's JCT
+(:mod:`envs.rewards`): the return is still ``-avg JCT / time_scale_s``.
+
+**Who else.** ``masked:<heuristic>`` controls and the heuristics are policies, not
+agents of this env: they never get an offer (a control stepped through v2 would keep:
+it has no migration rule). Behind ``simulate`` / ``compare``, a v2 checkpoint places
+arriving jobs; moves there go through the policies' common migration hook
+(``Policy.rebalance``), which the ``marl`` policy does not implement yet.
+PettingZoo: an idle agent's no-op is its own forward slot, as before; for the agent
+acting in a move that slot is keep.
 
 What the agents know of a job's length is the workload's duration estimate
 (``workload.duration_estimate``, :mod:`marl_sched.duration`): the session holds the job
@@ -118,6 +178,10 @@ key               shape        dt   content
                                     tasks in the group / its tasks; job's tasks in its
                                     socket / its tasks. ``+resident_features``:
                                     ln(1 + worker-weighted slowdown added to residents).
+                                    ``+migration``: ln(mean slowdown of running jobs'
+                                    workers here); log10(1 + their mean attained
+                                    GPU-s per worker)/7; the moving job's workers here
+                                    / its workers (0 for an arrival).
                                     ``+hints``: per hint, tasks of the current kind
                                     the plan still puts here / the job's tasks of
                                     that kind
@@ -140,8 +204,10 @@ key               shape        dt   content
                                     ratio (≤ 4); forwards of this task / A; job's
                                     tasks in this scope / tasks; sensitivity (5);
                                     pressure (5). ``+job_length``: log10(1 + work
-                                    s)/7. ``+hints``: per hint, 1 while the job
-                                    agrees with its plan
+                                    s)/7. ``+migration``: is a move; ln(slowdown);
+                                    log10(1 + attained GPU-s per worker)/7; moves so
+                                    far (0 for an arrival). ``+hints``: per hint, 1
+                                    while the job agrees with its plan
 ``peers_x``       (A, 9+)      f32  per scope: free GPU fraction; ln(1 + free GPUs);
                                     mean speed of free GPUs; best server's free GPUs
                                     / 8; ln(1 + jobs on its uplink); job's tasks there
@@ -194,7 +260,12 @@ weighs ``workload_share``, default 1). RLlib passes one dict: ``{"config": ...,
 
 Version history
 ---------------
-- v1 (this): the agents' decision process becomes the environment: hints, follow
+- v2: v1 + the migration decision (``env.migration: on``; "Migration" above): moves
+  offered at job completions and ticks, keep or re-place task by task, the running
+  jobs' features, the restart delay in the reward's potential. With migration off the
+  environment is v1, bit for bit, and v1 checkpoints serve it; a checkpoint records
+  ``-v2`` and the migration options when trained with it on.
+- v1: the agents' decision process becomes the environment: hints, follow
   actions and every rule option; the potential-based reward with a documented
   interference source; ``window_sampling``, ``home_rule``, ``max_sim_time``,
   ``max_placed_jobs``, ``slowdown_weight`` and ``use_learned_reward`` of v0 are gone.
@@ -205,9 +276,11 @@ Version history
 from __future__ import annotations
 
 import dataclasses
+import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -219,7 +292,7 @@ from envs.config import ENV_ID, ENV_NAME, ENV_VERSION, EnvConfig, env_config
 from envs.observations import ObservationBuilder
 from envs.rewards import TeamReward
 from envs.rules import home_agent
-from envs.session import PlacementSession, placement_steps
+from envs.session import MAX_SLOWDOWN, PlacementSession, placement_steps, released_view
 from marl_sched.config import REPO_ROOT, ExperimentConfig, load_config, parse_section
 from marl_sched.duration import workload_predictor
 from marl_sched.errors import InputError
@@ -321,6 +394,7 @@ class ClusterPlacementEnv(MultiAgentEnv):
         self.window_start = 0
         self.source = 0
         self._last_obs: dict[str, dict] = {}
+        self._reset_moves()
 
     # ------------------------------------------------------------------ episode
 
@@ -351,6 +425,7 @@ class ClusterPlacementEnv(MultiAgentEnv):
                                  self.env_config.reward.interference,
                                  scored_from=self.warmup)  # fmt: skip
         self._last_obs = {}
+        self._reset_moves()
         if not self._next_session():
             raise InputError(f"{self.cfg.source}: no job of the window can ever be placed")
         return self._obs_of_actor(), {}
@@ -367,8 +442,14 @@ class ClusterPlacementEnv(MultiAgentEnv):
                 raise ValueError(f"agent {agent} acted, but {actor} is the acting agent")
         s.act(self._checked_action(actor, action_dict[actor]))
         finished = False
-        if s.done:
+        if s.moving is not None:  # a move: kept, finished, or a task that fits nowhere
+            if s.done or not s.feasible():
+                if s.moved():
+                    self._migrate(s)
+                finished = not self._next_session()
+        elif s.done:
             self.sim.apply(s.placement())
+            self._placed(s.job.job_id, s.placement())
             finished = not self._next_session()
         elif not s.feasible():  # the next task fits nowhere: the job stays queued
             self.sim.apply(None)
@@ -402,7 +483,9 @@ class ClusterPlacementEnv(MultiAgentEnv):
         if a < g:
             return f"GPU-group slot {a}"
         if a < g + n:
-            return "the no-op slot" if a - g == self.session.agent else f"forward to {a - g}"
+            if a - g == self.session.agent:
+                return "keep" if self.session.moving is not None else "the no-op slot"
+            return f"forward to {a - g}"
         return f"follow hint {b.hints[a - g - n]!r}"
 
     def _obs_of_actor(self) -> dict:
@@ -413,8 +496,23 @@ class ClusterPlacementEnv(MultiAgentEnv):
         return {agent: obs}
 
     def _next_session(self) -> bool:
-        """Open a session for the next job an agent can act on; False at the end."""
-        while (job := self.sim.next_decision()) is not None:
+        """Open a session for the next job an agent can act on (a move offered at a
+        migration trigger first, then the queue); False at the end."""
+        migration = self.env_config.migration
+        while True:
+            while self._offers:
+                session = self._move_session(self._offers.pop(0))
+                if session is not None:
+                    self.session = session
+                    return True
+            if migration:
+                job = self.sim.next_decision_or_stop(self._trigger)
+                if job is None and self._offers:
+                    continue
+            else:
+                job = self.sim.next_decision()
+            if job is None:
+                break
             home = home_agent(job, self.builder.n_agents)
             self.predictor.sync(self.sim.records)  # what the agents may know of its length
             seen = self.predictor.visible_job(job)
@@ -425,6 +523,86 @@ class ClusterPlacementEnv(MultiAgentEnv):
             self.sim.apply(None)
         self.session = None
         return False
+
+    # ------------------------------------------------------------------ migration
+
+    def _reset_moves(self) -> None:
+        self._offers: list[int] = []  # agents still to be offered a move at this trigger
+        self._offered: set[int] = set()  # jobs offered at this trigger
+        self._scopes: dict[int, frozenset[int]] = {}  # running job -> its workers' agents
+        self._moves: dict[int, int] = {}  # job -> moves so far
+        self._last_move: dict[int, float] = {}  # job -> time of its last move
+        self._records_seen = 0
+        self._tick_at: float | None = None  # the pending tick's time
+
+    def _placed(self, job_id: int, placement) -> None:
+        if self.env_config.migration:
+            groups = placement.worker_groups
+            self._scopes[job_id] = frozenset(self.builder.group_scope[list(groups)].tolist())
+
+    def _trigger(self, sim: Simulator) -> bool:
+        """After an event time (``Simulator.next_decision_or_stop``): the agents whose
+        scopes held a worker of a job that completed then, every agent at a tick;
+        True when one of them is to be offered a move (module docstring)."""
+        agents: set[int] = set()
+        recs = sim.records
+        if len(recs) != self._records_seen:
+            for rec in islice(reversed(recs.values()), len(recs) - self._records_seen):
+                agents |= self._scopes.pop(rec.job.job_id, frozenset())
+            self._records_seen = len(recs)
+        tick = self.env_config.migration_tick_s
+        if tick > 0:
+            if self._tick_at is not None and sim.now >= self._tick_at:
+                agents = set(range(self.builder.n_agents))
+                self._tick_at = None
+            if self._tick_at is None and sim.running:  # no tick keeps an idle run alive
+                self._tick_at = (math.floor(sim.now / tick) + 1) * tick
+                sim.wake_at(self._tick_at)
+        self._offers = sorted(agents) if sim.running else []
+        self._offered = set()
+        return bool(self._offers)
+
+    def _move_session(self, agent: int) -> PlacementSession | None:
+        """The move offered to ``agent``: of the running jobs with a worker in its
+        scope that may move (not restarting, under the cap, past the minimum
+        interval, not offered yet at this trigger), the most slowed one (then the
+        lowest id); None when there is none."""
+        sim, b, cfg = self.sim, self.builder, self.env_config
+        view, now = sim.view(), sim.now
+        best, key = None, None
+        for info in view.running():
+            jid = info.job_id
+            if (
+                jid in self._offered
+                or info.paused_until > now
+                or self._moves.get(jid, 0) >= cfg.migration_max_moves
+                or now - self._last_move.get(jid, -math.inf) < cfg.migration_min_interval_s
+                # the simulator's own cap and interval, where it has them
+                or now < getattr(info, "next_move_at", 0.0)
+                or agent not in b.group_scope[list(info.placement.worker_groups)]
+            ):
+                continue
+            k = (min(info.slowdown, MAX_SLOWDOWN), -jid)
+            if key is None or k > key:
+                best, key = info, k
+        if best is None:
+            return None
+        jid = best.job_id
+        self._offered.add(jid)
+        self.predictor.sync(sim.records)
+        seen = self.predictor.visible_job(sim.running[jid].job)
+        released = released_view(view, best, sim.group_free_for(jid))
+        return PlacementSession(
+            b, seen, released, agent, moving=best, moves=self._moves.get(jid, 0)
+        )
+
+    def _migrate(self, s: PlacementSession) -> None:
+        jid = s.moving.job_id
+        if self.sim.migrate(jid, s.placement()) is False:  # declined by the simulator's rules
+            return
+        self._moves[jid] = self._moves.get(jid, 0) + 1
+        self._last_move[jid] = self.sim.now
+        self._placed(jid, s.placement())
 
     def _mask_of(self, agent: str) -> Callable[[], np.ndarray | None]:
         def mask() -> np.ndarray | None:

@@ -11,6 +11,9 @@ from marl_sched.config import ExperimentConfig, check, parse_section
 ENV_NAME = "marl_sched/ClusterPlacement"
 ENV_VERSION = 1
 ENV_ID = f"{ENV_NAME}-v{ENV_VERSION}"
+#: v2 = v1 + the migration decision (``env.migration: on``); with it off the env is v1
+MIGRATION_VERSION = 2
+ENV_ID_V2 = f"{ENV_NAME}-v{MIGRATION_VERSION}"
 FORWARD_RULES = ("must", "free")
 INTERFERENCE_SOURCES = ("simulator", "learned")
 
@@ -76,6 +79,16 @@ class EnvConfig:
         forward_rule: ``must`` (forward when you must, the default) or ``free``
             (forward to any unvisited scope with room for the task; lets any
             heuristic placement be replayed step by step).
+        migration: ``on`` (YAML true) / ``off`` (false, the default): at the
+            migration triggers the acting agent may re-place a running job or keep
+            it (``ClusterPlacement-v2``; :mod:`envs.cluster_env`, "Migration"). Off,
+            every episode is v1's, bit for bit.
+        migration_tick_s: with ``migration``, also offer moves every this many
+            simulated seconds (0 = only after job completions, the default).
+        migration_max_moves: with ``migration``, moves per job (default 1, as
+            MLF-H's load control: no ping-pong); a job at the cap is not offered.
+        migration_min_interval_s: with ``migration``, seconds between two moves of
+            one job (default 0).
 
     Episode and space options (not recorded as decision options: a network serves
     any of them):
@@ -100,6 +113,10 @@ class EnvConfig:
     wait_to_fit: float = 0.0
     ps_rule: bool = False
     forward_rule: str = "must"
+    migration: bool = False
+    migration_tick_s: float = 0.0
+    migration_max_moves: int = 1
+    migration_min_interval_s: float = 0.0
     window_jobs: int | None = None
     pad: tuple[int, ...] = ()
     reward: RewardConfig = field(default_factory=RewardConfig)
@@ -113,7 +130,10 @@ class EnvConfig:
             f"{key}.speed_floor",
             f"must be in [0, 1], got {self.speed_floor}",
         )
-        for name in ("speed_floor_min_work", "wait_to_fit"):
+        for name in (
+            "speed_floor_min_work", "wait_to_fit", "migration_tick_s",
+            "migration_max_moves", "migration_min_interval_s",
+        ):  # fmt: skip
             value = getattr(self, name)
             check(value >= 0, where, f"{key}.{name}", f"must be >= 0, got {value}")
         known = hint_names()
@@ -158,6 +178,12 @@ class EnvConfig:
 DECISION_OPTIONS = tuple(
     f.name for f in dataclasses.fields(EnvConfig) if f.name not in ("window_jobs", "pad", "reward")
 )
+#: the migration options (v2): a checkpoint of v1 records none of them and was trained
+#: without migration (its values are these defaults); the cadence options are compared
+#: only when ``migration`` is on
+MIGRATION_OPTIONS = {
+    f.name: f.default for f in dataclasses.fields(EnvConfig) if f.name.startswith("migration")
+}
 
 
 def _plain(value):
@@ -167,3 +193,8 @@ def _plain(value):
 def env_config(cfg: ExperimentConfig) -> EnvConfig:
     """Parse ``cfg.env``; a bad key raises ``InputError`` naming ``env.<key>``."""
     return parse_section(EnvConfig, cfg.env, cfg.source, "env")
+
+
+def env_id(migration: bool) -> tuple[str, int]:
+    """``(id, version)`` of the environment with or without the migration decision."""
+    return (ENV_ID_V2, MIGRATION_VERSION) if migration else (ENV_ID, ENV_VERSION)

@@ -18,8 +18,11 @@ consolidate), and at each step takes the first *legal* action of
 average JCT within 1 % either way.)
 
 A job the session declines (``wait_to_fit``, or a task that fits nowhere) stays
-queued, as in the environment. The control thus gets exactly the rules and the
-information the agents get, and no network: a learned policy should beat it.
+queued, as in the environment. Migration: a control has no rule of its own for it, so
+it never moves a running job (it would answer every move the environment offers
+with keep); paired with a load-control rule, the rule's moves are that rule's. The
+control thus gets exactly the rules and the information the agents get, and no
+network: a learned policy should beat it.
 
 Registered lazily by import path (``marl_sched`` may not import ``envs``), as kind
 ``control``: see :mod:`marl_sched.policies.base`.

@@ -51,19 +51,32 @@ FEATURES = {
 }  # fmt: skip
 
 
+#: the columns ``env.migration: on`` adds (:mod:`envs.cluster_env`, "Migration")
+MIGRATION_FEATURES = {
+    "group_x": ("log_resident_slowdown", "resident_attained", "mover_workers_here"),
+    "server_x": ("log_server_slowdown",),
+    "job_x": ("is_move", "log_slowdown", "attained", "moves"),
+}
+
+
 def feature_names(
     hints: tuple[str, ...] = (),
     global_hints: tuple[str, ...] = (),
     residents: bool = False,
     job_length: bool = False,
+    migration: bool = False,
 ) -> dict[str, tuple[str, ...]]:
     """:data:`FEATURES` with the columns of heuristic hints ``hints`` and
     ``global_hints`` appended, with ``residents`` the ``harm_to_residents`` group
-    column and with ``job_length`` the ``log10_work_s/7`` job column."""
+    column, with ``job_length`` the ``log10_work_s/7`` job column and with
+    ``migration`` the :data:`MIGRATION_FEATURES` (before the hints' columns, which
+    stay last)."""
     out = dict(FEATURES)
-    out["group_x"] = FEATURES["group_x"] + ("harm_to_residents",) * residents
+    mig = {k: v if migration else () for k, v in MIGRATION_FEATURES.items()}
+    out["group_x"] = FEATURES["group_x"] + ("harm_to_residents",) * residents + mig["group_x"]
     out["group_x"] = out["group_x"] + tuple(f"hint_{h}" for h in hints)
-    out["job_x"] = FEATURES["job_x"] + ("log10_work_s/7",) * job_length
+    out["server_x"] = FEATURES["server_x"] + mig["server_x"]
+    out["job_x"] = FEATURES["job_x"] + ("log10_work_s/7",) * job_length + mig["job_x"]
     out["job_x"] = out["job_x"] + tuple(f"hint_{h}_agrees" for h in hints)
     if hints:
         # the hints' counterpart for moving the job: can one server of that scope
@@ -152,6 +165,10 @@ class ObservationBuilder:
             this many times its isolated runtime (0 = off; module docstring).
         forward_rule: ``must`` (forward when you must) or ``free`` (to any unvisited
             scope with room for the task).
+        migration: the migration decision's features and keep action (module
+            docstring of :mod:`envs.cluster_env`, "Migration").
+        migration_tick_s, migration_max_moves, migration_min_interval_s: when moves
+            are offered (:class:`envs.config.EnvConfig`).
     """
 
     def __init__(
@@ -171,6 +188,10 @@ class ObservationBuilder:
         speed_floor_min_work: float = 0.0,
         wait_to_fit: float = 0.0,
         forward_rule: str = "must",
+        migration: bool = False,
+        migration_tick_s: float = 0.0,
+        migration_max_moves: int = 1,
+        migration_min_interval_s: float = 0.0,
     ) -> None:
         from marl_sched.policies.heuristics import hint_names, make_hint
 
@@ -198,13 +219,22 @@ class ObservationBuilder:
         if forward_rule not in ("must", "free"):
             raise ValueError(f"forward_rule must be 'must' or 'free', got {forward_rule!r}")
         self.forward_rule = forward_rule
+        self.migration = bool(migration)
+        if migration_tick_s < 0 or migration_max_moves < 0 or migration_min_interval_s < 0:
+            raise ValueError(
+                "migration_tick_s, migration_max_moves, migration_min_interval_s: >= 0"
+            )
+        self.migration_tick_s = float(migration_tick_s)
+        self.migration_max_moves = int(migration_max_moves)
+        self.migration_min_interval_s = float(migration_min_interval_s)
         self.hint_policies = [make_hint(h) for h in self.hints]
         self.global_policies = [make_hint(h) for h in self.global_hints]
         for h in (*self.hint_policies, *self.global_policies):
             h.reset(topology, 0)
         self.features = feature_names(
-            self.hints, self.global_hints, self.resident_features, self.job_length
-        )
+            self.hints, self.global_hints, self.resident_features, self.job_length,
+            self.migration,
+        )  # fmt: skip
         if central:
             self.scopes = [_scope(t, np.arange(t.n_groups))]
             self.group_scope = np.zeros(t.n_groups, dtype=np.int64)
@@ -307,6 +337,10 @@ class ObservationBuilder:
         if self.resident_features:
             harm = session.harm_to_residents()[gs]
             group_x = np.concatenate([group_x, np.log1p(harm)[:, None]], axis=1)
+        if self.migration:
+            slow, attained, srv_slow = session.resident_state()
+            mover = session.mover_groups()[gs][:, None]
+            group_x = np.concatenate([group_x, slow[gs, None], attained[gs, None], mover], axis=1)
         if self.hints:
             hint_g, agrees = session.hints(agent)
             group_x = np.concatenate([group_x, hint_g[:, gs].T], axis=1)
@@ -324,6 +358,7 @@ class ObservationBuilder:
                 t.server_gpus[ss] / 8.0,
                 v.server_pressure[ss].sum(axis=1) / 5.0,
                 t.server_nic_gbps[ss] / 100.0,
+                *([srv_slow[ss]] if self.migration else []),
             ],
             axis=1,
         )

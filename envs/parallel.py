@@ -17,7 +17,9 @@ the parallel API's conventions:
 - every agent receives the step's team reward (the sum over steps is the team return
   ``-avg JCT / time_scale_s`` for each agent);
 - at the end every agent's ``infos[agent]`` carries ``avg_jct_s``, ``team_return``
-  and ``metrics``.
+  and ``metrics``;
+- with ``env.migration: on`` the agent offered a move keeps the job through its own
+  no-op slot, so its mask may look like an idle agent's: read ``acting_agent``.
 """
 
 from __future__ import annotations

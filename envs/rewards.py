@@ -14,7 +14,12 @@ the team return is exactly ``-avg JCT / time_scale_s`` whatever ``W`` predicts.
 ``ΔW`` is potential-based shaping (Ng et al., 1999): it changes which step is paid,
 not what the episode is worth. On the step that applies a placement it charges the
 job's own predicted run time and the slowdown it causes its neighbours; later steps
-pay back the difference between prediction and what happened.
+pay back the difference between prediction and what happened. On the step that
+moves a running job (``env.migration: on``) ``ΔW`` charges its restart delay at once
+(and the change of speed of the job and its old and new neighbours); while the job
+then waits, ``C``'s growth and the fall of ``W``'s delay term cancel, so the delay is
+paid once, at the move, and the return stays ``-avg JCT`` with the delay in the moved
+job's JCT.
 
 The interference in ``W``'s seconds per iteration comes from ``reward.interference``:
 
@@ -107,9 +112,12 @@ class RemainingWork:
             self._refresh(sim)
         total = 0.0
         for run in runs:
-            left = max(run.remaining - (now - run.last_update) / run.iter_time, 0.0)
+            # progress counts from the end of a restart (a move, a resume), which is
+            # still to be waited out: the restart delay is part of the job's JCT
+            begin = max(run.last_update, run.paused_until)
+            left = max(run.remaining - max(now - begin, 0.0) / run.iter_time, 0.0)
             tau = self._pred[run.job.job_id] if self.source == "learned" else run.iter_time
-            total += left * tau
+            total += left * tau + max(run.paused_until - now, 0.0)
         return total
 
     def predicted_iteration_times(self, sim: Simulator) -> dict[int, float]:

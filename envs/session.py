@@ -6,10 +6,16 @@ tasks placed so far and the GPUs, cores and memory they take (the simulator lear
 the job only when its whole placement is applied), answers which actions are legal
 for any agent (:meth:`PlacementSession.action_mask`), and applies them
 (:meth:`PlacementSession.act`). The rules are documented in :mod:`envs.cluster_env`.
+
+With ``env.migration: on`` a session may instead re-place a running job (a *move*):
+it is opened on the cluster with that job's own GPUs, cores and memory counted free
+(:func:`released_view`), and until its first task is placed the acting agent's own
+forward slot is **keep** (leave the job where it is).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -25,7 +31,10 @@ from envs.rules import (
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.jobs import Job, Placement
 from marl_sched.policies.heuristics import ps_near_workers
-from marl_sched.simulator import ClusterView, harm_to_residents
+from marl_sched.simulator import ClusterView, RunningInfo, harm_to_residents
+
+#: a running job's slowdown is capped here in the features (an unbounded one is not)
+MAX_SLOWDOWN = 100.0
 
 
 class PlacementSession:
@@ -34,14 +43,29 @@ class PlacementSession:
     Args:
         builder: the observation builder of the topology.
         job: the job to place.
-        view: the cluster when the job came up (not modified).
-        home: the agent the job arrives at.
+        view: the cluster when the job came up (not modified); for a move, the
+            cluster with the job's own resources free (:func:`released_view`).
+        home: the agent the job arrives at (for a move, the agent offered it).
+        moving: for a move, the running job as the simulator shows it (its current
+            placement, slowdown and attained service); None for an arriving job.
+        moves: for a move, how often the job has moved before.
     """
 
-    def __init__(self, builder: ObservationBuilder, job: Job, view: ClusterView, home: int):
+    def __init__(
+        self,
+        builder: ObservationBuilder,
+        job: Job,
+        view: ClusterView,
+        home: int,
+        moving: RunningInfo | None = None,
+        moves: int = 0,
+    ):
         self.builder = builder
         self.job = job
         self.view = view
+        self.moving = moving
+        self.moves = int(moves)
+        self.kept = False  # a move declined (the keep action)
         spec = CATALOGUE[job.model]
         self.spec = spec
         w = view.perf.level_weights
@@ -71,8 +95,52 @@ class PlacementSession:
         self._plan_counts: dict[int, list[tuple[np.ndarray, np.ndarray] | None]] = {}
         self._hints: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._follow: dict[int, list[int | None]] = {}
+        self._residents: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     # ------------------------------------------------------------------ state
+
+    @property
+    def can_keep(self) -> bool:
+        """A move before its first task is placed: the acting agent may keep the job
+        where it is (its own forward slot)."""
+        return self.moving is not None and self.task == 0 and not self.kept
+
+    def resident_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What a load controller reads of the running jobs (:meth:`ClusterView.running`):
+        per GPU group, ln of the worker-weighted mean slowdown of the running jobs with
+        a worker there and ``log10(1 + their mean attained GPU-s per worker) / 7``;
+        per server, ln of the worker-weighted mean slowdown of the jobs with a worker
+        on it (MLF-H's overload signal, ``agents.baselines.load_control``); 0 where
+        none runs. The running jobs do not change while a session is open."""
+        if self._residents is None:
+            t = self.builder.topology
+            groups, slow, attained = [], [], []
+            for info in self.view.running():
+                g = info.placement.worker_groups
+                groups.extend(g)
+                slow.extend([min(info.slowdown, MAX_SLOWDOWN)] * len(g))
+                attained.extend([info.attained_gpu_s / max(info.num_workers, 1)] * len(g))
+            g = np.asarray(groups, dtype=np.int64)
+            n, srv = t.n_groups, t.group_server
+            w = np.bincount(g, minlength=n).astype(np.float64)
+            s_sum = np.bincount(g, weights=np.asarray(slow), minlength=n)
+            a_sum = np.bincount(g, weights=np.asarray(attained), minlength=n)
+            mean = np.divide(s_sum, w, out=np.ones(n), where=w > 0)
+            att = np.divide(a_sum, w, out=np.zeros(n), where=w > 0)
+            sw = np.bincount(srv, weights=w, minlength=t.n_servers)
+            ss = np.bincount(srv, weights=s_sum, minlength=t.n_servers)
+            srv_mean = np.divide(ss, sw, out=np.ones(t.n_servers), where=sw > 0)
+            self._residents = (np.log(mean), np.log10(1.0 + att) / 7.0, np.log(srv_mean))
+        return self._residents
+
+    def mover_groups(self) -> np.ndarray:
+        """Per GPU group (global): the moving job's current workers there over its
+        workers (0 for an arriving job)."""
+        n = self.builder.topology.n_groups
+        if self.moving is None:
+            return np.zeros(n)
+        g = np.asarray(self.moving.placement.worker_groups, dtype=np.int64)
+        return np.bincount(g, minlength=n) / max(len(g), 1)
 
     @property
     def task(self) -> int:
@@ -98,7 +166,7 @@ class PlacementSession:
 
     @property
     def done(self) -> bool:
-        return self.task >= self.job.num_tasks
+        return self.kept or self.task >= self.job.num_tasks
 
     def fits(self) -> tuple[np.ndarray, np.ndarray]:
         """Per GPU group (global): can it take a worker / a PS now (0/1 floats)."""
@@ -369,6 +437,8 @@ class PlacementSession:
             self._floor_lifted = True  # the floor left nothing legal: lift it
             self._together = {}
             mask = self._action_mask(agent)
+        if self.can_keep:
+            mask[self.builder.pad[0] + agent] = 1.0  # keep: the agent's own forward slot
         return mask
 
     def _action_mask(self, agent: int) -> np.ndarray:
@@ -395,7 +465,7 @@ class PlacementSession:
                     forward = fast.copy()
                     forward[list(self.visited)] = False
             mask[g_max : g_max + a] = forward
-        mask[g_max + a :] = [
+        mask[g_max + a : g_max + a + len(b.hints)] = [
             g is not None and (servers is None or servers[b.topology.group_server[g]])
             for g in self.follow_targets(agent)
         ]
@@ -423,9 +493,19 @@ class PlacementSession:
                 s.sensitivity,
                 s.pressure,
                 [_log_work(job.work_s)] * self.builder.job_length,
+                self._move_features() if self.builder.migration else [],
                 agrees if agrees is not None else [],
             ]
         ).astype(np.float32)
+
+    def _move_features(self) -> list[float]:
+        """``is_move, log_slowdown, attained, moves`` of the job (0 for an arrival)."""
+        m = self.moving
+        if m is None:
+            return [0.0, 0.0, 0.0, 0.0]
+        per_worker = m.attained_gpu_s / max(m.num_workers, 1)
+        slow = math.log(max(min(m.slowdown, MAX_SLOWDOWN), 1e-9))
+        return [1.0, slow, math.log10(1.0 + per_worker) / 7.0, float(self.moves)]
 
     # ------------------------------------------------------------------ actions
 
@@ -438,6 +518,9 @@ class PlacementSession:
             raise ValueError(f"agent {b.agent_ids[self.agent]}: action {action} is masked")
         if action >= g_max + b.n_agents:  # follow a hint's plan
             g = self.follow_targets(self.agent)[action - g_max - b.n_agents]
+        elif action == g_max + self.agent and self.can_keep:
+            self.kept = True  # the move is declined
+            return
         elif action >= g_max:
             self.agent = action - g_max
             self.visited.add(self.agent)
@@ -479,6 +562,39 @@ class PlacementSession:
 
     def placement(self) -> Placement:
         return Placement(tuple(self.workers), tuple(self.ps))
+
+    def moved(self) -> bool:
+        """A finished move that changes where the job runs (not kept, and not the
+        same groups as now, as multisets of workers and of PS)."""
+        if self.moving is None or self.kept or not self.done:
+            return False
+        old = self.moving.placement
+        return sorted(self.workers) != sorted(old.worker_groups) or sorted(self.ps) != sorted(
+            old.ps_groups
+        )
+
+
+def released_view(view: ClusterView, info: RunningInfo, group_free: np.ndarray) -> ClusterView:
+    """``view`` with the running job ``info``'s GPUs, cores and memory free, what a
+    move is placed on. ``group_free``: the GPUs it could use were its own released
+    (:meth:`marl_sched.simulator.Simulator.group_free_for`: GPU memory and sharing
+    rules included). Pressures, link counts and exposures still count the job
+    where it runs (documented in :mod:`envs.cluster_env`)."""
+    t, spec = view.topology, CATALOGUE[info.model]
+    cpu = np.array(view.server_cpu_free, dtype=np.float64)
+    mem = np.array(view.server_mem_free, dtype=np.float64)
+    for groups, per_task in ((info.placement.worker_groups, spec.cpu_worker),
+                             (info.placement.ps_groups, spec.cpu_ps)):  # fmt: skip
+        srv = t.group_server[np.asarray(groups, dtype=np.int64)]
+        np.add.at(cpu, srv, per_task)
+        np.add.at(mem, srv, spec.mem_gb)
+    return dataclasses.replace(
+        view,
+        group_free=np.asarray(group_free),
+        server_cpu_free=cpu,
+        server_mem_free=mem,
+        free_gpus=view.free_gpus + info.num_workers,
+    )
 
 
 def _log_work(work_s: float) -> float:

@@ -494,6 +494,18 @@ class Simulator:
 
     def next_decision(self) -> Job | None:
         """Advance until a queued job could be placed; None when the run is over."""
+        return self.next_decision_or_stop(None)
+
+    def next_decision_or_stop(self, stop: Callable[[Simulator], bool] | None) -> Job | None:
+        """:meth:`next_decision` that also hands control back between event times:
+        after each event time (its events handled, the scan of the queue begun),
+        ``stop(self)`` is asked; when it answers True this returns None with no job
+        pending and the run not over (the caller knows why it stopped), and the next
+        call carries on with the same scan. While ``stop`` answers False, the same
+        jobs are offered at the same times as by :meth:`next_decision`. The
+        environment's migration triggers (``envs.cluster_env``) stop here to let an
+        agent :meth:`migrate` a running job before the queue is offered. ``stop``
+        None: never (:meth:`next_decision`)."""
         if self._pending is not None:
             raise RuntimeError("apply() a decision for the pending job first")
         while True:
@@ -513,6 +525,15 @@ class Simulator:
                 self._finish_unplaceable()
                 return None
             self._begin_scan()
+            if stop is not None and stop(self):
+                return None
+
+    def wake_at(self, when: float) -> None:
+        """Push a TICK event at ``when`` (>= now): an event time at which
+        :meth:`next_decision_or_stop` asks its ``stop`` (nothing else happens then)."""
+        if not math.isfinite(when) or when < self.now:
+            raise ValueError(f"wake_at({when!r}) before now ({self.now}) or not finite")
+        self._push(when, TICK, -1)
 
     def _begin_scan(self) -> None:
         """The jobs to offer after an event time, in queue order.

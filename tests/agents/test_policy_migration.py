@@ -1,0 +1,141 @@
+"""Checkpoints and the migration decision: a v1 checkpoint (trained without it) is
+refused by ``env.migration: on``, naming the key, before any work; a v2 checkpoint
+records the migration options and acts in ClusterPlacement-v2."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from agents import load_agents
+from agents.gnn import build_gnn
+from agents.policy import MarlPolicy, greedy_action, manifest_for, save_modules
+from envs import make_env
+from envs.config import ENV_ID, env_config
+from envs.observations import ObservationBuilder, feature_dims
+from marl_sched.cli import main
+from marl_sched.config import REPO_ROOT, load_config
+from marl_sched.errors import InputError
+from marl_sched.runner import build_cluster, load_workload, simulate
+
+DEFAULT = str(REPO_ROOT / "configs" / "default.yaml")
+SHIPPED = REPO_ROOT / "checkpoints" / "marl-default"
+TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
+MODEL = {"hidden": 16, "layers": 1, "exchange": True, "share_parameters": True}
+ON = {"migration": True, "migration_tick_s": 600.0}
+
+
+def _with_env(path: str, **env):
+    cfg = load_config(path)
+    return dataclasses.replace(cfg, env={**(cfg.env or {}), **env})
+
+
+def _v2_checkpoint(folder: Path) -> Path:
+    cfg = _with_env(TINY, **ON)
+    topo, perf = build_cluster(cfg)
+    builder = ObservationBuilder.from_config(topo, perf, env_config(cfg))
+    dims = feature_dims(builder.observation_space)
+    torch.manual_seed(0)
+    net = build_gnn(dims, MODEL)
+    weights = {"shared": {f"gnn.{k}": v for k, v in net.state_dict().items()}}
+    manifest = manifest_for(builder, MODEL, ["shared"], extra={"config": cfg.to_dict()})
+    save_modules(folder, weights, manifest)
+    return folder
+
+
+def test_a_v1_checkpoint_refuses_env_migration_on_naming_the_key():
+    agents = load_agents(SHIPPED)
+    assert agents.manifest["env"]["id"] == ENV_ID
+    assert agents.env_options()["migration"] is False  # v1 records none: trained without
+    agents.check_env(env_config(load_config(DEFAULT)))
+    with pytest.raises(InputError, match=r"env\.migration: is on but checkpoint .* without"):
+        agents.check_env(env_config(_with_env(DEFAULT, migration=True)), "env")
+    # the cadence is not compared while migration is off
+    agents.check_env(env_config(_with_env(DEFAULT, migration_tick_s=60.0)))
+
+
+def test_evaluate_with_env_migration_on_and_a_v1_checkpoint_exits_2_before_any_work(
+    tmp_path, capsys
+):
+    out = tmp_path / "ev"
+    rc = main(
+        ["evaluate", "--checkpoint", str(SHIPPED), "--config", DEFAULT, "env.migration=on",
+         "--max-jobs", "5", "--quiet", "--out", str(out)]
+    )  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "env.migration" in err[0], err
+    assert not out.exists()
+
+
+def test_a_v2_checkpoint_records_migration_and_acts_in_v2(tmp_path):
+    ckpt = _v2_checkpoint(tmp_path / "ckpt")
+    manifest = json.loads((ckpt / "manifest.json").read_text())
+    assert manifest["env"]["id"] == "marl_sched/ClusterPlacement-v2"
+    assert manifest["env"]["version"] == 2
+    assert manifest["env"]["options"]["migration"] is True
+    assert manifest["env"]["options"]["migration_tick_s"] == 600.0
+    agents = load_agents(ckpt)
+    with pytest.raises(InputError, match=r"env\.migration: is off but checkpoint .* with"):
+        agents.check_env(env_config(load_config(TINY)))
+    with pytest.raises(InputError, match=r"env\.migration_tick_s: is 0\.0"):
+        agents.check_env(env_config(_with_env(TINY, migration=True)))
+    cfg = _with_env(TINY, **ON)
+    agents.check_env(env_config(cfg))
+    env = make_env(cfg)
+    obs, _ = env.reset(seed=0)
+    moves = kept = 0
+    while True:
+        agent = env.acting_agent
+        s = env.session
+        a = greedy_action(agents.net_for(0), obs[agent])
+        assert obs[agent]["action_mask"][a] == 1
+        if s.moving is not None and s.task == 0:
+            moves += 1
+            kept += a == env.builder.pad[0] + env.index[agent]
+        obs, _, term, *_ = env.step({agent: a})
+        if term["__all__"]:
+            break
+    assert moves > 0
+    # a v2 manifest that says migration off is not one
+    bad = {**manifest, "env": {**manifest["env"], "options": {
+        **manifest["env"]["options"], "migration": False}}}  # fmt: skip
+    (ckpt / "manifest.json").write_text(json.dumps(bad))
+    with pytest.raises(InputError, match=r"env\.options\.migration"):
+        load_agents(ckpt)
+
+
+def test_a_v2_checkpoint_places_jobs_in_simulate(tmp_path):
+    ckpt = _v2_checkpoint(tmp_path / "ckpt")
+    cfg = load_config(TINY)
+    topo, perf = build_cluster(cfg)
+    workload = load_workload(cfg, perf)
+    policy = MarlPolicy(checkpoint=ckpt)
+    policy.reset(topo, 0)
+    policy.check_cluster(topo, perf)
+    assert policy.builder.migration
+    metrics, records, _ = simulate(cfg, "marl", workload, topo, perf, policy=policy)
+    assert metrics["jobs_completed"] == len(workload.jobs) == len(records)
+    assert np.isfinite(metrics["avg_jct_s"])
+
+
+def test_behaviour_cloning_labels_every_move_keep():
+    """The teachers have no migration rule: offered a move they keep the job (the
+    rollout teacher, which needs a pending job, would otherwise fail on a move)."""
+    from agents.commands import _load_train_config
+    from agents.training import teacher_decisions
+
+    cfg, mc, tc = _load_train_config(TINY, ["env.migration=on", "train.bc_episodes=1"])
+    obs, actions, _, _ = teacher_decisions(cfg, mc, tc, 0)
+    env = make_env(cfg)
+    f, g = env.builder.features, env.builder.pad[0]
+    moves = [
+        (o, a) for o, a in zip(obs, actions, strict=True) if o["job_x"][f["job_x"].index("is_move")]
+    ]
+    assert moves and len(moves) < len(actions)
+    for o, a in moves:  # the acting agent's own forward slot
+        assert a >= g and o["peers_x"][a - g, f["peers_x"].index("is_self")] == 1
