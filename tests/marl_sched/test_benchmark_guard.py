@@ -276,7 +276,8 @@ def test_sensitivity_runs_every_variant_with_its_override(tmp_path, monkeypatch)
     from marl_sched.benchmark import sensitivity
 
     # until simulation.migration_cost_scale exists (migsim), scale another cost key
-    monkeypatch.setattr(sensitivity, "COST_SCALE_KEY", "simulation.migration_penalty_s")
+    key = sensitivity.COST_SCALE_KEY if HAS_MIGRATION else "simulation.migration_penalty_s"
+    monkeypatch.setattr(sensitivity, "COST_SCALE_KEY", key)
     variants = check_sensitivity("2,0.5", True, "full")
     assert [n for n, _ in variants] == ["cost-x1", "cost-x2", "cost-x0.5", "spread-gavel"]
     assert variants[3][1] == [f"simulation.nic_efficiency_scale={GAVEL_NIC_SCALE}"]
@@ -290,7 +291,7 @@ def test_sensitivity_runs_every_variant_with_its_override(tmp_path, monkeypatch)
                              ledger=None)[0]  # fmt: skip
 
     path = run_sensitivity(variants, run, tmp_path / "sens", ["simulation.backfill=true"], "t")
-    assert seen[1] == ["simulation.backfill=true", "simulation.migration_penalty_s=2"]
+    assert seen[1] == ["simulation.backfill=true", f"{key}=2"]
     text = path.read_text()
     assert "| **Kendall τ vs cost-x1** | 1.00 |" in text
     for name, _ in variants:
