@@ -74,7 +74,8 @@ def split_row(row: str) -> tuple[str, str | None]:
 
 def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     """Run one cell (in any process): ``spec`` = suite path, scenario, policy row
-    (``POLICY`` or ``POLICY@ORDERING``), seed, checkpoint (or None). Returns
+    (``POLICY`` or ``POLICY@ORDERING``), seed, checkpoint (or None), track (its name,
+    for the row) and the track's overrides (applied before ``overrides``). Returns
     ``{"row": metrics + cell fields, "jct": [...]}``; the row's ``policy`` is the row
     name, ``ordering`` the queue ordering the run used, ``run`` the checkpoint's index
     among the policy's training runs (``spec["run"]``, 0 when it has one) and
@@ -87,7 +88,9 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     from marl_sched.policies import build_policy
     from marl_sched.runner import build_cluster, load_workload, simulate
 
-    suite = load_suite(spec["suite"]).with_overrides(spec.get("overrides", ()), spec.get("track"))
+    # the track's overrides as the driver resolved them (a worker never looks them up)
+    overrides = [*spec.get("track_overrides", ()), *spec.get("overrides", ())]
+    suite = load_suite(spec["suite"]).with_overrides(overrides)
     scenario = next(s for s in suite.split(spec["split"]) if s.name == spec["scenario"])
     cfg = suite.config_for(
         scenario, seed=spec["seed"], duration_estimate=spec.get("duration_estimate")

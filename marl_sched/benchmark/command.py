@@ -253,6 +253,7 @@ def run_benchmark(
             "duration_estimate": duration_estimate,
             "overrides": list(overrides),
             "track": track,
+            "track_overrides": list(track_overrides(track)),
         }
         for c, i, path in todo
     ]

@@ -273,7 +273,11 @@ def test_benchmark_on_ray_end_to_end(tmp_path: Path, capsys) -> None:
     assert json.loads((out / "benchmark.json").read_text())["split"] == "test"
     for name in ("interval_estimates.png", "performance_profile.png", "ccdf/late-24.png"):
         assert (out / name).is_file(), name
-    assert "Benchmark summary: test split, track placement: 2 scenarios x 2 seeds" in capsys.readouterr().out
+    # the default track reached the Ray workers: in every row and the title
+    with (out / "runs.csv").open() as fh:
+        assert {r["track"] for r in csv.DictReader(fh)} == {"placement"}
+    out_text = capsys.readouterr().out
+    assert "Benchmark summary: test split, track placement: 2 scenarios x 2 seeds" in out_text
 
 
 @pytest.mark.shared_data

