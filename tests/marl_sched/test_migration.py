@@ -356,3 +356,26 @@ def test_a_lone_migrated_job_finishes_exactly_its_pauses_later(times, cost) -> N
     assert moves >= 1
     assert sim.records[0].finish_time == pytest.approx(n * tau + moves * cost, rel=1e-9)
     assert sim.stats.migration_delay_s == pytest.approx(moves * cost)
+
+
+# --------------------------------------------------------------------- the outputs
+
+
+def test_metrics_and_results_carry_the_migrations_of_every_run(tmp_path) -> None:
+    """``compare`` under ``migration: on``: each policy's metrics.json and the table's
+    results.csv hold ``migrations`` and ``migration_delay_s``, zero where nothing moved."""
+    out = tmp_path / "cmp"
+    argv = ["compare", "--config", str(REPO_ROOT / "configs/default.yaml"), "--trace",
+            str(REPO_ROOT / "configs/traces/philly_sample.csv"), "--start", "2200",
+            "--max-jobs", "60", "--load", "4", "--policies", "first-fit,first-fit+lc",
+            "--out", str(out), "--quiet", "simulation.migration=on"]  # fmt: skip
+    assert main(argv) == 0
+    rows = {r["policy"]: r for r in csv.DictReader((out / "results.csv").open())}
+    for policy, row in rows.items():
+        metrics = json.loads((out / policy / "metrics.json").read_text())
+        assert int(row["migrations"]) == metrics["migrations"]
+        assert float(row["migration_delay_s"]) == pytest.approx(metrics["migration_delay_s"])
+    assert int(rows["first-fit"]["migrations"]) == 0
+    assert float(rows["first-fit"]["migration_delay_s"]) == 0.0
+    assert int(rows["first-fit+lc"]["migrations"]) > 0
+    assert float(rows["first-fit+lc"]["migration_delay_s"]) > 0
