@@ -326,8 +326,9 @@ def cmd_policies(args: argparse.Namespace) -> int:
 
     entries = policy_entries()
     width = max(len(n) for n in entries)
+    kind_width = max(len(e.kind) for e in entries.values())
     for name, e in entries.items():
-        print(f"{name:<{width}}  {e.kind:<9}  {e.description}")
+        print(f"{name:<{width}}  {e.kind:<{kind_width}}  {e.description}")
     return 0
 
 

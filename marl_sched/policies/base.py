@@ -64,7 +64,7 @@ class Policy(ABC):
 class PolicyEntry:
     name: str
     description: str
-    kind: str  # "heuristic", "control" (a heuristic inside the agents' masks) or "learned"
+    kind: str  # one of KINDS
     target: str | type[Policy]  # a class, or "module:Class" imported on first use
 
 
@@ -85,14 +85,16 @@ def register_lazy(name: str, description: str, target: str, kind: str = "learned
     _REGISTRY[name] = PolicyEntry(name, description, kind, target)
 
 
-#: the kinds of registered policy, in the order ``marl-sched policies`` lists them
-KINDS = ("heuristic", "control", "learned")
+#: the kinds of registered policy, in the order ``marl-sched policies`` lists them:
+#: ``heuristic`` (ours, in marl_sched; the hints and the benchmark's heuristic set),
+#: ``control`` (a heuristic inside the agents' masks), ``published-heuristic`` (a
+#: published scheduler's hand-written rule, in agents/ beside its learned sibling;
+#: no checkpoint) and ``learned`` (loads a checkpoint)
+KINDS = ("heuristic", "control", "published-heuristic", "learned")
 
 
 def policy_entries() -> dict[str, PolicyEntry]:
-    """All registered policies, by name: heuristics, then controls, then learned ones."""
-    import marl_sched.policies.heuristics  # noqa: F401  (registers the heuristics)
-
+    """All registered policies, by name, in the order of :data:`KINDS`."""
     return dict(sorted(_REGISTRY.items(), key=lambda kv: (KINDS.index(kv[1].kind), kv[0])))
 
 
@@ -165,6 +167,7 @@ register_lazy(
     "mlfs-h",
     "MLFS heuristic: ideal-host placement near the PS, avoiding loaded servers",
     "agents.baselines.mlf_h:MlfHPolicy",
+    kind="published-heuristic",
 )
 register_lazy(
     "mlfs-rl",
