@@ -213,7 +213,6 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
 from envs.config import ENV_ID, ENV_NAME, ENV_VERSION, EnvConfig, env_config
 from envs.observations import ObservationBuilder
@@ -229,7 +228,13 @@ from marl_sched.simulator import ClusterView, Simulator
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
 
-__all__ = ["ENV_ID", "ENV_NAME", "ENV_VERSION", "ClusterPlacementEnv", "MaskedDiscrete"]
+__all__ = [
+    "ENV_ID",
+    "ENV_NAME",
+    "ENV_VERSION",
+    "ClusterPlacementCore",
+    "MaskedDiscrete",
+]
 
 Step = tuple[dict, dict, dict, dict, dict]
 
@@ -257,8 +262,10 @@ def with_overrides(cfg: ExperimentConfig, overrides: Mapping | None) -> EnvConfi
     return parse_section(EnvConfig, raw, cfg.source, "env")
 
 
-class ClusterPlacementEnv(MultiAgentEnv):
-    """RLlib multi-agent env ``ClusterPlacement-v1`` (the module docstring is its reference)."""
+class ClusterPlacementCore:
+    """``ClusterPlacement-v1`` without Ray (the module docstring is its reference): the
+    RLlib env :class:`ClusterPlacementEnv` is this core with RLlib's ``MultiAgentEnv``
+    as a second base (:mod:`envs.rllib_env`); the PettingZoo adapter wraps the core."""
 
     metadata = {"render_modes": [], "name": "cluster_placement_v1"}
 
@@ -520,3 +527,13 @@ class MaskedDiscrete(gym.spaces.Discrete):
 
     def __reduce__(self) -> tuple:
         return (gym.spaces.Discrete, (int(self.n),))
+
+
+def __getattr__(name: str) -> Any:
+    """``ClusterPlacementEnv``, the RLlib class, imported on first use (PEP 562), so that
+    importing this module, the core and the PettingZoo adapter never imports Ray."""
+    if name == "ClusterPlacementEnv":
+        from envs.rllib_env import ClusterPlacementEnv
+
+        return ClusterPlacementEnv
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
