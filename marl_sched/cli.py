@@ -6,7 +6,8 @@
     marl-sched train    --config C --out DIR [--iterations N] [--ray-address A] [--resume]
                         [--seeds N] [--grid key=v1,v2]
     marl-sched evaluate --checkpoint P [--config C] [--trace F] [trace options] --out DIR
-    marl-sched compare  --config C [--trace F] --policies a,b,... [--checkpoint P] [...] --out DIR
+    marl-sched compare  --config C [--trace F] --policies a,b,... [--checkpoint P]
+                        [--seeds N] --out DIR
     marl-sched benchmark --suite S [--split test] --policies a,b,... [--checkpoint P]
                         [--seeds N] --out DIR [--ray-address A] [--local]
     marl-sched interference fit --config C --out DIR | interference report --model P
@@ -124,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policies", required=True)
     p.add_argument("--checkpoint")
     p.add_argument("--out", required=True)
+    p.add_argument(
+        "--seeds", type=int, default=1, help="runs per policy, seeds S, S+1, ... (default 1)"
+    )
     _trace_options(p)
 
     p = sub.add_parser(

@@ -65,18 +65,42 @@ def bars(
     ylabel: str,
     title: str = "",
     highlight: str | None = None,
-    errors: Mapping[str, float] | None = None,
-) -> None:
-    """A bar per policy, sorted ascending, value printed on each bar.
+    errors: Mapping[str, float | None] | None = None,
+    outlier_ratio: float | None = None,
+) -> list[list[str]]:
+    """A bar per policy, sorted ascending, value printed on each bar; returns the
+    names drawn in each panel.
 
     ``errors``: half-widths of each bar's interval (e.g. a 95 % CI), drawn as error
-    bars. When the bars differ by less than a fifth of the largest, the y axis starts
-    near the smallest bar instead of at 0 (and says so), so a 2 % gap shows."""
+    bars (a missing or None half-width: no bar). When the bars differ by less than a
+    fifth of the largest, the y axis starts near the smallest bar instead of at 0 (and
+    says so), so a 2 % gap shows. ``outlier_ratio``: bars more than this many times the
+    smallest go to a second panel with an axis of their own, so that a pathological
+    policy does not squash the ones that matter."""
     plt = _figure()
     items = sorted(values.items(), key=lambda kv: kv[1])
-    fig, ax = plt.subplots(figsize=(max(5, 0.9 * len(items) + 2), 4))
+    low = min(v for _, v in items)
+    cut = [kv for kv in items if outlier_ratio and low > 0 and kv[1] > outlier_ratio * low]
+    panels = [[kv for kv in items if kv not in cut]] + ([cut] if cut else [])
+    widths = [max(3.0, 0.8 * len(p) + 1.2) for p in panels]
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(sum(widths) + 0.8, 4.2), squeeze=False,
+        gridspec_kw={"width_ratios": widths},
+    )  # fmt: skip
+    for k, (ax, panel) in enumerate(zip(axes[0], panels, strict=True)):
+        _bar_panel(ax, panel, errors, highlight, ylabel if k == 0 else "")
+        if k == 1:
+            ax.set_title(f"more than {outlier_ratio:g}× the best (own axis)", fontsize=9)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+    return [[k for k, _ in panel] for panel in panels]
+
+
+def _bar_panel(ax, items, errors, highlight, ylabel: str) -> None:
     colors = ["#d95f02" if k == highlight else "#1b9e77" for k, _ in items]
-    err = [float((errors or {}).get(k, 0.0)) for k, _ in items]
+    err = [float((errors or {}).get(k) or 0.0) for k, _ in items]
     rects = ax.bar([k for k, _ in items], [v for _, v in items], color=colors,
                    yerr=err if errors else None, capsize=4 if errors else 0)  # fmt: skip
     for r, (_, v), e in zip(rects, items, err, strict=True):
@@ -90,13 +114,29 @@ def bars(
     limits = y_limits([v for _, v in items], err)
     if limits is not None:
         ax.set_ylim(*limits)
-        ylabel = f"{ylabel} (axis not from 0)"
+        ylabel = f"{ylabel} (axis not from 0)" if ylabel else "(axis not from 0)"
+    else:  # a wide interval of positive values is cut at 0, not drawn below it
+        ax.set_ylim(bottom=0)
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.tick_params(axis="x", rotation=30)
+    from matplotlib.ticker import FuncFormatter
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}" if y >= 100 else f"{y:g}"))
+    ax.tick_params(axis="x", rotation=35)
+    for label in ax.get_xticklabels():
+        label.set_horizontalalignment("right")
     ax.grid(axis="y", alpha=0.3)
-    _save(fig, path)
-    plt.close(fig)
+
+
+def log_ticks(axis) -> None:
+    """Readable ticks on a log axis: plain numbers (0.8, 1, 2, 5 — never ``8×10⁻¹``) at
+    1-2-5 steps, or at every integer multiple when the axis spans less than a decade."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    lo, hi = sorted(axis.get_view_interval())
+    subs = (1.0, 2.0, 5.0) if hi / max(lo, 1e-12) > 10 else tuple(np.arange(1.0, 10.0))
+    axis.set_major_locator(LogLocator(base=10, subs=subs))
+    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def y_limits(values: Sequence[float], errors: Sequence[float] = ()) -> tuple[float, float] | None:
