@@ -244,3 +244,58 @@ def band_curves(
             ax.fill_between(xs, mean - half, mean + half, color=line.get_color(), alpha=0.2)
     _finish_lines(plt, fig, ax, path, xlabel, ylabel, title)
     return drawn
+
+
+def interval_panels(
+    summary: Sequence[Mapping[str, float | None]],
+    metrics: Sequence[tuple[str, str]],
+    path: str | Path,
+    title: str,
+    labels: Mapping[str, str] | None = None,
+    outlier_ratio: float = 2.0,
+) -> list[list[str]]:
+    """Interval estimates, one panel per metric (log x axis, readable ticks): each
+    policy's IQM as a tick and its 95 % interval as a band (none when ``ci_low_<m>`` is
+    None: no interval from one sample). Policies whose IQM of the first metric is above
+    ``outlier_ratio`` (pathological, e.g. random at 6.7x) are drawn in a lower row of
+    panels with their own axis, so that they do not squash the policies near 1.
+    ``summary``: rows with ``policy``, ``iqm_<m>``, ``ci_low_<m>``, ``ci_high_<m>``, best
+    first. Returns the policies of each row of panels."""
+    plt = _figure()
+    first = metrics[0][0]
+    order = [str(r["policy"]) for r in summary]
+    by = {str(r["policy"]): r for r in summary}
+    bad = [p for p in order if (by[p][f"iqm_{first}"] or 0) > outlier_ratio]
+    groups = [[p for p in order if p not in bad]] + ([bad] if bad else [])
+    heights = [max(len(g), 1) for g in groups]
+    fig, axes = plt.subplots(
+        len(groups), len(metrics), squeeze=False, sharey="row",
+        figsize=(3.2 * len(metrics), 0.42 * sum(heights) + 1.6 + 0.6 * len(groups)),
+        gridspec_kw={"height_ratios": heights},
+    )  # fmt: skip
+    for row, group in zip(axes, groups, strict=True):
+        for ax, (m, label) in zip(row, metrics, strict=True):
+            for i, p in enumerate(group):
+                r = by[p]
+                if r.get(f"ci_low_{m}") is not None:
+                    ax.plot([r[f"ci_low_{m}"], r[f"ci_high_{m}"]], [i, i], lw=6, alpha=0.5,
+                            color="#1b9e77", solid_capstyle="butt")  # fmt: skip
+                ax.plot([r[f"iqm_{m}"]], [i], "k|", ms=12)
+            if group is groups[0]:  # the reference; the lower row keeps its own range
+                ax.axvline(1.0, color="grey", lw=0.8, ls="--")
+            ax.set_xscale("log")
+            ax.margins(x=0.08)
+            ax.autoscale_view()
+            log_ticks(ax.xaxis)
+            ax.set_yticks(range(len(group)), [(labels or {}).get(p, p) for p in group])
+            ax.set_ylim(len(group) - 0.5, -0.5)  # best on top
+            ax.grid(axis="x", alpha=0.3)
+            if group is groups[0]:
+                ax.set_title(f"IQM {label}", fontsize=9)
+            else:
+                ax.set_title(f"{label}: above {outlier_ratio:g}× (own axis)", fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+    return groups

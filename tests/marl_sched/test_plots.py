@@ -90,3 +90,19 @@ def test_log_ticks_are_plain_numbers(lo, hi):
     plt.close(fig)
     assert len(shown) >= 3, shown
     assert all(float(t) > 0 and "10^" not in t and "times" not in t for t in shown), shown
+
+
+def test_interval_panels_move_pathological_policies_to_their_own_row(tmp_path):
+    rows = []
+    for p, v, ci in (("mlfs-rl", 0.79, 0.01), ("marl", 0.86, None), ("first-fit", 1.0, 0.002),
+                     ("load-balance", 4.5, 0.2), ("random", 6.7, 0.4)):  # fmt: skip
+        r = {"policy": p, "iqm_avg_jct_s": v, "iqm_avg_slowdown": v}
+        for m in ("avg_jct_s", "avg_slowdown"):
+            r[f"ci_low_{m}"] = None if ci is None else v - ci
+            r[f"ci_high_{m}"] = None if ci is None else v + ci
+        rows.append(r)
+    metrics = (("avg_jct_s", "avg JCT"), ("avg_slowdown", "avg slowdown"))
+    groups = plots.interval_panels(rows, metrics, tmp_path / "i.png", "title")
+    assert groups == [["mlfs-rl", "marl", "first-fit"], ["load-balance", "random"]]
+    assert plots.interval_panels(rows[:3], metrics, tmp_path / "j.png", "t") == [groups[0]]
+    assert (tmp_path / "i.png").read_bytes()[:8] == PNG
