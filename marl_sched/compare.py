@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import os
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -129,7 +128,8 @@ def check_compare(
 ):
     """Every input of a comparison checked before any work: the config, the trace
     window, each policy name and each learned policy's checkpoint against the cluster
-    (``InputError``). Returns ``(config, checkpoints by policy)``."""
+    (``InputError``). Returns ``(config, checkpoints by policy)``, the config with the
+    command line's trace options applied and the trace as an absolute path."""
     from marl_sched.config import load_config
     from marl_sched.policies import build_policy, get_policy_class
     from marl_sched.runner import TraceOptions, build_cluster, load_workload
@@ -138,11 +138,11 @@ def check_compare(
     for name in policies:
         get_policy_class(name)
     topo, perf = build_cluster(cfg)
-    load_workload(cfg, perf, TraceOptions(**trace_options))
+    workload = load_workload(cfg, perf, TraceOptions(**trace_options))
     ckpts = checkpoints_by_policy(checkpoint, policies)
     for name in policies:
         build_policy(name, ckpts.get(name), topo, perf)
-    return cfg, ckpts
+    return workload.resolved(cfg), ckpts
 
 
 def run_compare(
@@ -164,7 +164,6 @@ def run_compare(
     from marl_sched.benchmark.suite import split_of
     from marl_sched.metrics import atomic_write_text, csv_text
     from marl_sched.plots import bars, jct_cdf, window_title
-    from marl_sched.runner import TraceOptions
 
     cfg, ckpts = checked or check_compare(config, policies, trace_options, checkpoint)
     if seeds < 1:
@@ -202,8 +201,8 @@ def run_compare(
     rows = policy_rows(runs, policies)
     atomic_write_text(out / "runs.csv", csv_text(runs, RUN_FIELDS))
     atomic_write_text(out / "results.csv", csv_text(rows, RESULT_FIELDS))
-    workload = TraceOptions(**trace_options).apply(cfg.workload)
-    atomic_write_text(out / "config.yaml", replace(cfg, workload=workload).to_yaml())
+    workload = cfg.workload  # the trace options applied, the trace's absolute path
+    atomic_write_text(out / "config.yaml", cfg.to_yaml())
     atomic_write_text(out / "results.md", results_markdown(rows, trace_options, cfg.source))
     wl = workload
     split = split_of(wl.trace, wl.start, wl.max_jobs, warmup_jobs=wl.warmup_jobs)
@@ -242,8 +241,10 @@ def policy_rows(runs: list[dict[str, Any]], policies: list[str]) -> list[dict[st
     for p in policies:
         mine = [r for r in runs if r["policy"] == p]
         row: dict[str, Any] = {"policy": p, "seeds": len(mine)}
-        for key in RESULT_FIELDS[1:12]:
-            row[key] = sum(float(r[key]) for r in mine) / len(mine)
+        for key, value in mine[0].items():  # every metric the table prints, as a mean
+            numeric = all(isinstance(r.get(key), int | float) for r in mine)
+            if numeric and not isinstance(value, bool) and key != "seed":
+                row[key] = sum(float(r[key]) for r in mine) / len(mine)
         row["jobs_completed"] = int(round(row["jobs_completed"]))
         _, half = mean_ci(np.array([[float(r["avg_jct_s"])] for r in mine]))
         row["avg_jct_ci95_s"] = float(half[0]) if len(mine) > 1 else None

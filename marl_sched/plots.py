@@ -115,8 +115,8 @@ def _bar_panel(ax, items, errors, highlight, ylabel: str) -> None:
     if limits is not None:
         ax.set_ylim(*limits)
         ylabel = f"{ylabel} (axis not from 0)" if ylabel else "(axis not from 0)"
-    else:  # a wide interval of positive values is cut at 0, not drawn below it
-        ax.set_ylim(bottom=0)
+    else:  # from 0 (a wide interval is cut there), room above for the labels
+        ax.set_ylim(0, 1.08 * max(v + e for (_, v), e in zip(items, err, strict=True)))
     ax.set_ylabel(ylabel)
     from matplotlib.ticker import FuncFormatter
 
