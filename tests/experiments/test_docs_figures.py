@@ -80,3 +80,17 @@ def test_benchmark_block_without_results_says_so_and_with_them_shows_no_fake_int
     _write(root / "benchmark-test" / "runs.csv", [{"scenario": "a", "seed": "0"}])
     text = make_docs.benchmark_test(root)
     assert "| marl | 0.864 (no interval) |" in text and "1 scenarios × 1 seeds" in text
+
+
+def test_several_seeds_give_an_interval_and_name_the_seeds(tmp_path):
+    root = tmp_path / "results"
+    row = {"policy": "random", "avg_jct_s": "100000", "avg_jct_ci95_s": "6353.2",
+           "p50_jct_s": "10", "p95_jct_s": "20", "avg_slowdown": "1.5",
+           "ratio_to_best_baseline": "1.0", "checkpoint": "", "checkpoint_sha256": ""}  # fmt: skip
+    _write(root / "default-window" / "results.csv", [row])
+    _write(root / "default-window" / "runs.csv",
+           [{"policy": "random", "seed": str(s)} for s in (3, 4, 5)])  # fmt: skip
+    text = make_docs.default_window(root)
+    assert "Mean over seeds 3–5" in text and "| random | 100,000 | 6,353 |" in text
+    drawn = make_docs.figures(root, tmp_path / "figures")
+    assert [p.name for p in drawn] == ["default_window_avg_jct.png"]
