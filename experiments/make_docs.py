@@ -8,7 +8,7 @@ A block is the text between ``<!-- generated:NAME -->`` and ``<!-- /generated --
 :data:`BLOCKS` renders each NAME from its folder under ``results/``, written by:
 
 - ``results/default-window/``: ``marl-sched compare --config configs/default.yaml
-  --checkpoint checkpoints/marl-default --seeds 3 --policies ... --out DIR``, committed
+  --checkpoint checkpoints/marl-default [--seeds N] --policies ... --out DIR``, committed
   without its ``jobs.csv`` files (``results.csv``, ``runs.csv``, ``config.yaml``, each
   run's ``metrics.json``);
 - ``results/benchmark-test/``: ``marl-sched benchmark --split test ... --out DIR``
