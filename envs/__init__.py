@@ -1,7 +1,7 @@
 """The multi-agent placement environment over the simulator, ``ClusterPlacement-v1``.
 
 ``make_env(config)`` returns the RLlib ``MultiAgentEnv``
-(:class:`envs.cluster_env.ClusterPlacementEnv`, whose module docstring is the
+(:class:`envs.rllib_env.ClusterPlacementEnv`; :mod:`envs.cluster_env`'s docstring is the
 environment's reference); ``make_parallel_env(config)`` the PettingZoo
 ``ParallelEnv`` adapter. ``config`` is a path to a YAML experiment config or a loaded
 ``ExperimentConfig``.
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 def make_env(config: str | Path | ExperimentConfig, **kwargs: Any) -> ClusterPlacementEnv:
     """The RLlib ``MultiAgentEnv`` (keyword arguments: ``env=`` overrides, ``jobs=``,
-    ``windows=``, ``seed=``; :class:`envs.cluster_env.ClusterPlacementEnv`). Imports Ray."""
+    ``windows=``, ``seed=``; :class:`envs.rllib_env.ClusterPlacementEnv`). Imports Ray."""
     from envs.rllib_env import ClusterPlacementEnv
 
     return ClusterPlacementEnv(config, **kwargs)

@@ -5,8 +5,10 @@ project: the agents are trained in it (``marl-sched train``), the behaviour-clon
 teachers label it, and the trained agents act in it behind ``simulate`` / ``compare``
 / ``evaluate`` (:class:`agents.policy.MarlPolicy` drives the same
 :class:`~envs.session.PlacementSession` and :class:`~envs.observations.ObservationBuilder`
-this env wraps). RLlib ``MultiAgentEnv`` (new API stack): :class:`ClusterPlacementEnv`,
-built by ``envs.make_env(config)``; PettingZoo ``ParallelEnv``:
+this env wraps). RLlib ``MultiAgentEnv`` (new API stack):
+:class:`envs.rllib_env.ClusterPlacementEnv` (this module's Ray-free
+:class:`ClusterPlacementCore` with RLlib's base), built by ``envs.make_env(config)``;
+PettingZoo ``ParallelEnv``:
 ``envs.make_parallel_env(config)`` (:mod:`envs.parallel`). ``config`` is a YAML
 experiment config path or a loaded ``ExperimentConfig``; its ``env:`` section
 (:class:`envs.config.EnvConfig`) holds every option below.
@@ -264,8 +266,8 @@ def with_overrides(cfg: ExperimentConfig, overrides: Mapping | None) -> EnvConfi
 
 class ClusterPlacementCore:
     """``ClusterPlacement-v1`` without Ray (the module docstring is its reference): the
-    RLlib env :class:`ClusterPlacementEnv` is this core with RLlib's ``MultiAgentEnv``
-    as a second base (:mod:`envs.rllib_env`); the PettingZoo adapter wraps the core."""
+    RLlib env :class:`envs.rllib_env.ClusterPlacementEnv` is this core with RLlib's
+    ``MultiAgentEnv`` as a second base; the PettingZoo adapter wraps the core."""
 
     metadata = {"render_modes": [], "name": "cluster_placement_v1"}
 
@@ -527,13 +529,3 @@ class MaskedDiscrete(gym.spaces.Discrete):
 
     def __reduce__(self) -> tuple:
         return (gym.spaces.Discrete, (int(self.n),))
-
-
-def __getattr__(name: str) -> Any:
-    """``ClusterPlacementEnv``, the RLlib class, imported on first use (PEP 562), so that
-    importing this module, the core and the PettingZoo adapter never imports Ray."""
-    if name == "ClusterPlacementEnv":
-        from envs.rllib_env import ClusterPlacementEnv
-
-        return ClusterPlacementEnv
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,8 +1,8 @@
 """PettingZoo ``ParallelEnv`` adapter of ``marl_sched/ClusterPlacement-v1``.
 
 Same agents, decisions, observations and rewards as
-:class:`envs.cluster_env.ClusterPlacementEnv` (its docstring is the reference), with
-the parallel API's conventions:
+:class:`envs.rllib_env.ClusterPlacementEnv` (:mod:`envs.cluster_env` is the reference),
+with the parallel API's conventions:
 
 - every live agent gets an observation, a reward and flags every cycle; agents stay
   live until the episode ends, then all leave together (``agents`` becomes empty);

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import envs
-from envs.cluster_env import ClusterPlacementEnv, MaskedDiscrete
+from envs.cluster_env import MaskedDiscrete
+from envs.rllib_env import ClusterPlacementEnv
 from marl_sched.config import REPO_ROOT
 from tests.envs.helpers import TINY, default_short, masked_random_action, rollout
 
