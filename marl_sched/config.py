@@ -319,6 +319,27 @@ class ExperimentConfig:
         return REPO_ROOT / p
 
 
+#: keys whose string values in a config are file paths (``workload.trace``, the train
+#: windows' ``trace``, ``train.eval_trace``, ``interference.real_data``)
+PATH_KEYS = ("trace", "eval_trace", "real_data")
+
+
+def absolute_paths(data: Any, cfg: ExperimentConfig) -> Any:
+    """``data`` (a config mapping or any part of one, plain) with every relative path
+    under a key of :data:`PATH_KEYS` resolved by ``cfg``
+    (:meth:`ExperimentConfig.resolve_path`) to an absolute one: what a run folder's
+    ``config.yaml`` records, so that it reads the same files from anywhere."""
+    if isinstance(data, dict):
+        return {
+            k: str(cfg.resolve_path(v)) if k in PATH_KEYS and isinstance(v, str) and v
+            else absolute_paths(v, cfg)
+            for k, v in data.items()
+        }  # fmt: skip
+    if isinstance(data, list):
+        return [absolute_paths(v, cfg) for v in data]
+    return data
+
+
 def plain(obj: Any) -> Any:
     """Nested dicts and lists only (tuples become lists)."""
     if isinstance(obj, dict):

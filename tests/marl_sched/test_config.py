@@ -227,3 +227,22 @@ def test_a_run_folder_records_the_trace_it_read_as_an_absolute_path(tmp_path):
     saved = load_config(out / "config.yaml")
     assert saved.workload.trace == str(REPO_ROOT / "configs" / "traces" / "philly_sample.csv")
     assert Path(saved.workload.trace).is_absolute()
+
+
+def test_absolute_paths_resolves_every_path_key_and_nothing_else():
+    from marl_sched.config import absolute_paths
+
+    cfg = load_config(REPO_ROOT / "configs" / "default.yaml")
+    data = {"workload": {"trace": "configs/traces/philly_sample.csv", "start": 200},
+            "train": {"extra_windows": [{"trace": "configs/traces/pollux/workload-2.csv",
+                                         "share": 0.25}],
+                      "eval_trace": None, "algorithm": "PPO"},
+            "interference": {"real_data": "/abs/data"}}  # fmt: skip
+    out = absolute_paths(data, cfg)
+    assert out["workload"] == {"trace": str(REPO_ROOT / "configs/traces/philly_sample.csv"),
+                               "start": 200}  # fmt: skip
+    window = out["train"]["extra_windows"][0]
+    assert window == {"trace": str(REPO_ROOT / "configs/traces/pollux/workload-2.csv"),
+                      "share": 0.25}  # fmt: skip
+    assert out["train"]["eval_trace"] is None and out["train"]["algorithm"] == "PPO"
+    assert out["interference"]["real_data"] == "/abs/data"
