@@ -255,6 +255,8 @@ def start_ray(
 
     for name in ("ray", "ray.rllib", "ray.tune", "ray.train"):
         logging.getLogger(name).setLevel(level)
+    # Tune's system monitor asks for GPUtil on every run of this GPU-less tool (issue 36)
+    logging.getLogger("ray.tune.utils.util").setLevel(logging.ERROR)
     if address:
         _check_reachable(address)
     if ray.is_initialized():

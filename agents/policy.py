@@ -134,8 +134,9 @@ def agents_from_weights(manifest: dict[str, Any], weights: dict[str, dict]) -> T
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
-    """A checkpoint folder from a checkpoint, a run folder or a pointer file
-    (``checkpoints/latest``, ``checkpoints/best``)."""
+    """A checkpoint folder from a checkpoint, a pointer file (``checkpoints/latest``,
+    ``checkpoints/best``) or a run folder: its ``best`` checkpoint (by validation),
+    else its ``latest`` (a run that never validated)."""
     p = Path(path)
     if not p.exists() and not p.is_absolute() and (REPO_ROOT / p).exists():
         p = REPO_ROOT / p
@@ -144,8 +145,9 @@ def resolve_checkpoint(path: str | Path) -> Path:
     for cand in (p, p / "checkpoints"):
         if (cand / MANIFEST).is_file():
             return cand
-        if (target := _pointer_target(cand / "latest")) is not None:
-            return target
+        for pointer in ("best", "latest"):
+            if (target := _pointer_target(cand / pointer)) is not None:
+                return target
     raise InputError(f"{path}: not a checkpoint (no {MANIFEST} and no checkpoints/latest)")
 
 
@@ -355,7 +357,7 @@ class MarlPolicy(Policy):
     """One hierarchical-GNN agent per subcluster, cooperating task by task.
 
     Args:
-        checkpoint: checkpoint folder, run folder or ``latest`` pointer (default:
+        checkpoint: checkpoint folder, run folder (its ``best``) or pointer (default:
             ``checkpoints/marl-default``).
         agents: already loaded agents (takes precedence over ``checkpoint``).
     """

@@ -35,7 +35,7 @@ from typing import Any
 import yaml
 
 from agents.config import ModelConfig, TrainConfig, eval_windows
-from marl_sched.config import ExperimentConfig, plain
+from marl_sched.config import ExperimentConfig, absolute_paths, plain
 from marl_sched.errors import InputError
 from marl_sched.metrics import atomic_write_text, write_json, write_run
 
@@ -44,11 +44,12 @@ LATEST = "latest"
 
 
 def resolved_config(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig) -> dict:
-    """Every section of the experiment, with the model and train defaults filled in."""
+    """Every section of the experiment, with the model and train defaults filled in and
+    every path absolute (:func:`marl_sched.config.absolute_paths`)."""
     data = cfg.to_dict()
     data["model"] = dataclasses.asdict(mc)
     data["train"] = dataclasses.asdict(tc)
-    return plain(data)
+    return absolute_paths(plain(data), cfg)
 
 
 def _map_shared(agent_id, *args, **kwargs) -> str:
@@ -63,9 +64,9 @@ def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int
     """(env class, RLlib env_config, observation builder of the topology): the one
     environment ``ClusterPlacement-v1`` with episodes of ``train.episode_jobs`` jobs
     drawn from the config's workload and ``train.extra_windows``."""
-    from envs.cluster_env import ClusterPlacementEnv
     from envs.config import env_config as parse_env
     from envs.observations import ObservationBuilder
+    from envs.rllib_env import ClusterPlacementEnv
     from marl_sched.runner import build_cluster
 
     topo, perf = build_cluster(cfg)

@@ -1,12 +1,13 @@
 """The multi-agent placement environment over the simulator, ``ClusterPlacement-v1``.
 
 ``make_env(config)`` returns the RLlib ``MultiAgentEnv``
-(:class:`envs.cluster_env.ClusterPlacementEnv`, whose module docstring is the
+(:class:`envs.rllib_env.ClusterPlacementEnv`; :mod:`envs.cluster_env`'s docstring is the
 environment's reference); ``make_parallel_env(config)`` the PettingZoo
 ``ParallelEnv`` adapter. ``config`` is a path to a YAML experiment config or a loaded
 ``ExperimentConfig``.
 
-Importing this package is cheap: Ray is imported only when an env is built.
+Importing this package is cheap, and only the RLlib env imports Ray: the PettingZoo
+adapter wraps the Ray-free core (:class:`envs.cluster_env.ClusterPlacementCore`).
 ``ENV_ID`` is registered with gymnasium here (``gymnasium.make(ENV_ID, config=...)``)
 and with RLlib by :func:`register_rllib` (which imports Ray); RLlib's env config
 is a dict ``{"config": <path or ExperimentConfig>, "env": {<env: overrides>}}``.
@@ -22,15 +23,15 @@ import gymnasium
 from envs.config import ENV_ID, ENV_ID_V2, ENV_VERSION, EnvConfig, env_config
 
 if TYPE_CHECKING:
-    from envs.cluster_env import ClusterPlacementEnv
     from envs.parallel import ClusterPlacementParallelEnv
+    from envs.rllib_env import ClusterPlacementEnv
     from marl_sched.config import ExperimentConfig
 
 
 def make_env(config: str | Path | ExperimentConfig, **kwargs: Any) -> ClusterPlacementEnv:
     """The RLlib ``MultiAgentEnv`` (keyword arguments: ``env=`` overrides, ``jobs=``,
-    ``windows=``, ``seed=``; :class:`envs.cluster_env.ClusterPlacementEnv`)."""
-    from envs.cluster_env import ClusterPlacementEnv
+    ``windows=``, ``seed=``; :class:`envs.rllib_env.ClusterPlacementEnv`). Imports Ray."""
+    from envs.rllib_env import ClusterPlacementEnv
 
     return ClusterPlacementEnv(config, **kwargs)
 
@@ -38,7 +39,8 @@ def make_env(config: str | Path | ExperimentConfig, **kwargs: Any) -> ClusterPla
 def make_parallel_env(
     config: str | Path | ExperimentConfig, **kwargs: Any
 ) -> ClusterPlacementParallelEnv:
-    """The PettingZoo ``ParallelEnv`` adapter (same keyword arguments as :func:`make_env`)."""
+    """The PettingZoo ``ParallelEnv`` adapter (same keyword arguments as :func:`make_env`).
+    Does not import Ray."""
     from envs.parallel import ClusterPlacementParallelEnv
 
     return ClusterPlacementParallelEnv(config, **kwargs)
@@ -59,7 +61,7 @@ def register_rllib() -> str:
 if ENV_ID not in gymnasium.registry:
     gymnasium.register(
         id=ENV_ID,
-        entry_point="envs.cluster_env:ClusterPlacementEnv",
+        entry_point="envs.rllib_env:ClusterPlacementEnv",
         disable_env_checker=True,  # a multi-agent env: gymnasium's checker is single-agent
         order_enforce=False,
     )

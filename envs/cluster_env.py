@@ -6,8 +6,10 @@ project: the agents are trained in it (``marl-sched train``), the behaviour-clon
 teachers label it, and the trained agents act in it behind ``simulate`` / ``compare``
 / ``evaluate`` (:class:`agents.policy.MarlPolicy` drives the same
 :class:`~envs.session.PlacementSession` and :class:`~envs.observations.ObservationBuilder`
-this env wraps). RLlib ``MultiAgentEnv`` (new API stack): :class:`ClusterPlacementEnv`,
-built by ``envs.make_env(config)``; PettingZoo ``ParallelEnv``:
+this env wraps). RLlib ``MultiAgentEnv`` (new API stack):
+:class:`envs.rllib_env.ClusterPlacementEnv` (this module's Ray-free
+:class:`ClusterPlacementCore` with RLlib's base), built by ``envs.make_env(config)``;
+PettingZoo ``ParallelEnv``:
 ``envs.make_parallel_env(config)`` (:mod:`envs.parallel`). ``config`` is a YAML
 experiment config path or a loaded ``ExperimentConfig``; its ``env:`` section
 (:class:`envs.config.EnvConfig`) holds every option below.
@@ -286,7 +288,6 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
 from envs.config import ENV_ID, ENV_NAME, ENV_VERSION, EnvConfig, env_config
 from envs.observations import ObservationBuilder
@@ -302,7 +303,13 @@ from marl_sched.simulator import ClusterView, Simulator
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
 
-__all__ = ["ENV_ID", "ENV_NAME", "ENV_VERSION", "ClusterPlacementEnv", "MaskedDiscrete"]
+__all__ = [
+    "ENV_ID",
+    "ENV_NAME",
+    "ENV_VERSION",
+    "ClusterPlacementCore",
+    "MaskedDiscrete",
+]
 
 Step = tuple[dict, dict, dict, dict, dict]
 
@@ -330,8 +337,10 @@ def with_overrides(cfg: ExperimentConfig, overrides: Mapping | None) -> EnvConfi
     return parse_section(EnvConfig, raw, cfg.source, "env")
 
 
-class ClusterPlacementEnv(MultiAgentEnv):
-    """RLlib multi-agent env ``ClusterPlacement-v1`` (the module docstring is its reference)."""
+class ClusterPlacementCore:
+    """``ClusterPlacement-v1`` without Ray (the module docstring is its reference): the
+    RLlib env :class:`envs.rllib_env.ClusterPlacementEnv` is this core with RLlib's
+    ``MultiAgentEnv`` as a second base; the PettingZoo adapter wraps the core."""
 
     metadata = {"render_modes": [], "name": "cluster_placement_v1"}
 

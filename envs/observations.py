@@ -10,17 +10,45 @@ into one agent's observation. Every array it returns is freshly allocated. The l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import gymnasium as gym
 import numpy as np
 
+from marl_sched.jobs import Job
 from marl_sched.perf import PerformanceModel
+from marl_sched.simulator import ClusterView
 from marl_sched.topology import Topology
 
 if TYPE_CHECKING:
     from envs.config import EnvConfig
-    from envs.session import PlacementSession
+
+
+class SessionState(Protocol):
+    """What an observation reads of an open placement session (an
+    :class:`envs.session.PlacementSession` is one); a protocol, so that this module
+    imports nothing of the session built on it."""
+
+    job: Job
+    view: ClusterView
+    group_free: np.ndarray
+    job_groups: np.ndarray
+    cpu: np.ndarray
+    mem: np.ndarray
+    visited: set[int]
+    cost_weights: tuple[np.ndarray, np.ndarray]
+
+    @property
+    def workers_left(self) -> int: ...
+    def fits(self) -> tuple[np.ndarray, np.ndarray]: ...
+    def harm_to_residents(self) -> np.ndarray: ...
+    def hints(self, agent: int) -> tuple[np.ndarray, np.ndarray]: ...
+    def global_shares(self) -> np.ndarray: ...
+    def scope_can_host(self) -> np.ndarray: ...
+    def one_server_scopes(self) -> np.ndarray: ...
+    def job_features(self, agent: int, agrees: np.ndarray | None = None) -> np.ndarray: ...
+    def action_mask(self, agent: int) -> np.ndarray: ...
+
 
 OBS_VERSION = 1
 FEATURES = {
@@ -299,7 +327,7 @@ class ObservationBuilder:
         mask[self.pad[0] + agent] = 1.0
         return mask
 
-    def observe(self, session: PlacementSession, agent: int) -> dict[str, np.ndarray]:
+    def observe(self, session: SessionState, agent: int) -> dict[str, np.ndarray]:
         """The observation of ``agent`` (a scope index) while ``session`` is open."""
         t, sc, v = self.topology, self.scopes[agent], session.view
         g_max, s_max, r_max = self.pad

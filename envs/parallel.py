@@ -1,8 +1,8 @@
 """PettingZoo ``ParallelEnv`` adapter of ``marl_sched/ClusterPlacement-v1``.
 
 Same agents, decisions, observations and rewards as
-:class:`envs.cluster_env.ClusterPlacementEnv` (its docstring is the reference), with
-the parallel API's conventions:
+:class:`envs.rllib_env.ClusterPlacementEnv` (:mod:`envs.cluster_env` is the reference),
+with the parallel API's conventions:
 
 - every live agent gets an observation, a reward and flags every cycle; agents stay
   live until the episode ends, then all leave together (``agents`` becomes empty);
@@ -14,6 +14,10 @@ the parallel API's conventions:
   mask is not the no-op one, or ``env.acting_agent``;
 - ``action_mask`` is ``int8`` (PettingZoo's convention, what
   ``Discrete.sample(mask=...)`` takes); the other fields are the RLlib env's;
+- ``action_space(agent).sample()`` draws a legal action: the acting agent's under its
+  mask, any other live agent's no-op;
+- the adapter wraps the Ray-free core (:class:`envs.cluster_env.ClusterPlacementCore`):
+  ``import envs; envs.make_parallel_env(...)`` does not import Ray;
 - every agent receives the step's team reward (the sum over steps is the team return
   ``-avg JCT / time_scale_s`` for each agent);
 - at the end every agent's ``infos[agent]`` carries ``avg_jct_s``, ``team_return``
@@ -32,19 +36,20 @@ import gymnasium as gym
 import numpy as np
 from pettingzoo.utils.env import ParallelEnv
 
-from envs.cluster_env import DEFAULT_CONFIG, ClusterPlacementEnv
+from envs.cluster_env import DEFAULT_CONFIG, ClusterPlacementCore, MaskedDiscrete
 from marl_sched.config import ExperimentConfig
 
 
 class ClusterPlacementParallelEnv(ParallelEnv):
-    """The parallel-API view of :class:`ClusterPlacementEnv` (same arguments)."""
+    """The parallel-API view of :class:`ClusterPlacementEnv` (same arguments), over its
+    Ray-free core."""
 
     metadata = {"render_modes": [], "name": "cluster_placement_v1", "is_parallelizable": True}
 
     def __init__(
         self, config: str | Path | ExperimentConfig | Mapping = DEFAULT_CONFIG, **kwargs: Any
     ) -> None:
-        self.env = ClusterPlacementEnv(config, **kwargs)
+        self.env = ClusterPlacementCore(config, **kwargs)
         self.possible_agents = list(self.env.possible_agents)
         self.agents: list[str] = []
         base = self.env.builder.observation_space
@@ -53,11 +58,11 @@ class ClusterPlacementParallelEnv(ParallelEnv):
             {**base.spaces, "action_mask": gym.spaces.Box(0, 1, shape=(n,), dtype=np.int8)}
         )
         self._obs_spaces = {a: self._obs_space for a in self.possible_agents}
-        self._act_spaces = {a: gym.spaces.Discrete(n) for a in self.possible_agents}
         self._idle = {
             a: _idle_obs(self._obs_space, self.env.builder.noop_mask(k))
             for k, a in enumerate(self.possible_agents)
         }
+        self._act_spaces = {a: MaskedDiscrete(n, self._mask_of(a)) for a in self.possible_agents}
         self.render_mode = None
 
     def observation_space(self, agent: str) -> gym.spaces.Dict:
@@ -105,6 +110,20 @@ class ClusterPlacementParallelEnv(ParallelEnv):
         for a, obs in acting_obs.items():
             out[a] = {**obs, "action_mask": obs["action_mask"].astype(np.int8)}
         return out
+
+    def _mask_of(self, agent: str):
+        """The mask ``action_space(agent).sample()`` draws under: the acting agent's
+        legal actions, another live agent's no-op; none once the episode is over."""
+        idle = self._idle[agent]["action_mask"]
+
+        def mask() -> np.ndarray | None:
+            if not self.agents:
+                return None
+            if agent == self.env.acting_agent:
+                return self.env.action_spaces[agent]._current_mask()
+            return idle
+
+        return mask
 
     def close(self) -> None:
         pass

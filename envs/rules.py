@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
@@ -18,10 +18,17 @@ from marl_sched.jobs import Job, Placement
 from marl_sched.simulator import ClusterView
 from marl_sched.topology import Topology
 
-if TYPE_CHECKING:
-    from envs.observations import ObservationBuilder
-
 _EPS = 1e-9  # the simulator's capacity tolerance (Simulator._check)
+
+
+class ScopeMap(Protocol):
+    """Which agent owns each GPU group and server (an
+    :class:`envs.observations.ObservationBuilder` is one); a protocol, so that the
+    rules import nothing of the environment above them."""
+
+    topology: Topology
+    group_scope: np.ndarray  # (n_groups,) owning agent of each GPU group
+    server_scope: np.ndarray  # (n_servers,) owning agent of each server
 
 
 def placement_key(p: Placement) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -126,7 +133,7 @@ def forward_targets(
     return np.zeros_like(allowed)
 
 
-def scope_view(builder: ObservationBuilder, view: ClusterView, agent: int) -> ClusterView:
+def scope_view(builder: ScopeMap, view: ClusterView, agent: int) -> ClusterView:
     """``view`` with every GPU, core and GB outside ``agent``'s scope marked in use, so
     a heuristic asked to place a job on it keeps the job inside that scope."""
     t = builder.topology

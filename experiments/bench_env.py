@@ -42,9 +42,7 @@ ENV = {"window_jobs": 200}
 #: every decision option off (their defaults; the agents per subcluster): the plain
 #: observation and masks, what v0 observed
 PLAIN = {
-    k: v
-    for k, v in EnvConfig().decision_options().items()
-    if k not in ("central", "forward_rule")
+    k: v for k, v in EnvConfig().decision_options().items() if k not in ("central", "forward_rule")
 }
 
 

@@ -29,6 +29,12 @@ RESOURCES = ("cpu", "pcie", "membw", "disk", "net")
 N_RESOURCES = len(RESOURCES)
 
 
+def calibration_text(data: dict) -> str:
+    """The text of ``calibration.json`` holding ``data`` (indented JSON), as the
+    calibration fit writes it and as its digest is taken."""
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """One model of the catalogue: what the performance model needs to know.

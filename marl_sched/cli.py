@@ -6,7 +6,8 @@
     marl-sched train    --config C --out DIR [--iterations N] [--ray-address A] [--resume]
                         [--seeds N] [--grid key=v1,v2]
     marl-sched evaluate --checkpoint P [--config C] [--trace F] [trace options] --out DIR
-    marl-sched compare  --config C [--trace F] --policies a,b,... [--checkpoint P] [...] --out DIR
+    marl-sched compare  --config C [--trace F] --policies a,b,... [--checkpoint P]
+                        [--seeds N] [...] --out DIR
     marl-sched benchmark [--suite S] --split train|validation|test --policies a,b,...
                         [--track placement|full] [--checkpoint P] [--seeds N] --out DIR
                         [--migration-cost-scale 0.5,1,2,5] [--gavel-spread]
@@ -126,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policies", required=True)
     p.add_argument("--checkpoint")
     p.add_argument("--out", required=True)
+    p.add_argument(
+        "--seeds", type=int, default=1, help="runs per policy, seeds S, S+1, ... (default 1)"
+    )
     _trace_options(p)
 
     p = sub.add_parser(
@@ -350,8 +354,9 @@ def cmd_policies(args: argparse.Namespace) -> int:
 
     entries = policy_entries()
     width = max(len(n) for n in entries)
+    kind_width = max(len(e.kind) for e in entries.values())
     for name, e in entries.items():
-        print(f"{name:<{width}}  {e.kind:<9}  {e.description}")
+        print(f"{name:<{width}}  {e.kind:<{kind_width}}  {e.description}")
     return 0
 
 

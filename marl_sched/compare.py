@@ -4,12 +4,19 @@ Each policy runs in its own worker process (as many at once as there are cores),
 the same jobs, topology and seed. Outputs, each written atomically:
 
 - ``DIR/<policy>/metrics.json``, ``DIR/<policy>/jobs.csv`` and
-  ``DIR/<policy>/config.yaml`` (as ``simulate``), and ``DIR/config.yaml`` (the
-  resolved config every policy ran);
-- ``DIR/results.csv`` and ``DIR/results.md``: one row per policy with avg / p50 / p95
-  / p99 JCT, queueing, slowdown, utilisation, decision latency, and the ratio of each
-  policy's average JCT to the best *baseline* (every policy but ``marl``);
-- ``DIR/jct_cdf.png`` and ``DIR/avg_jct.png``.
+  ``DIR/<policy>/config.yaml`` (as ``simulate``; with ``--seeds N`` > 1, one
+  ``DIR/<policy>/seed<S>/`` folder per seed), and ``DIR/config.yaml`` (the resolved
+  config every policy ran);
+- ``DIR/runs.csv``: one row per policy and seed (every metric, the seed, and a learned
+  policy's checkpoint path and content digest);
+- ``DIR/results.csv`` and ``DIR/results.md``: one row per policy, each metric the mean
+  over its seeds: avg / p50 / p95 / p99 JCT, queueing, slowdown, utilisation,
+  decision latency, the ratio of the average JCT to the best *baseline* (every policy
+  but ``marl``), the seeds, the half-width of the average JCT's 95 % Student-t
+  interval over seeds (empty for one seed: no interval from one sample), and the
+  checkpoint and its digest;
+- ``DIR/jct_cdf.png`` (first seed) and ``DIR/avg_jct.png`` (mean, error bars with
+  two seeds or more; policies more than twice the best in a panel of their own).
 
 Learned policies are found through the policy registry, so this module does not
 import their frameworks. ``--checkpoint P`` goes to ``marl`` and ``single-agent``;
@@ -22,9 +29,10 @@ from __future__ import annotations
 import argparse
 import os
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from marl_sched.errors import InputError
 
@@ -47,8 +55,31 @@ RESULT_FIELDS = (
     "decision_ms_p99",
     "wall_s",
     "ratio_to_best_baseline",
+    "seeds",
+    "avg_jct_ci95_s",
+    "checkpoint",
+    "checkpoint_sha256",
 )
+RUN_FIELDS = (*RESULT_FIELDS[:12], "seed", "checkpoint", "checkpoint_sha256")
 OURS = ("marl",)
+
+
+def checkpoint_record(policy) -> dict[str, str]:
+    """The checkpoint a built policy acts with (relative to the repo when inside it, else
+    absolute) and its 12-hex content digest
+    (:func:`marl_sched.benchmark.cells.checkpoint_id`); empty for a heuristic. Learned
+    policies keep the path they loaded as ``path`` (agents.baselines.checkpoint) or
+    ``agents.path`` (agents.policy): duck-typed, since marl_sched imports no agents."""
+    from marl_sched.benchmark.cells import checkpoint_id
+
+    path = getattr(policy, "path", None) or getattr(getattr(policy, "agents", None), "path", None)
+    if not path or not Path(str(path)).exists():
+        return {"checkpoint": "", "checkpoint_sha256": ""}
+    from marl_sched.config import REPO_ROOT
+
+    path = Path(str(path)).resolve()
+    shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
+    return {"checkpoint": str(shown), "checkpoint_sha256": checkpoint_id(path)}
 
 
 def _run_one(task: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
@@ -65,7 +96,8 @@ def _run_one(task: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
     metrics, records, _ = simulate(
         cfg, task["policy"], workload, topo, perf, seed=task["seed"], policy=policy
     )
-    write_run(Path(task["out"]) / task["policy"], metrics, records, workload.resolved(cfg))
+    metrics.update(checkpoint_record(policy), seed=task["seed"])
+    write_run(Path(task["out"]), metrics, records, workload.resolved(cfg))
     return metrics, [r.jct for r in records]
 
 
@@ -98,7 +130,8 @@ def check_compare(
 ):
     """Every input of a comparison checked before any work: the config, the trace
     window, each policy name and each learned policy's checkpoint against the cluster
-    (``InputError``). Returns ``(config, checkpoints by policy)``."""
+    (``InputError``). Returns ``(config, checkpoints by policy)``, the config with the
+    command line's trace options applied and the trace as an absolute path."""
     from marl_sched.benchmark.suite import warn_if_test_workload
     from marl_sched.config import load_config
     from marl_sched.policies import build_policy, get_policy_class
@@ -108,11 +141,12 @@ def check_compare(
     for name in policies:
         get_policy_class(name)
     topo, perf = build_cluster(cfg)
-    warn_if_test_workload(load_workload(cfg, perf, TraceOptions(**trace_options)), "compare")
+    workload = load_workload(cfg, perf, TraceOptions(**trace_options))
+    warn_if_test_workload(workload, "compare")
     ckpts = checkpoints_by_policy(checkpoint, policies)
     for name in policies:
         build_policy(name, ckpts.get(name), topo, perf)
-    return cfg, ckpts
+    return workload.resolved(cfg), ckpts
 
 
 def run_compare(
@@ -125,57 +159,60 @@ def run_compare(
     workers: int | None = None,
     progress=None,
     checked: tuple | None = None,
+    seeds: int = 1,
 ) -> list[dict[str, Any]]:
-    """Run every policy; write results; return the result rows (best first).
+    """Run every policy under ``seeds`` seeds (``seed``, ``seed + 1``, ...; ``seed``
+    defaults to the config's); write results; return the result rows (best first).
     ``checked``: what :func:`check_compare` returned for these inputs (else it runs
     here)."""
     from marl_sched.benchmark.suite import split_of
     from marl_sched.metrics import atomic_write_text, csv_text
     from marl_sched.plots import bars, jct_cdf, window_title
-    from marl_sched.runner import TraceOptions
 
     cfg, ckpts = checked or check_compare(config, policies, trace_options, checkpoint)
+    if seeds < 1:
+        raise InputError(f"--seeds: expected a count >= 1, got {seeds}")
     config = cfg  # the loaded config travels to the workers (with any overrides)
+    first = cfg.simulation.seed if seed is None else seed
+    seed_list = [first + k for k in range(seeds)]
     tasks = [
         {
             "config": config,
             "policy": p,
             "trace_options": trace_options,
             "checkpoint": ckpts.get(p),
-            "seed": cfg.simulation.seed if seed is None else seed,
-            "out": str(out),
+            "seed": s,
+            "out": str(out / p / (f"seed{s}" if seeds > 1 else "")),
         }
         for p in policies
+        for s in seed_list
     ]
     n_workers = max(1, min(len(tasks), workers or os.cpu_count() or 1))
-    results: dict[str, tuple[dict, list[float]]] = {}
+    results: dict[tuple[str, int], tuple[dict, list[float]]] = {}
     if n_workers == 1:
         for t in tasks:
-            results[t["policy"]] = _run_one(t)
+            results[t["policy"], t["seed"]] = _run_one(t)
             if progress:
                 progress(len(results))
     else:
         with ProcessPoolExecutor(max_workers=n_workers) as pool:
-            futures = {pool.submit(_run_one, t): t["policy"] for t in tasks}
+            futures = {pool.submit(_run_one, t): (t["policy"], t["seed"]) for t in tasks}
             for fut in futures:
                 results[futures[fut]] = fut.result()
                 if progress:
                     progress(len(results))
-    rows = [dict(results[p][0]) for p in policies]
-    baselines = [r["avg_jct_s"] for r in rows if r["policy"] not in OURS]
-    best = min(baselines) if baselines else min(r["avg_jct_s"] for r in rows)
-    for r in rows:
-        r["ratio_to_best_baseline"] = r["avg_jct_s"] / best
-    rows.sort(key=lambda r: r["avg_jct_s"])
+    runs = [results[p, s][0] for p in policies for s in seed_list]
+    rows = policy_rows(runs, policies)
+    atomic_write_text(out / "runs.csv", csv_text(runs, RUN_FIELDS))
     atomic_write_text(out / "results.csv", csv_text(rows, RESULT_FIELDS))
-    workload = TraceOptions(**trace_options).apply(cfg.workload)
-    atomic_write_text(out / "config.yaml", replace(cfg, workload=workload).to_yaml())
+    workload = cfg.workload  # the trace options applied, the trace's absolute path
+    atomic_write_text(out / "config.yaml", cfg.to_yaml())
     atomic_write_text(out / "results.md", results_markdown(rows, trace_options, cfg.source))
     wl = workload
     split = split_of(wl.trace, wl.start, wl.max_jobs, warmup_jobs=wl.warmup_jobs)
     where = (wl.trace, wl.start, wl.max_jobs, wl.load, split)
     jct_cdf(
-        {p: results[p][1] for p in policies},
+        {p: results[p, first][1] for p in policies},
         out / "jct_cdf.png",
         title=window_title("JCT CDF", *where),
     )
@@ -183,9 +220,46 @@ def run_compare(
         {r["policy"]: r["avg_jct_s"] for r in rows},
         out / "avg_jct.png",
         ylabel="average JCT (s)",
-        title=window_title("Average JCT", *where),
+        title=window_title("Average JCT", *where) + f"\n{seeds_note(seed_list)}",
         highlight="marl",
+        errors={r["policy"]: r["avg_jct_ci95_s"] for r in rows} if seeds > 1 else None,
+        outlier_ratio=2.0,
     )
+    return rows
+
+
+def seeds_note(seed_list: list[int]) -> str:
+    """What an interval covers: ``seeds 1-3: mean, 95 % CI`` or ``1 seed: no interval``."""
+    if len(seed_list) == 1:
+        return f"seed {seed_list[0]}: 1 seed, no interval"
+    return f"seeds {seed_list[0]}–{seed_list[-1]}: mean and 95 % CI over seeds"
+
+
+def policy_rows(runs: list[dict[str, Any]], policies: list[str]) -> list[dict[str, Any]]:
+    """One row per policy from its runs (one per seed): each metric the mean over
+    seeds, ``seeds``, ``avg_jct_ci95_s`` (Student-t half-width; None for one seed),
+    the checkpoint, and ``ratio_to_best_baseline``; best first."""
+    from marl_sched.plots import mean_ci
+
+    rows = []
+    for p in policies:
+        mine = [r for r in runs if r["policy"] == p]
+        row: dict[str, Any] = {"policy": p, "seeds": len(mine)}
+        for key, value in mine[0].items():  # every metric the table prints, as a mean
+            numeric = all(isinstance(r.get(key), int | float) for r in mine)
+            if numeric and not isinstance(value, bool) and key != "seed":
+                row[key] = sum(float(r[key]) for r in mine) / len(mine)
+        row["jobs_completed"] = int(round(row["jobs_completed"]))
+        _, half = mean_ci(np.array([[float(r["avg_jct_s"])] for r in mine]))
+        row["avg_jct_ci95_s"] = float(half[0]) if len(mine) > 1 else None
+        row["checkpoint"] = mine[0]["checkpoint"]
+        row["checkpoint_sha256"] = mine[0]["checkpoint_sha256"]
+        rows.append(row)
+    baselines = [r["avg_jct_s"] for r in rows if r["policy"] not in OURS]
+    best = min(baselines) if baselines else min(r["avg_jct_s"] for r in rows)
+    for r in rows:
+        r["ratio_to_best_baseline"] = r["avg_jct_s"] / best
+    rows.sort(key=lambda r: r["avg_jct_s"])
     return rows
 
 
@@ -240,13 +314,15 @@ def compare_command(args: argparse.Namespace) -> int:
     }
     config = load_config(args.config, args.overrides)
     checked = check_compare(config, policies, opts, args.checkpoint)  # before the bar
-    bar = Progress(len(policies), "compare (policies done)", args.quiet)
+    if args.seeds < 1:
+        raise InputError(f"--seeds: expected a count >= 1, got {args.seeds}")
+    bar = Progress(len(policies) * args.seeds, "compare (runs done)", args.quiet)
     try:
         # every output appears at once, or none (interrupted, failed)
         with staged_folder(out) as tmp:
             rows = run_compare(
                 config, policies, tmp, opts, args.checkpoint, args.seed, progress=bar,
-                checked=checked,
+                checked=checked, seeds=args.seeds,
             )  # fmt: skip
     finally:
         bar.close()

@@ -157,7 +157,8 @@ class WorkloadConfig:
     """Which trace drives the run and how fields a trace lacks are filled.
 
     Attributes:
-        trace: path of the trace (relative paths resolve against the repo root).
+        trace: path of the trace (a relative path resolves against the config file's
+            folder: :meth:`ExperimentConfig.resolve_path`).
         trace_format: ``canonical``, ``philly``, ``alibaba``, ``pollux`` or ``auto``.
         start: index of the first job of the window (after sorting by submit time).
         max_jobs: window length in jobs (null = to the end).
@@ -382,9 +383,44 @@ class ExperimentConfig:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
     def resolve_path(self, path: str) -> Path:
-        """A path from the config, relative ones against the repo root."""
+        """A path from the config. A relative one resolves against the folder of the
+        config file it was loaded from (``source``); a config file inside the repo may
+        also name a file relative to the repo root (the shipped configs, checkpoints and
+        suites do), but a config from anywhere else never reads the checkout's files
+        (issue 36: a copied config silently read the original checkout's trace). A
+        config that is not a file (built in code, the defaults) resolves against the
+        repo root. Run folders record the resolved, absolute paths."""
         p = Path(path)
-        return p if p.is_absolute() else REPO_ROOT / p
+        if p.is_absolute():
+            return p
+        source = Path(self.source)
+        if not source.is_file():
+            return REPO_ROOT / p
+        here = source.resolve().parent / p
+        if here.exists() or not source.resolve().is_relative_to(REPO_ROOT):
+            return here
+        return REPO_ROOT / p
+
+
+#: keys whose string values in a config are file paths (``workload.trace``, the train
+#: windows' ``trace``, ``train.eval_trace``, ``interference.real_data``)
+PATH_KEYS = ("trace", "eval_trace", "real_data")
+
+
+def absolute_paths(data: Any, cfg: ExperimentConfig) -> Any:
+    """``data`` (a config mapping or any part of one, plain) with every relative path
+    under a key of :data:`PATH_KEYS` resolved by ``cfg``
+    (:meth:`ExperimentConfig.resolve_path`) to an absolute one: what a run folder's
+    ``config.yaml`` records, so that it reads the same files from anywhere."""
+    if isinstance(data, dict):
+        return {
+            k: str(cfg.resolve_path(v)) if k in PATH_KEYS and isinstance(v, str) and v
+            else absolute_paths(v, cfg)
+            for k, v in data.items()
+        }  # fmt: skip
+    if isinstance(data, list):
+        return [absolute_paths(v, cfg) for v in data]
+    return data
 
 
 def plain(obj: Any) -> Any:

@@ -65,18 +65,42 @@ def bars(
     ylabel: str,
     title: str = "",
     highlight: str | None = None,
-    errors: Mapping[str, float] | None = None,
-) -> None:
-    """A bar per policy, sorted ascending, value printed on each bar.
+    errors: Mapping[str, float | None] | None = None,
+    outlier_ratio: float | None = None,
+) -> list[list[str]]:
+    """A bar per policy, sorted ascending, value printed on each bar; returns the
+    names drawn in each panel.
 
     ``errors``: half-widths of each bar's interval (e.g. a 95 % CI), drawn as error
-    bars. When the bars differ by less than a fifth of the largest, the y axis starts
-    near the smallest bar instead of at 0 (and says so), so a 2 % gap shows."""
+    bars (a missing or None half-width: no bar). When the bars differ by less than a
+    fifth of the largest, the y axis starts near the smallest bar instead of at 0 (and
+    says so), so a 2 % gap shows. ``outlier_ratio``: bars more than this many times the
+    smallest go to a second panel with an axis of their own, so that a pathological
+    policy does not squash the ones that matter."""
     plt = _figure()
     items = sorted(values.items(), key=lambda kv: kv[1])
-    fig, ax = plt.subplots(figsize=(max(5, 0.9 * len(items) + 2), 4))
+    low = min(v for _, v in items)
+    cut = [kv for kv in items if outlier_ratio and low > 0 and kv[1] > outlier_ratio * low]
+    panels = [[kv for kv in items if kv not in cut]] + ([cut] if cut else [])
+    widths = [max(3.0, 0.8 * len(p) + 1.2) for p in panels]
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(sum(widths) + 0.8, 4.2), squeeze=False,
+        gridspec_kw={"width_ratios": widths},
+    )  # fmt: skip
+    for k, (ax, panel) in enumerate(zip(axes[0], panels, strict=True)):
+        _bar_panel(ax, panel, errors, highlight, ylabel if k == 0 else "")
+        if k == 1:
+            ax.set_title(f"more than {outlier_ratio:g}× the best (own axis)", fontsize=9)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+    return [[k for k, _ in panel] for panel in panels]
+
+
+def _bar_panel(ax, items, errors, highlight, ylabel: str) -> None:
     colors = ["#d95f02" if k == highlight else "#1b9e77" for k, _ in items]
-    err = [float((errors or {}).get(k, 0.0)) for k, _ in items]
+    err = [float((errors or {}).get(k) or 0.0) for k, _ in items]
     rects = ax.bar([k for k, _ in items], [v for _, v in items], color=colors,
                    yerr=err if errors else None, capsize=4 if errors else 0)  # fmt: skip
     for r, (_, v), e in zip(rects, items, err, strict=True):
@@ -90,13 +114,29 @@ def bars(
     limits = y_limits([v for _, v in items], err)
     if limits is not None:
         ax.set_ylim(*limits)
-        ylabel = f"{ylabel} (axis not from 0)"
+        ylabel = f"{ylabel} (axis not from 0)" if ylabel else "(axis not from 0)"
+    else:  # from 0 (a wide interval is cut there), room above for the labels
+        ax.set_ylim(0, 1.08 * max(v + e for (_, v), e in zip(items, err, strict=True)))
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.tick_params(axis="x", rotation=30)
+    from matplotlib.ticker import FuncFormatter
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}" if y >= 100 else f"{y:g}"))
+    ax.tick_params(axis="x", rotation=35)
+    for label in ax.get_xticklabels():
+        label.set_horizontalalignment("right")
     ax.grid(axis="y", alpha=0.3)
-    _save(fig, path)
-    plt.close(fig)
+
+
+def log_ticks(axis) -> None:
+    """Readable ticks on a log axis: plain numbers (0.8, 1, 2, 5 — never ``8×10⁻¹``) at
+    1-2-5 steps, or at every integer multiple when the axis spans less than a decade."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    lo, hi = sorted(axis.get_view_interval())
+    subs = (1.0, 2.0, 5.0) if hi / max(lo, 1e-12) > 10 else tuple(np.arange(1.0, 10.0))
+    axis.set_major_locator(LogLocator(base=10, subs=subs))
+    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def y_limits(values: Sequence[float], errors: Sequence[float] = ()) -> tuple[float, float] | None:
@@ -209,3 +249,58 @@ def band_curves(
             ax.fill_between(xs, mean - half, mean + half, color=line.get_color(), alpha=0.2)
     _finish_lines(plt, fig, ax, path, xlabel, ylabel, title)
     return drawn
+
+
+def interval_panels(
+    summary: Sequence[Mapping[str, float | None]],
+    metrics: Sequence[tuple[str, str]],
+    path: str | Path,
+    title: str,
+    labels: Mapping[str, str] | None = None,
+    outlier_ratio: float = 2.0,
+) -> list[list[str]]:
+    """Interval estimates, one panel per metric (log x axis, readable ticks): each
+    policy's IQM as a tick and its 95 % interval as a band (none when ``ci_low_<m>`` is
+    None: no interval from one sample). Policies whose IQM of the first metric is above
+    ``outlier_ratio`` (pathological, e.g. random at 6.7x) are drawn in a lower row of
+    panels with their own axis, so that they do not squash the policies near 1.
+    ``summary``: rows with ``policy``, ``iqm_<m>``, ``ci_low_<m>``, ``ci_high_<m>``, best
+    first. Returns the policies of each row of panels."""
+    plt = _figure()
+    first = metrics[0][0]
+    order = [str(r["policy"]) for r in summary]
+    by = {str(r["policy"]): r for r in summary}
+    bad = [p for p in order if (by[p][f"iqm_{first}"] or 0) > outlier_ratio]
+    groups = [[p for p in order if p not in bad]] + ([bad] if bad else [])
+    heights = [max(len(g), 1) for g in groups]
+    fig, axes = plt.subplots(
+        len(groups), len(metrics), squeeze=False, sharey="row",
+        figsize=(3.2 * len(metrics), 0.42 * sum(heights) + 1.6 + 0.6 * len(groups)),
+        gridspec_kw={"height_ratios": heights},
+    )  # fmt: skip
+    for row, group in zip(axes, groups, strict=True):
+        for ax, (m, label) in zip(row, metrics, strict=True):
+            for i, p in enumerate(group):
+                r = by[p]
+                if r.get(f"ci_low_{m}") is not None:
+                    ax.plot([r[f"ci_low_{m}"], r[f"ci_high_{m}"]], [i, i], lw=6, alpha=0.5,
+                            color="#1b9e77", solid_capstyle="butt")  # fmt: skip
+                ax.plot([r[f"iqm_{m}"]], [i], "k|", ms=12)
+            if group is groups[0]:  # the reference; the lower row keeps its own range
+                ax.axvline(1.0, color="grey", lw=0.8, ls="--")
+            ax.set_xscale("log")
+            ax.margins(x=0.08)
+            ax.autoscale_view()
+            log_ticks(ax.xaxis)
+            ax.set_yticks(range(len(group)), [(labels or {}).get(p, p) for p in group])
+            ax.set_ylim(len(group) - 0.5, -0.5)  # best on top
+            ax.grid(axis="x", alpha=0.3)
+            if group is groups[0]:
+                ax.set_title(f"IQM {label}", fontsize=9)
+            else:
+                ax.set_title(f"{label}: above {outlier_ratio:g}× (own axis)", fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+    return groups

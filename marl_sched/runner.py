@@ -7,6 +7,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -84,8 +85,10 @@ class Workload:
 
     def resolved(self, cfg: ExperimentConfig) -> ExperimentConfig:
         """``cfg`` with the workload this run read (after the command line's trace
-        options): what the run folder's ``config.yaml`` records."""
-        return dataclasses.replace(cfg, workload=self.config)
+        options, the trace as an absolute path): what the run folder's ``config.yaml``
+        records, so that it reads the same file from anywhere."""
+        trace = str(Path(self.trace_path).resolve())
+        return dataclasses.replace(cfg, workload=dataclasses.replace(self.config, trace=trace))
 
     def predictor(self) -> DurationPredictor:
         """A fresh duration predictor for one run over these jobs."""

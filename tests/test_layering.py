@@ -61,3 +61,63 @@ def test_agents_defines_no_environment():
                     if name in env_bases:
                         bad.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}: {node.name}")
     assert not bad, "\n".join(bad)
+
+
+def _module_name(path):
+    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph(packages=("marl_sched", "envs", "agents")):
+    """Every import between our modules, wherever it is written (top level, inside a
+    function, under ``TYPE_CHECKING``): module -> the modules it names."""
+    paths = {_module_name(p): p for pkg in packages for p in (REPO_ROOT / pkg).rglob("*.py")}
+
+    def resolve(name):
+        while name and name not in paths:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph = {}
+    for module, path in paths.items():
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:  # relative: from the module's package
+                    base = module.split(".")[: len(module.split(".")) - node.level]
+                    if path.name == "__init__.py":
+                        base = module.split(".")[: len(module.split(".")) - node.level + 1]
+                    prefix = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    prefix = node.module
+                names.add(prefix)
+                names.update(f"{prefix}.{a.name}" for a in node.names)
+        graph[module] = {resolve(n) for n in names} - {"", module}
+    return graph
+
+
+def test_no_import_circle():
+    """No module imports, through any chain, a module that imports it back (issue 36:
+    the circles envs.observations <-> session <-> rules and calibration <-> interference
+    <-> policies). A package's ``__init__`` counts as a module."""
+    from graphlib import CycleError, TopologicalSorter
+
+    try:
+        tuple(TopologicalSorter(_import_graph()).static_order())
+    except CycleError as e:
+        pytest.fail(f"import circle: {' -> '.join(e.args[1])}")
+
+
+def test_import_graph_sees_every_import():
+    """The graph above holds imports written for typing only and inside functions, and
+    a circle made of them is found."""
+    from graphlib import CycleError, TopologicalSorter
+
+    graph = _import_graph()
+    assert "envs.config" in graph["envs.observations"]  # under TYPE_CHECKING
+    assert "marl_sched.policies" in graph["marl_sched.interference.samples"]  # in a function
+    graph["marl_sched.errors"] = graph["marl_sched.errors"] | {"marl_sched.config"}
+    with pytest.raises(CycleError):
+        tuple(TopologicalSorter(graph).static_order())

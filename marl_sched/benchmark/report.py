@@ -39,7 +39,7 @@ from marl_sched.benchmark.stats import (
     zero_width_strata,
 )
 from marl_sched.metrics import atomic_write_text, csv_text
-from marl_sched.plots import _figure, _save
+from marl_sched.plots import _figure, _save, interval_panels, log_ticks
 
 #: the metrics shown side by side (lower is better for each)
 SCORED = (
@@ -326,37 +326,15 @@ def write_figures(
 ) -> None:
     """The interval, profile and CCDF figures; ``runs``: :func:`runs_per_policy`."""
     plt = _figure()
-    from matplotlib.ticker import FormatStrFormatter, NullFormatter
-
-    fig, axes = plt.subplots(
-        1, len(SCORED), figsize=(3.2 * len(SCORED), 0.45 * len(policies) + 1.5), sharey=True
-    )
-    order = [r["policy"] for r in summary]
-    for ax, (m, label) in zip(axes, SCORED, strict=True):
-        for i, p in enumerate(order):
-            r = next(x for x in summary if x["policy"] == p)
-            if r[f"ci_low_{m}"] is not None:  # no band from one sample
-                ax.plot(
-                    [r[f"ci_low_{m}"], r[f"ci_high_{m}"]], [i, i], lw=6, alpha=0.5, color="#1b9e77"
-                )
-            ax.plot([r[f"iqm_{m}"]], [i], "k|", ms=12)
-        ax.axvline(1.0, color="grey", lw=0.8, ls="--")
-        # log scale: a policy many times worse must not squash the ones near 1
-        ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
-        ax.set_title(f"IQM {label} (log scale)", fontsize=9)
-        ax.set_yticks(range(len(order)), [_policy_label(summary, p) for p in order])
-        ax.grid(axis="x", alpha=0.3)
-    fig.suptitle(
+    interval_panels(
+        summary,
+        SCORED,
+        out / "interval_estimates.png",
         f"{split_name(rows)}, {track_name(rows)}: {n_scenarios} scenarios x {seeds} seeds"
         + (" (x training runs where pooled)" if max(runs.values()) > 1 else "")
         + " — normalised by "
-        f"{reference_policy(policies)} (lower is better), 95 % CIs",
-        fontsize=9,
+        f"{reference_policy(policies)} (lower is better), 95 % CIs, log scale",
     )
-    _save(fig, out / "interval_estimates.png")
-    plt.close(fig)
 
     scores = normalised(rows, policies, "avg_jct_s")
     pooled = np.concatenate([np.concatenate(runs) for v in scores.values() for runs in v])
@@ -366,6 +344,7 @@ def write_figures(
     for p in policies:
         ax.plot(taus, performance_profile(scores[p], taus), label=p, lw=1.5)
     ax.set_xscale("log")
+    log_ticks(ax.xaxis)
     ax.set_xlabel("normalised average JCT  τ (log scale)")
     ax.set_ylabel("fraction of runs with score ≤ τ")
     ax.grid(alpha=0.3)

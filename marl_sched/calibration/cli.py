@@ -33,7 +33,6 @@ formula. The whole derivation is written up in ``docs/performance-model.md``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,13 +40,9 @@ from typing import Any
 
 from marl_sched.calibration.assemble import fit_all
 from marl_sched.calibration.data import profiles_dir
+from marl_sched.catalogue import calibration_text
 
 # --------------------------------------------------------------------------- CLI
-
-
-def calibration_text(data: dict[str, Any]) -> str:
-    """The text of ``calibration.json`` holding ``data`` (indented JSON)."""
-    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 
 
 def write_json_atomic(data: dict[str, Any], out: Path) -> None:

@@ -72,14 +72,6 @@ from marl_sched.interference.model import (
     default_model_path,
     load_default,
 )
-from marl_sched.interference.real_data import (
-    DL2_EFFECTIVE_NIC_BYTES_S,
-    GAVEL_MODELS,
-    load_dl2_speeds,
-    load_gavel_colocations,
-    load_pollux_placements,
-    real_samples,
-)
 from marl_sched.interference.samples import (
     POLICY_MIX,
     Samples,
@@ -114,3 +106,22 @@ __all__ = [
     "real_samples",
     "true_slowdown",
 ]
+
+#: the real-data readers, imported on first use (PEP 562): they pull in the calibration
+#: package, which the environment and the heuristics never need
+_REAL_DATA = (
+    "DL2_EFFECTIVE_NIC_BYTES_S",
+    "GAVEL_MODELS",
+    "load_dl2_speeds",
+    "load_gavel_colocations",
+    "load_pollux_placements",
+    "real_samples",
+)
+
+
+def __getattr__(name: str):
+    if name in _REAL_DATA:
+        from marl_sched.interference import real_data
+
+        return getattr(real_data, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from marl_sched.catalogue import CALIBRATION_FILE
+from marl_sched.catalogue import CALIBRATION_FILE, calibration_text
 from marl_sched.config import REPO_ROOT
 from marl_sched.errors import InputError
 from marl_sched.interference.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION, N_FEATURES
@@ -35,7 +35,6 @@ def calibration_sha256(path: str | Path = CALIBRATION_FILE) -> str:
     data = json.loads(raw)
     if not any(key in data for key in SHARING_ONLY_KEYS):
         return hashlib.sha256(raw).hexdigest()
-    from marl_sched.calibration.cli import calibration_text  # noqa: PLC0415
 
     for key in SHARING_ONLY_KEYS:
         data.pop(key, None)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from marl_sched.calibration import DL2_SERVER, POLLUX_SERVER
 from marl_sched.calibration.constants import GAVEL_COLOCATION_GPUS
+from marl_sched.calibration.topologies import DL2_SERVER, POLLUX_SERVER
 from marl_sched.catalogue import CALIBRATION, CATALOGUE, GPU_SPEED, MODEL_NAMES
 from marl_sched.config import ServerTypeConfig, TopologyConfig
 from marl_sched.errors import InputError

@@ -1,5 +1,8 @@
 """Placement policies behind one interface, found by name in one registry."""
 
+# the heuristics register themselves on import; here, so that the registry (in base)
+# never imports them back
+from marl_sched.policies import heuristics as _heuristics  # noqa: F401
 from marl_sched.policies.base import (
     Policy,
     build_policy,

@@ -76,9 +76,7 @@ class Policy(ABC):
 class PolicyEntry:
     name: str
     description: str
-    # "heuristic", "control" (a heuristic inside the agents' masks), "load-control" (a
-    # policy paired with MLFS's load control: the ``+lc`` rows) or "learned"
-    kind: str
+    kind: str  # one of KINDS
     target: str | type[Policy]  # a class, or "module:Class" imported on first use
 
 
@@ -99,14 +97,17 @@ def register_lazy(name: str, description: str, target: str, kind: str = "learned
     _REGISTRY[name] = PolicyEntry(name, description, kind, target)
 
 
-#: the kinds of registered policy, in the order ``marl-sched policies`` lists them
-KINDS = ("heuristic", "control", "load-control", "learned")
+#: the kinds of registered policy, in the order ``marl-sched policies`` lists them:
+#: ``heuristic`` (ours, in marl_sched; the hints and the benchmark's heuristic set),
+#: ``control`` (a heuristic inside the agents' masks), ``load-control`` (a placement
+#: policy paired with MLFS's load control: the ``+lc`` rows), ``published-heuristic``
+#: (a published scheduler's hand-written rule, in agents/ beside its learned sibling;
+#: no checkpoint) and ``learned`` (loads a checkpoint)
+KINDS = ("heuristic", "control", "load-control", "published-heuristic", "learned")
 
 
 def policy_entries() -> dict[str, PolicyEntry]:
-    """All registered policies, by name: heuristics, then controls, then learned ones."""
-    import marl_sched.policies.heuristics  # noqa: F401  (registers the heuristics)
-
+    """All registered policies, by name, in the order of :data:`KINDS`."""
     return dict(sorted(_REGISTRY.items(), key=lambda kv: (KINDS.index(kv[1].kind), kv[0])))
 
 
@@ -199,6 +200,7 @@ register_lazy(
     "mlfs-h",
     "MLFS heuristic: ideal-host placement near the PS, avoiding loaded servers",
     "agents.baselines.mlf_h:MlfHPolicy",
+    kind="published-heuristic",
 )
 register_lazy(
     "mlfs-rl",

@@ -33,7 +33,7 @@ import numpy as np
 
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.jobs import Job, Placement
-from marl_sched.policies.base import Policy, register
+from marl_sched.policies.base import Policy, heuristic_names, make_policy, register
 from marl_sched.simulator import ClusterView, harm_to_residents
 from marl_sched.topology import Topology
 
@@ -383,10 +383,10 @@ class InterferenceAwarePolicy(Policy):
         super().reset(topology, seed)
         self._model = None
         if self.learned:
-            from marl_sched import interference
+            from marl_sched.interference.model import default_model_path, load_default
 
-            if interference.default_model_path().exists():
-                self._model = interference.load_default()
+            if default_model_path().exists():
+                self._model = load_default()
 
     def place(self, job: Job, view: ClusterView) -> Placement | None:
         topo = view.topology
@@ -451,7 +451,7 @@ class InterferenceAwarePolicy(Policy):
             return 0
         score = np.zeros(len(options))
         if self._model is not None:
-            from marl_sched.interference import candidate_features
+            from marl_sched.interference.features import candidate_features
 
             x = candidate_features(
                 view, job, [o.worker_groups for o in options], [o.ps_groups for o in options]
@@ -493,13 +493,9 @@ class ResidentAwarePolicy(InterferenceAwarePolicy):
 
 def hint_names() -> list[str]:
     """What ``env.hints`` may name: the registered heuristics."""
-    from marl_sched.policies.base import heuristic_names
-
     return heuristic_names()
 
 
 def make_hint(name: str) -> Policy:
     """A registered heuristic by name, as a hint or a teacher's proposer."""
-    from marl_sched.policies.base import make_policy
-
     return make_policy(name)

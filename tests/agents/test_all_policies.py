@@ -25,7 +25,7 @@ TOPO, PERF = build_cluster(CFG)
 JOBS = load_workload(CFG, PERF, TraceOptions(start=2200, max_jobs=60, load=4.0)).jobs
 
 
-NO_SHIPPED_CHECKPOINT = {"single-agent"}  # trained by experiments/exp_convergence.py
+NO_SHIPPED_CHECKPOINT = {"single-agent"}  # trained by experiments/exp_convergence.py@4bf3552
 
 
 @pytest.mark.parametrize("name", [n for n in policy_entries() if n not in NO_SHIPPED_CHECKPOINT])

@@ -18,7 +18,7 @@ from marl_sched.errors import InputError
 
 DEFAULT = str(REPO_ROOT / "configs" / "default.yaml")
 SHIPPED = REPO_ROOT / "checkpoints" / "marl-default"
-WINDOW = 150  # jobs: the default window's first 150 (the whole 2,000: experiments/exp_one_env.py)
+WINDOW = 150  # jobs: the default window's first 150 (the whole: exp_one_env.py@4bf3552)
 
 
 def _default_window():

@@ -105,3 +105,18 @@ def test_resume_refuses_a_crafted_run_folder_without_unpickling_it(tmp_path, cap
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and message in err
     assert not marker.exists()
+
+
+def test_a_run_folder_resolves_to_its_best_checkpoint_then_its_latest(tmp_path):
+    """``evaluate RUN_DIR`` acts with the run's best checkpoint, not its last (issue 36)."""
+    from agents.policy import MANIFEST, resolve_checkpoint
+
+    run = tmp_path / "run"
+    for it in ("iter_000001", "iter_000004"):
+        (run / "checkpoints" / it).mkdir(parents=True)
+        (run / "checkpoints" / it / MANIFEST).write_text("{}")
+    (run / "checkpoints" / "latest").write_text("iter_000004\n")
+    assert resolve_checkpoint(run) == run / "checkpoints" / "iter_000004"
+    (run / "checkpoints" / "best").write_text("iter_000001\n")
+    assert resolve_checkpoint(run) == run / "checkpoints" / "iter_000001"
+    assert resolve_checkpoint(run / "checkpoints" / "latest") == run / "checkpoints" / "iter_000004"

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import envs
-from envs.cluster_env import ClusterPlacementEnv, MaskedDiscrete
+from envs.cluster_env import MaskedDiscrete
+from envs.rllib_env import ClusterPlacementEnv
 from marl_sched.config import REPO_ROOT
 from tests.envs.helpers import TINY, default_short, masked_random_action, rollout
 
@@ -300,3 +301,50 @@ def test_import_envs_does_not_import_ray():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT
     )
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_parallel_env_builds_and_steps_without_importing_ray():
+    """The PettingZoo adapter wraps the Ray-free core (issue 36: a ~16 s ray.rllib
+    import was the price of the PettingZoo env)."""
+    code = (
+        "import sys, envs; from envs.cluster_env import ClusterPlacementCore;"
+        f"env = envs.make_parallel_env({str(TINY)!r}); obs, _ = env.reset(seed=0);"
+        "a = env.acting_agent; env.step({a: env.action_space(a).sample()});"
+        "print('ray' in sys.modules, isinstance(env.env, ClusterPlacementCore))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT
+    )
+    assert out.stdout.split() == ["False", "True"]
+
+
+def test_rllib_env_is_the_core_with_rllibs_base():
+    from ray.rllib.env.multi_agent_env import MultiAgentEnv
+
+    from envs.cluster_env import ClusterPlacementCore
+
+    assert issubclass(ClusterPlacementEnv, ClusterPlacementCore)
+    assert issubclass(ClusterPlacementEnv, MultiAgentEnv)
+    assert not issubclass(ClusterPlacementCore, MultiAgentEnv)
+
+
+@pytest.mark.parametrize("name", ["tiny", "default"])
+def test_parallel_action_space_sample_is_legal_for_every_agent(name):
+    """``action_space(a).sample()`` draws under ``a``'s mask, as the parallel module's
+    docstring says: a legal action for the acting agent, the no-op for the others."""
+    env = envs.make_parallel_env(CONFIGS[name]())
+    obs, _ = env.reset(seed=0)
+    for a in env.possible_agents:
+        env.action_space(a).seed(1)
+    drawn = set()
+    for _ in range(150):
+        actions = {a: env.action_space(a).sample() for a in env.agents}
+        for a, action in actions.items():
+            assert obs[a]["action_mask"][action] == 1, (a, action)
+        drawn.add(int(actions[env.acting_agent]))
+        obs, _, term, trunc, _ = env.step(actions)
+        if not env.agents:
+            break
+    assert len(drawn) > 1
+    # after the episode: no mask, any action of the space
+    assert 0 <= env.action_space(env.possible_agents[0]).sample() < env.action_space("sc0").n

@@ -207,7 +207,7 @@ def test_checkpoint_pointer_files_resolve(tmp_path):
     (tmp_path / "latest").write_text("iter_000003\n")
     assert resolve_checkpoint(tmp_path / "best") == tmp_path / "iter_000000"
     assert resolve_checkpoint(tmp_path / "latest") == tmp_path / "iter_000003"
-    assert resolve_checkpoint(tmp_path) == tmp_path / "iter_000003"
+    assert resolve_checkpoint(tmp_path) == tmp_path / "iter_000000"  # a run folder: its best
     (tmp_path / "junk.pt").write_bytes(b"\x80\x02junk")
     with pytest.raises(InputError, match="not a checkpoint"):
         resolve_checkpoint(tmp_path / "junk.pt")

@@ -118,3 +118,48 @@ def test_an_interrupted_compare_leaves_nothing(tmp_path, monkeypatch):
     assert main(argv) == 130  # "marl-sched: interrupted"
     assert calls == ["first-fit", "tetris"]
     assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_compare_seeds_records_every_run_an_interval_and_the_checkpoint(tmp_path, capsys):
+    """--seeds 2: one run per policy and seed, the mean and a 95 % half-width over the
+    seeds; a learned policy's checkpoint path and content digest in runs.csv,
+    results.csv and its metrics.json (issue 36)."""
+    import json
+
+    from marl_sched.benchmark.cells import checkpoint_id
+
+    out = tmp_path / "cmp"
+    argv = ["compare", "--config", DEFAULT, "--trace", SAMPLE, "--max-jobs", "40",
+            "--policies", "first-fit,random,mlfs-rl", "--seeds", "2", "--seed", "5",
+            "--out", str(out), "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    runs = list(csv.DictReader((out / "runs.csv").open()))
+    assert sorted((r["policy"], r["seed"]) for r in runs) == [
+        (p, s) for p in ("first-fit", "mlfs-rl", "random") for s in ("5", "6")
+    ]
+    rows = {r["policy"]: r for r in csv.DictReader((out / "results.csv").open())}
+    rnd = [float(r["avg_jct_s"]) for r in runs if r["policy"] == "random"]
+    assert rnd[0] != rnd[1]  # the seed reaches the policy
+    assert float(rows["random"]["avg_jct_s"]) == pytest.approx(sum(rnd) / 2)
+    assert float(rows["random"]["avg_jct_ci95_s"]) == pytest.approx(
+        12.706 * abs(rnd[0] - rnd[1]) / 2, rel=1e-3
+    )
+    assert rows["random"]["seeds"] == "2"
+    digest = checkpoint_id(REPO_ROOT / "checkpoints/baselines/mlfs_rl.pt")
+    assert rows["mlfs-rl"]["checkpoint"] == "checkpoints/baselines/mlfs_rl.pt"
+    assert rows["mlfs-rl"]["checkpoint_sha256"] == digest
+    metrics = json.loads((out / "mlfs-rl" / "seed6" / "metrics.json").read_text())
+    assert (metrics["checkpoint_sha256"], metrics["seed"]) == (digest, 6)
+    assert rows["first-fit"]["checkpoint"] == "" and rows["first-fit"]["checkpoint_sha256"] == ""
+
+
+def test_compare_one_seed_has_no_interval(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    argv = ["compare", "--config", DEFAULT, "--trace", SAMPLE, "--max-jobs", "30",
+            "--policies", "first-fit", "--out", str(out), "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    (row,) = csv.DictReader((out / "results.csv").open())
+    assert row["seeds"] == "1" and row["avg_jct_ci95_s"] == ""
+    assert (out / "first-fit" / "metrics.json").exists()
+    assert main([*argv[:-3], "--seeds", "0", "--out", str(tmp_path / "x"), "--quiet"]) == 2
+    assert "--seeds" in capsys.readouterr().err

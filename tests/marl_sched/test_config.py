@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.errors import InputError
@@ -182,3 +183,66 @@ def test_checking_every_section_loads_neither_torch_nor_ray():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_a_relative_path_resolves_against_the_config_files_folder(tmp_path):
+    """Issue 36: a copied config read the original checkout's trace."""
+    import shutil
+
+    sample = REPO_ROOT / "configs" / "traces" / "philly_sample.csv"
+    shipped = load_config(REPO_ROOT / "configs" / "tiny.yaml")
+    assert shipped.resolve_path(shipped.workload.trace) == sample  # repo-relative, in the repo
+    raw = yaml.safe_load((REPO_ROOT / "configs" / "tiny.yaml").read_text())
+    raw["workload"]["trace"] = "traces/philly_sample.csv"
+    copy = tmp_path / "exp" / "tiny.yaml"
+    copy.parent.mkdir()
+    copy.write_text(yaml.safe_dump(raw))
+    cfg = load_config(copy)
+    # a copy elsewhere never falls back to the checkout
+    assert cfg.resolve_path(cfg.workload.trace) == tmp_path / "exp" / "traces" / "philly_sample.csv"
+    raw["workload"]["trace"] = "configs/traces/philly_sample.csv"  # the checkout's layout
+    copy.write_text(yaml.safe_dump(raw))
+    cfg = load_config(copy)
+    assert (
+        cfg.resolve_path(cfg.workload.trace)
+        == tmp_path / "exp" / "configs" / "traces" / sample.name
+    )
+    (tmp_path / "exp" / "traces").mkdir()
+    shutil.copy(sample, tmp_path / "exp" / "traces" / sample.name)
+    raw["workload"]["trace"] = "traces/philly_sample.csv"
+    copy.write_text(yaml.safe_dump(raw))
+    cfg = load_config(copy)
+    assert cfg.resolve_path(cfg.workload.trace) == tmp_path / "exp" / "traces" / sample.name
+    assert cfg.resolve_path(str(sample)) == sample  # absolute: as is
+    assert load_config(cfg).source == str(copy)
+
+
+def test_a_run_folder_records_the_trace_it_read_as_an_absolute_path(tmp_path):
+    from marl_sched.cli import main
+
+    out = tmp_path / "run"
+    argv = ["simulate", "--config", str(REPO_ROOT / "configs" / "tiny.yaml"), "--max-jobs", "5",
+            "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    saved = load_config(out / "config.yaml")
+    assert saved.workload.trace == str(REPO_ROOT / "configs" / "traces" / "philly_sample.csv")
+    assert Path(saved.workload.trace).is_absolute()
+
+
+def test_absolute_paths_resolves_every_path_key_and_nothing_else():
+    from marl_sched.config import absolute_paths
+
+    cfg = load_config(REPO_ROOT / "configs" / "default.yaml")
+    data = {"workload": {"trace": "configs/traces/philly_sample.csv", "start": 200},
+            "train": {"extra_windows": [{"trace": "configs/traces/pollux/workload-2.csv",
+                                         "share": 0.25}],
+                      "eval_trace": None, "algorithm": "PPO"},
+            "interference": {"real_data": "/abs/data"}}  # fmt: skip
+    out = absolute_paths(data, cfg)
+    assert out["workload"] == {"trace": str(REPO_ROOT / "configs/traces/philly_sample.csv"),
+                               "start": 200}  # fmt: skip
+    window = out["train"]["extra_windows"][0]
+    assert window == {"trace": str(REPO_ROOT / "configs/traces/pollux/workload-2.csv"),
+                      "share": 0.25}  # fmt: skip
+    assert out["train"]["eval_trace"] is None and out["train"]["algorithm"] == "PPO"
+    assert out["interference"]["real_data"] == "/abs/data"

@@ -66,3 +66,43 @@ def test_bars_do_not_start_at_zero_when_differences_are_small(tmp_path):
 def test_window_title_names_trace_window_load_and_split():
     title = plots.window_title("average JCT", "traces/philly.csv", 200, 100, 2.0, "validation")
     assert title == "average JCT — philly.csv jobs 200–299, load 2, validation split"
+
+
+def test_bars_put_pathological_policies_in_a_panel_of_their_own(tmp_path):
+    values = {"mlfs-rl": 0.79, "marl": 0.86, "first-fit": 1.0, "load-balance": 4.5, "random": 6.7}
+    panels = plots.bars(values, tmp_path / "b.png", "IQM", outlier_ratio=2.0,
+                        errors={"marl": 0.02, "random": None})  # fmt: skip
+    assert panels == [["mlfs-rl", "marl", "first-fit"], ["load-balance", "random"]]
+    assert plots.bars(values, tmp_path / "c.png", "IQM") == [sorted(values, key=values.get)]
+    assert (tmp_path / "b.png").read_bytes()[:8] == PNG
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(0.7, 7.0), (0.78, 1.1), (0.5, 40.0)])
+def test_log_ticks_are_plain_numbers(lo, hi):
+    """No ``8×10⁻¹``, and more than the decades labelled (issue 36)."""
+    plt = plots._figure()
+    fig, ax = plt.subplots()
+    ax.set_xscale("log")
+    ax.set_xlim(lo, hi)
+    plots.log_ticks(ax.xaxis)
+    fig.canvas.draw()
+    shown = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    plt.close(fig)
+    assert len(shown) >= 3, shown
+    assert all(float(t) > 0 and "10^" not in t and "times" not in t for t in shown), shown
+
+
+def test_interval_panels_move_pathological_policies_to_their_own_row(tmp_path):
+    rows = []
+    for p, v, ci in (("mlfs-rl", 0.79, 0.01), ("marl", 0.86, None), ("first-fit", 1.0, 0.002),
+                     ("load-balance", 4.5, 0.2), ("random", 6.7, 0.4)):  # fmt: skip
+        r = {"policy": p, "iqm_avg_jct_s": v, "iqm_avg_slowdown": v}
+        for m in ("avg_jct_s", "avg_slowdown"):
+            r[f"ci_low_{m}"] = None if ci is None else v - ci
+            r[f"ci_high_{m}"] = None if ci is None else v + ci
+        rows.append(r)
+    metrics = (("avg_jct_s", "avg JCT"), ("avg_slowdown", "avg slowdown"))
+    groups = plots.interval_panels(rows, metrics, tmp_path / "i.png", "title")
+    assert groups == [["mlfs-rl", "marl", "first-fit"], ["load-balance", "random"]]
+    assert plots.interval_panels(rows[:3], metrics, tmp_path / "j.png", "t") == [groups[0]]
+    assert (tmp_path / "i.png").read_bytes()[:8] == PNG

@@ -30,7 +30,7 @@ from marl_sched.traces import (
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = REPO_ROOT / "configs" / "traces" / "philly_sample.csv"
-SAMPLE_SCRIPT = REPO_ROOT / "experiments" / "make_trace_sample.py"
+SAMPLE_SCRIPT = REPO_ROOT / "configs" / "traces" / "make_sample.py"
 
 CANON_HEADER = "job_id,submit_time,num_gpus,duration,model\n"
 PHILLY_HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"

@@ -1,0 +1,180 @@
+"""Regenerate every generated table and figure of README.md and docs/results.md from
+the committed results files, so that no figure in them is typed by hand.
+
+    python -m experiments.make_docs           # rewrite the blocks and the figures
+    python -m experiments.make_docs --check   # exit 1 if a block differs from its files
+
+A block is the text between ``<!-- generated:NAME -->`` and ``<!-- /generated -->``;
+:data:`BLOCKS` renders each NAME from its folder under ``results/``, written by:
+
+- ``results/default-window/``: ``marl-sched compare --config configs/default.yaml
+  --checkpoint checkpoints/marl-default [--seeds N] --policies ... --out DIR``, committed
+  without its ``jobs.csv`` files (``results.csv``, ``runs.csv``, ``config.yaml``, each
+  run's ``metrics.json``);
+- ``results/benchmark-test/``: ``marl-sched benchmark --split test ... --out DIR``
+  (``summary.csv``, ``improvement.csv``, ``runs.csv``), once per recipe; absent until
+  that run, and the block then says so.
+
+After a new run into one of these folders, run this script and commit both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import sys
+from pathlib import Path
+
+from marl_sched.config import REPO_ROOT
+
+RESULTS = REPO_ROOT / "results"
+DOCS = (REPO_ROOT / "README.md", REPO_ROOT / "docs" / "results.md")
+FIGURES = REPO_ROOT / "docs" / "figures"
+BLOCK = re.compile(r"(<!-- generated:([\w-]+) -->\n)(.*?)(<!-- /generated -->)", re.S)
+SCORED = (("avg_jct_s", "avg JCT"), ("p50_jct_s", "median JCT"),
+          ("p95_jct_s", "p95 JCT"), ("avg_slowdown", "avg slowdown"))  # fmt: skip
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def _num(text: str, fmt: str) -> str:
+    return format(float(text), fmt) if text not in ("", None) else "—"
+
+
+def default_window(root: Path = RESULTS) -> str:
+    """The default window's comparison: mean over seeds, 95 % half-width over seeds."""
+    rows = _rows(root / "default-window" / "results.csv")
+    seeds = sorted({int(r["seed"]) for r in _rows(root / "default-window" / "runs.csv")})
+    if len(seeds) > 1:
+        head = (f"Mean over seeds {seeds[0]}–{seeds[-1]}; ± is the 95 % Student-t "
+                "half-width over them (0: the policy does not depend on the seed).")  # fmt: skip
+    else:
+        head = f"One run per policy (seed {seeds[0]}): 1 seed, no interval."
+    lines = [
+        head,
+        "",
+        "| policy | avg JCT (s) | ± | p50 (s) | p95 (s) | avg slowdown | / best baseline |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['policy']} | {_num(r['avg_jct_s'], ',.0f')} | "
+            f"{_num(r['avg_jct_ci95_s'], ',.0f')} | {_num(r['p50_jct_s'], ',.0f')} | "
+            f"{_num(r['p95_jct_s'], ',.0f')} | {_num(r['avg_slowdown'], '.2f')} | "
+            f"{_num(r['ratio_to_best_baseline'], '.3f')} |"
+        )
+    ckpts = [f"{r['policy']} `{r['checkpoint']}` ({r['checkpoint_sha256']})" for r in rows
+             if r["checkpoint"]]  # fmt: skip
+    if ckpts:
+        lines += ["", "Checkpoints (content digest): " + ", ".join(ckpts) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def benchmark_test(root: Path = RESULTS) -> str:
+    """The test split's IQM table (normalised by first-fit) and P(marl lower)."""
+    folder = root / "benchmark-test"
+    if not (folder / "summary.csv").is_file():
+        return (
+            "No test-split results are committed yet: run `marl-sched benchmark --split "
+            "test ... --out results/benchmark-test` once, then `python -m "
+            "experiments.make_docs`.\n"
+        )
+
+    def cell(r: dict, m: str) -> str:
+        lo, hi = r.get(f"ci_low_{m}", ""), r.get(f"ci_high_{m}", "")
+        iqm = _num(r[f"iqm_{m}"], ".3f")
+        return f"{iqm} [{float(lo):.3f}, {float(hi):.3f}]" if lo and hi else f"{iqm} (no interval)"
+
+    runs = _rows(folder / "runs.csv")
+    seeds = len({r["seed"] for r in runs})
+    lines = [
+        f"{len({r['scenario'] for r in runs})} scenarios × {seeds} seeds; IQM of each metric "
+        "divided by first-fit's mean in the scenario (lower is better), 95 % intervals.",
+        "",
+        "| policy | " + " | ".join(label for _, label in SCORED) + " |",
+        "|---|" + "---|" * len(SCORED),
+    ]
+    for r in _rows(folder / "summary.csv"):
+        lines.append(f"| {r['policy']} | " + " | ".join(cell(r, m) for m, _ in SCORED) + " |")
+    if (folder / "improvement.csv").is_file():
+        probs = [
+            f"{r['over']} {float(r['p']):.2f}"
+            + (f" [{float(r['ci_low']):.2f}, {float(r['ci_high']):.2f}]" if r["ci_low"] else "")
+            for r in _rows(folder / "improvement.csv")
+            if r["policy"] == "marl"
+        ]
+        if probs:
+            lines += ["", "P(marl has a lower average JCT than): " + ", ".join(probs) + "."]
+    return "\n".join(lines) + "\n"
+
+
+BLOCKS = {"default-window": default_window, "benchmark-test": benchmark_test}
+
+
+def figures(root: Path = RESULTS, out: Path = FIGURES) -> list[Path]:
+    """The figures the docs show, drawn from the same files; returns those written."""
+    from marl_sched import plots
+
+    written = []
+    rows = _rows(root / "default-window" / "results.csv")
+    seeds = sorted({int(r["seed"]) for r in _rows(root / "default-window" / "runs.csv")})
+    many = len(seeds) > 1
+    note = f"seeds {seeds[0]}–{seeds[-1]}: mean, 95 % CI" if many else "1 seed: no interval"
+    plots.bars(
+        {r["policy"]: float(r["avg_jct_s"]) for r in rows},
+        out / "default_window_avg_jct.png",
+        ylabel="average JCT (s)",
+        title=f"Average JCT, default window (train split; development figure) — {note}",
+        highlight="marl",
+        errors={r["policy"]: float(r["avg_jct_ci95_s"] or 0) for r in rows} if many else None,
+        outlier_ratio=2.0,
+    )
+    written.append(out / "default_window_avg_jct.png")
+    summary_csv = root / "benchmark-test" / "summary.csv"
+    if summary_csv.is_file():
+        summary = [
+            {k: (float(v) if v and k != "policy" else (v or None)) for k, v in r.items()}
+            for r in _rows(summary_csv)
+        ]
+        plots.interval_panels(
+            summary, SCORED, out / "benchmark_test_intervals.png",
+            "test split: IQM normalised by first-fit (lower is better), 95 % CIs, log scale",
+        )  # fmt: skip
+        written.append(out / "benchmark_test_intervals.png")
+    return written
+
+
+def rewrite(text: str, rendered: dict[str, str]) -> str:
+    """``text`` with every generated block replaced by its rendering (``KeyError`` for
+    a block name :data:`BLOCKS` does not know)."""
+    return BLOCK.sub(lambda m: m.group(1) + rendered[m.group(2)] + m.group(4), text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.make_docs")
+    parser.add_argument("--check", action="store_true", help="only compare, write nothing")
+    args = parser.parse_args(argv)
+    rendered = {name: render() for name, render in BLOCKS.items()}
+    stale = []
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        new = rewrite(text, rendered)
+        if new != text:
+            stale.append(doc.relative_to(REPO_ROOT))
+            if not args.check:
+                doc.write_text(new, encoding="utf-8")
+    if args.check:
+        print(f"stale: {', '.join(map(str, stale))}" if stale else "every block is current")
+        return 1 if stale else 0
+    for path in figures():
+        print(f"wrote {path.relative_to(REPO_ROOT)}")
+    print(f"rewrote {', '.join(map(str, stale))}" if stale else "every block was current")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""The docs' generated tables equal what experiments/make_docs.py renders from the
+committed results files (issue 36: figures generated, never typed)."""
+
+from __future__ import annotations
+
+import csv
+import re
+
+import pytest
+
+from experiments import make_docs
+from marl_sched.config import REPO_ROOT
+
+
+def _blocks(text: str) -> dict[str, str]:
+    return {m.group(2): m.group(3) for m in make_docs.BLOCK.finditer(text)}
+
+
+@pytest.mark.parametrize("doc", make_docs.DOCS, ids=lambda p: p.name)
+def test_every_generated_block_equals_its_results_files(doc):
+    blocks = _blocks(doc.read_text(encoding="utf-8"))
+    assert blocks, f"{doc.name}: no generated block"
+    for name, text in blocks.items():
+        assert text == make_docs.BLOCKS[name](), f"{doc.name}: block {name} is stale"
+
+
+def test_every_number_in_the_default_window_block_is_in_the_results_file():
+    """The block's figures are the results file's, rounded as printed."""
+    text = _blocks((REPO_ROOT / "README.md").read_text(encoding="utf-8"))["default-window"]
+    with (make_docs.RESULTS / "default-window" / "results.csv").open() as f:
+        rows = {r["policy"]: r for r in csv.DictReader(f)}
+    shown = re.findall(r"^\| ([\w:@-]+) \| ([\d,]+) \|", text, re.M)
+    assert {p for p, _ in shown} == set(rows)
+    for policy, jct in shown:
+        assert jct == f"{float(rows[policy]['avg_jct_s']):,.0f}"
+
+
+def _write(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def test_rewrite_replaces_only_between_markers_and_check_catches_a_typed_number(tmp_path):
+    root = tmp_path / "results"
+    base = {"p50_jct_s": "10", "p95_jct_s": "20", "avg_slowdown": "1.5",
+            "checkpoint": "", "checkpoint_sha256": ""}  # fmt: skip
+    _write(root / "default-window" / "results.csv", [
+        {"policy": "first-fit", "avg_jct_s": "1234.4", "avg_jct_ci95_s": "",
+         "ratio_to_best_baseline": "1.0", **base},
+        {"policy": "marl", "avg_jct_s": "2000", "avg_jct_ci95_s": "",
+         "ratio_to_best_baseline": "1.62", **base, "checkpoint": "checkpoints/m",
+         "checkpoint_sha256": "abc123"},
+    ])  # fmt: skip
+    _write(root / "default-window" / "runs.csv", [{"policy": "first-fit", "seed": "0"}])
+    rendered = make_docs.default_window(root)
+    assert "| first-fit | 1,234 | — |" in rendered and "1 seed, no interval" in rendered
+    assert "marl `checkpoints/m` (abc123)" in rendered
+    doc = "intro 1\n<!-- generated:default-window -->\nold 999\n<!-- /generated -->\nend\n"
+    new = make_docs.rewrite(doc, {"default-window": rendered})
+    assert (
+        new == f"intro 1\n<!-- generated:default-window -->\n{rendered}<!-- /generated -->\nend\n"
+    )
+    assert make_docs.rewrite(new, {"default-window": rendered}) == new
+    typed = new.replace("1,234", "1,230")
+    assert make_docs.rewrite(typed, {"default-window": rendered}) != typed
+    with pytest.raises(KeyError):
+        make_docs.rewrite("<!-- generated:nope -->\nx\n<!-- /generated -->", {})
+
+
+def test_benchmark_block_without_results_says_so_and_with_them_shows_no_fake_interval(tmp_path):
+    root = tmp_path / "results"
+    assert "No test-split results are committed yet" in make_docs.benchmark_test(root)
+    row = {"policy": "marl"}
+    for m, _ in make_docs.SCORED:
+        row.update({f"iqm_{m}": "0.864", f"ci_low_{m}": "", f"ci_high_{m}": ""})
+    _write(root / "benchmark-test" / "summary.csv", [row])
+    _write(root / "benchmark-test" / "runs.csv", [{"scenario": "a", "seed": "0"}])
+    text = make_docs.benchmark_test(root)
+    assert "| marl | 0.864 (no interval) |" in text and "1 scenarios × 1 seeds" in text
+
+
+def test_several_seeds_give_an_interval_and_name_the_seeds(tmp_path):
+    root = tmp_path / "results"
+    row = {"policy": "random", "avg_jct_s": "100000", "avg_jct_ci95_s": "6353.2",
+           "p50_jct_s": "10", "p95_jct_s": "20", "avg_slowdown": "1.5",
+           "ratio_to_best_baseline": "1.0", "checkpoint": "", "checkpoint_sha256": ""}  # fmt: skip
+    _write(root / "default-window" / "results.csv", [row])
+    _write(root / "default-window" / "runs.csv",
+           [{"policy": "random", "seed": str(s)} for s in (3, 4, 5)])  # fmt: skip
+    text = make_docs.default_window(root)
+    assert "Mean over seeds 3–5" in text and "| random | 100,000 | 6,353 |" in text
+    drawn = make_docs.figures(root, tmp_path / "figures")
+    assert [p.name for p in drawn] == ["default_window_avg_jct.png"]
