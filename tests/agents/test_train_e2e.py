@@ -158,3 +158,40 @@ def test_same_seed_and_resumed_runs_give_identical_weights(run, tmp_path):
     first = "checkpoints/iter_000001"
     with pytest.raises(AssertionError):
         _assert_identical(run / first, third / first)
+
+
+class _Payload:
+    """Unpickling this creates ``marker``: what a crafted checkpoint would do."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+def test_resume_never_unpickles_a_symlinked_folder_in_a_real_checkpoint(run, tmp_path, capsys):
+    """Issue 35's attack on a real RLlib checkpoint: RLlib restores any optional
+    sub-folder that exists (``env_runner/rl_module``) with pickle; a symlinked one
+    holding crafted pickles must be refused before Ray restores anything."""
+    import pickle
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, symlinks=True)
+    marker, evil = tmp_path / "pwned", tmp_path / "evil"
+    shutil.copytree(copy / "checkpoints" / "iter_000002" / "rllib" / "learner_group" / "learner"
+                    / "rl_module", evil)  # fmt: skip
+    for pkl in evil.rglob("*.pkl"):
+        pkl.write_bytes(pickle.dumps(_Payload(marker)))
+    latest = (copy / "checkpoints" / "latest").read_text().strip()
+    link = copy / "checkpoints" / latest / "rllib" / "env_runner" / "rl_module"
+    link.symlink_to(evil, target_is_directory=True)
+    try:
+        rc = main(["train", "--config", TINY, "--out", str(copy), "--resume", "--quiet",
+                   "--iterations", "9"])  # fmt: skip
+    except Exception as exc:  # noqa: BLE001  (what the unpickled payload leads to)
+        rc = exc
+    err = capsys.readouterr().err
+    assert not marker.exists(), "the crafted pickle ran"
+    assert rc == 2 and err.count("\n") == 1 and "rl_module" in err
