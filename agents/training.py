@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,12 +33,19 @@ from typing import Any
 import yaml
 
 from agents.config import ModelConfig, TrainConfig, eval_windows
+from agents.run_folder import (  # noqa: F401  (RunPaths, read_state: importers use them here)
+    CHECKPOINTS,
+    LATEST,
+    RunPaths,
+    check_config_data,
+    prune,
+    read_state,
+    resume_point,
+    write_checkpoint,
+    write_run_config,
+)
 from marl_sched.config import ExperimentConfig, plain
-from marl_sched.errors import InputError
 from marl_sched.metrics import atomic_write_text, write_json, write_run
-
-CHECKPOINTS = "checkpoints"
-LATEST = "latest"
 
 
 def resolved_config(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig) -> dict:
@@ -470,36 +475,6 @@ def hyperparameter_text(data: dict) -> str:
 # ------------------------------------------------------------------------------ the run
 
 
-@dataclasses.dataclass
-class RunPaths:
-    root: Path
-
-    @property
-    def config(self) -> Path:
-        return self.root / "config.yaml"
-
-    @property
-    def tb(self) -> Path:
-        return self.root / "tb"
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.root / CHECKPOINTS
-
-    def checkpoint(self, iteration: int) -> Path:
-        return self.checkpoints / f"iter_{iteration:06d}"
-
-    def eval(self, iteration: int) -> Path:
-        return self.root / "evals" / f"iter_{iteration:06d}"
-
-    def latest(self) -> Path | None:
-        pointer = self.checkpoints / LATEST
-        if not pointer.is_file():
-            return None
-        target = self.checkpoints / pointer.read_text(encoding="utf-8").strip()
-        return target if target.is_dir() else None
-
-
 def evaluate_weights(
     cfg: ExperimentConfig,
     mc: ModelConfig,
@@ -676,19 +651,19 @@ class Trainer:
 
         self.time_scale_s = parse_env(cfg).reward.time_scale_s
         self.builder, self.ids = builder, module_ids(builder.agent_ids, mc)
-        algo = algo_config(cfg, mc, tc, tc.seed, builder.agent_ids).build_algo()
         state = {"iteration": 0, "env_steps": 0.0, "wall_s": 0.0, "best": None,
                  "best_runs": None, "scores": {}}  # fmt: skip
         if self.resume:
-            ckpt = paths.latest()
-            saved = read_state(ckpt)  # checked and its signature verified: then unpickle
-            saved.pop("integrity", None)
+            # latest, the signature of its whole tree and state, the run's config:
+            # all checked before the algorithm is built and RLlib unpickles its state
+            ckpt, saved = resume_point(paths)
+            check_config_data(ckpt, resolved_config(cfg, mc, tc))
             state.update(saved)
-            algo.restore_from_path(str((ckpt / "rllib").resolve()))
         else:
-            paths.root.mkdir(parents=True, exist_ok=True)
-            data = resolved_config(cfg, mc, tc)
-            atomic_write_text(paths.config, yaml.safe_dump(data, sort_keys=False))
+            write_run_config(paths, resolved_config(cfg, mc, tc))
+        algo = algo_config(cfg, mc, tc, tc.seed, builder.agent_ids).build_algo()
+        if self.resume:
+            algo.restore_from_path(str((ckpt / "rllib").resolve()))
         start, wall0 = state["iteration"], state["wall_s"] - time.perf_counter() + t_run
         self.state = state
         # x axis: environment steps (the warm start at 0); a resumed run drops what an
@@ -823,70 +798,20 @@ class Trainer:
         )
 
     def _checkpoint(self, algo, it: int, weights, manifest) -> Path:
-        """``checkpoints/iter_X`` written under a temporary name, then ``latest`` (and
-        ``best``: the checkpoint with the lowest evaluation average JCT so far)."""
-        from agents.integrity import sign_folder
+        """``checkpoints/iter_X`` (:func:`agents.run_folder.write_checkpoint`): the
+        algorithm state, the modules, the run's config; signed; then the pointers."""
         from agents.policy import save_modules
 
-        final = self.paths.checkpoint(it)
-        tmp = final.with_name(f".{final.name}.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        algo.save_to_path(str((tmp / "rllib").resolve()))
-        save_modules(tmp, weights, manifest)
-        atomic_write_text(tmp / "config.yaml", yaml.safe_dump(manifest["config"], sort_keys=False))
-        # every file signed with this user's key: --resume unpickles only what we wrote
-        write_json(tmp / "state.json", {**self.state, "integrity": sign_folder(tmp)})
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        atomic_write_text(self.paths.checkpoints / LATEST, final.name + "\n")
-        if self.state["best"] is not None:
-            atomic_write_text(self.paths.checkpoints / "best", self.state["best"][0] + "\n")
-        return final
+        def save(folder: Path) -> None:
+            algo.save_to_path(str((folder / "rllib").resolve()))
+            save_modules(folder, weights, manifest)
+            text = yaml.safe_dump(manifest["config"], sort_keys=False)
+            atomic_write_text(folder / "config.yaml", text)
+
+        return write_checkpoint(self.paths, it, self.state, save)
 
     def _prune(self) -> None:
-        """With ``train.keep_checkpoints: k``, delete the checkpoints that are neither
-        among the ``k`` with the lowest validation figure (unevaluated ones rank last),
-        nor the newest, nor ``best`` — Tune's ``CheckpointConfig`` rule."""
-        k = self.tc.keep_checkpoints
-        if not k:
-            return
-        scores = self.state["scores"]
-        ranked = sorted(scores, key=lambda n: (scores[n] is None, scores[n] or 0.0, n))
-        keep = set(ranked[:k]) | {f"iter_{self.state['iteration']:06d}"}
-        if self.state["best"] is not None:
-            keep.add(self.state["best"][0])
-        for name in sorted(set(scores) - keep):
-            shutil.rmtree(self.paths.checkpoints / name, ignore_errors=True)
-            del scores[name]
-
-
-def read_state(ckpt: Path) -> dict:
-    """The checkpoint's ``state.json``, checked (``InputError``), and its folder's
-    signature verified (:mod:`agents.integrity`) — before Ray starts or anything is
-    unpickled."""
-    import json
-
-    from agents.integrity import verify_folder
-
-    path = ckpt / "state.json"
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"--resume: {path}: unreadable ({exc.__class__.__name__})") from None
-    if not isinstance(state, dict):
-        raise InputError(f"--resume: {path}: expected a JSON object")
-    for key in ("iteration", "env_steps", "wall_s"):
-        value = state.get(key)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise InputError(f"--resume: {path}: {key}: expected a number >= 0, got {value!r}")
-    if not isinstance(state["iteration"], int):
-        raise InputError(f"--resume: {path}: iteration: expected an integer")
-    if not (ckpt / "rllib").is_dir():
-        raise InputError(f"--resume: {ckpt}: no rllib/ folder (the algorithm state)")
-    verify_folder(ckpt, state.get("integrity"))
-    return state
+        prune(self.paths, self.state, self.tc.keep_checkpoints)
 
 
 def _progress_line(it, steps, scalars, wall, eval_m) -> str:

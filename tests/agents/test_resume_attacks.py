@@ -230,10 +230,18 @@ def test_an_edited_iteration_in_a_signed_state_is_refused(tmp_path, capsys, ray_
     assert "state.json" in err
 
 
-@pytest.mark.parametrize("drop", ["files", "hmac"])
+@pytest.mark.parametrize("drop", ["listing", "hmac"])
 def test_a_signature_block_missing_its_field_is_refused(tmp_path, capsys, ray_calls, drop):
     run = _signed_run(tmp_path)
-    _edit_state(run, lambda state: state["integrity"].pop(drop, None))
+
+    def edit(state):
+        record = state["integrity"]
+        if drop == "listing":  # the entries it signs ("tree"; "files" before issue 35)
+            del record["tree" if "tree" in record else "files"]
+        else:
+            del record[drop]
+
+    _edit_state(run, edit)
     rc, err = _resume(run, capsys)
     _assert_refused(rc, err, ray_calls)
 
@@ -346,6 +354,7 @@ def test_a_key_path_that_is_a_folder_is_refused_before_any_output(tmp_path, caps
     """A fresh run would sign its first checkpoint only after training; the key is
     checked before Ray starts, so no run folder is left that can neither restart nor
     resume."""
+    run = _signed_run(tmp_path)  # signed with the fixture's key
     key = tmp_path / "keydir"
     key.mkdir()
     monkeypatch.setenv("MARL_SCHED_KEY_FILE", str(key))
@@ -358,7 +367,6 @@ def test_a_key_path_that_is_a_folder_is_refused_before_any_output(tmp_path, caps
     _assert_refused(rc, err, ray_calls)
     assert str(key) in err
     assert not out.exists()
-    run = _signed_run(tmp_path)  # signed with the other key (the fixture's)
     rc, err = _resume(run, capsys)
     _assert_refused(rc, err, ray_calls)
     assert str(key) in err
