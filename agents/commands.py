@@ -36,7 +36,7 @@ def train_command(args: argparse.Namespace) -> int:
     """One run in this process (no ``--seeds``/``--grid``), or an experiment of
     several Ray Tune trials (:mod:`agents.tune`); every input checked before Ray starts."""
     from agents.integrity import check_key
-    from agents.run_folder import RunPaths, resume_point
+    from agents.run_folder import RunPaths, Stopped, resume_point
     from agents.training import Trainer
     from agents.tune import EXPERIMENT
 
@@ -74,16 +74,17 @@ def train_command(args: argparse.Namespace) -> int:
 
     log = _printer(args.quiet)
     t0 = time.perf_counter()
+    existed = out.exists()
     try:
         summary = _stoppable(
-            out,
             args,
             lambda: Trainer(cfg, mc, tc, out, resume=args.resume, log=log,
                             progress=_progress_factory(args.quiet)).run(iterations),
         )  # fmt: skip
-    except _StoppedRun as stop:
-        print(f"marl-sched: {stop}", file=sys.stderr)
-        return stop.status
+    except Stopped as stop:
+        print(f"marl-sched: train: stopped by {stop}; {_after_stop(out, existed, args.resume)}",
+              file=sys.stderr)  # fmt: skip
+        return 128 + stop.signum
     if not args.quiet:
         print(
             f"trained iterations {summary['start_iteration'] + 1}..{iterations} "
@@ -92,35 +93,53 @@ def train_command(args: argparse.Namespace) -> int:
     return 0
 
 
-class _StoppedRun(Exception):
-    """Training stopped by a signal; ``status`` is the exit status (128 + signal)."""
+def _stoppable(args, run):
+    """``run()`` with Ray started and stopped; SIGTERM, SIGHUP and SIGINT raise
+    :class:`agents.run_folder.Stopped` (a checkpoint being written is finished or
+    removed, never left half-made: :func:`agents.run_folder.write_checkpoint`)."""
+    import signal
 
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def _stoppable(out: Path, args, run):
-    """``run()`` with Ray started, stop signals turned into :class:`_StoppedRun`
-    (one line saying where the run resumes; no half checkpoint) and Ray stopped."""
-    from agents.run_folder import RunPaths, Stopped, stop_on_signals
+    from agents.run_folder import Stopped, stop_on_signals
 
     try:
         with stop_on_signals():
-            start_ray(args.ray_address, args.quiet)
-            with stop_on_signals():  # again: ray.init sets its own SIGTERM handler
+            try:
+                start_ray(args.ray_address, args.quiet)
+            except SystemExit as exc:  # ray.init's own SIGTERM handler: sys.exit(15)
+                if exc.code != signal.SIGTERM:
+                    raise
+                raise Stopped(signal.SIGTERM) from None
+            with stop_on_signals():  # again: ray.init replaced the SIGTERM handler
                 return run()
-    except Stopped as stop:
-        try:
-            latest = RunPaths(out).latest()
-        except InputError:
-            latest = None
-        where = (f"resume from {latest.name} with --resume" if latest is not None
-                 else "no checkpoint was written yet")  # fmt: skip
-        raise _StoppedRun(f"train: stopped by {stop}; the run in {out}: {where}",
-                          128 + stop.signum) from None  # fmt: skip
     finally:
         stop_ray()
+
+
+def _after_stop(out: Path, existed: bool, resumed: bool) -> str:
+    """What a stopped run leaves: its last checkpoint to resume from; or, stopped
+    before the first one, nothing (the fresh run's folder is removed, so the same
+    command can start it again)."""
+    import shutil
+
+    from agents.run_folder import RunPaths
+
+    try:
+        latest = RunPaths(out).latest()
+    except InputError:
+        latest = None
+    if latest is not None:
+        return f"resume the run in {out} from {latest.name} with --resume"
+    if resumed:  # never delete a run that had checkpoints
+        return f"the run in {out} is as it was; --resume continues it"
+    if existed:  # empty when the run started: everything in it is the run's
+        for entry in list(out.iterdir()):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    else:
+        shutil.rmtree(out, ignore_errors=True)
+    return f"no checkpoint yet, nothing kept in {out}"
 
 
 def _refuse_overrides_on_resume(overrides, out: Path) -> None:
@@ -297,6 +316,10 @@ def start_ray(
     import logging
 
     level = logging.ERROR if quiet else logging.WARNING
+    # Ray's C++ core would otherwise install absl's failure handler for SIGTERM in this
+    # process: a stop while Ray starts would abort (exit 134) with a stack dump
+    # instead of reaching the Python handler (agents.run_folder.stop_on_signals)
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     if not address:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
