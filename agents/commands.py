@@ -169,8 +169,8 @@ def _train_experiment(args, out: Path, seeds: int | None, grid_specs: list[str])
     """``--seeds N`` / ``--grid key=v1,v2``: one Tune trial per grid point × seed,
     each into ``DIR/<trial>/`` (:mod:`agents.tune`); ``--resume`` continues them."""
     from agents.integrity import check_key
+    from agents.records import resolved_config
     from agents.run_folder import RunPaths, check_config_data, resume_point
-    from agents.training import resolved_config
     from agents.tune import (
         TrialError,
         make_trials,

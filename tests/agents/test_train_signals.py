@@ -143,3 +143,37 @@ def test_sigterm_during_a_real_run_exits_with_one_line_and_the_run_resumes(tmp_p
     assert not [n for n in names if n.startswith(".")], names  # no staging folder left
     ckpt, state = resume_point(RunPaths(out))
     assert ckpt.name in err and state["iteration"] >= 0
+    _attack_a_real_checkpoint(out, ckpt, tmp_path)
+
+
+class _Payload:
+    """Unpickling this creates ``marker``: what a crafted checkpoint would do."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+def _attack_a_real_checkpoint(run: Path, ckpt: Path, tmp_path: Path) -> None:
+    """Issue 35's attack on a real RLlib checkpoint: RLlib restores any optional
+    sub-folder that exists (``env_runner/rl_module``) with pickle. A symlinked one
+    holding crafted pickles passed the old signature check and RLlib ran the payload
+    (this test failed so, marker written); now it is refused before Ray starts."""
+    import pickle
+    import shutil
+
+    marker, evil = tmp_path / "pwned", tmp_path / "evil"
+    shutil.copytree(ckpt / "rllib" / "learner_group" / "learner" / "rl_module", evil)
+    for pkl in evil.rglob("*.pkl"):
+        pkl.write_bytes(pickle.dumps(_Payload(marker)))
+    link = ckpt / "rllib" / "env_runner" / "rl_module"
+    link.symlink_to(evil, target_is_directory=True)
+    try:
+        rc = main(["train", "--config", TINY, "--out", str(run), "--resume", "--quiet",
+                   "--iterations", "200"])  # fmt: skip
+    except Exception as exc:  # noqa: BLE001  (what the unpickled payload leads to)
+        rc = exc
+    assert not marker.exists(), "the crafted pickle ran"
+    assert rc == 2
