@@ -11,6 +11,9 @@ from agents.integrity import sign_folder, verify_folder
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.errors import InputError
+from tests.agents.crafted import Payload
+
+_Payload = Payload  # the name tests/agents/test_tune.py imports
 
 
 @pytest.fixture(autouse=True)
@@ -70,16 +73,6 @@ def test_a_record_forged_without_the_key_is_refused(tmp_path, monkeypatch):
         verify_folder(f, {"files": record["tree"], "hmac": record["hmac"]}, STATE)
 
 
-class _Payload:
-    """Unpickling this writes a marker file: what a crafted checkpoint would do."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (open, (str(self.marker), "w"))
-
-
 def _crafted_run(tmp_path, state):
     run = tmp_path / "run"
     ckpt = run / "checkpoints" / "iter_000001"
@@ -88,7 +81,7 @@ def _crafted_run(tmp_path, state):
     resolved = load_config(REPO_ROOT / "configs" / "train_tiny.yaml").to_yaml()
     (run / "config.yaml").write_text(resolved)
     marker = tmp_path / "pwned"
-    (ckpt / "rllib" / "algorithm_state.pkl").write_bytes(pickle.dumps(_Payload(marker)))
+    (ckpt / "rllib" / "algorithm_state.pkl").write_bytes(pickle.dumps(Payload(marker)))
     (ckpt / "state.json").write_text(state if isinstance(state, str) else json.dumps(state))
     (run / "checkpoints" / "latest").write_text("iter_000001\n")
     return run, marker

@@ -21,18 +21,9 @@ from agents.training import Trainer, resolved_config
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.metrics import atomic_write_text
+from tests.agents.crafted import Payload
 
 TINY = REPO_ROOT / "configs" / "train_tiny.yaml"
-
-
-class _Payload:
-    """Unpickling this creates ``marker``: what a crafted checkpoint would do."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (open, (str(self.marker), "w"))
 
 
 class _ReachedRay(Exception):
@@ -155,7 +146,7 @@ def _evil_folder(tmp_path: Path) -> tuple[Path, Path]:
     evil = tmp_path / "evil"
     evil.mkdir()
     for name in ("class_and_ctor_args.pkl", "module_state.pkl", "state.pkl"):
-        (evil / name).write_bytes(pickle.dumps(_Payload(marker)))
+        (evil / name).write_bytes(pickle.dumps(Payload(marker)))
     (evil / "metadata.json").write_text("{}")
     return evil, marker
 
@@ -253,7 +244,7 @@ def test_a_forged_signature_without_a_key_file_loads_nothing(tmp_path, capsys, r
     run = _signed_run(tmp_path)
     evil, marker = _evil_folder(tmp_path)
     rllib = run / "checkpoints" / "iter_000002" / "rllib"
-    (rllib / "algorithm_state.pkl").write_bytes(pickle.dumps(_Payload(marker)))
+    (rllib / "algorithm_state.pkl").write_bytes(pickle.dumps(Payload(marker)))
     loaded = []
     monkeypatch.setattr(pickle, "load", lambda *a, **k: loaded.append(a))
     monkeypatch.setattr(pickle, "loads", lambda *a, **k: loaded.append(a))

@@ -23,6 +23,7 @@ from agents.run_folder import (
 )
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT
+from tests.agents.crafted import Payload
 
 TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
 
@@ -146,16 +147,6 @@ def test_sigterm_during_a_real_run_exits_with_one_line_and_the_run_resumes(tmp_p
     _attack_a_real_checkpoint(out, ckpt, tmp_path)
 
 
-class _Payload:
-    """Unpickling this creates ``marker``: what a crafted checkpoint would do."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (open, (str(self.marker), "w"))
-
-
 def _attack_a_real_checkpoint(run: Path, ckpt: Path, tmp_path: Path) -> None:
     """Issue 35's attack on a real RLlib checkpoint: RLlib restores any optional
     sub-folder that exists (``env_runner/rl_module``) with pickle. A symlinked one
@@ -167,7 +158,7 @@ def _attack_a_real_checkpoint(run: Path, ckpt: Path, tmp_path: Path) -> None:
     marker, evil = tmp_path / "pwned", tmp_path / "evil"
     shutil.copytree(ckpt / "rllib" / "learner_group" / "learner" / "rl_module", evil)
     for pkl in evil.rglob("*.pkl"):
-        pkl.write_bytes(pickle.dumps(_Payload(marker)))
+        pkl.write_bytes(pickle.dumps(Payload(marker)))
     link = ckpt / "rllib" / "env_runner" / "rl_module"
     link.symlink_to(evil, target_is_directory=True)
     try:

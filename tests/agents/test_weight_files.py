@@ -12,6 +12,7 @@ import pytest
 from agents.policy import DEFAULT_CHECKPOINT, load_agents
 from marl_sched.cli import main
 from marl_sched.errors import InputError
+from tests.agents.crafted import Payload
 
 
 def _copy(tmp_path):
@@ -46,18 +47,10 @@ def test_a_device_as_module_weights_is_refused(tmp_path):
         load_agents(ckpt)  # before: read until memory ran out
 
 
-class _Payload:
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (open, (str(self.marker), "w"))
-
-
 def test_a_pickle_with_code_as_module_weights_runs_nothing(tmp_path):
     ckpt = _copy(tmp_path)
     marker = tmp_path / "pwned"
-    (ckpt / "modules" / "shared.pt").write_bytes(pickle.dumps(_Payload(marker)))
+    (ckpt / "modules" / "shared.pt").write_bytes(pickle.dumps(Payload(marker)))
     with pytest.raises(InputError, match="corrupt checkpoint"):
         load_agents(ckpt)
     assert not marker.exists()
