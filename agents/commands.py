@@ -35,7 +35,9 @@ def _load_train_config(path, overrides=()):
 def train_command(args: argparse.Namespace) -> int:
     """One run in this process (no ``--seeds``/``--grid``), or an experiment of
     several Ray Tune trials (:mod:`agents.tune`); every input checked before Ray starts."""
-    from agents.training import RunPaths, Trainer, read_state
+    from agents.integrity import check_key
+    from agents.run_folder import RunPaths, Stopped, resume_point
+    from agents.training import Trainer
     from agents.tune import EXPERIMENT
 
     out = Path(args.out)
@@ -52,8 +54,9 @@ def train_command(args: argparse.Namespace) -> int:
     paths = RunPaths(out)
     if args.resume:
         _refuse_overrides_on_resume(args.overrides, out)
-        if paths.latest() is None:
-            raise InputError(f"--resume: {out}: no checkpoint to resume from")
+        # latest, the checkpoint's signature (whole tree and state.json) and the run's
+        # config equal to its signed copy: all checked before Ray starts
+        _, state = resume_point(paths)
         # the run's own resolved config, so the resumed run trains what it started
         cfg, mc, tc = _load_train_config(paths.config)
         if args.seed is not None and args.seed != tc.seed:
@@ -64,25 +67,79 @@ def train_command(args: argparse.Namespace) -> int:
         cfg, mc, tc = _load_train_config(args.config, args.overrides)
         if args.seed is not None:
             tc = dataclasses.replace(tc, seed=args.seed)
+        check_key(create=True)  # the first checkpoint signs with it: a bad path fails now
     iterations = _iterations(args, tc)
     if args.resume:
-        _check_more(read_state(paths.latest())["iteration"], iterations, out)
+        _check_more(state["iteration"], iterations, out)
 
     log = _printer(args.quiet)
-    start_ray(args.ray_address, args.quiet)
+    t0 = time.perf_counter()
+    existed = out.exists()
     try:
-        t0 = time.perf_counter()
-        trainer = Trainer(cfg, mc, tc, out, resume=args.resume, log=log,
-                          progress=_progress_factory(args.quiet))  # fmt: skip
-        summary = trainer.run(iterations)
-    finally:
-        stop_ray()
+        summary = _stoppable(
+            args,
+            lambda: Trainer(cfg, mc, tc, out, resume=args.resume, log=log,
+                            progress=_progress_factory(args.quiet)).run(iterations),
+        )  # fmt: skip
+    except Stopped as stop:
+        print(f"marl-sched: train: stopped by {stop}; {_after_stop(out, existed, args.resume)}",
+              file=sys.stderr)  # fmt: skip
+        return 128 + stop.signum
     if not args.quiet:
         print(
             f"trained iterations {summary['start_iteration'] + 1}..{iterations} "
             f"in {time.perf_counter() - t0:.0f} s; run folder {out}"
         )
     return 0
+
+
+def _stoppable(args, run):
+    """``run()`` with Ray started and stopped; SIGTERM, SIGHUP and SIGINT raise
+    :class:`agents.run_folder.Stopped` (a checkpoint being written is finished or
+    removed, never left half-made: :func:`agents.run_folder.write_checkpoint`)."""
+    import signal
+
+    from agents.run_folder import Stopped, stop_on_signals
+
+    try:
+        with stop_on_signals():
+            try:
+                start_ray(args.ray_address, args.quiet)
+            except SystemExit as exc:  # ray.init's own SIGTERM handler: sys.exit(15)
+                if exc.code != signal.SIGTERM:
+                    raise
+                raise Stopped(signal.SIGTERM) from None
+            with stop_on_signals():  # again: ray.init replaced the SIGTERM handler
+                return run()
+    finally:
+        stop_ray()
+
+
+def _after_stop(out: Path, existed: bool, resumed: bool) -> str:
+    """What a stopped run leaves: its last checkpoint to resume from; or, stopped
+    before the first one, nothing (the fresh run's folder is removed, so the same
+    command can start it again)."""
+    import shutil
+
+    from agents.run_folder import RunPaths
+
+    try:
+        latest = RunPaths(out).latest()
+    except InputError:
+        latest = None
+    if latest is not None:
+        return f"resume the run in {out} from {latest.name} with --resume"
+    if resumed:  # never delete a run that had checkpoints
+        return f"the run in {out} is as it was; --resume continues it"
+    if existed:  # empty when the run started: everything in it is the run's
+        for entry in list(out.iterdir()):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    else:
+        shutil.rmtree(out, ignore_errors=True)
+    return f"no checkpoint yet, nothing kept in {out}"
 
 
 def _refuse_overrides_on_resume(overrides, out: Path) -> None:
@@ -111,7 +168,9 @@ def _check_more(done: int, iterations: int, out: Path) -> None:
 def _train_experiment(args, out: Path, seeds: int | None, grid_specs: list[str]) -> int:
     """``--seeds N`` / ``--grid key=v1,v2``: one Tune trial per grid point × seed,
     each into ``DIR/<trial>/`` (:mod:`agents.tune`); ``--resume`` continues them."""
-    from agents.training import RunPaths, read_state, resolved_config
+    from agents.integrity import check_key
+    from agents.records import resolved_config
+    from agents.run_folder import RunPaths, check_config_data, resume_point
     from agents.tune import (
         TrialError,
         make_trials,
@@ -140,11 +199,20 @@ def _train_experiment(args, out: Path, seeds: int | None, grid_specs: list[str])
     configs = [trial_config(base, t, source) for t in trials]  # every trial checked now
     iterations = _iterations(args, configs[0][2])
     if args.resume:
-        done = [RunPaths(out / t["name"]).latest() for t in trials]
-        for ckpt in filter(None, done):
-            read_state(ckpt)  # signed by this tool, before any trial unpickles it
-        if all(done):
-            _check_more(min(read_state(c)["iteration"] for c in done), iterations, out)
+        done = []
+        for t, (cfg, mc, tc) in zip(trials, configs, strict=True):
+            paths = RunPaths(out / t["name"])
+            if paths.latest() is None:
+                done.append(None)
+                continue
+            # signed by this tool, its config unedited, before any trial unpickles it
+            ckpt, state = resume_point(paths)
+            check_config_data(ckpt, resolved_config(cfg, mc, tc))
+            done.append(state["iteration"])
+        if all(d is not None for d in done):
+            _check_more(min(done), iterations, out)
+    else:
+        check_key(create=True)
     tc0 = configs[0][2]
     runners = max(c[2].num_env_runners for c in configs)
     start_ray(args.ray_address, args.quiet)
@@ -248,6 +316,10 @@ def start_ray(
     import logging
 
     level = logging.ERROR if quiet else logging.WARNING
+    # Ray's C++ core would otherwise install absl's failure handler for SIGTERM in this
+    # process: a stop while Ray starts would abort (exit 134) with a stack dump
+    # instead of reaching the Python handler (agents.run_folder.stop_on_signals)
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     if not address:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray

@@ -1,32 +1,54 @@
 """Resume never runs foreign code: run-folder checkpoints are signed by this tool.
 
 ``marl-sched train --resume`` restores RLlib's algorithm state, which RLlib stores with
-pickle — loading a crafted file executes code. So every checkpoint folder a run writes
-carries, in its ``state.json``, the SHA-256 of every file under it and an HMAC-SHA256
-of that list keyed by a secret of this user (:func:`key_path`: a 32-byte random key
-created on first use with mode 0600, outside any run folder). Before anything is
-unpickled, :func:`verify_folder` recomputes every digest and the HMAC; a file added,
-removed or changed, or a folder signed with another key (someone else's run, a
-hand-made folder), is refused with one line. A run folder copied from another machine
+pickle — loading a crafted file executes code, and RLlib restores any optional
+sub-folder that exists (``env_runner/rl_module``, say). So every checkpoint folder a
+run writes carries, in its ``state.json``, a signature: the whole tree under the
+folder (every sub-folder, every file name and the SHA-256 of its content) and the
+rest of ``state.json`` itself (iteration, scores, best: what steers a resumed run),
+with an HMAC-SHA256 over both keyed by a secret of this user (:func:`key_path`: a
+32-byte random key created on first use with mode 0600, outside any run folder).
+
+Before anything is unpickled, :func:`verify_folder` checks the HMAC, then walks the
+folder without following links (``os.scandir``/``lstat``): a symlink, FIFO, socket or
+device anywhere is refused, as is a file or folder added, removed or changed, an
+edited ``state.json``, or a folder signed with another key (someone else's run, a
+hand-made folder) — each with one line. A run folder copied from another machine
 cannot be resumed (retrain, or evaluate its ``modules/*.pt``, which load without
-pickle).
+pickle). The walk is one pass of ``os.scandir`` per folder; files are opened with
+``O_NOFOLLOW | O_NONBLOCK`` and checked with ``fstat`` before they are read, so a
+FIFO is never waited on and a link swapped in after the walk is not followed.
+
+What the signature cannot stop: someone who can write the run folder *while* the
+resume runs (between the check and RLlib's reads). A run folder is as private as the
+user's home; the check is against folders handed over or edited, not a live attacker.
 
 Python's ``hmac``/``hashlib`` are the kept libraries here; there is nothing to add.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
+import stat
 from pathlib import Path
 
 from marl_sched.errors import InputError
 
 KEY_ENV = "MARL_SCHED_KEY_FILE"
-SIGNED = "state.json"  # the file that holds the signature is not itself signed
+SIGNED = "state.json"  # holds the signature; its other fields are signed in canonical form
+FORMAT = 2  # 1 (before issue 35) signed file contents only: refused, it cannot be trusted
+KEY_BYTES = 32
+MAX_KEY_BYTES = 4096
+#: a checkpoint tree larger than this is not one this tool wrote
+MAX_ENTRIES = 100_000
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_DIR = "dir"
 
 
 def key_path() -> Path:
@@ -36,58 +58,154 @@ def key_path() -> Path:
     return Path.home() / ".config" / "marl-sched" / "resume.key"
 
 
-def _key(create: bool) -> bytes | None:
+def check_key(create: bool) -> bytes | None:
+    """This user's key (created when absent and ``create``; None when absent and not);
+    ``InputError`` naming the path when it is a folder, not a regular file, unreadable
+    or of an odd size. ``train`` calls it before Ray starts, so a bad key path leaves
+    no run folder behind (it would fail only at the first checkpoint)."""
     path = key_path()
-    if path.is_file():
-        return path.read_bytes()
-    if not create:
-        return None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(secrets.token_bytes(32))
-    return path.read_bytes()
+    where = f"{path} (the resume key; {KEY_ENV} to move it)"
+    try:
+        st = os.stat(path)  # the user's own config: a link to it is theirs to make
+    except FileNotFoundError:
+        if not create:
+            return None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(secrets.token_bytes(KEY_BYTES))
+        except OSError as exc:
+            raise InputError(f"{where}: cannot create it ({exc.strerror or exc})") from None
+        return check_key(create=False)
+    except OSError as exc:
+        raise InputError(f"{where}: unreadable ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{where}: not a regular file")
+    if not 16 <= st.st_size <= MAX_KEY_BYTES:
+        raise InputError(f"{where}: {st.st_size} bytes; expected {KEY_BYTES}")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read(MAX_KEY_BYTES)
+    except OSError as exc:
+        raise InputError(f"{where}: unreadable ({exc.strerror or exc})") from None
 
 
-def _digests(folder: Path) -> dict[str, str]:
-    out = {}
-    for path in sorted(folder.rglob("*")):
-        if path.is_file() and path.relative_to(folder).as_posix() != SIGNED:
-            h = hashlib.sha256()
-            with path.open("rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
-            out[path.relative_to(folder).as_posix()] = h.hexdigest()
+def open_regular(path: Path, where: str) -> int:
+    """A read-only descriptor of ``path`` if it is a regular file and not a symlink
+    (``InputError`` naming ``where`` otherwise); never blocks on a FIFO."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW on a symlink
+            raise InputError(f"{where}: a symlink; refusing to follow it") from None
+        raise InputError(f"{where}: unreadable ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"{where}: not a regular file; refusing")
+    return fd
+
+
+def read_regular(path: Path, where: str, limit: int) -> bytes:
+    """The bytes of a regular, non-symlink file of at most ``limit`` bytes."""
+    fd = open_regular(path, where)
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise InputError(f"{where}: larger than {limit} bytes; not written by this tool")
+    return data
+
+
+def tree(folder: Path, where: str) -> dict[str, str]:
+    """``{relative path: "dir" | sha256}`` of every entry under ``folder`` but the
+    top-level ``state.json``; ``InputError`` on a symlink or an entry that is neither
+    a regular file nor a folder (never followed, never opened)."""
+    out: dict[str, str] = {}
+
+    def walk(here: Path, prefix: str) -> None:
+        with os.scandir(here) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for entry in entries:
+            rel = prefix + entry.name
+            if len(out) >= MAX_ENTRIES:
+                raise InputError(f"{where}: more than {MAX_ENTRIES} entries; refusing")
+            if entry.is_symlink():
+                raise InputError(f"{where}: {rel} is a symlink; refusing to follow it")
+            if entry.is_dir(follow_symlinks=False):
+                out[rel] = _DIR
+                walk(Path(entry.path), rel + "/")
+            elif entry.is_file(follow_symlinks=False):
+                if rel != SIGNED:
+                    out[rel] = _sha256(Path(entry.path), f"{where}: {rel}")
+            else:
+                raise InputError(f"{where}: {rel} is not a regular file or folder; refusing")
+
+    walk(Path(folder), "")
     return out
 
 
-def _mac(key: bytes, files: dict[str, str]) -> str:
-    payload = json.dumps(files, sort_keys=True).encode("utf-8")
-    return hmac.new(key, payload, hashlib.sha256).hexdigest()
+def _sha256(path: Path, where: str) -> str:
+    h = hashlib.sha256()
+    with os.fdopen(open_regular(path, where), "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
-def sign_folder(folder: Path) -> dict:
-    """``{"files": {path: sha256}, "hmac": hex}`` of every file under ``folder``."""
-    files = _digests(Path(folder))
-    return {"files": files, "hmac": _mac(_key(create=True), files)}
+def canonical(state: dict) -> bytes:
+    """The signed form of ``state.json``'s fields (the signature block excluded)."""
+    return json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
-def verify_folder(folder: Path, record: object) -> None:
-    """Refuse (``InputError``) unless ``folder`` holds exactly the files ``record``
-    lists, with those digests, signed with this user's key."""
+def _mac(key: bytes, files: dict[str, str], state: dict) -> str:
+    payload = json.dumps({"format": FORMAT, "tree": files}, sort_keys=True).encode("utf-8")
+    return hmac.new(key, payload + b"\n" + canonical(state), hashlib.sha256).hexdigest()
+
+
+def sign_folder(folder: Path, state: dict) -> dict:
+    """The signature block of ``folder`` whose ``state.json`` will hold ``state``
+    (plus this block under ``integrity``): ``{"format", "tree", "hmac"}``."""
+    files = tree(Path(folder), str(folder))
+    key = check_key(create=True)
+    assert key is not None
+    return {"format": FORMAT, "tree": files, "hmac": _mac(key, files, state)}
+
+
+def verify_folder(folder: Path, record: object, state: dict) -> None:
+    """Refuse (``InputError``) unless ``record`` is a signature block made with this
+    user's key over exactly the tree under ``folder`` and ``state`` (the other fields
+    of its ``state.json``); symlinks and special files anywhere are refused."""
     folder = Path(folder)
     where = f"--resume: {folder}"
-    if not isinstance(record, dict) or not isinstance(record.get("files"), dict):
+    if not isinstance(record, dict):
         raise InputError(f"{where}: {SIGNED} has no signature (not written by this tool)")
-    key = _key(create=False)
-    if key is None or not hmac.compare_digest(_mac(key, record["files"]), str(record["hmac"])):
+    if record.get("format") != FORMAT:
         raise InputError(
-            f"{where}: signature does not match this user's key ({key_path()}); refusing to "
-            "unpickle a run folder this tool did not write"
+            f"{where}: {SIGNED}: signature format {record.get('format', 1)!r}, this version "
+            f"signs format {FORMAT} (older run folders cannot be resumed: retrain)"
         )
-    actual = _digests(folder)
-    for name in sorted(set(actual) | set(record["files"])):
-        if actual.get(name) != record["files"].get(name):
-            what = "added" if name not in record["files"] else (
+    files, mac = record.get("tree"), record.get("hmac")
+    if not isinstance(files, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in files.items()
+    ):
+        raise InputError(f"{where}: {SIGNED}: signature block has no valid 'tree'")
+    if not isinstance(mac, str) or not _HEX64.fullmatch(mac):
+        raise InputError(f"{where}: {SIGNED}: signature block has no valid 'hmac'")
+    key = check_key(create=False)
+    if key is None:
+        raise InputError(
+            f"{where}: no resume key at {key_path()} (signed on another machine or by "
+            "another user?); refusing to unpickle a run folder this tool did not write"
+        )
+    if not hmac.compare_digest(_mac(key, files, state), mac):
+        raise InputError(
+            f"{where}: signature does not match this user's key ({key_path()}), or "
+            f"{SIGNED} was edited; refusing to unpickle a run folder this tool did not write"
+        )
+    actual = tree(folder, where)
+    for name in sorted(set(actual) | set(files)):
+        if actual.get(name) != files.get(name):
+            what = "added" if name not in files else (
                 "missing" if name not in actual else "changed")  # fmt: skip
             raise InputError(f"{where}: {name} was {what} since this tool wrote it; refusing")

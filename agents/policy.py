@@ -179,9 +179,7 @@ def load_checkpoint(path: str | Path) -> TrainedAgents:
     try:
         weights = {}
         for module_id in manifest["modules"]:
-            weights[module_id] = torch.load(
-                ckpt / "modules" / f"{module_id}.pt", map_location="cpu", weights_only=True
-            )
+            weights[module_id] = _module_weights(ckpt / "modules", f"{module_id}.pt")
         agents = agents_from_weights(manifest, weights)
     except Exception as exc:  # unreadable files, bad pickles, mismatched tensors, ...
         msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
@@ -194,6 +192,30 @@ def load_checkpoint(path: str | Path) -> TrainedAgents:
                 )
     agents.path = str(path)
     return agents
+
+
+#: a module's weights file larger than this is refused before it is read (a shipped
+#: one is under 1 MB)
+MAX_MODULE_BYTES = 256 << 20
+
+
+def _module_weights(folder: Path, name: str) -> dict:
+    """``torch.load(weights_only=True)`` (tensors only: no pickled code runs) of a
+    regular file of at most :data:`MAX_MODULE_BYTES`; opened without blocking, so a
+    FIFO or device in its place is refused instead of waited on or read forever."""
+    import io
+    import os
+    import stat
+
+    fd = os.open(folder / name, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"modules/{name}: not a regular file")
+        if st.st_size > MAX_MODULE_BYTES:
+            raise ValueError(f"modules/{name}: {st.st_size} bytes, more than {MAX_MODULE_BYTES}")
+        data = fh.read(MAX_MODULE_BYTES + 1)
+    return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
 
 
 #: the keys every manifest holds, with their JSON types

@@ -14,7 +14,7 @@ validation figure ``validation_avg_jct_s`` with every checkpoint) under
 Resuming (``--resume``) starts a fresh Tuner over the trials recorded in
 ``experiment.json``; each trial continues from its run folder's last checkpoint,
 signed by this tool and verified before anything is unpickled
-(:func:`agents.training.read_state`), or starts over when it never checkpointed. It
+(:func:`agents.run_folder.read_state`), or starts over when it never checkpointed. It
 does not go through ``Tuner.restore``: that unpickles Tune's experiment state
 (``tuner.pkl``, cloudpickled trial records), which a crafted folder could use to run
 code, and it cannot extend a finished trial to more iterations, which
@@ -116,7 +116,8 @@ def trainable(config: dict) -> None:
     """One Tune trial: train (or resume) its run folder, reporting every iteration."""
     from ray import tune
 
-    from agents.training import RunPaths, Trainer, read_state
+    from agents.run_folder import RunPaths, read_state
+    from agents.training import Trainer
 
     trial = config["trials"][config["trial"]]
     cfg, mc, tc = trial_config(config["base"], trial, config["source"])
@@ -238,7 +239,7 @@ def _trial_name(trial) -> str:
 
 def _summary(run: Path) -> dict:
     """Iterations, env steps and the best checkpoint of a finished run folder."""
-    from agents.training import RunPaths
+    from agents.run_folder import RunPaths
 
     latest = RunPaths(run).latest()
     state = json.loads((latest / "state.json").read_text(encoding="utf-8"))

@@ -11,6 +11,9 @@ from agents.integrity import sign_folder, verify_folder
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.errors import InputError
+from tests.agents.crafted import Payload
+
+_Payload = Payload  # the name tests/agents/test_tune.py imports
 
 
 @pytest.fixture(autouse=True)
@@ -26,44 +29,48 @@ def _folder(tmp_path):
     return f
 
 
+STATE = {"iteration": 1, "env_steps": 10.0, "wall_s": 1.0, "best": None, "scores": {}}
+
+
 def test_a_signed_folder_verifies_and_any_change_is_refused(tmp_path):
     f = _folder(tmp_path)
-    record = sign_folder(f)
-    assert set(record["files"]) == {"rllib/algorithm_state.pkl", "manifest.json"}
+    record = sign_folder(f, STATE)
+    assert record["tree"].keys() == {"rllib", "rllib/algorithm_state.pkl", "manifest.json"}
+    assert record["tree"]["rllib"] == "dir"
     assert (tmp_path / "keys" / "resume.key").stat().st_mode & 0o777 == 0o600
-    verify_folder(f, record)
+    verify_folder(f, record, STATE)
     (f / "rllib" / "algorithm_state.pkl").write_bytes(b"\x80\x04K\x01.")
     with pytest.raises(InputError, match="algorithm_state.pkl was changed"):
-        verify_folder(f, record)
+        verify_folder(f, record, STATE)
     (f / "rllib" / "algorithm_state.pkl").write_bytes(b"\x80\x04N.")
     (f / "rllib" / "extra.pkl").write_bytes(b"x")
     with pytest.raises(InputError, match="extra.pkl was added"):
-        verify_folder(f, record)
+        verify_folder(f, record, STATE)
     (f / "rllib" / "extra.pkl").unlink()
     (f / "manifest.json").unlink()
     with pytest.raises(InputError, match="manifest.json was missing"):
-        verify_folder(f, record)
+        verify_folder(f, record, STATE)
+    (f / "manifest.json").write_text("{}")
+    (f / "rllib" / "sub").mkdir()
+    with pytest.raises(InputError, match="rllib/sub was added"):
+        verify_folder(f, record, STATE)
+    (f / "rllib" / "sub").rmdir()
+    verify_folder(f, record, STATE)
+    with pytest.raises(InputError, match="state.json was edited"):
+        verify_folder(f, record, {**STATE, "iteration": 2})
 
 
 def test_a_record_forged_without_the_key_is_refused(tmp_path, monkeypatch):
     f = _folder(tmp_path)
-    record = sign_folder(f)
+    record = sign_folder(f, STATE)
     monkeypatch.setenv("MARL_SCHED_KEY_FILE", str(tmp_path / "other.key"))
-    sign_folder(_folder(tmp_path / "elsewhere"))  # creates another user's key
+    sign_folder(_folder(tmp_path / "elsewhere"), STATE)  # creates another user's key
     with pytest.raises(InputError, match="signature does not match"):
-        verify_folder(f, record)
+        verify_folder(f, record, STATE)
     with pytest.raises(InputError, match="no signature"):
-        verify_folder(f, None)
-
-
-class _Payload:
-    """Unpickling this writes a marker file: what a crafted checkpoint would do."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (open, (str(self.marker), "w"))
+        verify_folder(f, None, STATE)
+    with pytest.raises(InputError, match="format 1"):
+        verify_folder(f, {"files": record["tree"], "hmac": record["hmac"]}, STATE)
 
 
 def _crafted_run(tmp_path, state):
@@ -74,7 +81,7 @@ def _crafted_run(tmp_path, state):
     resolved = load_config(REPO_ROOT / "configs" / "train_tiny.yaml").to_yaml()
     (run / "config.yaml").write_text(resolved)
     marker = tmp_path / "pwned"
-    (ckpt / "rllib" / "algorithm_state.pkl").write_bytes(pickle.dumps(_Payload(marker)))
+    (ckpt / "rllib" / "algorithm_state.pkl").write_bytes(pickle.dumps(Payload(marker)))
     (ckpt / "state.json").write_text(state if isinstance(state, str) else json.dumps(state))
     (run / "checkpoints" / "latest").write_text("iter_000001\n")
     return run, marker
@@ -89,9 +96,9 @@ def _crafted_run(tmp_path, state):
                 "iteration": 1,
                 "env_steps": 10,
                 "wall_s": 1.0,
-                "integrity": {"files": {}, "hmac": "00"},
+                "integrity": {"format": 2, "tree": {}, "hmac": "0" * 64},
             },
-            "signature does not match",
+            "no resume key",
         ),  # fmt: skip
         ({"iteration": "two", "env_steps": 10, "wall_s": 1.0}, "iteration: expected a number"),
         ("{garbage", "unreadable"),

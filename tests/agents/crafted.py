@@ -1,0 +1,13 @@
+"""What a crafted file holds in the security tests (issue 35)."""
+
+from __future__ import annotations
+
+
+class Payload:
+    """Unpickling this creates ``marker``: what a crafted checkpoint would do."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))

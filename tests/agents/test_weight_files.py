@@ -1,0 +1,56 @@
+"""Weights load for acting without running pickled code, and a module file that is a
+FIFO, a device or huge is refused at once, with one line (issue 35)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+
+import pytest
+
+from agents.policy import DEFAULT_CHECKPOINT, load_agents
+from marl_sched.cli import main
+from marl_sched.errors import InputError
+from tests.agents.crafted import Payload
+
+
+def _copy(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(DEFAULT_CHECKPOINT, ckpt)
+    return ckpt
+
+
+def test_the_shipped_checkpoint_loads(tmp_path):
+    agents = load_agents(_copy(tmp_path))
+    assert set(agents.nets) == {"shared"}
+
+
+def test_a_fifo_as_module_weights_is_refused_not_waited_on(tmp_path, capsys):
+    ckpt = _copy(tmp_path)
+    (ckpt / "modules" / "shared.pt").unlink()
+    os.mkfifo(ckpt / "modules" / "shared.pt")
+    with pytest.raises(InputError, match=r"modules/shared.pt: not a regular file"):
+        load_agents(ckpt)  # before: blocked forever in torch.load
+    rc = main(["evaluate", "--checkpoint", str(ckpt), "--out", str(tmp_path / "out"),
+               "--max-jobs", "3", "--quiet"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "not a regular file" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_device_as_module_weights_is_refused(tmp_path):
+    ckpt = _copy(tmp_path)
+    (ckpt / "modules" / "shared.pt").unlink()
+    (ckpt / "modules" / "shared.pt").symlink_to("/dev/zero")
+    with pytest.raises(InputError, match=r"modules/shared.pt: not a regular file"):
+        load_agents(ckpt)  # before: read until memory ran out
+
+
+def test_a_pickle_with_code_as_module_weights_runs_nothing(tmp_path):
+    ckpt = _copy(tmp_path)
+    marker = tmp_path / "pwned"
+    (ckpt / "modules" / "shared.pt").write_bytes(pickle.dumps(Payload(marker)))
+    with pytest.raises(InputError, match="corrupt checkpoint"):
+        load_agents(ckpt)
+    assert not marker.exists()
