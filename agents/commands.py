@@ -111,12 +111,15 @@ def _check_more(done: int, iterations: int, out: Path) -> None:
 def _train_experiment(args, out: Path, seeds: int | None, grid_specs: list[str]) -> int:
     """``--seeds N`` / ``--grid key=v1,v2``: one Tune trial per grid point × seed,
     each into ``DIR/<trial>/`` (:mod:`agents.tune`); ``--resume`` continues them."""
-    from agents.training import RunPaths, read_state, resolved_config
+    from agents.records import resolved_config
+    from agents.training import RunPaths, read_state
     from agents.tune import (
+        RESULTS,
         TrialError,
         make_trials,
         parse_grid,
         read_experiment,
+        results_table,
         run_experiment,
         trial_config,
         write_experiment,
@@ -139,6 +142,7 @@ def _train_experiment(args, out: Path, seeds: int | None, grid_specs: list[str])
         trials = make_trials(list(range(first, first + (seeds or 1))), parse_grid(grid_specs))
     configs = [trial_config(base, t, source) for t in trials]  # every trial checked now
     iterations = _iterations(args, configs[0][2])
+    base["train"]["iterations"] = iterations  # experiment.json records what runs
     if args.resume:
         done = [RunPaths(out / t["name"]).latest() for t in trials]
         for ckpt in filter(None, done):
@@ -159,13 +163,11 @@ def _train_experiment(args, out: Path, seeds: int | None, grid_specs: list[str])
         return 1
     finally:
         stop_ray()
+    # the experiment's result, printed with --quiet too (it is what the command is for)
+    print(results_table(rows))
     if not args.quiet:
-        for r in rows:
-            best = r["validation_avg_jct_s"]
-            figure = "no validation" if best is None else f"validation avg JCT {best:.0f} s"
-            print(f"{r['trial']}: {r['iterations']} iterations, {r['env_steps']:.0f} env steps, "
-                  f"best {r['best']} ({figure})")  # fmt: skip
-        print(f"{len(rows)} trials in {time.perf_counter() - t0:.0f} s; experiment folder {out}")
+        print(f"{len(rows)} trials in {time.perf_counter() - t0:.0f} s; experiment folder "
+              f"{out}; table in {out / RESULTS}")  # fmt: skip
     return 0
 
 

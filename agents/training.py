@@ -35,20 +35,13 @@ from typing import Any
 import yaml
 
 from agents.config import ModelConfig, TrainConfig, eval_windows
-from marl_sched.config import ExperimentConfig, plain
+from agents.records import hparams, module_scalars, resolved_config
+from marl_sched.config import ExperimentConfig
 from marl_sched.errors import InputError
 from marl_sched.metrics import atomic_write_text, write_json, write_run
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
-
-
-def resolved_config(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig) -> dict:
-    """Every section of the experiment, with the model and train defaults filled in."""
-    data = cfg.to_dict()
-    data["model"] = dataclasses.asdict(mc)
-    data["train"] = dataclasses.asdict(tc)
-    return plain(data)
 
 
 def _map_shared(agent_id, *args, **kwargs) -> str:
@@ -429,28 +422,12 @@ def scalars_from_result(result: dict, last_steps: float) -> tuple[dict[str, floa
         vals = [float(v[key]) for v in learners.values() if _finite(v.get(key))]
         if vals:
             out[tag] = sum(vals) / len(vals)
+    out.update(module_scalars(learners))  # each module's own, when there are several
     steps = float(result.get("num_env_steps_sampled_lifetime", last_steps))
     dt = float(result.get("time_this_iter_s", 0.0))
     if dt > 0:
         out["charts/env_steps_per_s"] = (steps - last_steps) / dt
     return out, steps
-
-
-def hparams(data: dict) -> dict[str, Any]:
-    """The ``model`` and ``train`` sections flattened for TensorBoard's HParams
-    dashboard (``section.key``; lists and nested values as text)."""
-    out: dict[str, Any] = {}
-    for section in ("model", "train"):
-        for k, v in (data.get(section) or {}).items():
-            if isinstance(v, dict):
-                for k2, v2 in v.items():
-                    plain = isinstance(v2, int | float | str)
-                    out[f"{section}.{k}.{k2}"] = v2 if plain else str(v2)
-            elif isinstance(v, bool | int | float | str):
-                out[f"{section}.{k}"] = v
-            else:
-                out[f"{section}.{k}"] = str(v)
-    return out
 
 
 def window_tag(window: dict) -> str:
@@ -665,6 +642,8 @@ class Trainer:
         from torch.utils.tensorboard import SummaryWriter
 
         cfg, mc, tc, paths = self.cfg, self.mc, self.tc, self.paths
+        # the record says what runs: --iterations, not the config file's train.iterations
+        tc = self.tc = dataclasses.replace(tc, iterations=iterations)
         t_run = time.perf_counter()
         torch.manual_seed(tc.seed)
         torch.set_num_threads(1)  # tiny graphs: intra-op threads only add latency
@@ -685,10 +664,9 @@ class Trainer:
             saved.pop("integrity", None)
             state.update(saved)
             algo.restore_from_path(str((ckpt / "rllib").resolve()))
-        else:
-            paths.root.mkdir(parents=True, exist_ok=True)
-            data = resolved_config(cfg, mc, tc)
-            atomic_write_text(paths.config, yaml.safe_dump(data, sort_keys=False))
+        paths.root.mkdir(parents=True, exist_ok=True)
+        data = resolved_config(cfg, mc, tc)  # rewritten on resume: --iterations may grow
+        atomic_write_text(paths.config, yaml.safe_dump(data, sort_keys=False))
         start, wall0 = state["iteration"], state["wall_s"] - time.perf_counter() + t_run
         self.state = state
         # x axis: environment steps (the warm start at 0); a resumed run drops what an
@@ -747,7 +725,8 @@ class Trainer:
             best = state["best"][1] if state["best"] else final
             if final is not None:
                 writer.add_hparams(
-                    hparams(resolved_config(cfg, mc, tc)),
+                    hparams(resolved_config(cfg, mc, tc), len(self.builder.agent_ids),
+                            len(self.ids)),
                     {"hparam/validation_avg_jct_s": final,
                      "hparam/best_validation_avg_jct_s": best},
                     run_name=".",

@@ -117,23 +117,49 @@ def test_local_ray_never_attaches_to_another_cluster(monkeypatch):
 # ------------------------------------------------------------------ with Ray
 
 
-def test_tune_grid_of_ppo_and_appo_resumes_after_an_interruption(ray_session, tmp_path):
+def _results(out) -> list[dict]:
+    import csv
+
+    with (out / "results.csv").open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_tune_grid_of_ppo_and_appo_resumes_after_an_interruption(ray_session, tmp_path, capsys):
     """Two Tune trials (PPO and APPO, a SAGEConv network): both train, the APPO one is
-    interrupted before its first PPO checkpoint and resumed; its checkpoint loads."""
+    interrupted before its first PPO checkpoint and resumed; its checkpoint loads.
+    Each invocation writes results.csv and prints it under --quiet; each trial has one
+    TensorBoard run (its own tb/, none from Tune); the records say 1 then 2
+    iterations although train_tiny.yaml says 2."""
     from agents import load_agents
 
     out = tmp_path / "exp"
     args = ["train", "--config", TINY, "--out", str(out), "--quiet"]
     grid = ["--grid", "train.algorithm=PPO,APPO", "--seed", "5", "model.gnn.layer=SAGEConv"]
     assert main([*args, *grid, "--iterations", "1"]) == 0
+    printed = capsys.readouterr().out.splitlines()
     recorded = json.loads((out / "experiment.json").read_text())
     names = [t["name"] for t in recorded["trials"]]
     assert names == ["algorithm=PPO_seed5", "algorithm=APPO_seed5"]
+    assert recorded["config"]["train"]["iterations"] == 1
+    rows = _results(out)
+    assert [r["trial"] for r in rows] == names
+    assert [r["train.algorithm"] for r in rows] == ["PPO", "APPO"]
+    for r in rows:
+        assert r["seed"] == "5" and r["iterations"] == "1" and r["env_steps"] == "200"
+        assert float(r["final_validation_avg_jct_s"]) > 0 and float(r["wall_s"]) > 0
+        assert r["best_checkpoint"] in ("iter_000000", "iter_000001")
+        assert float(r["best_validation_avg_jct_s"]) <= float(r["final_validation_avg_jct_s"])
+    assert printed[0].split()[:3] == ["trial", "seed", "train.algorithm"]
+    assert [line.split()[0] for line in printed[2:]] == names  # the table, under --quiet
+    assert not list((out / "tune").rglob("events.out.tfevents*"))  # no second TB run
     for name in names:
         run = out / name
+        # one TensorBoard run: every event file in tb/ itself (HParams add a second file)
+        assert {f.parent for f in run.rglob("events.out.tfevents*")} == {run / "tb"}
         assert (run / "checkpoints" / "latest").read_text().strip() == "iter_000001"
         resolved = yaml.safe_load((run / "config.yaml").read_text())
         assert resolved["train"]["seed"] == 5 and resolved["train"]["algorithm"] in name
+        assert resolved["train"]["iterations"] == 1
     assert list((out / "tune").glob(f"session_01/{names[0]}/checkpoint_*"))  # Tune's pointers
     # the APPO trial was interrupted before its first iteration's checkpoint
     appo = out / names[1]
@@ -144,6 +170,8 @@ def test_tune_grid_of_ppo_and_appo_resumes_after_an_interruption(ray_session, tm
         state = json.loads((out / name / "checkpoints" / "iter_000002" / "state.json").read_text())
         assert state["iteration"] == 2
     assert (appo / "checkpoints" / "iter_000001").is_dir()  # redone
+    assert [r["iterations"] for r in _results(out)] == ["2", "2"]
+    assert yaml.safe_load((appo / "config.yaml").read_text())["train"]["iterations"] == 2
     assert (out / "tune" / "session_02").is_dir()
     manifest = json.loads((appo / "checkpoints" / "iter_000002" / "manifest.json").read_text())
     assert manifest["model"]["gnn"] == {"layer": "SAGEConv"}
@@ -167,7 +195,7 @@ def test_resuming_an_experiment_refuses_a_crafted_trial_folder(tmp_path, capsys)
     import pickle
 
     from agents.config import model_config, train_config
-    from agents.training import resolved_config
+    from agents.records import resolved_config
     from agents.tune import write_experiment
     from marl_sched.config import load_config
     from tests.agents.test_integrity import _Payload
