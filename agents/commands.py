@@ -68,6 +68,7 @@ def train_command(args: argparse.Namespace) -> int:
     if args.resume:
         _check_more(read_state(paths.latest())["iteration"], iterations, out)
 
+    check_algorithm(cfg, mc, tc)
     log = _printer(args.quiet)
     start_ray(args.ray_address, args.quiet)
     try:
@@ -83,6 +84,28 @@ def train_command(args: argparse.Namespace) -> int:
             f"in {time.perf_counter() - t0:.0f} s; run folder {out}"
         )
     return 0
+
+
+def check_algorithm(cfg, mc, tc) -> None:
+    """Build (not run) the run's RLlib ``AlgorithmConfig`` when it may be invalid
+    (:func:`agents.algorithm.needs_check`: another algorithm than PPO, or
+    ``train.rllib``), so that a bad key exits 2 before Ray starts or anything is
+    written."""
+    from agents.algorithm import needs_check
+
+    if needs_check(tc):
+        import logging
+
+        from agents.training import algo_config, env_setup
+
+        _, _, builder = env_setup(cfg, mc, tc, tc.seed)
+        rllib = logging.getLogger("ray.rllib")
+        level = rllib.level
+        rllib.setLevel(logging.ERROR)  # its "new API stack" notice: once, when training
+        try:
+            algo_config(cfg, mc, tc, tc.seed, builder.agent_ids)
+        finally:
+            rllib.setLevel(level)
 
 
 def _refuse_overrides_on_resume(overrides, out: Path) -> None:
@@ -149,6 +172,8 @@ def _train_experiment(args, out: Path, seeds: int | None, grid_specs: list[str])
             read_state(ckpt)  # signed by this tool, before any trial unpickles it
         if all(done):
             _check_more(min(read_state(c)["iteration"] for c in done), iterations, out)
+    for config in configs:  # each trial's algorithm and train.rllib, before Ray starts
+        check_algorithm(*config)
     tc0 = configs[0][2]
     runners = max(c[2].num_env_runners for c in configs)
     start_ray(args.ray_address, args.quiet)

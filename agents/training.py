@@ -84,14 +84,16 @@ def module_ids(agent_ids: list[str], mc: ModelConfig) -> list[str]:
 def algo_config(
     cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int, agent_ids: list[str]
 ):
-    """The RLlib ``AlgorithmConfig`` of a run: ``PPOConfig`` or ``APPOConfig``
-    (``train.algorithm``), with our RLModule on the new API stack.
+    """The RLlib ``AlgorithmConfig`` of a run: ``train.algorithm``'s (``PPOConfig``,
+    ``APPOConfig``, ``IMPALAConfig``), with our RLModule on the new API stack and
+    ``train.rllib`` on top (:mod:`agents.algorithm`; ``InputError`` on a bad key).
 
-    The KL to the sampling policy is always computed (``use_kl_loss``) so that it is
-    logged; ``train.kl_coeff`` (default 0) is its weight in the loss."""
+    The KL to the sampling policy is always computed (``use_kl_loss``, PPO and APPO)
+    so that it is logged; ``train.kl_coeff`` (default 0) is its weight in the loss."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
+    from agents.algorithm import algorithm_base, apply_rllib
     from agents.rl_module import HierarchicalGNNModule
 
     env, env_config, _ = env_setup(cfg, mc, tc, seed)
@@ -108,33 +110,15 @@ def algo_config(
         "entropy_coeff": tc.entropy_coeff,
         "clip_param": tc.clip_param,
         "vf_loss_coeff": tc.vf_loss_coeff,
+        "vf_clip_param": tc.vf_clip_param,
         "grad_clip": tc.grad_clip,
         "use_kl_loss": True,
         "kl_coeff": tc.kl_coeff,
     }
-    if tc.algorithm == "APPO":
-        from ray.rllib.algorithms.appo import APPOConfig
-
-        # an iteration = train_batch_size env steps, as with PPO (APPO's default is
-        # "as many as 10 s allow"); the learner in this process, as with PPO (APPO's
-        # default is one remote learner actor, which a Tune trial has no CPU for)
-        config = (
-            APPOConfig()
-            .reporting(
-                min_time_s_per_iteration=0,
-                min_sample_timesteps_per_iteration=tc.train_batch_size,
-            )
-            .learners(num_learners=0)
-        )
-    else:
-        from ray.rllib.algorithms.ppo import PPOConfig
-
-        from agents.learner import ClipFractionPPOLearner
-
-        config = PPOConfig()
-        training["vf_clip_param"] = tc.vf_clip_param
-        training["learner_class"] = ClipFractionPPOLearner  # logs the clip fraction too
-    return (
+    # the algorithm's config from RLlib's registry, with our Learner and only the
+    # settings it has (agents.algorithm)
+    config, training = algorithm_base(tc, training, cfg.source)
+    config = (
         config.environment(
             env,
             env_config=env_config,
@@ -153,6 +137,7 @@ def algo_config(
         .training(**training)
         .debugging(seed=seed)
     )
+    return apply_rllib(config, tc.rllib, cfg.source)  # train.rllib on top, validated
 
 
 def gnn_weights(weights: dict[str, dict]) -> dict[str, dict]:
