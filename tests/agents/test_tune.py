@@ -130,8 +130,9 @@ def _results(out) -> list[dict]:
 def test_tune_grid_of_ppo_appo_and_impala_resumes_after_an_interruption(
     ray_session, tmp_path, capsys
 ):
-    """Three Tune trials (PPO, APPO and IMPALA, a SAGEConv network): all train, each
-    logging policy loss and explained variance; the APPO one is interrupted before
+    """Three Tune trials (PPO, APPO and IMPALA, a SAGEConv network, one module per
+    agent): all train, each logging policy loss and explained variance, also per
+    module; the APPO one is interrupted before
     its first PPO checkpoint and resumed; its checkpoint loads.
     Each invocation writes results.csv and prints it under --quiet; each trial has one
     TensorBoard run (its own tb/, none from Tune); the records say 1 then 2
@@ -141,7 +142,7 @@ def test_tune_grid_of_ppo_appo_and_impala_resumes_after_an_interruption(
     out = tmp_path / "exp"
     args = ["train", "--config", TINY, "--out", str(out), "--quiet"]
     grid = ["--grid", "train.algorithm=PPO,APPO,IMPALA", "--seed", "5",
-            "model.gnn.layer=SAGEConv"]  # fmt: skip
+            "model.gnn.layer=SAGEConv", "model.share_parameters=false"]  # fmt: skip
     assert main([*args, *grid, "--iterations", "1"]) == 0
     printed = capsys.readouterr().out.splitlines()
     recorded = json.loads((out / "experiment.json").read_text())
@@ -169,6 +170,9 @@ def test_tune_grid_of_ppo_appo_and_impala_resumes_after_an_interruption(
         assert resolved["train"]["iterations"] == 1
         tags = set(scalar_steps(run))
         assert {"losses/policy_loss", "losses/explained_variance", "losses/entropy"} <= tags
+        for module in ("sc0", "sc1"):  # one module per agent: each one's own figures
+            own = {f"losses/{module}/{k}" for k in ("policy_loss", "entropy", "value_loss")}
+            assert own | {f"losses/{module}/explained_variance"} <= tags, (name, tags)
     assert list((out / "tune").glob(f"session_01/{names[0]}/checkpoint_*"))  # Tune's pointers
     # the APPO trial was interrupted before its first iteration's checkpoint
     appo = out / names[1]
@@ -185,7 +189,7 @@ def test_tune_grid_of_ppo_appo_and_impala_resumes_after_an_interruption(
     manifest = json.loads((appo / "checkpoints" / "iter_000002" / "manifest.json").read_text())
     assert manifest["model"]["gnn"] == {"layer": "SAGEConv"}
     agents = load_agents(appo)  # APPO's target network is not in the inference files
-    assert type(agents.nets["shared"].blocks[0].conv).__name__ == "SAGEConv"
+    assert type(agents.nets["sc1"].blocks[0].conv).__name__ == "SAGEConv"
 
 
 def test_a_checkpoint_with_another_layer_than_the_config_exits_2(tmp_path, capsys):
