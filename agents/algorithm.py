@@ -17,6 +17,7 @@ line naming the key (``configs/x.yaml: train.rllib.training.foo: ...``), exit 2.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from marl_sched.errors import InputError
@@ -36,11 +37,12 @@ def _first_line(exc: Exception) -> str:
     return lines[0] if lines else exc.__class__.__name__
 
 
-def algorithm_base(tc, training: dict[str, Any], where: str):
+def algorithm_base(tc, training: dict[str, Any], where: str, agent_ids: list[str]):
     """(the algorithm's default ``AlgorithmConfig`` with our Learner, the ``training``
     settings it has). A ``train:`` key the algorithm has no setting for, set to other
     than its default, raises ``InputError`` (a resolved config names every key, so
-    "set" means "not the default")."""
+    "set" means "not the default"). ``agent_ids``: the env's agents, whose own entropy
+    and KL the learner logs (:class:`agents.learner.AddAgentIndex`)."""
     from ray.rllib.algorithms.impala import IMPALAConfig
     from ray.rllib.algorithms.registry import ALGORITHMS
 
@@ -59,7 +61,11 @@ def algorithm_base(tc, training: dict[str, Any], where: str):
                 f"{where}: train.{name}: {tc.algorithm} has no such setting "
                 f"({type(config).__name__} has no {key!r})"
             )
-    config = config.learners(learner_class=learner.LEARNERS[tc.algorithm])
+    config = config.learners(
+        learner_class=learner.LEARNERS[tc.algorithm],
+        learner_connector=partial(learner.agent_index_connector, tuple(agent_ids)),
+        learner_config_dict={learner.AGENT_IDS: list(agent_ids)},
+    )
     if isinstance(config, IMPALAConfig):  # APPO too
         # an iteration = train_batch_size env steps, as with PPO (their default is "as
         # many as 10 s allow"); the learner in this process, as with PPO (their

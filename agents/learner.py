@@ -7,6 +7,15 @@ policy module (RLlib's ``(module_id, key)``), as are RLlib's own losses, so
 :func:`agents.records.module_scalars` can chart each module's policy loss, value
 loss, entropy, KL and these. :data:`LEARNERS`: the class of each ``train.algorithm``.
 
+All three: the entropy and the KL of the updated policy to the sampling one per
+*agent* when one module serves several (shared parameters, the default), so a
+shared policy's figures are not only averages over the agents. The learner connector
+:class:`AddAgentIndex` puts the acting agent's index into the train batch (column
+``agent_index``, aligned with the other columns by RLlib's own per-episode keys); the
+learner logs ``agent/<agent id>/entropy`` and ``agent/<agent id>/approx_kl`` under the
+module (:func:`agents.records.module_scalars` charts them as
+``losses/agent/<agent id>/...``).
+
 The clip fraction — the share of samples whose probability ratio to the sampling
 policy left ``[1 - clip_param, 1 + clip_param]`` in this update — is the figure PPO
 users read beside the KL to see whether updates are too large. RLlib 2.60's
@@ -19,11 +28,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from ray.rllib.algorithms.appo.torch.appo_torch_learner import APPOTorchLearner
 from ray.rllib.algorithms.impala.torch.impala_torch_learner import IMPALATorchLearner
 from ray.rllib.algorithms.impala.torch.vtrace_torch_v2 import make_time_major, vtrace_torch
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
 from ray.rllib.core.rl_module.apis import TARGET_NETWORK_ACTION_DIST_INPUTS
@@ -31,6 +42,79 @@ from ray.rllib.utils.torch_utils import explained_variance
 
 CLIP_FRACTION_KEY = "clip_fraction"
 EXPLAINED_VARIANCE_KEY = "vf_explained_var"  # the key RLlib's PPO learner uses
+AGENT_INDEX = "agent_index"
+#: ``learner_config_dict`` key of the agent ids, in the order of AGENT_INDEX
+AGENT_IDS = "agent_ids"
+
+
+class AddAgentIndex(ConnectorV2):
+    """Learner connector: the column :data:`AGENT_INDEX`, the index in ``agent_ids``
+    of the agent that acted at each step (one item per step of each agent's episode,
+    as RLlib adds the observations, so the rows line up)."""
+
+    def __init__(self, input_observation_space=None, input_action_space=None, *,
+                 agent_ids: tuple[str, ...] = (), **kwargs) -> None:  # fmt: skip
+        super().__init__(input_observation_space, input_action_space, **kwargs)
+        self.agent_ids = tuple(agent_ids)
+
+    def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, **kwargs):
+        for sa_episode in self.single_agent_episode_iterator(
+            episodes, agents_that_stepped_only=False
+        ):
+            index = self.agent_ids.index(sa_episode.agent_id)
+            self.add_n_batch_items(
+                batch,
+                AGENT_INDEX,
+                items_to_add=np.full(len(sa_episode), index, dtype=np.int64),
+                num_items=len(sa_episode),
+                single_agent_episode=sa_episode,
+            )
+        return batch
+
+
+def agent_index_connector(agent_ids, input_observation_space, input_action_space):
+    """``AlgorithmConfig.training(learner_connector=partial(this, agent_ids))``."""
+    return AddAgentIndex(input_observation_space, input_action_space, agent_ids=agent_ids)
+
+
+def per_agent_figures(dist_cls, batch, fwd_out) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+    """``{agent index: (mean entropy, mean KL of the updated policy to the sampling
+    one)}`` over each agent's unmasked steps of the batch; empty when the batch holds
+    one agent's steps (its module's own figures are that agent's)."""
+    index = batch.get(AGENT_INDEX)
+    if index is None:
+        return {}
+    mask = batch.get(Columns.LOSS_MASK)
+    mask = torch.ones_like(index, dtype=torch.bool) if mask is None else mask.bool()
+    agents = torch.unique(index[mask]).tolist()
+    if len(agents) < 2:
+        return {}
+    new = dist_cls.from_logits(fwd_out[Columns.ACTION_DIST_INPUTS])
+    old = dist_cls.from_logits(batch[Columns.ACTION_DIST_INPUTS])
+    entropy, kl = new.entropy(), old.kl(new)
+    out = {}
+    for a in agents:
+        sel = mask & (index == a)
+        out[int(a)] = (entropy[sel].mean(), kl[sel].mean())
+    return out
+
+
+class PerAgentFigures:
+    """Mixin of a learner: its loss, and each agent's entropy and KL logged."""
+
+    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out) -> Any:
+        loss = super().compute_loss_for_module(
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+        )
+        with torch.no_grad():
+            dist_cls = self.module[module_id].unwrapped().get_train_action_dist_cls()
+            figures = per_agent_figures(dist_cls, batch, fwd_out)
+        names = config.learner_config_dict.get(AGENT_IDS, ())
+        for a, (entropy, kl) in figures.items():
+            name = names[a] if a < len(names) else str(a)
+            self.metrics.log_value((module_id, f"agent/{name}/entropy"), entropy, window=1)
+            self.metrics.log_value((module_id, f"agent/{name}/approx_kl"), kl, window=1)
+        return loss
 
 
 def clip_fraction(
@@ -43,7 +127,7 @@ def clip_fraction(
     return clipped.float().mean()
 
 
-class ClipFractionPPOLearner(PPOTorchLearner):
+class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
     """``PPOTorchLearner`` whose loss also logs the clip fraction (module docstring)."""
 
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out) -> Any:
@@ -119,7 +203,7 @@ class _VTraceExplainedVariance:
         """Log under PPO's key any figure this learner names otherwise."""
 
 
-class ExplainedVarianceAPPOLearner(_VTraceExplainedVariance, APPOTorchLearner):
+class ExplainedVarianceAPPOLearner(PerAgentFigures, _VTraceExplainedVariance, APPOTorchLearner):
     """``APPOTorchLearner`` also logging ``vf_explained_var`` (module docstring)."""
 
     @staticmethod
@@ -127,7 +211,7 @@ class ExplainedVarianceAPPOLearner(_VTraceExplainedVariance, APPOTorchLearner):
         return module.forward_target(batch)[TARGET_NETWORK_ACTION_DIST_INPUTS]
 
 
-class ExplainedVarianceIMPALALearner(_VTraceExplainedVariance, IMPALATorchLearner):
+class ExplainedVarianceIMPALALearner(PerAgentFigures, _VTraceExplainedVariance, IMPALATorchLearner):
     """``IMPALATorchLearner`` also logging ``vf_explained_var`` (module docstring)."""
 
     @staticmethod

@@ -83,11 +83,19 @@ def _finite(value: Any) -> bool:
 
 def module_scalars(learners: dict[str, dict]) -> dict[str, float]:
     """``losses/<module>/<figure>`` for each policy module of a learner result
-    (``result["learners"]`` minus ``__all_modules__``) when there are several; with
-    one module the averages over modules are already its own figures."""
+    (``result["learners"]`` minus ``__all_modules__``) when there are several (with
+    one module the averages over modules are already its own figures), and
+    ``losses/agent/<agent>/<figure>``, each agent's entropy and KL, which a module
+    serving several agents logs (:class:`agents.learner.PerAgentFigures`)."""
+    out = {
+        f"losses/{key}": float(value)
+        for figures in learners.values()
+        for key, value in figures.items()
+        if key.startswith("agent/") and _finite(value)
+    }
     if len(learners) < 2:
-        return {}
-    return {
+        return out
+    return out | {
         f"losses/{module}/{tag}": float(figures[key])
         for module, figures in learners.items()
         for tag, key in MODULE_TAGS

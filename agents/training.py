@@ -117,7 +117,7 @@ def algo_config(
     }
     # the algorithm's config from RLlib's registry, with our Learner and only the
     # settings it has (agents.algorithm)
-    config, training = algorithm_base(tc, training, cfg.source)
+    config, training = algorithm_base(tc, training, cfg.source, agent_ids)
     config = (
         config.environment(
             env,

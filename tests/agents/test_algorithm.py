@@ -95,3 +95,57 @@ def test_a_bad_passthrough_in_one_grid_trial_exits_2_before_ray(tmp_path, capsys
     assert rc == 2 and err.count("\n") == 1, err
     assert "[trial minibatch_size=5000_seed0]: train.rllib.training.minibatch_size:" in err
     assert not out.exists()
+
+
+def test_each_agents_entropy_and_kl_of_a_shared_module():
+    """The agent-index column follows RLlib's per-episode keys, one item per step;
+    the per-agent figures are each agent's own means over its unmasked steps."""
+    import numpy as np
+    import torch
+    from ray.rllib.connectors.learner import AddObservationsFromEpisodesToBatch
+    from ray.rllib.core.columns import Columns
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+    from ray.rllib.models.torch.torch_distributions import TorchCategorical
+
+    from agents.learner import AGENT_INDEX, AddAgentIndex, per_agent_figures
+    from agents.records import module_scalars
+
+    episode = MultiAgentEpisode(
+        observations=[{"sc0": 0, "sc1": 0}, {"sc0": 1}, {"sc0": 2, "sc1": 1}],
+        actions=[{"sc0": 0, "sc1": 1}, {"sc0": 1}],
+        rewards=[{"sc0": 0.0, "sc1": 0.0}, {"sc0": 0.0}],
+        agent_module_ids={"sc0": "shared", "sc1": "shared"},
+        len_lookback_buffer=0,
+    )
+    batch = AddAgentIndex(agent_ids=("sc0", "sc1"))(rl_module=None, batch={}, episodes=[episode])
+    AddObservationsFromEpisodesToBatch(as_learner_connector=True)(
+        rl_module=None, batch=batch, episodes=[episode]
+    )
+
+    def rows(column):
+        return {k: np.concatenate([np.atleast_1d(x) for x in v]).tolist()
+                for k, v in batch[column].items()}  # fmt: skip
+
+    index, obs = rows(AGENT_INDEX), rows(Columns.OBS)
+    assert list(index) == list(obs)  # the same (episode, agent, module) keys, same order
+    assert {k[1]: v for k, v in index.items()} == {"sc0": [0, 0], "sc1": [1]}
+    assert {k: len(v) for k, v in index.items()} == {k: len(v) for k, v in obs.items()}
+
+    index = torch.tensor([0, 0, 1, 1, 1])
+    old = torch.tensor([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [5.0, -5.0]])
+    new = torch.tensor([[0.0, 0.0], [0.0, 0.0], [2.0, 0.0], [2.0, 0.0], [0.0, 0.0]])
+    mask = torch.tensor([True, True, True, True, False])  # the last step: padding
+    out = per_agent_figures(
+        TorchCategorical,
+        {AGENT_INDEX: index, Columns.ACTION_DIST_INPUTS: old, Columns.LOSS_MASK: mask},
+        {Columns.ACTION_DIST_INPUTS: new},
+    )
+    p = torch.softmax(torch.tensor([2.0, 0.0]), 0)
+    entropy1 = float(-(p * p.log()).sum())
+    kl1 = float((0.5 * (np.log(0.5) - p.log())).sum())
+    assert float(out[0][0]) == pytest.approx(np.log(2)) and float(out[0][1]) == pytest.approx(0)
+    assert float(out[1][0]) == pytest.approx(entropy1) and float(out[1][1]) == pytest.approx(kl1)
+    one = {AGENT_INDEX: torch.tensor([1, 1]), Columns.ACTION_DIST_INPUTS: old[:2]}
+    assert per_agent_figures(TorchCategorical, one, {Columns.ACTION_DIST_INPUTS: new[:2]}) == {}
+    learners = {"shared": {"entropy": 0.6, "agent/sc1/entropy": entropy1}}
+    assert module_scalars(learners) == {"losses/agent/sc1/entropy": entropy1}

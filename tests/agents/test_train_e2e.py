@@ -27,6 +27,8 @@ TAGS = {
     "losses/approx_kl",
     "losses/explained_variance",
     "losses/clip_fraction",
+    "losses/agent/sc0/entropy",  # each agent's own, from the shared module
+    "losses/agent/sc1/approx_kl",
     "losses/grad_norm",
     "imitation/loss",
     "imitation/accuracy",
