@@ -9,7 +9,10 @@
   keys (``topology.server_types[0].count``, ``env.reward.time_scale_s``), plus the number
   of agents and of policy modules, so runs can be filtered on any of them.
 - :func:`module_scalars`: the learner's figures of each policy module
-  (``losses/<module>/policy_loss`` ...), beside the averages over modules.
+  (``losses/<module>/policy_loss`` ...) and of each agent of a shared module, beside
+  the averages over modules.
+- :func:`checkpoint_digest`: the content digest of a checkpoint's inference files,
+  which ``results.csv`` records beside the checkpoint's path.
 
 Plain functions of dicts, Ray-free: the tests check them without starting anything.
 """
@@ -17,7 +20,9 @@ Plain functions of dicts, Ray-free: the tests check them without starting anythi
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
+from pathlib import Path
 from typing import Any
 
 from marl_sched.config import ExperimentConfig, plain
@@ -101,3 +106,16 @@ def module_scalars(learners: dict[str, dict]) -> dict[str, float]:
         for tag, key in MODULE_TAGS
         if _finite(figures.get(key))
     }
+
+
+def checkpoint_digest(folder: Path) -> str:
+    """SHA-256 over the inference files of a checkpoint folder (``manifest.json`` and
+    ``modules/*.pt``: what ``evaluate`` loads), each named by its relative path, in
+    sorted order: equal digests, equal policies."""
+    folder = Path(folder)
+    files = [folder / "manifest.json", *sorted((folder / "modules").glob("*.pt"))]
+    h = hashlib.sha256()
+    for path in files:
+        h.update(path.relative_to(folder).as_posix().encode("utf-8") + b"\0")
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()

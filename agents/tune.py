@@ -9,8 +9,9 @@ validation figure ``validation_avg_jct_s`` with every checkpoint) under
 
     DIR/experiment.json     the base config, the trials (name, seed, overrides), written first
     DIR/results.csv         one row per trial: seed, grid values, final and best validation
-                            figures, best checkpoint, wall time (from Tune's ResultGrid and
-                            each run's last checkpoint), rewritten after every invocation
+                            figures, best checkpoint (path, content digest), wall time (from
+                            Tune's ResultGrid and each run's last checkpoint), rewritten
+                            after every invocation
     DIR/<trial>/            one run folder per trial, the layout of a single run (its tb/
                             is the trial's only TensorBoard run)
     DIR/tune/session_XX/    Ray Tune's own records of each invocation (results, params)
@@ -281,8 +282,11 @@ def results_rows(out: Path, trials: list[dict], grid) -> list[dict]:
     values (one column per ``--grid`` key), then from Tune's ``ResultGrid`` the last
     report's iteration and env steps and the final validation figure (the last one
     reported), and from the run folder's last checkpoint (``state.json``, which a
-    resumed run carries on) the best checkpoint's validation figure and name under
-    ``train.select_rule`` and the run's wall time over every session."""
+    resumed run carries on) the best checkpoint's validation figure under
+    ``train.select_rule``, its path (relative to ``out``) and content digest
+    (:func:`agents.records.checkpoint_digest`), and the run's wall time over every
+    session."""
+    from agents.records import checkpoint_digest
     from agents.training import RunPaths
 
     by_name = {r.config["trial"]: r for r in grid}
@@ -300,6 +304,7 @@ def results_rows(out: Path, trials: list[dict], grid) -> list[dict]:
         if final is None:  # already trained to the end: this session reported no figure
             final = _number((state.get("scores") or {}).get(latest.name))
         best = state.get("best") or [None, None]
+        best_dir = RunPaths(out / t["name"]).checkpoints / best[0] if best[0] else None
         rows.append(
             {
                 "trial": t["name"],
@@ -309,7 +314,8 @@ def results_rows(out: Path, trials: list[dict], grid) -> list[dict]:
                 "env_steps": int(reported.get("env_steps", state["env_steps"])),
                 f"final_{METRIC}": final,
                 f"best_{METRIC}": _number(best[1]),
-                "best_checkpoint": best[0] or "",
+                "best_checkpoint": best_dir.relative_to(out).as_posix() if best_dir else "",
+                "best_checkpoint_sha256": checkpoint_digest(best_dir) if best_dir else "",
                 "wall_s": round(float(state["wall_s"]), 1),
             }
         )
@@ -337,10 +343,11 @@ TABLE_COLUMNS = (
 
 
 def results_table(rows: list[dict]) -> str:
-    """The trials as a plain text table (the columns of ``results.csv``)."""
+    """The trials as a plain text table (the columns of ``results.csv`` but the
+    digest)."""
     from marl_sched.cli import format_table
 
-    fixed = {"trial", "seed", *(key for key, _, _ in TABLE_COLUMNS)}
+    fixed = {"trial", "seed", "best_checkpoint_sha256", *(key for key, _, _ in TABLE_COLUMNS)}
     grid = [k for k in (rows[0] if rows else {}) if k not in fixed]
     columns = [("trial", "trial", ""), ("seed", "seed", "d"), *((k, k, "") for k in grid)]
     shown = [{k: "-" if v is None else v for k, v in r.items()} for r in rows]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import yaml
 
 from agents.config import model_config, train_config
-from agents.records import hparams, module_scalars, resolved_config
+from agents.records import checkpoint_digest, hparams, module_scalars, resolved_config
 from envs.config import env_config
 from marl_sched.config import REPO_ROOT, load_config
 
@@ -68,3 +68,19 @@ def test_module_scalars_name_each_module_only_when_there_are_several():
         "losses/sc1/policy_loss": -0.1,
         "losses/sc1/explained_variance": 0.3,
     }
+
+
+def test_the_checkpoint_digest_covers_the_inference_files_only(tmp_path):
+    a = tmp_path / "a"
+    (a / "modules").mkdir(parents=True)
+    (a / "manifest.json").write_text("{}")
+    (a / "modules" / "shared.pt").write_bytes(b"weights")
+    (a / "state.json").write_text('{"iteration": 1}')
+    digest = checkpoint_digest(a)
+    (a / "state.json").write_text('{"iteration": 2}')  # not an inference file
+    assert checkpoint_digest(a) == digest and len(digest) == 64
+    (a / "modules" / "shared.pt").write_bytes(b"weightz")
+    assert checkpoint_digest(a) != digest
+    (a / "modules" / "shared.pt").write_bytes(b"weights")
+    (a / "modules" / "sc1.pt").write_bytes(b"")
+    assert checkpoint_digest(a) != digest

@@ -10,6 +10,7 @@ import time
 import pytest
 import yaml
 
+from agents.records import checkpoint_digest
 from agents.tune import make_trials, parse_grid, split_values
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT, apply_overrides
@@ -155,7 +156,8 @@ def test_tune_grid_of_ppo_appo_and_impala_resumes_after_an_interruption(
     for r in rows:
         assert r["seed"] == "5" and r["iterations"] == "1" and r["env_steps"] == "200"
         assert float(r["final_validation_avg_jct_s"]) > 0 and float(r["wall_s"]) > 0
-        assert r["best_checkpoint"] in ("iter_000000", "iter_000001")
+        assert r["best_checkpoint"] in (f"{r['trial']}/checkpoints/iter_00000{i}" for i in (0, 1))
+        assert r["best_checkpoint_sha256"] == checkpoint_digest(out / r["best_checkpoint"])
         assert float(r["best_validation_avg_jct_s"]) <= float(r["final_validation_avg_jct_s"])
     assert printed[0].split()[:3] == ["trial", "seed", "train.algorithm"]
     assert [line.split()[0] for line in printed[2:]] == names  # the table, under --quiet
