@@ -17,6 +17,7 @@ line naming the key (``configs/x.yaml: train.rllib.training.foo: ...``), exit 2.
 
 from __future__ import annotations
 
+import inspect
 from functools import partial
 from typing import Any
 
@@ -83,19 +84,30 @@ def apply_rllib(config, rllib, where: str):
     for setter in SETTERS:
         for key, value in getattr(rllib, setter).items():
             dotted = f"train.rllib.{setter}.{key}"
-            try:
-                getattr(config, setter)(**{key: value})
-            except TypeError:
+            if key not in _setter_keys(config, setter):
                 raise InputError(
                     f"{where}: {dotted}: not a setting of {type(config).__name__}.{setter}()"
-                ) from None
-            except ValueError as exc:
+                )
+            try:
+                getattr(config, setter)(**{key: value})
+            except (TypeError, ValueError) as exc:
                 raise InputError(f"{where}: {dotted}: {_first_line(exc)}") from None
     try:
         config.validate()
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         raise InputError(f"{where}: {_blame(rllib, str(exc))}: {_first_line(exc)}") from None
     return config
+
+
+def _setter_keys(config, setter: str) -> set[str]:
+    """The keyword arguments ``config.<setter>()`` takes: its own and, through
+    ``**kwargs``, those of the same setter of every base class (``PPOConfig.training``
+    passes ``lr`` on to ``AlgorithmConfig.training``)."""
+    keys = set()
+    for cls in type(config).__mro__:
+        if setter in vars(cls):
+            keys |= set(inspect.signature(vars(cls)[setter]).parameters)
+    return keys - {"self", "kwargs"}
 
 
 def _blame(rllib, message: str) -> str:
@@ -103,7 +115,7 @@ def _blame(rllib, message: str) -> str:
     ``train`` (the ``train:`` settings and the passthrough together)."""
     for setter in SETTERS:
         for key in getattr(rllib, setter):
-            if f"`{key}`" in message or f"'{key}'" in message or f"{key} " in message:
+            if f"`{key}`" in message or f"'{key}'" in message:
                 return f"train.rllib.{setter}.{key}"
     return "train"
 
