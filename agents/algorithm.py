@@ -1,12 +1,33 @@
 """The RLlib algorithm of a training run: the environment it samples, one RLModule per
-agent (or one shared), and the PPO/APPO config on RLlib's new API stack."""
+agent (or one shared), and the ``AlgorithmConfig`` of ``train.algorithm`` with
+``train.rllib`` on top.
 
+The RLlib ``AlgorithmConfig`` of ``train.algorithm``, and ``train.rllib`` on top.
+
+:func:`algorithm_base` starts the config from RLlib's own registry
+(``ray.rllib.algorithms.registry.ALGORITHMS``: ``PPOConfig``, ``APPOConfig``,
+``IMPALAConfig``) with our Learner subclass (:mod:`agents.learner`: the clip fraction
+for PPO, the value function's explained variance for APPO and IMPALA) and keeps only
+the ``train:`` settings the algorithm has: a setting it lacks (IMPALA has no
+``lambda_`` or ``clip_param``) is dropped when the config file leaves it at its
+default, and refused (``InputError`` naming ``train.<key>``) when the file sets it.
+
+:func:`apply_rllib` then passes ``train.rllib.training`` / ``env_runners`` /
+``learners`` through the setters of the same names, one key at a time, and runs
+``AlgorithmConfig.validate()``: RLlib's own checks. Whatever they raise becomes one
+line naming the key (``configs/x.yaml: train.rllib.training.foo: ...``), exit 2.
+:func:`needs_check` says when the CLI must build the config before Ray starts.
+"""
 from __future__ import annotations
 
 import dataclasses
+import inspect
+from functools import partial
+from typing import Any
 
 from agents.config import ModelConfig, TrainConfig
 from marl_sched.config import ExperimentConfig
+from marl_sched.errors import InputError
 
 
 def _map_shared(agent_id, *args, **kwargs) -> str:
@@ -49,11 +70,12 @@ def module_ids(agent_ids: list[str], mc: ModelConfig) -> list[str]:
 def algo_config(
     cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int, agent_ids: list[str]
 ):
-    """The RLlib ``AlgorithmConfig`` of a run: ``PPOConfig`` or ``APPOConfig``
-    (``train.algorithm``), with our RLModule on the new API stack.
+    """The RLlib ``AlgorithmConfig`` of a run: ``train.algorithm``'s (``PPOConfig``,
+    ``APPOConfig``, ``IMPALAConfig``), with our RLModule on the new API stack and
+    ``train.rllib`` on top (:func:`apply_rllib`; ``InputError`` on a bad key).
 
-    The KL to the sampling policy is always computed (``use_kl_loss``) so that it is
-    logged; ``train.kl_coeff`` (default 0) is its weight in the loss."""
+    The KL to the sampling policy is always computed (``use_kl_loss``, PPO and APPO)
+    so that it is logged; ``train.kl_coeff`` (default 0) is its weight in the loss."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
@@ -73,33 +95,15 @@ def algo_config(
         "entropy_coeff": tc.entropy_coeff,
         "clip_param": tc.clip_param,
         "vf_loss_coeff": tc.vf_loss_coeff,
+        "vf_clip_param": tc.vf_clip_param,
         "grad_clip": tc.grad_clip,
         "use_kl_loss": True,
         "kl_coeff": tc.kl_coeff,
     }
-    if tc.algorithm == "APPO":
-        from ray.rllib.algorithms.appo import APPOConfig
-
-        # an iteration = train_batch_size env steps, as with PPO (APPO's default is
-        # "as many as 10 s allow"); the learner in this process, as with PPO (APPO's
-        # default is one remote learner actor, which a Tune trial has no CPU for)
-        config = (
-            APPOConfig()
-            .reporting(
-                min_time_s_per_iteration=0,
-                min_sample_timesteps_per_iteration=tc.train_batch_size,
-            )
-            .learners(num_learners=0)
-        )
-    else:
-        from ray.rllib.algorithms.ppo import PPOConfig
-
-        from agents.learner import ClipFractionPPOLearner
-
-        config = PPOConfig()
-        training["vf_clip_param"] = tc.vf_clip_param
-        training["learner_class"] = ClipFractionPPOLearner  # logs the clip fraction too
-    return (
+    # the algorithm's config from RLlib's registry, with our Learner and only the
+    # settings it has
+    config, training = algorithm_base(tc, training, cfg.source, agent_ids)
+    config = (
         config.environment(
             env,
             env_config=env_config,
@@ -118,9 +122,113 @@ def algo_config(
         .training(**training)
         .debugging(seed=seed)
     )
+    return apply_rllib(config, tc.rllib, cfg.source)  # train.rllib on top, validated
 
 
 def gnn_weights(weights: dict[str, dict]) -> dict[str, dict]:
     """``{module: state}`` with only the network's ``gnn.`` tensors (APPO's learner
     also holds a target copy, ``_old_gnn.``, which inference never needs)."""
     return {m: {k: v for k, v in w.items() if k.startswith("gnn.")} for m, w in weights.items()}
+
+
+#: the RLlib ``training()`` keys that are ``train:`` fields under another name
+TRAIN_FIELD = {
+    "lambda_": "gae_lambda",
+    "train_batch_size_per_learner": "train_batch_size",
+    "use_kl_loss": "kl_coeff",
+}
+#: the setters ``train.rllib`` passes through, in the order they are applied
+SETTERS = ("training", "env_runners", "learners")
+
+
+def _first_line(exc: Exception) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return lines[0] if lines else exc.__class__.__name__
+
+
+def algorithm_base(tc, training: dict[str, Any], where: str, agent_ids: list[str]):
+    """(the algorithm's default ``AlgorithmConfig`` with our Learner, the ``training``
+    settings it has). A ``train:`` key the algorithm has no setting for, set to other
+    than its default, raises ``InputError`` (a resolved config names every key, so
+    "set" means "not the default"). ``agent_ids``: the env's agents, whose own entropy
+    and KL the learner logs (:class:`agents.learner.AddAgentIndex`)."""
+    from ray.rllib.algorithms.impala import IMPALAConfig
+    from ray.rllib.algorithms.registry import ALGORITHMS
+
+    from agents import learner
+
+    _, config = ALGORITHMS[tc.algorithm]()
+    defaults = type(tc)()
+    kept = {}
+    for key, value in training.items():
+        if hasattr(config, key):
+            kept[key] = value
+            continue
+        name = TRAIN_FIELD.get(key, key)
+        if getattr(tc, name, None) != getattr(defaults, name, None):
+            raise InputError(
+                f"{where}: train.{name}: {tc.algorithm} has no such setting "
+                f"({type(config).__name__} has no {key!r})"
+            )
+    config = config.learners(
+        learner_class=learner.LEARNERS[tc.algorithm],
+        learner_connector=partial(learner.agent_index_connector, tuple(agent_ids)),
+        learner_config_dict={learner.AGENT_IDS: list(agent_ids)},
+    )
+    if isinstance(config, IMPALAConfig):  # APPO too
+        # an iteration = train_batch_size env steps, as with PPO (their default is "as
+        # many as 10 s allow"); the learner in this process, as with PPO (their
+        # default is one remote learner actor, which a Tune trial has no CPU for)
+        config = config.reporting(
+            min_time_s_per_iteration=0,
+            min_sample_timesteps_per_iteration=tc.train_batch_size,
+        ).learners(num_learners=0)
+    return config, kept
+
+
+def apply_rllib(config, rllib, where: str):
+    """``config`` with every ``train.rllib`` setting applied and RLlib's
+    ``validate()`` passed; ``InputError`` naming ``train.rllib.<setter>.<key>``."""
+    for setter in SETTERS:
+        for key, value in getattr(rllib, setter).items():
+            dotted = f"train.rllib.{setter}.{key}"
+            if key not in _setter_keys(config, setter):
+                raise InputError(
+                    f"{where}: {dotted}: not a setting of {type(config).__name__}.{setter}()"
+                )
+            try:
+                getattr(config, setter)(**{key: value})
+            except (TypeError, ValueError) as exc:
+                raise InputError(f"{where}: {dotted}: {_first_line(exc)}") from None
+    try:
+        config.validate()
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{where}: {_blame(rllib, str(exc))}: {_first_line(exc)}") from None
+    return config
+
+
+def _setter_keys(config, setter: str) -> set[str]:
+    """The keyword arguments ``config.<setter>()`` takes: its own and, through
+    ``**kwargs``, those of the same setter of every base class (``PPOConfig.training``
+    passes ``lr`` on to ``AlgorithmConfig.training``)."""
+    keys = set()
+    for cls in type(config).__mro__:
+        if setter in vars(cls):
+            keys |= set(inspect.signature(vars(cls)[setter]).parameters)
+    return keys - {"self", "kwargs"}
+
+
+def _blame(rllib, message: str) -> str:
+    """The ``train.rllib`` key RLlib's message names (in backticks or quotes), else
+    ``train`` (the ``train:`` settings and the passthrough together)."""
+    for setter in SETTERS:
+        for key in getattr(rllib, setter):
+            if f"`{key}`" in message or f"'{key}'" in message:
+                return f"train.rllib.{setter}.{key}"
+    return "train"
+
+
+def needs_check(tc) -> bool:
+    """Must the run's algorithm config be built before Ray starts to be checked (the
+    default PPO with no passthrough is always valid, and importing RLlib is slow)?"""
+    return tc.algorithm != "PPO" or any(getattr(tc.rllib, s) for s in SETTERS)

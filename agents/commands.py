@@ -72,6 +72,7 @@ def train_command(args: argparse.Namespace) -> int:
     if args.resume:
         _check_more(state["iteration"], iterations, out)
 
+    check_algorithm(cfg, mc, tc)
     log = _printer(args.quiet)
     t0 = time.perf_counter()
     existed = out.exists()
@@ -142,6 +143,28 @@ def _after_stop(out: Path, existed: bool, resumed: bool) -> str:
     return f"no checkpoint yet, nothing kept in {out}"
 
 
+def check_algorithm(cfg, mc, tc) -> None:
+    """Build (not run) the run's RLlib ``AlgorithmConfig`` when it may be invalid
+    (:func:`agents.algorithm.needs_check`: another algorithm than PPO, or
+    ``train.rllib``), so that a bad key exits 2 before Ray starts or anything is
+    written."""
+    from agents.algorithm import needs_check
+
+    if needs_check(tc):
+        import logging
+
+        from agents.algorithm import algo_config, env_setup
+
+        _, _, builder = env_setup(cfg, mc, tc, tc.seed)
+        rllib = logging.getLogger("ray.rllib")
+        level = rllib.level
+        rllib.setLevel(logging.ERROR)  # its "new API stack" notice: once, when training
+        try:
+            algo_config(cfg, mc, tc, tc.seed, builder.agent_ids)
+        finally:
+            rllib.setLevel(level)
+
+
 def _refuse_overrides_on_resume(overrides, out: Path) -> None:
     if overrides:
         raise InputError(
@@ -172,10 +195,12 @@ def _train_experiment(args, out: Path, seeds: int | None, grid_specs: list[str])
     from agents.records import resolved_config
     from agents.run_folder import RunPaths, check_config_data, resume_point
     from agents.tune import (
+        RESULTS,
         TrialError,
         make_trials,
         parse_grid,
         read_experiment,
+        results_table,
         run_experiment,
         trial_config,
         write_experiment,
@@ -213,6 +238,9 @@ def _train_experiment(args, out: Path, seeds: int | None, grid_specs: list[str])
             _check_more(min(done), iterations, out)
     else:
         check_key(create=True)
+        base["train"]["iterations"] = iterations  # experiment.json records what runs
+    for config in configs:  # each trial's algorithm and train.rllib, before Ray starts
+        check_algorithm(*config)
     tc0 = configs[0][2]
     runners = max(c[2].num_env_runners for c in configs)
     start_ray(args.ray_address, args.quiet)
@@ -227,13 +255,11 @@ def _train_experiment(args, out: Path, seeds: int | None, grid_specs: list[str])
         return 1
     finally:
         stop_ray()
+    # the experiment's result, printed with --quiet too (it is what the command is for)
+    print(results_table(rows))
     if not args.quiet:
-        for r in rows:
-            best = r["validation_avg_jct_s"]
-            figure = "no validation" if best is None else f"validation avg JCT {best:.0f} s"
-            print(f"{r['trial']}: {r['iterations']} iterations, {r['env_steps']:.0f} env steps, "
-                  f"best {r['best']} ({figure})")  # fmt: skip
-        print(f"{len(rows)} trials in {time.perf_counter() - t0:.0f} s; experiment folder {out}")
+        print(f"{len(rows)} trials in {time.perf_counter() - t0:.0f} s; experiment folder "
+              f"{out}; table in {out / RESULTS}")  # fmt: skip
     return 0
 
 

@@ -9,12 +9,33 @@ got -1``), which the CLI turns into exit status 2.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from marl_sched.config import ExperimentConfig, check, parse_section
 
 SELECT_RULES = ("mean", "dominate")
-#: the algorithms of RLlib's new API stack that train our RLModule (train.algorithm)
-ALGORITHMS = ("PPO", "APPO")
+#: the algorithms of RLlib's new API stack (its registry, ``ray.rllib.algorithms.registry``)
+#: that train our RLModule on the multi-agent env with its discrete masked actions
+#: (train.algorithm): each one's Learner needs only the APIs
+#: :class:`agents.rl_module.HierarchicalGNNModule` implements (``ValueFunctionAPI``,
+#: ``TargetNetworkAPI``; RLlib's ``Learner.rl_module_required_apis``)
+ALGORITHMS = ("PPO", "APPO", "IMPALA")
+_OFFLINE = "offline: it learns from recorded episodes, not from the environment"
+_Q = (
+    "its Learner needs Q-networks (RLlib's QNetAPI); our RLModule outputs masked policy "
+    "logits and a state value"
+)
+#: the registry's other algorithms, and why train.algorithm refuses each
+#: (tests/agents/test_algorithm.py checks both tables against RLlib's own registry)
+REFUSED_ALGORITHMS = {
+    "DQN": _Q,
+    "SAC": _Q,
+    "BC": _OFFLINE,
+    "MARWIL": _OFFLINE,
+    "CQL": _OFFLINE,
+    "IQL": _OFFLINE,
+    "DreamerV3": "it trains its own world-model RLModule, not ours",
+}
 #: message-passing layers of the GNN (model.gnn.layer): today's hierarchy blocks, or a
 #: torch-geometric layer over the cluster tree (agents.gnn.TreeConvBlock)
 GNN_LAYERS = ("hierarchy", "GraphConv", "SAGEConv", "GATv2Conv")
@@ -100,12 +121,51 @@ class TrainWindow:
 
 
 @dataclass(frozen=True)
+class RLlibConfig:
+    """Any ``AlgorithmConfig`` setting, passed through to RLlib (``train.rllib``).
+
+    Each mapping goes to the setter of the same name (``config.training(**training)``,
+    ``config.env_runners(...)``, ``config.learners(...)``) after the settings the
+    ``train:`` keys make, so a key here wins over its ``train:`` counterpart (e.g. an
+    ``lr`` schedule, ``[[0, 1e-3], [20000, 1e-4]]``, for ``train.lr``). RLlib's own
+    setters and ``AlgorithmConfig.validate()`` check them when the command starts
+    (:func:`agents.algorithm.apply_rllib`): an unknown key or a bad value exits 2 with
+    one line naming ``train.rllib.<setter>.<key>``.
+
+    Attributes:
+        training: e.g. ``vtrace_clip_rho_threshold`` (APPO/IMPALA), ``kl_target``,
+            ``use_critic``, ``entropy_coeff`` schedules.
+        env_runners: e.g. ``rollout_fragment_length``, ``batch_mode``
+            (``num_env_runners`` is ``train.num_env_runners``: Tune sizes each trial's
+            CPUs from it).
+        learners: e.g. ``num_learners``, ``num_gpus_per_learner``.
+    """
+
+    training: dict[str, Any] = field(default_factory=dict)
+    env_runners: dict[str, Any] = field(default_factory=dict)
+    learners: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self, where: str, key: str) -> None:
+        check(
+            "num_env_runners" not in self.env_runners,
+            where,
+            f"{key}.env_runners.num_env_runners",
+            "set train.num_env_runners instead (Tune reserves a CPU per env runner from it)",
+        )
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Multi-agent PPO on RLlib's new API stack, and the run's bookkeeping.
 
     Attributes:
-        algorithm: the RLlib algorithm, ``PPO`` or ``APPO`` (asynchronous PPO with a
-            target network; with ``num_env_runners: 0`` it samples in the driver).
+        algorithm: the RLlib algorithm (:data:`ALGORITHMS`): ``PPO``, ``APPO``
+            (asynchronous PPO with a target network; with ``num_env_runners: 0`` it
+            samples in the driver) or ``IMPALA`` (v-trace actor-critic). Settings an
+            algorithm lacks (IMPALA: ``gae_lambda``, ``clip_param``, ``kl_coeff``;
+            APPO and IMPALA: ``vf_clip_param``) are refused when the config sets them.
+            The registry's other algorithms are refused with the reason
+            (:data:`REFUSED_ALGORITHMS`).
         iterations: PPO iterations (``algo.train()`` calls) of a run.
         lr: Adam learning rate.
         gamma: discount per decision.
@@ -188,6 +248,7 @@ class TrainConfig:
             none): the network acts greedily on ``bc_episodes`` fresh training
             episodes, the teacher labels every state it visits, the labels are added
             to the dataset and the network trains ``bc_epochs`` more passes on it all.
+        rllib: any other RLlib setting (:class:`RLlibConfig`).
     """
 
     algorithm: str = "PPO"
@@ -230,6 +291,7 @@ class TrainConfig:
     bc_epochs: int = 12
     bc_weight_power: float = 0.0
     dagger_rounds: int = 0
+    rllib: RLlibConfig = field(default_factory=RLlibConfig)
 
     def validate(self, where: str, key: str) -> None:
         for name in (
@@ -254,6 +316,13 @@ class TrainConfig:
         ):
             value = getattr(self, name)
             check(value >= 0, where, f"{key}.{name}", f"must be >= 0, got {value}")
+        check(
+            self.algorithm not in REFUSED_ALGORITHMS,
+            where,
+            f"{key}.algorithm",
+            f"{self.algorithm} cannot train this agent: "
+            f"{REFUSED_ALGORITHMS.get(self.algorithm)} (use one of {', '.join(ALGORITHMS)})",
+        )
         check(
             self.algorithm in ALGORITHMS,
             where,

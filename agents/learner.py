@@ -1,4 +1,20 @@
-"""RLlib's PPO learner, also logging the clip fraction.
+"""RLlib's PPO, APPO and IMPALA learners, also logging what RLlib 2.60 leaves out.
+
+PPO: the clip fraction. APPO and IMPALA: the value function's explained variance
+(``vf_explained_var``, which RLlib's PPO learner logs and theirs do not), against the
+v-trace value targets their value loss regresses to. Every figure is logged per
+policy module (RLlib's ``(module_id, key)``), as are RLlib's own losses, so
+:func:`agents.records.module_scalars` can chart each module's policy loss, value
+loss, entropy, KL and these. :data:`LEARNERS`: the class of each ``train.algorithm``.
+
+All three: the entropy and the KL of the updated policy to the sampling one per
+*agent* when one module serves several (shared parameters, the default), so a
+shared policy's figures are not only averages over the agents. The learner connector
+:class:`AddAgentIndex` puts the acting agent's index into the train batch (column
+``agent_index``, aligned with the other columns by RLlib's own per-episode keys); the
+learner logs ``agent/<agent id>/entropy`` and ``agent/<agent id>/approx_kl`` under the
+module (:func:`agents.records.module_scalars` charts them as
+``losses/agent/<agent id>/...``).
 
 The clip fraction — the share of samples whose probability ratio to the sampling
 policy left ``[1 - clip_param, 1 + clip_param]`` in this update — is the figure PPO
@@ -12,11 +28,93 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
+from ray.rllib.algorithms.appo.torch.appo_torch_learner import APPOTorchLearner
+from ray.rllib.algorithms.impala.torch.impala_torch_learner import IMPALATorchLearner
+from ray.rllib.algorithms.impala.torch.vtrace_torch_v2 import make_time_major, vtrace_torch
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
+from ray.rllib.core.rl_module.apis import TARGET_NETWORK_ACTION_DIST_INPUTS
+from ray.rllib.utils.torch_utils import explained_variance
 
 CLIP_FRACTION_KEY = "clip_fraction"
+EXPLAINED_VARIANCE_KEY = "vf_explained_var"  # the key RLlib's PPO learner uses
+AGENT_INDEX = "agent_index"
+#: ``learner_config_dict`` key of the agent ids, in the order of AGENT_INDEX
+AGENT_IDS = "agent_ids"
+
+
+class AddAgentIndex(ConnectorV2):
+    """Learner connector: the column :data:`AGENT_INDEX`, the index in ``agent_ids``
+    of the agent that acted at each step (one item per step of each agent's episode,
+    as RLlib adds the observations, so the rows line up)."""
+
+    def __init__(self, input_observation_space=None, input_action_space=None, *,
+                 agent_ids: tuple[str, ...] = (), **kwargs) -> None:  # fmt: skip
+        super().__init__(input_observation_space, input_action_space, **kwargs)
+        self.agent_ids = tuple(agent_ids)
+
+    def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, **kwargs):
+        for sa_episode in self.single_agent_episode_iterator(
+            episodes, agents_that_stepped_only=False
+        ):
+            index = self.agent_ids.index(sa_episode.agent_id)
+            self.add_n_batch_items(
+                batch,
+                AGENT_INDEX,
+                items_to_add=np.full(len(sa_episode), index, dtype=np.int64),
+                num_items=len(sa_episode),
+                single_agent_episode=sa_episode,
+            )
+        return batch
+
+
+def agent_index_connector(agent_ids, input_observation_space, input_action_space):
+    """``AlgorithmConfig.training(learner_connector=partial(this, agent_ids))``."""
+    return AddAgentIndex(input_observation_space, input_action_space, agent_ids=agent_ids)
+
+
+def per_agent_figures(dist_cls, batch, fwd_out) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+    """``{agent index: (mean entropy, mean KL of the updated policy to the sampling
+    one)}`` over each agent's unmasked steps of the batch; empty when the batch holds
+    one agent's steps (its module's own figures are that agent's)."""
+    index = batch.get(AGENT_INDEX)
+    if index is None:
+        return {}
+    mask = batch.get(Columns.LOSS_MASK)
+    mask = torch.ones_like(index, dtype=torch.bool) if mask is None else mask.bool()
+    agents = torch.unique(index[mask]).tolist()
+    if len(agents) < 2:
+        return {}
+    new = dist_cls.from_logits(fwd_out[Columns.ACTION_DIST_INPUTS])
+    old = dist_cls.from_logits(batch[Columns.ACTION_DIST_INPUTS])
+    entropy, kl = new.entropy(), old.kl(new)
+    out = {}
+    for a in agents:
+        sel = mask & (index == a)
+        out[int(a)] = (entropy[sel].mean(), kl[sel].mean())
+    return out
+
+
+class PerAgentFigures:
+    """Mixin of a learner: its loss, and each agent's entropy and KL logged."""
+
+    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out) -> Any:
+        loss = super().compute_loss_for_module(
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+        )
+        with torch.no_grad():
+            dist_cls = self.module[module_id].unwrapped().get_train_action_dist_cls()
+            figures = per_agent_figures(dist_cls, batch, fwd_out)
+        names = config.learner_config_dict.get(AGENT_IDS, ())
+        for a, (entropy, kl) in figures.items():
+            name = names[a] if a < len(names) else str(a)
+            self.metrics.log_value((module_id, f"agent/{name}/entropy"), entropy, window=1)
+            self.metrics.log_value((module_id, f"agent/{name}/approx_kl"), kl, window=1)
+        return loss
 
 
 def clip_fraction(
@@ -29,7 +127,7 @@ def clip_fraction(
     return clipped.float().mean()
 
 
-class ClipFractionPPOLearner(PPOTorchLearner):
+class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
     """``PPOTorchLearner`` whose loss also logs the clip fraction (module docstring)."""
 
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out) -> Any:
@@ -49,3 +147,86 @@ class ClipFractionPPOLearner(PPOTorchLearner):
             )
         self.metrics.log_value((module_id, CLIP_FRACTION_KEY), frac, window=1)
         return loss
+
+
+def vtrace_explained_variance(module, config, batch, fwd_out, target_logits) -> torch.Tensor:
+    """Explained variance of the value head against the batch's v-trace value targets,
+    over the unmasked steps: the targets APPO's and IMPALA's value loss regress to,
+    recomputed here from the same inputs (RLlib 2.60 keeps them inside the loss).
+    ``target_logits``: the policy v-trace corrects towards (APPO: the target network;
+    IMPALA: the current policy)."""
+
+    def time_major(x: torch.Tensor) -> torch.Tensor:
+        return make_time_major(
+            x,
+            trajectory_len=config.get_rollout_fragment_length(),
+            recurrent_seq_len=batch.get("seq_lens"),
+        )
+
+    dist = module.get_train_action_dist_cls()
+    mask = time_major(batch[Columns.LOSS_MASK].float())
+    values = time_major(module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS)))
+    not_done = 1.0 - time_major(batch[Columns.TERMINATEDS]).float()
+    targets, _ = vtrace_torch(
+        target_action_log_probs=time_major(
+            dist.from_logits(target_logits).logp(batch[Columns.ACTIONS])
+        ),
+        behaviour_action_log_probs=time_major(batch[Columns.ACTION_LOGP]),
+        discounts=not_done * config.gamma * mask,
+        rewards=time_major(batch[Columns.REWARDS]),
+        values=values,
+        # as RLlib's loss: the next row's first value (the last row's is never used)
+        bootstrap_values=torch.cat([values[0][1:], values[0][0:1]], dim=0),
+        clip_rho_threshold=config.vtrace_clip_rho_threshold,
+        clip_pg_rho_threshold=config.vtrace_clip_pg_rho_threshold,
+    )
+    keep = mask > 0
+    return explained_variance(targets[keep], values[keep])
+
+
+class _VTraceExplainedVariance:
+    """Mixin of a v-trace learner: its loss, and the explained variance logged."""
+
+    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out) -> Any:
+        loss = super().compute_loss_for_module(
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+        )
+        with torch.no_grad():
+            module = self.module[module_id].unwrapped()
+            target = self.vtrace_target_logits(module, batch, fwd_out)
+            ev = vtrace_explained_variance(module, config, batch, fwd_out, target)
+        self.metrics.log_value((module_id, EXPLAINED_VARIANCE_KEY), ev, window=1)
+        self.log_common_keys(module_id)
+        return loss
+
+    def log_common_keys(self, module_id) -> None:
+        """Log under PPO's key any figure this learner names otherwise."""
+
+
+class ExplainedVarianceAPPOLearner(PerAgentFigures, _VTraceExplainedVariance, APPOTorchLearner):
+    """``APPOTorchLearner`` also logging ``vf_explained_var`` (module docstring)."""
+
+    @staticmethod
+    def vtrace_target_logits(module, batch, fwd_out) -> torch.Tensor:
+        return module.forward_target(batch)[TARGET_NETWORK_ACTION_DIST_INPUTS]
+
+
+class ExplainedVarianceIMPALALearner(PerAgentFigures, _VTraceExplainedVariance, IMPALATorchLearner):
+    """``IMPALATorchLearner`` also logging ``vf_explained_var`` (module docstring)."""
+
+    @staticmethod
+    def vtrace_target_logits(module, batch, fwd_out) -> torch.Tensor:
+        return fwd_out[Columns.ACTION_DIST_INPUTS]
+
+    def log_common_keys(self, module_id) -> None:
+        # IMPALA names its mean policy loss "mean_pi_loss"; PPO and APPO "policy_loss"
+        loss = self.metrics.peek((module_id, "mean_pi_loss"))
+        self.metrics.log_value((module_id, POLICY_LOSS_KEY), loss, window=1)
+
+
+#: the Learner class of each ``train.algorithm`` (agents.config.ALGORITHMS)
+LEARNERS = {
+    "PPO": ClipFractionPPOLearner,
+    "APPO": ExplainedVarianceAPPOLearner,
+    "IMPALA": ExplainedVarianceIMPALALearner,
+}

@@ -153,6 +153,9 @@ class Trainer:
             check_config_data(ckpt, resolved_config(cfg, mc, tc))
             state.update(saved)
         else:
+            # the record says what runs: --iterations, not the config file's
+            # train.iterations (a resumed run keeps the config its checkpoints signed)
+            tc = self.tc = dataclasses.replace(tc, iterations=iterations)
             write_run_config(paths, resolved_config(cfg, mc, tc))
         algo = algo_config(cfg, mc, tc, tc.seed, builder.agent_ids).build_algo()
         if self.resume:
@@ -215,7 +218,8 @@ class Trainer:
             best = state["best"][1] if state["best"] else final
             if final is not None:
                 writer.add_hparams(
-                    hparams(resolved_config(cfg, mc, tc)),
+                    hparams(resolved_config(cfg, mc, tc), len(self.builder.agent_ids),
+                            len(self.ids)),
                     {"hparam/validation_avg_jct_s": final,
                      "hparam/best_validation_avg_jct_s": best},
                     run_name=".",

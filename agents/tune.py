@@ -8,7 +8,12 @@ validation figure ``validation_avg_jct_s`` with every checkpoint) under
 "validation_avg_jct_s", mode min)``. Layout of ``--out DIR``::
 
     DIR/experiment.json     the base config, the trials (name, seed, overrides), written first
-    DIR/<trial>/            one run folder per trial, the layout of a single run
+    DIR/results.csv         one row per trial: seed, grid values, final and best validation
+                            figures, best checkpoint (path, content digest), wall time (from
+                            Tune's ResultGrid and each run's last checkpoint), rewritten
+                            after every invocation
+    DIR/<trial>/            one run folder per trial, the layout of a single run (its tb/
+                            is the trial's only TensorBoard run)
     DIR/tune/session_XX/    Ray Tune's own records of each invocation (results, params)
 
 Resuming (``--resume``) starts a fresh Tuner over the trials recorded in
@@ -34,6 +39,7 @@ from pathlib import Path
 from marl_sched.errors import InputError
 
 EXPERIMENT = "experiment.json"
+RESULTS = "results.csv"
 METRIC = "validation_avg_jct_s"
 
 
@@ -185,8 +191,15 @@ def run_experiment(
     out: Path, base: dict, source: str, trials: list[dict], iterations: int, *, quiet: bool,
     env_runners: int, keep: int,
 ) -> list[dict]:  # fmt: skip
-    """Run (or resume) every trial under Ray Tune; one summary row per trial."""
+    """Run (or resume) every trial under Ray Tune; one row per trial (:func:`results_rows`),
+    also written to ``DIR/results.csv``.
+
+    Tune keeps its CSV and JSON records (``DIR/tune/session_XX/<trial>/``: they feed the
+    ``ResultGrid``) but not its TensorBoard logger: each trial's curves are the run
+    folder's own ``<trial>/tb`` (x axis: env steps), so TensorBoard shows one run per
+    trial, not a second copy against iterations with ``ray/tune/*`` tags."""
     from ray import tune
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
     storage = (out / "tune").resolve()
     storage.mkdir(parents=True, exist_ok=True)
@@ -208,6 +221,7 @@ def run_experiment(
         run_config=tune.RunConfig(
             name=session,
             storage_path=str(storage),
+            callbacks=[CSVLoggerCallback(), JsonLoggerCallback()],
             checkpoint_config=tune.CheckpointConfig(
                 num_to_keep=keep or None,
                 checkpoint_score_attribute=METRIC,
@@ -217,16 +231,36 @@ def run_experiment(
             verbose=0 if quiet else 1,
         ),
     )
-    with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
+    with (
+        _env(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1"),  # no TBXLoggerCallback added
+        contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext(),
+    ):
         grid = tuner.fit()  # Tune prints its header whatever the verbosity
-    rows = []
     for result in grid:
-        name = result.config["trial"]
         if result.error is not None:
+            name = result.config["trial"]
             lines = [ln for ln in str(result.error).splitlines() if ln.strip()]
             raise TrialError(f"trial {name} failed: {lines[-1] if lines else result.error}")
-        rows.append({"trial": name, **_summary(out / name)})
+    rows = results_rows(out, trials, grid)
+    write_results(out / RESULTS, rows)
     return rows
+
+
+@contextlib.contextmanager
+def _env(**values: str):
+    """Environment variables set while the block runs, then restored."""
+    import os
+
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 class TrialError(RuntimeError):
@@ -237,16 +271,85 @@ def _trial_name(trial) -> str:
     return trial.config["trial"]
 
 
-def _summary(run: Path) -> dict:
-    """Iterations, env steps and the best checkpoint of a finished run folder."""
+def _number(value) -> float | None:
+    import math
+
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def results_rows(out: Path, trials: list[dict], grid) -> list[dict]:
+    """One row per trial, in the order of ``trials``: the trial's name, seed and grid
+    values (one column per ``--grid`` key), then from Tune's ``ResultGrid`` the last
+    report's iteration and env steps and the final validation figure (the last one
+    reported), and from the run folder's last checkpoint (``state.json``, which a
+    resumed run carries on) the best checkpoint's validation figure under
+    ``train.select_rule``, its path (relative to ``out``) and content digest
+    (:func:`agents.records.checkpoint_digest`), and the run's wall time over every
+    session."""
+    from agents.records import checkpoint_digest
     from agents.run_folder import RunPaths
 
-    latest = RunPaths(run).latest()
-    state = json.loads((latest / "state.json").read_text(encoding="utf-8"))
-    best = state.get("best") or [latest.name, None]
-    return {
-        "iterations": state["iteration"],
-        "env_steps": state["env_steps"],
-        "best": str(run / "checkpoints" / best[0]),
-        METRIC: best[1],
-    }
+    by_name = {r.config["trial"]: r for r in grid}
+    rows = []
+    for t in trials:
+        result = by_name[t["name"]]
+        reported = result.metrics or {}
+        history = result.metrics_dataframe
+        final = None
+        if history is not None and METRIC in history:
+            figures = history[METRIC].dropna()
+            final = _number(figures.iloc[-1]) if len(figures) else None
+        latest = RunPaths(out / t["name"]).latest()
+        state = json.loads((latest / "state.json").read_text(encoding="utf-8"))
+        if final is None:  # already trained to the end: this session reported no figure
+            final = _number((state.get("scores") or {}).get(latest.name))
+        best = state.get("best") or [None, None]
+        best_dir = RunPaths(out / t["name"]).checkpoints / best[0] if best[0] else None
+        rows.append(
+            {
+                "trial": t["name"],
+                "seed": t["seed"],
+                **dict(o.split("=", 1) for o in t["overrides"]),
+                "iterations": int(reported.get("iteration", state["iteration"])),
+                "env_steps": int(reported.get("env_steps", state["env_steps"])),
+                f"final_{METRIC}": final,
+                f"best_{METRIC}": _number(best[1]),
+                "best_checkpoint": best_dir.relative_to(out).as_posix() if best_dir else "",
+                "best_checkpoint_sha256": checkpoint_digest(best_dir) if best_dir else "",
+                "wall_s": round(float(state["wall_s"]), 1),
+            }
+        )
+    return rows
+
+
+def write_results(path: Path, rows: list[dict]) -> None:
+    """``results.csv`` (pandas; empty figures for a run never evaluated), atomically."""
+    import pandas as pd
+
+    from marl_sched.metrics import atomic_write_text
+
+    atomic_write_text(path, pd.DataFrame(rows).to_csv(index=False, float_format="%.6g"))
+
+
+#: columns of the table ``train --seeds/--grid`` prints (grid keys go after the seed)
+TABLE_COLUMNS = (
+    ("iterations", "iters", "d"),
+    ("env_steps", "env steps", "d"),
+    (f"final_{METRIC}", "final val JCT (s)", ".0f"),
+    (f"best_{METRIC}", "best val JCT (s)", ".0f"),
+    ("best_checkpoint", "best", ""),
+    ("wall_s", "wall (s)", ".0f"),
+)
+
+
+def results_table(rows: list[dict]) -> str:
+    """The trials as a plain text table (the columns of ``results.csv`` but the
+    digest)."""
+    from marl_sched.cli import format_table
+
+    fixed = {"trial", "seed", "best_checkpoint_sha256", *(key for key, _, _ in TABLE_COLUMNS)}
+    grid = [k for k in (rows[0] if rows else {}) if k not in fixed]
+    columns = [("trial", "trial", ""), ("seed", "seed", "d"), *((k, k, "") for k in grid)]
+    shown = [{k: "-" if v is None else v for k, v in r.items()} for r in rows]
+    return format_table(shown, [*columns, *TABLE_COLUMNS])

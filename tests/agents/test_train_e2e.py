@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from marl_sched.cli import main
@@ -26,6 +27,8 @@ TAGS = {
     "losses/approx_kl",
     "losses/explained_variance",
     "losses/clip_fraction",
+    "losses/agent/sc0/entropy",  # each agent's own, from the shared module
+    "losses/agent/sc1/approx_kl",
     "losses/grad_norm",
     "imitation/loss",
     "imitation/accuracy",
@@ -110,6 +113,8 @@ def test_resume_runs_exactly_the_missing_iterations_then_evaluate(run, tmp_path,
     assert (run / "evals" / "iter_000003" / "metrics.json").is_file()
     state = json.loads((run / "checkpoints" / "iter_000003" / "state.json").read_text())
     assert state["iteration"] == 3 and state["env_steps"] == 600
+    # the record says 3 (train_tiny.yaml says 2): --iterations is what ran
+    assert yaml.safe_load((run / "config.yaml").read_text())["train"]["iterations"] == 3
     assert main([*args, "--iterations", "3"]) == 2
     assert "already has 3 iterations" in capsys.readouterr().err
 

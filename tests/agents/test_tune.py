@@ -10,10 +10,12 @@ import time
 import pytest
 import yaml
 
+from agents.records import checkpoint_digest
 from agents.tune import make_trials, parse_grid, split_values
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT, apply_overrides
 from marl_sched.errors import InputError
+from tests.agents.test_train_e2e import scalar_steps
 
 TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
 
@@ -77,7 +79,9 @@ def test_a_bad_grid_exits_2_naming_the_key_and_writes_nothing(tmp_path, capsys, 
 def test_bad_algorithm_and_seeds_exit_2(tmp_path, capsys):
     out = str(tmp_path / "o")
     assert main(["train", "--config", TINY, "--out", out, "train.algorithm=DQN"]) == 2
-    assert "train.algorithm: must be one of PPO, APPO, got 'DQN'" in capsys.readouterr().err
+    assert "train.algorithm: DQN cannot train this agent: its Learner needs Q-networks" in (
+        capsys.readouterr().err
+    )
     assert main(["train", "--config", TINY, "--out", out, "--seeds", "0"]) == 2
     assert "--seeds: must be >= 1" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
@@ -117,23 +121,60 @@ def test_local_ray_never_attaches_to_another_cluster(monkeypatch):
 # ------------------------------------------------------------------ with Ray
 
 
-def test_tune_grid_of_ppo_and_appo_resumes_after_an_interruption(ray_session, tmp_path):
-    """Two Tune trials (PPO and APPO, a SAGEConv network): both train, the APPO one is
-    interrupted before its first PPO checkpoint and resumed; its checkpoint loads."""
+def _results(out) -> list[dict]:
+    import csv
+
+    with (out / "results.csv").open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_tune_grid_of_ppo_appo_and_impala_resumes_after_an_interruption(
+    ray_session, tmp_path, capsys
+):
+    """Three Tune trials (PPO, APPO and IMPALA, a SAGEConv network, one module per
+    agent): all train, each logging policy loss and explained variance, also per
+    module; the APPO one is interrupted before
+    its first PPO checkpoint and resumed; its checkpoint loads.
+    Each invocation writes results.csv and prints it under --quiet; each trial has one
+    TensorBoard run (its own tb/, none from Tune); the records say 1 then 2
+    iterations although train_tiny.yaml says 2."""
     from agents import load_agents
 
     out = tmp_path / "exp"
     args = ["train", "--config", TINY, "--out", str(out), "--quiet"]
-    grid = ["--grid", "train.algorithm=PPO,APPO", "--seed", "5", "model.gnn.layer=SAGEConv"]
+    grid = ["--grid", "train.algorithm=PPO,APPO,IMPALA", "--seed", "5",
+            "model.gnn.layer=SAGEConv", "model.share_parameters=false"]  # fmt: skip
     assert main([*args, *grid, "--iterations", "1"]) == 0
+    printed = capsys.readouterr().out.splitlines()
     recorded = json.loads((out / "experiment.json").read_text())
     names = [t["name"] for t in recorded["trials"]]
-    assert names == ["algorithm=PPO_seed5", "algorithm=APPO_seed5"]
+    assert names == ["algorithm=PPO_seed5", "algorithm=APPO_seed5", "algorithm=IMPALA_seed5"]
+    assert recorded["config"]["train"]["iterations"] == 1
+    rows = _results(out)
+    assert [r["trial"] for r in rows] == names
+    assert [r["train.algorithm"] for r in rows] == ["PPO", "APPO", "IMPALA"]
+    for r in rows:
+        assert r["seed"] == "5" and r["iterations"] == "1" and r["env_steps"] == "200"
+        assert float(r["final_validation_avg_jct_s"]) > 0 and float(r["wall_s"]) > 0
+        assert r["best_checkpoint"] in (f"{r['trial']}/checkpoints/iter_00000{i}" for i in (0, 1))
+        assert r["best_checkpoint_sha256"] == checkpoint_digest(out / r["best_checkpoint"])
+        assert float(r["best_validation_avg_jct_s"]) <= float(r["final_validation_avg_jct_s"])
+    assert printed[0].split()[:3] == ["trial", "seed", "train.algorithm"]
+    assert [line.split()[0] for line in printed[2:]] == names  # the table, under --quiet
+    assert not list((out / "tune").rglob("events.out.tfevents*"))  # no second TB run
     for name in names:
         run = out / name
+        # one TensorBoard run: every event file in tb/ itself (HParams add a second file)
+        assert {f.parent for f in run.rglob("events.out.tfevents*")} == {run / "tb"}
         assert (run / "checkpoints" / "latest").read_text().strip() == "iter_000001"
         resolved = yaml.safe_load((run / "config.yaml").read_text())
         assert resolved["train"]["seed"] == 5 and resolved["train"]["algorithm"] in name
+        assert resolved["train"]["iterations"] == 1
+        tags = set(scalar_steps(run))
+        assert {"losses/policy_loss", "losses/explained_variance", "losses/entropy"} <= tags
+        for module in ("sc0", "sc1"):  # one module per agent: each one's own figures
+            own = {f"losses/{module}/{k}" for k in ("policy_loss", "entropy", "value_loss")}
+            assert own | {f"losses/{module}/explained_variance"} <= tags, (name, tags)
     assert list((out / "tune").glob(f"session_01/{names[0]}/checkpoint_*"))  # Tune's pointers
     # the APPO trial was interrupted before its first iteration's checkpoint
     appo = out / names[1]
@@ -144,11 +185,13 @@ def test_tune_grid_of_ppo_and_appo_resumes_after_an_interruption(ray_session, tm
         state = json.loads((out / name / "checkpoints" / "iter_000002" / "state.json").read_text())
         assert state["iteration"] == 2
     assert (appo / "checkpoints" / "iter_000001").is_dir()  # redone
+    assert [r["iterations"] for r in _results(out)] == ["2", "2", "2"]
+    assert yaml.safe_load((appo / "config.yaml").read_text())["train"]["iterations"] == 2
     assert (out / "tune" / "session_02").is_dir()
     manifest = json.loads((appo / "checkpoints" / "iter_000002" / "manifest.json").read_text())
     assert manifest["model"]["gnn"] == {"layer": "SAGEConv"}
     agents = load_agents(appo)  # APPO's target network is not in the inference files
-    assert type(agents.nets["shared"].blocks[0].conv).__name__ == "SAGEConv"
+    assert type(agents.nets["sc1"].blocks[0].conv).__name__ == "SAGEConv"
 
 
 def test_a_checkpoint_with_another_layer_than_the_config_exits_2(tmp_path, capsys):
@@ -167,7 +210,7 @@ def test_resuming_an_experiment_refuses_a_crafted_trial_folder(tmp_path, capsys)
     import pickle
 
     from agents.config import model_config, train_config
-    from agents.training import resolved_config
+    from agents.records import resolved_config
     from agents.tune import write_experiment
     from marl_sched.config import load_config
     from tests.agents.test_integrity import _Payload

@@ -1,0 +1,86 @@
+"""What a run folder records (agents/records.py): the resolved config with every
+section and the iterations that ran, HParams of every section, per-module losses.
+Ray-free."""
+
+from __future__ import annotations
+
+import yaml
+
+from agents.config import model_config, train_config
+from agents.records import checkpoint_digest, hparams, module_scalars, resolved_config
+from envs.config import env_config
+from marl_sched.config import REPO_ROOT, load_config
+
+TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
+
+
+def _tiny(overrides=()):
+    cfg = load_config(TINY, list(overrides))
+    return cfg, model_config(cfg), train_config(cfg)
+
+
+def test_the_resolved_config_records_the_iterations_run_and_reads_back(tmp_path):
+    """train_tiny.yaml says 2 iterations; a run of 4 records 4, and the record (env
+    defaults filled in) loads back to the same env, model and train settings."""
+    cfg, mc, tc = _tiny()
+    assert tc.iterations == 2
+    data = resolved_config(cfg, mc, tc, iterations=4)
+    assert data["train"]["iterations"] == 4
+    assert resolved_config(cfg, mc, tc)["train"]["iterations"] == 2
+    assert data["env"]["reward"]["time_scale_s"] == env_config(cfg).reward.time_scale_s
+    assert "forward_rule" in data["env"]  # a default the file never names
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    cfg2 = load_config(str(path))
+    assert env_config(cfg2) == env_config(cfg)
+    assert model_config(cfg2) == mc and train_config(cfg2).iterations == 4
+
+
+def test_hparams_flatten_every_section_with_dotted_keys():
+    cfg, mc, tc = _tiny(["env.hints=[first-fit]", "workload.load=1.5"])
+    h = hparams(resolved_config(cfg, mc, tc), agents=2, modules=1)
+    assert h["topology.subclusters"] == 2
+    assert h["topology.server_types[1].gpu_type"] == "p100"
+    assert h["workload.load"] == 1.5 and h["workload.max_job_gpus"] == "null"
+    assert h["simulation.ordering"] == "fifo"
+    assert h["env.hints"] == "[first-fit]"
+    assert h["env.reward.interference"] == env_config(cfg).reward.interference
+    assert h["model.gnn.layer"] == "hierarchy" and h["train.lr"] == tc.lr
+    assert h["agents.count"] == 2 and h["agents.modules"] == 1
+    assert all(isinstance(v, bool | int | float | str) for v in h.values())
+    sections = {k.split(".")[0].split("[")[0] for k in h}
+    assert {"topology", "workload", "simulation", "env", "model", "train"} <= sections
+
+
+def test_module_scalars_name_each_module_only_when_there_are_several():
+    one = {"shared": {"policy_loss": 0.5, "entropy": 1.0}}
+    assert module_scalars(one) == {}
+    two = {
+        "sc0": {"policy_loss": 0.5, "vf_loss": 2.0, "entropy": 1.2, "mean_kl_loss": 0.01},
+        "sc1": {"policy_loss": -0.1, "entropy": float("nan"), "vf_explained_var": 0.3},
+    }
+    out = module_scalars(two)
+    assert out == {
+        "losses/sc0/policy_loss": 0.5,
+        "losses/sc0/value_loss": 2.0,
+        "losses/sc0/entropy": 1.2,
+        "losses/sc0/approx_kl": 0.01,
+        "losses/sc1/policy_loss": -0.1,
+        "losses/sc1/explained_variance": 0.3,
+    }
+
+
+def test_the_checkpoint_digest_covers_the_inference_files_only(tmp_path):
+    a = tmp_path / "a"
+    (a / "modules").mkdir(parents=True)
+    (a / "manifest.json").write_text("{}")
+    (a / "modules" / "shared.pt").write_bytes(b"weights")
+    (a / "state.json").write_text('{"iteration": 1}')
+    digest = checkpoint_digest(a)
+    (a / "state.json").write_text('{"iteration": 2}')  # not an inference file
+    assert checkpoint_digest(a) == digest and len(digest) == 64
+    (a / "modules" / "shared.pt").write_bytes(b"weightz")
+    assert checkpoint_digest(a) != digest
+    (a / "modules" / "shared.pt").write_bytes(b"weights")
+    (a / "modules" / "sc1.pt").write_bytes(b"")
+    assert checkpoint_digest(a) != digest
