@@ -269,11 +269,9 @@ class _Parsed:
 
 def _read_text(path: str | os.PathLike) -> str:
     """The whole file as text, or InputError ``<path>: cannot read trace: <reason>``."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read trace: {exc.strerror or exc}") from None
+    from marl_sched.files import read_input
+
+    data = read_input(path, "trace")
     skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:
         return data[skip:].decode("utf-8")

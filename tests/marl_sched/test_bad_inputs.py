@@ -37,6 +37,31 @@ SIM_C = ["simulate", "--config", "{tmp}/c.yaml", "--out", OUT, "--quiet"]
 SIM_T = [*SIM, "--trace", "{tmp}/t.csv", "--start", "0"]
 LONG = "x" * 131_073
 
+#: a file value that is not text: made by the test itself (:func:`_make`)
+FIFO = "<fifo>"
+BIG = "<sparse 2 MiB>"
+#: a 9-level YAML alias bomb (the "billion laughs": 9^9 strings from ~300 bytes)
+BOMB = "a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+)
+#: a diamond of defaults: d0 names d1 twice, d1 names d2 twice, ... (2^30 compositions)
+DIAMOND = {f"d{i}.yaml": f"defaults: [d{i + 1}.yaml, d{i + 1}.yaml]\n" for i in range(30)}
+DIAMOND["d30.yaml"] = "workload:\n  seed: 1\n"
+#: a chain of defaults deeper than the cap
+DEEP = {f"c{i}.yaml" if i else "c.yaml": f"defaults: [c{i + 1}.yaml]\n" for i in range(40)}
+DEEP["c40.yaml"] = "workload:\n  seed: 1\n"
+
+
+def _make(path: Path, text: str) -> None:
+    if text == FIFO:
+        os.mkfifo(path)
+    elif text == BIG:
+        with path.open("wb") as fh:
+            fh.truncate(2 << 20)
+    else:
+        path.write_text(text, encoding="utf-8")
+
+
 # (id, argv, files, fragment of the error line)
 CASES = [
     # ---- every section's unknown keys, refused by every command (simulate included)
@@ -99,6 +124,211 @@ CASES = [
         + ["--local"],
         {"s.yaml": "version: 1\nbase_config: configs/tiny.yaml\nversion: 2\n"},
         "s.yaml:3: invalid YAML: duplicate key 'version' (first on line 1)",
+    ),
+    # ---- hostile YAML: refused before anything expands (issue 35: < 1 s, ~40 MB peak)
+    ("yaml-alias-bomb", SIM_C, {"c.yaml": BOMB}, "c.yaml:1: invalid YAML: aliases (*name)"),
+    (
+        "yaml-merge-key",
+        SIM_C,
+        _config("x: &w {seed: 1}\nworkload:\n  <<: *w\n"),
+        "invalid YAML: aliases (*name) and merges",
+    ),
+    (
+        "suite-alias-bomb",
+        ["benchmark", "--suite", "{tmp}/s.yaml", "--policies", "first-fit", "--out", OUT]
+        + ["--local"],
+        {"s.yaml": BOMB},
+        "s.yaml:1: invalid YAML: aliases",
+    ),
+    ("defaults-diamond", [*SIM_C[:2], "{tmp}/d0.yaml", *SIM_C[3:]], DIAMOND, "composed twice"),
+    ("defaults-deep", SIM_C, DEEP, "defaults: nested more than 32 files deep"),
+    (
+        "interpolation-env",
+        SIM_C,
+        _config("simulation:\n  policy: ${oc.env:HOME}\n"),
+        "c.yaml: simulation.policy: interpolation '${oc.env:HOME}' is not allowed",
+    ),
+    (
+        "interpolation-env-override",
+        [*SIM, "simulation.policy=${oc.env:HOME}"],
+        {},
+        "command line: simulation.policy: interpolation '${oc.env:HOME}' is not allowed",
+    ),
+    (
+        "interpolation-doubling",
+        SIM_C,
+        _config("env:\n  hints: ['${env.forward_rule}${env.forward_rule}']\n"),
+        "c.yaml: env.hints[0]: interpolation",
+    ),
+    (
+        "interpolation-section",
+        SIM_C,
+        _config("workload:\n  seed: ${topology}\n"),
+        "workload.seed: interpolation ${topology} names a section",
+    ),
+    ("yaml-int-5000-digits", SIM_C, _config("workload:\n  seed: " + "9" * 5000 + "\n"), "c.yaml"),
+    (
+        "batch-size-400-digits",
+        SIM_C,
+        _config("interference:\n  batch_size: " + "9" * 400 + "\n"),
+        "interference.batch_size: must be within +-1e+15, got an integer of 400 digits",
+    ),
+    (
+        "control-character",
+        SIM_C,
+        _config('simulation:\n  policy: "first-fit\\x1b[2J"\n'),
+        "simulation.policy: contains the control character '\\x1b'",
+    ),
+    # ---- files that are not regular files, or too large, refused before reading
+    ("config-fifo", SIM_C, {"c.yaml": FIFO}, "c.yaml: cannot read config: not a regular file"),
+    (
+        "config-dev-zero",
+        ["simulate", "--config", "/dev/zero", "--out", OUT],
+        {},
+        "/dev/zero: cannot read config: not a regular file",
+    ),
+    (
+        "config-folder",
+        ["simulate", "--config", "{tmp}", "--out", OUT],
+        {},
+        "cannot read config: is a folder, not a file",
+    ),
+    (
+        "config-too-big",
+        SIM_C,
+        {"c.yaml": BIG},
+        "c.yaml: cannot read config: 2,097,152 bytes, more than the 1 MiB a config file may have",
+    ),
+    (
+        "trace-fifo",
+        [*SIM, "--trace", "{tmp}/t.csv"],
+        {"t.csv": FIFO},
+        "t.csv: cannot read trace: not a regular file",
+    ),
+    (
+        "trace-dev-zero",
+        [*SIM, "--trace", "/dev/zero"],
+        {},
+        "/dev/zero: cannot read trace: not a regular file",
+    ),
+    # ---- sections of the wrong type
+    ("env-list", SIM_C, _config("env: []\n"), "c.yaml: env: expected a mapping of keys, got []"),
+    (
+        "model-zero",
+        SIM_C,
+        _config("model: 0\n"),
+        "c.yaml: model: expected a mapping of keys, got 0",
+    ),
+    (
+        "env-list-override",
+        [*SIM, "env=[]"],
+        {},
+        "command line: env: expected a mapping, got []",
+    ),
+    # ---- sizes bounded before anything is allocated
+    (
+        "servers-1e9",
+        [
+            *SIM,
+            "topology.subclusters=1000",
+            "topology.racks_per_subcluster=1000",
+            "topology.servers_per_rack=1000",
+        ],  # fmt: skip
+        {},
+        "command line: topology: subclusters x racks_per_subcluster x servers_per_rack = "
+        "1,000,000,000 servers, more than the 100,000",
+    ),
+    (
+        "gpus-per-group-1e8",
+        [*SIM, "topology.server_types=[{name: a, count: 48, gpus_per_group: 100000000}]"],
+        {},
+        "topology.server_types[0].gpus_per_group: must be <= 64, got 100000000",
+    ),
+    (
+        "cpu-cores-2e30",
+        [
+            *SIM,
+            "topology.server_types=[{name: a, count: 48, cpu_cores: 2" + "0" * 30 + "}]",
+        ],
+        {},
+        "topology.server_types[0].cpu_cores: must be within +-1e+15",
+    ),
+    (
+        "total-gpus",
+        [
+            *SIM,
+            "topology.servers_per_rack=4",
+            "topology.server_types=[{name: a, count: 16, "
+            "sockets: 16, groups_per_socket: 64, gpus_per_group: 64}]",
+        ],  # fmt: skip
+        {},
+        "1,048,576 GPUs in all, more than the 1,000,000 a topology may have",
+    ),
+    (
+        "model-hidden-1e23",
+        [*SIM, "model.hidden=100000000000000000000000"],
+        {},
+        "model.hidden: must be within +-1e+15",
+    ),
+    ("model-hidden-1e6", [*SIM, "model.hidden=1000000"], {}, "model.hidden: must be <= 4,096"),
+    (
+        "interference-hidden",
+        [*SIM, "interference.hidden=[1000000]"],
+        {},
+        "interference.hidden[0]: must be <= 4096",
+    ),
+    (
+        "samples-huge",
+        ["interference", "fit", "--config", TINY, "--out", OUT, "--samples", "1000000000000"],
+        {},
+        "--samples: must be <= 10,000,000",
+    ),
+    (
+        "seeds-huge",
+        ["benchmark", "--policies", "first-fit", "--out", OUT, "--local", "--seeds", "10000000"],
+        {},
+        "--seeds: must be in [0, 1,000]",
+    ),
+    (
+        "train-grid-huge",
+        [
+            "train",
+            "--config",
+            TRAIN_TINY,
+            "--out",
+            OUT,
+            "--seeds",
+            "10",
+            "--grid",
+            "train.lr=1,2,3,4,5,6,7,8,9,10",
+            "--grid",
+            "train.gamma=1,2,3,4,5,6,7,8,9,10,11",
+        ],  # fmt: skip
+        {},
+        "--grid: 2 grid keys x --seeds make more than 1,000 trials",
+    ),
+    (
+        "train-iterations-huge",
+        ["train", "--config", TRAIN_TINY, "--out", OUT, "train.iterations=100000000000"],
+        {},
+        "train.iterations: must be <= 10,000,000",
+    ),
+    # ---- number flags: ASCII digits, bounded length
+    (
+        "start-arabic-digits",
+        [*SIM, "--start", "\u0663"],
+        {},
+        "--start: not an integer (ASCII digits",
+    ),
+    ("max-jobs-5000-digits", [*SIM, "--max-jobs", "9" * 5000], {}, "--max-jobs: not an integer"),
+    ("load-fullwidth", [*SIM, "--load", "\uff12"], {}, "--load: not a number (ASCII"),
+    # ---- messages name the right thing
+    ("policy-empty", [*SIM, "--policy", ""], {}, "--policy: empty name"),
+    (
+        "config-policy",
+        SIM_C,
+        _config("simulation:\n  policy: nope\n"),
+        "c.yaml: simulation.policy: unknown policy 'nope'",
     ),
     # ---- overrides: validated like the file, named by key
     ("override-unknown", [*SIM, "train.lrr=1"], {}, "command line: train.lrr: unknown key"),
@@ -244,10 +474,8 @@ CASES = [
 )
 def test_bad_input_is_one_line_exit_2_and_leaves_nothing(argv, files, fragment, tmp_path, capsys):
     for name, text in files.items():
-        (tmp_path / name).write_text(text, encoding="utf-8")
-    argv = [
-        a.format(tmp=tmp_path, repo=REPO_ROOT) if "{" in a and "[{" not in a else a for a in argv
-    ]
+        _make(tmp_path / name, text)
+    argv = [a.replace("{tmp}", str(tmp_path)).replace("{repo}", str(REPO_ROOT)) for a in argv]
     assert main(argv) == 2
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
