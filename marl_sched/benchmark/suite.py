@@ -195,11 +195,18 @@ def resolve(path: str | Path) -> Path:
 
 @functools.cache
 def _digest(path: Path) -> str | None:
-    """SHA-256 of a file's bytes; None when it cannot be read."""
+    """SHA-256 of a file's bytes, read in chunks; None when it is not a regular file
+    within the trace size cap or cannot be read (whoever reads it reports that)."""
+    from marl_sched.files import open_input
+
+    h = hashlib.sha256()
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
+        with open_input(path, "trace") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    except (InputError, OSError):
         return None
+    return h.hexdigest()
 
 
 # ------------------------------------------------------------------------- loading

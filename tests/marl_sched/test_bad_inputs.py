@@ -24,6 +24,11 @@ SIM = ["simulate", "--config", TINY, "--out", OUT, "--quiet"]
 TRACE_HEAD = "job_id,submit_time,num_gpus,duration,model,num_ps\n"
 
 
+PHILLY_HEAD = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+ALIBABA_HEAD = "name,num_gpu,gpu_milli,creation_time,deletion_time,scheduled_time\n"
+POLLUX_HEAD = "name,time,application,num_replicas,batch_size\n"
+
+
 def _trace(*rows: str) -> dict[str, str]:
     return {"t.csv": TRACE_HEAD + "".join(r + "\n" for r in rows)}
 
@@ -210,6 +215,73 @@ CASES = [
         [*SIM, "--trace", "/dev/zero"],
         {},
         "/dev/zero: cannot read trace: not a regular file",
+    ),
+    # ---- trace fields: bounded integers, ASCII digits, no control characters, every format
+    (
+        "canonical-int-5000-digits",
+        SIM_T,
+        _trace("a,0," + "9" * 5000 + ",10,resnet-50,"),
+        "t.csv:2: num_gpus: must have at most 15 digits, got 5,000",
+    ),
+    (
+        "philly-int-5000-digits",
+        [*SIM, "--trace", "{tmp}/p.csv", "--start", "0"],
+        {"p.csv": PHILLY_HEAD + "2017-10-01 00:00:00,100," + "9" * 5000 + ",100,vc1\n"},
+        "p.csv:2: num_gpus: must have at most 15 digits",
+    ),
+    (
+        "alibaba-int-5000-digits",
+        [*SIM, "--trace", "{tmp}/a.csv", "--start", "0"],
+        {"a.csv": ALIBABA_HEAD + "p1," + "9" * 5000 + ",1000,0,100,10\n"},
+        "a.csv:2: num_gpu: must have at most 15 digits",
+    ),
+    (
+        "pollux-int-5000-digits",
+        [*SIM, "--trace", "{tmp}/p.csv", "--start", "0"],
+        {"p.csv": POLLUX_HEAD + "a,0,cifar10,1," + "9" * 5000 + "\n"},
+        "p.csv:2: batch_size: must have at most 15 digits",
+    ),
+    (
+        "alibaba-duration-beyond-1e11",
+        [*SIM, "--trace", "{tmp}/a.csv", "--start", "0"],
+        {"a.csv": ALIBABA_HEAD + "p1,1,1000,0,90000000000,-90000000000\n"},
+        "a.csv:2: deletion_time: run time deletion_time - scheduled_time must be <= 1e+11 s",
+    ),
+    (
+        "arabic-digit",
+        SIM_T,
+        _trace("a,0,\u0663,10,resnet-50,"),
+        "t.csv:2: num_gpus: not an integer",
+    ),
+    (
+        "fullwidth-float",
+        SIM_T,
+        _trace("a,0,1,\uff11\uff10,resnet-50,"),
+        "t.csv:2: duration: not a number",
+    ),
+    (
+        "job-id-escape",
+        SIM_T,
+        _trace("a\x1b[2Jb,0,1,10,resnet-50,"),
+        "t.csv:2: job_id: contains the control character '\\x1b'",
+    ),
+    (
+        "ansi-in-message",
+        SIM_T,
+        _trace("a,0,\x1b[31mred,10,resnet-50,"),
+        "t.csv:2: num_gpus: not an integer: '\\x1b[31mred'",
+    ),
+    (
+        "vc-control",
+        SIM_T,
+        {"t.csv": "job_id,submit_time,num_gpus,duration,vc\na,0,1,10,v\x07c\n"},
+        "t.csv:2: vc: contains the control character '\\x07'",
+    ),
+    (
+        "line-too-long",
+        SIM_T,
+        _trace("a,0,1,10,resnet-50," + " " * (1 << 20)),
+        "t.csv:2: row: longer than 1,048,576 bytes",
     ),
     # ---- sections of the wrong type
     ("env-list", SIM_C, _config("env: []\n"), "c.yaml: env: expected a mapping of keys, got []"),

@@ -445,7 +445,7 @@ def test_summarize_figures() -> None:
     assert summary["offered_load"] == pytest.approx(378.0 / (10 * 100.0))
     assert summary["dropped"] == {"duplicate_rows": 3}
     assert summarize(make_trace())["offered_load"] is None
-    with pytest.raises(InputError, match=r"^n_gpus: must be >= 1, got 0$"):
+    with pytest.raises(InputError, match=r"^--gpus: must be >= 1, got 0$"):
         summarize(make_trace(), n_gpus=0)
 
 
