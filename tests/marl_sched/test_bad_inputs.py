@@ -29,6 +29,22 @@ ALIBABA_HEAD = "name,num_gpu,gpu_milli,creation_time,deletion_time,scheduled_tim
 POLLUX_HEAD = "name,time,application,num_replicas,batch_size\n"
 
 
+def _suite(name: str = "early", start: int = 5, load: float = 1.0, **extra) -> dict[str, str]:
+    """A one-scenario suite over the golden trace (the whole file in the train split)."""
+    trace, base = f"{REPO_ROOT}/tests/data/golden_trace.csv", f"{REPO_ROOT}/tests/data/golden.yaml"
+    more = "".join(f", {k}: {v}" for k, v in extra.items())
+    return {
+        "s.yaml": f"version: 1\nbase_config: {base}\ntiers: {{medium: 0.6}}\n"
+        f"topologies: {{small: {base}}}\nregions: [{{trace: {trace}, split: train}}]\n"
+        f"scenarios:\n  train:\n    - {{name: '{name}', trace: {trace}, start: {start}, "
+        f"max_jobs: 5, load: {load}, tier: medium, topology: small{more}}}\n"
+    }
+
+
+BENCH = ["benchmark", "--suite", "{tmp}/s.yaml", "--split", "train", "--policies", "first-fit"]
+BENCH += ["--seeds", "1", "--out", OUT, "--local", "--quiet"]
+
+
 def _trace(*rows: str) -> dict[str, str]:
     return {"t.csv": TRACE_HEAD + "".join(r + "\n" for r in rows)}
 
@@ -282,6 +298,31 @@ CASES = [
         SIM_T,
         _trace("a,0,1,10,resnet-50," + " " * (1 << 20)),
         "t.csv:2: row: longer than 1,048,576 bytes",
+    ),
+    # ---- benchmark suites: safe names, every scenario checked before the first cell
+    (
+        "scenario-name-traversal",
+        BENCH,
+        _suite(name="../../x"),
+        "s.yaml: scenarios.train[0].name: '../../x' is not a scenario name",
+    ),
+    (
+        "scenario-window-past-end",
+        BENCH,
+        _suite(start=100000),
+        "s.yaml: scenario early: ",
+    ),
+    (
+        "scenario-load-out-of-range",
+        BENCH,
+        _suite(load="1.0e-9"),
+        "s.yaml: scenarios.train[0].load: must be in [0.001, 1e+06], got 1e-09",
+    ),
+    (
+        "scenario-start-huge",
+        BENCH,
+        _suite(start=10**30),
+        "s.yaml: scenarios.train[0].start: must be <= 1,000,000,000",
     ),
     # ---- sections of the wrong type
     ("env-list", SIM_C, _config("env: []\n"), "c.yaml: env: expected a mapping of keys, got []"),
@@ -712,3 +753,90 @@ def test_a_full_disk_while_writing_is_one_line_and_leaves_nothing(tmp_path, monk
         f"marl-sched: error: --out: {out}: cannot write there: No space left on device\n"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------- files the tool wrote, read back
+
+
+@pytest.fixture(scope="module")
+def finished_benchmark(tmp_path_factory) -> Path:
+    """A one-cell benchmark folder (``out``) beside its suite (``s.yaml``)."""
+    root = tmp_path_factory.mktemp("bench")
+    _make(root / "s.yaml", _suite()["s.yaml"])
+    assert main([a.replace("{tmp}", str(root)) for a in BENCH]) == 0
+    return root
+
+
+def _cell_file(out: Path) -> Path:
+    (cell,) = (out / "cells").iterdir()
+    return cell
+
+
+def _edit_json(path: Path, change) -> None:
+    import json
+
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def _folder_for_cell(out: Path) -> None:
+    cell = _cell_file(out)
+    cell.unlink()
+    cell.mkdir()
+
+
+CORRUPT = [
+    (
+        "cell-truncated",
+        lambda out: _cell_file(out).write_text(_cell_file(out).read_text()[:30]),
+        "not a cell written by marl-sched",
+    ),
+    ("cell-list", lambda out: _cell_file(out).write_text("[1, 2]"), "exactly 'row' and 'jct'"),
+    (
+        "cell-other-scenario",
+        lambda out: _edit_json(_cell_file(out), lambda d: d["row"].update(scenario="x")),
+        "it holds x / first-fit / seed 0, not early / first-fit / seed 0",
+    ),
+    (
+        "cell-jct-text",
+        lambda out: _edit_json(_cell_file(out), lambda d: d.update(jct=["a"])),
+        "'jct' is not a list of finite numbers",
+    ),
+    ("cell-folder", _folder_for_cell, "not a cell file written by marl-sched"),
+    (
+        "manifest-list",
+        lambda out: (out / "benchmark.json").write_text("[]"),
+        "benchmark.json: not a benchmark.json written by marl-sched (expected an object",
+    ),
+    (
+        "manifest-no-digest",
+        lambda out: _edit_json(out / "benchmark.json", lambda d: d.pop("suite_sha256")),
+        "(suite_sha256 missing or of the wrong type)",
+    ),
+    (
+        "manifest-huge",
+        lambda out: os.truncate(out / "benchmark.json", 100 << 20),
+        "benchmark.json: cannot read json: 104,857,600 bytes, more than the 64 MiB",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "fragment"), [c[1:] for c in CORRUPT], ids=[c[0] for c in CORRUPT]
+)
+def test_a_file_the_benchmark_wrote_and_someone_changed_is_one_line_exit_2(
+    finished_benchmark, corrupt, fragment, tmp_path, capsys
+):
+    import shutil
+
+    shutil.copy(finished_benchmark / "s.yaml", tmp_path / "s.yaml")
+    shutil.copytree(finished_benchmark / "out", tmp_path / "out")
+    corrupt(tmp_path / "out")
+    before = sorted((p.relative_to(tmp_path), p.is_dir()) for p in tmp_path.rglob("*"))
+    capsys.readouterr()
+    assert main([a.replace("{tmp}", str(tmp_path)) for a in BENCH]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert fragment in err
+    assert sorted((p.relative_to(tmp_path), p.is_dir()) for p in tmp_path.rglob("*")) == before
