@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -213,12 +214,18 @@ def build_parser() -> argparse.ArgumentParser:
 def prepare_out(out: str | Path) -> Path:
     """The output folder; refuses a path that is an existing file or lies under one, or
     whose nearest existing folder cannot be written (an empty ``--out`` is refused for
-    every command in :func:`_run`)."""
-    import os
+    every command in :func:`_run`). A link to a folder is accepted (and the folder it
+    names is checked and returned); a link to nothing is refused."""
 
     path = Path(out)
+    if path.is_symlink():  # a link to a folder is that folder; anything else is refused
+        if not path.exists():
+            raise InputError(f"--out: {out}: a link to nothing ({os.readlink(path)})")
+        path = path.resolve()
     if path.exists() and not path.is_dir():
         raise InputError(f"--out: {out}: exists and is not a folder")
+    if len(path.name.encode("utf-8", "surrogatepass")) > 255:
+        raise InputError(f"--out: {_short(out)}: the folder name is longer than 255 bytes")
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
@@ -435,7 +442,6 @@ def _fixed_hash_seed() -> None:
     string hash seed, so two same-seed runs would otherwise sum their gradients in a
     different order and drift apart (~1e-4 after one PPO update, measured). Re-executes
     the process once with ``PYTHONHASHSEED=0`` unless the caller fixed one."""
-    import os
 
     if sys.argv[1:2] == ["train"] and os.environ.get("PYTHONHASHSEED", "random") == "random":
         os.environ["PYTHONHASHSEED"] = "0"
@@ -459,11 +465,54 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> a
     return args
 
 
+class Terminated(BaseException):  # noqa: N818 (a signal, like KeyboardInterrupt)
+    """SIGTERM or SIGHUP, raised in the main thread so that every ``finally`` runs
+    (staging folders are removed, nothing is left half-written)."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, frame) -> None:
+    raise Terminated(signum)
+
+
+def _install_signal_handlers() -> dict:
+    """SIGTERM and SIGHUP raise :class:`Terminated` (the default action kills the
+    process at once, leaving ``.NAME.tmp-PID`` staging folders behind); returns the
+    previous handlers."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            previous[sig] = signal.signal(sig, _raise_terminated)
+    return previous
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``marl-sched`` console script."""
+    import signal
+
     if argv is None:
         _fixed_hash_seed()
     parser = build_parser()
+    previous = _install_signal_handlers()
+    try:
+        return _main(parser, argv)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _main(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     try:
         with warnings.catch_warnings(record=True) as caught:
             try:
@@ -481,6 +530,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("marl-sched: interrupted", file=sys.stderr)
         return 130
+    except Terminated as exc:
+        print(f"marl-sched: terminated by {exc}", file=sys.stderr)
+        return 128 + exc.signum
+    except SystemExit as exc:
+        import signal
+
+        # ray.init replaces the SIGTERM handler with sys.exit(signum): the same signal
+        if exc.code == signal.SIGTERM:
+            print("marl-sched: terminated by SIGTERM", file=sys.stderr)
+            return 128 + signal.SIGTERM
+        raise
 
 
 if __name__ == "__main__":

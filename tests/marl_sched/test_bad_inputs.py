@@ -840,3 +840,128 @@ def test_a_file_the_benchmark_wrote_and_someone_changed_is_one_line_exit_2(
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert fragment in err
     assert sorted((p.relative_to(tmp_path), p.is_dir()) for p in tmp_path.rglob("*")) == before
+
+
+# ---------------------------------------------------------- signals and staging folders
+
+
+def _staging(folder: Path) -> list[Path]:
+    return [p for p in folder.iterdir() if ".tmp-" in p.name]
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_a_terminating_signal_removes_the_staging_folder(sig, tmp_path, monkeypatch, capsys):
+    import signal
+    import time
+
+    import marl_sched.runner as runner
+
+    signum = getattr(signal, sig)
+
+    def killed_midway(*args, **kwargs):
+        assert _staging(tmp_path)  # the run writes into its staging folder
+        os.kill(os.getpid(), signum)
+        time.sleep(30)  # the handler raises in this frame long before
+        raise AssertionError("the signal did not stop the run")
+
+    monkeypatch.setattr(runner, "simulate", killed_midway)
+    before = signal.getsignal(signum)
+    assert main(
+        [a.replace("{tmp}", str(tmp_path)).replace("{repo}", str(REPO_ROOT)) for a in SIM]
+    ) == (128 + signum)
+    assert capsys.readouterr().err.splitlines() == [f"marl-sched: terminated by {sig}"]
+    assert list(tmp_path.iterdir()) == []  # no --out, no staging folder
+    assert signal.getsignal(signum) == before  # main put the handler back
+
+
+def test_sigterm_from_outside_leaves_no_staging_folder(tmp_path):
+    """The real thing: another process sends SIGTERM while ``simulate`` runs."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    trace = tmp_path / "t.csv"
+    rows = "".join(f"j{i},{i},1,{3600 + i % 7},resnet-50,\n" for i in range(20000))
+    trace.write_text(TRACE_HEAD + rows)
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "marl_sched.cli", "simulate", "--quiet"]
+    argv += ["--config", str(REPO_ROOT / "configs/tiny.yaml"), "--trace", str(trace)]
+    argv += ["--start", "0", "--max-jobs", "20000", "--out", str(out)]
+    proc = subprocess.Popen(argv, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not _staging(tmp_path) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _staging(tmp_path), "the run never started writing"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert err.splitlines() == ["marl-sched: terminated by SIGTERM"]
+    assert not out.exists() and not _staging(tmp_path)
+
+
+def test_a_staging_folder_left_by_a_killed_run_is_removed_by_the_next(tmp_path, capsys):
+    dead = 2**22 + 12345  # above the default pid_max: no such process
+    live = 1  # init: running, not ours
+    for pid in (dead, live):
+        (tmp_path / f".out.tmp-{pid}").mkdir()
+        (tmp_path / f".out.tmp-{pid}" / "metrics.json").write_text("{}")
+    (tmp_path / ".other.tmp-7").mkdir()  # another --out's: not touched
+    argv = [a.replace("{tmp}", str(tmp_path)).replace("{repo}", str(REPO_ROOT)) for a in SIM]
+    assert main(argv) == 0
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == [".other.tmp-7", f".out.tmp-{live}", "out"]
+
+
+def test_an_out_that_links_to_a_folder_is_accepted_and_the_link_kept(tmp_path, capsys):
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "out").symlink_to(real)
+    argv = [a.replace("{tmp}", str(tmp_path)).replace("{repo}", str(REPO_ROOT)) for a in SIM]
+    assert main(argv) == 0
+    assert (tmp_path / "out").is_symlink()
+    assert sorted(p.name for p in real.iterdir()) == ["config.yaml", "jobs.csv", "metrics.json"]
+    assert not _staging(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("target", "fragment"),
+    [("nothing", "a link to nothing"), ("file", "exists and is not a folder")],
+)
+def test_an_out_that_links_to_no_folder_is_refused_before_work(
+    target, fragment, tmp_path, monkeypatch, capsys
+):
+    import marl_sched.runner as runner
+
+    if target == "file":
+        (tmp_path / "file").write_text("x")
+    (tmp_path / "out").symlink_to(tmp_path / target)
+    monkeypatch.setattr(runner, "load_workload", lambda *a, **k: pytest.fail("work started"))
+    argv = [a.replace("{tmp}", str(tmp_path)).replace("{repo}", str(REPO_ROOT)) for a in SIM]
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert fragment in line
+
+
+def test_a_long_out_name_keeps_its_staging_name_within_255_bytes(tmp_path, monkeypatch):
+    from marl_sched import metrics
+
+    name = "é" * 122 + "x"  # 245 bytes: a valid name, whose plain staging name is not
+    seen = []
+    real_mkdir = Path.mkdir
+
+    def mkdir(self, *args, **kwargs):
+        seen.append(self.name)
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(metrics.Path, "mkdir", mkdir)
+    argv = ["simulate", "--config", str(REPO_ROOT / TINY.removeprefix("{repo}/"))]
+    assert main([*argv, "--out", str(tmp_path / name), "--quiet"]) == 0
+    staging = [n for n in seen if ".tmp-" in n]
+    assert staging and all(len(n.encode()) <= 255 for n in staging)
+    assert (tmp_path / name / "metrics.json").is_file()
