@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from marl_sched.config import ExperimentConfig, check, parse_section
+from marl_sched.config import ExperimentConfig, check, check_bounds, parse_section
 
 SELECT_RULES = ("mean", "dominate")
 #: the algorithms of RLlib's new API stack (its registry, ``ray.rllib.algorithms.registry``)
@@ -87,8 +87,14 @@ class ModelConfig:
     gnn: GNNConfig = field(default_factory=GNNConfig)
 
     def validate(self, where: str, key: str) -> None:
-        check(self.hidden >= 4, where, f"{key}.hidden", f"must be >= 4, got {self.hidden}")
-        check(self.layers >= 1, where, f"{key}.layers", f"must be >= 1, got {self.layers}")
+        # checked before torch allocates anything: a width of 1e23 is no network
+        check_bounds(self, {"hidden": (4, MAX_WIDTH), "layers": (1, MAX_LAYERS)}, where, key)
+
+
+#: the widest layer and the deepest stack a network of this package may have (the
+#: shipped ones use 64 and 2): a 4,096-wide layer holds 16 M weights, 64 MB
+MAX_WIDTH = 4096
+MAX_LAYERS = 64
 
 
 @dataclass(frozen=True)
@@ -294,6 +300,7 @@ class TrainConfig:
     rllib: RLlibConfig = field(default_factory=RLlibConfig)
 
     def validate(self, where: str, key: str) -> None:
+        check_bounds(self, TRAIN_BOUNDS, where, key)
         for name in (
             "iterations",
             "train_batch_size",
@@ -393,6 +400,28 @@ class TrainConfig:
             f"{key}.select_tolerance",
             f"must be >= 0, got {self.select_tolerance}",
         )
+
+
+#: the range of each count of ``train:`` (the low end repeats the checks above, so the
+#: message names both limits), checked before Ray starts
+TRAIN_BOUNDS = {
+    "iterations": (1, 10**7),
+    "train_batch_size": (1, 10**7),
+    "minibatch_size": (1, 10**7),
+    "num_epochs": (1, 10**4),
+    "eval_interval": (0, 10**7),
+    "checkpoint_interval": (0, 10**7),
+    "keep_checkpoints": (0, 10**5),
+    "seed": (0, 2**32 - 1),
+    "num_env_runners": (0, 1024),
+    "num_envs_per_env_runner": (1, 1024),
+    "episode_jobs": (1, 10**7),
+    "eval_max_jobs": (1, 10**7),
+    "eval_start": (0, 10**9),
+    "bc_episodes": (1, 10**6),
+    "bc_epochs": (1, 10**5),
+    "dagger_rounds": (0, 10**4),
+}
 
 
 def model_config(cfg: ExperimentConfig) -> ModelConfig:
@@ -533,10 +562,23 @@ class InterferenceConfig:
     real_data: str = "../shared/data"
 
     def validate(self, where: str, key: str) -> None:
-        check(self.samples >= 50, where, f"{key}.samples", f"must be >= 50, got {self.samples}")
-        check(len(self.hidden) >= 1, where, f"{key}.hidden", "needs at least one layer")
+        check_bounds(self, {"samples": (50, MAX_SAMPLES)}, where, key)
+        check(
+            1 <= len(self.hidden) <= MAX_LAYERS,
+            where,
+            f"{key}.hidden",
+            f"needs 1 to {MAX_LAYERS} layers, got {len(self.hidden)}",
+        )
         for i, h in enumerate(self.hidden):
             check(h >= 1, where, f"{key}.hidden[{i}]", f"must be >= 1, got {h}")
+            check(h <= MAX_WIDTH, where, f"{key}.hidden[{i}]", f"must be <= {MAX_WIDTH}, got {h}")
+        check_bounds(
+            self,
+            {"epochs": (1, 10**5), "patience": (1, 10**5), "batch_size": (1, 10**6),
+             "seed": (0, 2**32 - 1)},
+            where,
+            key,
+        )  # fmt: skip
         check(
             self.activation in ("silu", "relu", "tanh"),
             where,
@@ -557,6 +599,10 @@ class InterferenceConfig:
             f"{key}.config_topology_fraction",
             f"must be in [0, 1], got {self.config_topology_fraction}",
         )
+
+
+#: the most samples ``interference fit`` may simulate (the shipped model: 100,000)
+MAX_SAMPLES = 10_000_000
 
 
 def interference_config(cfg: ExperimentConfig) -> InterferenceConfig:

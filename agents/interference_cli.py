@@ -81,6 +81,7 @@ class _FitProgress:
 
 
 def fit_command(args: argparse.Namespace) -> int:
+    from agents.config import MAX_SAMPLES
     from agents.interference.fit import (
         InterferenceConfig,
         fit_interference,
@@ -93,6 +94,8 @@ def fit_command(args: argparse.Namespace) -> int:
     if args.samples is not None:
         if args.samples < 50:
             raise InputError(f"--samples: must be >= 50, got {args.samples}")
+        if args.samples > MAX_SAMPLES:
+            raise InputError(f"--samples: must be <= {MAX_SAMPLES:,}, got {args.samples:,}")
         icfg = dataclasses.replace(icfg, samples=args.samples)
     if args.seed is not None:
         icfg = dataclasses.replace(icfg, seed=args.seed)
@@ -187,14 +190,18 @@ def format_report(report: dict[str, Any]) -> str:
 def report_command(args: argparse.Namespace) -> int:
     import json
 
-    path = Path(args.model)
+    from marl_sched.files import check_input, read_input_text
+
+    path = check_input(args.model, "model", f"--model: {args.model}")
     model = InterferenceModel.load(path)
     sibling = path.with_name("report.json")
     report = None
     if sibling.is_file():
         try:
-            report = json.loads(sibling.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+            report = json.loads(read_input_text(sibling, "json"))
+            if not isinstance(report, dict):
+                raise ValueError(f"expected a JSON object, got {type(report).__name__}")
+        except (InputError, ValueError) as exc:
             print(
                 f"marl-sched: warning: {sibling}: unreadable ({exc}); using the model's "
                 "own summary",

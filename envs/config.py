@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from marl_sched.config import ExperimentConfig, check, parse_section
+from marl_sched.config import MAX_GPUS, ExperimentConfig, check, parse_section, shown_value
 
 ENV_NAME = "marl_sched/ClusterPlacement"
 ENV_VERSION = 1
@@ -161,11 +161,19 @@ class EnvConfig:
                 f"must be >= 1, got {self.window_jobs}",
             )
         check(
-            len(self.pad) in (0, 3) and all(p >= 1 for p in self.pad),
+            len(self.pad) in (0, 3) and all(1 <= p <= MAX_GPUS for p in self.pad),
             where,
             f"{key}.pad",
-            f"must be empty or three sizes >= 1 [G_max, S_max, R_max], got {list(self.pad)}",
+            f"must be empty or three sizes >= 1 (each <= {MAX_GPUS:,}) [G_max, S_max, R_max], "
+            f"got {shown_value(list(self.pad))}",
         )
+        if self.window_jobs is not None:
+            check(
+                self.window_jobs <= 10**7,
+                where,
+                f"{key}.window_jobs",
+                f"must be <= 10,000,000, got {self.window_jobs}",
+            )
 
     def decision_options(self) -> dict:
         """The options that change observations or masks (:data:`DECISION_OPTIONS`),

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -56,6 +57,43 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(f"{command}: {message}" if command else message)
 
 
+#: upper bounds of the numeric flags, checked before any work (``_check_bounds``)
+MAX_SEED = 2**32 - 1
+MAX_SEEDS = 1000
+#: the most Ray Tune trials ``train --seeds N --grid ...`` may start (seeds x grid points)
+MAX_TRIALS = 1000
+MAX_ITERATIONS = 10**7
+MAX_JOBS_FLAG = 10**9
+
+
+def int_arg(text: str) -> int:
+    """An integer flag: ASCII ``[+-]digits``, at most 18 digits (``int()`` would take
+    ``"٣"`` as 3 and spend its time on a 100,000-digit number)."""
+    import re
+
+    if not re.fullmatch(r"[+-]?[0-9]{1,18}", text.strip()):
+        raise argparse.ArgumentTypeError(
+            f"not an integer (ASCII digits, at most 18 of them): {_short(text)}"
+        )
+    return int(text)
+
+
+def float_arg(text: str) -> float:
+    """A number flag: ASCII only, at most 64 characters, then ``float()``."""
+    if not text.isascii() or len(text) > 64:
+        raise argparse.ArgumentTypeError(
+            f"not a number (ASCII, at most 64 characters): {_short(text)}"
+        )
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {_short(text)}") from None
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
 def _trace_options(p: argparse.ArgumentParser, trace_required: bool = False) -> None:
     p.add_argument("--trace", required=trace_required, help="trace file (default: the config's)")
     p.add_argument(
@@ -63,10 +101,10 @@ def _trace_options(p: argparse.ArgumentParser, trace_required: bool = False) -> 
         choices=["auto", "canonical", "philly", "alibaba", "pollux"],
         help="trace format (default: detect from the header)",
     )
-    p.add_argument("--start", type=int, help="index of the first job of the window")
-    p.add_argument("--max-jobs", type=int, help="number of jobs in the window")
-    p.add_argument("--load", type=float, help="arrival-rate multiplier (2 = twice as fast)")
-    p.add_argument("--seed", type=int, help="seed of fill rules and policies")
+    p.add_argument("--start", type=int_arg, help="index of the first job of the window")
+    p.add_argument("--max-jobs", type=int_arg, help="number of jobs in the window")
+    p.add_argument("--load", type=float_arg, help="arrival-rate multiplier (2 = twice as fast)")
+    p.add_argument("--seed", type=int_arg, help="seed of fill rules and policies")
     p.add_argument(
         "--drop-unplaceable",
         action="store_true",
@@ -103,11 +141,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train the MARL agents with RLlib", epilog=OVERRIDE_HELP)
     p.add_argument("--config", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--iterations", type=int)
+    p.add_argument("--iterations", type=int_arg)
     p.add_argument("--ray-address")
     p.add_argument("--resume", action="store_true")
-    p.add_argument("--seed", type=int, help="seed (the first of --seeds)")
-    p.add_argument("--seeds", type=int, help="N Ray Tune trials, seeds S..S+N-1")
+    p.add_argument("--seed", type=int_arg, help="seed (the first of --seeds)")
+    p.add_argument("--seeds", type=int_arg, help="N Ray Tune trials, seeds S..S+N-1")
     p.add_argument("--grid", action="append", metavar="KEY=V1,V2",
                    help="a Ray Tune trial per value (repeatable: the product)")  # fmt: skip
     p.add_argument("--quiet", action="store_true")
@@ -162,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
         "measured spread/packed ratio 1.38 (simulation.nic_efficiency_scale)",
     )
     p.add_argument("--checkpoint")
-    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seeds", type=int_arg, default=3)
     p.add_argument("--out", required=True)
     p.add_argument("--ray-address", help="an existing Ray cluster (default: start one)")
     p.add_argument("--local", action="store_true", help="run in this process, no Ray")
@@ -176,8 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     q = isub.add_parser("fit", epilog=OVERRIDE_HELP)
     q.add_argument("--config", required=True)
     q.add_argument("--out", required=True)
-    q.add_argument("--samples", type=int)
-    q.add_argument("--seed", type=int)
+    q.add_argument("--samples", type=int_arg)
+    q.add_argument("--seed", type=int_arg)
     q.add_argument("--quiet", action="store_true")
     q = isub.add_parser("report")
     q.add_argument("--model", required=True)
@@ -187,10 +225,10 @@ def build_parser() -> argparse.ArgumentParser:
     q = tsub.add_parser("inspect", help="summary of a trace")
     q.add_argument("file")
     q.add_argument("--trace-format", choices=["auto", "canonical", "philly", "alibaba", "pollux"])
-    q.add_argument("--start", type=int, default=0)
-    q.add_argument("--max-jobs", type=int)
-    q.add_argument("--load", type=float, default=1.0)
-    q.add_argument("--gpus", type=int, help="cluster GPUs, to report the offered load")
+    q.add_argument("--start", type=int_arg, default=0)
+    q.add_argument("--max-jobs", type=int_arg)
+    q.add_argument("--load", type=float_arg, default=1.0)
+    q.add_argument("--gpus", type=int_arg, help="cluster GPUs, to report the offered load")
 
     sub.add_parser("policies", help="list the placement policies")
     return parser
@@ -202,12 +240,18 @@ def build_parser() -> argparse.ArgumentParser:
 def prepare_out(out: str | Path) -> Path:
     """The output folder; refuses a path that is an existing file or lies under one, or
     whose nearest existing folder cannot be written (an empty ``--out`` is refused for
-    every command in :func:`_run`)."""
-    import os
+    every command in :func:`_run`). A link to a folder is accepted (and the folder it
+    names is checked and returned); a link to nothing is refused."""
 
     path = Path(out)
+    if path.is_symlink():  # a link to a folder is that folder; anything else is refused
+        if not path.exists():
+            raise InputError(f"--out: {out}: a link to nothing ({os.readlink(path)})")
+        path = path.resolve()
     if path.exists() and not path.is_dir():
         raise InputError(f"--out: {out}: exists and is not a folder")
+    if len(path.name.encode("utf-8", "surrogatepass")) > 255:
+        raise InputError(f"--out: {_short(out)}: the folder name is longer than 255 bytes")
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
@@ -317,8 +361,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from marl_sched.runner import build_cluster, load_workload, simulate
 
     cfg = load_config(args.config, args.overrides)
-    policy = args.policy or cfg.simulation.policy
-    get_policy_class(policy)  # unknown name → exit 2 before any work
+    policy = args.policy if args.policy is not None else cfg.simulation.policy
+    try:
+        get_policy_class(policy)  # unknown name → exit 2 before any work
+    except InputError as exc:
+        if args.policy is not None:
+            raise
+        # the config named it: say so, not --policy
+        problem = str(exc).removeprefix("--policy: ")
+        raise InputError(f"{cfg.source}: simulation.policy: {problem}") from None
     out = prepare_out(args.out)
     topo, perf = build_cluster(cfg)
     workload = load_workload(cfg, perf, trace_options(args))
@@ -363,18 +414,55 @@ def cmd_policies(args: argparse.Namespace) -> int:
 LOCAL_COMMANDS = {"simulate": cmd_simulate, "trace": cmd_trace, "policies": cmd_policies}
 
 
-def _run(args: argparse.Namespace) -> int:
-    for name in ("seed", "seeds"):
+#: (flag, low, high) of every bounded numeric flag
+FLAG_BOUNDS = (
+    ("seed", 0, MAX_SEED),
+    ("seeds", 0, MAX_SEEDS),
+    ("iterations", -MAX_ITERATIONS, MAX_ITERATIONS),
+    ("start", -MAX_JOBS_FLAG, MAX_JOBS_FLAG),
+    ("max_jobs", -MAX_JOBS_FLAG, MAX_JOBS_FLAG),
+    ("gpus", -MAX_JOBS_FLAG, MAX_JOBS_FLAG),
+)
+
+
+def _check_bounds(args: argparse.Namespace) -> None:
+    """Numeric flags within their bounds, and a grid of at most :data:`MAX_TRIALS`
+    trials, before any work (the commands check the low ends they care about)."""
+    for name, low, high in FLAG_BOUNDS:
         value = getattr(args, name, None)
-        if isinstance(value, int) and value < 0:
-            raise InputError(f"--{name}: must be >= 0, got {value}")
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, int) and value < 0 and low == 0:
+            raise InputError(f"{flag}: must be >= 0, got {value}")
+        if isinstance(value, int) and not low <= value <= high:
+            raise InputError(f"{flag}: must be in [{low:,}, {high:,}], got {value:,}")
+    grid = getattr(args, "grid", None) or []
+    trials = max(1, getattr(args, "seeds", None) or 1)
+    for spec in grid:
+        trials *= max(1, len(spec.partition("=")[2].split(",")))
+        if trials > MAX_TRIALS:
+            raise InputError(
+                f"--grid: {len(grid)} grid keys x --seeds make more than {MAX_TRIALS:,} "
+                f"trials (at {spec!r})"
+            )
+
+
+def _run(args: argparse.Namespace) -> int:
+    _check_bounds(args)
     if isinstance(getattr(args, "out", None), str) and not args.out.strip():
         raise InputError("--out: empty path (name an output folder)")
+    if getattr(args, "policy", None) is not None and not args.policy.strip():
+        raise InputError("--policy: empty name (leave the flag out to use the config's)")
     command = _command_name(args)
     if args.overrides and command not in OVERRIDE_COMMANDS:
         raise InputError(f"{command}: unrecognized arguments: {' '.join(args.overrides)}")
     if args.command in LOCAL_COMMANDS:
         return LOCAL_COMMANDS[args.command](args)
+    if args.command == "train":
+        # Ray's C++ failure-signal handler catches SIGTERM too: it dumps a stack and
+        # aborts (exit 134) after our handler ran. Without it SIGTERM is one line, exit
+        # 143, the run resumable. Set RAY_DISABLE_FAILURE_SIGNAL_HANDLER=0 to keep
+        # Ray's crash dumps; read when ray is first imported, so set before that.
+        os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     module, _, func = LAZY_COMMANDS[args.command].partition(":")
     try:
         handler = getattr(importlib.import_module(module), func)
@@ -389,7 +477,6 @@ def _fixed_hash_seed() -> None:
     string hash seed, so two same-seed runs would otherwise sum their gradients in a
     different order and drift apart (~1e-4 after one PPO update, measured). Re-executes
     the process once with ``PYTHONHASHSEED=0`` unless the caller fixed one."""
-    import os
 
     if sys.argv[1:2] == ["train"] and os.environ.get("PYTHONHASHSEED", "random") == "random":
         os.environ["PYTHONHASHSEED"] = "0"
@@ -413,11 +500,54 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> a
     return args
 
 
+class Terminated(BaseException):  # noqa: N818 (a signal, like KeyboardInterrupt)
+    """SIGTERM or SIGHUP, raised in the main thread so that every ``finally`` runs
+    (staging folders are removed, nothing is left half-written)."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, frame) -> None:
+    raise Terminated(signum)
+
+
+def _install_signal_handlers() -> dict:
+    """SIGTERM and SIGHUP raise :class:`Terminated` (the default action kills the
+    process at once, leaving ``.NAME.tmp-PID`` staging folders behind); returns the
+    previous handlers."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            previous[sig] = signal.signal(sig, _raise_terminated)
+    return previous
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``marl-sched`` console script."""
+    import signal
+
     if argv is None:
         _fixed_hash_seed()
     parser = build_parser()
+    previous = _install_signal_handlers()
+    try:
+        return _main(parser, argv)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _main(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     try:
         with warnings.catch_warnings(record=True) as caught:
             try:
@@ -435,6 +565,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("marl-sched: interrupted", file=sys.stderr)
         return 130
+    except Terminated as exc:
+        print(f"marl-sched: terminated by {exc}", file=sys.stderr)
+        return 128 + exc.signum
+    except SystemExit as exc:
+        import signal
+
+        # ray.init replaces the SIGTERM handler with sys.exit(signum): the same signal
+        if exc.code == signal.SIGTERM:
+            print("marl-sched: terminated by SIGTERM", file=sys.stderr)
+            return 128 + signal.SIGTERM
+        raise
 
 
 if __name__ == "__main__":

@@ -49,6 +49,19 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 #: and beyond a few jobs a GPU's memory holds nobody's working set
 MAX_GPU_SHARING = 4
 
+#: the largest datacenter a config may describe, checked before any array is built: a
+#: few times the largest public traces' clusters (Philly ~2,500 GPUs, Alibaba openb
+#: ~6,200), and what the simulator's per-GPU arrays hold in well under 2 GB
+MAX_SERVERS = 100_000
+MAX_GPUS = 1_000_000
+#: bounds of one server's hardware (per server type)
+SERVER_LIMITS = {
+    "sockets": 16,
+    "groups_per_socket": 64,
+    "gpus_per_group": 64,
+    "cpu_cores": 4096,
+}
+
 
 # --------------------------------------------------------------------------- sections
 
@@ -82,9 +95,8 @@ class ServerTypeConfig:
     def validate(self, where: str, key: str) -> None:
         from marl_sched.catalogue import GPU_SPEED
 
-        for name in ("count", "sockets", "groups_per_socket", "gpus_per_group", "cpu_cores"):
-            value = getattr(self, name)
-            check(value >= 1, where, f"{key}.{name}", f"must be >= 1, got {value}")
+        bounds = {"count": MAX_SERVERS, **SERVER_LIMITS}
+        check_bounds(self, {name: (1, high) for name, high in bounds.items()}, where, key)
         for name in ("memory_gb", "nic_gbps"):
             check_physical(getattr(self, name), where, f"{key}.{name}")
         check(
@@ -127,10 +139,22 @@ class TopologyConfig:
     def n_servers(self) -> int:
         return self.subclusters * self.racks_per_subcluster * self.servers_per_rack
 
+    @property
+    def n_gpus(self) -> int:
+        """GPUs over every server type (a Python int: computed before any array)."""
+        return sum(s.count * s.sockets * s.groups_per_socket * s.gpus_per_group
+                   for s in self.server_types)  # fmt: skip
+
     def validate(self, where: str, key: str) -> None:
-        for name in ("subclusters", "racks_per_subcluster", "servers_per_rack"):
-            value = getattr(self, name)
-            check(value >= 1, where, f"{key}.{name}", f"must be >= 1, got {value}")
+        names = ("subclusters", "racks_per_subcluster", "servers_per_rack")
+        check_bounds(self, dict.fromkeys(names, (1, MAX_SERVERS)), where, key)
+        check(
+            self.n_servers <= MAX_SERVERS,
+            where,
+            key,
+            f"subclusters x racks_per_subcluster x servers_per_rack = {self.n_servers:,} "
+            f"servers, more than the {MAX_SERVERS:,} a topology may have",
+        )
         check(
             1 <= self.gpu_sharing <= MAX_GPU_SHARING,
             where,
@@ -149,6 +173,12 @@ class TopologyConfig:
             f"{key}.server_types",
             f"counts sum to {total} servers, but subclusters x racks_per_subcluster x "
             f"servers_per_rack = {self.n_servers}",
+        )
+        check(
+            self.n_gpus <= MAX_GPUS,
+            where,
+            f"{key}.server_types",
+            f"{self.n_gpus:,} GPUs in all, more than the {MAX_GPUS:,} a topology may have",
         )
 
 
@@ -380,7 +410,7 @@ class ExperimentConfig:
     def to_yaml(self) -> str:
         """The config as YAML that :func:`load_config` reads back to an equal config
         (the ``config.yaml`` every run folder holds)."""
-        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+        return yaml.dump(self.to_dict(), Dumper=_PlainDumper, sort_keys=False)
 
     def resolve_path(self, path: str) -> Path:
         """A path from the config. A relative one resolves against the folder of the
@@ -423,6 +453,14 @@ def absolute_paths(data: Any, cfg: ExperimentConfig) -> Any:
     return data
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """``yaml.safe_dump`` that never writes an anchor or alias (a value shared by two
+    keys is written twice), so ``config.yaml`` reads back through :func:`read_yaml`."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def plain(obj: Any) -> Any:
     """Nested dicts and lists only (tuples become lists)."""
     if isinstance(obj, dict):
@@ -452,11 +490,13 @@ def _coerce(value: Any, tp: Any, where: str, key: str) -> Any:
         return parse_section(tp, value, where, key)
     if origin is tuple:
         if not isinstance(value, list | tuple):
-            raise InputError(f"{where}: {key}: expected a list, got {value!r}")
+            raise InputError(f"{where}: {key}: expected a list, got {shown_value(value)}")
+        if len(value) > MAX_CONFIG_LIST:
+            raise InputError(f"{where}: {key}: at most {MAX_CONFIG_LIST} items, got {len(value):,}")
         return tuple(_coerce(v, args[0], where, f"{key}[{i}]") for i, v in enumerate(value))
     if origin is dict or tp is dict:
         if not isinstance(value, dict):
-            raise InputError(f"{where}: {key}: expected a mapping, got {value!r}")
+            raise InputError(f"{where}: {key}: expected a mapping, got {shown_value(value)}")
         return dict(value)
     if tp is bool:
         if not isinstance(value, bool):
@@ -464,21 +504,64 @@ def _coerce(value: Any, tp: Any, where: str, key: str) -> Any:
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise InputError(f"{where}: {key}: expected an integer, got {value!r}")
+            raise InputError(f"{where}: {key}: expected an integer, got {shown_value(value)}")
+        check_int_range(value, where, key)
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InputError(f"{where}: {key}: expected a number, got {value!r}")
+            raise InputError(f"{where}: {key}: expected a number, got {shown_value(value)}")
+        if isinstance(value, int):
+            check_int_range(value, where, key)
         if value != value or value in (float("inf"), float("-inf")):
             raise InputError(f"{where}: {key}: must be finite, got {value!r}")
         return float(value)
     if tp is str:
         if not isinstance(value, str):
-            raise InputError(f"{where}: {key}: expected a string, got {value!r}")
+            raise InputError(f"{where}: {key}: expected a string, got {shown_value(value)}")
+        check_text(value, where, key)
         return value
     if tp is Any:
         return value
     raise TypeError(f"unsupported config annotation {_type_name(tp)} for {key}")
+
+
+#: the largest integer any config key may hold (a width, a count, a seed); every key
+#: with a meaning has a tighter bound of its own, checked by its section
+MAX_CONFIG_INT = 10**15
+#: the most items a list in a config may hold
+MAX_CONFIG_LIST = 10_000
+
+
+def check_int_range(value: int, where: str, key: str, high: int = MAX_CONFIG_INT) -> None:
+    """An integer within ``[-high, high]``, else ``InputError`` naming the limit (the
+    value shown shortened: a 4,000-digit number is not echoed)."""
+    if abs(value) > high:
+        raise InputError(f"{where}: {key}: must be within +-{high:.0e}, got {shown_value(value)}")
+
+
+def check_text(value: str, where: str, key: str) -> None:
+    """A text value without control characters (NUL, escape sequences, newlines)."""
+    bad = next((c for c in value if _is_control(c)), None)
+    if bad is not None:
+        raise InputError(
+            f"{where}: {key}: contains the control character {bad!r}: {shown_value(value)}"
+        )
+
+
+def _is_control(c: str) -> bool:
+    o = ord(c)
+    return o < 32 or 127 <= o < 160
+
+
+def shown_value(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` for a message, cut to ``limit`` characters (a huge integer is
+    described by its digit count, never converted to text in full)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**60:
+        if value.bit_length() > 13_000:  # str() refuses more than 4,300 digits
+            return "an integer of more than 3,900 digits"
+        return f"an integer of {len(str(abs(value))):,} digits"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def parse_section(cls: type[T], data: Any, where: str, prefix: str) -> T:
@@ -498,7 +581,7 @@ def parse_section(cls: type[T], data: Any, where: str, prefix: str) -> T:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise InputError(f"{where}: {prefix}: expected a mapping, got {data!r}")
+        raise InputError(f"{where}: {prefix}: expected a mapping, got {shown_value(data)}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     for key in data:
@@ -537,6 +620,17 @@ def check_physical(value: float, where: str, key: str) -> None:
         key,
         f"must be a finite number in [{lo:g}, {hi:g}], got {value!r}",
     )
+
+
+def check_bounds(obj: Any, bounds: dict[str, tuple[float, float]], where: str, key: str) -> None:
+    """Each attribute ``name`` of ``obj`` (None skipped) lies in ``bounds[name]`` =
+    (low, high), else ``InputError`` naming the key and both limits."""
+    for name, (lo, hi) in bounds.items():
+        value = getattr(obj, name)
+        if value is None:
+            continue
+        check(value >= lo, where, f"{key}.{name}", f"must be >= {lo:,}, got {shown_value(value)}")
+        check(value <= hi, where, f"{key}.{name}", f"must be <= {hi:,}, got {shown_value(value)}")
 
 
 def check(cond: bool, where: str, key: str, problem: str) -> None:
@@ -580,6 +674,13 @@ def _check_owned_sections(cfg: ExperimentConfig) -> None:
         parser(cfg)
 
 
+def _section(data: dict[str, Any], name: str, where: str) -> dict[str, Any]:
+    """An owned section as a mapping: absent or null is empty; anything else that is
+    not a mapping (``env: []``, ``model: 0``) is refused, never read as empty."""
+    value = data.get(name)
+    return {} if value is None else _coerce(value, dict, where, name)
+
+
 def config_from_dict(data: Any, where: str = "<config>") -> ExperimentConfig:
     """Validate a loaded mapping into an :class:`ExperimentConfig` (every section,
     the owned ones by their owners' parsers: :data:`OWNED_SECTIONS`)."""
@@ -592,10 +693,10 @@ def config_from_dict(data: Any, where: str = "<config>") -> ExperimentConfig:
         topology=parse_section(TopologyConfig, data.get("topology"), where, "topology"),
         workload=parse_section(WorkloadConfig, data.get("workload"), where, "workload"),
         simulation=parse_section(SimulationConfig, data.get("simulation"), where, "simulation"),
-        env=_coerce(data.get("env") or {}, dict, where, "env"),
-        model=_coerce(data.get("model") or {}, dict, where, "model"),
-        train=_coerce(data.get("train") or {}, dict, where, "train"),
-        interference=_coerce(data.get("interference") or {}, dict, where, "interference"),
+        env=_section(data, "env", where),
+        model=_section(data, "model", where),
+        train=_section(data, "train", where),
+        interference=_section(data, "interference", where),
         source=where,
     )
     _check_owned_sections(cfg)
@@ -605,9 +706,26 @@ def config_from_dict(data: Any, where: str = "<config>") -> ExperimentConfig:
 # --------------------------------------------------------------------------- files
 
 
+#: the most YAML nodes (mappings, lists, scalars) one config or suite file may hold
+MAX_YAML_NODES = 100_000
+#: how deep ``defaults:`` may nest (a file, its parent, the parent's parent, ...)
+MAX_DEFAULTS_DEPTH = 32
+#: the most files one composed config may read
+MAX_DEFAULTS_FILES = 64
+
+
 class _YamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     """PyYAML's safe loader (libyaml's parser when PyYAML has it) that refuses a key
-    given twice in one mapping (PyYAML keeps the last one silently)."""
+    given twice in one mapping (PyYAML keeps the last one silently), and refuses
+    aliases (``*name``, and so ``<<: *name`` merges): a few hundred bytes of nested
+    aliases stand for billions of nodes (the "billion laughs"), which every later step
+    (OmegaConf, the checks, ``config.yaml``) would expand. A config is plain values;
+    the node tree is walked once, before anything is built, and its size capped
+    (:data:`MAX_YAML_NODES`)."""
+
+    def construct_document(self, node):
+        _check_node_tree(node)
+        return super().construct_document(node)
 
     def construct_mapping(self, node, deep=False):
         seen: dict[Any, int] = {}
@@ -630,14 +748,41 @@ class _YamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
         return super().construct_mapping(node, deep=deep)
 
 
-def read_yaml(path: str | Path, where: str | None = None, what: str = "file") -> Any:
-    """One YAML file, safely loaded, duplicate keys refused; every problem is an
-    ``InputError`` naming ``where`` (default: the path) and the line."""
+def _check_node_tree(root: yaml.Node) -> None:
+    """Refuse a node reached twice (an alias: the parser hands the anchored node itself
+    to every ``*name``) and a tree of more than :data:`MAX_YAML_NODES` nodes."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                "aliases (*name) and merges (<<: *name) are not allowed: write the values out",
+                node.start_mark,
+            )
+        seen.add(id(node))
+        if len(seen) > MAX_YAML_NODES:
+            raise yaml.composer.ComposerError(
+                None, None, f"more than {MAX_YAML_NODES:,} values", node.start_mark
+            )
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack += (key, value)
+        elif isinstance(node, yaml.SequenceNode):
+            stack += node.value
+
+
+def read_yaml(path: str | Path, where: str | None = None, what: str = "config") -> Any:
+    """One YAML file (a regular file within the size of its kind, ``what``: ``config``
+    or ``suite``; :mod:`marl_sched.files`), safely loaded, duplicate keys and aliases
+    refused; every problem is an ``InputError`` naming ``where`` (default: the path)
+    and the line."""
+    from marl_sched.files import read_input_text
+
     where = str(path) if where is None else where
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{where}: cannot read {what}: {exc.__class__.__name__}: {exc}") from None
+    text = read_input_text(path, what, where)
     try:
         return yaml.load(text, Loader=_YamlLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
@@ -645,6 +790,8 @@ def read_yaml(path: str | Path, where: str | None = None, what: str = "file") ->
         at = f"{where}:{mark.line + 1}" if mark is not None else where
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise InputError(f"{at}: invalid YAML: {problem}") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits, say
+        raise InputError(f"{where}: invalid YAML: {_first_line(exc)}") from None
 
 
 def _find(path: str | Path) -> Path:
@@ -659,17 +806,80 @@ def compose_file(path: str | Path, where: str | None = None) -> dict[str, Any]:
     """The mapping a config file stands for: its parents (``defaults: [a.yaml, ...]``,
     paths relative to the file, each composed the same way) merged in order with
     OmegaConf, then the file's own keys on top. Mappings merge key by key; a list or
-    a value replaces the parent's."""
+    a value replaces the parent's; an empty section (``env:``) adds nothing.
+
+    Each file is read at most once (a file reached twice, by a cycle or a diamond, is
+    refused), ``defaults:`` nest at most :data:`MAX_DEFAULTS_DEPTH` deep and a
+    config reads at most :data:`MAX_DEFAULTS_FILES` files, so a few small files
+    cannot ask for 2^30 compositions."""
     where = str(path) if where is None else where
-    return _plain_dict(_compose(_find(path), where, ()), where)
+    return _plain_dict(_compose(_find(path), where, (), set()), where)
+
+
+#: a whole-value reference to another key, the one interpolation a config may hold
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*)\}")
+
+
+def _check_interpolations(data: Any, where: str) -> None:
+    """Allow only ``${a.b}`` as a whole value naming a plain value (a number, a
+    string, ...) of the config: resolvers (``${oc.env:SECRET}`` would copy an
+    environment variable into ``config.yaml`` and stdout, ``${oc.decode:...}`` parse
+    text), text built from several pieces (``"${a}${a}"``: doubling per level) and
+    references to whole sections or lists (copied at every use) are refused."""
+
+    def lookup(dotted: str) -> Any:
+        node: Any = data
+        for part in dotted.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return _MISSING
+            node = node[part]
+        return node
+
+    def walk(node: Any, key: str) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{key}.{k}" if key else str(k))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, f"{key}[{i}]")
+        elif isinstance(node, str) and "${" in node:
+            match = _REFERENCE.fullmatch(node.strip())
+            if match is None:
+                raise InputError(
+                    f"{where}: {key}: interpolation {shown_value(node)} is not allowed: "
+                    "only a whole value ${section.key} naming another plain value "
+                    "(no resolvers such as oc.env, no text around it)"
+                )
+            target, chain = match.group(1), {key}
+            value = lookup(target)
+            while isinstance(value, str) and _REFERENCE.fullmatch(value.strip()):
+                if target in chain:
+                    raise InputError(
+                        f"{where}: {key}: interpolation ${{{target}}} refers to itself"
+                    )
+                chain.add(target)
+                target = _REFERENCE.fullmatch(value.strip()).group(1)
+                value = lookup(target)
+            if isinstance(value, dict | list):
+                raise InputError(
+                    f"{where}: {key}: interpolation ${{{target}}} names a section or a "
+                    "list; only a plain value may be referenced"
+                )
+
+    walk(data, "")
+
+
+_MISSING = object()
 
 
 def _plain_dict(conf, where: str) -> dict[str, Any]:
-    """An OmegaConf mapping as plain Python, ``${a.b}`` interpolations resolved."""
+    """An OmegaConf mapping as plain Python, ``${a.b}`` references resolved (the only
+    interpolation allowed: :func:`_check_interpolations`)."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     try:
+        _check_interpolations(OmegaConf.to_container(conf, resolve=False), where)
         return OmegaConf.to_container(conf, resolve=True)
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None)
@@ -677,10 +887,13 @@ def _plain_dict(conf, where: str) -> dict[str, Any]:
         raise InputError(f"{at}: cannot resolve an interpolation: {_first_line(exc)}") from None
 
 
-def _compose(p: Path, where: str, chain: tuple[Path, ...]):
+def _compose(p: Path, where: str, chain: tuple[Path, ...], read: set[Path]):
+    """``p`` composed with its parents; ``chain``: the files that include it, ``read``:
+    every file read so far."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
+    read.add(p.resolve())
     data = read_yaml(p, where, "config")
     if data is None:
         data = {}
@@ -691,14 +904,34 @@ def _compose(p: Path, where: str, chain: tuple[Path, ...]):
         parents = [parents]
     if not isinstance(parents, list) or not all(isinstance(x, str) for x in parents):
         raise InputError(f"{where}: {DEFAULTS_KEY}: expected a list of config files")
+    for section, value in list(data.items()):
+        if value is None:  # an empty section adds nothing to its parents'
+            del data[section]
+        elif not isinstance(value, dict):
+            raise InputError(
+                f"{where}: {section}: expected a mapping of keys, got {shown_value(value)}"
+            )
+    if parents and len(chain) + 1 >= MAX_DEFAULTS_DEPTH:
+        raise InputError(
+            f"{where}: {DEFAULTS_KEY}: nested more than {MAX_DEFAULTS_DEPTH} files deep"
+        )
     layers = []
     for name in parents:
         parent = (p.parent / name).resolve()
         if parent in chain or parent == p.resolve():
             raise InputError(f"{where}: {DEFAULTS_KEY}: {name}: includes itself")
+        if parent in read:
+            raise InputError(
+                f"{where}: {DEFAULTS_KEY}: {name}: composed twice (a config reads each "
+                "file once; a diamond of defaults is refused)"
+            )
+        if len(read) >= MAX_DEFAULTS_FILES:
+            raise InputError(
+                f"{where}: {DEFAULTS_KEY}: {name}: more than {MAX_DEFAULTS_FILES} files"
+            )
         if not parent.is_file():
             raise InputError(f"{where}: {DEFAULTS_KEY}: {name}: no such config file")
-        layers.append(_compose(parent, _shown(parent), (*chain, p.resolve())))
+        layers.append(_compose(parent, _shown(parent), (*chain, p.resolve()), read))
     try:
         return OmegaConf.merge(*layers, OmegaConf.create(data))
     except OmegaConfBaseException as exc:

@@ -12,4 +12,20 @@ class InputError(Exception):
     """
 
     def __init__(self, message: str) -> None:
-        super().__init__(message.replace("\n", " "))
+        super().__init__(printable(message.replace("\n", " ")))
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (ANSI escape sequences from a trace, a NUL, a
+    carriage return) written as escapes (``\\x1b``), so that an error line shows what
+    the input holds instead of acting on the terminal."""
+    if all(map(_shown_as_is, text)):
+        return text
+    return "".join(
+        c if _shown_as_is(c) else c.encode("unicode_escape").decode("ascii") for c in text
+    )
+
+
+def _shown_as_is(c: str) -> bool:
+    """Printable: not a C0/C1 control character, DEL, or a Unicode line separator."""
+    return " " <= c < "\x7f" or (c > "\x9f" and c not in "\u2028\u2029")

@@ -223,7 +223,9 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 def move_into(tmp: Path, out: Path) -> None:
     """Put ``tmp``'s entries into ``out`` (renamed whole when ``out`` is absent or empty;
-    otherwise each entry replaces its namesake)."""
+    otherwise each entry replaces its namesake). ``out`` may be a link to a folder: the
+    entries go into the folder it names, and the link stays."""
+    out = real_out(out)
     if not out.exists() or (out.is_dir() and not any(out.iterdir())):
         if out.exists():
             out.rmdir()
@@ -231,25 +233,87 @@ def move_into(tmp: Path, out: Path) -> None:
         return
     for entry in tmp.iterdir():
         target = out / entry.name
-        if target.is_dir():
+        if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target)
-        elif target.exists():
+        elif target.exists() or target.is_symlink():
             target.unlink()
         os.replace(entry, target)
+
+
+def real_out(out: Path) -> Path:
+    """``out``, or the folder it links to when it is a symbolic link (``--out`` given as
+    a link to a folder: the outputs are staged beside, and moved into, that folder)."""
+    return out.resolve() if out.is_symlink() else out
+
+
+#: the longest file name most file systems take, in bytes
+NAME_MAX = 255
+_STAGING_TAG = ".tmp-"
+
+
+def staging_prefix(out: Path) -> str:
+    """The name every staging folder of ``out`` starts with, ``.NAME.tmp-`` (the PID
+    follows); a long ``NAME`` is cut and given a digest of the whole name, so the
+    staging name stays within :data:`NAME_MAX` bytes whenever ``out``'s own does."""
+    import hashlib
+
+    name = out.name
+    room = NAME_MAX - len(f".{_STAGING_TAG}") - 10  # the PID: up to 10 digits
+    if len(name.encode()) > room:
+        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        cut = name.encode("utf-8", "surrogatepass")[: room - 13].decode("utf-8", "ignore")
+        name = f"{cut}-{digest}"
+    return f".{name}{_STAGING_TAG}"
+
+
+def remove_stale_staging(out: Path) -> list[Path]:
+    """Remove the staging folders of ``out`` left by runs that were killed (``.NAME.tmp-PID``
+    whose process no longer runs: SIGKILL, a power cut); a live process's is left alone.
+    Only plain folders of exactly that name are touched. Returns what was removed."""
+    parent, prefix = out.parent, staging_prefix(out)
+    removed = []
+    try:
+        entries = list(parent.iterdir()) if parent.is_dir() else []
+    except OSError:
+        return removed
+    for entry in entries:
+        pid = entry.name[len(prefix) :] if entry.name.startswith(prefix) else ""
+        if not pid.isdigit() or not pid.isascii() or int(pid) == os.getpid():
+            continue
+        if entry.is_symlink() or not entry.is_dir() or _running(int(pid)):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # someone else's process, or not a PID: leave it
+    return True
 
 
 @contextmanager
 def staged_folder(out: str | Path) -> Iterator[Path]:
     """A temporary folder beside ``out`` for a command's outputs: when the block ends
     normally they move into ``out`` at once (:func:`move_into`); when it fails or is
-    interrupted the folder goes and ``out`` is left as it was. An ``out`` that cannot
-    be written is an ``InputError`` naming ``--out``."""
-    out = Path(out)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    interrupted (an exception, Ctrl-C, SIGTERM or SIGHUP: the CLI turns those into
+    exceptions) the folder goes and ``out`` is left as it was. Staging folders of
+    earlier runs on the same ``out`` that were killed outright are removed first
+    (:func:`remove_stale_staging`). An ``out`` that cannot be written is an
+    ``InputError`` naming ``--out``."""
+    shown = Path(out)
+    out = real_out(shown)
+    remove_stale_staging(out)
+    tmp = out.parent / f"{staging_prefix(out)}{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
 
     def unwritable(exc: OSError) -> InputError:
-        return InputError(f"--out: {out}: cannot write there: {exc.strerror or exc}")
+        return InputError(f"--out: {shown}: cannot write there: {exc.strerror or exc}")
 
     try:
         tmp.mkdir(parents=True)

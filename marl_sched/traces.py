@@ -112,6 +112,8 @@ from __future__ import annotations
 import codecs
 import csv
 import dataclasses
+import hashlib
+import heapq
 import io
 import itertools
 import math
@@ -120,9 +122,11 @@ import random
 import re
 import tempfile
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -163,9 +167,10 @@ _GPU_BUCKETS = (
     ("65+", 65, math.inf),
 )
 
-_INT_RE = re.compile(r"[+-]?\d+")
-_FLOAT_RE = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_PHILLY_TS_RE = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
+# ASCII digits only: Python's \d (and int(), float()) also take "٣" or "３"
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+_FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_PHILLY_TS_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}")
 _EPOCH = date(1970, 1, 1)
 
 
@@ -227,12 +232,56 @@ class _RowError(Exception):
         super().__init__(f"{field_name}: {problem}")
 
 
+#: the longest line a trace may have, in bytes (a row of the real traces is < 200)
+MAX_LINE_BYTES = 1 << 20
+#: the most digits an integer field may have (checked before ``int()`` reads it)
+MAX_INT_DIGITS = 15
+#: the longest text a number field may have
+MAX_NUMBER_CHARS = 64
+
+
+def _shown(value: str, limit: int = 40) -> str:
+    """A field's value for a message, cut to ``limit`` characters."""
+    return value if len(value) <= limit else value[: limit - 3] + "..."
+
+
+class _Lines:
+    """The lines of an open trace file, decoded one at a time (UTF-8; a leading
+    byte-order mark is skipped): memory holds one line, never the file. A line longer
+    than :data:`MAX_LINE_BYTES` or not valid UTF-8 is an ``InputError`` naming the line
+    (and the byte's offset in the file)."""
+
+    def __init__(self, path: str, fh) -> None:
+        self.path, self.fh = path, fh
+
+    def __iter__(self) -> Iterator[str]:
+        offset, line = 0, 0
+        while True:
+            raw = self.fh.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                return
+            line += 1
+            if len(raw) > MAX_LINE_BYTES:
+                raise InputError(f"{self.path}:{line}: row: longer than {MAX_LINE_BYTES:,} bytes")
+            skip = len(codecs.BOM_UTF8) if line == 1 and raw.startswith(codecs.BOM_UTF8) else 0
+            try:
+                text = raw[skip:].decode("utf-8")
+            except UnicodeDecodeError as exc:
+                at = skip + exc.start
+                reason = (
+                    f"line {line} is not valid UTF-8 (byte 0x{raw[at]:02x} at offset {offset + at})"
+                )
+                raise InputError(f"{self.path}: cannot read trace: {reason}") from None
+            offset += len(raw)
+            yield text
+
+
 @dataclass
 class _Source:
-    """A trace file read into memory: header and data rows."""
+    """An open trace file: its header, and its data rows read as they are needed."""
 
     path: str
-    text: str
+    reader: Any  # a csv.reader over _Lines, positioned after the header
     header: list[str]
     index: dict[str, int] = field(default_factory=dict)
 
@@ -247,8 +296,7 @@ class _Source:
         A row with the wrong number of fields raises when it is reached, so the
         first bad row of the file is the one reported.
         """
-        reader = csv.reader(io.StringIO(self.text, newline=""))
-        next(reader)
+        reader = self.reader
         width = len(self.header)
         line = reader.line_num + 1
         for fields in _csv_rows(reader, self.path):
@@ -261,30 +309,16 @@ class _Source:
             line = reader.line_num + 1
 
 
-@dataclass
-class _Parsed:
-    """What an adapter returns: jobs in file order plus drop counts."""
+@contextmanager
+def _open_source(path: str | os.PathLike) -> Iterator[_Source]:
+    """The trace at ``path`` opened (a regular file within the trace size cap:
+    :mod:`marl_sched.files`) with its header read; closed when the block ends."""
+    from marl_sched.files import open_input
 
-    submits: list[float]  # absolute submit time of each job
-    jobs: list[dict]  # TraceJob keyword arguments except submit_time
-    dropped: dict[str, int]
-
-
-def _read_text(path: str | os.PathLike) -> str:
-    """The whole file as text, or InputError ``<path>: cannot read trace: <reason>``."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read trace: {exc.strerror or exc}") from None
-    skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
-    try:
-        return data[skip:].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        offset = skip + exc.start
-        line = data.count(b"\n", 0, offset) + 1
-        reason = f"line {line} is not valid UTF-8 (byte 0x{data[offset]:02x} at offset {offset})"
-        raise InputError(f"{path}: cannot read trace: {reason}") from None
+    shown = os.fspath(path)
+    with open_input(path, "trace") as fh:
+        reader = csv.reader(_Lines(shown, fh))
+        yield _Source(path=shown, reader=reader, header=_read_header(shown, reader))
 
 
 def _csv_rows(reader, path: str) -> Iterator[list[str]]:
@@ -301,19 +335,14 @@ def _csv_rows(reader, path: str) -> Iterator[list[str]]:
         yield fields
 
 
-def _read_header(path: str, text: str) -> list[str]:
-    """The header fields of ``text`` (line 1)."""
-    first = next(_csv_rows(csv.reader(io.StringIO(text, newline="")), path), None)
+def _read_header(path: str, reader) -> list[str]:
+    """The header fields (line 1) of ``reader``."""
+    first = next(_csv_rows(reader, path), None)
     if first is None:
         raise InputError(f"{path}:1: header: file is empty, expected a header line")
     if not first:
         raise InputError(f"{path}:1: header: line is blank, expected a header line")
     return first
-
-
-def _read_source(path: str, text: str) -> _Source:
-    """The file's header and (lazily) its data rows."""
-    return _Source(path=path, text=text, header=_read_header(path, text))
 
 
 def _detect(header: Sequence[str]) -> str | None:
@@ -329,7 +358,7 @@ def _check_header(src: _Source, fmt: str) -> None:
     """Fill ``src.index``; error on a missing, repeated or (canonical) unknown column."""
     for pos, name in enumerate(src.header):
         if name in src.index:
-            raise InputError(f"{src.path}:1: header: duplicate column '{name}'")
+            raise InputError(f"{src.path}:1: header: duplicate column '{_shown(name)}'")
         src.index[name] = pos
     for col in _REQUIRED_COLUMNS[fmt]:
         if col not in src.index:
@@ -339,39 +368,60 @@ def _check_header(src: _Source, fmt: str) -> None:
         for name in src.header:
             if name not in allowed:
                 raise InputError(
-                    f"{src.path}:1: header: unknown column '{name}' (allowed: {', '.join(allowed)})"
+                    f"{src.path}:1: header: unknown column '{_shown(name)}' "
+                    f"(allowed: {', '.join(allowed)})"
                 )
 
 
-def _text(value: str, name: str) -> str:
-    """A required non-empty string field."""
-    if value == "":
-        raise _RowError(name, "missing value")
+def _check_plain(value: str, name: str) -> str:
+    """A text field without control characters (a NUL, an escape sequence)."""
+    bad = _CONTROL_RE.search(value)
+    if bad is not None:
+        raise _RowError(name, f"contains the control character {bad.group()!r}")
     return value
 
 
-def _int(value: str, name: str, low: int) -> int:
-    """A required integer field that must be >= ``low``."""
+_CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def _text(value: str, name: str) -> str:
+    """A required non-empty string field without control characters."""
+    if value == "":
+        raise _RowError(name, "missing value")
+    return _check_plain(value, name)
+
+
+def _int(value: str, name: str, low: int, high: int | None = None) -> int:
+    """A required integer field (ASCII digits, at most :data:`MAX_INT_DIGITS`) that
+    must be >= ``low`` (and <= ``high`` when given)."""
     if value == "":
         raise _RowError(name, "missing value")
     if not _INT_RE.fullmatch(value):
-        raise _RowError(name, f"not an integer: '{value}'")
+        raise _RowError(name, f"not an integer: '{_shown(value)}'")
+    digits = len(value.lstrip("+-"))
+    if digits > MAX_INT_DIGITS:
+        raise _RowError(
+            name, f"must have at most {MAX_INT_DIGITS} digits, got {digits:,}: '{_shown(value)}'"
+        )
     number = int(value)
     if number < low:
         raise _RowError(name, f"must be >= {low}, got {value}")
+    if high is not None and number > high:
+        raise _RowError(name, f"must be <= {high}, got {value}")
     return number
 
 
+_NON_FINITE = frozenset({"inf", "infinity", "nan"})
+
+
 def _float(value: str, name: str) -> float:
-    """A required finite number."""
+    """A required finite number (ASCII decimal or scientific notation)."""
     if value == "":
         raise _RowError(name, "missing value")
-    if not _FLOAT_RE.fullmatch(value):
-        try:
-            float(value)
-        except ValueError:
-            raise _RowError(name, f"not a number: '{value}'") from None
-        raise _RowError(name, f"must be a finite number, got '{value}'")
+    if len(value) > MAX_NUMBER_CHARS or not _FLOAT_RE.fullmatch(value):
+        if value.strip().lstrip("+-").lower() in _NON_FINITE:
+            raise _RowError(name, f"must be a finite number, got '{value}'")
+        raise _RowError(name, f"not a number: '{_shown(value)}'")
     number = float(value)
     if not math.isfinite(number):
         raise _RowError(name, f"must be a finite number, got '{value}'")
@@ -390,7 +440,9 @@ def _positive(value: str, name: str, high: float | None = None) -> float:
 
 #: the largest time a trace may give, in seconds (a submit time, a duration: about
 #: 3,000 years; Unix timestamps are ~1.7e9): beyond it the simulator's clock loses
-#: its resolution and a JCT overflows to inf or NaN
+#: its resolution and a JCT overflows to inf or NaN. Every format's durations, read
+#: or derived (Alibaba's deletion - scheduled time, Pollux's iterations x compute
+#: time), are held to it.
 MAX_TRACE_SECONDS = 1e11
 #: the most iterations a job may ask for
 MAX_ITERATIONS = 1e15
@@ -408,34 +460,60 @@ def _check_model(model: str, known_models: set[str] | None, column: str = "model
     """Error (on ``column``) when ``known_models`` is given and ``model`` is not in it."""
     if known_models is not None and model not in known_models:
         known = ", ".join(sorted(known_models))
-        raise _RowError(column, f"unknown model '{model}' (known: {known})")
+        raise _RowError(column, f"unknown model '{_shown(model)}' (known: {known})")
 
 
-def _check_unique(job_id: str, line: int, seen: dict[str, int], name: str = "job_id") -> None:
-    """Error (on column ``name``) when ``job_id`` was already used on an earlier line."""
-    first = seen.setdefault(job_id, line)
-    if first != line:
-        raise _RowError(name, f"duplicate of line {first}")
+class _Seen:
+    """The first line of every value of a column seen so far, to refuse a repeat.
+
+    Values are kept as 16-byte keyed BLAKE2b digests (the key drawn per process), so
+    the memory per row does not grow with a value's length (a field may hold 131,072
+    characters); two different values share a digest with probability ~n^2 / 2^129,
+    and no file can be made to collide on purpose without the key.
+    """
+
+    _KEY = os.urandom(16)
+
+    def __init__(self, column: str = "job_id") -> None:
+        self.column = column
+        self.first: dict[bytes, int] = {}
+
+    def digest(self, value: str) -> bytes:
+        data = value.encode("utf-8", "surrogatepass")
+        return hashlib.blake2b(data, digest_size=16, key=self._KEY).digest()
+
+    def check(self, value: str, line: int) -> None:
+        """Error when ``value`` was already used on an earlier line."""
+        first = self.first.setdefault(self.digest(value), line)
+        if first != line:
+            raise _RowError(self.column, f"duplicate of line {first}")
+
+    def add(self, key: str, line: int) -> bool:
+        """Record ``key``; False when it was seen before."""
+        return self.first.setdefault(self.digest(key), line) == line
 
 
 # ---------------------------------------------------------------------------- adapters
+
+#: what an adapter yields for each job, in file order: (absolute submit time,
+#: TraceJob keyword arguments except submit_time)
+_Rows = Iterator[tuple[float, dict]]
 
 
 def _optional(src: _Source, fields: list[str], name: str) -> str:
     """The raw value of an optional column, '' when the column is absent."""
     pos = src.index.get(name)
-    return "" if pos is None else fields[pos]
+    return "" if pos is None or not fields[pos] else _check_plain(fields[pos], name)
 
 
-def _parse_canonical(src: _Source, known_models: set[str] | None, seed: int) -> _Parsed:
+def _parse_canonical(src: _Source, known_models: set[str] | None, dropped: dict) -> _Rows:
     """Adapter for the canonical format (see the module docstring)."""
-    out = _Parsed([], [], {})
     ix = src.index
-    seen: dict[str, int] = {}
+    seen = _Seen()
     for line, f in src.rows:
         try:
             job_id = _text(f[ix["job_id"]], "job_id")
-            _check_unique(job_id, line, seen)
+            seen.check(job_id, line)
             submit = _seconds(f[ix["submit_time"]], "submit_time")
             num_gpus = _int(f[ix["num_gpus"]], "num_gpus", 1)
             duration = _positive(f[ix["duration"]], "duration", MAX_TRACE_SECONDS)
@@ -449,8 +527,8 @@ def _parse_canonical(src: _Source, known_models: set[str] | None, seed: int) -> 
             vc = _optional(src, f, "vc") or None
         except _RowError as err:
             raise src.error(line, err) from None
-        out.submits.append(submit)
-        out.jobs.append(
+        yield (
+            submit,
             {
                 "job_id": job_id,
                 "num_gpus": num_gpus,
@@ -460,15 +538,14 @@ def _parse_canonical(src: _Source, known_models: set[str] | None, seed: int) -> 
                 "iterations": iterations,
                 "vc": vc,
                 "line": line,
-            }
+            },
         )
-    return out
 
 
 def _philly_seconds(value: str, day_cache: dict[str, float]) -> float:
     """``YYYY-MM-DD HH:MM:SS`` (UTC) -> seconds since 1970-01-01."""
     if not _PHILLY_TS_RE.fullmatch(value):
-        raise _RowError("timestamp", f"not a 'YYYY-MM-DD HH:MM:SS' time: '{value}'")
+        raise _RowError("timestamp", f"not a 'YYYY-MM-DD HH:MM:SS' time: '{_shown(value)}'")
     day = value[:10]
     base = day_cache.get(day)
     if base is None:
@@ -491,56 +568,55 @@ def philly_timestamp(value: str) -> float:
         raise InputError(str(err)) from None
 
 
-def _parse_philly(src: _Source, known_models: set[str] | None, seed: int) -> _Parsed:
+def _parse_philly(src: _Source, known_models: set[str] | None, dropped: dict) -> _Rows:
     """Adapter for the Philly export (see the module docstring)."""
-    out = _Parsed([], [], {"duplicate_rows": 0})
     i_ts, i_dur = src.index["timestamp"], src.index["duration"]
     i_gpu, i_vc = src.index["num_gpus"], src.index["cluster"]
-    seen: set[tuple[str, ...]] = set()
+    seen = _Seen()
     day_cache: dict[str, float] = {}
     for line, f in src.rows:
-        key = tuple(f)
-        if key in seen:
-            out.dropped["duplicate_rows"] += 1
+        if not seen.add("\0".join(f), line):  # NUL never occurs in a field (csv refuses it)
+            dropped["duplicate_rows"] += 1
             continue
-        seen.add(key)
         try:
             submit = _philly_seconds(f[i_ts], day_cache)
             duration = _positive(f[i_dur], "duration", MAX_TRACE_SECONDS)
             num_gpus = _int(f[i_gpu], "num_gpus", 1)
+            vc = _check_plain(f[i_vc], "cluster") or None
         except _RowError as err:
             raise src.error(line, err) from None
-        out.submits.append(submit)
-        out.jobs.append(
+        yield (
+            submit,
             {
                 "job_id": f"philly-{line}",
                 "num_gpus": num_gpus,
                 "duration": duration,
-                "vc": f[i_vc] or None,
+                "vc": vc,
                 "line": line,
-            }
+            },
         )
-    return out
 
 
-def _parse_alibaba(src: _Source, known_models: set[str] | None, seed: int) -> _Parsed:
+def _parse_alibaba(src: _Source, known_models: set[str] | None, dropped: dict) -> _Rows:
     """Adapter for the Alibaba openb pod list (see the module docstring)."""
-    dropped = {"cpu_only_pods": 0, "pending_pods": 0, "nonpositive_duration": 0}
-    out = _Parsed([], [], dropped)
     ix = src.index
-    seen: dict[str, int] = {}
+    seen = _Seen("name")
     for line, f in src.rows:
         try:
             name = _text(f[ix["name"]], "name")
             num_gpu = _int(f[ix["num_gpu"]], "num_gpu", 0)
-            gpu_milli = _int(f[ix["gpu_milli"]], "gpu_milli", 0)
-            if gpu_milli > 1000:
-                raise _RowError("gpu_milli", f"must be <= 1000, got {f[ix['gpu_milli']]}")
+            gpu_milli = _int(f[ix["gpu_milli"]], "gpu_milli", 0, 1000)
             created = _seconds(f[ix["creation_time"]], "creation_time")
             deleted = _seconds(f[ix["deletion_time"]], "deletion_time")
             raw_sched = f[ix["scheduled_time"]]
             scheduled = _seconds(raw_sched, "scheduled_time") if raw_sched else None
-            _check_unique(name, line, seen, "name")
+            seen.check(name, line)
+            if scheduled is not None and deleted - scheduled > MAX_TRACE_SECONDS:
+                raise _RowError(
+                    "deletion_time",
+                    f"run time deletion_time - scheduled_time must be <= "
+                    f"{MAX_TRACE_SECONDS:g} s, got {deleted - scheduled:g}",
+                )
         except _RowError as err:
             raise src.error(line, err) from None
         if num_gpu == 0 and gpu_milli == 0:
@@ -550,44 +626,56 @@ def _parse_alibaba(src: _Source, known_models: set[str] | None, seed: int) -> _P
         elif deleted - scheduled <= 0:
             dropped["nonpositive_duration"] += 1
         else:
-            out.submits.append(created)
-            out.jobs.append(
+            yield (
+                created,
                 {
                     "job_id": name,
                     "num_gpus": max(num_gpu, 1),
                     "duration": deleted - scheduled,
                     "line": line,
-                }
+                },
             )
-    return out
 
 
-def _parse_pollux(src: _Source, known_models: set[str] | None, seed: int) -> _Parsed:
-    """Adapter for Pollux-schema workloads (see the module docstring); ``seed`` unused."""
-    out = _Parsed([], [], {})
+def _parse_pollux(src: _Source, known_models: set[str] | None, dropped: dict) -> _Rows:
+    """Adapter for Pollux-schema workloads (see the module docstring)."""
     ix = src.index
-    seen: dict[str, int] = {}
-    batch_sizes: list[int] = []
+    seen = _Seen("name")
     for line, f in src.rows:
         try:
             name = _text(f[ix["name"]], "name")
-            _check_unique(name, line, seen, "name")
+            seen.check(name, line)
             submit = _seconds(f[ix["time"]], "time")
             model = _text(f[ix["application"]], "application")
             _check_model(model, known_models, "application")
             if model not in POLLUX_MAX_EPOCHS:
                 known = ", ".join(pollux_applications())
-                raise _RowError("application", f"no length profile for {model!r} (known: {known})")
+                raise _RowError(
+                    "application", f"no length profile for {_shown(model)!r} (known: {known})"
+                )
             num_gpus = _int(f[ix["num_replicas"]], "num_replicas", 1)
-            batch_sizes.append(_int(f[ix["batch_size"]], "batch_size", 1))
+            batch_size = _int(f[ix["batch_size"]], "batch_size", 1)
+            iterations = pollux_iterations(model, batch_size)
+            duration = iterations * CATALOGUE[model].compute_s
+            if not (0 < iterations <= MAX_ITERATIONS and duration <= MAX_TRACE_SECONDS):
+                raise _RowError(
+                    "batch_size",
+                    f"{batch_size} gives {iterations:g} iterations ({duration:g} s), beyond "
+                    f"the bounds ({MAX_ITERATIONS:g} iterations, {MAX_TRACE_SECONDS:g} s)",
+                )
         except _RowError as err:
             raise src.error(line, err) from None
-        out.submits.append(submit)
-        out.jobs.append({"job_id": name, "num_gpus": num_gpus, "model": model, "line": line})
-    for job, batch_size in zip(out.jobs, batch_sizes, strict=True):
-        job["iterations"] = pollux_iterations(job["model"], batch_size)
-        job["duration"] = job["iterations"] * CATALOGUE[job["model"]].compute_s
-    return out
+        yield (
+            submit,
+            {
+                "job_id": name,
+                "num_gpus": num_gpus,
+                "model": model,
+                "iterations": iterations,
+                "duration": duration,
+                "line": line,
+            },
+        )
 
 
 _ADAPTERS = {
@@ -597,25 +685,36 @@ _ADAPTERS = {
     "pollux": _parse_pollux,
 }
 
+#: the rows each format drops by a documented rule (counted in ``Trace.dropped``)
+_DROP_RULES: dict[str, tuple[str, ...]] = {
+    "canonical": (),
+    "philly": ("duplicate_rows",),
+    "alibaba": ("cpu_only_pods", "pending_pods", "nonpositive_duration"),
+    "pollux": (),
+}
+
 
 # -------------------------------------------------------------------------- public API
 
 
 def detect_format(path: str | os.PathLike) -> str:
-    """The trace format of ``path``, from its header line.
+    """The trace format of ``path``, from its header line (only that line is read).
 
     The first format of :data:`TRACE_FORMATS` whose required columns all appear in
     the header wins. InputError when the file cannot be read or no format matches.
     """
-    shown = os.fspath(path)
-    header = _read_header(shown, _read_text(path))
-    fmt = _detect(header)
-    if fmt is None:
-        raise InputError(
-            f"{shown}:1: header: unknown trace format (columns: {', '.join(header)}; "
-            f"expected one of: {', '.join(TRACE_FORMATS)})"
-        )
+    with _open_source(path) as src:
+        fmt = _detect(src.header)
+        if fmt is None:
+            raise _unknown_format(src)
     return fmt
+
+
+def _unknown_format(src: _Source) -> InputError:
+    return InputError(
+        f"{src.path}:1: header: unknown trace format (columns: "
+        f"{_shown(', '.join(src.header), 200)}; expected one of: {', '.join(TRACE_FORMATS)})"
+    )
 
 
 def _number_text(value: object) -> str:
@@ -646,20 +745,27 @@ def _check_arguments(fmt: str | None, start: int, max_jobs: int | None, load: fl
         raise InputError(f"--load: must be in [{lo:g}, {hi:g}], got {_number_text(load)}")
 
 
-def _window(path: str, parsed: _Parsed, start: int, max_jobs: int | None) -> list[int]:
-    """Indices (into ``parsed``) of the window, in submit order; InputError if empty."""
-    order = sorted(range(len(parsed.submits)), key=parsed.submits.__getitem__)
-    if not order:
-        drops = ", ".join(f"{k}: {v}" for k, v in parsed.dropped.items() if v)
-        detail = f" (dropped {drops})" if drops else ""
-        raise InputError(f"{path}: trace has no jobs{detail}")
-    end = None if max_jobs is None else start + max_jobs
-    kept = order[start:end]
-    if not kept:
-        raise InputError(
-            f"{path}: window is empty: --start {start} skips all {len(order)} jobs of the trace"
-        )
-    return kept
+def _first_jobs(rows: _Rows, keep: int | None) -> tuple[list[tuple[float, dict]], int]:
+    """The ``keep`` jobs (None = all) that come first in submit order (a stable sort:
+    ties keep file order), sorted, and how many jobs ``rows`` gave in all.
+
+    Only those ``keep`` jobs are held while the file streams by (a bounded heap), so
+    a window of 5 jobs of a 60 MB trace holds 5 jobs, not the file.
+    """
+    if keep is None:
+        everything = list(rows)
+        # sorted() is stable: equal submit times keep file order
+        return sorted(everything, key=lambda item: item[0]), len(everything)
+    heap: list[tuple[float, int, dict]] = []  # the kept jobs as (-submit, -position, job)
+    n = 0
+    for n, (submit, job) in enumerate(rows, start=1):
+        item = (-submit, -n, job)
+        if len(heap) < keep:
+            heapq.heappush(heap, item)
+        elif item > heap[0]:  # earlier (submit, position) than the latest kept job
+            heapq.heapreplace(heap, item)
+    heap.sort(reverse=True)
+    return [(-neg_submit, job) for neg_submit, _, job in heap], n
 
 
 #: formats whose jobs train by ring all-reduce, not with parameter servers: their
@@ -679,6 +785,10 @@ def load_trace(
 ) -> Trace:
     """Load, validate and window a trace file.
 
+    The file is streamed: every row is read and validated, but only the jobs that
+    can still fall in the window (the first ``start + max_jobs`` in submit order) are
+    kept, so memory follows the window, not the file.
+
     Args:
         path: CSV file; messages show it as given.
         fmt: one of :data:`TRACE_FORMATS`; None = :func:`detect_format`.
@@ -697,30 +807,38 @@ def load_trace(
     """
     _check_arguments(fmt, start, max_jobs, load)
     shown = os.fspath(path)
-    src = _read_source(shown, _read_text(path))
-    if fmt is None:
-        fmt = _detect(src.header)
+    with _open_source(path) as src:
         if fmt is None:
-            raise InputError(
-                f"{shown}:1: header: unknown trace format (columns: {', '.join(src.header)}; "
-                f"expected one of: {', '.join(TRACE_FORMATS)})"
-            )
-    _check_header(src, fmt)
-    parsed = _ADAPTERS[fmt](src, known_models, seed)
-    if fmt in ALL_REDUCE_FORMATS:
-        for job in parsed.jobs:
-            job["num_ps"] = 0
-    kept = _window(shown, parsed, start, max_jobs)
-    origin = parsed.submits[kept[0]]
+            fmt = _detect(src.header)
+            if fmt is None:
+                raise _unknown_format(src)
+        _check_header(src, fmt)
+        dropped = dict.fromkeys(_DROP_RULES[fmt], 0)
+        rows = _ADAPTERS[fmt](src, known_models, dropped)
+        first, n = _first_jobs(rows, None if max_jobs is None else start + max_jobs)
+    if not n:
+        drops = ", ".join(f"{k}: {v}" for k, v in dropped.items() if v)
+        detail = f" (dropped {drops})" if drops else ""
+        raise InputError(f"{shown}: trace has no jobs{detail}")
+    kept = first[start:]
+    if not kept:
+        raise InputError(
+            f"{shown}: window is empty: --start {start} skips all {n} jobs of the trace"
+        )
+    origin = kept[0][0]
+    all_reduce = fmt in ALL_REDUCE_FORMATS
     jobs = tuple(
-        TraceJob(submit_time=(parsed.submits[i] - origin) / load, **parsed.jobs[i]) for i in kept
+        TraceJob(
+            submit_time=(submit - origin) / load, **({**job, "num_ps": 0} if all_reduce else job)
+        )
+        for submit, job in kept
     )
     if jobs and not math.isfinite(jobs[-1].submit_time):
         raise InputError(
             f"--load: {_number_text(load)} puts the window's submit times out of range "
             f"({shown}: the last job would arrive at {jobs[-1].submit_time!r} s)"
         )
-    return Trace(path=shown, format=fmt, jobs=jobs, dropped=parsed.dropped, origin=origin)
+    return Trace(path=shown, format=fmt, jobs=jobs, dropped=dropped, origin=origin)
 
 
 #: the random stream of :func:`jitter_arrivals`, apart from the seed's other uses
@@ -818,9 +936,9 @@ def summarize(trace: Trace, n_gpus: int | None = None) -> dict:
     the span is 0), dropped.
     """
     if n_gpus is not None and (isinstance(n_gpus, bool) or not isinstance(n_gpus, int)):
-        raise InputError(f"n_gpus: must be an integer >= 1, got {_number_text(n_gpus)}")
+        raise InputError(f"--gpus: must be an integer >= 1, got {_number_text(n_gpus)}")
     if n_gpus is not None and n_gpus < 1:
-        raise InputError(f"n_gpus: must be >= 1, got {n_gpus}")
+        raise InputError(f"--gpus: must be >= 1, got {n_gpus}")
     jobs = trace.jobs
     submits = [job.submit_time for job in jobs]
     durations = np.asarray([job.duration for job in jobs], dtype=float)

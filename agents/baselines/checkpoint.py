@@ -31,8 +31,11 @@ from typing import Any, ClassVar
 
 import torch
 
+from agents.config import MAX_WIDTH
 from marl_sched.catalogue import MODEL_NAMES
+from marl_sched.config import shown_value
 from marl_sched.errors import InputError
+from marl_sched.files import check_input
 from marl_sched.metrics import atomic_write_bytes
 from marl_sched.policies.base import Policy
 from marl_sched.topology import Topology
@@ -87,8 +90,9 @@ def load_checkpoint(
 ) -> tuple[dict[str, dict[str, torch.Tensor]], dict[str, Any]]:
     """Read and check a checkpoint; returns ``(state, metadata)``."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise InputError(f"{p}: checkpoint not found")
+    check_input(p, "weights")  # a regular file of a bounded size, before torch reads it
     try:
         payload = torch.load(p, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001  (torch raises many kinds on bad files)
@@ -167,8 +171,12 @@ def load_network(
     path = resolve_checkpoint(checkpoint, filename)
     state, metadata = load_checkpoint(path, kind, layout_version)
     hidden = metadata.get("hidden")
-    if not isinstance(hidden, int) or hidden < 1:
-        raise InputError(f"{path}: malformed checkpoint: bad 'hidden' {hidden!r}")
+    # the width comes from the file: bounded before the network is allocated
+    if isinstance(hidden, bool) or not isinstance(hidden, int) or not 1 <= hidden <= MAX_WIDTH:
+        raise InputError(
+            f"{path}: malformed checkpoint: 'hidden' must be an integer in [1, {MAX_WIDTH}], "
+            f"got {shown_value(hidden)}"
+        )
     net = build(hidden)
     load_module_state(path, net, state.get(state_key), state_key)
     net.eval()

@@ -15,12 +15,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from marl_sched.errors import InputError
+from marl_sched.files import read_input, read_input_text
 from marl_sched.metrics import atomic_write_text
 
 CELL_DIR = "cells"
@@ -135,13 +137,28 @@ class CellStore:
         return self.dir / f"{cell.key}.json"
 
     def done(self, cell: Cell) -> bool:
-        return self.path(cell).is_file()
+        path = self.path(cell)
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            raise InputError(f"--out: {path}: not a cell file written by marl-sched")
+        return path.is_file()
 
     def save(self, cell: Cell, result: dict[str, Any]) -> None:
         atomic_write_text(self.path(cell), json.dumps(result) + "\n")
 
     def load(self, cell: Cell) -> dict[str, Any]:
-        result = json.loads(self.path(cell).read_text(encoding="utf-8"))
+        """A finished cell, read back and checked (it is a file under ``--out`` that
+        anyone could have edited): one line naming the file for a cell that is not
+        a regular file, too large, not JSON, or not shaped like the cells
+        :meth:`save` writes."""
+        path = self.path(cell)
+        try:
+            result = json.loads(read_input_text(path, "cell", f"--out: {path}"))
+            check_cell(result, cell)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise InputError(
+                f"--out: {path}: not a cell written by marl-sched ({_first_line(exc)}); "
+                "delete it to run the cell again"
+            ) from None
         # a cell written before rows named their training run: run 0, no checkpoint
         result["row"].setdefault("run", 0)
         result["row"].setdefault("checkpoint", "")
@@ -163,7 +180,7 @@ class CellStore:
         folder."""
         from marl_sched.benchmark.suite import resolve
 
-        digest = hashlib.sha256(resolve(suite_path).read_bytes()).hexdigest()
+        digest = hashlib.sha256(read_input(resolve(suite_path), "suite", suite_path)).hexdigest()
         manifest = {
             "suite": str(suite_path),
             "suite_sha256": digest,
@@ -173,9 +190,10 @@ class CellStore:
             "overrides": list(overrides),
         }
         path = self.out / MANIFEST
-        if path.is_file():
-            held = json.loads(path.read_text(encoding="utf-8"))
+        if path.exists() or path.is_symlink():
+            held = read_manifest(path)
             held.setdefault("overrides", [])  # a folder from before overrides existed
+            held.setdefault("track", "placement")  # a folder from before tracks existed
             keys = ("suite_sha256", "split", "track", "duration_estimate", "overrides")
             if any(held.get(k) != manifest[k] for k in keys):
                 raise InputError(
@@ -189,3 +207,69 @@ class CellStore:
             return
         if write:
             atomic_write_text(path, json.dumps(manifest, indent=1) + "\n")
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:200]
+
+
+#: the row fields every stored cell has, with their types
+_ROW_FIELDS = {"scenario": str, "policy": str, "seed": int}
+
+
+def check_cell(result: Any, cell: Cell) -> None:
+    """``result`` is shaped like a cell of ``cell``: ``{"row": {...}, "jct": [...]}``
+    with the cell's own scenario, policy and seed and finite JCTs; ValueError or
+    TypeError otherwise."""
+    if not isinstance(result, dict) or set(result) != {"row", "jct"}:
+        raise TypeError("expected an object with exactly 'row' and 'jct'")
+    row, jct = result["row"], result["jct"]
+    if not isinstance(row, dict) or not all(isinstance(k, str) for k in row):
+        raise TypeError("'row' is not an object")
+    for name, tp in _ROW_FIELDS.items():
+        if not isinstance(row.get(name), tp) or isinstance(row.get(name), bool):
+            raise TypeError(f"row.{name} missing or not {tp.__name__}")
+    if (row["scenario"], row["policy"], row["seed"]) != (cell.scenario, cell.policy, cell.seed):
+        raise ValueError(
+            f"it holds {row['scenario']} / {row['policy']} / seed {row['seed']}, "
+            f"not {cell.scenario} / {cell.policy} / seed {cell.seed}"
+        )
+    if not isinstance(jct, list) or not all(
+        isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+        for x in jct
+    ):
+        raise TypeError("'jct' is not a list of finite numbers >= 0")
+
+
+#: what ``benchmark.json`` holds, with the types of its fields
+_MANIFEST_FIELDS = {
+    "suite": (str,),
+    "suite_sha256": (str,),
+    "split": (str,),
+    "duration_estimate": (str, type(None)),
+}
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """``benchmark.json`` read back and checked: InputError naming it when it is not a
+    regular file within the size cap, not JSON, or not shaped as :meth:`CellStore.claim`
+    writes it (``overrides`` may be absent: a folder from before overrides existed)."""
+    where = f"--out: {path}"
+    if path.is_symlink():
+        raise InputError(f"{where}: a link; {MANIFEST} must be the file marl-sched wrote")
+    try:
+        held = json.loads(read_input_text(path, "json", where))
+        if not isinstance(held, dict):
+            raise TypeError(f"expected an object, got {type(held).__name__}")
+        for name, types in _MANIFEST_FIELDS.items():
+            if not isinstance(held.get(name), types):
+                raise TypeError(f"{name} missing or of the wrong type")
+        held.setdefault("overrides", [])
+        overrides = held["overrides"]
+        if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
+            raise TypeError("overrides is not a list of strings")
+    except (ValueError, TypeError) as exc:
+        raise InputError(
+            f"{where}: not a {MANIFEST} written by marl-sched ({_first_line(exc)})"
+        ) from None
+    return held

@@ -157,7 +157,8 @@ def check_inputs(
             raise InputError(f"{suite.path}: scenario {sc.name}: trace not found: {sc.trace}")
     base = base_policies(policies)
     by_policy = checkpoint_runs(checkpoints_by_policy(checkpoint, base), base)
-    _check_policies_serve(suite, scenarios, base, by_policy)
+    clusters = _check_policies_serve(suite, scenarios, base, by_policy)
+    _check_scenarios_load(suite, scenarios, clusters)
     ckpts = {r: by_policy[split_row(r)[0]] for r in policies}
     if Path(out).exists() and not Path(out).is_dir():
         raise InputError(f"--out: {out}: exists and is not a folder")
@@ -187,6 +188,21 @@ def _check_policies_serve(suite, scenarios, policies: list[str], ckpts: dict[str
                     build_policy(name, path, topo, perf)
                 except InputError as exc:
                     raise InputError(f"--policies: {name} on scenario {sc.name}: {exc}") from None
+    return seen
+
+
+def _check_scenarios_load(suite, scenarios, clusters: dict) -> None:
+    """Every scenario's window is read (streamed: only the window is held) at its load
+    and checked against its topology, as its cells will read it, so a window past the
+    trace's end, a load out of range or a job its cluster cannot hold is refused before
+    the first cell runs and nothing is written."""
+    from marl_sched.runner import load_workload
+
+    for sc in scenarios:
+        try:
+            load_workload(suite.config_for(sc), clusters[sc.topology][1])
+        except InputError as exc:
+            raise InputError(f"{suite.path}: scenario {sc.name}: {exc}") from None
 
 
 def run_benchmark(
@@ -234,6 +250,9 @@ def run_benchmark(
     ]
     cells = [c for c, _, _ in plan]
     todo = [(c, i, path) for c, i, path in plan if not store.done(c)]
+    for c in cells:  # a stored cell that is not one exits 2 now, not after the run
+        if store.done(c):
+            store.load(c)
     n_runs = sum(len(ckpts[p]) for p in policies)
     log(
         f"{len(cells)} cells ({len(scenarios)} scenarios x {len(policies)} policies"

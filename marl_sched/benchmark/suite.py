@@ -43,6 +43,7 @@ import functools
 import hashlib
 import math
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +51,14 @@ from typing import Any
 
 import numpy as np
 
-from marl_sched.config import REPO_ROOT, ExperimentConfig, load_config, read_yaml
+from marl_sched.config import (
+    LOAD_RANGE,
+    REPO_ROOT,
+    ExperimentConfig,
+    load_config,
+    read_yaml,
+    shown_value,
+)
 from marl_sched.errors import InputError
 
 SPLITS = ("train", "validation", "test")
@@ -232,11 +240,18 @@ def resolve(path: str | Path) -> Path:
 
 @functools.cache
 def _digest(path: Path) -> str | None:
-    """SHA-256 of a file's bytes; None when it cannot be read."""
+    """SHA-256 of a file's bytes, read in chunks; None when it is not a regular file
+    within the trace size cap or cannot be read (whoever reads it reports that)."""
+    from marl_sched.files import open_input
+
+    h = hashlib.sha256()
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
+        with open_input(path, "trace") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    except (InputError, OSError):
         return None
+    return h.hexdigest()
 
 
 # ------------------------------------------------------------------------- loading
@@ -291,14 +306,38 @@ def _scenario(item: Any, split: str, where: str, key: str) -> Scenario:
         if name not in item:
             raise _fail(where, f"{key}.{name}", "required key is missing")
     values = {k: _typed(v, _SCENARIO_KEYS[k], where, f"{key}.{k}") for k, v in item.items()}
+    if not SCENARIO_NAME.fullmatch(values["name"]):
+        raise _fail(
+            where,
+            f"{key}.name",
+            f"{values['name']!r} is not a scenario name (letters, digits, '.', '_', '-', "
+            "starting with a letter or digit, at most 80: it names files under --out)",
+        )
     if values["load"] <= 0 or not math.isfinite(values["load"]):
         raise _fail(where, f"{key}.load", f"must be > 0, got {values['load']}")
+    lo, hi = LOAD_RANGE
+    if not lo <= values["load"] <= hi:
+        raise _fail(where, f"{key}.load", f"must be in [{lo:g}, {hi:g}], got {values['load']}")
     for name in ("start", "warmup_jobs"):
         if values.get(name, 0) < 0:
             raise _fail(where, f"{key}.{name}", f"must be >= 0, got {values[name]}")
     if values["max_jobs"] < 1:
         raise _fail(where, f"{key}.max_jobs", f"must be >= 1, got {values['max_jobs']}")
+    for name in ("start", "warmup_jobs", "max_jobs"):
+        if values.get(name, 0) > MAX_SCENARIO_JOBS:
+            raise _fail(
+                where,
+                f"{key}.{name}",
+                f"must be <= {MAX_SCENARIO_JOBS:,}, got {shown_value(values[name])}",
+            )
     return Scenario(split=split, **values)
+
+
+#: a scenario name: it becomes part of a file name under ``--out/cells``, so no
+#: separator, no leading dot, no ``..``, and short enough for a 255-byte file name
+#: the largest job index or count a scenario may name
+MAX_SCENARIO_JOBS = 10**9
+SCENARIO_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}")
 
 
 def load_suite(path: str | Path = DEFAULT_SUITE) -> Suite:

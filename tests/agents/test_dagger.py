@@ -38,3 +38,40 @@ def test_dagger_config_is_wait_plus_one_round():
     wait = load_config(str(REPO_ROOT / "configs" / "recipes" / "wait.yaml"))
     assert train_config(wait).dagger_rounds == 0
     check_config_is_parent_plus("wait", "dagger", "train", dagger_rounds=1)
+
+
+def test_dagger_labels_are_the_teachers_on_the_students_own_states(monkeypatch):
+    """The student here always takes the last legal action (far from any heuristic):
+    DAgger must label the states that student visits with the teacher's actions, not
+    with the student's. Until the student first leaves the teacher's path the states
+    are the teacher's own, so the first label is the teacher run's first action; every
+    label is legal in its state; and the labels are not the student's choices."""
+    import numpy as np
+
+    import agents.policy
+    from agents.training import teacher_decisions
+
+    cfg = load_config(TINY)
+    tc = dataclasses.replace(train_config(cfg), bc_episodes=1)
+    mc = model_config(cfg)
+    obs_t, act_t, _, _ = teacher_decisions(cfg, mc, tc, 0)
+
+    chosen: dict[int, int] = {}
+
+    def last_legal(net, obs):
+        action = int(np.flatnonzero(obs["action_mask"])[-1])
+        chosen[id(obs)] = action
+        return action
+
+    monkeypatch.setattr(agents.policy, "greedy_action", last_legal)
+    obs_d, act_d, _, _ = teacher_decisions(cfg, mc, tc, 0, student=object())
+    assert act_d and len(chosen) >= len(act_d)
+    for o, a in zip(obs_d, act_d, strict=True):
+        assert o["action_mask"][a] == 1, "a label the state does not allow"
+    for key in obs_t[0]:
+        np.testing.assert_array_equal(obs_d[0][key], obs_t[0][key])  # the same first state
+    assert act_d[0] == act_t[0]  # ... labelled as the teacher acted on it
+    differ = sum(a != chosen[id(o)] for o, a in zip(obs_d, act_d, strict=True))
+    assert differ >= 1, "every label is just the student's own action"
+    # the student left the teacher's path: it visited states the teacher never saw
+    assert act_d != act_t[: len(act_d)] or len(act_d) != len(act_t)

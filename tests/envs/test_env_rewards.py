@@ -230,3 +230,50 @@ def test_return_identity_holds_for_any_window_and_random_play(
     info = _final_info(trail)
     assert info["metrics"]["jobs_completed"] == window
     assert _rllib_return(trail) == pytest.approx(-info["avg_jct_s"] / 3600.0, rel=1e-9)
+
+
+def _scored_potential(sim, warm: int) -> float:
+    """``C + W`` by brute force over the scored jobs (ids ``>= warm``) only."""
+    c = sum(
+        ((rec.finish_time if (rec := sim.records.get(j.job_id)) else sim.now) - j.submit_time)
+        for j in sim.jobs
+        if j.job_id >= warm and j.submit_time <= sim.now
+    )
+    w = 0.0
+    for run in sim.running.values():
+        if run.job.job_id >= warm and run.iter_time < math.inf:
+            left = run.remaining - (sim.now - run.last_update) / run.iter_time
+            w += max(left, 0.0) * run.iter_time
+    return c + w
+
+
+def test_every_step_of_a_warm_up_pays_the_scored_jobs_only():
+    """Not only the total: each step's team reward is -Δ(C + W) of the scored jobs, so
+    the warm-up's placements (before any scored job arrives) pay exactly 0, and a
+    warm-up job's remaining work never enters ``W``."""
+    import dataclasses
+
+    from marl_sched.config import load_config
+
+    cfg = load_config(TINY)
+    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, warmup_jobs=12))
+    env = envs.make_env(cfg, env={"window_jobs": None})
+    obs, _ = env.reset(seed=0)
+    sim, warm = env.sim, env.warmup
+    assert warm == 12
+    first_scored = min(j.submit_time for j in sim.jobs if j.job_id >= warm)
+    scale = 3600.0 * sum(1 for j in sim.jobs if j.job_id >= warm)
+    rng = np.random.default_rng(3)
+    before, warm_steps, steps = _scored_potential(sim, warm), 0, 0
+    while not env.done:
+        agent = env.acting_agent
+        placing = env.session.job.job_id
+        obs, rewards, *_ = env.step({agent: masked_random_action(obs[agent], rng)})
+        after = _scored_potential(sim, warm)
+        paid = math.fsum(rewards.values())
+        assert paid == pytest.approx(-(after - before) / scale, rel=1e-9, abs=1e-15), steps
+        if placing < warm and sim.now < first_scored:
+            assert paid == 0.0, "a warm-up placement was paid for"
+            warm_steps += 1
+        before, steps = after, steps + 1
+    assert warm_steps >= 5 and steps > warm_steps

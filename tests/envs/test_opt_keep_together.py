@@ -107,7 +107,8 @@ def test_the_option_is_recorded_and_served_from_the_manifest():
     topo, perf, sim = partly_occupied(TINY, seed=5)
     builder = ObservationBuilder(topo, perf, keep_together=True)
     manifest, weights = untrained_checkpoint(builder, {"hidden": 8, "layers": 1})
-    manifest["env"]["options"]["keep_together"] = True
+    # recorded by the checkpoint from the builder, not written here
+    assert manifest["env"]["options"]["keep_together"] is True
     agents = agents_from_weights(manifest, weights)
     assert agents.env_options()["keep_together"] is True
     del manifest["env"]["options"]["keep_together"]  # a manifest must record every option

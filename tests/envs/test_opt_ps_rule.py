@@ -67,7 +67,8 @@ def test_option_recorded_and_served_from_the_manifest():
     topo, perf, _ = partly_occupied(TINY, seed=5)
     builder = ObservationBuilder(topo, perf, ps_rule=True)
     manifest, weights = untrained_checkpoint(builder, {"hidden": 8, "layers": 1})
-    manifest["env"]["options"]["ps_rule"] = True
+    # recorded by the checkpoint from the builder, not written here
+    assert manifest["env"]["options"]["ps_rule"] is True
     assert agents_from_weights(manifest, weights).env_options()["ps_rule"] is True
     del manifest["env"]["options"]["ps_rule"]  # a manifest must record every option
     with pytest.raises(InputError, match="option ps_rule missing"):

@@ -135,7 +135,8 @@ def test_option_validated_recorded_and_served_from_the_manifest():
         ObservationBuilder(*_cluster(), speed_floor=2.0)
     builder = ObservationBuilder(*_cluster(), speed_floor=0.9)
     manifest, weights = untrained_checkpoint(builder, {"hidden": 8, "layers": 1})
-    manifest["env"]["options"]["speed_floor"] = 0.9
+    # recorded by the checkpoint from the builder, not written here
+    assert manifest["env"]["options"]["speed_floor"] == 0.9
     assert agents_from_weights(manifest, weights).env_options()["speed_floor"] == 0.9
     del manifest["env"]["options"]["speed_floor"]  # a manifest must record every option
     with pytest.raises(InputError, match="option speed_floor missing"):

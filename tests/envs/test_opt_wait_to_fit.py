@@ -75,7 +75,8 @@ def test_the_policy_declines_and_the_option_is_served_from_the_manifest():
     job = Job(1, "j", MODEL, 4, 1, 100.0, view.now, 10.0)
     builder = ObservationBuilder(topo, perf, wait_to_fit=1.0)
     manifest, weights = untrained_checkpoint(builder, {"hidden": 8, "layers": 1})
-    manifest["env"]["options"]["wait_to_fit"] = 1.0
+    # recorded by the checkpoint from the builder, not written here
+    assert manifest["env"]["options"]["wait_to_fit"] == 1.0
     agents = agents_from_weights(manifest, weights)
     assert agents.env_options()["wait_to_fit"] == 1.0
     policy = MarlPolicy(agents=agents)

@@ -28,8 +28,19 @@ def _check_state(sim: Simulator) -> None:
     assert np.all(used <= topo.group_capacity), "a GPU is double-booked"
     np.testing.assert_array_equal(sim.group_free, topo.group_capacity - used)
     assert sim.free_gpus == int(sim.group_free.sum())
-    assert np.all(sim.server_cpu_free >= -1e-9)
-    assert np.all(sim.server_mem_free >= -1e-9)
+    # CPU cores and memory: what each server has free is its capacity less what its
+    # running tasks use, recomputed from the placements (memory per task is a multiple
+    # of 0.5 GB, so exact; CPU per task is not, so up to the rounding of the sums)
+    cpu_used, mem_used = np.zeros(topo.n_servers), np.zeros(topo.n_servers)
+    for run in sim.running.values():
+        (cpu_w, cpu_p), mem = sim.task_demands(run.job)
+        for groups, cpu in ((run.placement.worker_groups, cpu_w), (run.placement.ps_groups, cpu_p)):
+            servers = topo.group_server[np.asarray(groups, dtype=np.int64)]
+            np.add.at(cpu_used, servers, cpu)
+            np.add.at(mem_used, servers, mem)
+    np.testing.assert_array_equal(sim.server_mem_free, topo.server_memory_gb - mem_used)
+    np.testing.assert_allclose(sim.server_cpu_free, topo.server_cpu - cpu_used, rtol=0, atol=1e-9)
+    assert np.all(sim.server_mem_free >= 0) and np.all(sim.server_cpu_free >= -1e-9)
     # what residents stand to lose, recomputed from the running jobs
     expo = [np.zeros_like(sim.group_exposure), np.zeros_like(sim.socket_exposure)]
     expo.append(np.zeros_like(sim.server_exposure))
@@ -98,9 +109,11 @@ def test_simulator_invariants(topo, seed, policy):
         assert r.finish_time >= r.start_time
         # JCT >= isolated runtime (relative tolerance for float integration)
         assert r.jct >= r.isolated_runtime * (1 - 1e-9), (r.job, r.jct, r.isolated_runtime)
-    # an empty cluster at the end: everything freed exactly
+    # an empty cluster at the end: everything freed exactly (CPU up to float rounding)
     np.testing.assert_array_equal(sim.group_free, topo.group_capacity)
     assert np.all(sim.group_pressure == 0) and np.all(sim.link_jobs == 0)
+    np.testing.assert_array_equal(sim.server_mem_free, topo.server_memory_gb)
+    np.testing.assert_allclose(sim.server_cpu_free, topo.server_cpu, rtol=0, atol=1e-9)
 
 
 @pytest.mark.parametrize("policy", HEURISTICS)
@@ -273,3 +286,32 @@ def test_a_non_finite_completion_time_is_an_input_error_not_a_hang(iterations, o
     with pytest.raises(NonFiniteError, match=r"job 0 \(resnet-50\): iteration time"):
         while (j := sim.next_decision()) is not None:
             sim.apply(pol.place(j, sim.view()))
+
+
+def test_first_fit_puts_a_job_that_exactly_fills_a_server_on_that_server():
+    """Two 4-GPU servers, one GPU of server 0 busy: a 4-worker job fits server 1 exactly,
+    and first-fit must keep it whole there (``free >= workers``), not spread it over
+    both servers in group order."""
+    import dataclasses
+
+    topo = tiny_topology(subclusters=1, racks=1, servers=2, sockets=1, groups_per_socket=2)
+    perf = PerformanceModel(topo)
+    base = dataclasses.replace(random_jobs(perf, 1, seed=0)[0], model="resnet-50", num_ps=0)
+    jobs = [
+        dataclasses.replace(base, job_id=0, num_workers=1, submit_time=0.0, iterations=1e6),
+        dataclasses.replace(base, job_id=1, num_workers=4, submit_time=1.0, iterations=10.0),
+    ]
+    assert 4 * CATALOGUE["resnet-50"].cpu_worker <= topo.server_cpu[1]
+    sim = Simulator(topo, jobs, perf=perf)
+    policy = make_policy("first-fit")
+    policy.reset(topo, 0)
+    placed = {}
+    while (job := sim.next_decision()) is not None:
+        placement = policy.place(job, sim.view())
+        placed[job.job_id] = placement
+        sim.apply(placement)
+        _check_state(sim)
+    assert set(topo.group_server[list(placed[0].worker_groups)]) == {0}
+    assert set(topo.group_server[list(placed[1].worker_groups)]) == {1}
+    started = {r.job.job_id: r.start_time for r in sim.result()}
+    assert started == {0: 0.0, 1: 1.0}  # at once: the server was free for it

@@ -134,7 +134,7 @@ def test_optional_columns_validated(in_tmp: Path) -> None:
 def test_unreadable_files(in_tmp: Path) -> None:
     assert error_of("missing.csv") == ("missing.csv: cannot read trace: No such file or directory")
     Path("adir").mkdir()
-    assert error_of("adir") == "adir: cannot read trace: Is a directory"
+    assert error_of("adir") == "adir: cannot read trace: is a folder, not a file"
     Path("latin1.csv").write_bytes(CANON_HEADER.encode() + b"caf\xe9,0,1,5,\n")
     assert error_of("latin1.csv") == (
         "latin1.csv: cannot read trace: line 2 is not valid UTF-8 (byte 0xe9 at offset 46)"
@@ -445,7 +445,7 @@ def test_summarize_figures() -> None:
     assert summary["offered_load"] == pytest.approx(378.0 / (10 * 100.0))
     assert summary["dropped"] == {"duplicate_rows": 3}
     assert summarize(make_trace())["offered_load"] is None
-    with pytest.raises(InputError, match=r"^n_gpus: must be >= 1, got 0$"):
+    with pytest.raises(InputError, match=r"^--gpus: must be >= 1, got 0$"):
         summarize(make_trace(), n_gpus=0)
 
 
