@@ -34,7 +34,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from marl_sched.config import ExperimentConfig, plain
+from marl_sched.config import ExperimentConfig, absolute_paths, plain
 
 #: the learner figures logged per policy module: TensorBoard name → RLlib result key
 MODULE_TAGS = (
@@ -48,7 +48,8 @@ MODULE_TAGS = (
 
 
 def resolved_config(cfg: ExperimentConfig, mc, tc, iterations: int | None = None) -> dict:
-    """Every section of the experiment with its defaults filled in (``env`` included);
+    """Every section of the experiment with its defaults filled in (``env`` included)
+    and every path absolute (:func:`marl_sched.config.absolute_paths`);
     ``iterations``: the iterations the run trains to, recorded as ``train.iterations``
     (None: the config's)."""
     from envs.config import env_config
@@ -59,7 +60,7 @@ def resolved_config(cfg: ExperimentConfig, mc, tc, iterations: int | None = None
     if iterations is not None:
         tc = dataclasses.replace(tc, iterations=iterations)
     data["train"] = dataclasses.asdict(tc)
-    return plain(data)
+    return absolute_paths(plain(data), cfg)
 
 
 #: TensorBoard tag → the learner result key averaged over the modules

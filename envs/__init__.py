@@ -69,7 +69,7 @@ if ENV_ID not in gymnasium.registry:
 if ENV_ID_V2 not in gymnasium.registry:
     gymnasium.register(
         id=ENV_ID_V2,
-        entry_point="envs.cluster_env:ClusterPlacementEnv",
+        entry_point="envs.rllib_env:ClusterPlacementEnv",
         disable_env_checker=True,
         order_enforce=False,
         kwargs={"env": {"migration": True}},

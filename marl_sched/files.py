@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
@@ -119,3 +120,35 @@ def check_input(path: str | os.PathLike, kind: str, where: str | None = None) ->
     for loaders that must open the file themselves (``torch.load``, ``np.load``)."""
     open_input(path, kind, where).close()
     return Path(path)
+
+
+# ------------------------------------------------------------------ atomic writes
+
+
+def new_file_mode() -> int:
+    """The permission bits a new file gets under the process's umask (0o644 under
+    umask 022): ``tempfile.mkstemp`` creates 0o600 files whatever the umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same folder + rename;
+    the file gets the umask's mode (:func:`new_file_mode`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), new_file_mode())
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8, newlines as given) like :func:`atomic_write_bytes`."""
+    atomic_write_bytes(path, text.encode("utf-8"))

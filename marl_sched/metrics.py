@@ -9,7 +9,6 @@ import json
 import math
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +18,7 @@ import numpy as np
 
 from marl_sched.config import ExperimentConfig
 from marl_sched.errors import InputError
+from marl_sched.files import atomic_write_bytes, atomic_write_text, new_file_mode  # noqa: F401
 from marl_sched.simulator import JobRecord, Simulator
 
 # What a run's outcome is made of: metrics that depend only on the trace, the cluster
@@ -190,35 +190,6 @@ def job_rows(records: Sequence[JobRecord]) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-def new_file_mode() -> int:
-    """The permission bits a new file gets under the process's umask (0o644 under
-    umask 022): ``tempfile.mkstemp`` creates 0o600 files whatever the umask."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same folder + rename;
-    the file gets the umask's mode (:func:`new_file_mode`)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            os.fchmod(fh.fileno(), new_file_mode())
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` (UTF-8, newlines as given) like :func:`atomic_write_bytes`."""
-    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def move_into(tmp: Path, out: Path) -> None:

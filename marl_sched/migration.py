@@ -244,7 +244,7 @@ class MigrationCost:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m marl_sched.migration --shared ../shared/data --out FILE``."""
-    from marl_sched.metrics import atomic_write_text
+    from marl_sched.files import atomic_write_text
 
     ap = argparse.ArgumentParser(description="Derive marl_sched/data/restart_times.json.")
     ap.add_argument("--shared", required=True, help="the shared data folder (../shared/data)")
