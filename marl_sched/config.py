@@ -408,9 +408,10 @@ class ExperimentConfig:
         return out
 
     def to_yaml(self) -> str:
-        """The config as YAML that :func:`load_config` reads back to an equal config
-        (the ``config.yaml`` every run folder holds)."""
-        return yaml.dump(self.to_dict(), Dumper=_PlainDumper, sort_keys=False)
+        """The config as YAML that :func:`load_config` reads back, from any folder, to an
+        equal config with every path absolute (:func:`absolute_paths`; the
+        ``config.yaml`` every run folder holds)."""
+        return yaml.dump(absolute_paths(self.to_dict(), self), Dumper=_PlainDumper, sort_keys=False)
 
     def resolve_path(self, path: str) -> Path:
         """A path from the config. A relative one resolves against the folder of the

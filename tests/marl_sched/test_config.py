@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from marl_sched.config import REPO_ROOT, load_config
+from marl_sched.config import REPO_ROOT, absolute_paths, load_config
 from marl_sched.errors import InputError
 
 SHIPPED = sorted((REPO_ROOT / "configs").glob("*.yaml"))
@@ -85,9 +85,11 @@ def test_round_trip_to_dict(tmp_path):
     import yaml
 
     cfg = load_config(REPO_ROOT / "configs/default.yaml")
-    p = _write(tmp_path, yaml.safe_dump(cfg.to_dict()))
+    # relative paths resolve against the config's folder: a copy elsewhere records them absolute
+    p = _write(tmp_path, yaml.safe_dump(absolute_paths(cfg.to_dict(), cfg)))
     again = load_config(p)
-    assert again.topology == cfg.topology and again.workload == cfg.workload
+    assert again.topology == cfg.topology
+    assert again.workload.trace == str(cfg.resolve_path(cfg.workload.trace))
 
 
 @pytest.mark.parametrize(
@@ -167,7 +169,8 @@ def test_the_saved_config_reads_back_to_the_same_experiment(tmp_path):
     saved = tmp_path / "config.yaml"
     saved.write_text(cfg.to_yaml())
     back = load_config(saved)
-    assert back.to_dict() == cfg.to_dict() and back.train["lr"] == 0.0001
+    assert back.to_dict() == absolute_paths(cfg.to_dict(), cfg) and back.train["lr"] == 0.0001
+    assert back.to_yaml() == cfg.to_yaml()
 
 
 def test_checking_every_section_loads_neither_torch_nor_ray():

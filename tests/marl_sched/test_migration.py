@@ -373,9 +373,9 @@ def test_metrics_and_results_carry_the_migrations_of_every_run(tmp_path) -> None
     rows = {r["policy"]: r for r in csv.DictReader((out / "results.csv").open())}
     for policy, row in rows.items():
         metrics = json.loads((out / policy / "metrics.json").read_text())
-        assert int(row["migrations"]) == metrics["migrations"]
+        assert float(row["migrations"]) == metrics["migrations"]  # a mean over seeds
         assert float(row["migration_delay_s"]) == pytest.approx(metrics["migration_delay_s"])
-    assert int(rows["first-fit"]["migrations"]) == 0
+    assert float(rows["first-fit"]["migrations"]) == 0
     assert float(rows["first-fit"]["migration_delay_s"]) == 0.0
-    assert int(rows["first-fit+lc"]["migrations"]) > 0
+    assert float(rows["first-fit+lc"]["migrations"]) > 0
     assert float(rows["first-fit+lc"]["migration_delay_s"]) > 0
