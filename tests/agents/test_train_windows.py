@@ -180,10 +180,12 @@ def test_a_training_or_validation_window_in_the_test_split_exits_2(
     import yaml
 
     from marl_sched.cli import main
-    from marl_sched.config import compose_file
+    from marl_sched.config import absolute_paths, compose_file, load_config
 
     philly = str(shared_data / "traces" / "philly.csv")
-    raw = compose_file(REPO_ROOT / "configs" / "train_tiny.yaml")
+    tiny = REPO_ROOT / "configs" / "train_tiny.yaml"
+    # written elsewhere, the config names its paths absolute (they resolve against its folder)
+    raw = absolute_paths(compose_file(tiny), load_config(tiny))
     for k, v in window.items():
         raw["train"][k] = [{**w, "trace": philly} if w["trace"] == "PHILLY" else w for w in v]
     for w in raw["train"].get("extra_windows", []):

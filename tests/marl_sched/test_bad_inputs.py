@@ -156,8 +156,8 @@ CASES = [
     ),
     (
         "suite-alias-bomb",
-        ["benchmark", "--suite", "{tmp}/s.yaml", "--policies", "first-fit", "--out", OUT]
-        + ["--local"],
+        ["benchmark", "--suite", "{tmp}/s.yaml", "--split", "validation", "--policies"]
+        + ["first-fit", "--out", OUT, "--local"],
         {"s.yaml": BOMB},
         "s.yaml:1: invalid YAML: aliases",
     ),
@@ -398,7 +398,8 @@ CASES = [
     ),
     (
         "seeds-huge",
-        ["benchmark", "--policies", "first-fit", "--out", OUT, "--local", "--seeds", "10000000"],
+        ["benchmark", "--split", "validation", "--policies", "first-fit", "--out", OUT]
+        + ["--local", "--seeds", "10000000"],
         {},
         "--seeds: must be in [0, 1,000]",
     ),
@@ -736,16 +737,16 @@ def test_a_full_disk_while_writing_is_one_line_and_leaves_nothing(tmp_path, monk
     naming --out, and neither file appears (issue 27: metrics.json without jobs.csv)."""
     import errno
 
-    import marl_sched.metrics as metrics
+    import marl_sched.files as files
 
-    real = metrics.atomic_write_bytes
+    real = files.atomic_write_bytes
 
     def full_after_metrics(path, data):
         if Path(path).name == "jobs.csv":
             raise OSError(errno.ENOSPC, "No space left on device")
         real(path, data)
 
-    monkeypatch.setattr(metrics, "atomic_write_bytes", full_after_metrics)
+    monkeypatch.setattr(files, "atomic_write_bytes", full_after_metrics)
     out = tmp_path / "run"
     argv = ["simulate", "--config", str(REPO_ROOT / "configs/tiny.yaml"), "--out", str(out)]
     assert main([*argv, "--quiet"]) == 2
