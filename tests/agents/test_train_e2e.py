@@ -113,8 +113,9 @@ def test_resume_runs_exactly_the_missing_iterations_then_evaluate(run, tmp_path,
     assert (run / "evals" / "iter_000003" / "metrics.json").is_file()
     state = json.loads((run / "checkpoints" / "iter_000003" / "state.json").read_text())
     assert state["iteration"] == 3 and state["env_steps"] == 600
-    # the record says 3 (train_tiny.yaml says 2): --iterations is what ran
-    assert yaml.safe_load((run / "config.yaml").read_text())["train"]["iterations"] == 3
+    # config.yaml is what the run started with (train_tiny's 2 iterations), signed by
+    # its checkpoints, so a resume never rewrites it; state.json says what was reached
+    assert yaml.safe_load((run / "config.yaml").read_text())["train"]["iterations"] == 2
     assert main([*args, "--iterations", "3"]) == 2
     assert "already has 3 iterations" in capsys.readouterr().err
 
