@@ -1,4 +1,4 @@
-"""RLlib's PPO learner, also logging the clip fraction.
+"""RLlib's PPO learner, also logging the clip fraction, with a choice of advantages.
 
 The clip fraction — the share of samples whose probability ratio to the sampling
 policy left ``[1 - clip_param, 1 + clip_param]`` in this update — is the figure PPO
@@ -6,6 +6,11 @@ users read beside the KL to see whether updates are too large. RLlib 2.60's
 ``PPOTorchLearner`` does not report it, so this subclass computes it from the same
 forward pass (no gradient; the loss and so the weights are unchanged) and logs it per
 module as ``clip_fraction``.
+
+With ``learner_config_dict["advantage"] == "group"`` (``train.advantage: group``) the
+learner pipeline's GAE piece is replaced by
+:class:`agents.group_baseline.GroupBaselineAdvantages` (same place, same value
+targets; advantages against the group of rollouts of the same input).
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ from typing import Any
 
 import torch
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.connectors.learner.general_advantage_estimation import (
+    GeneralAdvantageEstimation,
+)
 from ray.rllib.core.columns import Columns
 
 CLIP_FRACTION_KEY = "clip_fraction"
@@ -31,6 +39,19 @@ def clip_fraction(
 
 class ClipFractionPPOLearner(PPOTorchLearner):
     """``PPOTorchLearner`` whose loss also logs the clip fraction (module docstring)."""
+
+    def build(self) -> None:
+        super().build()
+        pipeline = self._learner_connector
+        if pipeline is None or self.config.learner_config_dict.get("advantage") != "group":
+            return
+        from agents.group_baseline import GroupBaselineAdvantages
+
+        pipeline.insert_after(
+            GeneralAdvantageEstimation,
+            GroupBaselineAdvantages(gamma=self.config.gamma, lambda_=self.config.lambda_),
+        )
+        pipeline.remove(GeneralAdvantageEstimation)
 
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out) -> Any:
         loss = super().compute_loss_for_module(

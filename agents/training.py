@@ -95,13 +95,21 @@ def algo_config(
     (``train.algorithm``), with our RLModule on the new API stack.
 
     The KL to the sampling policy is always computed (``use_kl_loss``) so that it is
-    logged; ``train.kl_coeff`` (default 0) is its weight in the loss."""
+    logged; ``train.kl_coeff`` (default 0) is its weight in the loss. With
+    ``train.advantage: group`` the env is :class:`agents.group_baseline.GroupRolloutEnv`
+    and the learner replaces GAE's advantages by the group baseline's.
+    ``train.num_envs_per_env_runner`` > 1 steps that many envs in lockstep (RLlib's
+    synchronous vector env) and batches their observations into one forward."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     from agents.rl_module import HierarchicalGNNModule
 
     env, env_config, _ = env_setup(cfg, mc, tc, seed)
+    if tc.advantage == "group":  # each window K times in a row, steps tagged with time
+        from agents.group_baseline import GroupRolloutEnv
+
+        env, env_config = GroupRolloutEnv, {**env_config, "group_size": tc.group_size}
     ids = module_ids(agent_ids, mc)
     model = {k: v for k, v in dataclasses.asdict(mc).items() if k != "share_parameters"}
     specs = {m: RLModuleSpec(module_class=HierarchicalGNNModule, model_config=model) for m in ids}
@@ -141,6 +149,8 @@ def algo_config(
         config = PPOConfig()
         training["vf_clip_param"] = tc.vf_clip_param
         training["learner_class"] = ClipFractionPPOLearner  # logs the clip fraction too
+        # GAE or the group baseline in the learner pipeline (agents.learner)
+        config.learners(learner_config_dict={"advantage": tc.advantage})
     return (
         config.environment(
             env,
