@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--batch", type=int, default=2000)
     parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--episode-jobs", type=int, default=None, help="train.episode_jobs")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
 
@@ -60,6 +61,7 @@ def main(argv: list[str] | None = None) -> None:
         tc,
         advantage="group",
         group_size=args.group_size,
+        episode_jobs=args.episode_jobs or tc.episode_jobs,
         train_batch_size=args.batch,
         minibatch_size=min(tc.minibatch_size, args.batch),
     )
@@ -110,11 +112,7 @@ def main(argv: list[str] | None = None) -> None:
         for it in range(args.iterations):
             algo.train()
             r = records[-1]
-            print(
-                f"iteration {it + 1}: {r['decisions']} grouped decisions in {r['groups']} "
-                f"groups, var gae {r['gae_var']:.3g}, var group {r['group_var']:.3g}",
-                flush=True,
-            )
+            print(f"iteration {it + 1}: {json.dumps(r)}", flush=True)
         algo.stop()
     finally:
         ray.shutdown()
@@ -124,6 +122,7 @@ def main(argv: list[str] | None = None) -> None:
         "checkpoint": args.checkpoint,
         "group_size": args.group_size,
         "train_batch_size": args.batch,
+        "episode_jobs": tc.episode_jobs,
         "iterations": records,
         "median_ratio_group_over_gae": float(
             np.median([r["group_var"] / r["gae_var"] for r in valid])
