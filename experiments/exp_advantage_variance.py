@@ -13,7 +13,11 @@ that form groups, it records in reward units (before standardisation):
 
 - ``gae``: RLlib's GAE advantage, ``value target - V(s)`` (λ = ``train.gae_lambda``);
 - ``group``: return-to-go minus the mean of the other rollouts of the same window at
-  the same simulated time.
+  the same simulated time;
+- ``return``: the team's return-to-go itself (no baseline), for scale.
+
+The critic comes from the checkpoint's training setting (its episode length and
+returns), so its GAE is what a run switching to these windows starts with.
 
 Prints one line per iteration and one JSON object (per-iteration variances, their
 ratio group / gae, and the pooled figures); ``--out`` also writes it. Training
@@ -70,8 +74,9 @@ def main(argv: list[str] | None = None) -> None:
 
     def measured(self, *, rl_module, episodes, batch, **kwargs):
         grouped = gb.episode_group_advantages(episodes, self.gamma)
+        team_rtg = _team_returns(episodes, grouped, self.gamma)
         out = connector_call(self, rl_module=rl_module, episodes=episodes, batch=batch, **kwargs)
-        gae, group = [], []
+        gae, group, rtg = [], [], []
         for module_id, module_batch in out.items():
             with torch.no_grad():
                 values = rl_module[module_id].compute_values(module_batch).numpy()
@@ -85,14 +90,17 @@ def main(argv: list[str] | None = None) -> None:
                         rows = slice(offset, offset + len(sa) - 1)
                         gae.append(targets[rows] - values[rows])
                         group.append(adv)
+                        rtg.append(team_rtg[(ep.id_, agent_id)])
                     offset += len(sa)
         gae, group = np.concatenate(gae or [[]]), np.concatenate(group or [[]])
+        rtg = np.concatenate(rtg or [[]])
         records.append(
             {
                 "decisions": int(len(gae)),
                 "groups": len({tuple(k) for k in _keys(episodes, grouped)}),
                 "gae_var": float(gae.var()) if len(gae) else None,
                 "group_var": float(group.var()) if len(group) else None,
+                "return_var": float(rtg.var()) if len(rtg) else None,
             }
         )
         return out
@@ -118,12 +126,17 @@ def main(argv: list[str] | None = None) -> None:
         ray.shutdown()
     valid = [r for r in records if r["gae_var"]]
     result = {
-        "config": args.config,
-        "checkpoint": args.checkpoint,
+        "config": _shown(args.config),
+        "checkpoint": _shown(args.checkpoint),
         "group_size": args.group_size,
         "train_batch_size": args.batch,
         "episode_jobs": tc.episode_jobs,
         "iterations": records,
+        "median_ratio_group_over_return": float(
+            np.median([r["group_var"] / r["return_var"] for r in valid])
+        )
+        if valid
+        else None,
         "median_ratio_group_over_gae": float(
             np.median([r["group_var"] / r["gae_var"] for r in valid])
         )
@@ -133,6 +146,29 @@ def main(argv: list[str] | None = None) -> None:
     print(json.dumps(result))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+
+
+def _shown(path: str) -> str:
+    """``path`` relative to the repository when inside it (results files travel)."""
+    p = Path(path).resolve()
+    return str(p.relative_to(REPO)) if p.is_relative_to(REPO) else str(p)
+
+
+def _team_returns(episodes, grouped, gamma: float) -> dict:
+    """``{(episode id, agent): the team return-to-go at that agent's real steps}``."""
+    from agents.group_baseline import _team_rollout, returns_to_go
+
+    out = {}
+    for ep in episodes:
+        if not any((ep.id_, a) in grouped for a in ep.agent_ids):
+            continue
+        _, rewards, index = _team_rollout(ep)
+        g = returns_to_go(rewards, gamma)
+        per_agent = {a: np.zeros(len(sa) - 1) for a, sa in ep.agent_episodes.items()}
+        for (agent, i), value in zip(index, g, strict=True):
+            per_agent[agent][i] = value
+        out.update({(ep.id_, a): v for a, v in per_agent.items()})
+    return out
 
 
 def _keys(episodes, grouped) -> list:
