@@ -15,7 +15,7 @@ Here
   episode key ``(source, window_start, jobs)`` (the env's ``episode_key``): the
   same jobs, arrival times and duration estimates (the predictor is seeded by
   the workload), so the same input; the rollouts differ only by the sampled actions.
-  :class:`GroupRolloutEnv` serves every window ``group_size`` times in a row
+  :class:`envs.group_rollouts.GroupRolloutEnv` serves every window ``group_size`` times in a row
   (``train.group_size`` = K) so that groups form;
 - **the return** of a decision is the team's discounted return-to-go over the
   episode's decisions in order (all agents; ``G_t = Σ_k γ^k r_{t+k}``, ``γ`` =
@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -57,12 +57,7 @@ from ray.rllib.connectors.learner.general_advantage_estimation import (
 )
 from ray.rllib.evaluation.postprocessing import Postprocessing
 
-from envs.cluster_env import ClusterPlacementEnv
-
-#: per-step info keys :class:`GroupRolloutEnv` adds (with each observation)
-SIM_TIME = "sim_time"
-ENV_T = "env_t"
-EPISODE_KEY = "episode_key"
+from envs.group_rollouts import ENV_T, EPISODE_KEY, SIM_TIME
 
 
 def returns_to_go(rewards: np.ndarray, gamma: float) -> np.ndarray:
@@ -116,47 +111,6 @@ def _time_keys(times: np.ndarray) -> list[tuple[float, int]]:
         rank = rank + 1 if i and t == times[i - 1] else 0
         keys.append((float(t), rank))
     return keys
-
-
-class GroupRolloutEnv(ClusterPlacementEnv):
-    """``ClusterPlacement-v1`` that serves each episode ``group_size`` times in a row
-    and tags every observation's info with ``sim_time`` (s), ``env_t`` (the decision's
-    index in the episode) and ``episode_key``.
-
-    A reset with a seed or options starts a new group (the window the seed draws);
-    the next ``group_size - 1`` resets without them replay its window. The
-    environment's dynamics and observations are those of the parent; only the order
-    of the windows differs. ``group_size`` comes in the RLlib env-config dict
-    (``{"config": ..., "group_size": K, ...}``).
-    """
-
-    def __init__(self, config: Mapping | None = None, **kwargs: Any) -> None:
-        config = dict(config or {})
-        self.group_size = int(config.pop("group_size", 1))
-        if self.group_size < 1:
-            raise ValueError(f"group_size must be >= 1, got {self.group_size}")
-        super().__init__(config, **kwargs)
-        self._replays_left = 0
-        self._env_t = 0
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        if seed is None and not options and self._replays_left > 0:
-            self._replays_left -= 1
-            options = {"source": self.source, "window_start": self.window_start}
-        else:
-            self._replays_left = self.group_size - 1
-        obs, infos = super().reset(seed=seed, options=options)
-        self._env_t = 0
-        return obs, self._tagged(obs, infos)
-
-    def step(self, action_dict):
-        obs, rewards, terminated, truncated, infos = super().step(action_dict)
-        self._env_t += 1
-        return obs, rewards, terminated, truncated, self._tagged(obs, infos)
-
-    def _tagged(self, obs: dict, infos: dict) -> dict:
-        tag = {SIM_TIME: float(self.sim.now), ENV_T: self._env_t, EPISODE_KEY: self.episode_key}
-        return {a: {**infos.get(a, {}), **tag} for a in obs}
 
 
 def _team_rollout(episode) -> tuple[np.ndarray, np.ndarray, list[tuple[Any, int]]]:

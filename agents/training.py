@@ -96,7 +96,7 @@ def algo_config(
 
     The KL to the sampling policy is always computed (``use_kl_loss``) so that it is
     logged; ``train.kl_coeff`` (default 0) is its weight in the loss. With
-    ``train.advantage: group`` the env is :class:`agents.group_baseline.GroupRolloutEnv`
+    ``train.advantage: group`` the env is :class:`envs.group_rollouts.GroupRolloutEnv`
     and the learner replaces GAE's advantages by the group baseline's.
     ``train.num_envs_per_env_runner`` > 1 steps that many envs in lockstep (RLlib's
     synchronous vector env) and batches their observations into one forward."""
@@ -107,7 +107,7 @@ def algo_config(
 
     env, env_config, _ = env_setup(cfg, mc, tc, seed)
     if tc.advantage == "group":  # each window K times in a row, steps tagged with time
-        from agents.group_baseline import GroupRolloutEnv
+        from envs.group_rollouts import GroupRolloutEnv
 
         env, env_config = GroupRolloutEnv, {**env_config, "group_size": tc.group_size}
     ids = module_ids(agent_ids, mc)

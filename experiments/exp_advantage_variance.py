@@ -173,7 +173,7 @@ def _team_returns(episodes, grouped, gamma: float) -> dict:
 
 def _keys(episodes, grouped) -> list:
     """The episode keys of the grouped episodes."""
-    from agents.group_baseline import EPISODE_KEY
+    from envs.group_rollouts import EPISODE_KEY
 
     out = []
     for ep in episodes:

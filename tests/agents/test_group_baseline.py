@@ -50,8 +50,8 @@ def test_a_group_of_one_is_refused():
 
 def test_group_env_replays_each_window_and_tags_every_step():
     from agents.config import model_config, train_config
-    from agents.group_baseline import ENV_T, EPISODE_KEY, SIM_TIME, GroupRolloutEnv
     from agents.training import env_setup
+    from envs.group_rollouts import ENV_T, EPISODE_KEY, SIM_TIME, GroupRolloutEnv
     from marl_sched.config import REPO_ROOT, load_config
 
     cfg = load_config(REPO_ROOT / "configs" / "train_tiny.yaml")
