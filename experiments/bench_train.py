@@ -130,7 +130,10 @@ def main(argv: list[str] | None = None) -> None:
             done = steps - (last if last is not None else steps - tc.train_batch_size)
             last = steps
             phases = clock.take()
-            sample, learn = phases.get("sample", 0.0), phases.get("learn", 0.0)
+            learn = phases.get("learn", 0.0)
+            # remote env runners sample in other processes: the driver waits for them
+            # for the whole iteration but the update, and their CPU is not ours to count
+            sample = phases.get("sample", wall - learn)
             row = {"iteration": it + 1, "decisions": done, "wall_s": wall,
                    "sample_s": sample, "learn_s": learn,
                    "sample_cpu_s": phases.get("sample_cpu", 0.0),
@@ -140,7 +143,8 @@ def main(argv: list[str] | None = None) -> None:
             print(
                 f"iteration {it + 1}: {done:.0f} decisions, wall {wall:.2f} s, sample "
                 f"{sample:.2f} s ({done / max(sample, 1e-9):.0f} decisions/s; "
-                f"{done / max(row['sample_cpu_s'], 1e-9):.0f} per CPU-second), learn {learn:.2f} s",
+                f"{done / max(row['sample_cpu_s'], 1e-9):.0f} per CPU-second here), "
+                f"learn {learn:.2f} s",
                 flush=True,
             )
         algo.stop()
@@ -162,7 +166,9 @@ def main(argv: list[str] | None = None) -> None:
                 "num_env_runners": tc.num_env_runners,
                 "iterations": args.iterations,
                 "sample_decisions_per_s": decisions / med("sample_s"),
-                "sample_decisions_per_cpu_s": decisions / med("sample_cpu_s"),
+                "sample_decisions_per_cpu_s": decisions / med("sample_cpu_s")
+                if tc.num_env_runners == 0
+                else None,
                 "decisions_per_s": decisions / med("wall_s"),
                 "sample_s": med("sample_s"),
                 "learn_s": med("learn_s"),
