@@ -75,13 +75,21 @@ def algo_config(
     ``train.rllib`` on top (:func:`apply_rllib`; ``InputError`` on a bad key).
 
     The KL to the sampling policy is always computed (``use_kl_loss``, PPO and APPO)
-    so that it is logged; ``train.kl_coeff`` (default 0) is its weight in the loss."""
+    so that it is logged; ``train.kl_coeff`` (default 0) is its weight in the loss. With
+    ``train.advantage: group`` (PPO) the env is :class:`envs.group_rollouts.GroupRolloutEnv`
+    and the learner replaces GAE's advantages by the group baseline's.
+    ``train.num_envs_per_env_runner`` > 1 steps that many envs in lockstep (RLlib's
+    synchronous vector env) and batches their observations into one forward."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     from agents.rl_module import HierarchicalGNNModule
 
     env, env_config, _ = env_setup(cfg, mc, tc, seed)
+    if tc.advantage == "group":  # each window K times in a row, steps tagged with time
+        from envs.group_rollouts import GroupRolloutEnv
+
+        env, env_config = GroupRolloutEnv, {**env_config, "group_size": tc.group_size}
     ids = module_ids(agent_ids, mc)
     model = {k: v for k, v in dataclasses.asdict(mc).items() if k != "share_parameters"}
     specs = {m: RLModuleSpec(module_class=HierarchicalGNNModule, model_config=model) for m in ids}
@@ -173,7 +181,8 @@ def algorithm_base(tc, training: dict[str, Any], where: str, agent_ids: list[str
     config = config.learners(
         learner_class=learner.LEARNERS[tc.algorithm],
         learner_connector=partial(learner.agent_index_connector, tuple(agent_ids)),
-        learner_config_dict={learner.AGENT_IDS: list(agent_ids)},
+        # agent ids for the per-agent figures; GAE or the group baseline (agents.learner)
+        learner_config_dict={learner.AGENT_IDS: list(agent_ids), "advantage": tc.advantage},
     )
     if isinstance(config, IMPALAConfig):  # APPO too
         # an iteration = train_batch_size env steps, as with PPO (their default is "as

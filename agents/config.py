@@ -36,6 +36,8 @@ REFUSED_ALGORITHMS = {
     "IQL": _OFFLINE,
     "DreamerV3": "it trains its own world-model RLModule, not ours",
 }
+#: how the policy gradient's advantages are computed (train.advantage)
+ADVANTAGES = ("gae", "group")
 #: message-passing layers of the GNN (model.gnn.layer): today's hierarchy blocks, or a
 #: torch-geometric layer over the cluster tree (agents.gnn.TreeConvBlock)
 GNN_LAYERS = ("hierarchy", "GraphConv", "SAGEConv", "GATv2Conv")
@@ -176,6 +178,12 @@ class TrainConfig:
         lr: Adam learning rate.
         gamma: discount per decision.
         gae_lambda: GAE λ.
+        advantage: the policy gradient's advantages: ``gae`` (RLlib's GAE on the
+            learned value) or ``group`` (PPO only: the return-to-go against the mean of
+            the other rollouts of the same episode window, aligned by simulated time;
+            :mod:`agents.group_baseline`).
+        group_size: with ``advantage: group``, rollouts of each training window in a
+            row (K of Mao et al.'s input-dependent baseline; >= 2).
         train_batch_size: env steps (decisions, all agents) per iteration.
         minibatch_size: SGD minibatch, in env steps.
         num_epochs: SGD passes over each train batch.
@@ -262,6 +270,8 @@ class TrainConfig:
     lr: float = 3e-5
     gamma: float = 0.99
     gae_lambda: float = 0.95
+    advantage: str = "gae"
+    group_size: int = 4
     train_batch_size: int = 2000
     minibatch_size: int = 250
     num_epochs: int = 4
@@ -339,6 +349,15 @@ class TrainConfig:
         for name in ("lr", "clip_param", "vf_clip_param", "workload_share"):
             value = getattr(self, name)
             check(value > 0, where, f"{key}.{name}", f"must be > 0, got {value}")
+        check(
+            self.advantage in ADVANTAGES,
+            where,
+            f"{key}.advantage",
+            f"must be one of {', '.join(ADVANTAGES)}, got {self.advantage!r}",
+        )
+        if self.advantage == "group":
+            check(self.algorithm == "PPO", where, f"{key}.advantage", "group needs PPO")
+            check(self.group_size >= 2, where, f"{key}.group_size", "must be >= 2 with group")
         for name in ("gamma", "gae_lambda"):
             value = getattr(self, name)
             check(0 <= value <= 1, where, f"{key}.{name}", f"must be in [0, 1], got {value}")

@@ -22,6 +22,11 @@ users read beside the KL to see whether updates are too large. RLlib 2.60's
 ``PPOTorchLearner`` does not report it, so this subclass computes it from the same
 forward pass (no gradient; the loss and so the weights are unchanged) and logs it per
 module as ``clip_fraction``.
+
+PPO with ``learner_config_dict["advantage"] == "group"`` (``train.advantage: group``):
+the learner pipeline's GAE piece is replaced by
+:class:`agents.group_baseline.GroupBaselineAdvantages` (same place, same value
+targets; advantages against the group of rollouts of the same input).
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ from ray.rllib.algorithms.impala.torch.impala_torch_learner import IMPALATorchLe
 from ray.rllib.algorithms.impala.torch.vtrace_torch_v2 import make_time_major, vtrace_torch
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.connectors.connector_v2 import ConnectorV2
+from ray.rllib.connectors.learner.general_advantage_estimation import (
+    GeneralAdvantageEstimation,
+)
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
 from ray.rllib.core.rl_module.apis import TARGET_NETWORK_ACTION_DIST_INPUTS
@@ -129,6 +137,19 @@ def clip_fraction(
 
 class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
     """``PPOTorchLearner`` whose loss also logs the clip fraction (module docstring)."""
+
+    def build(self) -> None:
+        super().build()
+        pipeline = self._learner_connector
+        if pipeline is None or self.config.learner_config_dict.get("advantage") != "group":
+            return
+        from agents.group_baseline import GroupBaselineAdvantages
+
+        pipeline.insert_after(
+            GeneralAdvantageEstimation,
+            GroupBaselineAdvantages(gamma=self.config.gamma, lambda_=self.config.lambda_),
+        )
+        pipeline.remove(GeneralAdvantageEstimation)
 
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out) -> Any:
         loss = super().compute_loss_for_module(

@@ -96,6 +96,9 @@ class PlacementSession:
         self._hints: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._follow: dict[int, list[int | None]] = {}
         self._residents: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        # the learned model's features of candidate placements, shared by every hint
+        # of this job (InterferenceAwarePolicy.candidate_cache)
+        self._candidates: dict = {}
 
     # ------------------------------------------------------------------ state
 
@@ -326,7 +329,7 @@ class PlacementSession:
         if agent not in self._plans:
             b = self.builder
             view = self.view if b.central else scope_view(b, self.view, agent)
-            plans = [h.place(self.job, view) for h in b.hint_policies]
+            plans = self._ask(b.hint_policies, view)
             n = b.topology.n_groups
             self._plans[agent] = plans
             self._plan_counts[agent] = [
@@ -340,6 +343,19 @@ class PlacementSession:
             ]
         return self._plans[agent]
 
+    def _ask(self, policies, view: ClusterView) -> list[Placement | None]:
+        """Each policy's placement of the job on ``view``, the candidate features
+        shared between them and every other hint of the job."""
+        for h in policies:
+            if hasattr(h, "candidate_cache"):
+                h.candidate_cache = self._candidates
+        try:
+            return [h.place(self.job, view) for h in policies]
+        finally:
+            for h in policies:
+                if hasattr(h, "candidate_cache"):
+                    h.candidate_cache = None
+
     def global_shares(self) -> np.ndarray:
         """``(H_global, A)``: per global hint, the share of the job's tasks its
         placement in the whole datacenter puts in each agent's scope (0 if it cannot
@@ -347,8 +363,7 @@ class PlacementSession:
         if self._global is None:
             b = self.builder
             out = np.zeros((len(b.global_policies), b.n_agents))
-            for i, h in enumerate(b.global_policies):
-                p = h.place(self.job, self.view)
+            for i, p in enumerate(self._ask(b.global_policies, self.view)):
                 if p is not None:
                     groups = np.asarray([*p.worker_groups, *p.ps_groups], dtype=np.int64)
                     scopes = b.group_scope[groups]

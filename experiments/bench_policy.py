@@ -9,7 +9,8 @@ servers = 1,000 GPU groups per subcluster, so 2, 8 and 16 agents; V100/P100/K80 
 driven by the Philly export sped up so the cluster fills. Every job is placed by the
 policy task by task (greedy, one CPU thread); a task's latency is building the acting
 agent's observation + the GNN forward pass + applying the action, measured with
-``time.perf_counter``. ``--central`` also times the single-agent variant (one agent
+``time.perf_counter`` (and, steadier on a shared machine, the process's CPU time).
+``--central`` also times the single-agent variant (one agent
 over the whole datacenter) for contrast. Prints a table, then one JSON object.
 """
 
@@ -72,8 +73,8 @@ def bench(n_servers: int, agents, central: bool, jobs: int, seed: int) -> dict:
     else:
         nets = [agents.net_for(0)]
     sim = Simulator(topo, work.jobs, perf=perf)
-    lat = []
-    clock = time.perf_counter
+    lat, cpu = [], []
+    clock, cpu_clock = time.perf_counter, time.process_time
     while (job := sim.next_decision()) is not None:
         s = PlacementSession(builder, job, sim.view(), home_agent(job, builder.n_agents))
         placed = True
@@ -81,12 +82,13 @@ def bench(n_servers: int, agents, central: bool, jobs: int, seed: int) -> dict:
             if not s.feasible():
                 placed = False
                 break
-            t0 = clock()
+            t0, c0 = clock(), cpu_clock()
             obs = builder.observe(s, s.agent)
             s.act(greedy_action(nets[0], obs))
             lat.append(clock() - t0)
+            cpu.append(cpu_clock() - c0)
         sim.apply(s.placement() if placed else None)
-    ms = np.array(lat) * 1e3
+    ms, cpu_ms = np.array(lat) * 1e3, np.array(cpu) * 1e3
     return {
         "servers": n_servers,
         "agents": builder.n_agents,
@@ -95,6 +97,9 @@ def bench(n_servers: int, agents, central: bool, jobs: int, seed: int) -> dict:
         "p50_ms": float(np.percentile(ms, 50)),
         "p99_ms": float(np.percentile(ms, 99)),
         "mean_ms": float(ms.mean()),
+        # CPU time of this process per task: steadier than wall time on a shared machine
+        "cpu_p50_ms": float(np.percentile(cpu_ms, 50)),
+        "cpu_p99_ms": float(np.percentile(cpu_ms, 99)),
     }
 
 
@@ -123,13 +128,17 @@ def main() -> None:
             rows.append(row)
     print(f"network: {source}; one CPU thread; per task = observe + GNN forward + act")
     print(f"{'policy':>12} {'servers':>8} {'agents':>6} {'groups/agent':>12} {'tasks':>6} "
-          f"{'p50 ms':>8} {'p99 ms':>8}")  # fmt: skip
+          f"{'p50 ms':>8} {'p99 ms':>8} {'CPU p50':>8} {'CPU p99':>8}")  # fmt: skip
     for r in rows:
         print(f"{r['policy']:>12} {r['servers']:>8} {r['agents']:>6} {r['groups_per_agent']:>12} "
-              f"{r['tasks']:>6} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f}")  # fmt: skip
+              f"{r['tasks']:>6} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} "
+              f"{r['cpu_p50_ms']:8.2f} {r['cpu_p99_ms']:8.2f}")  # fmt: skip
     at_4000 = next(r for r in rows if r["policy"] == "marl" and r["servers"] == 4000)
+    # issue 34's targets at 4,000 servers (quiet machine): p99 <= 10 ms, p50 <= 3 ms
+    meets = at_4000["p99_ms"] <= 10.0 and at_4000["p50_ms"] <= 3.0
     print(json.dumps({"rows": rows, "marl_p99_ms_at_4000": at_4000["p99_ms"],
-                      "target_ms": 5.0, "meets_target": at_4000["p99_ms"] <= 5.0}))  # fmt: skip
+                      "marl_p50_ms_at_4000": at_4000["p50_ms"], "target_p99_ms": 10.0,
+                      "target_p50_ms": 3.0, "meets_target": meets}))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -378,6 +378,13 @@ class InterferenceAwarePolicy(Policy):
         self.protect = protect
         self.speed = speed
         self._model = None
+        #: ``{(worker groups, PS groups): feature row}`` shared by the callers of one
+        #: job on one cluster state (None: no sharing). The candidate features of a
+        #: placement depend only on the job, the placement and the residents' pressure
+        #: and links, not on which groups a view leaves free, so the hints of a job
+        #: (each scope's, the global ones) share them: envs.session.PlacementSession
+        #: sets it while it asks its hints, and clears it after.
+        self.candidate_cache: dict | None = None
 
     def reset(self, topology: Topology, seed: int = 0) -> None:
         super().reset(topology, seed)
@@ -444,6 +451,23 @@ class InterferenceAwarePolicy(Policy):
         share = spec.compute_s / fastest / iso
         return share * (fastest / topo.group_speed - 1.0)
 
+    def _candidate_rows(self, job: Job, view: ClusterView, options: list[Placement]) -> np.ndarray:
+        """``(K, F)`` learned-model features of the options, from ``candidate_cache``
+        where it holds them (each row is computed on its own, so the same either way)."""
+        from marl_sched.interference.features import candidate_features
+
+        cache = self.candidate_cache
+        if cache is None:
+            return candidate_features(
+                view, job, [o.worker_groups for o in options], [o.ps_groups for o in options]
+            )
+        keys = [(tuple(o.worker_groups), tuple(o.ps_groups)) for o in options]
+        todo = list(dict.fromkeys(k for k in keys if k not in cache))
+        if todo:
+            rows = candidate_features(view, job, [k[0] for k in todo], [k[1] for k in todo])
+            cache.update(zip(todo, rows, strict=True))
+        return np.stack([cache[k] for k in keys])
+
     def _pick(
         self, job: Job, view: ClusterView, options: list[Placement], slow: np.ndarray | None
     ) -> int:
@@ -451,12 +475,7 @@ class InterferenceAwarePolicy(Policy):
             return 0
         score = np.zeros(len(options))
         if self._model is not None:
-            from marl_sched.interference.features import candidate_features
-
-            x = candidate_features(
-                view, job, [o.worker_groups for o in options], [o.ps_groups for o in options]
-            )
-            score = score + self._model.predict(x)
+            score = score + self._model.predict(self._candidate_rows(job, view, options))
         if slow is not None:
             # a synchronous job runs at its slowest worker's pace
             worst = [slow[list(o.worker_groups)].max() for o in options]

@@ -1,0 +1,196 @@
+"""Group-baseline advantages (``train.advantage: group``): an input-dependent baseline.
+
+In ``ClusterPlacement-v1`` the job arrivals, not the agents, cause most of the
+return's variance: an episode with a burst of big jobs returns far less than a quiet
+one whatever the agents do. A value function that does not see the future arrivals
+cannot tell them apart, so its GAE advantages carry that variance. Mao et al.
+("Variance reduction for reinforcement learning in input-driven environments",
+ICLR 2019) and Decima (Mao et al., SIGCOMM 2019) instead roll out the same input
+sequence several times and subtract, at each time, the mean return of the other
+rollouts of that input: the baseline then depends on the arrivals, not only on the
+state.
+
+Here
+- **a group** is every complete episode of one training batch with the same
+  episode key ``(source, window_start, jobs)`` (the env's ``episode_key``): the
+  same jobs, arrival times and duration estimates (the predictor is seeded by
+  the workload), so the same input; the rollouts differ only by the sampled actions.
+  :class:`envs.group_rollouts.GroupRolloutEnv` serves every window ``group_size`` times in a row
+  (``train.group_size`` = K) so that groups form;
+- **the return** of a decision is the team's discounted return-to-go over the
+  episode's decisions in order (all agents; ``G_t = Σ_k γ^k r_{t+k}``, ``γ`` =
+  ``train.gamma``), the cooperative return the team reward defines;
+- **time-step alignment** is by *simulated* time, as Decima aligns by wall-clock
+  time: rollouts of one input make different numbers of decisions (forwards, jobs
+  that wait), so decision ``t`` of one rollout and decision ``t`` of another are not
+  the same moment of the input. The baseline of a decision taken at simulated time
+  ``τ`` is the mean, over the *other* rollouts of its group, of their return-to-go
+  from their first decision at or after ``τ`` (0 if a rollout made none after ``τ``:
+  it had nothing left to earn); the decisions at one simulated time (a job's tasks)
+  are matched in their order, the j-th to the j-th. Leaving the rollout itself out
+  keeps the baseline independent of its own actions (Mao et al.'s unbiased form);
+  with the rollout in, every advantage would shrink by the same factor ``(K-1)/K``;
+- **advantage** = return-to-go − baseline, standardised over the batch's grouped
+  decisions (as RLlib standardises GAE's). A decision of an episode that is not in a
+  group of at least two complete rollouts (cut at the end of the iteration, or
+  alone) gets advantage 0: it trains the critic, not the policy. The critic keeps
+  GAE's value targets (it is not used for the advantages, only trained, so that a
+  checkpoint can switch back to GAE).
+
+:class:`GroupBaselineAdvantages` is the learner connector (a subclass of RLlib's
+``GeneralAdvantageEstimation`` that replaces its advantages);
+:class:`agents.learner.ClipFractionPPOLearner` puts it in place of GAE when the
+learner config says ``advantage: group``.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from ray.rllib.connectors.learner.general_advantage_estimation import (
+    GeneralAdvantageEstimation,
+)
+from ray.rllib.evaluation.postprocessing import Postprocessing
+
+from envs.group_rollouts import ENV_T, EPISODE_KEY, SIM_TIME
+
+
+def returns_to_go(rewards: np.ndarray, gamma: float) -> np.ndarray:
+    """``G_t = r_t + γ G_{t+1}`` over a sequence of rewards (``G_T = 0``)."""
+    out = np.zeros(len(rewards))
+    acc = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        acc = float(rewards[t]) + gamma * acc
+        out[t] = acc
+    return out
+
+
+def group_advantages(
+    rollouts: Sequence[tuple[np.ndarray, np.ndarray]], gamma: float
+) -> list[np.ndarray]:
+    """Per rollout, the advantage of each decision against its group (module docstring).
+
+    Args:
+        rollouts: K ≥ 2 rollouts of one input, each ``(times, rewards)``: the simulated
+            time (s, non-decreasing) of each decision and the team reward it earned.
+        gamma: discount per decision.
+
+    Returns:
+        K arrays: ``G_t − mean_{other rollouts n} G_n(first decision at or after τ_t)``
+        (at equal times, by rank: :func:`_time_keys`).
+    """
+    if len(rollouts) < 2:
+        raise ValueError(f"a group needs at least 2 rollouts, got {len(rollouts)}")
+    keys = [_time_keys(np.asarray(t, dtype=np.float64)) for t, _ in rollouts]
+    rtg = [returns_to_go(np.asarray(r, dtype=np.float64), gamma) for _, r in rollouts]
+    out = []
+    for m, mine in enumerate(keys):
+        others = []
+        for n, (theirs, g_n) in enumerate(zip(keys, rtg, strict=True)):
+            if n == m:
+                continue
+            padded = np.append(g_n, 0.0)  # past the last decision: nothing left
+            others.append([padded[bisect.bisect_left(theirs, k)] for k in mine])
+        out.append(rtg[m] - np.mean(others, axis=0))
+    return out
+
+
+def _time_keys(times: np.ndarray) -> list[tuple[float, int]]:
+    """``(time, rank among the decisions at that time)`` per decision: the tasks of one
+    job are placed at one simulated time, so the j-th decision at ``τ`` of one rollout
+    meets the j-th decision at ``τ`` of another (identical rollouts: zero advantage)."""
+    if np.any(np.diff(times) < 0):
+        raise ValueError("decision times must not decrease")
+    keys, rank = [], 0
+    for i, t in enumerate(times):
+        rank = rank + 1 if i and t == times[i - 1] else 0
+        keys.append((float(t), rank))
+    return keys
+
+
+def _team_rollout(episode) -> tuple[np.ndarray, np.ndarray, list[tuple[Any, int]]]:
+    """(times, rewards, (agent, agent step) per decision) of a multi-agent episode's
+    real decisions in env order (the artificial last step RLlib's learner adds to
+    every agent's episode is left out: an agent episode of length L has L-1)."""
+    steps = []
+    for agent_id, sa in episode.agent_episodes.items():
+        infos, rewards = sa.get_infos(), sa.get_rewards()
+        for i in range(len(sa) - 1):
+            steps.append((infos[i][ENV_T], infos[i][SIM_TIME], float(rewards[i]), agent_id, i))
+    steps.sort(key=lambda s: s[0])
+    times = np.array([s[1] for s in steps])
+    rewards = np.array([s[2] for s in steps])
+    return times, rewards, [(s[3], s[4]) for s in steps]
+
+
+def episode_group_advantages(episodes: Sequence, gamma: float) -> dict[tuple, np.ndarray]:
+    """``{(episode id, agent id): advantages of that agent's real steps}`` for every
+    complete episode in a group of ≥ 2 (module docstring); other episodes absent."""
+    groups: dict[tuple, list] = defaultdict(list)
+    for ep in episodes:
+        if not ep.is_terminated:
+            continue
+        sa = next(iter(ep.agent_episodes.values()), None)
+        if sa is None or len(sa.get_infos()) == 0 or EPISODE_KEY not in sa.get_infos()[0]:
+            continue
+        groups[tuple(sa.get_infos()[0][EPISODE_KEY])].append(ep)
+    out: dict[tuple, np.ndarray] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        rollouts = [_team_rollout(ep) for ep in members]
+        advs = group_advantages([(t, r) for t, r, _ in rollouts], gamma)
+        for ep, (_, _, index), adv in zip(members, rollouts, advs, strict=True):
+            per_agent = {a: np.zeros(len(sa) - 1) for a, sa in ep.agent_episodes.items()}
+            for (agent, i), a in zip(index, adv, strict=True):
+                per_agent[agent][i] = a
+            for agent, values in per_agent.items():
+                out[(ep.id_, agent)] = values
+    return out
+
+
+class GroupBaselineAdvantages(GeneralAdvantageEstimation):
+    """Learner connector: GAE's value targets, group-baseline advantages (module
+    docstring). Must sit where RLlib's PPO learner puts GAE (after the episodes got
+    their artificial last step)."""
+
+    def __call__(self, *, rl_module, episodes, batch, **kwargs):
+        batch = super().__call__(rl_module=rl_module, episodes=episodes, batch=batch, **kwargs)
+        grouped = episode_group_advantages(episodes, self.gamma)
+        rows: dict[Any, list[np.ndarray]] = defaultdict(list)  # module → per-row values
+        used: dict[Any, list[np.ndarray]] = defaultdict(list)  # module → row is grouped
+        for ep in episodes:
+            for agent_id in ep.agent_ids:  # the order of GAE's single-agent iterator
+                sa = ep.agent_episodes[agent_id]
+                adv = grouped.get((ep.id_, agent_id))
+                values = np.zeros(len(sa))
+                mask = np.zeros(len(sa), dtype=bool)
+                if adv is not None:
+                    values[:-1], mask[:-1] = adv, True
+                rows[sa.module_id].append(values)
+                used[sa.module_id].append(mask)
+        all_used = np.concatenate([np.concatenate(v) for v in used.values()] or [np.zeros(0)])
+        all_adv = np.concatenate([np.concatenate(v) for v in rows.values()] or [np.zeros(0)])
+        picked = all_adv[all_used.astype(bool)]
+        mean = picked.mean() if len(picked) else 0.0
+        std = max(1e-4, picked.std()) if len(picked) else 1.0
+        for module_id, parts in rows.items():
+            if module_id not in batch:
+                continue
+            adv = np.concatenate(parts)
+            mask = np.concatenate(used[module_id])
+            standardised = np.where(mask, (adv - mean) / std, 0.0).astype(np.float32)
+            old = batch[module_id][Postprocessing.ADVANTAGES]
+            if len(standardised) != len(old):
+                raise ValueError(
+                    f"module {module_id}: {len(standardised)} advantages for {len(old)} rows"
+                )
+            batch[module_id][Postprocessing.ADVANTAGES] = torch.as_tensor(
+                standardised, device=old.device
+            )
+        return batch
