@@ -42,9 +42,9 @@ def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int
     """(env class, RLlib env_config, observation builder of the topology): the one
     environment ``ClusterPlacement-v1`` with episodes of ``train.episode_jobs`` jobs
     drawn from the config's workload and ``train.extra_windows``."""
-    from envs.rllib_env import ClusterPlacementEnv
     from envs.config import env_config as parse_env
     from envs.observations import ObservationBuilder
+    from envs.rllib_env import ClusterPlacementEnv
     from marl_sched.runner import build_cluster
 
     topo, perf = build_cluster(cfg)

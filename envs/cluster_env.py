@@ -117,7 +117,8 @@ changes. Once a task is placed the agent is committed: when the last task is pla
 the env calls ``Simulator.migrate`` (the job keeps its progress and pays the
 simulator's restart delay, whatever the ``simulation:`` section prices it at, holding
 its new GPUs; the simulator decides when the old ones are free); a placement on the
-same groups as now (as multisets) is no move. A move whose next task fits nowhere is abandoned (the job stays).
+same groups as now (as multisets) is no move. A move whose next task fits nowhere is
+abandoned (the job stays).
 Pressures, link counts and exposures in a move's observation still count the job
 where it runs.
 
