@@ -334,6 +334,7 @@ def write_figures(
         + (" (x training runs where pooled)" if max(runs.values()) > 1 else "")
         + " — normalised by "
         f"{reference_policy(policies)} (lower is better), 95 % CIs, log scale",
+        labels={p: _policy_label(summary, p) for p in policies},
     )
 
     scores = normalised(rows, policies, "avg_jct_s")
