@@ -1,7 +1,7 @@
 """``ClusterPlacement-v1`` served in groups: each episode window several times in a row.
 
 What ``train.advantage: group`` (:mod:`agents.group_baseline`) trains on: the same
-environment (:class:`~envs.cluster_env.ClusterPlacementEnv`, same dynamics,
+environment (:class:`~envs.rllib_env.ClusterPlacementEnv`, same dynamics,
 observations and rewards), whose windows come ``group_size`` times each, and whose
 infos tell the learner when (simulated time) each decision was taken, its index in
 the episode and the episode's window.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from envs.cluster_env import ClusterPlacementEnv
+from envs.rllib_env import ClusterPlacementEnv
 
 #: per-step info keys :class:`GroupRolloutEnv` adds (with each observation)
 SIM_TIME = "sim_time"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-import marl_sched.interference as interference
-from envs.cluster_env import ClusterPlacementEnv
+import marl_sched.interference.features as interference
+from envs.rllib_env import ClusterPlacementEnv
 from envs.session import PlacementSession
 from marl_sched.config import REPO_ROOT
 
