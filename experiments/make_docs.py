@@ -11,9 +11,10 @@ A block is the text between ``<!-- generated:NAME -->`` and ``<!-- /generated --
   --checkpoint checkpoints/marl-default [--seeds N] --policies ... --out DIR``, committed
   without its ``jobs.csv`` files (``results.csv``, ``runs.csv``, ``config.yaml``, each
   run's ``metrics.json``);
-- ``results/benchmark-test/``: ``marl-sched benchmark --split test ... --out DIR``
-  (``summary.csv``, ``improvement.csv``, ``runs.csv``), once per recipe; absent until
-  that run, and the block then says so.
+- ``results/benchmark-test-<track>/`` (track ``placement`` and ``full``): ``marl-sched
+  benchmark --split test --track <track> ... --out DIR`` (``summary.csv``, ``summary.md``,
+  ``improvement.csv``, ``runs.csv``), once per recipe; absent until that run, and the
+  block then says so.
 
 After a new run into one of these folders, run this script and commit both.
 """
@@ -74,14 +75,23 @@ def default_window(root: Path = RESULTS) -> str:
     return "\n".join(lines) + "\n"
 
 
-def benchmark_test(root: Path = RESULTS) -> str:
-    """The test split's IQM table (normalised by first-fit) and P(marl lower)."""
-    folder = root / "benchmark-test"
+#: the benchmark tracks the docs report, each from ``results/benchmark-test-<track>/``
+TRACKS = ("placement", "full")
+#: the row each track's P(improvement) line is about, and whom it is compared with
+FOCUS = "marl"
+
+
+def benchmark_test(root: Path = RESULTS, track: str = "placement") -> str:
+    """One track's test-split table: per policy the IQM of each metric normalised by
+    first-fit (95 % hierarchical-bootstrap intervals, or "no interval"), the mean and
+    the worst-case scenario of normalised average JCT, the ledger entry the run wrote,
+    and P(marl has a lower average JCT than each other policy)."""
+    folder = root / f"benchmark-test-{track}"
     if not (folder / "summary.csv").is_file():
         return (
-            "No test-split results are committed yet: run `marl-sched benchmark --split "
-            "test ... --out results/benchmark-test` once, then `python -m "
-            "experiments.make_docs`.\n"
+            f"No {track}-track test-split results are committed yet: run `marl-sched "
+            f"benchmark --split test --track {track} ... --out results/benchmark-test-{track}` "
+            "once, then `python -m experiments.make_docs`.\n"
         )
 
     def cell(r: dict, m: str) -> str:
@@ -91,28 +101,51 @@ def benchmark_test(root: Path = RESULTS) -> str:
 
     runs = _rows(folder / "runs.csv")
     seeds = len({r["seed"] for r in runs})
+    ledger = ""
+    summary_md = folder / "summary.md"
+    if summary_md.is_file():
+        found = re.search(r"ledger\.jsonl #(\d+)", summary_md.read_text(encoding="utf-8"))
+        ledger = f" Ledger entry: `benchmarks/ledger.jsonl` #{found.group(1)}." if found else ""
+    extra = ("mean_avg_jct_s", "worst_avg_jct_s")
+    rows = _rows(folder / "summary.csv")
+    has_extra = rows and all(k in rows[0] for k in extra)
     lines = [
-        f"{len({r['scenario'] for r in runs})} scenarios × {seeds} seeds; IQM of each metric "
-        "divided by first-fit's mean in the scenario (lower is better), 95 % intervals.",
+        f"Track `{track}`: {len({r['scenario'] for r in runs})} scenarios × {seeds} seeds "
+        "(× training runs where a policy has several); IQM of each metric divided by "
+        "first-fit's mean in the scenario (lower is better), 95 % hierarchical-bootstrap "
+        f"intervals.{ledger}",
         "",
-        "| policy | " + " | ".join(label for _, label in SCORED) + " |",
-        "|---|" + "---|" * len(SCORED),
+        "| policy | " + " | ".join(label for _, label in SCORED)
+        + (" | mean avg JCT | worst-case avg JCT |" if has_extra else " |"),
+        "|---|" + "---|" * (len(SCORED) + (2 if has_extra else 0)),
     ]
-    for r in _rows(folder / "summary.csv"):
-        lines.append(f"| {r['policy']} | " + " | ".join(cell(r, m) for m, _ in SCORED) + " |")
+    for r in rows:
+        tail = ""
+        if has_extra:
+            worst = f"{_num(r['worst_avg_jct_s'], '.3f')} ({r.get('worst_scenario', '')})"
+            tail = f" | {_num(r['mean_avg_jct_s'], '.3f')} | {worst}"
+        lines.append(
+            f"| {r['policy']} | " + " | ".join(cell(r, m) for m, _ in SCORED) + tail + " |"
+        )
     if (folder / "improvement.csv").is_file():
         probs = [
             f"{r['over']} {float(r['p']):.2f}"
             + (f" [{float(r['ci_low']):.2f}, {float(r['ci_high']):.2f}]" if r["ci_low"] else "")
             for r in _rows(folder / "improvement.csv")
-            if r["policy"] == "marl"
+            if r["policy"] == FOCUS
         ]
         if probs:
-            lines += ["", "P(marl has a lower average JCT than): " + ", ".join(probs) + "."]
+            lines += ["", f"P({FOCUS} has a lower average JCT than): " + ", ".join(probs) + "."]
     return "\n".join(lines) + "\n"
 
 
-BLOCKS = {"default-window": default_window, "benchmark-test": benchmark_test}
+BLOCKS = {
+    "default-window": default_window,
+    **{
+        f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t))  # type: ignore[misc]
+        for t in TRACKS
+    },
+}
 
 
 def figures(root: Path = RESULTS, out: Path = FIGURES) -> list[Path]:
@@ -134,17 +167,22 @@ def figures(root: Path = RESULTS, out: Path = FIGURES) -> list[Path]:
         outlier_ratio=2.0,
     )
     written.append(out / "default_window_avg_jct.png")
-    summary_csv = root / "benchmark-test" / "summary.csv"
-    if summary_csv.is_file():
+    for track in TRACKS:
+        summary_csv = root / f"benchmark-test-{track}" / "summary.csv"
+        if not summary_csv.is_file():
+            continue
         summary = [
-            {k: (float(v) if v and k != "policy" else (v or None)) for k, v in r.items()}
+            {k: (float(v) if v and k not in ("policy", "worst_scenario") else (v or None))
+             for k, v in r.items()}
             for r in _rows(summary_csv)
-        ]
+        ]  # fmt: skip
+        name = f"benchmark_test_{track}_intervals.png"
         plots.interval_panels(
-            summary, SCORED, out / "benchmark_test_intervals.png",
-            "test split: IQM normalised by first-fit (lower is better), 95 % CIs, log scale",
+            summary, SCORED, out / name,
+            f"test split, {track} track: IQM normalised by first-fit (lower is better), "
+            "95 % CIs, log scale",
         )  # fmt: skip
-        written.append(out / "benchmark_test_intervals.png")
+        written.append(out / name)
     return written
 
 

@@ -72,14 +72,15 @@ def test_rewrite_replaces_only_between_markers_and_check_catches_a_typed_number(
 
 def test_benchmark_block_without_results_says_so_and_with_them_shows_no_fake_interval(tmp_path):
     root = tmp_path / "results"
-    assert "No test-split results are committed yet" in make_docs.benchmark_test(root)
+    assert "No placement-track test-split results" in make_docs.benchmark_test(root)
     row = {"policy": "marl"}
     for m, _ in make_docs.SCORED:
         row.update({f"iqm_{m}": "0.864", f"ci_low_{m}": "", f"ci_high_{m}": ""})
-    _write(root / "benchmark-test" / "summary.csv", [row])
-    _write(root / "benchmark-test" / "runs.csv", [{"scenario": "a", "seed": "0"}])
-    text = make_docs.benchmark_test(root)
+    _write(root / "benchmark-test-full" / "summary.csv", [row])
+    _write(root / "benchmark-test-full" / "runs.csv", [{"scenario": "a", "seed": "0"}])
+    text = make_docs.benchmark_test(root, "full")
     assert "| marl | 0.864 (no interval) |" in text and "1 scenarios × 1 seeds" in text
+    assert "Track `full`" in text and "No placement-track" in make_docs.benchmark_test(root)
 
 
 def test_several_seeds_give_an_interval_and_name_the_seeds(tmp_path):
