@@ -409,9 +409,12 @@ def _baseline_kind(path: str) -> str | None:
     """``harmony`` / ``mlfs-rl`` for a baseline checkpoint file, else None."""
     import torch
 
+    from marl_sched.files import check_input
+
     p = Path(path)
     if not (p.is_file() and p.suffix == ".pt"):
         return None
+    check_input(p, "weights", f"--checkpoint: {p}")  # a regular file of bounded size
     try:
         payload = torch.load(p, map_location="cpu", weights_only=True)
     except Exception:  # noqa: BLE001  (not a baseline file: the MARL loader reports it)

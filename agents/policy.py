@@ -63,6 +63,7 @@ from envs.rules import home_agent
 from envs.session import PlacementSession
 from marl_sched.config import REPO_ROOT
 from marl_sched.errors import InputError
+from marl_sched.files import read_input_text
 from marl_sched.jobs import Job, Placement
 from marl_sched.policies.base import Policy
 from marl_sched.simulator import ClusterView
@@ -166,9 +167,12 @@ def load_checkpoint(path: str | Path) -> TrainedAgents:
     or trained in another environment than ``ClusterPlacement-v1``."""
     ckpt = resolve_checkpoint(path)
     try:
-        manifest = json.loads((ckpt / MANIFEST).read_text(encoding="utf-8"))
+        # a regular file of bounded size (a FIFO or /dev/zero there is refused, not read)
+        manifest = json.loads(read_input_text(ckpt / MANIFEST, "json", f"{path}: {MANIFEST}"))
         if manifest.get("format") != MANIFEST_FORMAT:
             raise ValueError(f"format is {manifest.get('format')!r}, not {MANIFEST_FORMAT!r}")
+    except InputError:
+        raise
     except Exception as exc:  # unreadable file, bad JSON
         msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
         raise InputError(f"{path}: corrupt checkpoint: {msg[:200]}") from None

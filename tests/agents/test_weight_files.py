@@ -54,3 +54,23 @@ def test_a_pickle_with_code_as_module_weights_runs_nothing(tmp_path):
     with pytest.raises(InputError, match="corrupt checkpoint"):
         load_agents(ckpt)
     assert not marker.exists()
+
+
+def test_a_huge_manifest_is_refused_before_it_is_read(tmp_path):
+    """manifest.json past the JSON size cap (a sparse 65 MiB file) is one line, not a
+    read of the whole file into memory."""
+    ckpt = _copy(tmp_path)
+    with (ckpt / "manifest.json").open("r+b") as fh:
+        fh.truncate(65 * 1024 * 1024)
+    with pytest.raises(InputError, match=r"manifest.json: cannot read json: .*more than the 64 MiB"):
+        load_agents(ckpt)
+
+
+def test_a_baseline_checkpoint_that_is_huge_is_refused_before_torch_reads_it(tmp_path, capsys):
+    big = tmp_path / "huge.pt"
+    with big.open("wb") as fh:
+        fh.truncate(513 * 1024 * 1024)  # sparse: past the weights cap, no disk used
+    rc = main(["evaluate", "--checkpoint", str(big), "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "huge.pt" in err
+    assert not (tmp_path / "out").exists()
