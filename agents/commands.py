@@ -505,6 +505,7 @@ def _evaluate_run(args, cfg, name, workload, topo, perf, policy, out) -> dict:
     """Roll ``policy`` out on the workload; its outputs appear in ``out`` all at once
     (or none, interrupted or failed); returns the metrics."""
     from marl_sched.cli import Progress
+    from marl_sched.compare import checkpoint_record
     from marl_sched.metrics import staged_folder, write_run
     from marl_sched.runner import simulate
 
@@ -514,7 +515,10 @@ def _evaluate_run(args, cfg, name, workload, topo, perf, policy, out) -> dict:
             metrics, records, _ = simulate(
                 cfg, name, workload, topo, perf, seed=args.seed, progress=bar, policy=policy
             )
-            metrics["checkpoint"] = str(args.checkpoint)
+            # the checkpoint acted with (a run folder's best, say) and its content digest
+            metrics.update(checkpoint_record(policy) or {"checkpoint": str(args.checkpoint)})
+            if not metrics.get("checkpoint"):
+                metrics["checkpoint"] = str(args.checkpoint)
             write_run(tmp, metrics, records, workload.resolved(cfg))
     finally:
         bar.close()

@@ -52,7 +52,13 @@ def test_the_shipped_checkpoint_acts_in_the_env_exactly_as_evaluate(tmp_path, ca
          "--max-jobs", str(WINDOW), "--quiet", "--out", str(tmp_path / "ev")]
     )  # fmt: skip
     assert rc == 0, capsys.readouterr().err
-    evaluated = json.loads((tmp_path / "ev" / "metrics.json").read_text())["avg_jct_s"]
+    record = json.loads((tmp_path / "ev" / "metrics.json").read_text())
+    evaluated = record["avg_jct_s"]
+    # the run records the checkpoint it acted with and its content digest
+    from marl_sched.benchmark.cells import checkpoint_id
+
+    assert record["checkpoint"] == "checkpoints/marl-default"
+    assert record["checkpoint_sha256"] == checkpoint_id(SHIPPED) != ""
     assert info["avg_jct_s"] == pytest.approx(evaluated, rel=1e-9)
     # and the episode's team return is -avg JCT / time_scale_s
     assert info["team_return"] == pytest.approx(-evaluated / 3600.0, rel=1e-9)
