@@ -11,11 +11,16 @@ what ``marl-sched benchmark --split validation --gavel-spread`` calls, without a
 (the branch predates ``simulation.migration``; heuristics never migrate). The folders
 hold each variant's runs.csv and report; sensitivity.md / .csv the comparison.
 """
-import sys, time
+
+import sys
+import time
 from pathlib import Path
-from marl_sched.benchmark.command import run_benchmark, run_local
+
+from marl_sched.benchmark.command import run_benchmark
 from marl_sched.benchmark.sensitivity import check_sensitivity, run_sensitivity
-out = Path(sys.argv[1]); seeds = int(sys.argv[2])
+
+out = Path(sys.argv[1])
+seeds = int(sys.argv[2])
 policies = ["first-fit", "tetris", "locality", "congestion-aware", "interference-aware"]
 variants = check_sensitivity(None, True, None)
 t = time.time()
@@ -25,4 +30,5 @@ path = run_sensitivity(
                                 overrides=ov, ledger=None, figures=True,
                                 log=print)[0],
     out, [], f"validation split, heuristics (no policy migrates), {seeds} seed(s), " + sys.argv[4])
-print(path.read_text()); print("wall", time.time() - t)
+print(path.read_text())
+print("wall", time.time() - t)
