@@ -53,6 +53,7 @@ from envs.config import (
     ENV_ID_V2,
     ENV_NAME,
     ENV_VERSION,
+    LATER_OPTIONS,
     MIGRATION_OPTIONS,
     MIGRATION_VERSION,
     EnvConfig,
@@ -294,6 +295,7 @@ def check_manifest_env(manifest: dict[str, Any], path: str) -> None:
             f"{env.get('version')!r}), this is {ENV_ID} (version {ENV_VERSION}) or "
             f"{ENV_ID_V2} (version {MIGRATION_VERSION})"
         )
+    env["options"] = {**LATER_OPTIONS, **env["options"]}  # options added since
     if env["id"] == ENV_ID:
         env["options"] = {**MIGRATION_OPTIONS, **env["options"]}
         if env["options"]["migration"] is not False:

@@ -21,9 +21,11 @@ episode loop).
 
 Agents
 ------
-One per subcluster: ``"sc0"``, ``"sc1"``, ... (``A`` = ``topology.subclusters``), or,
-with ``env.central``, one agent ``"central"`` whose scope is the whole datacenter
-(``A`` = 1; the single-agent variant). Agents never leave before the episode ends.
+One per subcluster: ``"sc0"``, ``"sc1"``, ... (``A`` = ``topology.subclusters``); with
+``env.subclusters_per_agent: k``, one per ``k`` consecutive subclusters (agent ``i`` over
+subclusters ``i*k .. i*k+k-1``, ``A`` = ceil(subclusters / k)); or, with
+``env.central``, one agent ``"central"`` whose scope is the whole datacenter (``A`` = 1;
+the single-agent variant). Agents never leave before the episode ends.
 
 Decisions
 ---------

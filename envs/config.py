@@ -57,6 +57,11 @@ class EnvConfig:
     Attributes:
         central: one agent ``"central"`` over the whole datacenter (the single-agent
             variant) instead of one per subcluster.
+        subclusters_per_agent: how many consecutive subclusters one agent schedules
+            (default 1: one agent per subcluster, the paper's setting); ``k`` gives
+            ``ceil(S / k)`` agents ``sc0..``, agent ``i`` over subclusters ``i*k ..
+            i*k + k - 1``. The number of agents is thus an env option, not only the
+            topology's. Ignored with ``central`` (one agent over everything).
         hints: heuristics whose plan for the job inside the acting agent's scope
             becomes group/job features and a follow action each.
         global_hints: heuristics whose plan for the job in the whole datacenter
@@ -102,6 +107,7 @@ class EnvConfig:
     """
 
     central: bool = False
+    subclusters_per_agent: int = 1
     hints: tuple[str, ...] = ()
     global_hints: tuple[str, ...] = ()
     consolidate: bool = False
@@ -124,6 +130,18 @@ class EnvConfig:
     def validate(self, where: str, key: str) -> None:
         from marl_sched.policies.heuristics import hint_names
 
+        check(
+            1 <= self.subclusters_per_agent <= 100_000,
+            where,
+            f"{key}.subclusters_per_agent",
+            f"must be in [1, 100,000], got {self.subclusters_per_agent}",
+        )
+        check(
+            not (self.central and self.subclusters_per_agent != 1),
+            where,
+            f"{key}.subclusters_per_agent",
+            "must be 1 with central: true (one agent over the whole datacenter)",
+        )
         check(
             0.0 <= self.speed_floor <= 1.0,
             where,
@@ -192,6 +210,9 @@ DECISION_OPTIONS = tuple(
 MIGRATION_OPTIONS = {
     f.name: f.default for f in dataclasses.fields(EnvConfig) if f.name.startswith("migration")
 }
+#: decision options added after checkpoints shipped, with the value every checkpoint that
+#: records none of them was trained with (one agent per subcluster)
+LATER_OPTIONS = {"subclusters_per_agent": 1}
 
 
 def _plain(value):

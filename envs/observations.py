@@ -205,6 +205,7 @@ class ObservationBuilder:
         perf: PerformanceModel,
         central: bool = False,
         pad: tuple[int, int, int] | None = None,
+        subclusters_per_agent: int = 1,
         hints: tuple[str, ...] = (),
         consolidate: bool = False,
         global_hints: tuple[str, ...] = (),
@@ -226,6 +227,9 @@ class ObservationBuilder:
         t = self.topology = topology
         self.perf = perf
         self.central = central
+        self.subclusters_per_agent = k = 1 if central else int(subclusters_per_agent)
+        if k < 1:
+            raise ValueError(f"subclusters_per_agent must be >= 1, got {k}")
         for key, names in (("hints", hints), ("global_hints", global_hints)):
             unknown = [h for h in names if h not in hint_names()]
             if unknown:
@@ -267,8 +271,15 @@ class ObservationBuilder:
             self.scopes = [_scope(t, np.arange(t.n_groups))]
             self.group_scope = np.zeros(t.n_groups, dtype=np.int64)
         else:
-            self.scopes = [_scope(t, t.subcluster_groups(k)) for k in range(t.n_subclusters)]
-            self.group_scope = t.group_subcluster.astype(np.int64)
+            # agent i schedules subclusters i*k .. i*k+k-1 (consecutive: their groups are
+            # consecutive in index order, so group_scope stays sorted)
+            first = range(0, t.n_subclusters, k)
+            self.scopes = [
+                _scope(t, np.concatenate([t.subcluster_groups(j)
+                                          for j in range(i, min(i + k, t.n_subclusters))]))
+                for i in first
+            ]  # fmt: skip
+            self.group_scope = (t.group_subcluster // k).astype(np.int64)
         self.agent_ids = ["central"] if central else [f"sc{k}" for k in range(len(self.scopes))]
         self.n_agents = len(self.scopes)
         sizes = np.array([(len(s.groups), len(s.servers), len(s.racks)) for s in self.scopes])
@@ -429,6 +440,10 @@ class ObservationBuilder:
         uplink = np.log1p(session.view.link_jobs[t.link_offset[4] :].astype(np.float64))
         if self.central:
             uplink = uplink.mean(keepdims=True)
+        elif self.subclusters_per_agent > 1:  # an agent's subclusters' uplinks, averaged
+            k = self.subclusters_per_agent
+            starts = np.arange(0, len(uplink), k)
+            uplink = np.add.reduceat(uplink, starts) / np.diff([*starts, len(uplink)])
         job = np.add.reduceat(session.job_groups, starts)
         is_self = np.zeros(a)
         is_self[agent] = 1.0
