@@ -171,8 +171,9 @@ def figures(root: Path = RESULTS, out: Path = FIGURES) -> list[Path]:
         summary_csv = root / f"benchmark-test-{track}" / "summary.csv"
         if not summary_csv.is_file():
             continue
+        # the figure reads the IQM and interval columns (numbers); text columns stay text
         summary = [
-            {k: (float(v) if v and k not in ("policy", "worst_scenario") else (v or None))
+            {k: (float(v) if v and k.startswith(("iqm_", "ci_")) else (v or None))
              for k, v in r.items()}
             for r in _rows(summary_csv)
         ]  # fmt: skip
