@@ -438,6 +438,12 @@ def _regions_of(trace: str | Path, suite: Suite | str | Path) -> list[Region]:
     return [r for r in suite.regions if _digest(resolve(r.trace)) == digest]
 
 
+def _window_rows(start: int, max_jobs: int | None, warmup_jobs: int) -> tuple[int, int | None]:
+    """The rows ``[first, end)`` a window reads, its warm-up included (``end`` None: to
+    the end of the file)."""
+    return max(0, start - warmup_jobs), None if max_jobs is None else start + max_jobs
+
+
 def split_of(
     trace: str | Path,
     start: int = 0,
@@ -449,8 +455,7 @@ def split_of(
     """The split of the suite region holding the whole window (for titles and
     reports), or None when the suite does not name the file or the window spans
     regions of different splits."""
-    first = max(0, start - warmup_jobs)
-    end = None if max_jobs is None else start + max_jobs
+    first, end = _window_rows(start, max_jobs, warmup_jobs)
     splits = {r.split for r in _regions_of(trace, suite) if r.overlaps(first, end)}
     return splits.pop() if len(splits) == 1 else None
 
@@ -568,8 +573,7 @@ def in_test_split(
     (by path or content) is judged by its regions' row ranges; any other file by its
     rows' content (:func:`copied_test_rows`)."""
     suite = _suite(suite)
-    first = max(0, start - warmup_jobs)
-    end = None if max_jobs is None else start + max_jobs
+    first, end = _window_rows(start, max_jobs, warmup_jobs)
     shown = "end" if end is None else end - 1
     regions = _regions_of(trace, suite)
     for region in regions:
