@@ -39,6 +39,7 @@ from agents.records import (
     progress_line,
     resolved_config,
     scalars_from_result,
+    timed,
     window_tag,
 )
 from agents.run_folder import (
@@ -177,9 +178,11 @@ class Trainer:
                         writer.add_scalar("imitation/loss", loss, epoch)
                         writer.add_scalar("imitation/accuracy", accuracy, epoch)
 
-                    weights = behaviour_cloning(
-                        cfg, mc, tc, tc.seed, self.log, self.progress, on_epoch
-                    )
+                    warm: dict[str, float] = {}
+                    with timed(warm, "warm_start"):
+                        weights = behaviour_cloning(
+                            cfg, mc, tc, tc.seed, self.log, self.progress, on_epoch
+                        )
                     if tc.algorithm == "APPO":  # its target network starts from them too
                         weights.update({f"_old_{k}": v for k, v in weights.items()})
                     algo.learner_group.set_weights({m: weights for m in self.ids})
@@ -190,7 +193,7 @@ class Trainer:
                     self._after_iteration(
                         algo,
                         0,
-                        {},
+                        warm,
                         wall0 + time.perf_counter() - t_run,
                         writer,
                         summary,
@@ -202,8 +205,14 @@ class Trainer:
                     lambda er, it=it: _reseed_env_runner(er, tc.seed, it),
                     local_env_runner=True,
                 )
+                cpu = time.process_time()
                 result = algo.train()
+                cpu = time.process_time() - cpu
+                # RLlib's timers are moving averages over iterations: dropped, so that
+                # the next result's are that iteration's own (agents.records.phase_times)
+                algo.metrics.delete("timers", key_error=False)
                 scalars, state["env_steps"] = scalars_from_result(result, state["env_steps"])
+                scalars["time/train_cpu_s"] = cpu
                 ret = scalars.get("charts/episode_return")
                 if ret is not None:
                     # RLlib's episode return sums the agents' rewards; each step's team
@@ -249,9 +258,10 @@ class Trainer:
                 self.builder, dataclasses.asdict(self.mc), self.ids, it, state["env_steps"], wall
             )
         if due_eval:
-            eval_m = evaluate_weights(
-                self.cfg, self.mc, tc, manifest, weights, self.paths.eval(it), self.progress
-            )
+            with timed(scalars, "validate"):
+                eval_m = evaluate_weights(
+                    self.cfg, self.mc, tc, manifest, weights, self.paths.eval(it), self.progress
+                )
             scalars["charts/avg_jct_s"] = eval_m["avg_jct_s"]
             for w in eval_m.get("windows", ()):
                 scalars[window_tag(w)] = w["avg_jct_s"]
