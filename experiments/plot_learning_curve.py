@@ -10,8 +10,10 @@ Each argument is a run folder (``marl-sched train --out DIR``) or an experiment
 folder (``marl-sched train --seeds N [--grid ...] --out DIR``: its trials). Runs are
 grouped by their name without the ``seedN`` suffix (one group per grid point; with
 ``--together``, every run in one group); per group the curve is the mean over its
-runs, with a 95 % Student-t band when it has several. Runs evaluated at different
-steps are aligned on the steps every run covers, each interpolated linearly
+runs, with a 95 % Student-t band when it has several (one run: its line, printed as
+"1 seed: no interval"; the printout names the runs each interval covers). Runs
+evaluated at different steps are aligned on the steps every run covers, each
+interpolated linearly
 (:func:`marl_sched.plots.align`). One panel per tag (default: the validation
 average JCT and the training episode return). Prints what it draws, then writes the
 PNGs atomically.
@@ -35,16 +37,18 @@ LABELS = {
 
 
 def read_scalars(run: Path, tag: str) -> dict[int, float]:
-    """``{env step: value}`` of ``tag`` over the run's event files (last write wins)."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    """``{env step: value}`` of ``tag`` in the run's ``tb/``, read as TensorBoard reads
+    it: TensorBoard's own ``EventAccumulator`` over the whole folder (every event
+    file in order, the steps a resumed run purged dropped), every point kept (its
+    default keeps a sample of 10,000 per tag). Not tbparse: it reads each file on its
+    own, purged steps included, and TensorBoard is already a dependency."""
+    from tensorboard.backend.event_processing import event_accumulator as ea
 
-    values: dict[int, float] = {}
-    for f in sorted((run / "tb").glob("events.out.tfevents.*")):
-        acc = EventAccumulator(str(f))
-        acc.Reload()
-        if tag in acc.Tags()["scalars"]:
-            values.update({e.step: e.value for e in acc.Scalars(tag)})
-    return values
+    acc = ea.EventAccumulator(str(run / "tb"), size_guidance={ea.SCALARS: 0})
+    acc.Reload()
+    if tag not in acc.Tags()["scalars"]:
+        return {}
+    return {e.step: e.value for e in acc.Scalars(tag)}
 
 
 def find_runs(paths: list[Path]) -> list[Path] | str:
@@ -82,10 +86,13 @@ def main(argv: list[str] | None = None) -> int:
     tags = args.tags or list(DEFAULT_TAGS)
     for tag in tags:
         groups: dict[str, list[dict[int, float]]] = {}
+        names: dict[str, list[str]] = {}  # the runs each group's interval covers
         for run in runs:
             series = read_scalars(run, tag)
             if series:
-                groups.setdefault("all runs" if args.together else group_of(run), []).append(series)
+                group = "all runs" if args.together else group_of(run)
+                groups.setdefault(group, []).append(series)
+                names.setdefault(group, []).append(run.name)
         if not groups:
             print(f"{tag}: no run logged it", file=sys.stderr)
             return 2
@@ -97,9 +104,13 @@ def main(argv: list[str] | None = None) -> int:
                             ylabel=label, title=f"{label} ({tag})")  # fmt: skip
         print(f"\n{tag}")
         for name, (xs, mean, half) in drawn.items():
-            print(f"{name} ({len(groups[name])} runs): env steps, mean, 95 % CI half-width")
+            runs_of = ", ".join(names[name])
+            if len(names[name]) < 2:  # no interval from one sample
+                print(f"{name} ({runs_of}): env steps, value; 1 seed: no interval")
+            else:
+                print(f"{name} (mean of {runs_of}): env steps, mean, 95 % CI half-width")
             for x, m, h in zip(xs, mean, half, strict=True):
-                print(f"  {x:10.0f}  {m:14.4g}  {h:12.3g}")
+                print(f"  {x:10.0f}  {m:14.4g}" + (f"  {h:12.3g}" if len(names[name]) > 1 else ""))
         print(f"wrote {path}")
     return 0
 
