@@ -164,8 +164,9 @@ def write_experiment(out: Path, base: dict, source: str, trials: list[dict]) -> 
     write_json(out / EXPERIMENT, {"source": source, "config": base, "trials": trials})
 
 
-def read_experiment(out: Path) -> tuple[dict, str, list[dict]]:
-    """The recorded base config, its source and trials (``InputError`` if unreadable)."""
+def read_experiment(out: Path, where: str = "--resume") -> tuple[dict, str, list[dict]]:
+    """The recorded base config, its source and trials (``InputError`` if unreadable,
+    starting with ``where``)."""
     path = out / EXPERIMENT
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -183,7 +184,7 @@ def read_experiment(out: Path) -> tuple[dict, str, list[dict]]:
         if any("/" in n or n in ("", ".", "..", "tune") for n in names):
             raise ValueError("bad trial name")
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"--resume: {path}: unreadable ({exc.__class__.__name__})") from None
+        raise InputError(f"{where}: {path}: unreadable ({exc.__class__.__name__})") from None
     return base, source, trials
 
 

@@ -13,6 +13,7 @@ from agents.records import (
     module_scalars,
     phase_times,
     progress_line,
+    read_scalars,
     resolved_config,
     scalars_from_result,
     timed,
@@ -133,3 +134,27 @@ def test_timed_records_wall_and_cpu_seconds_of_the_block_and_nothing_when_it_rai
     except ValueError:
         pass
     assert other == {}
+
+
+TAG = "charts/avg_jct_s"
+
+
+def _run(folder, points: dict[int, float], *, purge: int | None = None):
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(folder / "tb"), purge_step=purge)
+    for step, value in points.items():
+        writer.add_scalar(TAG, value, step)
+    writer.close()
+    return folder
+
+
+def test_a_resumed_runs_purged_steps_are_dropped_and_every_point_is_kept(tmp_path):
+    run = _run(tmp_path / "run", {s: float(s) for s in range(10_050)})
+    assert len(read_scalars(run, TAG)) == 10_050  # TensorBoard samples 10,000 by default
+    # the interrupted run logged steps 10,000-10,049 past its last checkpoint (9,999);
+    # the resumed one starts again at 10,000 and has logged one step so far
+    _run(run, {10_000: -1.0}, purge=10_000)
+    values = read_scalars(run, TAG)
+    assert max(values) == 10_000 and values[10_000] == -1.0 and values[9_999] == 9_999.0
+    assert read_scalars(run, "charts/episode_return") == {}

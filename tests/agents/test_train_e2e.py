@@ -10,6 +10,7 @@ import pytest
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from agents.records import read_scalars
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT
 
@@ -57,12 +58,6 @@ def scalar_steps(run) -> dict[str, set[int]]:
     return steps
 
 
-def scalar_values(run, tag) -> dict[int, float]:
-    acc = EventAccumulator(str(run / "tb"))
-    acc.Reload()
-    return {e.step: e.value for e in acc.Scalars(tag)}
-
-
 @pytest.fixture(scope="module")
 def run(ray_session, tmp_path_factory):
     out = tmp_path_factory.mktemp("train") / "run"
@@ -83,10 +78,10 @@ def test_run_folder_after_two_iterations(run):
     assert steps["charts/avg_jct_s"] == {0, 400}  # 0 = the warm-started policy
     assert steps["imitation/accuracy"] == {1, 2}  # the warm start's epochs
     for tag, at in TIME_TAGS.items():
-        values = scalar_values(run, tag)
+        values = read_scalars(run, tag)
         assert set(values) == at and all(v > 0 for v in values.values()), (tag, values)
     sample, learn, whole = (
-        scalar_values(run, f"time/{k}_s") for k in ("sample", "learn", "iteration")
+        read_scalars(run, f"time/{k}_s") for k in ("sample", "learn", "iteration")
     )
     for step in (200, 400):  # the two phases are most of the iteration, inside it
         assert 0.5 * whole[step] <= sample[step] + learn[step] <= whole[step]

@@ -1,47 +1,34 @@
 """experiments/plot_learning_curve.py on fabricated TensorBoard files (torch's
-SummaryWriter, as a run writes them): TensorBoard's reader, purged steps dropped,
-every point kept, a band only from two runs or more. Ray-free."""
+SummaryWriter, as a run writes them) and experiment records: a band only from two
+runs or more, naming the runs it covers. Ray-free."""
 
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from agents.tune import write_experiment
 from experiments import plot_learning_curve as plc
 
 TAG = "charts/avg_jct_s"
 
 
-def _run(folder, points: dict[int, float], *, purge: int | None = None):
+def _run(folder, points: dict[int, float]):
     from torch.utils.tensorboard import SummaryWriter
 
-    writer = SummaryWriter(str(folder / "tb"), purge_step=purge)
+    writer = SummaryWriter(str(folder / "tb"))
     for step, value in points.items():
         writer.add_scalar(TAG, value, step)
     writer.close()
     return folder
 
 
-def test_a_resumed_runs_purged_steps_are_dropped_and_every_point_is_kept(tmp_path):
-    run = _run(tmp_path / "run", {s: float(s) for s in range(10_050)})
-    assert len(plc.read_scalars(run, TAG)) == 10_050  # TensorBoard samples 10,000 by default
-    # the interrupted run logged steps 10,000-10,049 past its last checkpoint (9,999);
-    # the resumed one starts again at 10,000 and has logged one step so far
-    _run(run, {10_000: -1.0}, purge=10_000)
-    values = plc.read_scalars(run, TAG)
-    assert max(values) == 10_000 and values[10_000] == -1.0 and values[9_999] == 9_999.0
-    assert plc.read_scalars(run, "charts/episode_return") == {}
-
-
 def test_a_band_from_two_seeds_and_no_interval_from_one(tmp_path, capsys):
     exp = tmp_path / "exp"
     trials = [{"name": n, "seed": s, "overrides": []}
               for n, s in (("lr=1_seed0", 0), ("lr=1_seed1", 1), ("lr=2_seed0", 0))]  # fmt: skip
-    exp.mkdir()
-    (exp / "experiment.json").write_text(json.dumps({"trials": trials}))
+    write_experiment(exp, {}, "fabricated", trials)
     _run(exp / "lr=1_seed0", {0: 100.0, 200: 90.0, 400: 80.0})
     _run(exp / "lr=1_seed1", {0: 110.0, 200: 96.0, 400: 70.0})
     _run(exp / "lr=2_seed0", {0: 100.0, 400: 60.0})
@@ -58,6 +45,10 @@ def test_a_band_from_two_seeds_and_no_interval_from_one(tmp_path, capsys):
     assert [line.split() for line in single.splitlines()[1:3]] == [["0", "100"], ["400", "60"]]
 
 
-def test_a_folder_that_is_no_run_exits_2(tmp_path, capsys):
+def test_a_folder_that_is_no_run_or_a_bad_experiment_exits_2(tmp_path, capsys):
     assert plc.main([str(tmp_path), "--out", str(tmp_path / "c.png")]) == 2
     assert "not a run folder" in capsys.readouterr().err
+    (tmp_path / "experiment.json").write_text('{"trials": [{"name": "../x"}]}')
+    assert plc.main([str(tmp_path), "--out", str(tmp_path / "c.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("plot_learning_curve: ") and "unreadable" in err
