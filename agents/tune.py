@@ -14,7 +14,10 @@ validation figure ``validation_avg_jct_s`` with every checkpoint) under
                             after every invocation
     DIR/<trial>/            one run folder per trial, the layout of a single run (its tb/
                             is the trial's only TensorBoard run)
-    DIR/tune/session_XX/    Ray Tune's own records of each invocation (results, params)
+    DIR/tune/session_XX/    Ray Tune's own records of each invocation (params; every
+                            iteration's figures in <trial>/result.json, which the
+                            ResultGrid reads: progress.csv keeps only the columns of
+                            a trial's first report, the warm start's)
 
 Resuming (``--resume``) starts a fresh Tuner over the trials recorded in
 ``experiment.json``; each trial continues from its run folder's last checkpoint,
