@@ -30,8 +30,8 @@ keeps a value loss of its own against the same targets (``PLAIN_VALUES``,
 :class:`agents.learner.ClipFractionPPOLearner`), so the network and ``v`` get the
 gradients a plain-critic run gives them, only the advantages and value targets
 differ, and every checkpoint (``gnn.`` weights only) keeps a plain critic and acts
-without ``critic_x``. The actor's logits never read ``c``. The env runners' modules
-(inference only) build no critic. ``Δ`` is outside the checkpoints: a resumed run
+without ``critic_x``. The actor's logits never read ``c``. A module built inference-only
+(a remote env runner's) has no critic; one that samples in the driver has it, unused. ``Δ`` is outside the checkpoints: a resumed run
 starts it at zero again.
 
 For APPO (``train.algorithm: APPO``) the module also implements RLlib's

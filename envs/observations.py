@@ -518,7 +518,7 @@ CRITIC_KEY = "critic_x"
 def critic_space(n_jobs: int) -> gym.spaces.Box:
     """The space of ``critic_x`` describing the next ``n_jobs`` arrivals."""
     if not 1 <= n_jobs <= MAX_CRITIC_JOBS:
-        raise ValueError(f"critic_jobs must be in [1, {MAX_CRITIC_JOBS}], got {n_jobs}")
+        raise ValueError(f"critic_jobs: must be in [1, {MAX_CRITIC_JOBS}], got {n_jobs}")
     size = len(CRITIC_FEATURES) + len(CRITIC_JOB_FEATURES) * n_jobs
     return gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
 
