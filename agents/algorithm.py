@@ -77,7 +77,9 @@ def algo_config(
     The KL to the sampling policy is always computed (``use_kl_loss``, PPO and APPO)
     so that it is logged; ``train.kl_coeff`` (default 0) is its weight in the loss. With
     ``train.advantage: group`` (PPO) the env is :class:`envs.group_rollouts.GroupRolloutEnv`
-    and the learner replaces GAE's advantages by the group baseline's.
+    and the learner replaces GAE's advantages by the group baseline's. With
+    ``train.critic: privileged`` the env adds ``critic_x`` to the observations and the
+    RLModule builds its privileged critic on it (:mod:`agents.rl_module`).
     ``train.num_envs_per_env_runner`` > 1 steps that many envs in lockstep (RLlib's
     synchronous vector env) and batches their observations into one forward."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
@@ -90,6 +92,8 @@ def algo_config(
         from envs.group_rollouts import GroupRolloutEnv
 
         env, env_config = GroupRolloutEnv, {**env_config, "group_size": tc.group_size}
+    if tc.critic == "privileged":  # the critic's input: observations gain critic_x
+        env_config = {**env_config, "critic_jobs": tc.critic_jobs}
     ids = module_ids(agent_ids, mc)
     model = {k: v for k, v in dataclasses.asdict(mc).items() if k != "share_parameters"}
     specs = {m: RLModuleSpec(module_class=HierarchicalGNNModule, model_config=model) for m in ids}
@@ -182,7 +186,11 @@ def algorithm_base(tc, training: dict[str, Any], where: str, agent_ids: list[str
         learner_class=learner.LEARNERS[tc.algorithm],
         learner_connector=partial(learner.agent_index_connector, tuple(agent_ids)),
         # agent ids for the per-agent figures; GAE or the group baseline (agents.learner)
-        learner_config_dict={learner.AGENT_IDS: list(agent_ids), "advantage": tc.advantage},
+        learner_config_dict={
+            learner.AGENT_IDS: list(agent_ids),
+            "advantage": tc.advantage,
+            learner.CRITIC_LR: tc.critic_lr,
+        },
     )
     if isinstance(config, IMPALAConfig):  # APPO too
         # an iteration = train_batch_size env steps, as with PPO (their default is "as

@@ -38,6 +38,9 @@ REFUSED_ALGORITHMS = {
 }
 #: how the policy gradient's advantages are computed (train.advantage)
 ADVANTAGES = ("gae", "group")
+#: what the value function sees (train.critic): the actor's observation, or that and
+#: training-time input the actor never sees (agents.rl_module)
+CRITICS = ("plain", "privileged")
 #: message-passing layers of the GNN (model.gnn.layer): today's hierarchy blocks, or a
 #: torch-geometric layer over the cluster tree (agents.gnn.TreeConvBlock)
 GNN_LAYERS = ("hierarchy", "GraphConv", "SAGEConv", "GATv2Conv")
@@ -184,6 +187,18 @@ class TrainConfig:
             :mod:`agents.group_baseline`).
         group_size: with ``advantage: group``, rollouts of each training window in a
             row (K of Mao et al.'s input-dependent baseline; >= 2).
+        critic: what the value function sees (PPO only): ``plain`` (the default, the
+            actor's observation) or ``privileged``: also the env's training-only
+            ``critic_x`` — the queue, the running jobs' true remaining work and the
+            next ``critic_jobs`` arrivals (:func:`envs.observations.critic_features`).
+            The actor's logits never depend on it; checkpoints keep the actor and
+            the plain value head, so inference needs no ``critic_x``. With ``gae``
+            the advantages are GAE on the privileged value; with ``group`` that
+            critic is only trained (:mod:`agents.rl_module`).
+        critic_jobs: with ``critic: privileged``, the upcoming arrivals ``critic_x``
+            describes (1..256).
+        critic_lr: Adam learning rate of the value heads (the GNN's and, with
+            ``privileged``, the privileged critic's); null (the default) = ``lr``.
         train_batch_size: env steps (decisions, all agents) per iteration.
         minibatch_size: SGD minibatch, in env steps.
         num_epochs: SGD passes over each train batch.
@@ -272,6 +287,9 @@ class TrainConfig:
     gae_lambda: float = 0.95
     advantage: str = "gae"
     group_size: int = 4
+    critic: str = "plain"
+    critic_jobs: int = 8
+    critic_lr: float | None = None
     train_batch_size: int = 2000
     minibatch_size: int = 250
     num_epochs: int = 4
@@ -349,15 +367,20 @@ class TrainConfig:
         for name in ("lr", "clip_param", "vf_clip_param", "workload_share"):
             value = getattr(self, name)
             check(value > 0, where, f"{key}.{name}", f"must be > 0, got {value}")
-        check(
-            self.advantage in ADVANTAGES,
-            where,
-            f"{key}.advantage",
-            f"must be one of {', '.join(ADVANTAGES)}, got {self.advantage!r}",
-        )
+        for name, choices, other in (("advantage", ADVANTAGES, "gae"), ("critic", CRITICS, "plain")):
+            value = getattr(self, name)
+            check(
+                value in choices,
+                where,
+                f"{key}.{name}",
+                f"must be one of {', '.join(choices)}, got {value!r}",
+            )
+            if value != other:
+                check(self.algorithm == "PPO", where, f"{key}.{name}", f"{value} needs PPO")
         if self.advantage == "group":
-            check(self.algorithm == "PPO", where, f"{key}.advantage", "group needs PPO")
             check(self.group_size >= 2, where, f"{key}.group_size", "must be >= 2 with group")
+        if self.critic_lr is not None:
+            check(self.critic_lr > 0, where, f"{key}.critic_lr", "must be > 0 or null")
         for name in ("gamma", "gae_lambda"):
             value = getattr(self, name)
             check(0 <= value <= 1, where, f"{key}.{name}", f"must be in [0, 1], got {value}")
@@ -434,6 +457,7 @@ TRAIN_BOUNDS = {
     "seed": (0, 2**32 - 1),
     "num_env_runners": (0, 1024),
     "num_envs_per_env_runner": (1, 1024),
+    "critic_jobs": (1, 256),  # envs.observations.MAX_CRITIC_JOBS
     "episode_jobs": (1, 10**7),
     "eval_max_jobs": (1, 10**7),
     "eval_start": (0, 10**9),

@@ -27,6 +27,15 @@ PPO with ``learner_config_dict["advantage"] == "group"`` (``train.advantage: gro
 the learner pipeline's GAE piece is replaced by
 :class:`agents.group_baseline.GroupBaselineAdvantages` (same place, same value
 targets; advantages against the group of rollouts of the same input).
+
+PPO with a privileged critic (``train.critic: privileged``, :mod:`agents.rl_module`):
+the GNN's own value head ``v`` (the forward-train column ``PLAIN_VALUES``) gets a value
+loss of its own, as RLlib's (squared error to the batch's value targets, clipped at
+``vf_clip_param``, weight ``vf_loss_coeff``), logged as ``plain_vf_loss`` and
+``plain_vf_explained_var`` beside RLlib's figures of the privileged value.
+With ``train.critic_lr`` (learner config ``CRITIC_LR``) the value heads (``v`` and the
+privileged critic) have an Adam optimizer of their own at that rate, the rest of the
+network RLlib's at ``lr``; RLlib then clips each optimizer's gradients on its own.
 """
 
 from __future__ import annotations
@@ -46,13 +55,28 @@ from ray.rllib.connectors.learner.general_advantage_estimation import (
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
 from ray.rllib.core.rl_module.apis import TARGET_NETWORK_ACTION_DIST_INPUTS
+from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.torch_utils import explained_variance
+
+from agents.rl_module import PLAIN_VALUES
 
 CLIP_FRACTION_KEY = "clip_fraction"
 EXPLAINED_VARIANCE_KEY = "vf_explained_var"  # the key RLlib's PPO learner uses
 AGENT_INDEX = "agent_index"
 #: ``learner_config_dict`` key of the agent ids, in the order of AGENT_INDEX
 AGENT_IDS = "agent_ids"
+#: ``learner_config_dict`` key of ``train.critic_lr`` (None: one optimizer, RLlib's)
+CRITIC_LR = "critic_lr"
+PLAIN_VF_LOSS_KEY = "plain_vf_loss"
+PLAIN_EXPLAINED_VARIANCE_KEY = "plain_vf_explained_var"
+
+
+def value_parameters(module) -> list[torch.nn.Parameter]:
+    """The value heads' parameters: the GNN's head, and the privileged critic's."""
+    params = list(module.gnn.value_head.parameters())
+    if getattr(module, "critic", None) is not None:
+        params += list(module.critic.parameters())
+    return params
 
 
 class AddAgentIndex(ConnectorV2):
@@ -151,10 +175,26 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
         )
         pipeline.remove(GeneralAdvantageEstimation)
 
+    def configure_optimizers_for_module(self, module_id, config=None) -> None:
+        lr = config.learner_config_dict.get(CRITIC_LR)
+        if lr is None:
+            return super().configure_optimizers_for_module(module_id, config)
+        module = self._module[module_id]
+        heads = {id(p) for p in value_parameters(module.unwrapped())}
+        rest = [p for p in self.get_parameters(module) if id(p) not in heads]
+        critic = [p for p in self.get_parameters(module) if id(p) in heads]
+        self.register_optimizer(module_id=module_id, optimizer=torch.optim.Adam(rest),
+                                params=rest, lr_or_lr_schedule=config.lr)  # fmt: skip
+        self.register_optimizer(module_id=module_id, optimizer_name="critic",
+                                optimizer=torch.optim.Adam(critic), params=critic,
+                                lr_or_lr_schedule=lr)  # fmt: skip
+
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out) -> Any:
         loss = super().compute_loss_for_module(
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
+        if PLAIN_VALUES in fwd_out:
+            loss = loss + self._plain_value_loss(module_id, config, batch, fwd_out[PLAIN_VALUES])
         with torch.no_grad():
             module = self.module[module_id].unwrapped()
             dist = module.get_train_action_dist_cls().from_logits(
@@ -168,6 +208,19 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
             )
         self.metrics.log_value((module_id, CLIP_FRACTION_KEY), frac, window=1)
         return loss
+
+    def _plain_value_loss(self, module_id, config, batch, plain) -> torch.Tensor:
+        """``vf_loss_coeff ×`` the GNN value head's clipped squared error to the value
+        targets, over the unmasked rows (module docstring); its figures logged."""
+        targets = batch[Postprocessing.VALUE_TARGETS]
+        mask = batch.get(Columns.LOSS_MASK)
+        keep = torch.ones_like(targets, dtype=torch.bool) if mask is None else mask.bool()
+        error = torch.pow(plain - targets, 2.0)[keep]
+        loss = torch.clamp(error, 0, config.vf_clip_param).mean()
+        self.metrics.log_value((module_id, PLAIN_VF_LOSS_KEY), loss.detach(), window=1)
+        ev = explained_variance(targets[keep].detach(), plain[keep].detach())
+        self.metrics.log_value((module_id, PLAIN_EXPLAINED_VARIANCE_KEY), ev, window=1)
+        return config.vf_loss_coeff * loss
 
 
 def vtrace_explained_variance(module, config, batch, fwd_out, target_logits) -> torch.Tensor:

@@ -14,6 +14,26 @@ update runs the GNN once per minibatch.
 ``layers``, ``exchange``, ``gnn``); the feature dimensions are read from the
 observation space, never hard-coded.
 
+**The privileged critic** (``train.critic: privileged``): when the observation space
+holds ``critic_x`` (:func:`envs.observations.critic_features`: the queue, the running
+jobs' true remaining work, the next arrivals — training-time input the agents never
+see), the learner's module also has :class:`PrivilegedCritic`, and its value is
+
+    ``V(s, c) = sg[v(z)] + Δ(sg[z], c)``
+
+with ``z`` the GNN's pooled state (the input of its value head, read with a forward
+hook: :meth:`HierarchicalGNN.forward_padded` computes exactly what it computes
+without a critic), ``v`` the GNN's own value head, ``Δ`` an MLP over ``[z ‖ MLP(c)]``
+whose last layer starts at zero (so a warm start's critic is ``v`` unchanged) and
+``sg`` stop-gradient. The value loss of ``V`` trains ``Δ`` only; the GNN's head ``v``
+keeps a value loss of its own against the same targets (``PLAIN_VALUES``,
+:class:`agents.learner.ClipFractionPPOLearner`), so the network and ``v`` get the
+gradients a plain-critic run gives them, only the advantages and value targets
+differ, and every checkpoint (``gnn.`` weights only) keeps a plain critic and acts
+without ``critic_x``. The actor's logits never read ``c``. A module built inference-only
+(a remote env runner's) has no critic; one that samples in the driver has it, unused. ``Δ`` is outside the checkpoints: a resumed run
+starts it at zero again.
+
 For APPO (``train.algorithm: APPO``) the module also implements RLlib's
 ``TargetNetworkAPI``: a target copy of the GNN (``_old_gnn``, made by the learner
 only, never on the env runners) whose logits anchor APPO's surrogate loss. The
@@ -35,8 +55,29 @@ from ray.rllib.core.rl_module.apis.target_network_api import (
 from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 
-from agents.gnn import build_gnn
-from envs.observations import feature_dims
+from torch import nn
+
+from agents.gnn import build_gnn, mlp
+from envs.observations import CRITIC_KEY, feature_dims
+
+#: the forward-train column of the GNN's own (plain) value head ``v(z)``
+PLAIN_VALUES = "plain_values"
+
+
+class PrivilegedCritic(nn.Module):
+    """``Δ(z, c) = MLP([z ‖ MLP(c)])``: the privileged correction to the GNN's value
+    (module docstring); zero at initialisation."""
+
+    def __init__(self, critic_dim: int, hidden: int) -> None:
+        super().__init__()
+        self.embed = mlp(critic_dim, hidden, hidden)
+        self.head = mlp(2 * hidden, hidden, 1)
+        nn.init.zeros_(self.head[-1].weight)
+        nn.init.zeros_(self.head[-1].bias)
+
+    def forward(self, z: torch.Tensor, critic_x: torch.Tensor) -> torch.Tensor:
+        c = torch.relu(self.embed(critic_x))
+        return self.head(torch.cat([z, c], dim=-1)).squeeze(-1)
 
 
 class HierarchicalGNNModule(TorchRLModule, ValueFunctionAPI, TargetNetworkAPI, InferenceOnlyAPI):
@@ -50,20 +91,42 @@ class HierarchicalGNNModule(TorchRLModule, ValueFunctionAPI, TargetNetworkAPI, I
                 f"action space {self.action_space} does not match G_max + A + H = {n_actions}"
             )
         self.gnn = build_gnn(self.dims, self.model_config or {})
+        self.critic = None
+        space = self.observation_space.spaces.get(CRITIC_KEY)
+        if space is not None and not self.inference_only:
+            hidden = int((self.model_config or {}).get("hidden", 64))
+            self.critic = PrivilegedCritic(int(space.shape[-1]), hidden)
 
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         logits, _ = self.gnn.forward_padded(batch[Columns.OBS])
         return {Columns.ACTION_DIST_INPUTS: logits}
 
     def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
-        logits, values = self.gnn.forward_padded(batch[Columns.OBS])
-        return {Columns.ACTION_DIST_INPUTS: logits, Columns.EMBEDDINGS: values}
+        if self.critic is None:
+            logits, values = self.gnn.forward_padded(batch[Columns.OBS])
+            return {Columns.ACTION_DIST_INPUTS: logits, Columns.EMBEDDINGS: values}
+        logits, values, plain = self._privileged(batch[Columns.OBS])
+        return {Columns.ACTION_DIST_INPUTS: logits, Columns.EMBEDDINGS: values,
+                PLAIN_VALUES: plain}  # fmt: skip
 
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
         if embeddings is not None:
             return embeddings
-        _, values = self.gnn.forward_padded(batch[Columns.OBS])
-        return values
+        if self.critic is None:
+            return self.gnn.forward_padded(batch[Columns.OBS])[1]
+        return self._privileged(batch[Columns.OBS])[1]
+
+    def _privileged(self, obs: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(logits, ``V(s, c)``, ``v(z)``): one GNN forward, its pooled state ``z``
+        taken from the value head's input by a hook (module docstring)."""
+        seen = []
+        hook = self.gnn.value_head.register_forward_hook(lambda m, args, out: seen.append(args[0]))
+        try:
+            logits, plain = self.gnn.forward_padded(obs)
+        finally:
+            hook.remove()
+        values = plain.detach() + self.critic(seen[0].detach(), obs[CRITIC_KEY])
+        return logits, values, plain
 
     # ------------------------------------------------------------- APPO's target net
 
@@ -78,4 +141,4 @@ class HierarchicalGNNModule(TorchRLModule, ValueFunctionAPI, TargetNetworkAPI, I
         return {TARGET_NETWORK_ACTION_DIST_INPUTS: logits}
 
     def get_non_inference_attributes(self) -> list[str]:
-        return ["_old_gnn"]
+        return ["_old_gnn", "critic"]

@@ -261,7 +261,11 @@ the config's workload); ``windows`` more episode sources beside the config's own
 ``(jobs, share)`` or a trace window ``{"trace", "start", "max_jobs", "load",
 "share"}``; an episode picks its source in proportion to the shares (the config's own
 weighs ``workload_share``, default 1). RLlib passes one dict: ``{"config": ...,
-"env": {...}, "seed": s, "windows": [...], "workload_share": x}``.
+"env": {...}, "seed": s, "windows": [...], "workload_share": x}``. Training only,
+``"critic_jobs": N`` (``train.critic: privileged``; absent = 0) adds the key
+``critic_x`` to every observation: the queue, the running jobs' true remaining work and
+the next ``N`` arrivals (:func:`envs.observations.critic_features`), for a critic the
+agents never see; without it the observations and their space are as above.
 
 Version history
 ---------------
@@ -293,7 +297,7 @@ import gymnasium as gym
 import numpy as np
 
 from envs.config import ENV_ID, ENV_NAME, ENV_VERSION, EnvConfig, env_config
-from envs.observations import ObservationBuilder
+from envs.observations import CRITIC_KEY, ObservationBuilder, critic_features, critic_space
 from envs.rewards import TeamReward
 from envs.rules import home_agent
 from envs.session import MAX_SLOWDOWN, PlacementSession, placement_steps, released_view
@@ -396,6 +400,15 @@ class ClusterPlacementCore:
         self.agents = self.possible_agents = ids
         self.index = {a: k for k, a in enumerate(ids)}
         space = self.builder.observation_space
+        # training only: the privileged critic's input (module docstring, "Arguments")
+        self.critic_jobs = int(extra.get("critic_jobs", 0))
+        if self.critic_jobs:
+            try:
+                critic = critic_space(self.critic_jobs)
+            except ValueError as exc:
+                raise InputError(f"{cfg.source}: train.{exc}") from None
+            space = gym.spaces.Dict({**space.spaces, CRITIC_KEY: critic})
+        self._arrivals: list[Job] = []
         self.observation_spaces = {a: space for a in ids}
         n = int(self.builder.action_space.n)
         self.action_spaces = {a: MaskedDiscrete(n, self._mask_of(a)) for a in ids}
@@ -433,6 +446,9 @@ class ClusterPlacementCore:
             jobs, self.warmup = _renumbered(source[start : start + size]), 0
         self.predictor = predictor()
         self.sim = make_simulator(self.cfg, self.topology, self.perf, jobs, self.predictor)
+        if self.critic_jobs:
+            self._arrivals = sorted(self.sim.jobs, key=lambda j: j.submit_time)
+            self._submits = np.array([j.submit_time for j in self._arrivals])
         self.reward = TeamReward(self.sim, self.env_config.reward.time_scale_s,
                                  self.env_config.reward.interference,
                                  scored_from=self.warmup)  # fmt: skip
@@ -504,6 +520,8 @@ class ClusterPlacementCore:
         s = self.session
         agent = self.builder.agent_ids[s.agent]
         obs = self.builder.observe(s, s.agent)
+        if self.critic_jobs:
+            obs[CRITIC_KEY] = self.critic_features()
         self._last_obs[agent] = obs
         return {agent: obs}
 
@@ -631,6 +649,16 @@ class ClusterPlacementCore:
     def acting_agent(self) -> str | None:
         """The agent that acts next (None once the episode is over)."""
         return None if self.session is None else self.builder.agent_ids[self.session.agent]
+
+    def critic_features(self) -> np.ndarray:
+        """``critic_x`` now (:func:`envs.observations.critic_features`; the arrivals'
+        work as the duration estimate will show it)."""
+
+        def work_of(job: Job) -> float:
+            return self.predictor.visible_job(job).gpu_work_s
+
+        return critic_features(self.sim, self._arrivals, self._submits, work_of,
+                               self.critic_jobs)  # fmt: skip
 
     @property
     def episode_key(self) -> tuple[int, int, int]:

@@ -503,6 +503,75 @@ def feature_dims(space: gym.spaces.Dict) -> dict[str, int]:
     }
 
 
+#: ``critic_x`` (training only, :func:`critic_features`): the episode's summary columns,
+#: then :data:`CRITIC_JOB_FEATURES` for each of the next ``N`` arrivals
+CRITIC_FEATURES = (
+    "arrivals_left/jobs", "queued/jobs", "log10_queued_gpu_work_s/7", "running/jobs",
+    "log10_running_remaining_gpu_s/7",
+)  # fmt: skip
+CRITIC_JOB_FEATURES = ("present", "log10_wait_s/7", "log2_workers/6", "log10_gpu_work_s/7")
+#: the most upcoming arrivals ``critic_x`` may describe (``train.critic_jobs``)
+MAX_CRITIC_JOBS = 256
+CRITIC_KEY = "critic_x"
+
+
+def critic_space(n_jobs: int) -> gym.spaces.Box:
+    """The space of ``critic_x`` describing the next ``n_jobs`` arrivals."""
+    if not 1 <= n_jobs <= MAX_CRITIC_JOBS:
+        raise ValueError(f"critic_jobs: must be in [1, {MAX_CRITIC_JOBS}], got {n_jobs}")
+    size = len(CRITIC_FEATURES) + len(CRITIC_JOB_FEATURES) * n_jobs
+    return gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
+
+
+def critic_features(
+    sim, arrivals: list[Job], submit_times: np.ndarray, work_of, n_jobs: int
+) -> np.ndarray:
+    """``critic_x`` at the simulator's present: what a privileged critic
+    (``train.critic: privileged``, :mod:`agents.rl_module`) may see and the agents never
+    do — the queue, the running jobs' true remaining GPU work and the next ``n_jobs``
+    arrivals (not submitted yet).
+
+    Args:
+        sim: the episode's :class:`marl_sched.simulator.Simulator`.
+        arrivals: its jobs by submit time; ``submit_times`` theirs (sorted).
+        work_of: ``job -> estimated GPU work (reference GPU-s)``, the duration
+            estimate the agents will see of the job when it arrives.
+        n_jobs: arrivals described (rows of :data:`CRITIC_JOB_FEATURES`; missing ones 0).
+
+    Columns: :data:`CRITIC_FEATURES` (counts over the episode's jobs, works as
+    ``log10(1 + s)/7`` as ``job_x``'s ``log10_work_s/7``), then per arrival in order
+    ``1``, ``log10(1 + seconds until it arrives)/7``, ``log2(workers)/6`` (as
+    ``job_x``), ``log10(1 + estimated GPU work)/7``. The true remaining work of a
+    running job is its remaining iterations (as the reward's potential counts them)
+    × workers × the model's reference seconds per iteration.
+    """
+    from marl_sched.catalogue import CATALOGUE
+
+    now, n = sim.now, max(len(submit_times), 1)
+    first = int(np.searchsorted(submit_times, now, side="right"))
+    queued = sum(work_of(j) for j in sim.queue)
+    remaining = 0.0
+    for run in sim.running.values():
+        begin = max(run.last_update, run.paused_until)
+        done = max(now - begin, 0.0) / run.iter_time if run.iter_time < np.inf else 0.0
+        left = max(run.remaining - done, 0.0)
+        remaining += left * run.job.num_workers * CATALOGUE[run.job.model].compute_s
+    out = np.zeros(len(CRITIC_FEATURES) + len(CRITIC_JOB_FEATURES) * n_jobs, np.float32)
+    out[:5] = [
+        (len(submit_times) - first) / n, len(sim.queue) / n, _log7(queued),
+        len(sim.running) / n, _log7(remaining),
+    ]  # fmt: skip
+    rows = out[5:].reshape(n_jobs, len(CRITIC_JOB_FEATURES))
+    for k, job in enumerate(arrivals[first : first + n_jobs]):
+        rows[k] = [1.0, _log7(job.submit_time - now), np.log2(job.num_workers) / 6.0,
+                   _log7(work_of(job))]  # fmt: skip
+    return out
+
+
+def _log7(x: float) -> float:
+    return float(np.log10(1.0 + max(x, 0.0)) / 7.0) if np.isfinite(x) else 0.0
+
+
 def _pad1(a: np.ndarray, n: int) -> np.ndarray:
     out = np.zeros(n, dtype=a.dtype)
     out[: len(a)] = a
