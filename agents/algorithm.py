@@ -63,6 +63,26 @@ def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int
     return ClusterPlacementEnv, config, builder
 
 
+TEAM_RETURN = "team_return"
+TEAM_AVG_JCT = "team_avg_jct_s"
+
+
+def log_team_return(*, episode, metrics_logger=None, **kwargs) -> None:
+    """RLlib ``on_episode_end``: log the episode's team return and average JCT from the
+    env's final info (``envs.cluster_env``), which hold whatever ``env.reward.credit``
+    pays each agent (with ``team`` every agent is paid every reward, so RLlib's sum
+    over agents is no longer the team return)."""
+    if metrics_logger is None or not episode.is_terminated:
+        return
+    for sa in episode.agent_episodes.values():
+        infos = sa.get_infos()
+        info = infos[-1] if len(infos) else {}
+        if TEAM_RETURN in info:
+            metrics_logger.log_value(TEAM_RETURN, float(info[TEAM_RETURN]), window=100)
+            metrics_logger.log_value(TEAM_AVG_JCT, float(info["avg_jct_s"]), window=100)
+            return
+
+
 def module_ids(agent_ids: list[str], mc: ModelConfig) -> list[str]:
     return ["shared"] if mc.share_parameters or len(agent_ids) == 1 else list(agent_ids)
 
@@ -127,6 +147,7 @@ def algo_config(
             policy_mapping_fn=_map_shared if len(ids) == 1 else _map_own,
         )
         .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
+        .callbacks(on_episode_end=log_team_return)
         .training(**training)
         .debugging(seed=seed)
     )

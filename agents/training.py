@@ -186,16 +186,12 @@ class Trainer:
                     algo.env_runner_group.sync_weights(
                         from_worker_or_learner_group=algo.learner_group, inference_only=True
                     )
-                    # iteration 0: the warm-started policy, evaluated and checkpointed
-                    self._after_iteration(
-                        algo,
-                        0,
-                        {},
-                        wall0 + time.perf_counter() - t_run,
-                        writer,
-                        summary,
-                        force=True,
-                    )
+                # iteration 0: the starting policy (warm-started or freshly initialised),
+                # evaluated and checkpointed: the first point of the learning curve, and
+                # what selection keeps if no update improves on it
+                self._after_iteration(
+                    algo, 0, {}, wall0 + time.perf_counter() - t_run, writer, summary, force=True
+                )
             for it in range(start + 1, iterations + 1):
                 update_global_seed_if_necessary("torch", iteration_seed(tc.seed, it))
                 algo.env_runner_group.foreach_env_runner(
@@ -204,11 +200,6 @@ class Trainer:
                 )
                 result = algo.train()
                 scalars, state["env_steps"] = scalars_from_result(result, state["env_steps"])
-                ret = scalars.get("charts/episode_return")
-                if ret is not None:
-                    # RLlib's episode return sums the agents' rewards; each step's team
-                    # reward goes to the agent that acted, so it is the team return
-                    scalars["charts/episode_avg_jct_s"] = -ret * self.time_scale_s
                 scalars["charts/iteration"] = float(it)
                 wall = wall0 + time.perf_counter() - t_run
                 self._after_iteration(

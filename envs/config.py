@@ -18,6 +18,9 @@ FORWARD_RULES = ("must", "free")
 INTERFERENCE_SOURCES = ("simulator", "learned")
 
 
+CREDITS = ("actor", "team")
+
+
 @dataclass(frozen=True)
 class RewardConfig:
     """``env.reward``: the team reward (:mod:`envs.rewards`).
@@ -28,10 +31,19 @@ class RewardConfig:
         interference: where the potential's seconds per iteration come from:
             ``simulator`` (the performance model's, the default) or ``learned`` (the
             learned interference model's predicted slowdowns, as in the paper).
+        credit: which agents an RLlib env step pays (``envs.cluster_env``): ``actor``
+            (the agent that acted; RLlib's episode return, the sum over agents, is
+            then the team return) or ``team`` (every agent in the episode, as
+            cooperative MARL pays a shared reward: each agent's return is the team's
+            from its first decision on, so its value and advantages count what its
+            decision does to the rewards paid at the other agents' steps; RLlib sums
+            what an agent is paid between two of its decisions). The PettingZoo env
+            pays every agent the team reward either way.
     """
 
     time_scale_s: float = 3600.0
     interference: str = "simulator"
+    credit: str = "actor"
 
     def validate(self, where: str, key: str) -> None:
         check(
@@ -45,6 +57,12 @@ class RewardConfig:
             where,
             f"{key}.interference",
             f"must be one of {', '.join(INTERFERENCE_SOURCES)}, got {self.interference!r}",
+        )
+        check(
+            self.credit in CREDITS,
+            where,
+            f"{key}.credit",
+            f"must be one of {', '.join(CREDITS)}, got {self.credit!r}",
         )
 
 
