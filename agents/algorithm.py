@@ -104,8 +104,17 @@ def algo_config(
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     from agents.rl_module import HierarchicalGNNModule
+    from envs.config import env_config as parse_env
 
     env, env_config, _ = env_setup(cfg, mc, tc, seed)
+    if tc.advantage == "group" and parse_env(cfg).reward.credit == "team":
+        # the group baseline credits every decision with the team's return-to-go, the
+        # sum of the step rewards of all agents in env order: paid to every agent, each
+        # reward would be counted once per agent
+        raise InputError(
+            f"{cfg.source}: env.reward.credit: team cannot be used with train.advantage: "
+            "group (the group baseline already credits each decision with the team return)"
+        )
     if tc.advantage == "group":  # each window K times in a row, steps tagged with time
         from envs.group_rollouts import GroupRolloutEnv
 
@@ -261,4 +270,8 @@ def _blame(rllib, message: str) -> str:
 def needs_check(tc) -> bool:
     """Must the run's algorithm config be built before Ray starts to be checked (the
     default PPO with no passthrough is always valid, and importing RLlib is slow)?"""
-    return tc.algorithm != "PPO" or any(getattr(tc.rllib, s) for s in SETTERS)
+    return (
+        tc.algorithm != "PPO"
+        or tc.advantage != "gae"  # the group baseline's env-option check
+        or any(getattr(tc.rllib, s) for s in SETTERS)
+    )

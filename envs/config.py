@@ -99,6 +99,11 @@ class EnvConfig:
             can take whole now, stays queued up to ``c ×`` its isolated runtime.
         ps_rule: the agents place the workers; the PS go where the heuristics put
             them (``marl_sched.policies.heuristics.ps_near_workers``).
+        follow_commits: a follow action places the rest of the job too: after the
+            acting agent follows hint ``h`` for one task, every later task of the job
+            follows ``h`` while that action stays legal (a job-level choice: a task-by-
+            task random exploration that follows a plan for one task and scatters the
+            others never sees what following it is worth; :mod:`envs.session`).
         forward_rule: ``must`` (forward when you must, the default) or ``free``
             (forward to any unvisited scope with room for the task; lets any
             heuristic placement be replayed step by step).
@@ -136,6 +141,7 @@ class EnvConfig:
     speed_floor_min_work: float = 0.0
     wait_to_fit: float = 0.0
     ps_rule: bool = False
+    follow_commits: bool = False
     forward_rule: str = "must"
     migration: bool = False
     migration_tick_s: float = 0.0
@@ -229,8 +235,8 @@ MIGRATION_OPTIONS = {
     f.name: f.default for f in dataclasses.fields(EnvConfig) if f.name.startswith("migration")
 }
 #: decision options added after checkpoints shipped, with the value every checkpoint that
-#: records none of them was trained with (one agent per subcluster)
-LATER_OPTIONS = {"subclusters_per_agent": 1}
+#: records none of them was trained with (one agent per subcluster, follows task by task)
+LATER_OPTIONS = {"subclusters_per_agent": 1, "follow_commits": False}
 
 
 def _plain(value):
