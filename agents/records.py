@@ -10,7 +10,13 @@ losses/policy_loss, losses/value_loss, losses/total_loss, losses/entropy,
 losses/approx_kl, losses/explained_variance, losses/clip_fraction (PPO),
 losses/grad_norm, charts/learning_rate, charts/env_steps_per_s, charts/episode_length,
 charts/agent_return/<agent>, imitation/loss and imitation/accuracy (the warm start's
-epochs); the x axis is environment steps. Hyperparameters as a text table and as
+epochs), and where the time goes (:func:`phase_times`, :func:`timed`): time/sample_s,
+time/learn_s, time/iteration_s and time/train_cpu_s (the driver's CPU over the
+iteration's ``algo.train()``: all of it with ``num_env_runners: 0`` and no remote
+learners, as then the driver samples and learns; remote workers' CPU is not in it)
+every iteration, time/validate_s and time/validate_cpu_s when it validates,
+time/warm_start_s and time/warm_start_cpu_s once (step 0); the x axis is environment
+steps. Hyperparameters as a text table and as
 HParams (with the final and best validation figures).
 
 - :func:`resolved_config`: ``config.yaml``, every section with its defaults filled in
@@ -24,15 +30,18 @@ HParams (with the final and best validation figures).
 - :func:`module_scalars`: the learner's figures of each policy module
   (``losses/<module>/policy_loss`` ...) and of each agent of a shared module, beside
   the averages over modules.
+- :func:`read_scalars`: a tag's values read back from ``tb/`` (the learning curves).
 - :func:`checkpoint_digest`: the content digest of a checkpoint's inference files,
   which ``results.csv`` records beside the checkpoint's path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +123,64 @@ def scalars_from_result(result: dict, last_steps: float) -> tuple[dict[str, floa
     dt = float(result.get("time_this_iter_s", 0.0))
     if dt > 0:
         out["charts/env_steps_per_s"] = (steps - last_steps) / dt
-    return out, steps
+    return out | phase_times(result), steps
+
+
+#: TensorBoard tag → RLlib's timers (``result["timers"]``) that measure that phase,
+#: first found wins: PPO's ``env_runner_sampling_timer`` and ``learner_update_timer``
+#: (the learner connector's GAE or group baseline included), IMPALA/APPO's ``sample``
+#: (APPO's learner update runs beside the sampling, so the two overlap there)
+PHASE_TIMERS = (
+    ("time/sample_s", ("env_runner_sampling_timer", "sample")),
+    ("time/learn_s", ("learner_update_timer",)),
+)
+
+
+def phase_times(result: dict) -> dict[str, float]:
+    """Wall seconds of one ``algo.train()`` by phase, from RLlib's own timers
+    (:data:`PHASE_TIMERS`), and of the whole call (``time_this_iter_s`` →
+    ``time/iteration_s``; the rest of it is mostly the weight sync to the env runners).
+
+    RLlib 2.60 reduces its ``timers`` as an exponential moving average over iterations
+    (coefficient 0.01), so a result's timer is mostly the first iteration's time, not
+    this one's. The loop therefore drops them after each iteration
+    (``algo.metrics.delete("timers")``, :class:`agents.training.Trainer`), and each
+    result's timer is that iteration's own."""
+    timers = result.get("timers") or {}
+    out = {}
+    for tag, keys in PHASE_TIMERS:
+        found = [float(timers[k]) for k in keys if _finite(timers.get(k))]
+        if found:
+            out[tag] = found[0]
+    if _finite(result.get("time_this_iter_s")):
+        out["time/iteration_s"] = float(result["time_this_iter_s"])
+    return out
+
+
+@contextlib.contextmanager
+def timed(scalars: dict[str, float], phase: str):
+    """Time the block into ``scalars``: ``time/<phase>_s`` (wall) and
+    ``time/<phase>_cpu_s`` (this process's CPU over every thread: validation and the
+    warm start run in the driver). Nothing is recorded when the block raises."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    yield
+    scalars[f"time/{phase}_s"] = time.perf_counter() - wall
+    scalars[f"time/{phase}_cpu_s"] = time.process_time() - cpu
+
+
+def read_scalars(run: Path, tag: str) -> dict[int, float]:
+    """``{env step: value}`` of ``tag`` in a run folder's ``tb/``, read back as
+    TensorBoard reads it: its own ``EventAccumulator`` over the whole folder (every
+    event file in order, dropping the steps a resumed run purged), every point kept
+    (by default it keeps a sample of 10,000 per tag). Not tbparse: it reads each file
+    on its own, purged steps included, and TensorBoard is already a dependency."""
+    from tensorboard.backend.event_processing import event_accumulator as ea
+
+    acc = ea.EventAccumulator(str(Path(run) / "tb"), size_guidance={ea.SCALARS: 0})
+    acc.Reload()
+    if tag not in acc.Tags()["scalars"]:
+        return {}
+    return {e.step: e.value for e in acc.Scalars(tag)}
 
 
 def _flatten(value: Any, key: str, out: dict[str, Any]) -> None:
@@ -160,6 +226,10 @@ def hyperparameter_text(data: dict) -> str:
     return "\n".join(rows)
 
 
+#: the phases the progress line shows, in order (``time/<phase>_s``)
+PHASES = ("warm_start", "sample", "learn", "validate")
+
+
 def progress_line(it, steps, scalars, wall, eval_m) -> str:
     parts = [f"iter {it}", f"steps {int(steps)}"]
     ret = scalars.get("charts/team_return", scalars.get("charts/episode_return"))
@@ -169,6 +239,10 @@ def progress_line(it, steps, scalars, wall, eval_m) -> str:
         parts.append(f"{scalars['charts/env_steps_per_s']:.0f} steps/s")
     if eval_m is not None:
         parts.append(f"eval avg JCT {eval_m['avg_jct_s']:.0f} s")
+    times = [f"{name} {scalars[f'time/{name}_s']:.1f}" for name in PHASES
+             if f"time/{name}_s" in scalars]  # fmt: skip
+    if times:
+        parts.append(f"({', '.join(times)} s)")
     parts.append(f"{wall:.0f} s")
     return "  ".join(parts)
 

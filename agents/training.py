@@ -39,6 +39,7 @@ from agents.records import (
     progress_line,
     resolved_config,
     scalars_from_result,
+    timed,
     window_tag,
 )
 from agents.run_folder import (
@@ -140,9 +141,7 @@ class Trainer:
         # sets (marl_sched.cli._fixed_hash_seed), same-seed runs give the same weights
         torch.use_deterministic_algorithms(True)
         _, _, builder = env_setup(cfg, mc, tc, tc.seed)
-        from envs.config import env_config as parse_env
 
-        self.time_scale_s = parse_env(cfg).reward.time_scale_s
         self.builder, self.ids = builder, module_ids(builder.agent_ids, mc)
         state = {"iteration": 0, "env_steps": 0.0, "wall_s": 0.0, "best": None,
                  "best_runs": None, "scores": {}}  # fmt: skip
@@ -171,15 +170,17 @@ class Trainer:
             if not self.resume:
                 text = hyperparameter_text(resolved_config(cfg, mc, tc))
                 writer.add_text("hyperparameters", text)
+                warm: dict[str, float] = {}
                 if tc.bc_teacher:
 
                     def on_epoch(epoch: int, loss: float, accuracy: float) -> None:
                         writer.add_scalar("imitation/loss", loss, epoch)
                         writer.add_scalar("imitation/accuracy", accuracy, epoch)
 
-                    weights = behaviour_cloning(
-                        cfg, mc, tc, tc.seed, self.log, self.progress, on_epoch
-                    )
+                    with timed(warm, "warm_start"):
+                        weights = behaviour_cloning(
+                            cfg, mc, tc, tc.seed, self.log, self.progress, on_epoch
+                        )
                     if tc.algorithm == "APPO":  # its target network starts from them too
                         weights.update({f"_old_{k}": v for k, v in weights.items()})
                     algo.learner_group.set_weights({m: weights for m in self.ids})
@@ -190,16 +191,23 @@ class Trainer:
                 # evaluated and checkpointed: the first point of the learning curve, and
                 # what selection keeps if no update improves on it
                 self._after_iteration(
-                    algo, 0, {}, wall0 + time.perf_counter() - t_run, writer, summary, force=True
-                )
+                    algo, 0, warm, wall0 + time.perf_counter() - t_run, writer, summary,
+                    force=True,
+                )  # fmt: skip
             for it in range(start + 1, iterations + 1):
                 update_global_seed_if_necessary("torch", iteration_seed(tc.seed, it))
                 algo.env_runner_group.foreach_env_runner(
                     lambda er, it=it: _reseed_env_runner(er, tc.seed, it),
                     local_env_runner=True,
                 )
+                cpu = time.process_time()
                 result = algo.train()
+                cpu = time.process_time() - cpu
+                # RLlib's timers are moving averages over iterations: dropped, so that
+                # the next result's are that iteration's own (agents.records.phase_times)
+                algo.metrics.delete("timers", key_error=False)
                 scalars, state["env_steps"] = scalars_from_result(result, state["env_steps"])
+                scalars["time/train_cpu_s"] = cpu
                 scalars["charts/iteration"] = float(it)
                 wall = wall0 + time.perf_counter() - t_run
                 self._after_iteration(
@@ -240,9 +248,10 @@ class Trainer:
                 self.builder, dataclasses.asdict(self.mc), self.ids, it, state["env_steps"], wall
             )
         if due_eval:
-            eval_m = evaluate_weights(
-                self.cfg, self.mc, tc, manifest, weights, self.paths.eval(it), self.progress
-            )
+            with timed(scalars, "validate"):
+                eval_m = evaluate_weights(
+                    self.cfg, self.mc, tc, manifest, weights, self.paths.eval(it), self.progress
+                )
             scalars["charts/avg_jct_s"] = eval_m["avg_jct_s"]
             for w in eval_m.get("windows", ()):
                 scalars[window_tag(w)] = w["avg_jct_s"]

@@ -14,7 +14,10 @@ validation figure ``validation_avg_jct_s`` with every checkpoint) under
                             after every invocation
     DIR/<trial>/            one run folder per trial, the layout of a single run (its tb/
                             is the trial's only TensorBoard run)
-    DIR/tune/session_XX/    Ray Tune's own records of each invocation (results, params)
+    DIR/tune/session_XX/    Ray Tune's own records of each invocation (params; every
+                            iteration's figures in <trial>/result.json, which the
+                            ResultGrid reads: progress.csv keeps only the columns of
+                            a trial's first report, the warm start's)
 
 Resuming (``--resume``) starts a fresh Tuner over the trials recorded in
 ``experiment.json``; each trial continues from its run folder's last checkpoint,
@@ -164,8 +167,9 @@ def write_experiment(out: Path, base: dict, source: str, trials: list[dict]) -> 
     write_json(out / EXPERIMENT, {"source": source, "config": base, "trials": trials})
 
 
-def read_experiment(out: Path) -> tuple[dict, str, list[dict]]:
-    """The recorded base config, its source and trials (``InputError`` if unreadable)."""
+def read_experiment(out: Path, where: str = "--resume") -> tuple[dict, str, list[dict]]:
+    """The recorded base config, its source and trials (``InputError`` if unreadable,
+    starting with ``where``)."""
     path = out / EXPERIMENT
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -183,7 +187,7 @@ def read_experiment(out: Path) -> tuple[dict, str, list[dict]]:
         if any("/" in n or n in ("", ".", "..", "tune") for n in names):
             raise ValueError("bad trial name")
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"--resume: {path}: unreadable ({exc.__class__.__name__})") from None
+        raise InputError(f"{where}: {path}: unreadable ({exc.__class__.__name__})") from None
     return base, source, trials
 
 

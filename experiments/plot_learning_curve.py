@@ -7,24 +7,25 @@ over seeds with a 95 % confidence band, against environment steps.
         [--out docs/figures/learning_curve.png] [--tag charts/avg_jct_s] [--together]
 
 Each argument is a run folder (``marl-sched train --out DIR``) or an experiment
-folder (``marl-sched train --seeds N [--grid ...] --out DIR``: its trials). Runs are
-grouped by their name without the ``seedN`` suffix (one group per grid point; with
-``--together``, every run in one group); per group the curve is the mean over its
-runs, with a 95 % Student-t band when it has several. Runs evaluated at different
-steps are aligned on the steps every run covers, each interpolated linearly
-(:func:`marl_sched.plots.align`). One panel per tag (default: the validation
-average JCT and the training episode return). Prints what it draws, then writes the
-PNGs atomically.
+folder (``--seeds N [--grid ...]``: its trials), read back with
+:func:`agents.records.read_scalars`. Runs are grouped by their name without the
+``seedN`` suffix (one group per grid point; ``--together``: one group); per group the
+mean over its runs on the steps they all cover (:func:`marl_sched.plots.align`), with
+a 95 % Student-t band from two runs on ("1 seed: no interval" otherwise); the
+printout names the runs each band covers. One PNG per tag (default: validation
+average JCT and training episode return).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
 
+from agents.records import read_scalars
+from agents.tune import EXPERIMENT, read_experiment
+from marl_sched.errors import InputError
 from marl_sched.plots import band_curves
 
 DEFAULT_TAGS = ("charts/avg_jct_s", "charts/episode_return")
@@ -34,31 +35,18 @@ LABELS = {
 }
 
 
-def read_scalars(run: Path, tag: str) -> dict[int, float]:
-    """``{env step: value}`` of ``tag`` over the run's event files (last write wins)."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    values: dict[int, float] = {}
-    for f in sorted((run / "tb").glob("events.out.tfevents.*")):
-        acc = EventAccumulator(str(f))
-        acc.Reload()
-        if tag in acc.Tags()["scalars"]:
-            values.update({e.step: e.value for e in acc.Scalars(tag)})
-    return values
-
-
-def find_runs(paths: list[Path]) -> list[Path] | str:
-    """Run folders of the arguments (an experiment's trials in its order), or the
-    error line for the first argument that is neither."""
+def find_runs(paths: list[Path]) -> list[Path]:
+    """Run folders of the arguments (an experiment's trials in its order);
+    ``InputError`` for the first argument that is neither."""
     runs = []
     for p in paths:
-        if (p / "experiment.json").is_file():
-            trials = json.loads((p / "experiment.json").read_text(encoding="utf-8"))["trials"]
+        if (p / EXPERIMENT).is_file():
+            _, _, trials = read_experiment(p, "plot_learning_curve")
             runs += [p / t["name"] for t in trials if (p / t["name"] / "tb").is_dir()]
         elif (p / "tb").is_dir():
             runs.append(p)
         else:
-            return f"{p}: not a run folder (no tb/) nor an experiment (no experiment.json)"
+            raise InputError(f"{p}: not a run folder (no tb/) nor an experiment (no {EXPERIMENT})")
     return runs
 
 
@@ -75,31 +63,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tag", action="append", dest="tags")
     ap.add_argument("--together", action="store_true", help="all runs in one group")
     args = ap.parse_args(argv)
-    runs = find_runs(args.runs)
-    if isinstance(runs, str):
-        print(runs, file=sys.stderr)
+    try:
+        runs = find_runs(args.runs)
+    except InputError as exc:
+        print(exc, file=sys.stderr)
         return 2
     tags = args.tags or list(DEFAULT_TAGS)
     for tag in tags:
         groups: dict[str, list[dict[int, float]]] = {}
+        names: dict[str, list[str]] = {}  # the runs each group's interval covers
         for run in runs:
             series = read_scalars(run, tag)
             if series:
-                groups.setdefault("all runs" if args.together else group_of(run), []).append(series)
+                group = "all runs" if args.together else group_of(run)
+                groups.setdefault(group, []).append(series)
+                names.setdefault(group, []).append(run.name)
         if not groups:
             print(f"{tag}: no run logged it", file=sys.stderr)
             return 2
-        path = args.out.with_name(f"{args.out.stem}_{tag.split('/')[-1]}{args.out.suffix}")
-        if len(tags) == 1:
-            path = args.out
+        file = f"{args.out.stem}_{tag.split('/')[-1]}{args.out.suffix}"
+        path = args.out if len(tags) == 1 else args.out.with_name(file)
         label = LABELS.get(tag, tag)
         drawn = band_curves(groups, path, xlabel="environment steps (0 = warm start)",
                             ylabel=label, title=f"{label} ({tag})")  # fmt: skip
         print(f"\n{tag}")
         for name, (xs, mean, half) in drawn.items():
-            print(f"{name} ({len(groups[name])} runs): env steps, mean, 95 % CI half-width")
+            band = len(names[name]) > 1  # no interval from one sample
+            print(f"{name} (mean of {', '.join(names[name])}): env steps, mean, 95 % CI "
+                  "half-width" if band else f"{name} ({names[name][0]}): env steps, value; "
+                  "1 seed: no interval")  # fmt: skip
             for x, m, h in zip(xs, mean, half, strict=True):
-                print(f"  {x:10.0f}  {m:14.4g}  {h:12.3g}")
+                print(f"  {x:10.0f}  {m:14.4g}" + (f"  {h:12.3g}" if band else ""))
         print(f"wrote {path}")
     return 0
 

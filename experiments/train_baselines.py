@@ -4,28 +4,16 @@
         [--seed S] [--set key=value ...] [--wall-cap SECONDS] [--patience N]
         [--iterations N] [--search] [--quiet]
 
-Episodes are windows of the train scenarios of ``benchmarks/default.yaml`` (their
-loads, warm-up jobs and duration predictor, as the benchmark runs them); the kept
-weights are the best greedy score on the fixed validation scenarios
-(``agents.baselines.episodes.VALIDATION_SCENARIOS``: geometric mean over scenarios of
-average JCT / first-fit's). The test split is refused. Training stops at
-``--iterations``, at ``--wall-cap`` seconds of wall time, or after ``--patience``
-validations without improvement. ``--set`` overrides a field of ``HarmonyConfig`` /
-``MlfsConfig`` (e.g. ``--set lr=3e-3``).
-
-Writes, each atomically:
-
-- ``DIR/harmony.pt`` or ``DIR/mlfs_rl.pt`` (what ``HarmonyPolicy`` / ``MlfsRlPolicy``
-  load; ``--checkpoint DIR`` finds it), and ``DIR/<learner>_s<seed>.json``: config,
-  validation history, wall time, why it stopped;
-- ``DIR/tb/<learner>_s<seed>/``: the TensorBoard learning curve.
-
-``--search`` instead runs the learner's hyperparameter grid (:data:`GRID`), one run
-per grid point with the same seed and caps, and writes ``DIR/search_<learner>.json``
-(every point's best validation score, wall time and stop reason; the chosen point)
-plus each point's checkpoint, summary and TensorBoard curve under
-``DIR/points/<point>/``. Bad input: one line on stderr,
-exit status 2.
+Episodes, selection on the validation scenarios and the stopping rules:
+``docs/baselines.md``, "Training". ``--set`` overrides a field of ``HarmonyConfig`` /
+``MlfsConfig`` (e.g. ``--set lr=3e-3``). Writes, each atomically, ``DIR/harmony.pt`` or
+``DIR/mlfs_rl.pt`` (what ``HarmonyPolicy`` / ``MlfsRlPolicy`` load), the run's summary
+``DIR/<learner>_s<seed>.json`` (config, validation history, wall time, why it stopped)
+and its TensorBoard curve ``DIR/tb/<learner>_s<seed>/``. ``--search`` instead runs
+the learner's grid (:data:`GRID`), each point with the same seed and caps into
+``DIR/points/<point>/``, and writes ``DIR/search_<learner>.json`` (every point's best
+validation score, wall time and stop reason; the chosen point). Bad input: one line on
+stderr, exit status 2.
 """
 
 from __future__ import annotations
@@ -102,13 +90,9 @@ def overrides(args: argparse.Namespace) -> dict:
 
 def _progress(name: str, quiet: bool):
     def report(it: int, row: dict) -> None:
-        if quiet:
-            return
-        print(
-            f"[{name}] it {it:4d} {row.get('phase', ''):3s} val score {row['val_score']:.3f} "
-            f"({row['wall_s']:.0f} s)",
-            flush=True,
-        )
+        if not quiet:
+            print(f"[{name}] it {it:4d} {row.get('phase', ''):3s} val score "
+                  f"{row['val_score']:.3f} ({row['wall_s']:.0f} s)", flush=True)  # fmt: skip
 
     return report
 

@@ -7,7 +7,17 @@ from __future__ import annotations
 import yaml
 
 from agents.config import model_config, train_config
-from agents.records import checkpoint_digest, hparams, module_scalars, resolved_config
+from agents.records import (
+    checkpoint_digest,
+    hparams,
+    module_scalars,
+    phase_times,
+    progress_line,
+    read_scalars,
+    resolved_config,
+    scalars_from_result,
+    timed,
+)
 from envs.config import env_config
 from marl_sched.config import REPO_ROOT, load_config
 
@@ -84,3 +94,67 @@ def test_the_checkpoint_digest_covers_the_inference_files_only(tmp_path):
     (a / "modules" / "shared.pt").write_bytes(b"weights")
     (a / "modules" / "sc1.pt").write_bytes(b"")
     assert checkpoint_digest(a) != digest
+
+
+def test_phase_times_come_from_rllibs_timers_and_reach_the_progress_line():
+    """PPO's sampling and learner-update timers and the iteration's time; IMPALA/APPO's
+    ``sample`` timer; missing or non-finite timers give no scalar."""
+    ppo = {
+        "timers": {"env_runner_sampling_timer": 1.25, "learner_update_timer": 0.5,
+                   "synch_weights": 0.01},
+        "time_this_iter_s": 1.8,
+        "num_env_steps_sampled_lifetime": 600,
+    }  # fmt: skip
+    assert phase_times(ppo) == {"time/sample_s": 1.25, "time/learn_s": 0.5,
+                                "time/iteration_s": 1.8}  # fmt: skip
+    scalars, steps = scalars_from_result(ppo, 400.0)
+    assert steps == 600 and scalars["time/sample_s"] == 1.25
+    assert scalars["charts/env_steps_per_s"] == 200 / 1.8
+    appo = {"timers": {"sample": 0.75, "learner_update_timer": float("nan")}}
+    assert phase_times(appo) == {"time/sample_s": 0.75}
+    assert phase_times({}) == {}
+    line = progress_line(3, 600, {**scalars, "time/validate_s": 4.0}, 12.0, None)
+    assert "(sample 1.2, learn 0.5, validate 4.0 s)" in line
+
+
+def test_timed_records_wall_and_cpu_seconds_of_the_block_and_nothing_when_it_raises():
+    import time
+
+    scalars: dict[str, float] = {}
+    with timed(scalars, "validate"):
+        end = time.process_time() + 0.05
+        while time.process_time() < end:  # busy: CPU time as well as wall
+            pass
+    assert set(scalars) == {"time/validate_s", "time/validate_cpu_s"}
+    assert scalars["time/validate_s"] >= 0.05 and scalars["time/validate_cpu_s"] >= 0.05
+    other: dict[str, float] = {}
+    try:
+        with timed(other, "learn"):
+            raise ValueError
+    except ValueError:
+        pass
+    assert other == {}
+
+
+TAG = "charts/avg_jct_s"
+
+
+def _run(folder, points: dict[int, float], *, purge: int | None = None):
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(folder / "tb"), purge_step=purge)
+    for step, value in points.items():
+        writer.add_scalar(TAG, value, step)
+    writer.close()
+    return folder
+
+
+def test_a_resumed_runs_purged_steps_are_dropped_and_every_point_is_kept(tmp_path):
+    run = _run(tmp_path / "run", {s: float(s) for s in range(10_050)})
+    assert len(read_scalars(run, TAG)) == 10_050  # TensorBoard samples 10,000 by default
+    # the interrupted run logged steps 10,000-10,049 past its last checkpoint (9,999);
+    # the resumed one starts again at 10,000 and has logged one step so far
+    _run(run, {10_000: -1.0}, purge=10_000)
+    values = read_scalars(run, TAG)
+    assert max(values) == 10_000 and values[10_000] == -1.0 and values[9_999] == 9_999.0
+    assert read_scalars(run, "charts/episode_return") == {}

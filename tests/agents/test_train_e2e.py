@@ -10,6 +10,7 @@ import pytest
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from agents.records import read_scalars
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT
 
@@ -33,6 +34,17 @@ TAGS = {
     "imitation/loss",
     "imitation/accuracy",
     "hparam/validation_avg_jct_s",
+}
+#: where the time goes (agents.records.phase_times, timed): tag → the steps it is at
+TIME_TAGS = {
+    "time/warm_start_s": {0},
+    "time/warm_start_cpu_s": {0},
+    "time/sample_s": {200, 400},
+    "time/learn_s": {200, 400},
+    "time/iteration_s": {200, 400},
+    "time/train_cpu_s": {200, 400},
+    "time/validate_s": {0, 400},
+    "time/validate_cpu_s": {0, 400},
 }
 
 
@@ -65,6 +77,14 @@ def test_run_folder_after_two_iterations(run):
     assert steps["losses/policy_loss"] == {200, 400}  # env steps
     assert steps["charts/avg_jct_s"] == {0, 400}  # 0 = the warm-started policy
     assert steps["imitation/accuracy"] == {1, 2}  # the warm start's epochs
+    for tag, at in TIME_TAGS.items():
+        values = read_scalars(run, tag)
+        assert set(values) == at and all(v > 0 for v in values.values()), (tag, values)
+    sample, learn, whole = (
+        read_scalars(run, f"time/{k}_s") for k in ("sample", "learn", "iteration")
+    )
+    for step in (200, 400):  # the two phases are most of the iteration, inside it
+        assert 0.5 * whole[step] <= sample[step] + learn[step] <= whole[step]
     state = json.loads((ckpt / "state.json").read_text())
     best = json.loads((run / "evals" / state["best"][0] / "metrics.json").read_text())
     assert state["best"][1] == state["best_runs"][0] == best["avg_jct_s"]

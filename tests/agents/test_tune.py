@@ -172,6 +172,11 @@ def test_tune_grid_of_ppo_appo_and_impala_resumes_after_an_interruption(
         assert resolved["train"]["iterations"] == 1
         tags = set(scalar_steps(run))
         assert {"losses/policy_loss", "losses/explained_variance", "losses/entropy"} <= tags
+        assert {"time/sample_s", "time/iteration_s", "time/validate_s"} <= tags, (name, tags)
+        # and Tune's per-iteration records (result.json: progress.csv keeps the columns
+        # of the first report, the warm start's)
+        lines = (out / "tune" / "session_01" / name / "result.json").read_text().splitlines()
+        assert json.loads(lines[-1])["time/sample_s"] > 0
         for module in ("sc0", "sc1"):  # one module per agent: each one's own figures
             own = {f"losses/{module}/{k}" for k in ("policy_loss", "entropy", "value_loss")}
             assert own | {f"losses/{module}/explained_variance"} <= tags, (name, tags)
