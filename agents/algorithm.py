@@ -18,6 +18,7 @@ default, and refused (``InputError`` naming ``train.<key>``) when the file sets 
 line naming the key (``configs/x.yaml: train.rllib.training.foo: ...``), exit 2.
 :func:`needs_check` says when the CLI must build the config before Ray starts.
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -70,8 +70,11 @@ def signal(cfg, rollouts: int, windows: int, gamma: float, episode_jobs: int) ->
     return {
         "rollout_avg_jct_s": jcts,
         "kinds": {
-            k: {"n": len(v), "mean_sd_units": float(np.mean(v)) / sd,
-                "se_sd_units": float(np.std(v)) / sd / np.sqrt(len(v))}  # fmt: skip
+            k: {
+                "n": len(v),
+                "mean_sd_units": float(np.mean(v)) / sd,
+                "se_sd_units": float(np.std(v)) / sd / np.sqrt(len(v)),
+            }  # fmt: skip
             for k, v in sorted(by_kind.items())
         },
     }
@@ -102,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
               "episode_jobs": args.episode_jobs, **result}  # fmt: skip
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     for k, v in result["kinds"].items():
-        print(f"{k:28s} n={v['n']:5d}  mean advantage {v['mean_sd_units']:+.3f} ± {v['se_sd_units']:.3f} sd")
+        mean, se = v["mean_sd_units"], v["se_sd_units"]
+        print(f"{k:28s} n={v['n']:5d}  mean advantage {mean:+.3f} ± {se:.3f} sd")
     return 0
 
 

@@ -291,7 +291,9 @@ def test_team_credit_pays_every_agent_seen_so_far_the_team_reward():
     assert [s[:2] for s in actor] == [s[:2] for s in team]  # credit changes no dynamics
     seen: list[str] = []
     totals: dict[str, float] = {}
-    for (agent, _, _, act_rew, *_), (_, _, _, team_rew, *_) in zip(actor[1:], team[1:]):
+    for (agent, _, _, act_rew, *_), (_, _, _, team_rew, *_) in zip(
+        actor[1:], team[1:], strict=True
+    ):
         if agent not in seen:
             seen.append(agent)
         # the step's team reward, paid to the actor alone or to every agent seen so far
