@@ -18,6 +18,7 @@ default, and refused (``InputError`` naming ``train.<key>``) when the file sets 
 line naming the key (``configs/x.yaml: train.rllib.training.foo: ...``), exit 2.
 :func:`needs_check` says when the CLI must build the config before Ray starts.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -63,6 +64,26 @@ def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int
     return ClusterPlacementEnv, config, builder
 
 
+TEAM_RETURN = "team_return"
+TEAM_AVG_JCT = "team_avg_jct_s"
+
+
+def log_team_return(*, episode, metrics_logger=None, **kwargs) -> None:
+    """RLlib ``on_episode_end``: log the episode's team return and average JCT from the
+    env's final info (``envs.cluster_env``), which hold whatever ``env.reward.credit``
+    pays each agent (with ``team`` every agent is paid every reward, so RLlib's sum
+    over agents is no longer the team return)."""
+    if metrics_logger is None or not episode.is_terminated:
+        return
+    for sa in episode.agent_episodes.values():
+        infos = sa.get_infos()
+        info = infos[-1] if len(infos) else {}
+        if TEAM_RETURN in info:
+            metrics_logger.log_value(TEAM_RETURN, float(info[TEAM_RETURN]), window=100)
+            metrics_logger.log_value(TEAM_AVG_JCT, float(info["avg_jct_s"]), window=100)
+            return
+
+
 def module_ids(agent_ids: list[str], mc: ModelConfig) -> list[str]:
     return ["shared"] if mc.share_parameters or len(agent_ids) == 1 else list(agent_ids)
 
@@ -86,8 +107,17 @@ def algo_config(
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     from agents.rl_module import HierarchicalGNNModule
+    from envs.config import env_config as parse_env
 
     env, env_config, _ = env_setup(cfg, mc, tc, seed)
+    if tc.advantage == "group" and parse_env(cfg).reward.credit == "team":
+        # the group baseline credits every decision with the team's return-to-go, the
+        # sum of the step rewards of all agents in env order: paid to every agent, each
+        # reward would be counted once per agent
+        raise InputError(
+            f"{cfg.source}: env.reward.credit: team cannot be used with train.advantage: "
+            "group (the group baseline already credits each decision with the team return)"
+        )
     if tc.advantage == "group":  # each window K times in a row, steps tagged with time
         from envs.group_rollouts import GroupRolloutEnv
 
@@ -131,6 +161,7 @@ def algo_config(
             policy_mapping_fn=_map_shared if len(ids) == 1 else _map_own,
         )
         .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
+        .callbacks(on_episode_end=log_team_return)
         .training(**training)
         .debugging(seed=seed)
     )
@@ -248,4 +279,8 @@ def _blame(rllib, message: str) -> str:
 def needs_check(tc) -> bool:
     """Must the run's algorithm config be built before Ray starts to be checked (the
     default PPO with no passthrough is always valid, and importing RLlib is slow)?"""
-    return tc.algorithm != "PPO" or any(getattr(tc.rllib, s) for s in SETTERS)
+    return (
+        tc.algorithm != "PPO"
+        or tc.advantage != "gae"  # the group baseline's env-option check
+        or any(getattr(tc.rllib, s) for s in SETTERS)
+    )

@@ -2,7 +2,9 @@
 TensorBoard scalars from RLlib's results, HParams and the hyperparameter table, the
 tags of validation runs, and the progress line.
 
-TensorBoard (``DIR/tb/``): charts/episode_return, charts/episode_avg_jct_s,
+TensorBoard (``DIR/tb/``): charts/episode_return (RLlib's: the sum over agents),
+charts/team_return and charts/episode_avg_jct_s (the team's, from the env's final info,
+whatever ``env.reward.credit`` pays each agent),
 charts/avg_jct_s (validation), validation/<window> (each validation run),
 losses/policy_loss, losses/value_loss, losses/total_loss, losses/entropy,
 losses/approx_kl, losses/explained_variance, losses/clip_fraction (PPO),
@@ -101,7 +103,9 @@ def scalars_from_result(result: dict, last_steps: float) -> tuple[dict[str, floa
     out: dict[str, float] = {}
     runners = result.get("env_runners", {})
     for tag, key in (("charts/episode_return", "episode_return_mean"),
-                     ("charts/episode_length", "episode_len_mean")):  # fmt: skip
+                     ("charts/episode_length", "episode_len_mean"),
+                     ("charts/team_return", "team_return"),
+                     ("charts/episode_avg_jct_s", "team_avg_jct_s")):  # fmt: skip
         if _finite(runners.get(key)):
             out[tag] = float(runners[key])
     for group, prefix in (("agent_episode_returns_mean", "agent_return"),
@@ -228,8 +232,9 @@ PHASES = ("warm_start", "sample", "learn", "validate")
 
 def progress_line(it, steps, scalars, wall, eval_m) -> str:
     parts = [f"iter {it}", f"steps {int(steps)}"]
-    if "charts/episode_return" in scalars:
-        parts.append(f"return {scalars['charts/episode_return']:.3f}")
+    ret = scalars.get("charts/team_return", scalars.get("charts/episode_return"))
+    if ret is not None:
+        parts.append(f"return {ret:.3f}")
     if "charts/env_steps_per_s" in scalars:
         parts.append(f"{scalars['charts/env_steps_per_s']:.0f} steps/s")
     if eval_m is not None:

@@ -141,9 +141,7 @@ class Trainer:
         # sets (marl_sched.cli._fixed_hash_seed), same-seed runs give the same weights
         torch.use_deterministic_algorithms(True)
         _, _, builder = env_setup(cfg, mc, tc, tc.seed)
-        from envs.config import env_config as parse_env
 
-        self.time_scale_s = parse_env(cfg).reward.time_scale_s
         self.builder, self.ids = builder, module_ids(builder.agent_ids, mc)
         state = {"iteration": 0, "env_steps": 0.0, "wall_s": 0.0, "best": None,
                  "best_runs": None, "scores": {}}  # fmt: skip
@@ -172,13 +170,13 @@ class Trainer:
             if not self.resume:
                 text = hyperparameter_text(resolved_config(cfg, mc, tc))
                 writer.add_text("hyperparameters", text)
+                warm: dict[str, float] = {}
                 if tc.bc_teacher:
 
                     def on_epoch(epoch: int, loss: float, accuracy: float) -> None:
                         writer.add_scalar("imitation/loss", loss, epoch)
                         writer.add_scalar("imitation/accuracy", accuracy, epoch)
 
-                    warm: dict[str, float] = {}
                     with timed(warm, "warm_start"):
                         weights = behaviour_cloning(
                             cfg, mc, tc, tc.seed, self.log, self.progress, on_epoch
@@ -189,16 +187,13 @@ class Trainer:
                     algo.env_runner_group.sync_weights(
                         from_worker_or_learner_group=algo.learner_group, inference_only=True
                     )
-                    # iteration 0: the warm-started policy, evaluated and checkpointed
-                    self._after_iteration(
-                        algo,
-                        0,
-                        warm,
-                        wall0 + time.perf_counter() - t_run,
-                        writer,
-                        summary,
-                        force=True,
-                    )
+                # iteration 0: the starting policy (warm-started or freshly initialised),
+                # evaluated and checkpointed: the first point of the learning curve, and
+                # what selection keeps if no update improves on it
+                self._after_iteration(
+                    algo, 0, warm, wall0 + time.perf_counter() - t_run, writer, summary,
+                    force=True,
+                )  # fmt: skip
             for it in range(start + 1, iterations + 1):
                 update_global_seed_if_necessary("torch", iteration_seed(tc.seed, it))
                 algo.env_runner_group.foreach_env_runner(
@@ -213,11 +208,6 @@ class Trainer:
                 algo.metrics.delete("timers", key_error=False)
                 scalars, state["env_steps"] = scalars_from_result(result, state["env_steps"])
                 scalars["time/train_cpu_s"] = cpu
-                ret = scalars.get("charts/episode_return")
-                if ret is not None:
-                    # RLlib's episode return sums the agents' rewards; each step's team
-                    # reward goes to the agent that acted, so it is the team return
-                    scalars["charts/episode_avg_jct_s"] = -ret * self.time_scale_s
                 scalars["charts/iteration"] = float(it)
                 wall = wall0 + time.perf_counter() - t_run
                 self._after_iteration(

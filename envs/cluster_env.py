@@ -232,9 +232,12 @@ jobs, ``n`` the jobs of the episode. An episode run to its end returns exactly
 ``-avg JCT / env.reward.time_scale_s``. ``W``'s interference comes from
 ``env.reward.interference``: ``simulator`` (default: the performance model's iteration
 times, the env's own dynamics) or ``learned`` (the learned interference model's
-predicted slowdowns, as in the paper). RLlib: the step's reward goes to the agent
-that acted, so RLlib's episode return (the sum over agents) is the team return for
-any number of agents. PettingZoo: every agent receives the team reward every step.
+predicted slowdowns, as in the paper). RLlib: with ``env.reward.credit: actor`` (the
+default) the step's reward goes to the agent that acted, so RLlib's episode return
+(the sum over agents) is the team return for any number of agents; with ``team``
+every agent observed so far is paid it (each agent's return is then the team's from
+its first decision; the team return is one agent's, not the sum). PettingZoo: every
+agent receives the team reward every step.
 
 Episodes
 --------
@@ -488,10 +491,16 @@ class ClusterPlacementCore:
             obs = {a: {**o, "action_mask": noop(self.index[a])} for a, o in self._last_obs.items()}
             rewards = {a: 0.0 for a in obs}
             rewards[actor] = reward
+            if self.env_config.reward.credit == "team":
+                rewards = {a: reward for a in obs}
             info = self.final_info()
             infos = {a: dict(info) for a in obs}
             return obs, rewards, {"__all__": True}, {"__all__": False}, infos
-        return self._obs_of_actor(), {actor: reward}, {"__all__": False}, {"__all__": False}, {}
+        if self.env_config.reward.credit == "team":
+            rewards = {a: reward for a in self._last_obs}  # every agent seen so far
+        else:
+            rewards = {actor: reward}
+        return self._obs_of_actor(), rewards, {"__all__": False}, {"__all__": False}, {}
 
     def _checked_action(self, agent: str, action: Any) -> int:
         try:

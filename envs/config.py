@@ -18,6 +18,9 @@ FORWARD_RULES = ("must", "free")
 INTERFERENCE_SOURCES = ("simulator", "learned")
 
 
+CREDITS = ("actor", "team")
+
+
 @dataclass(frozen=True)
 class RewardConfig:
     """``env.reward``: the team reward (:mod:`envs.rewards`).
@@ -28,10 +31,19 @@ class RewardConfig:
         interference: where the potential's seconds per iteration come from:
             ``simulator`` (the performance model's, the default) or ``learned`` (the
             learned interference model's predicted slowdowns, as in the paper).
+        credit: which agents an RLlib env step pays (``envs.cluster_env``): ``actor``
+            (the agent that acted; RLlib's episode return, the sum over agents, is
+            then the team return) or ``team`` (every agent in the episode, as
+            cooperative MARL pays a shared reward: each agent's return is the team's
+            from its first decision on, so its value and advantages count what its
+            decision does to the rewards paid at the other agents' steps; RLlib sums
+            what an agent is paid between two of its decisions). The PettingZoo env
+            pays every agent the team reward either way.
     """
 
     time_scale_s: float = 3600.0
     interference: str = "simulator"
+    credit: str = "actor"
 
     def validate(self, where: str, key: str) -> None:
         check(
@@ -45,6 +57,12 @@ class RewardConfig:
             where,
             f"{key}.interference",
             f"must be one of {', '.join(INTERFERENCE_SOURCES)}, got {self.interference!r}",
+        )
+        check(
+            self.credit in CREDITS,
+            where,
+            f"{key}.credit",
+            f"must be one of {', '.join(CREDITS)}, got {self.credit!r}",
         )
 
 
@@ -81,6 +99,11 @@ class EnvConfig:
             can take whole now, stays queued up to ``c ×`` its isolated runtime.
         ps_rule: the agents place the workers; the PS go where the heuristics put
             them (``marl_sched.policies.heuristics.ps_near_workers``).
+        follow_commits: a follow action places the rest of the job too: after the
+            acting agent follows hint ``h`` for one task, every later task of the job
+            follows ``h`` while that action stays legal (a job-level choice: a task-by-
+            task random exploration that follows a plan for one task and scatters the
+            others never sees what following it is worth; :mod:`envs.session`).
         forward_rule: ``must`` (forward when you must, the default) or ``free``
             (forward to any unvisited scope with room for the task; lets any
             heuristic placement be replayed step by step).
@@ -118,6 +141,7 @@ class EnvConfig:
     speed_floor_min_work: float = 0.0
     wait_to_fit: float = 0.0
     ps_rule: bool = False
+    follow_commits: bool = False
     forward_rule: str = "must"
     migration: bool = False
     migration_tick_s: float = 0.0
@@ -211,8 +235,8 @@ MIGRATION_OPTIONS = {
     f.name: f.default for f in dataclasses.fields(EnvConfig) if f.name.startswith("migration")
 }
 #: decision options added after checkpoints shipped, with the value every checkpoint that
-#: records none of them was trained with (one agent per subcluster)
-LATER_OPTIONS = {"subclusters_per_agent": 1}
+#: records none of them was trained with (one agent per subcluster, follows task by task)
+LATER_OPTIONS = {"subclusters_per_agent": 1, "follow_commits": False}
 
 
 def _plain(value):

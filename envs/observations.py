@@ -185,6 +185,8 @@ class ObservationBuilder:
         job_length: the ``log10_work_s/7`` job column (:mod:`envs.cluster_env`).
         speed_floor: the speed-floor masks, ``f`` in [0, 1] (0 = off; module
             docstring).
+        follow_commits: a follow action places the job's later tasks too
+            (:class:`envs.config.EnvConfig`).
         ps_rule: PS placed by the heuristics' rule, not by the agents (module
             docstring).
         speed_floor_min_work: the floor binds only jobs with at least this much GPU
@@ -214,6 +216,7 @@ class ObservationBuilder:
         job_length: bool = False,
         speed_floor: float = 0.0,
         ps_rule: bool = False,
+        follow_commits: bool = False,
         speed_floor_min_work: float = 0.0,
         wait_to_fit: float = 0.0,
         forward_rule: str = "must",
@@ -244,6 +247,7 @@ class ObservationBuilder:
             raise ValueError(f"speed_floor must be in [0, 1], got {speed_floor}")
         self.speed_floor = float(speed_floor)
         self.ps_rule = bool(ps_rule)
+        self.follow_commits = bool(follow_commits)
         self.speed_floor_min_work = float(speed_floor_min_work)
         if wait_to_fit < 0:
             raise ValueError(f"wait_to_fit must be >= 0, got {wait_to_fit}")

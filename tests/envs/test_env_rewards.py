@@ -277,3 +277,37 @@ def test_every_step_of_a_warm_up_pays_the_scored_jobs_only():
             warm_steps += 1
         before, steps = after, steps + 1
     assert warm_steps >= 5 and steps > warm_steps
+
+
+def test_team_credit_pays_every_agent_seen_so_far_the_team_reward():
+    """env.reward.credit: team (cooperative credit): the same actions and dynamics as
+    actor credit, every step's reward paid to every agent that has acted so far, so the
+    first agent's return is the team return and each agent's is the team's from its
+    first decision on."""
+    actor = rollout(envs.make_env(TINY), seed=0, action_seed=3)
+    team_env = envs.make_env(TINY, env={"reward": {"credit": "team"}})
+    assert team_env.env_config.reward.credit == "team"
+    team = rollout(team_env, seed=0, action_seed=3)
+    assert [s[:2] for s in actor] == [s[:2] for s in team]  # credit changes no dynamics
+    seen: list[str] = []
+    totals: dict[str, float] = {}
+    for (agent, _, _, act_rew, *_), (_, _, _, team_rew, *_) in zip(
+        actor[1:], team[1:], strict=True
+    ):
+        if agent not in seen:
+            seen.append(agent)
+        # the step's team reward, paid to the actor alone or to every agent seen so far
+        assert set(team_rew) == set(seen)
+        assert all(v == act_rew[agent] for v in team_rew.values())
+        for a, v in team_rew.items():
+            totals[a] = totals.get(a, 0.0) + v
+    expected = -_final_info(team)["avg_jct_s"] / 3600.0
+    assert _rllib_return(actor) == pytest.approx(expected, rel=1e-9)
+    assert totals[seen[0]] == pytest.approx(expected, rel=1e-9)
+    assert _final_info(team)["team_return"] == pytest.approx(expected, rel=1e-9)
+    assert len(seen) == 2 and totals[seen[1]] > expected  # joined later: paid less cost
+
+
+def test_reward_credit_must_be_actor_or_team():
+    with pytest.raises(InputError, match="env.reward.credit"):
+        envs.make_env(TINY, env={"reward": {"credit": "everyone"}})

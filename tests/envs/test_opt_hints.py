@@ -256,3 +256,31 @@ def test_gnn_scores_follow_actions_in_both_input_paths():
     pyg = Batch.from_data_list([to_pyg(o) for o in obs], follow_batch=FOLLOW_BATCH)
     _, other_scores, _ = net(from_pyg(pyg))
     torch.testing.assert_close(other_scores, logits[:, builder.pad[0] :], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("k", range(len(HINTS)))
+def test_a_committed_follow_places_the_whole_plan_in_one_action(k):
+    """env.follow_commits: one follow action places every task of the job where the
+    hint's plan puts it, the same placement as following it task by task."""
+    _, session, a, plan = _probe(k, workers=4)
+    builder, sim = _busy()
+    committed = ObservationBuilder(builder.topology, builder.perf, hints=HINTS, follow_commits=True)
+    one = PlacementSession(committed, _job(4, 2), sim.view(), home=a)
+    assert one.builder.follow_commits and not session.builder.follow_commits
+    one.act(_follow(committed, k))
+    assert one.done  # four workers and their PS, one decision
+    while not session.done:
+        session.act(_follow(builder, k))
+    assert placement_key(one.placement()) == placement_key(session.placement())
+    assert placement_key(one.placement()) == placement_key(plan)
+
+
+def test_a_committed_follow_leaves_a_group_choice_task_by_task():
+    builder, sim = _busy(("first-fit",))
+    builder = ObservationBuilder(builder.topology, builder.perf, hints=("first-fit",),
+                                 follow_commits=True)  # fmt: skip
+    a = _roomiest(builder, sim)
+    session = PlacementSession(builder, _job(3, 1), sim.view(), home=a)
+    obs = builder.observe(session, a)
+    session.act(int(np.flatnonzero(obs["action_mask"][: builder.pad[0]])[0]))
+    assert session.task == 1 and not session.done  # a slot places one task only
