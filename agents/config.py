@@ -367,7 +367,10 @@ class TrainConfig:
         for name in ("lr", "clip_param", "vf_clip_param", "workload_share"):
             value = getattr(self, name)
             check(value > 0, where, f"{key}.{name}", f"must be > 0, got {value}")
-        for name, choices, other in (("advantage", ADVANTAGES, "gae"), ("critic", CRITICS, "plain")):
+        for name, choices, other in (
+            ("advantage", ADVANTAGES, "gae"),
+            ("critic", CRITICS, "plain"),
+        ):
             value = getattr(self, name)
             check(
                 value in choices,

@@ -31,8 +31,8 @@ keeps a value loss of its own against the same targets (``PLAIN_VALUES``,
 gradients a plain-critic run gives them, only the advantages and value targets
 differ, and every checkpoint (``gnn.`` weights only) keeps a plain critic and acts
 without ``critic_x``. The actor's logits never read ``c``. A module built inference-only
-(a remote env runner's) has no critic; one that samples in the driver has it, unused. ``Δ`` is outside the checkpoints: a resumed run
-starts it at zero again.
+(a remote env runner's) has no critic; one that samples in the driver has it, unused.
+``Δ`` is outside the checkpoints: a resumed run starts it at zero again.
 
 For APPO (``train.algorithm: APPO``) the module also implements RLlib's
 ``TargetNetworkAPI``: a target copy of the GNN (``_old_gnn``, made by the learner
@@ -54,7 +54,6 @@ from ray.rllib.core.rl_module.apis.target_network_api import (
 )
 from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
-
 from torch import nn
 
 from agents.gnn import build_gnn, mlp

@@ -70,9 +70,11 @@ def test_logits_ignore_critic_x_and_the_value_reads_it(privileged):
     # no gradient path from critic_x to the logits; one to the value
     x = batch[CRITIC_KEY].clone().requires_grad_(True)
     out = module.forward_train({Columns.OBS: {**batch, CRITIC_KEY: x}})
-    assert not out[Columns.ACTION_DIST_INPUTS].requires_grad or torch.autograd.grad(
-        out[Columns.ACTION_DIST_INPUTS].sum(), x, allow_unused=True
-    )[0] is None
+    assert (
+        not out[Columns.ACTION_DIST_INPUTS].requires_grad
+        or torch.autograd.grad(out[Columns.ACTION_DIST_INPUTS].sum(), x, allow_unused=True)[0]
+        is None
+    )
     (grad,) = torch.autograd.grad(out[Columns.EMBEDDINGS].sum(), x)
     assert grad.abs().sum() > 0
 
@@ -92,8 +94,12 @@ def test_the_actor_and_plain_value_equal_the_gnns_own(privileged):
 def test_a_new_critic_starts_as_the_plain_value():
     env, space, batch = _observations(critic_jobs=2, n=8)
     torch.manual_seed(1)
-    module = RLModuleSpec(module_class=HierarchicalGNNModule, observation_space=space,
-                          action_space=env.action_spaces["sc0"], model_config=MODEL).build()  # fmt: skip
+    module = RLModuleSpec(
+        module_class=HierarchicalGNNModule,
+        observation_space=space,
+        action_space=env.action_spaces["sc0"],
+        model_config=MODEL,
+    ).build()
     out = module.forward_train({Columns.OBS: batch})
     assert torch.equal(out[Columns.EMBEDDINGS], out[PLAIN_VALUES])
 
