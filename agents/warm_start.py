@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from agents.algorithm import env_setup
 from agents.records import no_progress
+from marl_sched.errors import InputError
 
 
 def teacher_decisions(
@@ -146,6 +147,11 @@ def behaviour_cloning(
         observations, actions, returns, works = teacher_decisions(cfg, mc, tc, seed, progress=bar)
     finally:
         bar.close()
+    if not actions:  # e.g. env.follow_only with a teacher whose placements no hint plans
+        raise InputError(
+            f"{cfg.source}: train.bc_teacher: the {tc.bc_teacher} teacher's placements were "
+            f"never a legal action in {tc.bc_episodes} episodes (nothing to imitate)"
+        )
     _, _, builder = env_setup(cfg, mc, tc, seed)
     torch.manual_seed(seed)
     net = build_gnn(feature_dims(builder.observation_space), dataclasses.asdict(mc))

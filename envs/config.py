@@ -104,6 +104,11 @@ class EnvConfig:
             follows ``h`` while that action stays legal (a job-level choice: a task-by-
             task random exploration that follows a plan for one task and scatters the
             others never sees what following it is worth; :mod:`envs.session`).
+        follow_only: while any follow action is legal, the GPU-group slots and the
+            forwards are masked: the decision is which hint's plan to follow (with
+            ``follow_commits``, one decision per job: a learned choice among the
+            heuristics' placements, per job and cluster state); a job no hint plans in
+            the acting agent's scope is placed task by task as usual.
         forward_rule: ``must`` (forward when you must, the default) or ``free``
             (forward to any unvisited scope with room for the task; lets any
             heuristic placement be replayed step by step).
@@ -142,6 +147,7 @@ class EnvConfig:
     wait_to_fit: float = 0.0
     ps_rule: bool = False
     follow_commits: bool = False
+    follow_only: bool = False
     forward_rule: str = "must"
     migration: bool = False
     migration_tick_s: float = 0.0
@@ -236,7 +242,7 @@ MIGRATION_OPTIONS = {
 }
 #: decision options added after checkpoints shipped, with the value every checkpoint that
 #: records none of them was trained with (one agent per subcluster, follows task by task)
-LATER_OPTIONS = {"subclusters_per_agent": 1, "follow_commits": False}
+LATER_OPTIONS = {"subclusters_per_agent": 1, "follow_commits": False, "follow_only": False}
 
 
 def _plain(value):

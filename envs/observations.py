@@ -187,6 +187,8 @@ class ObservationBuilder:
             docstring).
         follow_commits: a follow action places the job's later tasks too
             (:class:`envs.config.EnvConfig`).
+        follow_only: while a follow action is legal, it is the only kind of action
+            (:class:`envs.config.EnvConfig`).
         ps_rule: PS placed by the heuristics' rule, not by the agents (module
             docstring).
         speed_floor_min_work: the floor binds only jobs with at least this much GPU
@@ -217,6 +219,7 @@ class ObservationBuilder:
         speed_floor: float = 0.0,
         ps_rule: bool = False,
         follow_commits: bool = False,
+        follow_only: bool = False,
         speed_floor_min_work: float = 0.0,
         wait_to_fit: float = 0.0,
         forward_rule: str = "must",
@@ -248,6 +251,7 @@ class ObservationBuilder:
         self.speed_floor = float(speed_floor)
         self.ps_rule = bool(ps_rule)
         self.follow_commits = bool(follow_commits)
+        self.follow_only = bool(follow_only)
         self.speed_floor_min_work = float(speed_floor_min_work)
         if wait_to_fit < 0:
             raise ValueError(f"wait_to_fit must be >= 0, got {wait_to_fit}")

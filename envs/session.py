@@ -484,6 +484,8 @@ class PlacementSession:
             g is not None and (servers is None or servers[b.topology.group_server[g]])
             for g in self.follow_targets(agent)
         ]
+        if b.follow_only and mask[g_max + a :].any():
+            mask[: g_max + a] = 0.0  # a plan to follow: the choice is among the plans
         return mask
 
     def job_features(self, agent: int, agrees: np.ndarray | None = None) -> np.ndarray:

@@ -75,3 +75,14 @@ def test_dagger_labels_are_the_teachers_on_the_students_own_states(monkeypatch):
     assert differ >= 1, "every label is just the student's own action"
     # the student left the teacher's path: it visited states the teacher never saw
     assert act_d != act_t[: len(act_d)] or len(act_d) != len(act_t)
+
+
+def test_a_teacher_with_no_legal_label_is_an_input_error(monkeypatch):
+    """Nothing to imitate (e.g. env.follow_only with a teacher whose placements no hint
+    plans) is one line naming train.bc_teacher, not an IndexError."""
+    import agents.warm_start as ws
+
+    cfg = load_config(TINY)
+    monkeypatch.setattr(ws, "teacher_decisions", lambda *a, **k: ([], [], [], []))
+    with pytest.raises(InputError, match="train.bc_teacher: .* never a legal action"):
+        behaviour_cloning(cfg, model_config(cfg), train_config(cfg), 0, lambda line: None)
