@@ -29,6 +29,7 @@ from agents.policy import (
 )
 from envs.config import env_config
 from envs.observations import ObservationBuilder, feature_dims
+from envs.session import PlacementSession
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.runner import build_cluster, load_workload, simulate
 
@@ -61,9 +62,12 @@ class Plain(Recording):
         return greedy_action(self.agents.net_for(agent), obs)
 
 
-def _window(name: str, jobs: int):
+def _window(name: str, jobs: int, load: float | None = None):
     cfg = load_config(REPO_ROOT / "configs" / name)
-    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, max_jobs=jobs))
+    workload = dataclasses.replace(cfg.workload, max_jobs=jobs)
+    if load is not None:
+        workload = dataclasses.replace(workload, load=load)
+    cfg = dataclasses.replace(cfg, workload=workload)
     topo, perf = build_cluster(cfg)
     return cfg, topo, perf, load_workload(cfg, perf)
 
@@ -201,3 +205,41 @@ def test_regular_pooling_is_the_scatter_pooling():
 )
 def test_regular_children(index, parents, expected):
     assert regular_children(torch.tensor(index, dtype=torch.long), parents) == expected
+
+
+class NoShortcut(Recording):
+    """``marl`` whose sessions ask every hint even where the job cannot fit (no
+    :meth:`PlacementSession.arrival_capacity` shortcut)."""
+
+    def place(self, job, view):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(PlacementSession, "arrival_capacity", _unbounded)
+            return super().place(job, view)
+
+
+def _unbounded(session):
+    return np.full(session.builder.n_agents, np.inf)
+
+
+@pytest.mark.parametrize(
+    ("config", "jobs", "load"), [("tiny.yaml", 40, 8.0), ("default.yaml", 80, 4.0)]
+)
+def test_skipping_the_hints_of_a_scope_too_full_changes_no_observation(shipped, config, jobs, load):
+    skipped = []
+    real = PlacementSession.arrival_capacity
+
+    def counting(session):
+        capacity = real(session)
+        skipped.append(int((capacity < session.job.num_workers).sum()))
+        return capacity
+
+    window = _window(config, jobs, load)  # loaded: jobs come up on a cluster nearly full
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(PlacementSession, "arrival_capacity", counting)
+        fast = _run(Recording, shipped, window)
+    plain = _run(NoShortcut, shipped, window)
+    assert sum(skipped) > 0  # the window has scopes too full for a job's workers
+    assert fast.placements == plain.placements
+    assert len(fast.observations) == len(plain.observations)
+    for (a, x), (b, y) in zip(fast.observations, plain.observations, strict=True):
+        assert a == b and all(np.array_equal(x[k], y[k]) for k in x)
