@@ -243,3 +243,65 @@ def test_skipping_the_hints_of_a_scope_too_full_changes_no_observation(shipped, 
     assert len(fast.observations) == len(plain.observations)
     for (a, x), (b, y) in zip(fast.observations, plain.observations, strict=True):
         assert a == b and all(np.array_equal(x[k], y[k]) for k in x)
+
+
+class _UncachedCheck(PlacementSession):
+    """A session that checks every mask it serves against one computed afresh, and
+    that the array it returns is the caller's own."""
+
+    checked = 0
+
+    def action_mask(self, agent):
+        mask = super().action_mask(agent)
+        kept, self._masks = self._masks, {}
+        fresh = super().action_mask(agent)
+        self._masks = kept
+        assert np.array_equal(mask, fresh)
+        mask[:] = 0  # the caller may write into it: the next call is unaffected
+        assert np.array_equal(super().action_mask(agent), fresh)
+        _UncachedCheck.checked += 1
+        return fresh
+
+
+def test_a_cached_action_mask_is_the_mask_computed_afresh(shipped, monkeypatch):
+    import agents.policy
+
+    monkeypatch.setattr(agents.policy, "PlacementSession", _UncachedCheck)
+    _UncachedCheck.checked = 0
+    policy = _run(Recording, shipped, _window("default.yaml", 80, 4.0))
+    assert _UncachedCheck.checked > len(policy.placements)
+
+
+class _DenseHintsCheck(PlacementSession):
+    """A session that checks its hint features against their definition computed over
+    every group (``envs.cluster_env``: remaining planned tasks of the current kind per
+    group over the job's tasks of that kind; does the job so far agree with each plan)."""
+
+    checked = 0
+
+    def hints(self, agent):
+        left, agrees = super().hints(agent)
+        n = self.builder.topology.n_groups
+        placed_w = np.bincount(np.asarray(self.workers, dtype=np.int64), minlength=n)
+        placed_p = np.bincount(np.asarray(self.ps, dtype=np.int64), minlength=n)
+        total = self.job.num_workers if self.is_worker else max(self.job.num_ps, 1)
+        for i, plan in enumerate(self.plans(agent)):
+            if plan is None:
+                assert not left[i].any() and agrees[i] == 0
+                continue
+            w = np.bincount(np.asarray(plan.worker_groups, dtype=np.int64), minlength=n)
+            q = np.bincount(np.asarray(plan.ps_groups, dtype=np.int64), minlength=n)
+            expect = np.maximum((w - placed_w) if self.is_worker else (q - placed_p), 0) / total
+            assert np.array_equal(left[i], expect)
+            assert agrees[i] == float(np.all(placed_w <= w) and np.all(placed_p <= q))
+            _DenseHintsCheck.checked += 1
+        return left, agrees
+
+
+def test_the_hint_features_are_their_definition(shipped, monkeypatch):
+    import agents.policy
+
+    monkeypatch.setattr(agents.policy, "PlacementSession", _DenseHintsCheck)
+    _DenseHintsCheck.checked = 0
+    _run(Recording, shipped, _window("default.yaml", 80, 4.0))
+    assert _DenseHintsCheck.checked > 100
