@@ -330,7 +330,7 @@ class PlacementSession:
         view the job arrived on), or None."""
         if agent not in self._plans:
             b = self.builder
-            if self.arrival_capacity()[agent] < self.job.num_workers:
+            if self._cannot_host(b.hint_policies, self.arrival_capacity()[agent]):
                 plans = [None] * len(b.hint_policies)  # no heuristic can place it there
             else:
                 view = self.view if b.central else scope_view(b, self.view, agent)
@@ -354,9 +354,10 @@ class PlacementSession:
         cores // cores per worker, memory // memory per task). Every heuristic respects
         GPU, CPU and memory capacity and returns None for a job it cannot place whole,
         so a scope (or a datacenter) below the job's workers gets no plan from any of
-        them, and :meth:`plans` and :meth:`global_shares` skip asking: the same
-        features, without walking every server of a full cluster (tens of ms at 2,000
-        servers). Fixed for the job."""
+        them, and :meth:`plans` and :meth:`global_shares` skip asking (unless one of
+        them draws random numbers, :meth:`_cannot_host`): the same features, without
+        walking every server of a full cluster (tens of ms at 2,000 servers). Fixed
+        for the job."""
         if self._capacity is None:
             b, s = self.builder, self.spec
             v = self.view
@@ -366,6 +367,13 @@ class PlacementSession:
             )  # fmt: skip
             self._capacity = np.add.reduceat(slots, b.scope_server_start)
         return self._capacity
+
+    def _cannot_host(self, policies, capacity: float) -> bool:
+        """May asking ``policies`` be skipped: ``capacity`` (:meth:`arrival_capacity`)
+        is below the job's workers, and none of them draws random numbers (the random
+        heuristic's generator advances even when it returns None: skipping it would
+        change its later plans)."""
+        return capacity < self.job.num_workers and not any(hasattr(h, "rng") for h in policies)
 
     def _ask(self, policies, view: ClusterView) -> list[Placement | None]:
         """Each policy's placement of the job on ``view``, the candidate features
@@ -387,8 +395,8 @@ class PlacementSession:
         if self._global is None:
             b = self.builder
             out = np.zeros((len(b.global_policies), b.n_agents))
-            whole = self.arrival_capacity().sum() >= self.job.num_workers
-            for i, p in enumerate(self._ask(b.global_policies, self.view) if whole else ()):
+            skip = self._cannot_host(b.global_policies, self.arrival_capacity().sum())
+            for i, p in enumerate(() if skip else self._ask(b.global_policies, self.view)):
                 if p is not None:
                     groups = np.asarray([*p.worker_groups, *p.ps_groups], dtype=np.int64)
                     scopes = b.group_scope[groups]

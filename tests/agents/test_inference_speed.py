@@ -32,6 +32,7 @@ from envs.observations import ObservationBuilder, feature_dims
 from envs.session import PlacementSession
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.runner import build_cluster, load_workload, simulate
+from marl_sched.simulator import Simulator
 
 SHIPPED = REPO_ROOT / "checkpoints" / "marl-default"
 
@@ -243,6 +244,33 @@ def test_skipping_the_hints_of_a_scope_too_full_changes_no_observation(shipped, 
     assert len(fast.observations) == len(plain.observations)
     for (a, x), (b, y) in zip(fast.observations, plain.observations, strict=True):
         assert a == b and all(np.array_equal(x[k], y[k]) for k in x)
+
+
+@pytest.mark.parametrize("hints", [("random", "first-fit"), ("first-fit", "locality")])
+def test_a_random_hint_is_asked_even_where_the_job_cannot_fit(hints):
+    """A scope with 2 free GPUs and a job of more workers: deterministic hints are not
+    asked (all None), but the random heuristic's generator advances even when it cannot
+    place the job, so skipping it would change its later plans: it is asked."""
+    cfg, topo, perf, workload = _window("tiny.yaml", 40)
+    builder = ObservationBuilder(topo, perf, hints=hints)
+    job = next(j for j in workload.jobs if j.num_workers >= 3)
+    sim = Simulator(topo, workload.jobs, perf=perf)
+    free = np.zeros_like(np.asarray(sim.view().group_free))
+    free[builder.scopes[0].groups[:2]] = 1  # two free GPUs in scope 0, none elsewhere
+    view = dataclasses.replace(sim.view(), group_free=free, free_gpus=2)
+    session = PlacementSession(builder, job, view, home=0)
+    assert session.arrival_capacity()[0] == 2 < job.num_workers
+    policies = [h for h in builder.hint_policies if hasattr(h, "rng")]
+    before = [h.rng.bit_generator.state for h in policies]
+    asked = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(PlacementSession, "_ask", lambda self, p, v: asked.append(1) or [None] * len(p))
+        assert session.plans(0) == [None] * len(hints)
+    assert bool(asked) == bool(policies)
+    if policies:  # and asked for real, its generator advances
+        session._plans = {}
+        session.plans(0)
+        assert [h.rng.bit_generator.state for h in policies] != before
 
 
 class _UncachedCheck(PlacementSession):
