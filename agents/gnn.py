@@ -106,6 +106,48 @@ class ClusterBatch:
         return scatter(x, getattr(self, by), 0, dim_size=size, reduce="max")
 
 
+@dataclass
+class RegularClusterBatch(ClusterBatch):
+    """A :class:`ClusterBatch` of one scope whose parents have equally many children,
+    laid out consecutively (``group_server = [0]*k + [1]*k + ...``), as a
+    subcluster of one server type has: ``children`` maps such an index (``group_server``,
+    ``server_rack``) to ``k``, and :meth:`mean` / :meth:`max` over it are a reshape and
+    one reduction instead of a scatter. Inference only (``agents.policy.ScopeInput``
+    builds it); the same values as the scatter (the children are summed in the same
+    order, then multiplied by the same reciprocal count)."""
+
+    children: dict[str, int] = field(default_factory=dict)
+
+    def mean(self, x: Tensor, by: str) -> Tensor:
+        k = self.children.get(by)
+        if k is None or x.size(0) == 0:
+            return super().mean(x, by)
+        return x.view(-1, k, x.size(-1)).sum(1) * self._inverse_counts[by]
+
+    def max(self, x: Tensor, by: str) -> Tensor:
+        k = self.children.get(by)
+        if k is None or x.size(0) == 0:
+            return super().max(x, by)
+        return x.view(-1, k, x.size(-1)).amax(1)
+
+
+def regular_children(index: Tensor, parents: int) -> int | None:
+    """``k`` when ``index`` is ``[0]*k + [1]*k + ... + [parents-1]*k`` (k >= 1), else None."""
+    n = index.numel()
+    if parents < 1 or n == 0 or n % parents:
+        return None
+    k = n // parents
+    expected = torch.arange(parents, dtype=index.dtype).repeat_interleave(k)
+    return k if torch.equal(index, expected) else None
+
+
+def inverse_counts(index: Tensor, parents: int) -> Tensor:
+    """``(parents, 1)``: 1 / the number of children of each parent (1 for none), as
+    :meth:`ClusterBatch.mean` caches it."""
+    count = torch.bincount(index, minlength=parents).clamp_(min=1)
+    return count.reciprocal().to(torch.float32).unsqueeze(-1)
+
+
 def from_padded(obs: dict[str, Tensor]) -> tuple[ClusterBatch, tuple[Tensor, Tensor]]:
     """Flatten padded observations; also return the (batch, slot) of every group.
 

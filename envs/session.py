@@ -87,6 +87,8 @@ class PlacementSession:
         self._fast: np.ndarray | None = None
         self._floor_lifted = False  # the speed floor left no legal action (this task)
         self._global: np.ndarray | None = None
+        self._masks: dict[int, np.ndarray] = {}  # per agent, until the next action
+        self._capacity: np.ndarray | None = None  # per agent, on the view (fixed for the job)
         self._harm: dict[bool, np.ndarray] = {}  # task kind (is PS) -> per-group harm
         self._together: dict[int, tuple[np.ndarray, bool] | None] = {}  # per agent
         # per agent: the hints' plans and their per-group counts (fixed for the job);
@@ -328,8 +330,11 @@ class PlacementSession:
         view the job arrived on), or None."""
         if agent not in self._plans:
             b = self.builder
-            view = self.view if b.central else scope_view(b, self.view, agent)
-            plans = self._ask(b.hint_policies, view)
+            if self._cannot_host(b.hint_policies, self.arrival_capacity()[agent]):
+                plans = [None] * len(b.hint_policies)  # no heuristic can place it there
+            else:
+                view = self.view if b.central else scope_view(b, self.view, agent)
+                plans = self._ask(b.hint_policies, view)
             n = b.topology.n_groups
             self._plans[agent] = plans
             self._plan_counts[agent] = [
@@ -342,6 +347,33 @@ class PlacementSession:
                 for p in plans
             ]
         return self._plans[agent]
+
+    def arrival_capacity(self) -> np.ndarray:
+        """Per agent: an upper bound on the workers of this job its scope could take on
+        the view the job came up on — the sum over its servers of min(free GPUs,
+        cores // cores per worker, memory // memory per task). Every heuristic respects
+        GPU, CPU and memory capacity and returns None for a job it cannot place whole,
+        so a scope (or a datacenter) below the job's workers gets no plan from any of
+        them, and :meth:`plans` and :meth:`global_shares` skip asking (unless one of
+        them draws random numbers, :meth:`_cannot_host`): the same features, without
+        walking every server of a full cluster (tens of ms at 2,000 servers). Fixed
+        for the job."""
+        if self._capacity is None:
+            b, s = self.builder, self.spec
+            v = self.view
+            slots = server_worker_slots(
+                b.topology, np.asarray(v.group_free, dtype=np.float64), v.server_cpu_free,
+                v.server_mem_free, s.cpu_worker, s.mem_gb,
+            )  # fmt: skip
+            self._capacity = np.add.reduceat(slots, b.scope_server_start)
+        return self._capacity
+
+    def _cannot_host(self, policies, capacity: float) -> bool:
+        """May asking ``policies`` be skipped: ``capacity`` (:meth:`arrival_capacity`)
+        is below the job's workers, and none of them draws random numbers (the random
+        heuristic's generator advances even when it returns None: skipping it would
+        change its later plans)."""
+        return capacity < self.job.num_workers and not any(hasattr(h, "rng") for h in policies)
 
     def _ask(self, policies, view: ClusterView) -> list[Placement | None]:
         """Each policy's placement of the job on ``view``, the candidate features
@@ -363,7 +395,8 @@ class PlacementSession:
         if self._global is None:
             b = self.builder
             out = np.zeros((len(b.global_policies), b.n_agents))
-            for i, p in enumerate(self._ask(b.global_policies, self.view)):
+            skip = self._cannot_host(b.global_policies, self.arrival_capacity().sum())
+            for i, p in enumerate(() if skip else self._ask(b.global_policies, self.view)):
                 if p is not None:
                     groups = np.asarray([*p.worker_groups, *p.ps_groups], dtype=np.int64)
                     scopes = b.group_scope[groups]
@@ -402,19 +435,24 @@ class PlacementSession:
         self.plans(agent)
         counts = self._plan_counts[agent]
         n = self.builder.topology.n_groups
-        placed_w = np.bincount(np.asarray(self.workers, dtype=np.int64), minlength=n)
-        placed_p = np.bincount(np.asarray(self.ps, dtype=np.int64), minlength=n)
+        on_w, on_p = np.asarray(self.workers, dtype=np.int64), np.asarray(self.ps, dtype=np.int64)
+        placed_w = np.bincount(on_w, minlength=n)
+        placed_p = np.bincount(on_p, minlength=n)
         worker = self.is_worker
         total = self.job.num_workers if worker else max(self.job.num_ps, 1)
         left = np.zeros((len(counts), n))
         agrees = np.zeros(len(counts), dtype=np.float32)
-        for i, plan in enumerate(counts):
+        placed = placed_w if worker else placed_p
+        for i, (plan, p) in enumerate(zip(counts, self._plans[agent], strict=True)):
             if plan is None:
                 continue
             w, q = plan
-            if np.all(placed_w <= w) and np.all(placed_p <= q):
+            # nothing is placed off the groups on_w / on_p, and a plan's counts are >= 0
+            if np.all(placed_w[on_w] <= w[on_w]) and np.all(placed_p[on_p] <= q[on_p]):
                 agrees[i] = 1.0
-            left[i] = np.maximum((w - placed_w) if worker else (q - placed_p), 0) / total
+            # max(planned - placed, 0) / total, nonzero only on the plan's own groups
+            g = np.unique(np.asarray(p.worker_groups if worker else p.ps_groups, dtype=np.int64))
+            left[i, g] = np.maximum((w if worker else q)[g] - placed[g], 0) / total
         self._hints[agent] = (left, agrees)
         return left, agrees
 
@@ -447,14 +485,21 @@ class PlacementSession:
         )
 
     def action_mask(self, agent: int) -> np.ndarray:
-        mask = self._action_mask(agent)
-        if not mask.any() and self.fast_servers() is not None:
-            self._floor_lifted = True  # the floor left nothing legal: lift it
-            self._together = {}
+        """``agent``'s action mask now (a fresh array; computed once per agent until
+        :meth:`act` changes the session, so the observation's mask and the check in
+        :meth:`act` cost one computation)."""
+        mask = self._masks.get(agent)
+        if mask is None:
             mask = self._action_mask(agent)
-        if self.can_keep:
-            mask[self.builder.pad[0] + agent] = 1.0  # keep: the agent's own forward slot
-        return mask
+            if not mask.any() and self.fast_servers() is not None:
+                self._floor_lifted = True  # the floor left nothing legal: lift it
+                self._together = {}
+                self._masks = {}  # any computed under the floor is stale
+                mask = self._action_mask(agent)
+            if self.can_keep:
+                mask[self.builder.pad[0] + agent] = 1.0  # keep: the agent's own forward slot
+            self._masks[agent] = mask
+        return mask.copy()
 
     def _action_mask(self, agent: int) -> np.ndarray:
         b = self.builder
@@ -545,6 +590,7 @@ class PlacementSession:
         mask = self.action_mask(self.agent)
         if not (0 <= action < len(mask)) or mask[action] == 0:
             raise ValueError(f"agent {b.agent_ids[self.agent]}: action {action} is masked")
+        self._masks = {}  # every action below changes what is legal
         if action >= g_max + b.n_agents:  # follow a hint's plan
             g = self.follow_targets(self.agent)[action - g_max - b.n_agents]
         elif action == g_max + self.agent and self.can_keep:
