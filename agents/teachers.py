@@ -205,6 +205,30 @@ class RolloutTeacher(LookaheadTeacher):
         return f.estimated_total_jct(until)
 
 
+def _hint_plan(teacher, session) -> Placement | None:
+    """With ``env.follow_only`` the agents choose among the hints' plans, so the teacher
+    does too: among the plans whose follow action is legal for the acting agent, the
+    ``lookahead`` teacher's (the lowest predicted iteration time; ties: hint order) or,
+    for a heuristic teacher, the hint of the same name. None for another teacher (the
+    rollout teacher scores whole futures, not these plans) or when no plan is legal."""
+    b, agent = session.builder, session.agent
+    mask = session.action_mask(agent)
+    first = b.pad[0] + b.n_agents
+    plans = [
+        (name, p)
+        for i, (name, p) in enumerate(zip(b.hints, session.plans(agent), strict=True))
+        if p is not None and mask[first + i] > 0
+    ]
+    if type(teacher) is LookaheadTeacher:
+        best, best_time = None, math.inf
+        for _, p in plans:
+            t = predicted_iteration_time(session.job, session.view, p)
+            if t < best_time - 1e-12:
+                best, best_time = p, t
+        return best
+    return next((p for name, p in plans if name == getattr(teacher, "name", None)), None)
+
+
 def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | None:
     """The teacher's whole placement of ``session.job`` from the session's first task
     (``session``: an :class:`envs.session.PlacementSession` before any action).
@@ -218,6 +242,8 @@ def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | 
     from envs.session import follows_forward_rule
 
     builder, job, view, home = session.builder, session.job, session.view, session.agent
+    if builder.follow_only:
+        return _hint_plan(teacher, session)
 
     def legal(p: Placement) -> bool:
         return follows_forward_rule(builder, job, view, home, p)

@@ -8,6 +8,7 @@ import pytest
 
 from agents.teachers import LookaheadTeacher, RolloutTeacher, predicted_iteration_time, proposals
 from envs.rules import placement_key
+from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.perf import PerformanceModel
 from marl_sched.policies import make_policy
 from marl_sched.simulator import Simulator
@@ -187,3 +188,20 @@ def test_rollout_teacher_rolls_out_and_keeps_its_base_heuristic():
     assert placement_key(teacher.place(job, view, sim=sim)) == placement_key(
         by_hand.place(job, view)
     )
+
+
+def test_with_follow_only_the_teacher_labels_the_best_legal_hint_plan():
+    """env.follow_only: the agents choose among the hints' plans, so the lookahead
+    teacher picks among them too, and every label is a follow action (one per job with
+    follow_commits)."""
+    from agents.config import model_config, train_config
+    from agents.warm_start import teacher_decisions
+
+    cfg = load_config(
+        REPO_ROOT / "configs" / "train_tiny.yaml",
+        ["env.follow_only=true", "env.follow_commits=true"],
+    )
+    obs, actions, _, _ = teacher_decisions(cfg, model_config(cfg), train_config(cfg), 0)
+    g_max, n_agents = obs[0]["group_x"].shape[0], obs[0]["peers_x"].shape[0]
+    assert actions and all(a >= g_max + n_agents for a in actions)
+    assert all(o["action_mask"][a] == 1.0 for o, a in zip(obs, actions, strict=True))
