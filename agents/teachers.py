@@ -206,18 +206,22 @@ class RolloutTeacher(LookaheadTeacher):
 
 
 def _hint_plan(teacher, session) -> Placement | None:
-    """With ``env.follow_only`` the agents choose among the hints' plans, so the teacher
-    does too: among the plans whose follow action is legal for the acting agent, the
-    ``lookahead`` teacher's (the lowest predicted iteration time; ties: hint order) or,
-    for a heuristic teacher, the hint of the same name. None for another teacher (the
-    rollout teacher scores whole futures, not these plans) or when no plan is legal."""
-    b, agent = session.builder, session.agent
-    mask = session.action_mask(agent)
+    """With ``env.follow_only`` the agents choose among the hints' plans (or forward the
+    job), so the teacher does too: among the acting agent's plans whose follow action
+    is legal and the plans of every agent it may forward the job to, the ``lookahead``
+    teacher's (the lowest predicted iteration time; ties: the acting agent first, then
+    hint order) or, for a heuristic teacher, its own hint's there. None for another
+    teacher (the rollout teacher scores whole futures, not these plans) or when no plan
+    is legal. The labels are then the forward to the plan's agent and its follow."""
+    b, home = session.builder, session.agent
+    mask = session.action_mask(home)
     first = b.pad[0] + b.n_agents
+    order = [home] + [k for k in range(b.n_agents) if k != home and mask[b.pad[0] + k] > 0]
     plans = [
         (name, p)
-        for i, (name, p) in enumerate(zip(b.hints, session.plans(agent), strict=True))
-        if p is not None and mask[first + i] > 0
+        for k in order
+        for i, (name, p) in enumerate(zip(b.hints, session.plans(k), strict=True))
+        if p is not None and (k != home or mask[first + i] > 0)
     ]
     if type(teacher) is LookaheadTeacher:
         best, best_time = None, math.inf

@@ -104,11 +104,12 @@ class EnvConfig:
             follows ``h`` while that action stays legal (a job-level choice: a task-by-
             task random exploration that follows a plan for one task and scatters the
             others never sees what following it is worth; :mod:`envs.session`).
-        follow_only: while any follow action is legal, the GPU-group slots and the
-            forwards are masked: the decision is which hint's plan to follow (with
-            ``follow_commits``, one decision per job: a learned choice among the
-            heuristics' placements, per job and cluster state); a job no hint plans in
-            the acting agent's scope is placed task by task as usual.
+        follow_only: while any follow action is legal, the GPU-group slots are
+            masked: the acting agent follows one hint's plan in its scope or forwards
+            the job to another agent (with ``follow_commits``, one decision per job and
+            agent: a learned choice among the heuristics' placements and the
+            subclusters, per job and cluster state); a job no hint plans in the acting
+            agent's scope is placed task by task as usual.
         forward_rule: ``must`` (forward when you must, the default) or ``free``
             (forward to any unvisited scope with room for the task; lets any
             heuristic placement be replayed step by step).

@@ -187,7 +187,7 @@ class ObservationBuilder:
             docstring).
         follow_commits: a follow action places the job's later tasks too
             (:class:`envs.config.EnvConfig`).
-        follow_only: while a follow action is legal, it is the only kind of action
+        follow_only: while a follow action is legal, the GPU-group slots are masked
             (:class:`envs.config.EnvConfig`).
         ps_rule: PS placed by the heuristics' rule, not by the agents (module
             docstring).

@@ -530,7 +530,7 @@ class PlacementSession:
             for g in self.follow_targets(agent)
         ]
         if b.follow_only and mask[g_max + a :].any():
-            mask[: g_max + a] = 0.0  # a plan to follow: the choice is among the plans
+            mask[:g_max] = 0.0  # a plan to follow here: follow one, or forward the job
         return mask
 
     def job_features(self, agent: int, agrees: np.ndarray | None = None) -> np.ndarray:

@@ -286,7 +286,7 @@ def test_a_committed_follow_leaves_a_group_choice_task_by_task():
     assert session.task == 1 and not session.done  # a slot places one task only
 
 
-def test_follow_only_masks_slots_and_forwards_while_a_plan_is_legal():
+def test_follow_only_masks_the_slots_while_a_plan_is_legal():
     builder, sim = _busy()
     only = ObservationBuilder(builder.topology, builder.perf, hints=HINTS, follow_only=True)
     a = _roomiest(only, sim)
@@ -295,5 +295,7 @@ def test_follow_only_masks_slots_and_forwards_while_a_plan_is_legal():
     mask = PlacementSession(only, job, sim.view(), home=a).action_mask(a)
     follows = slice(only.pad[0] + only.n_agents, None)
     assert plain[: only.pad[0]].any() and mask[follows].any()
+    forwards = slice(only.pad[0], only.pad[0] + only.n_agents)
     np.testing.assert_array_equal(mask[follows], plain[follows])  # the plans stay
-    assert not mask[: only.pad[0] + only.n_agents].any()  # slots and forwards go
+    np.testing.assert_array_equal(mask[forwards], plain[forwards])  # and the forwards
+    assert not mask[: only.pad[0]].any()  # the slots go
