@@ -208,11 +208,21 @@ def check_run_config(paths: RunPaths, ckpt: Path) -> None:
 
 def check_config_data(ckpt: Path, data: dict) -> None:
     """The resolved config a resumed run is about to train must equal the one its
-    checkpoint signed (a Tune trial's config comes from ``experiment.json``)."""
+    checkpoint signed (a Tune trial's config comes from ``experiment.json``); decision
+    options added since the run started count as their old behaviour
+    (:data:`envs.config.LATER_OPTIONS`), so a code update does not strand a run."""
     import yaml
 
-    signed = read_regular(ckpt / "config.yaml", f"--resume: {ckpt}/config.yaml", MAX_CONFIG_BYTES)
-    if yaml.safe_load(signed) != data:
+    from envs.config import LATER_OPTIONS
+
+    signed = yaml.safe_load(
+        read_regular(ckpt / "config.yaml", f"--resume: {ckpt}/config.yaml", MAX_CONFIG_BYTES)
+    )
+    if isinstance(signed, dict) and isinstance(signed.get("env"), dict):
+        # a run signed before a decision option existed ran with its old behaviour,
+        # which is the option's value in LATER_OPTIONS
+        signed["env"] = {**LATER_OPTIONS, **signed["env"]}
+    if signed != data:
         raise InputError(
             f"--resume: {ckpt}: the config to resume with differs from the one the "
             "checkpoint signed (experiment.json or config.yaml edited?); refusing"

@@ -377,3 +377,19 @@ def test_pruning_never_deletes_a_name_that_is_not_a_checkpoint(tmp_path):
         trainer._prune()
     assert (victim / "keep.txt").read_text() == "precious"
     assert (run / "checkpoints" / "iter_000001").is_dir()
+
+
+def test_a_run_signed_before_a_decision_option_existed_resumes_as_its_old_behaviour(tmp_path):
+    """check_config_data fills the options added since (envs.config.LATER_OPTIONS) with
+    the behaviour the run had; the same option set otherwise is still refused."""
+    from agents.run_folder import check_config_data
+    from envs.config import LATER_OPTIONS
+    from marl_sched.errors import InputError
+
+    now = {"env": {"hints": ["first-fit"], **LATER_OPTIONS}, "train": {"seed": 0}}
+    old = {"env": {"hints": ["first-fit"]}, "train": {"seed": 0}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
+    check_config_data(tmp_path, now)  # no error: the run followed task by task
+    changed = {**now, "env": {**now["env"], "follow_only": True}}
+    with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
+        check_config_data(tmp_path, changed)
