@@ -62,7 +62,7 @@ import numpy as np
 
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.errors import InputError
-from marl_sched.topology import Topology
+from marl_sched.perf import PerformanceModel
 
 RESTART_FILE = Path(__file__).resolve().parent / "data" / "restart_times.json"
 
@@ -143,26 +143,6 @@ def state_bytes(model: str) -> float:
     return STATE_COPIES * CATALOGUE[model].model_bytes
 
 
-def path_links(topology: Topology, a: int, b: int) -> list[int]:
-    """The links a transfer from GPU group ``a`` to group ``b`` (a != b) crosses, as
-    :mod:`marl_sched.perf` charges them."""
-    t = topology
-    links = [t.pcie_link(a), t.pcie_link(b)]
-    sa, sb = int(t.group_server[a]), int(t.group_server[b])
-    if sa == sb:
-        if t.group_socket[a] != t.group_socket[b]:
-            links.append(t.qpi_link(sa))
-        return links
-    links += [t.nic_link(sa), t.nic_link(sb)]
-    ra, rb = int(t.server_rack[sa]), int(t.server_rack[sb])
-    if ra != rb:
-        links += [t.rack_link(ra), t.rack_link(rb)]
-        ca, cb = int(t.rack_subcluster[ra]), int(t.rack_subcluster[rb])
-        if ca != cb:
-            links += [t.sc_link(ca), t.sc_link(cb)]
-    return links
-
-
 def moved_pairs(old: Sequence[int], new: Sequence[int]) -> list[tuple[int, int]]:
     """(old group, new group) of every worker whose state moves: the workers that stay
     in a group cancel out, the rest pair in ascending order."""
@@ -176,21 +156,23 @@ def moved_pairs(old: Sequence[int], new: Sequence[int]) -> list[tuple[int, int]]
 
 
 def state_move_s(
-    topology: Topology,
+    perf: PerformanceModel,
     link_jobs: np.ndarray,
     model: str,
     old_groups: Sequence[int],
     new_groups: Sequence[int],
 ) -> float:
     """Seconds to move the state of a job's workers from ``old_groups`` to
-    ``new_groups`` (module docstring): ``max_l B_l (1 + n_l) / bw_l``."""
-    nbytes = state_bytes(model)
-    load: dict[int, float] = {}
-    for a, b in moved_pairs(old_groups, new_groups):
-        for link in path_links(topology, a, b):
-            load[link] = load.get(link, 0.0) + nbytes
-    bw, jobs = topology.link_bw, link_jobs
-    return max((B * (1 + int(jobs[k])) / float(bw[k]) for k, B in load.items()), default=0.0)
+    ``new_groups`` (module docstring): ``max_l B_l (1 + n_l) / bw_l``, the bytes ``B_l``
+    on each link summed by the performance model's own path accounting
+    (:meth:`marl_sched.perf.PerformanceModel.charge`, both PCIe links)."""
+    pairs = moved_pairs(old_groups, new_groups)
+    if not pairs:
+        return 0.0
+    src, dst = (np.array(side, dtype=np.int64) for side in zip(*pairs, strict=True))
+    load = perf.charge(src, dst, np.full(len(pairs), state_bytes(model)), pcie_both=True)
+    bw = perf.topology.link_bw
+    return max(B * (1 + int(link_jobs[k])) / float(bw[k]) for k, B in load.items())
 
 
 @dataclass(frozen=True)
@@ -228,7 +210,7 @@ class MigrationCost:
 
     def migration_s(
         self,
-        topology: Topology,
+        perf: PerformanceModel,
         link_jobs: np.ndarray,
         model: str,
         old_groups: Sequence[int],
@@ -238,7 +220,7 @@ class MigrationCost:
         workers' GPU groups) makes no progress: restart plus state move."""
         if self.flat_s is not None:
             return self.scale * self.flat_s
-        move = state_move_s(topology, link_jobs, model, old_groups, new_groups)
+        move = state_move_s(perf, link_jobs, model, old_groups, new_groups)
         return self.scale * (restart_s(model) + move)
 
 

@@ -181,7 +181,7 @@ class PerformanceModel:
         self.overlap_gamma = calibration.overlap_gamma
         self._max_speed = float(topology.server_gpu_speed.max())
         self._group_type = topology.server_type[topology.group_server]
-        # _charge's lookups as Python lists (a job's few transfers walk them one by one)
+        # charge's lookups as Python lists (a job's few transfers walk them one by one)
         self._charge_tables = (
             topology.group_socket.tolist(),
             topology.group_server.tolist(),
@@ -317,15 +317,15 @@ class PerformanceModel:
                 return {}
             ring = np.repeat(groups, counts)
             edge = np.full(n, 2.0 * (n - 1) / n * spec.model_bytes)
-            return self._charge(ring, np.roll(ring, -1), edge, pcie_both=True)
+            return self.charge(ring, np.roll(ring, -1), edge, pcie_both=True)
         per_pair = 2.0 * spec.model_bytes / p
         # pairs: (PS k, worker group g) weighted by workers in g
         gk = np.repeat(groups, p)
         cw = np.repeat(counts, p).astype(np.float64) * per_pair
         pk = np.tile(ps_groups, len(groups))
-        return self._charge(gk, pk, cw, pcie_both=False)
+        return self.charge(gk, pk, cw, pcie_both=False)
 
-    def _charge(
+    def charge(
         self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, pcie_both: bool
     ) -> dict[int, float]:
         """Sum ``nbytes`` of each transfer ``src`` group → ``dst`` group on the links

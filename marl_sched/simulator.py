@@ -642,7 +642,7 @@ class Simulator:
             self._occupy(run.job, run.placement, run.layout)
             raise
         delay = self.migration_cost.migration_s(
-            self.topology, self.link_jobs, run.job.model,
+            self.perf, self.link_jobs, run.job.model,
             run.placement.worker_groups, placement.worker_groups,
         )  # fmt: skip
         if not math.isfinite(delay):

@@ -172,7 +172,8 @@ def test_a_resumed_job_pays_its_measured_restart() -> None:
     cost = MigrationCost()
     assert cost.restart_s("bert") == 120.0 and cost.restart_s("wlm") == 25.0
     assert MigrationCost.parse("measured", 2.0).restart_s("ncf") == 30.0
-    assert MigrationCost.parse(60.0).migration_s(TOPO, np.zeros(TOPO.n_links), "bert",
+    perf = PerformanceModel(TOPO)
+    assert MigrationCost.parse(60.0).migration_s(perf, np.zeros(TOPO.n_links), "bert",
                                                  [0], [2]) == 60.0  # fmt: skip
 
 
