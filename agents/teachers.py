@@ -75,6 +75,16 @@ def predicted_iteration_time(job: Job, view: ClusterView, p: Placement) -> float
     return perf.iteration_time(spec, lay, job.num_ps, load, gp, sp, vp)
 
 
+def fastest(job: Job, view: ClusterView, placements) -> Placement | None:
+    """The placement with the lowest predicted iteration time (ties: the first)."""
+    best, best_time = None, math.inf
+    for p in placements:
+        t = predicted_iteration_time(job, view, p)
+        if t < best_time - 1e-12:
+            best, best_time = p, t
+    return best
+
+
 class LookaheadTeacher:
     """Per job, the heuristic placement with the lowest predicted iteration time
     (ties: proposal order). A one-step lookahead over the heuristics."""
@@ -92,12 +102,7 @@ class LookaheadTeacher:
 
     def place(self, job, view, legal=None, views=None, sim=None):
         """The fastest proposal (``sim`` is not needed and ignored)."""
-        best, best_time = None, math.inf
-        for p in proposals(self.candidates, job, views or [view], legal):
-            t = predicted_iteration_time(job, view, p)
-            if t < best_time - 1e-12:
-                best, best_time = p, t
-        return best
+        return fastest(job, view, proposals(self.candidates, job, views or [view], legal))
 
 
 class RolloutTeacher(LookaheadTeacher):
@@ -224,12 +229,7 @@ def _hint_plan(teacher, session) -> Placement | None:
         if p is not None and (k != home or mask[first + i] > 0)
     ]
     if type(teacher) is LookaheadTeacher:
-        best, best_time = None, math.inf
-        for _, p in plans:
-            t = predicted_iteration_time(session.job, session.view, p)
-            if t < best_time - 1e-12:
-                best, best_time = p, t
-        return best
+        return fastest(session.job, session.view, (p for _, p in plans))
     return next((p for name, p in plans if name == getattr(teacher, "name", None)), None)
 
 
