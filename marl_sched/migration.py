@@ -54,6 +54,7 @@ import json
 import math
 import os
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,12 +147,9 @@ def state_bytes(model: str) -> float:
 def moved_pairs(old: Sequence[int], new: Sequence[int]) -> list[tuple[int, int]]:
     """(old group, new group) of every worker whose state moves: the workers that stay
     in a group cancel out, the rest pair in ascending order."""
-    rest_old, rest_new = sorted(old), sorted(new)
-    for g in sorted(set(old) & set(new)):
-        stay = min(rest_old.count(g), rest_new.count(g))
-        for _ in range(stay):
-            rest_old.remove(g)
-            rest_new.remove(g)
+    before, after = Counter(old), Counter(new)
+    rest_old = sorted((before - after).elements())
+    rest_new = sorted((after - before).elements())
     return list(zip(rest_old, rest_new, strict=True))
 
 
