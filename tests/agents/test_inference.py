@@ -180,3 +180,39 @@ def test_non_finite_weights_are_refused(tmp_path):
     torch.save(state, ckpt / "modules" / "shared.pt")
     with pytest.raises(InputError, match=r"modules/shared.pt: .*non-finite weights"):
         load_agents(ckpt)
+
+
+SHIPPED_SEEDS = [SHIPPED / "warm_start", *(REPO_ROOT / "checkpoints" / "marl-learn-seeds").glob("seed*")]
+
+
+@pytest.mark.parametrize("path", SHIPPED_SEEDS, ids=lambda p: p.relative_to(REPO_ROOT).as_posix())
+def test_the_shipped_warm_start_and_other_seeds_load_and_act_in_the_env(path):
+    """Issue 34: the warm start ships beside the final policy, and the recipe's other
+    training seeds (pooled in the test-split figure) are real checkpoints too: each
+    loads with ``load_agents``, is accepted by the default config's environment, and
+    places a whole window in it."""
+    agents = load_agents(path)
+    cfg = dataclasses.replace(
+        _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)
+    )
+    agents.check_env(env_config(cfg))
+    info, steps = _rollout(agents, cfg)
+    assert steps > 40 and info["metrics"]["jobs_completed"] == 40
+    state = json.loads((path / "state.json").read_text())
+    assert state["iteration"] == 0  # a warm start: no PPO iteration passed selection
+
+
+def test_the_shipped_checkpoint_is_its_warm_start_and_the_seeds_differ():
+    """What the README says of the shipped checkpoint: its network is its warm start's
+    (no PPO update was kept), and the three training seeds are three networks."""
+    import torch
+
+    def weights(p):
+        return torch.load(p / "modules" / "shared.pt", map_location="cpu", weights_only=True)
+
+    final, warm = weights(SHIPPED), weights(SHIPPED / "warm_start")
+    assert final.keys() == warm.keys()
+    assert all(torch.equal(final[k], warm[k]) for k in final)
+    for other in SHIPPED_SEEDS[1:]:
+        w = weights(other)
+        assert any(not torch.equal(final[k], w[k]) for k in final)
