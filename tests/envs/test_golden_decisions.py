@@ -87,8 +87,10 @@ def placements(window: str, policy: str) -> list:
 
 
 def observations(walk: str) -> tuple[list[dict], int]:
-    """The observations of a seeded walk over legal actions of the RLlib env, and how
-    many hint placements the sessions asked for."""
+    """The observations of a seeded walk over legal actions of the RLlib env (each
+    with the rewards of the step that led to it, under ``"rewards"``: the learned
+    interference model's features of placed jobs enter them), and how many hint
+    placements the sessions asked for."""
     from envs.rllib_env import ClusterPlacementEnv
     from envs.session import PlacementSession
 
@@ -107,11 +109,13 @@ def observations(walk: str) -> tuple[list[dict], int]:
     out = []
     with mock.patch.object(PlacementSession, "_ask", counting):
         obs, _ = env.reset(seed=2)
+        rewards = np.zeros(0)
         for _ in range(steps):
             agent, o = next(iter(obs.items()))
-            out.append(o)
+            out.append({**o, "rewards": rewards})
             action = int(rng.choice(np.flatnonzero(o["action_mask"])))
-            obs, _, terminated, _, _ = env.step({agent: action})
+            obs, reward, terminated, _, _ = env.step({agent: action})
+            rewards = np.array([reward[a] for a in sorted(reward)], dtype=np.float64)
             if terminated["__all__"]:
                 break
     return out, asked[0]
