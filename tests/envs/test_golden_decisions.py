@@ -1,5 +1,6 @@
 """Golden decisions: the placements of every heuristic, control and ``+lc`` policy and of
-the shipped checkpoint on seeded windows, and the environment's observations on a
+the shipped checkpoint on seeded windows, the learned interference model's feature rows
+of candidate and running jobs, and the environment's observations and rewards on a
 seeded random walk, exactly as they were before the hint paths were vectorised
 (``marl_sched/policies/heuristics.py``, ``marl_sched/interference/features.py``).
 
@@ -39,6 +40,7 @@ WINDOWS = {
 }
 #: harmony+lc needs a trained Harmony network: not a hint path
 POLICIES = [*heuristic_names(), *control_names(), *(n for n in load_control_names() if "harmony" not in n)]
+FEATURE_WINDOWS = ("default-heavy", "default-shared")
 CASES = [(w, p) for w in WINDOWS for p in POLICIES] + [(w, "marl") for w in ("tiny", "default")]
 #: seeded walks: (config, window jobs, steps); the tiny config's env asks the default hints
 WALKS = {"tiny": ("tiny.yaml", 40, 150), "default": ("default.yaml", 200, 300)}
@@ -86,11 +88,48 @@ def placements(window: str, policy: str) -> list:
     return made
 
 
+def feature_rows(window: str) -> tuple[int, str]:
+    """How many rows, and the SHA-256 of their bytes, of the learned interference
+    model's features that ``interference-aware`` computes on ``window`` (every
+    candidate it scores) and of every running job at each of its decisions
+    (:func:`~marl_sched.interference.job_features`, as the ``learned`` reward uses)."""
+    import marl_sched.interference.features as features
+    from marl_sched.policies import make_policy
+
+    cfg, topo, perf, workload = _window(window)
+    h = hashlib.sha256()
+    rows = [0]
+
+    def keep(x: np.ndarray) -> None:
+        x = np.atleast_2d(x)
+        rows[0] += len(x)
+        h.update(np.ascontiguousarray(x, dtype=np.float64).tobytes())
+
+    inner = features.candidate_features
+
+    def candidates(*args):
+        out = inner(*args)
+        keep(out)
+        return out
+
+    pol = make_policy("interference-aware")
+    place = pol.place
+
+    def placing(job, view):
+        for r in view.running():
+            keep(features.job_features(view, r, r.placement))  # reads model, workers, PS
+        return place(job, view)
+
+    pol.place = placing
+    with mock.patch.object(features, "candidate_features", candidates):
+        simulate(cfg, "interference-aware", workload, topo, perf, seed=0, policy=pol)
+    return rows[0], h.hexdigest()
+
+
 def observations(walk: str) -> tuple[list[dict], int]:
     """The observations of a seeded walk over legal actions of the RLlib env (each
-    with the rewards of the step that led to it, under ``"rewards"``: the learned
-    interference model's features of placed jobs enter them), and how many hint
-    placements the sessions asked for."""
+    with the rewards of the step that led to it, under ``"rewards"``), and how many
+    hint placements the sessions asked for."""
     from envs.rllib_env import ClusterPlacementEnv
     from envs.session import PlacementSession
 
@@ -157,6 +196,13 @@ def test_placements_are_the_golden_ones(window, policy):
     assert got == want
 
 
+@pytest.mark.parametrize("window", FEATURE_WINDOWS)
+def test_interference_features_are_the_golden_ones(window):
+    rows, digest = feature_rows(window)
+    assert rows >= 100  # candidates were scored and jobs ran (else it pins nothing)
+    assert {"rows": rows, "sha256": digest} == _stored()["features"][window]
+
+
 @pytest.mark.parametrize("walk", sorted(WALKS))
 def test_observations_of_a_seeded_walk_are_the_golden_ones(walk):
     want = _stored()["observations"][walk]
@@ -170,6 +216,9 @@ if __name__ == "__main__" and "--update" in sys.argv:
     out = {
         "placements": {f"{w}/{p}": record_placements(w, p) for w, p in CASES},
         "observations": {w: record_walk(w) for w in sorted(WALKS)},
+        "features": {
+            w: dict(zip(("rows", "sha256"), feature_rows(w), strict=True)) for w in FEATURE_WINDOWS
+        },
     }
     GOLDEN.write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {GOLDEN}")
