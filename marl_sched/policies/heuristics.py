@@ -29,6 +29,8 @@ respects GPU, CPU and memory capacity; when a job cannot be placed whole, it ret
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from marl_sched.catalogue import CATALOGUE
@@ -370,25 +372,34 @@ class CongestionAwarePolicy(Policy):
 def _fill_server_by_cost(d: _Draft, s: int, cost: np.ndarray, own: np.ndarray) -> None:
     """Workers onto server ``s``'s cheapest groups, each adding its own pressure.
 
-    A group has room for a worker (:meth:`_Draft.worker_room` > 0) when it has a free
-    GPU and its server a worker's cores and memory: the server's part is one test per
-    worker here rather than one per group."""
+    One worker at a time: the cheapest group with room (the first of equals), then its
+    pressure ``own`` (per level: group, socket, server) is added to the costs it
+    raises. A group has room (:meth:`_Draft.worker_room` > 0) when it has a free GPU
+    and its server a worker's cores and memory. The few groups of one server are
+    walked as Python floats, in the order numpy's ``local[i] += own[0]``,
+    ``local[same socket] += own[1]``, ``local += own[2]`` adds (the same IEEE
+    sums; the costs are finite, so the first least cost is ``np.argmin``'s)."""
     topo = d.topo
     a, n = int(topo.server_groups_start[s]), int(topo.server_n_groups[s])
-    local = cost[a : a + n].copy()
-    free = d.group_free[a : a + n]  # a view: add_workers updates it
-    socket = topo.group_socket[a : a + n]
+    local = cost[a : a + n].tolist()
+    free = d.group_free[a : a + n].tolist()
+    socket = topo.group_socket[a : a + n].tolist()
+    own0, own1, own2 = (float(x) for x in own)
     while d.missing:
         if d.server_room(s) <= 0:
             return
-        open_ = free > 0
-        if not open_.any():
+        i, low = -1, math.inf
+        for j in range(n):
+            if free[j] > 0 and local[j] < low:
+                i, low = j, local[j]
+        if i < 0:
             return
-        i = int(np.argmin(np.where(open_, local, np.inf)))
         d.add_workers(a + i, 1)
-        local[i] += own[0]
-        local[socket == socket[i]] += own[1]
-        local += own[2]
+        free[i] -= 1
+        local[i] += own0
+        mine = socket[i]
+        for j in range(n):
+            local[j] = (local[j] + own1) + own2 if socket[j] == mine else local[j] + own2
 
 
 @register
