@@ -57,6 +57,31 @@ def _busy_prefix(topo: Topology, view: ClusterView) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(busy)])
 
 
+def _busy_around(
+    topo: Topology, view: ClusterView, g: np.ndarray, spans: tuple[np.ndarray, ...]
+) -> np.ndarray:
+    """``(N, 3)`` busy GPUs (with GPU sharing: workers) in each group ``g``, its socket
+    and its server (``spans``: :func:`_level_spans`). Whole numbers, so summing only the
+    server's groups gives the prefix-sum differences exactly; with GPU sharing, those
+    differences (its per-group counts come from every GPU anyway)."""
+    s_lo, s_hi, v_lo, v_hi = spans
+    if view.gpu_load is not None:
+        prefix = _busy_prefix(topo, view)
+        return np.stack(
+            [prefix[g + 1] - prefix[g], prefix[s_hi] - prefix[s_lo], prefix[v_hi] - prefix[v_lo]],
+            axis=1,
+        )
+    free = np.asarray(view.group_free)
+    pos = np.arange(int((v_hi - v_lo).max()) if len(g) else 0)
+    idx = v_lo[:, None] + pos[None, :]  # a server's groups (a socket's lie inside them)
+    inside = idx < v_hi[:, None]
+    idx = np.where(inside, idx, v_lo[:, None])
+    busy = np.where(inside, topo.group_capacity[idx] - free[idx], 0)
+    in_socket = (idx >= s_lo[:, None]) & (idx < s_hi[:, None]) & inside
+    mine = topo.group_capacity[g] - free[g]
+    return np.stack([mine, np.where(in_socket, busy, 0).sum(axis=1), busy.sum(axis=1)], axis=1)
+
+
 def _level_spans(topo: Topology, groups: np.ndarray) -> tuple[np.ndarray, ...]:
     """[first, last) group ids of each group's socket and server."""
     sock = topo.group_socket[groups]
@@ -184,13 +209,13 @@ def job_features(
         np.asarray(view.server_pressure)[layout.worker_servers] - layout.own_server_press,
     )
     nbr = np.concatenate([np.where(np.abs(p) < 1e-9, 0.0, p) for p in nbr], axis=1)
-    prefix = _busy_prefix(topo, view)
-    s_lo, s_hi, v_lo, v_hi = _level_spans(topo, g)
+    spans = s_lo, s_hi, v_lo, v_hi = _level_spans(topo, g)
+    around = _busy_around(topo, view, g, spans)
     busy = np.stack(
         [
-            (prefix[g + 1] - prefix[g]) - layout.group_workers,
-            (prefix[s_hi] - prefix[s_lo]) - _own_workers(layout, s_lo, s_hi),
-            (prefix[v_hi] - prefix[v_lo]) - _own_workers(layout, v_lo, v_hi),
+            around[:, 0] - layout.group_workers,
+            around[:, 1] - _own_workers(layout, s_lo, s_hi),
+            around[:, 2] - _own_workers(layout, v_lo, v_hi),
         ],
         axis=1,
     )
@@ -241,12 +266,7 @@ def candidate_features(
         ],
         axis=1,
     )
-    prefix = _busy_prefix(topo, view)
-    s_lo, s_hi, v_lo, v_hi = _level_spans(topo, g)
-    busy = np.stack(
-        [prefix[g + 1] - prefix[g], prefix[s_hi] - prefix[s_lo], prefix[v_hi] - prefix[v_lo]],
-        axis=1,
-    ).astype(np.float64)
+    busy = _busy_around(topo, view, g, _level_spans(topo, g)).astype(np.float64)
     ids = np.concatenate([layout.link_ids for layout in layouts])
     util = np.concatenate([layout.link_util for layout in layouts])
     total = np.asarray(view.link_load)[ids] + util  # what the simulator will add
