@@ -103,11 +103,13 @@ def _own_workers(layout: JobLayout, lo: np.ndarray, hi: np.ndarray) -> np.ndarra
 
 
 def _segment_max_mean(rows: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per segment of ``rows`` (N, C) (consecutive runs of ``counts`` rows, each >= 1),
-    the column max and the column mean, equal bit for bit to ``seg.max(axis=0)`` and
-    ``seg.mean(axis=0)`` on each segment alone: a mean over axis 0 of a 2-D array adds
-    the rows in order, as the sum over the zero-padded axis 1 here does (padding
-    zeros after the rows changes no partial sum); the max does not depend on order."""
+    """Per segment of ``rows`` (N, C), C >= 2 (consecutive runs of ``counts`` rows, each
+    >= 1), the column max and the column mean, equal bit for bit to ``seg.max(axis=0)``
+    and ``seg.mean(axis=0)`` on each segment alone: numpy's mean over axis 0 of a 2-D
+    array of several columns adds the rows in order, as the sum over the zero-padded
+    axis 1 here does (zeros after the rows change no partial sum); the max does not
+    depend on order. (One column would be summed pairwise, as a 1-D array is.)"""
+    assert rows.shape[1] >= 2
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     top = np.maximum.reduceat(rows, starts, axis=0)
     width = int(counts.max())
