@@ -472,9 +472,11 @@ class InterferenceAwarePolicy(Policy):
         both = weights * (spec.sensitivity + spec.pressure)
         cost = self._shared(
             "cost",
-            lambda: view.group_pressure @ both[0]
-            + (view.socket_pressure @ both[1])[topo.group_socket]
-            + (view.server_pressure @ both[2])[topo.group_server],
+            lambda: (
+                view.group_pressure @ both[0]
+                + (view.socket_pressure @ both[1])[topo.group_socket]
+                + (view.server_pressure @ both[2])[topo.group_server]
+            ),
         )
         if self.protect > 0:
             harm = self._shared("harm", lambda: harm_to_residents(view, spec.pressure))

@@ -39,7 +39,11 @@ WINDOWS = {
     "default-shared": ("default.yaml", 80, 2.5, 2),
 }
 #: harmony+lc needs a trained Harmony network: not a hint path
-POLICIES = [*heuristic_names(), *control_names(), *(n for n in load_control_names() if "harmony" not in n)]
+POLICIES = [
+    *heuristic_names(),
+    *control_names(),
+    *(n for n in load_control_names() if "harmony" not in n),
+]
 FEATURE_WINDOWS = ("default-heavy", "default-shared")
 CASES = [(w, p) for w in WINDOWS for p in POLICIES] + [(w, "marl") for w in ("tiny", "default")]
 #: seeded walks: (config, window jobs, steps); the tiny config's env asks the default hints
