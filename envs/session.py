@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import Counter
 
 import numpy as np
 
@@ -335,15 +336,9 @@ class PlacementSession:
             else:
                 view = self.view if b.central else scope_view(b, self.view, agent)
                 plans = self._ask(b.hint_policies, view)
-            n = b.topology.n_groups
             self._plans[agent] = plans
             self._plan_counts[agent] = [
-                None
-                if p is None
-                else (
-                    np.bincount(np.asarray(p.worker_groups, dtype=np.int64), minlength=n),
-                    np.bincount(np.asarray(p.ps_groups, dtype=np.int64), minlength=n),
-                )
+                None if p is None else (_PlanCounts(p.worker_groups), _PlanCounts(p.ps_groups))
                 for p in plans
             ]
         return self._plans[agent]
@@ -435,24 +430,24 @@ class PlacementSession:
         self.plans(agent)
         counts = self._plan_counts[agent]
         n = self.builder.topology.n_groups
-        on_w, on_p = np.asarray(self.workers, dtype=np.int64), np.asarray(self.ps, dtype=np.int64)
-        placed_w = np.bincount(on_w, minlength=n)
-        placed_p = np.bincount(on_p, minlength=n)
+        placed_w, placed_p = Counter(self.workers), Counter(self.ps)
         worker = self.is_worker
         total = self.job.num_workers if worker else max(self.job.num_ps, 1)
         left = np.zeros((len(counts), n))
         agrees = np.zeros(len(counts), dtype=np.float32)
         placed = placed_w if worker else placed_p
-        for i, (plan, p) in enumerate(zip(counts, self._plans[agent], strict=True)):
+        for i, plan in enumerate(counts):
             if plan is None:
                 continue
             w, q = plan
-            # nothing is placed off the groups on_w / on_p, and a plan's counts are >= 0
-            if np.all(placed_w[on_w] <= w[on_w]) and np.all(placed_p[on_p] <= q[on_p]):
+            # the job agrees with a plan when no group holds more of its tasks than planned
+            if w.covers(placed_w) and q.covers(placed_p):
                 agrees[i] = 1.0
             # max(planned - placed, 0) / total, nonzero only on the plan's own groups
-            g = np.unique(np.asarray(p.worker_groups if worker else p.ps_groups, dtype=np.int64))
-            left[i, g] = np.maximum((w if worker else q)[g] - placed[g], 0) / total
+            mine = w if worker else q
+            if len(mine.groups):
+                have = np.array([placed[g] for g in mine.group_list], dtype=np.int64)
+                left[i, mine.groups] = np.maximum(mine.counts - have, 0) / total
         self._hints[agent] = (left, agrees)
         return left, agrees
 
@@ -723,3 +718,19 @@ def follows_forward_rule(
             return False
         session.act(action)
     return session.done
+
+
+class _PlanCounts:
+    """A hint plan's tasks of one kind per GPU group: its groups (sorted, as
+    ``np.unique``), their task counts, and a count per group for lookups (the job's few
+    groups, rather than a count for every group of the datacenter)."""
+
+    def __init__(self, groups) -> None:
+        self.by_group = Counter(int(g) for g in groups)
+        self.group_list = sorted(self.by_group)
+        self.groups = np.array(self.group_list, dtype=np.int64)
+        self.counts = np.array([self.by_group[g] for g in self.group_list], dtype=np.int64)
+
+    def covers(self, placed: Counter) -> bool:
+        """Does no group hold more of ``placed`` than the plan puts there?"""
+        return all(c <= self.by_group.get(g, 0) for g, c in placed.items())

@@ -57,6 +57,31 @@ def _busy_prefix(topo: Topology, view: ClusterView) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(busy)])
 
 
+def _busy_around(
+    topo: Topology, view: ClusterView, g: np.ndarray, spans: tuple[np.ndarray, ...]
+) -> np.ndarray:
+    """``(N, 3)`` busy GPUs (with GPU sharing: workers) in each group ``g``, its socket
+    and its server (``spans``: :func:`_level_spans`). Whole numbers, so summing only the
+    server's groups gives the prefix-sum differences exactly; with GPU sharing, those
+    differences (its per-group counts come from every GPU anyway)."""
+    s_lo, s_hi, v_lo, v_hi = spans
+    if view.gpu_load is not None:
+        prefix = _busy_prefix(topo, view)
+        return np.stack(
+            [prefix[g + 1] - prefix[g], prefix[s_hi] - prefix[s_lo], prefix[v_hi] - prefix[v_lo]],
+            axis=1,
+        )
+    free = np.asarray(view.group_free)
+    pos = np.arange(int((v_hi - v_lo).max()) if len(g) else 0)
+    idx = v_lo[:, None] + pos[None, :]  # a server's groups (a socket's lie inside them)
+    inside = idx < v_hi[:, None]
+    idx = np.where(inside, idx, v_lo[:, None])
+    busy = np.where(inside, topo.group_capacity[idx] - free[idx], 0)
+    in_socket = (idx >= s_lo[:, None]) & (idx < s_hi[:, None]) & inside
+    mine = topo.group_capacity[g] - free[g]
+    return np.stack([mine, np.where(in_socket, busy, 0).sum(axis=1), busy.sum(axis=1)], axis=1)
+
+
 def _level_spans(topo: Topology, groups: np.ndarray) -> tuple[np.ndarray, ...]:
     """[first, last) group ids of each group's socket and server."""
     sock = topo.group_socket[groups]
@@ -77,57 +102,87 @@ def _own_workers(layout: JobLayout, lo: np.ndarray, hi: np.ndarray) -> np.ndarra
     )
 
 
+def _segment_max_mean(rows: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per segment of ``rows`` (N, C), C >= 2 (consecutive runs of ``counts`` rows, each
+    >= 1), the column max and the column mean, equal bit for bit to ``seg.max(axis=0)``
+    and ``seg.mean(axis=0)`` on each segment alone: numpy's mean over axis 0 of a 2-D
+    array of several columns adds the rows in order, as the sum over the zero-padded
+    axis 1 here does (zeros after the rows change no partial sum); the max does not
+    depend on order. (One column would be summed pairwise, as a 1-D array is.)"""
+    assert rows.shape[1] >= 2
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    top = np.maximum.reduceat(rows, starts, axis=0)
+    width = int(counts.max())
+    pos = np.arange(width)
+    idx = np.where(pos[None, :] < counts[:, None], starts[:, None] + pos[None, :], len(rows))
+    padded = np.concatenate([rows, np.zeros((1, rows.shape[1]))])[idx]  # (K, width, C)
+    return top, padded.sum(axis=1) / counts[:, None]
+
+
 def _assemble(
     perf: PerformanceModel,
     job: Job,
-    layout: JobLayout,
-    nbr: tuple[np.ndarray, np.ndarray, np.ndarray],
-    busy: tuple[np.ndarray, np.ndarray, np.ndarray],
+    layouts: Sequence[JobLayout],
+    nbr: np.ndarray,
+    busy: np.ndarray,
     link_others: np.ndarray,
     link_total_load: np.ndarray,
 ) -> np.ndarray:
-    """One feature row from the job's layout and its neighbours' state.
+    """``(K, F)`` feature rows of K layouts of ``job`` from their neighbours' state.
 
-    ``link_others`` (other jobs) and ``link_total_load`` (``U_l``, this job
-    included) are aligned with ``layout.link_ids``.
+    ``nbr`` (N, 15): per worker group of every layout in turn (N = their summed
+    group counts), the other jobs' pressure at its group, socket and server; ``busy``
+    (N, 3): the other jobs' workers there. ``link_others`` (other jobs) and
+    ``link_total_load`` (``U_l``, this job included) are aligned with the layouts'
+    concatenated ``link_ids``. Every column is what the same formula gives one layout
+    at a time (the means as :func:`_segment_max_mean` says; the busy counts are whole
+    numbers, so their sums are exact in any order).
     """
     topo = perf.topology
     spec = CATALOGUE[job.model]
-    x = np.empty(N_FEATURES)
-    x[0:5] = spec.pressure
-    x[5:10] = spec.sensitivity
-    x[10] = math.log(spec.compute_s)
-    x[11] = math.log(spec.model_mb)
-    x[12] = layout.speed
-    x[13] = job.num_workers
-    x[14] = job.num_ps
-    racks = np.unique(topo.server_rack[layout.servers])
-    x[15] = len(layout.groups)
-    x[16] = len(layout.servers)
-    x[17] = len(racks)
-    x[18] = len(np.unique(topo.rack_subcluster[racks]))
+    k = len(layouts)
+    x = np.empty((k, N_FEATURES))
+    x[:, 0:5] = spec.pressure
+    x[:, 5:10] = spec.sensitivity
+    x[:, 10] = math.log(spec.compute_s)
+    x[:, 11] = math.log(spec.model_mb)
+    x[:, 13] = job.num_workers
+    x[:, 14] = job.num_ps
+    rack_of, sc_of = topo.server_rack, topo.rack_subcluster
+    for j, layout in enumerate(layouts):
+        racks = set(rack_of[layout.servers].tolist())
+        x[j, 12] = layout.speed
+        x[j, 15] = len(layout.groups)
+        x[j, 16] = len(layout.servers)
+        x[j, 17] = len(racks)
+        x[j, 18] = len(set(sc_of[list(racks)].tolist()))
+    counts = np.array([len(layout.groups) for layout in layouts], dtype=np.int64)
+    top, mean = _segment_max_mean(np.concatenate([nbr, busy], axis=1), counts)
     i = 19
-    for p in nbr:  # (k, 5) per level
-        x[i : i + 10 : 2] = p.max(axis=0)
-        x[i + 1 : i + 10 : 2] = p.mean(axis=0)
+    for level in range(3):  # (k, 5) per level: max and mean interleaved per resource
+        x[:, i : i + 10 : 2] = top[:, 5 * level : 5 * level + 5]
+        x[:, i + 1 : i + 10 : 2] = mean[:, 5 * level : 5 * level + 5]
         i += 10
-    for b in busy:
-        x[i], x[i + 1] = b.max(), b.mean()
+    for level in range(3):
+        x[:, i], x[:, i + 1] = top[:, 15 + level], mean[:, 15 + level]
         i += 2
     n_kinds = len(LINK_KINDS)
-    jobs_max, load_max = np.zeros(n_kinds), np.zeros(n_kinds)
-    alone, shared = np.zeros(n_kinds), np.zeros(n_kinds)
-    if len(layout.link_ids):
-        kind = topo.link_kind[layout.link_ids]
-        cost = layout.link_cost
-        np.maximum.at(jobs_max, kind, link_others)
-        np.maximum.at(load_max, kind, np.maximum(link_total_load - layout.link_util, 0.0))
-        np.maximum.at(alone, kind, cost)
-        np.maximum.at(shared, kind, cost * np.maximum(link_total_load, 1.0))
-    x[i : i + 5] = jobs_max
-    x[i + 5 : i + 10] = load_max
-    x[i + 10 : i + 15] = np.log(_TIME_FLOOR_S + alone)
-    x[i + 15 : i + 20] = np.log(_TIME_FLOOR_S + shared)
+    jobs_max, load_max = np.zeros((k, n_kinds)), np.zeros((k, n_kinds))
+    alone, shared = np.zeros((k, n_kinds)), np.zeros((k, n_kinds))
+    n_links = [len(layout.link_ids) for layout in layouts]
+    if sum(n_links):
+        ids = np.concatenate([layout.link_ids for layout in layouts])
+        cost = np.concatenate([layout.link_cost for layout in layouts])
+        util = np.concatenate([layout.link_util for layout in layouts])
+        cell = np.repeat(np.arange(k) * n_kinds, n_links) + topo.link_kind[ids]
+        np.maximum.at(jobs_max.reshape(-1), cell, link_others)
+        np.maximum.at(load_max.reshape(-1), cell, np.maximum(link_total_load - util, 0.0))
+        np.maximum.at(alone.reshape(-1), cell, cost)
+        np.maximum.at(shared.reshape(-1), cell, cost * np.maximum(link_total_load, 1.0))
+    x[:, i : i + 5] = jobs_max
+    x[:, i + 5 : i + 10] = load_max
+    x[:, i + 10 : i + 15] = np.log(_TIME_FLOOR_S + alone)
+    x[:, i + 15 : i + 20] = np.log(_TIME_FLOOR_S + shared)
     return x
 
 
@@ -155,17 +210,20 @@ def job_features(
         np.asarray(view.socket_pressure)[layout.worker_sockets] - layout.own_socket_press,
         np.asarray(view.server_pressure)[layout.worker_servers] - layout.own_server_press,
     )
-    nbr = tuple(np.where(np.abs(p) < 1e-9, 0.0, p) for p in nbr)
-    prefix = _busy_prefix(topo, view)
-    s_lo, s_hi, v_lo, v_hi = _level_spans(topo, g)
-    busy = (
-        (prefix[g + 1] - prefix[g]) - layout.group_workers,
-        (prefix[s_hi] - prefix[s_lo]) - _own_workers(layout, s_lo, s_hi),
-        (prefix[v_hi] - prefix[v_lo]) - _own_workers(layout, v_lo, v_hi),
+    nbr = np.concatenate([np.where(np.abs(p) < 1e-9, 0.0, p) for p in nbr], axis=1)
+    spans = s_lo, s_hi, v_lo, v_hi = _level_spans(topo, g)
+    around = _busy_around(topo, view, g, spans)
+    busy = np.stack(
+        [
+            around[:, 0] - layout.group_workers,
+            around[:, 1] - _own_workers(layout, s_lo, s_hi),
+            around[:, 2] - _own_workers(layout, v_lo, v_hi),
+        ],
+        axis=1,
     )
     ids = layout.link_ids
     others = np.asarray(view.link_jobs)[ids] - 1
-    return _assemble(perf, job, layout, nbr, busy, others, np.asarray(view.link_load)[ids])
+    return _assemble(perf, job, [layout], nbr, busy, others, np.asarray(view.link_load)[ids])[0]
 
 
 def candidate_features(
@@ -178,7 +236,9 @@ def candidate_features(
 
     Equal to what :func:`job_features` gives once the simulator has applied the
     placement (the job's own pressure and link use are exactly what the simulator
-    would add, and are excluded from the neighbour features either way).
+    would add, and are excluded from the neighbour features either way). The K
+    candidates' rows are assembled together (:func:`_assemble`), each equal to what
+    it gives alone.
 
     Args:
         view: the current cluster state, without the job.
@@ -196,26 +256,23 @@ def candidate_features(
     pgs = list(ps_groups) if batch else [ps_groups]
     if len(wgs) != len(pgs):
         raise ValueError(f"{len(wgs)} worker-group lists but {len(pgs)} PS-group lists")
-    prefix = _busy_prefix(topo, view)
-    gp = np.asarray(view.group_pressure)
-    sp = np.asarray(view.socket_pressure)
-    vp = np.asarray(view.server_pressure)
-    link_jobs, link_load = np.asarray(view.link_jobs), np.asarray(view.link_load)
-    rows = []
-    for wg, pg in zip(wgs, pgs, strict=True):
-        layout = perf.layout(spec, wg, pg)
-        g = layout.groups
-        s_lo, s_hi, v_lo, v_hi = _level_spans(topo, g)
-        nbr = (gp[g], sp[layout.worker_sockets], vp[layout.worker_servers])
-        busy = (
-            (prefix[g + 1] - prefix[g]).astype(np.float64),
-            (prefix[s_hi] - prefix[s_lo]).astype(np.float64),
-            (prefix[v_hi] - prefix[v_lo]).astype(np.float64),
-        )
-        ids = layout.link_ids
-        total = link_load[ids] + layout.link_util  # what the simulator will add
-        rows.append(_assemble(perf, job, layout, nbr, busy, link_jobs[ids], total))
-    out = np.stack(rows)
+    layouts = [perf.layout(spec, wg, pg) for wg, pg in zip(wgs, pgs, strict=True)]
+    g = np.concatenate([layout.groups for layout in layouts])
+    sockets = np.concatenate([layout.worker_sockets for layout in layouts])
+    servers = np.concatenate([layout.worker_servers for layout in layouts])
+    nbr = np.concatenate(
+        [
+            np.asarray(view.group_pressure)[g],
+            np.asarray(view.socket_pressure)[sockets],
+            np.asarray(view.server_pressure)[servers],
+        ],
+        axis=1,
+    )
+    busy = _busy_around(topo, view, g, _level_spans(topo, g)).astype(np.float64)
+    ids = np.concatenate([layout.link_ids for layout in layouts])
+    util = np.concatenate([layout.link_util for layout in layouts])
+    total = np.asarray(view.link_load)[ids] + util  # what the simulator will add
+    out = _assemble(perf, job, layouts, nbr, busy, np.asarray(view.link_jobs)[ids], total)
     return out if batch else out[0]
 
 

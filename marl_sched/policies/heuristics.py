@@ -29,6 +29,8 @@ respects GPU, CPU and memory capacity; when a job cannot be placed whole, it ret
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from marl_sched.catalogue import CATALOGUE
@@ -43,6 +45,7 @@ class _Draft:
 
     def __init__(self, job: Job, view: ClusterView) -> None:
         self.job = job
+        self.view = view
         self.topo = view.topology
         spec = CATALOGUE[job.model]
         self.cpu_w, self.cpu_p, self.mem = spec.cpu_worker, spec.cpu_ps, spec.mem_gb
@@ -52,16 +55,33 @@ class _Draft:
         self.workers: list[int] = []
         self.ps: list[int] = []
 
+    def restart(self) -> None:
+        """Back to an empty draft on the view, as a new ``_Draft(job, view)``: only the
+        groups and servers its tasks took are copied back (not the whole cluster)."""
+        v = self.view
+        if self.workers:  # (a group listed twice is copied back twice: the same value)
+            self.group_free[self.workers] = np.asarray(v.group_free)[self.workers]
+        touched = self.workers + self.ps
+        if touched:
+            servers = self.topo.group_server[touched]
+            self.cpu[servers] = np.asarray(v.server_cpu_free)[servers]
+            self.memf[servers] = np.asarray(v.server_mem_free)[servers]
+        self.workers, self.ps = [], []
+
     @property
     def missing(self) -> int:
         return self.job.num_workers - len(self.workers)
 
+    def server_room(self, s: int) -> int:
+        """Workers server ``s``'s free cores and memory can still take (GPUs aside)."""
+        by_cpu = int((self.cpu[s] + 1e-9) // self.cpu_w) if self.cpu_w > 0 else 1 << 30
+        by_mem = int((self.memf[s] + 1e-9) // self.mem) if self.mem > 0 else 1 << 30
+        return min(by_cpu, by_mem)
+
     def worker_room(self, g: int) -> int:
         """Workers group ``g`` can still take (GPU, CPU and memory of its server)."""
         s = self.topo.group_server[g]
-        by_cpu = int((self.cpu[s] + 1e-9) // self.cpu_w) if self.cpu_w > 0 else 1 << 30
-        by_mem = int((self.memf[s] + 1e-9) // self.mem) if self.mem > 0 else 1 << 30
-        return max(min(int(self.group_free[g]), by_cpu, by_mem), 0)
+        return max(min(int(self.group_free[g]), self.server_room(s)), 0)
 
     def add_workers(self, g: int, k: int) -> None:
         s = self.topo.group_server[g]
@@ -140,8 +160,39 @@ def ps_near_workers(job: Job, view: ClusterView, worker_groups) -> tuple[int, ..
 
 
 def _server_free(view: ClusterView) -> np.ndarray:
+    """Free GPUs per server (float64)."""
     t = view.topology
-    return np.bincount(t.group_server, weights=view.group_free, minlength=t.n_servers)
+    free = np.asarray(view.group_free)
+    if free.dtype.kind in "iu" and _servers_have_groups(t):
+        # a server's groups are contiguous; integer sums are exact in any order, so
+        # this is bincount's float sum, without its per-element weights
+        return np.add.reduceat(free, t.server_groups_start).astype(np.float64)
+    return np.bincount(t.group_server, weights=free, minlength=t.n_servers)
+
+
+def _servers_have_groups(topo: Topology) -> bool:
+    """Has every server a GPU group (so per-server ``reduceat`` over
+    ``server_groups_start`` sees no empty segment)?"""
+    return bool(topo.server_n_groups.min() > 0) if topo.n_servers else False
+
+
+def _open_min(
+    topo: Topology, group_free: np.ndarray, cost: np.ndarray, servers: np.ndarray
+) -> np.ndarray:
+    """Per server of ``servers``, the least ``cost`` of its groups with a free GPU (inf
+    if none): only those servers' groups are read when they are a small part of the
+    cluster (a scope's), else the whole cluster's at once."""
+    n = topo.server_n_groups[servers]
+    if 4 * int(n.sum()) > topo.n_groups and _servers_have_groups(topo):
+        masked = np.where(np.asarray(group_free) > 0, cost, np.inf)
+        return np.minimum.reduceat(masked, topo.server_groups_start)[servers]
+    width = int(n.max()) if len(n) else 0
+    pos = np.arange(width)
+    inside = pos[None, :] < n[:, None]
+    # (servers, width) group ids; a slot past a server's groups repeats its first
+    idx = topo.server_groups_start[servers][:, None] + np.where(inside, pos[None, :], 0)
+    open_ = inside & (np.asarray(group_free)[idx] > 0)
+    return np.where(open_, cost[idx], np.inf).min(axis=1, initial=np.inf)
 
 
 def _groups_by_server_order(topo: Topology, server_order: np.ndarray) -> np.ndarray:
@@ -319,19 +370,36 @@ class CongestionAwarePolicy(Policy):
 
 
 def _fill_server_by_cost(d: _Draft, s: int, cost: np.ndarray, own: np.ndarray) -> None:
-    """Workers onto server ``s``'s cheapest groups, each adding its own pressure."""
+    """Workers onto server ``s``'s cheapest groups, each adding its own pressure.
+
+    One worker at a time: the cheapest group with room (the first of equals), then its
+    pressure ``own`` (per level: group, socket, server) is added to the costs it
+    raises. A group has room (:meth:`_Draft.worker_room` > 0) when it has a free GPU
+    and its server a worker's cores and memory. The few groups of one server are
+    walked as Python floats, in the order numpy's ``local[i] += own[0]``,
+    ``local[same socket] += own[1]``, ``local += own[2]`` adds (the same IEEE
+    sums; the costs are finite, so the first least cost is ``np.argmin``'s)."""
     topo = d.topo
     a, n = int(topo.server_groups_start[s]), int(topo.server_n_groups[s])
-    local = cost[a : a + n].copy()
+    local = cost[a : a + n].tolist()
+    free = d.group_free[a : a + n].tolist()
+    socket = topo.group_socket[a : a + n].tolist()
+    own0, own1, own2 = (float(x) for x in own)
     while d.missing:
-        room = np.array([d.worker_room(a + i) for i in range(n)])
-        if not room.any():
+        if d.server_room(s) <= 0:
             return
-        i = int(np.argmin(np.where(room > 0, local, np.inf)))
+        i, low = -1, math.inf
+        for j in range(n):
+            if free[j] > 0 and local[j] < low:
+                i, low = j, local[j]
+        if i < 0:
+            return
         d.add_workers(a + i, 1)
-        local[i] += own[0]
-        local[topo.group_socket[a : a + n] == topo.group_socket[a + i]] += own[1]
-        local += own[2]
+        free[i] -= 1
+        local[i] += own0
+        mine = socket[i]
+        for j in range(n):
+            local[j] = (local[j] + own1) + own2 if socket[j] == mine else local[j] + own2
 
 
 @register
@@ -379,11 +447,13 @@ class InterferenceAwarePolicy(Policy):
         self.speed = speed
         self._model = None
         #: ``{(worker groups, PS groups): feature row}`` shared by the callers of one
-        #: job on one cluster state (None: no sharing). The candidate features of a
-        #: placement depend only on the job, the placement and the residents' pressure
-        #: and links, not on which groups a view leaves free, so the hints of a job
-        #: (each scope's, the global ones) share them: envs.session.PlacementSession
-        #: sets it while it asks its hints, and clears it after.
+        #: job on one cluster state (None: no sharing), and the job's per-group cost
+        #: terms under ``("cost",)``, ``("harm",)``, ``("slow",)`` (:meth:`_shared`).
+        #: The candidate features of a placement depend only on the job, the placement
+        #: and the residents' pressure and links, not on which groups a view leaves
+        #: free, so the hints of a job (each scope's, the global ones) share them:
+        #: envs.session.PlacementSession sets it while it asks its hints, and clears
+        #: it after.
         self.candidate_cache: dict | None = None
 
     def reset(self, topology: Topology, seed: int = 0) -> None:
@@ -400,28 +470,31 @@ class InterferenceAwarePolicy(Policy):
         spec = CATALOGUE[job.model]
         weights = view.perf.level_weights  # (3, R) = λ_L · M^L
         both = weights * (spec.sensitivity + spec.pressure)
-        cost = (
-            view.group_pressure @ both[0]
-            + (view.socket_pressure @ both[1])[topo.group_socket]
-            + (view.server_pressure @ both[2])[topo.group_server]
+        cost = self._shared(
+            "cost",
+            lambda: (
+                view.group_pressure @ both[0]
+                + (view.socket_pressure @ both[1])[topo.group_socket]
+                + (view.server_pressure @ both[2])[topo.group_server]
+            ),
         )
         if self.protect > 0:
-            cost = cost + self.protect * harm_to_residents(view, spec.pressure)
+            harm = self._shared("harm", lambda: harm_to_residents(view, spec.pressure))
+            cost = cost + self.protect * harm
         slow = None
         if self.speed > 0:
-            slow = self._slowness(job, view)
+            slow = self._shared("slow", lambda: self._slowness(job, view))
             cost = cost + self.speed * slow
         own = spec.pressure @ both.T  # what one more worker of ours adds, per level
         free = _server_free(view)
         fits = np.flatnonzero(free >= job.num_workers)
         if len(fits):
-            masked = np.where(view.group_free > 0, cost, np.inf)
-            best = np.full(topo.n_servers, np.inf)
-            np.minimum.at(best, topo.group_server, masked)
-            order = fits[np.argsort(best[fits] + own[2] * (job.num_workers - 1), kind="stable")]
+            best = _open_min(topo, view.group_free, cost, fits)
+            order = fits[np.argsort(best + own[2] * (job.num_workers - 1), kind="stable")]
             options = []
+            d = _Draft(job, view)
             for s in order:
-                d = _Draft(job, view)
+                d.restart()  # each candidate server on its own, from the view
                 _fill_server_by_cost(d, int(s), cost, own)
                 placement = d.result()
                 if placement is not None:
@@ -434,11 +507,26 @@ class InterferenceAwarePolicy(Policy):
         rack_free = np.bincount(topo.server_rack, weights=free, minlength=topo.n_racks)
         rank = np.argsort(np.argsort(-rack_free, kind="stable"), kind="stable")
         servers = np.lexsort((np.arange(topo.n_servers), -free, rank[topo.server_rack]))
-        for s in servers:
+        # a server without a free GPU takes no worker: skipping it changes nothing
+        for s in servers[free[servers] > 0]:
             if d.missing == 0:
                 break
             _fill_server_by_cost(d, int(s), cost, own)
         return d.result()
+
+    def _shared(self, name: str, compute) -> np.ndarray:
+        """``compute()``, kept in :attr:`candidate_cache` under ``(name,)`` when there
+        is one: the job's per-group cost terms depend on the job and the residents'
+        pressure, not on which groups a view leaves free, so the hints of one job
+        (each scope's, the global ones) compute them once. Read-only."""
+        cache = self.candidate_cache
+        if cache is not None and (name,) in cache:
+            return cache[(name,)]
+        out = compute()
+        out.setflags(write=False)
+        if cache is not None:
+            cache[(name,)] = out
+        return out
 
     def _slowness(self, job: Job, view: ClusterView) -> np.ndarray:
         """Per GPU group, the fraction by which a worker there stretches the job's

@@ -1,0 +1,253 @@
+"""Golden decisions: the placements of every heuristic, control and ``+lc`` policy and of
+the shipped checkpoint on seeded windows, the learned interference model's feature rows
+of candidate and running jobs, and the environment's observations and rewards on a
+seeded random walk, exactly as they were before the hint paths were vectorised
+(``marl_sched/policies/heuristics.py``, ``marl_sched/interference/features.py``).
+
+A speed-up of the hints must change no decision and no observation bit: each case is
+stored as the SHA-256 of its exact content (placements as integer tuples; observation
+arrays as dtype, shape and bytes), with a count that shows the case did something. A
+change that moves a decision on purpose must regenerate the file on purpose::
+
+    python -m tests.envs.test_golden_decisions --update
+
+The shipped checkpoint's placements are stored per checkpoint (:func:`checkpoint_tag`):
+``f5e97f68590e`` recorded with main at 53c1050, ``d8c6715bc733`` (its retrained
+successor) with main at 4622d35, each before the vectorised hint paths.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import sys
+from unittest import mock
+
+import numpy as np
+import pytest
+
+from marl_sched.config import REPO_ROOT, load_config
+from marl_sched.policies import heuristic_names
+from marl_sched.policies.base import control_names, load_control_names
+from marl_sched.runner import build_cluster, load_workload, simulate
+
+GOLDEN = REPO_ROOT / "tests" / "envs" / "data" / "golden_decisions.json"
+SHIPPED = REPO_ROOT / "checkpoints" / "marl-default"
+
+#: seeded windows: (config, jobs, load override, GPU sharing override)
+WINDOWS = {
+    "tiny": ("tiny.yaml", 40, None, None),
+    "default": ("default.yaml", 80, None, None),
+    "default-heavy": ("default.yaml", 120, 2.5, None),
+    "default-shared": ("default.yaml", 80, 2.5, 2),
+}
+#: harmony+lc needs a trained Harmony network: not a hint path
+POLICIES = [
+    *heuristic_names(),
+    *control_names(),
+    *(n for n in load_control_names() if "harmony" not in n),
+]
+FEATURE_WINDOWS = ("default-heavy", "default-shared")
+CASES = [(w, p) for w in WINDOWS for p in POLICIES] + [(w, "marl") for w in ("tiny", "default")]
+
+
+def checkpoint_tag() -> str:
+    """The shipped checkpoint's weights, as the first 12 hex digits of their SHA-256:
+    its placements are stored per checkpoint (a retrained one decides otherwise)."""
+    weights = sorted((SHIPPED / "modules").glob("*.pt"))
+    h = hashlib.sha256()
+    for path in weights:
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def case_key(window: str, policy: str) -> str:
+    return f"{window}/{policy}" + (f"@{checkpoint_tag()}" if policy == "marl" else "")
+
+
+#: seeded walks: (config, window jobs, steps); the tiny config's env asks the default hints
+WALKS = {"tiny": ("tiny.yaml", 40, 150), "default": ("default.yaml", 200, 300)}
+HINTS = {
+    "hints": ["interference-aware", "resident-aware", "locality", "first-fit", "speed-aware"],
+    "global_hints": ["interference-aware", "speed-aware"],
+}
+
+
+def _window(name: str):
+    config, jobs, load, sharing = WINDOWS[name]
+    cfg = load_config(REPO_ROOT / "configs" / config)
+    changes = {"max_jobs": jobs} | ({"load": load} if load is not None else {})
+    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, **changes))
+    if sharing is not None:
+        cfg = dataclasses.replace(
+            cfg, topology=dataclasses.replace(cfg.topology, gpu_sharing=sharing)
+        )
+    topo, perf = build_cluster(cfg)
+    return cfg, topo, perf, load_workload(cfg, perf)
+
+
+def placements(window: str, policy: str) -> list:
+    """``[job id, worker groups, PS groups]`` of every placement ``policy`` made, in order."""
+    cfg, topo, perf, workload = _window(window)
+    made = []
+    if policy == "marl":
+        from agents.policy import MarlPolicy, load_agents
+
+        pol = MarlPolicy(agents=load_agents(SHIPPED))
+    else:
+        from marl_sched.policies import make_policy
+
+        pol = make_policy(policy)
+    inner = pol.place
+
+    def recording(job, view):
+        p = inner(job, view)
+        if p is not None:
+            made.append([job.job_id, list(map(int, p.worker_groups)), list(map(int, p.ps_groups))])
+        return p
+
+    pol.place = recording
+    simulate(cfg, policy, workload, topo, perf, seed=0, policy=pol)
+    return made
+
+
+def feature_rows(window: str) -> tuple[int, str]:
+    """How many rows, and the SHA-256 of their bytes, of the learned interference
+    model's features that ``interference-aware`` computes on ``window`` (every
+    candidate it scores) and of every running job at each of its decisions
+    (:func:`~marl_sched.interference.job_features`, as the ``learned`` reward uses)."""
+    import marl_sched.interference.features as features
+    from marl_sched.policies import make_policy
+
+    cfg, topo, perf, workload = _window(window)
+    h = hashlib.sha256()
+    rows = [0]
+
+    def keep(x: np.ndarray) -> None:
+        x = np.atleast_2d(x)
+        rows[0] += len(x)
+        h.update(np.ascontiguousarray(x, dtype=np.float64).tobytes())
+
+    inner = features.candidate_features
+
+    def candidates(*args):
+        out = inner(*args)
+        keep(out)
+        return out
+
+    pol = make_policy("interference-aware")
+    place = pol.place
+
+    def placing(job, view):
+        for r in view.running():
+            keep(features.job_features(view, r, r.placement))  # reads model, workers, PS
+        return place(job, view)
+
+    pol.place = placing
+    with mock.patch.object(features, "candidate_features", candidates):
+        simulate(cfg, "interference-aware", workload, topo, perf, seed=0, policy=pol)
+    return rows[0], h.hexdigest()
+
+
+def observations(walk: str) -> tuple[list[dict], int]:
+    """The observations of a seeded walk over legal actions of the RLlib env (each
+    with the rewards of the step that led to it, under ``"rewards"``), and how many
+    hint placements the sessions asked for."""
+    from envs.rllib_env import ClusterPlacementEnv
+    from envs.session import PlacementSession
+
+    config, jobs, steps = WALKS[walk]
+    env = ClusterPlacementEnv(
+        {"config": REPO_ROOT / "configs" / config, "env": {"window_jobs": jobs, **HINTS}, "seed": 2}
+    )
+    asked = [0]
+    inner = PlacementSession._ask
+
+    def counting(self, policies, view):
+        asked[0] += len(policies)
+        return inner(self, policies, view)
+
+    rng = np.random.default_rng(4)
+    out = []
+    with mock.patch.object(PlacementSession, "_ask", counting):
+        obs, _ = env.reset(seed=2)
+        rewards = np.zeros(0)
+        for _ in range(steps):
+            agent, o = next(iter(obs.items()))
+            out.append({**o, "rewards": rewards})
+            action = int(rng.choice(np.flatnonzero(o["action_mask"])))
+            obs, reward, terminated, _, _ = env.step({agent: action})
+            rewards = np.array([reward[a] for a in sorted(reward)], dtype=np.float64)
+            if terminated["__all__"]:
+                break
+    return out, asked[0]
+
+
+def _obs_digest(obs: list[dict]) -> str:
+    h = hashlib.sha256()
+    for o in obs:
+        for key in sorted(o):
+            a = np.ascontiguousarray(o[key])
+            h.update(f"{key}|{a.dtype.str}|{a.shape}|".encode())
+            h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _digest(value) -> str:
+    return hashlib.sha256(json.dumps(value, separators=(",", ":")).encode()).hexdigest()
+
+
+def record_placements(window: str, policy: str) -> dict:
+    made = placements(window, policy)
+    return {"placed": len(made), "sha256": _digest(made)}
+
+
+def record_walk(walk: str) -> dict:
+    obs, asked = observations(walk)
+    return {"steps": len(obs), "hints_asked": asked, "sha256": _obs_digest(obs)}
+
+
+def _stored() -> dict:
+    return json.loads(GOLDEN.read_text())
+
+
+@pytest.mark.parametrize(("window", "policy"), CASES)
+def test_placements_are_the_golden_ones(window, policy):
+    stored = _stored()["placements"]
+    key = case_key(window, policy)
+    # a checkpoint without stored placements: record them with the code before the
+    # change under test (see the module docstring), never with the code it tests
+    assert key in stored, f"no golden placements for {key}"
+    want = stored[key]
+    got = record_placements(window, policy)
+    assert got["placed"] >= 10  # the case placed jobs (else it pins nothing)
+    assert got == want
+
+
+@pytest.mark.parametrize("window", FEATURE_WINDOWS)
+def test_interference_features_are_the_golden_ones(window):
+    rows, digest = feature_rows(window)
+    assert rows >= 100  # candidates were scored and jobs ran (else it pins nothing)
+    assert {"rows": rows, "sha256": digest} == _stored()["features"][window]
+
+
+@pytest.mark.parametrize("walk", sorted(WALKS))
+def test_observations_of_a_seeded_walk_are_the_golden_ones(walk):
+    want = _stored()["observations"][walk]
+    got = record_walk(walk)
+    assert got["hints_asked"] >= 50  # the walk asked hints (else it pins nothing)
+    assert got == want
+
+
+if __name__ == "__main__" and "--update" in sys.argv:
+    GOLDEN.parent.mkdir(exist_ok=True)
+    out = {
+        "placements": {case_key(w, p): record_placements(w, p) for w, p in CASES},
+        "observations": {w: record_walk(w) for w in sorted(WALKS)},
+        "features": {
+            w: dict(zip(("rows", "sha256"), feature_rows(w), strict=True)) for w in FEATURE_WINDOWS
+        },
+    }
+    GOLDEN.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {GOLDEN}")
