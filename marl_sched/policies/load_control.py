@@ -124,6 +124,17 @@ def plan_moves(
     return moves
 
 
+def usable_groups(view: ClusterView, info: RunningInfo) -> np.ndarray:
+    """Per GPU group, the GPUs the running job ``info`` could put a worker on were its
+    own workers released: :meth:`~marl_sched.simulator.Simulator.group_free_for`
+    from a view (between decisions, when ``view.group_free`` is every free GPU)."""
+    if view.group_free_for is not None:
+        return np.array(view.group_free_for(info.job_id), dtype=np.int64)
+    free = np.array(view.group_free, dtype=np.int64)
+    np.add.at(free, np.asarray(info.placement.worker_groups, dtype=np.int64), 1)
+    return np.where(view.perf.group_fits(info.model), free, 0)
+
+
 def released_view(view: ClusterView, info: RunningInfo, forbidden: np.ndarray) -> ClusterView:
     """``view`` as a policy placing the running job ``info`` should see it: its own
     GPUs, cores and memory given back (only GPUs its model fits in; with GPU sharing
@@ -133,12 +144,7 @@ def released_view(view: ClusterView, info: RunningInfo, forbidden: np.ndarray) -
     t = view.topology
     wg = np.asarray(info.placement.worker_groups, dtype=np.int64)
     pg = np.asarray(info.placement.ps_groups, dtype=np.int64)
-    if view.group_free_for is not None:
-        free = np.array(view.group_free_for(info.job_id), dtype=np.int64)
-    else:
-        free = np.array(view.group_free, dtype=np.int64)
-        np.add.at(free, wg, 1)
-        free = np.where(view.perf.group_fits(info.model), free, 0)
+    free = usable_groups(view, info)
     free[forbidden[t.group_server]] = 0
     spec = CATALOGUE[info.model]
     cpu = np.array(view.server_cpu_free, dtype=np.float64)

@@ -18,10 +18,12 @@ from agents.policy import MarlPolicy, greedy_action, manifest_for, save_modules
 from envs import make_env
 from envs.config import ENV_ID, env_config
 from envs.observations import ObservationBuilder, feature_dims
+from envs.rules import placement_key
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.errors import InputError
-from marl_sched.runner import build_cluster, load_workload, simulate
+from marl_sched.runner import build_cluster, has_migration_rule, load_workload, simulate
+from marl_sched.simulator import Simulator
 
 DEFAULT = str(REPO_ROOT / "configs" / "default.yaml")
 SHIPPED = REPO_ROOT / "checkpoints" / "marl-default"
@@ -35,12 +37,12 @@ def _with_env(path: str, **env):
     return dataclasses.replace(cfg, env={**(cfg.env or {}), **env})
 
 
-def _v2_checkpoint(folder: Path) -> Path:
-    cfg = _with_env(TINY, **ON)
+def _v2_checkpoint(folder: Path, cfg=None, seed: int = 0) -> Path:
+    cfg = cfg or _with_env(TINY, **ON)
     topo, perf = build_cluster(cfg)
     builder = ObservationBuilder.from_config(topo, perf, env_config(cfg))
     dims = feature_dims(builder.observation_space)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     net = build_gnn(dims, MODEL)
     weights = {"shared": {f"gnn.{k}": v for k, v in net.state_dict().items()}}
     manifest = manifest_for(builder, MODEL, ["shared"], extra={"config": cfg.to_dict()})
@@ -139,3 +141,80 @@ def test_behaviour_cloning_labels_every_move_keep():
     assert moves and len(moves) < len(actions)
     for o, a in moves:  # the acting agent's own forward slot
         assert a >= g and o["peers_x"][a - g, f["peers_x"].index("is_self")] == 1
+
+
+#: the simulator's and the env's cadence set alike: (env options, simulation options)
+CADENCES = {
+    "defaults": ({}, {}),  # one move per job, no minimum interval (the full track's)
+    "two-moves-500s": (
+        {"migration_max_moves": 2, "migration_min_interval_s": 500.0},
+        {"max_migrations_per_job": 2, "min_migration_interval_s": 500.0},
+    ),
+}
+
+
+def _env_and_simulate(ckpt: Path, cfg, monkeypatch) -> tuple[list, dict, list, dict]:
+    """The same checkpoint through ClusterPlacement-v2 (greedy) and behind
+    ``simulate`` with ``simulation.migration: on``: every ``Simulator.migrate`` call
+    (time, job, placement, accepted) and every job's finish time, of each."""
+    calls: list[tuple] = []
+    real = Simulator.migrate
+
+    def recorded(sim, job_id, placement):
+        out = real(sim, job_id, placement)
+        calls.append((sim.now, job_id, placement_key(placement), out))
+        return out
+
+    monkeypatch.setattr(Simulator, "migrate", recorded)
+    agents = load_agents(ckpt)
+    env = make_env(cfg)
+    obs, _ = env.reset(seed=0)
+    while True:
+        agent = env.acting_agent
+        obs, _, term, *_ = env.step({agent: greedy_action(agents.net_for(0), obs[agent])})
+        if term["__all__"]:
+            break
+    env_calls, env_done = list(calls), {j: r.finish_time for j, r in env.sim.records.items()}
+    calls.clear()
+    topo, perf = build_cluster(cfg)
+    policy = MarlPolicy(agents=agents)
+    assert has_migration_rule(policy)
+    _, records, sim = simulate(cfg, "marl", load_workload(cfg, perf), topo, perf, policy=policy)
+    assert sim.stats.migrations == sum(c[3] for c in calls)
+    return env_calls, env_done, list(calls), {r.job.job_id: r.finish_time for r in records}
+
+
+@pytest.mark.parametrize("cadence", list(CADENCES))
+@pytest.mark.parametrize("seed", [0, 2])
+def test_marl_rebalance_makes_the_moves_the_agents_make_in_the_env(
+    tmp_path, monkeypatch, cadence, seed
+):
+    """Behind ``simulate`` (the benchmark's full track), a v2 checkpoint is offered the
+    same moves at the same times as in ClusterPlacement-v2 and decides them alike:
+    the same migrations (time, job, placement) and the same finish time of every job.
+    Two untrained networks (seeds): one moves most offered jobs, one keeps most."""
+    env_opts, sim_opts = CADENCES[cadence]
+    cfg = _with_env(TINY, migration=True, **env_opts)
+    cfg = dataclasses.replace(
+        cfg, simulation=dataclasses.replace(cfg.simulation, migration="on", **sim_opts)
+    )
+    ckpt = _v2_checkpoint(tmp_path / "ckpt", cfg, seed=seed)
+    env_calls, env_done, sim_calls, sim_done = _env_and_simulate(ckpt, cfg, monkeypatch)
+    assert env_calls, "the window calls for moves"
+    assert sim_calls == env_calls
+    assert sim_done == env_done and len(sim_done) == 40
+    if cadence != "defaults":
+        assert any(c[1] == d[1] for i, c in enumerate(env_calls) for d in env_calls[:i])
+
+
+def test_only_a_v2_checkpoint_has_a_migration_rule(tmp_path):
+    """A v1 checkpoint (trained without the decision) never migrates in the full track."""
+    v1 = MarlPolicy(checkpoint=SHIPPED)
+    assert not v1.migrates and not has_migration_rule(v1)
+    assert v1.rebalance(None) == []
+    cfg = _with_env(TINY, migration=True)
+    cfg = dataclasses.replace(cfg, simulation=dataclasses.replace(cfg.simulation, migration="on"))
+    topo, perf = build_cluster(cfg)
+    _, _, sim = simulate(cfg, "marl", load_workload(cfg, perf), topo, perf, policy=v1)
+    assert sim.after_completions is None and sim.stats.migrations == 0
+    assert has_migration_rule(MarlPolicy(checkpoint=_v2_checkpoint(tmp_path / "v2")))
