@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -125,22 +126,64 @@ def test_a_v2_checkpoint_places_jobs_in_simulate(tmp_path):
     assert np.isfinite(metrics["avg_jct_s"])
 
 
-def test_behaviour_cloning_labels_every_move_keep():
-    """The teachers have no migration rule: offered a move they keep the job (the
-    rollout teacher, which needs a pending job, would otherwise fail on a move)."""
+def test_the_warm_start_teacher_moves_as_load_control_decides(monkeypatch):
+    """Offered a move, the teacher asks MLFS's load-control rule (the ``+lc`` rows'
+    :func:`plan_moves`) whether this job moves, with its own placement for where:
+    every offered job moves exactly when ``plan_moves`` (the offered job its only
+    candidate) moves it, and to that placement; keep is labelled otherwise."""
     from agents.commands import _load_train_config
+    from agents.teachers import make_teacher, teacher_plan
     from agents.training import teacher_decisions
+    from envs.session import MoveBook, PlacementSession
+    from marl_sched.policies import load_control as lc
 
     cfg, mc, tc = _load_train_config(TINY, ["env.migration=on", "train.bc_episodes=1"])
+    teacher = make_teacher(tc.bc_teacher, tc.bc_margin, tc.bc_protect, tc.bc_speed, tc.bc_base)
+    expected: dict[tuple[float, int], tuple | None] = {}
+    real_session, real_migrate = MoveBook.session, Simulator.migrate
+
+    def offered(book, view, info, job, agent, group_free):
+        teacher.reset(view.topology, 0)
+        others = tuple(  # the offered job is the rule's only candidate
+            i if i.job_id == info.job_id else dataclasses.replace(i, next_move_at=math.inf)
+            for i in view.running()
+        )
+        only = dataclasses.replace(view, running_fn=lambda: others)
+
+        def relocate(i, over):
+            trial = PlacementSession(book.builder, job, lc.released_view(view, i, over), agent)
+            return teacher_plan(teacher, trial) if trial.feasible() else None
+
+        moves = lc.plan_moves(only, relocate, max_tries=len(others))
+        expected[(view.now, info.job_id)] = placement_key(moves[0][1]) if moves else None
+        return real_session(book, view, info, job, agent, group_free)
+
+    made: dict[tuple[float, int], tuple] = {}
+
+    def migrate(sim, job_id, placement):
+        made[(sim.now, job_id)] = placement_key(placement)
+        return real_migrate(sim, job_id, placement)
+
+    monkeypatch.setattr(MoveBook, "session", offered)
+    monkeypatch.setattr(Simulator, "migrate", migrate)
     obs, actions, _, _ = teacher_decisions(cfg, mc, tc, 0)
+    assert set(made) <= set(expected)
+    assert {k: made.get(k) for k in expected} == expected
+    moved = sum(v is not None for v in expected.values())
+    assert 0 < moved < len(expected), (moved, len(expected))
+    # the labels: keep (the acting agent's own forward slot) on every offer the rule
+    # declines, a placement's first action on every other
     env = make_env(cfg)
-    f, g = env.builder.features, env.builder.pad[0]
-    moves = [
-        (o, a) for o, a in zip(obs, actions, strict=True) if o["job_x"][f["job_x"].index("is_move")]
-    ]
-    assert moves and len(moves) < len(actions)
-    for o, a in moves:  # the acting agent's own forward slot
-        assert a >= g and o["peers_x"][a - g, f["peers_x"].index("is_self")] == 1
+    f, g, a = env.builder.features, env.builder.pad[0], env.builder.n_agents
+    is_move, done = f["job_x"].index("is_move"), f["job_x"].index("tasks_done_frac")
+    first = [act for o, act in zip(obs, actions, strict=True)
+             if o["job_x"][is_move] and o["job_x"][done] == 0]  # fmt: skip
+    keeps = [
+        act for o, act in zip(obs, actions, strict=True)
+        if o["job_x"][is_move] and g <= act < g + a
+        and o["peers_x"][act - g, f["peers_x"].index("is_self")] == 1
+    ]  # fmt: skip
+    assert len(first) == len(expected) and len(keeps) == len(expected) - moved
 
 
 #: the simulator's and the env's cadence set alike: (env options, simulation options)
