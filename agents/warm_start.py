@@ -25,13 +25,13 @@ def teacher_decisions(
     placement on the view the job arrives on; each task is labelled with the action
     that puts it where that plan puts it (when the masks allow it; else the state is
     not labelled): the follow action of a hint that plans exactly the teacher's
-    placement (``env.hints``), else the group slot or forward. A move (``env.migration: on``)
-    is labelled with :func:`agents.teachers.teacher_move`'s decision: load control's
-    rule says whether to move the offered job, the teacher where (its placement's
-    actions, as for an arrival), else keep (the acting agent's own forward slot). Returns are those
-    of the student's trajectory. ``first_episode``: episode seeds
-    ``seed * 1000 + first_episode + k``. ``progress(done)``: called after each
-    episode (a :class:`marl_sched.cli.Progress`)."""
+    placement (``env.hints``), else the group slot or forward. A move
+    (``env.migration: on``) is labelled with :func:`agents.teachers.teacher_move`'s
+    decision: load control's rule says whether to move the offered job, the teacher
+    where (its placement's actions, as for an arrival), else keep (the acting agent's
+    own forward slot). Returns are those of the student's trajectory.
+    ``first_episode``: episode seeds ``seed * 1000 + first_episode + k``.
+    ``progress(done)``: called after each episode (a :class:`marl_sched.cli.Progress`)."""
     import numpy as np
 
     if student is not None:
