@@ -68,12 +68,13 @@ from envs.config import (
 )
 from envs.observations import OBS_VERSION, ObservationBuilder, feature_dims
 from envs.rules import home_agent
-from envs.session import PlacementSession
+from envs.session import MoveBook, PlacementSession
 from marl_sched.config import REPO_ROOT
 from marl_sched.errors import InputError
 from marl_sched.files import read_input_text
 from marl_sched.jobs import Job, Placement
 from marl_sched.policies.base import Policy
+from marl_sched.policies.load_control import running_job, usable_groups
 from marl_sched.simulator import ClusterView
 from marl_sched.topology import Topology
 
@@ -497,6 +498,15 @@ class MarlPolicy(Policy):
     def reset(self, topology: Topology, seed: int = 0) -> None:
         super().reset(topology, seed)
         self.builder = None
+        self.book: MoveBook | None = None  # the run's moves (a v2 checkpoint), per topology
+        self.placed: dict[int, Job] = {}  # running job -> the job as placed (a v2 checkpoint)
+
+    @property
+    def migrates(self) -> bool:
+        """A checkpoint trained with the migration decision (``env.migration: on``,
+        ClusterPlacement-v2) has a migration rule (:meth:`rebalance`); a v1 one has
+        none (:func:`marl_sched.runner.has_migration_rule`)."""
+        return bool(self.agents.env_options().get("migration"))
 
     def _builder_for_topology(self, topology: Topology, perf) -> ObservationBuilder:
         """The environment core on ``topology`` with the checkpoint's decision options;
@@ -506,6 +516,8 @@ class MarlPolicy(Policy):
             self.builder = ObservationBuilder(topology, perf, **self.agents.env_options())
             check_compatible(self.agents, self.builder, self.central)
             self.scope_inputs = {}
+            self.book = MoveBook(self.builder)
+            self.placed = {}
         return self.builder
 
     def decide(self, session: PlacementSession) -> int:
@@ -533,7 +545,60 @@ class MarlPolicy(Policy):
             session.act(self.decide(session))
             if not session.done and not session.feasible():
                 return None
-        return session.placement()
+        placement = session.placement()
+        if builder.migration:
+            self.book.placed(job.job_id, placement)
+            self.placed[job.job_id] = job
+        return placement
+
+    def rebalance(self, view: ClusterView):
+        """The agents' moves after a batch of completions (``simulation.migration:
+        on``; only a checkpoint trained with ``env.migration: on``), offered as the
+        environment offers them (:mod:`envs.cluster_env`, "Migration"; the same
+        :class:`envs.session.MoveBook`): each agent whose scope held a worker of a
+        job that has just completed, in agent order, is offered its most slowed
+        movable running job, and the agents re-place it through the masks or keep it
+        (the offered agent's own forward slot). A generator
+        (:func:`marl_sched.runner.rebalance`): each move it yields is applied by the
+        simulator before the next agent is offered one, on the view it is sent back.
+
+        Served as in the environment with ``migration_tick_s: 0``: the simulator
+        calls this after completions only, so a checkpoint trained with ticks moves
+        only then. Not reproduced: under a preemptive ordering a preempted job counts
+        as finished here (the view shows no queue); with ``duration_estimate:
+        history`` a moved job's length is its estimate when it was placed."""
+        if not self.migrates:
+            return []
+        return self._moves(view)
+
+    def _moves(self, view: ClusterView):
+        self._builder_for_topology(view.topology, view.perf)
+        book = self.book
+        running = view.running()
+        ids = {info.job_id for info in running}
+        done = [jid for jid in book.scopes if jid not in ids]
+        for jid in done:
+            self.placed.pop(jid, None)
+        agents = book.finished(done)
+        if not running:
+            return
+        for agent in sorted(agents):
+            info = book.pick(view, agent)
+            if info is None:
+                continue
+            jid = info.job_id
+            job = self.placed.get(jid) or running_job(info)  # placed elsewhere: no length
+            session = book.session(view, info, job, agent, usable_groups(view, info))
+            while not session.done:
+                session.act(self.decide(session))
+                if not session.done and not session.feasible():
+                    break
+            if session.moved():
+                placement = session.placement()
+                view = yield jid, placement
+                after = next((i for i in view.running() if i.job_id == jid), None)
+                if after is not None and after.migrations > info.migrations:  # not declined
+                    book.moved(jid, placement, view.now)
 
 
 class SingleAgentPolicy(MarlPolicy):

@@ -261,6 +261,45 @@ def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | 
     return next((q for v in views if (q := teacher.place(job, v)) and legal(q)), None)
 
 
+def teacher_move(teacher, session, view: ClusterView) -> Placement | None:
+    """The teacher's decision on a move (``env.migration: on``): where to re-place
+    the running job ``session`` offers (an :class:`envs.session.PlacementSession`
+    with ``moving`` set, before any action), or None to keep it.
+
+    Whether to move is MLFS's load-control rule, the one the ``+lc`` baselines use
+    (:func:`marl_sched.policies.load_control.move_for`: the job has a worker on an
+    overloaded server and may move); where to is the teacher's own placement
+    (:func:`teacher_plan`) from the offered agent on the cluster with the job's own
+    resources given back and the overloaded servers closed
+    (:func:`marl_sched.policies.load_control.released_view`), kept only when it
+    changes the job's servers and the agents' masks can make it in this session.
+    ``view``: the cluster (``Simulator.view()`` between decisions). What it reads is
+    what the ``+lc`` policies read: the view and its running jobs (placement,
+    slowdown, attained service) and the job as the session shows it (its estimated
+    length) — no future arrival, no true length (no simulator is forked)."""
+    from envs.session import PlacementSession, placement_steps
+    from marl_sched.policies.load_control import move_for, released_view
+
+    builder, agent = session.builder, session.agent
+
+    def relocate(info, over) -> Placement | None:
+        trial = PlacementSession(builder, session.job, released_view(view, info, over), agent)
+        if not trial.feasible():
+            return None
+        return teacher_plan(teacher, trial)
+
+    p = move_for(view, session.moving, relocate)
+    if p is None:
+        return None
+    probe = PlacementSession(builder, session.job, session.view, agent,
+                             moving=session.moving, moves=session.moves)  # fmt: skip
+    for action in placement_steps(builder, agent, p):
+        if probe.done or probe.action_mask(probe.agent)[action] == 0:
+            return None
+        probe.act(action)
+    return p if probe.done and probe.moved() else None
+
+
 def make_teacher(
     name: str,
     margin: float = 0.0,

@@ -25,16 +25,19 @@ def teacher_decisions(
     placement on the view the job arrives on; each task is labelled with the action
     that puts it where that plan puts it (when the masks allow it; else the state is
     not labelled): the follow action of a hint that plans exactly the teacher's
-    placement (``env.hints``), else the group slot or forward. Returns are those
-    of the student's trajectory. ``first_episode``: episode seeds
-    ``seed * 1000 + first_episode + k``. ``progress(done)``: called after each
-    episode (a :class:`marl_sched.cli.Progress`)."""
+    placement (``env.hints``), else the group slot or forward. A move
+    (``env.migration: on``) is labelled with :func:`agents.teachers.teacher_move`'s
+    decision: load control's rule says whether to move the offered job, the teacher
+    where (its placement's actions, as for an arrival), else keep (the acting agent's
+    own forward slot). Returns are those of the student's trajectory.
+    ``first_episode``: episode seeds ``seed * 1000 + first_episode + k``.
+    ``progress(done)``: called after each episode (a :class:`marl_sched.cli.Progress`)."""
     import numpy as np
 
     if student is not None:
         from agents.policy import greedy_action
 
-    from agents.teachers import make_teacher, teacher_plan
+    from agents.teachers import make_teacher, teacher_move, teacher_plan
     from envs.session import action_towards, follow_action
 
     env_cls, env_config, _ = env_setup(cfg, mc, tc, seed)
@@ -65,11 +68,13 @@ def teacher_decisions(
             s = env.session
             if s is not planned:  # a new job: ask the teacher for its whole placement
                 planned = s
-                # a move (env.migration): the teachers have no migration rule, they keep
-                p = None if s.moving is not None else teacher_plan(teacher, s, sim=env.sim)
+                if s.moving is not None:  # a move (env.migration): load control's rule
+                    p = teacher_move(teacher, s, env.sim.view())
+                else:
+                    p = teacher_plan(teacher, s, sim=env.sim)
                 plan = None if p is None else [*p.worker_groups, *p.ps_groups]
             action = None
-            if s.can_keep:
+            if s.can_keep and plan is None:
                 action = builder.pad[0] + s.agent  # keep: the agent's own forward slot
             elif plan is not None:
                 # a hint that plans exactly the teacher's placement: follow it

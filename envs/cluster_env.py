@@ -143,8 +143,10 @@ the job and its old and new neighbours), and the delay is in the moved job's JCT
 **Who else.** ``masked:<heuristic>`` controls and the heuristics are policies, not
 agents of this env: they never get an offer (a control stepped through v2 would keep:
 it has no migration rule). Behind ``simulate`` / ``compare``, a v2 checkpoint places
-arriving jobs; moves there go through the policies' common migration hook
-(``Policy.rebalance``), which the ``marl`` policy does not implement yet.
+arriving jobs and, with ``simulation.migration: on``, moves running ones through the
+policies' common migration hook (``MarlPolicy.rebalance``): after each batch of
+completions the same agents are offered the same jobs through the same
+:class:`envs.session.MoveBook` (no ticks: the simulator's cadence is completions).
 PettingZoo: an idle agent's no-op is its own forward slot, as before; for the agent
 acting in a move that slot is keep.
 
@@ -303,7 +305,7 @@ from envs.config import ENV_ID, ENV_NAME, ENV_VERSION, EnvConfig, env_config
 from envs.observations import CRITIC_KEY, ObservationBuilder, critic_features, critic_space
 from envs.rewards import TeamReward
 from envs.rules import home_agent
-from envs.session import MAX_SLOWDOWN, PlacementSession, placement_steps, released_view
+from envs.session import MoveBook, PlacementSession, placement_steps
 from marl_sched.config import REPO_ROOT, ExperimentConfig, load_config, parse_section
 from marl_sched.duration import workload_predictor
 from marl_sched.errors import InputError
@@ -567,28 +569,23 @@ class ClusterPlacementCore:
 
     def _reset_moves(self) -> None:
         self._offers: list[int] = []  # agents still to be offered a move at this trigger
-        self._offered: set[int] = set()  # jobs offered at this trigger
-        self._scopes: dict[int, frozenset[int]] = {}  # running job -> its workers' agents
-        self._moves: dict[int, int] = {}  # job -> moves so far
-        self._last_move: dict[int, float] = {}  # job -> time of its last move
+        self._book = MoveBook(self.builder)  # scopes, offers and moves (envs.session)
         self._records_seen = 0
         self._tick_at: float | None = None  # the pending tick's time
 
     def _placed(self, job_id: int, placement) -> None:
         if self.env_config.migration:
-            groups = placement.worker_groups
-            self._scopes[job_id] = frozenset(self.builder.group_scope[list(groups)].tolist())
+            self._book.placed(job_id, placement)
 
     def _trigger(self, sim: Simulator) -> bool:
         """After an event time (``Simulator.next_decision_or_stop``): the agents whose
         scopes held a worker of a job that completed then, every agent at a tick;
         True when one of them is to be offered a move (module docstring)."""
-        agents: set[int] = set()
         recs = sim.records
-        if len(recs) != self._records_seen:
-            for rec in islice(reversed(recs.values()), len(recs) - self._records_seen):
-                agents |= self._scopes.pop(rec.job.job_id, frozenset())
-            self._records_seen = len(recs)
+        done = [rec.job.job_id for rec in islice(reversed(recs.values()),
+                                                 len(recs) - self._records_seen)]  # fmt: skip
+        self._records_seen = len(recs)
+        agents = self._book.finished(done)
         tick = self.env_config.migration_tick_s
         if tick > 0:
             if self._tick_at is not None and sim.now >= self._tick_at:
@@ -598,50 +595,25 @@ class ClusterPlacementCore:
                 self._tick_at = (math.floor(sim.now / tick) + 1) * tick
                 sim.wake_at(self._tick_at)
         self._offers = sorted(agents) if sim.running else []
-        self._offered = set()
         return bool(self._offers)
 
     def _move_session(self, agent: int) -> PlacementSession | None:
-        """The move offered to ``agent``: of the running jobs with a worker in its
-        scope that may move (not restarting, under the cap, past the minimum
-        interval, not offered yet at this trigger), the most slowed one (then the
-        lowest id); None when there is none."""
-        sim, b, cfg = self.sim, self.builder, self.env_config
-        view, now = sim.view(), sim.now
-        best, key = None, None
-        for info in view.running():
-            jid = info.job_id
-            if (
-                jid in self._offered
-                or info.paused_until > now
-                or self._moves.get(jid, 0) >= cfg.migration_max_moves
-                or now - self._last_move.get(jid, -math.inf) < cfg.migration_min_interval_s
-                # the simulator's own cap and interval, where it has them
-                or now < getattr(info, "next_move_at", 0.0)
-                or agent not in b.group_scope[list(info.placement.worker_groups)]
-            ):
-                continue
-            k = (min(info.slowdown, MAX_SLOWDOWN), -jid)
-            if key is None or k > key:
-                best, key = info, k
+        """The move offered to ``agent`` (:meth:`envs.session.MoveBook.pick`), or None."""
+        sim = self.sim
+        view = sim.view()
+        best = self._book.pick(view, agent)
         if best is None:
             return None
         jid = best.job_id
-        self._offered.add(jid)
         self.predictor.sync(sim.records)
         seen = self.predictor.visible_job(sim.running[jid].job)
-        released = released_view(view, best, sim.group_free_for(jid))
-        return PlacementSession(
-            b, seen, released, agent, moving=best, moves=self._moves.get(jid, 0)
-        )
+        return self._book.session(view, best, seen, agent, sim.group_free_for(jid))
 
     def _migrate(self, s: PlacementSession) -> None:
         jid = s.moving.job_id
         if self.sim.migrate(jid, s.placement()) is False:  # declined by the simulator's rules
             return
-        self._moves[jid] = self._moves.get(jid, 0) + 1
-        self._last_move[jid] = self.sim.now
-        self._placed(jid, s.placement())
+        self._book.moved(jid, s.placement(), self.sim.now)
 
     def _mask_of(self, agent: str) -> Callable[[], np.ndarray | None]:
         def mask() -> np.ndarray | None:

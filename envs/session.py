@@ -644,6 +644,84 @@ class PlacementSession:
         )
 
 
+class MoveBook:
+    """The bookkeeping of the migration decision (``env.migration: on``;
+    :mod:`envs.cluster_env`, "Migration"): which agents a completion triggers, which
+    running job each offered agent is given, and each job's moves so far. The
+    environment keeps one per episode; :class:`agents.policy.MarlPolicy` keeps one per
+    run, so that behind ``simulate`` a checkpoint is offered the same moves as in the
+    environment.
+
+    Args:
+        builder: the observation builder (scopes and the cadence options
+            ``migration_max_moves`` / ``migration_min_interval_s``).
+    """
+
+    def __init__(self, builder: ObservationBuilder) -> None:
+        self.builder = builder
+        self.scopes: dict[int, frozenset[int]] = {}  # running job -> its workers' agents
+        self.moves: dict[int, int] = {}  # job -> moves so far
+        self.last_move: dict[int, float] = {}  # job -> time of its last move
+        self.offered: set[int] = set()  # jobs offered at the current trigger
+
+    def placed(self, job_id: int, placement: Placement) -> None:
+        """A job started (or moved) on ``placement``: its workers' agents are the
+        ones its completion triggers."""
+        groups = list(placement.worker_groups)
+        self.scopes[job_id] = frozenset(self.builder.group_scope[groups].tolist())
+
+    def finished(self, job_ids) -> set[int]:
+        """The agents that held a worker of the finished jobs ``job_ids``; a new
+        trigger begins (no job offered at it yet)."""
+        agents: set[int] = set()
+        for jid in job_ids:
+            agents |= self.scopes.pop(jid, frozenset())
+        self.offered = set()
+        return agents
+
+    def pick(self, view: ClusterView, agent: int) -> RunningInfo | None:
+        """The running job offered to ``agent`` (marked offered): of those with a
+        worker in its scope that may move (not restarting, under the cap, past the
+        minimum interval, the simulator's own cap and interval, not offered yet at
+        this trigger), the most slowed one (then the lowest id); None when none may."""
+        b, now = self.builder, view.now
+        best, key = None, None
+        for info in view.running():
+            jid = info.job_id
+            if (
+                jid in self.offered
+                or info.paused_until > now
+                or self.moves.get(jid, 0) >= b.migration_max_moves
+                or now - self.last_move.get(jid, -math.inf) < b.migration_min_interval_s
+                # the simulator's own cap and interval, where it has them
+                or now < getattr(info, "next_move_at", 0.0)
+                or agent not in b.group_scope[list(info.placement.worker_groups)]
+            ):
+                continue
+            k = (min(info.slowdown, MAX_SLOWDOWN), -jid)
+            if key is None or k > key:
+                best, key = info, k
+        if best is not None:
+            self.offered.add(best.job_id)
+        return best
+
+    def session(
+        self, view: ClusterView, info: RunningInfo, job: Job, agent: int, group_free: np.ndarray
+    ) -> PlacementSession:
+        """The move of ``info`` (seen as ``job``) offered to ``agent``, on ``view``
+        with the job's own resources free (``group_free``: its usable GPUs were its
+        own released, :meth:`marl_sched.simulator.Simulator.group_free_for`)."""
+        released = released_view(view, info, group_free)
+        return PlacementSession(self.builder, job, released, agent, moving=info,
+                                moves=self.moves.get(info.job_id, 0))  # fmt: skip
+
+    def moved(self, job_id: int, placement: Placement, now: float) -> None:
+        """The simulator applied a move of ``job_id`` to ``placement`` at ``now``."""
+        self.moves[job_id] = self.moves.get(job_id, 0) + 1
+        self.last_move[job_id] = now
+        self.placed(job_id, placement)
+
+
 def released_view(view: ClusterView, info: RunningInfo, group_free: np.ndarray) -> ClusterView:
     """``view`` with the running job ``info``'s GPUs, cores and memory free, what a
     move is placed on. ``group_free``: the GPUs it could use were its own released

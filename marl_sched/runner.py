@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -314,7 +314,11 @@ def make_simulator(
 
 def has_migration_rule(policy) -> bool:
     """Whether ``policy`` proposes migrations: its class overrides
-    :meth:`Policy.rebalance` (the one migration hook)."""
+    :meth:`Policy.rebalance` (the one migration hook), unless the instance says it
+    has none (``policy.migrates`` False: a ``marl`` checkpoint trained without the
+    migration decision)."""
+    if not getattr(policy, "migrates", True):
+        return False
     return getattr(type(policy), "rebalance", Policy.rebalance) is not Policy.rebalance
 
 
@@ -326,6 +330,19 @@ def _estimate(predictor: DurationPredictor, sim: Simulator, job: Job) -> float:
 def rebalance(sim: Simulator, policy) -> None:
     """Apply a policy's migration proposals (:meth:`Policy.rebalance`): each (job,
     placement) goes to :meth:`Simulator.migrate`, which declines (and counts) those
-    over the per-job cap or interval."""
-    for job_id, placement in policy.rebalance(sim.view()):
-        sim.migrate(job_id, placement)
+    over the per-job cap or interval. A rule that decides each move on the cluster
+    the previous one left (the ``marl`` agents, offered moves one agent after
+    another as in the environment) returns a generator: after each move it yields,
+    it is sent the view after the simulator applied or declined it."""
+    proposals = policy.rebalance(sim.view())
+    if not isinstance(proposals, Generator):
+        for job_id, placement in proposals:
+            sim.migrate(job_id, placement)
+        return
+    try:
+        move = next(proposals)
+        while True:
+            sim.migrate(*move)
+            move = proposals.send(sim.view())
+    except StopIteration:
+        pass

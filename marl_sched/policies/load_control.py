@@ -97,31 +97,63 @@ def plan_moves(
     running = view.running()
     if not running:
         return []
-    topo = view.topology
     over = server_slowdown(view, running) > threshold
     if not over.any():
         return []
-    candidates = [
-        info
-        for info in running
-        if info.next_move_at <= view.now
-        and info.paused_until <= view.now
-        and over[topo.group_server[np.asarray(info.placement.worker_groups)]].any()
-    ]
+    candidates = [info for info in running if movable(view, info, over)]
     candidates.sort(key=lambda i: (-running_priority(i), i.job_id))
     moves: list[tuple[int, Placement]] = []
     for info in candidates[:max_tries]:
         if len(moves) >= max_moves:
             break
-        placement = relocate(info, over)
-        if placement is None:
-            continue
-        old = set(topo.group_server[np.asarray(info.placement.worker_groups)].tolist())
-        new = set(topo.group_server[np.asarray(placement.worker_groups)].tolist())
-        if new == old:
-            continue
-        moves.append((info.job_id, placement))
+        placement = relocated(view, info, relocate, over)
+        if placement is not None:
+            moves.append((info.job_id, placement))
     return moves
+
+
+def move_for(
+    view: ClusterView, info: RunningInfo, relocate: Relocate, threshold: float = SLOWDOWN_THRESHOLD
+) -> Placement | None:
+    """The rule's decision for the one running job ``info`` (where to move it, or
+    None to keep it), as :func:`plan_moves` would take it were ``info`` its only
+    candidate: a warm-start teacher asks this of the job the environment offers."""
+    over = server_slowdown(view, view.running()) > threshold
+    if not over.any() or not movable(view, info, over):
+        return None
+    return relocated(view, info, relocate, over)
+
+
+def movable(view: ClusterView, info: RunningInfo, over: np.ndarray) -> bool:
+    """May load control move ``info``: the simulator lets it move now, it is not
+    restarting, and a worker of it is on an overloaded server (``over``)."""
+    servers = view.topology.group_server[np.asarray(info.placement.worker_groups)]
+    return info.next_move_at <= view.now and info.paused_until <= view.now and over[servers].any()
+
+
+def relocated(
+    view: ClusterView, info: RunningInfo, relocate: Relocate, over: np.ndarray
+) -> Placement | None:
+    """``relocate``'s placement of ``info`` when it puts the job's workers on other
+    servers than now; else None (no move)."""
+    placement = relocate(info, over)
+    if placement is None:
+        return None
+    gs = view.topology.group_server
+    old = set(gs[np.asarray(info.placement.worker_groups)].tolist())
+    new = set(gs[np.asarray(placement.worker_groups)].tolist())
+    return None if new == old else placement
+
+
+def usable_groups(view: ClusterView, info: RunningInfo) -> np.ndarray:
+    """Per GPU group, the GPUs the running job ``info`` could put a worker on were its
+    own workers released: :meth:`~marl_sched.simulator.Simulator.group_free_for`
+    from a view (between decisions, when ``view.group_free`` is every free GPU)."""
+    if view.group_free_for is not None:
+        return np.array(view.group_free_for(info.job_id), dtype=np.int64)
+    free = np.array(view.group_free, dtype=np.int64)
+    np.add.at(free, np.asarray(info.placement.worker_groups, dtype=np.int64), 1)
+    return np.where(view.perf.group_fits(info.model), free, 0)
 
 
 def released_view(view: ClusterView, info: RunningInfo, forbidden: np.ndarray) -> ClusterView:
@@ -133,12 +165,7 @@ def released_view(view: ClusterView, info: RunningInfo, forbidden: np.ndarray) -
     t = view.topology
     wg = np.asarray(info.placement.worker_groups, dtype=np.int64)
     pg = np.asarray(info.placement.ps_groups, dtype=np.int64)
-    if view.group_free_for is not None:
-        free = np.array(view.group_free_for(info.job_id), dtype=np.int64)
-    else:
-        free = np.array(view.group_free, dtype=np.int64)
-        np.add.at(free, wg, 1)
-        free = np.where(view.perf.group_fits(info.model), free, 0)
+    free = usable_groups(view, info)
     free[forbidden[t.group_server]] = 0
     spec = CATALOGUE[info.model]
     cpu = np.array(view.server_cpu_free, dtype=np.float64)

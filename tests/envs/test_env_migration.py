@@ -251,8 +251,8 @@ def test_move_features_are_what_mlf_h_reads():
                 i for i in running
                 if k in env.builder.group_scope[list(i.placement.worker_groups)]
                 and i.paused_until <= env.sim.now
-                and env._moves.get(i.job_id, 0) < 1  # the default cap: one move
-                and i.job_id not in env._offered - {info.job_id}  # one offer per trigger
+                and env._book.moves.get(i.job_id, 0) < 1  # the default cap: one move
+                and i.job_id not in env._book.offered - {info.job_id}  # one offer per trigger
             ]  # fmt: skip
             assert info.slowdown == max(i.slowdown for i in mine)
             checked += 1
