@@ -118,11 +118,13 @@ def main(argv: list[str] | None = None) -> None:
             row.setdefault("sample_s", wall - row["learn_s"])
             row["other_s"] = max(wall - row["sample_s"] - row["learn_s"], 0.0)
             rows.append(row)
+            # remote runners' CPU is not measured here: no per-CPU-second figure then
+            cpu = row["sample_cpu_s"]
+            per_cpu = f"{done / cpu:.0f} per CPU-second here" if cpu > 0 else "CPU in the runners"
             print(
                 f"iteration {it + 1}: {done:.0f} decisions, wall {wall:.2f} s, sample "
                 f"{row['sample_s']:.2f} s ({done / max(row['sample_s'], 1e-9):.0f} decisions/s; "
-                f"{done / max(row['sample_cpu_s'], 1e-9):.0f} per CPU-second here), "
-                f"learn {row['learn_s']:.2f} s",
+                f"{per_cpu}), learn {row['learn_s']:.2f} s",
                 flush=True,
             )
         algo.stop()
