@@ -536,15 +536,20 @@ class MarlPolicy(Policy):
     def check_cluster(self, topology: Topology, perf) -> None:
         self._builder_for_topology(topology, perf)
 
-    def place(self, job: Job, view: ClusterView) -> Placement | None:
-        builder = self._builder_for_topology(view.topology, view.perf)
-        session = PlacementSession(builder, job, view, home_agent(job, builder.n_agents))
-        if not session.feasible() or session.waits():
-            return None
+    def _complete(self, session: PlacementSession) -> bool:
+        """Let the agents act in ``session`` until it is done (True) or the rest of
+        the job no longer fits (False)."""
         while not session.done:
             session.act(self.decide(session))
             if not session.done and not session.feasible():
-                return None
+                return False
+        return True
+
+    def place(self, job: Job, view: ClusterView) -> Placement | None:
+        builder = self._builder_for_topology(view.topology, view.perf)
+        session = PlacementSession(builder, job, view, home_agent(job, builder.n_agents))
+        if not session.feasible() or session.waits() or not self._complete(session):
+            return None
         placement = session.placement()
         if builder.migration:
             self.book.placed(job.job_id, placement)
@@ -589,11 +594,7 @@ class MarlPolicy(Policy):
             jid = info.job_id
             job = self.placed.get(jid) or running_job(info)  # placed elsewhere: no length
             session = book.session(view, info, job, agent, usable_groups(view, info))
-            while not session.done:
-                session.act(self.decide(session))
-                if not session.done and not session.feasible():
-                    break
-            if session.moved():
+            if self._complete(session) and session.moved():
                 placement = session.placement()
                 view = yield jid, placement
                 after = next((i for i in view.running() if i.job_id == jid), None)
