@@ -32,6 +32,7 @@ from envs.rules import (
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.jobs import Job, Placement
 from marl_sched.policies.heuristics import ps_near_workers
+from marl_sched.policies.load_control import given_back
 from marl_sched.simulator import ClusterView, RunningInfo, harm_to_residents
 
 #: a running job's slowdown is capped here in the features (an unbounded one is not)
@@ -728,14 +729,7 @@ def released_view(view: ClusterView, info: RunningInfo, group_free: np.ndarray) 
     (:meth:`marl_sched.simulator.Simulator.group_free_for`: GPU memory and sharing
     rules included). Pressures, link counts and exposures still count the job
     where it runs (documented in :mod:`envs.cluster_env`)."""
-    t, spec = view.topology, CATALOGUE[info.model]
-    cpu = np.array(view.server_cpu_free, dtype=np.float64)
-    mem = np.array(view.server_mem_free, dtype=np.float64)
-    for groups, per_task in ((info.placement.worker_groups, spec.cpu_worker),
-                             (info.placement.ps_groups, spec.cpu_ps)):  # fmt: skip
-        srv = t.group_server[np.asarray(groups, dtype=np.int64)]
-        np.add.at(cpu, srv, per_task)
-        np.add.at(mem, srv, spec.mem_gb)
+    cpu, mem = given_back(view, info)
     return dataclasses.replace(
         view,
         group_free=np.asarray(group_free),

@@ -156,23 +156,29 @@ def usable_groups(view: ClusterView, info: RunningInfo) -> np.ndarray:
     return np.where(view.perf.group_fits(info.model), free, 0)
 
 
+def given_back(view: ClusterView, info: RunningInfo) -> tuple[np.ndarray, np.ndarray]:
+    """The servers' free cores and memory (new arrays) with the running job ``info``'s
+    own given back: its workers' and PS's cores and memory on their servers."""
+    t, spec = view.topology, CATALOGUE[info.model]
+    wg = np.asarray(info.placement.worker_groups, dtype=np.int64)
+    pg = np.asarray(info.placement.ps_groups, dtype=np.int64)
+    cpu = np.array(view.server_cpu_free, dtype=np.float64)
+    mem = np.array(view.server_mem_free, dtype=np.float64)
+    np.add.at(cpu, t.group_server[wg], spec.cpu_worker)
+    np.add.at(cpu, t.group_server[pg], spec.cpu_ps)
+    np.add.at(mem, t.group_server[np.concatenate([wg, pg])], spec.mem_gb)
+    return cpu, mem
+
+
 def released_view(view: ClusterView, info: RunningInfo, forbidden: np.ndarray) -> ClusterView:
     """``view`` as a policy placing the running job ``info`` should see it: its own
     GPUs, cores and memory given back (only GPUs its model fits in; with GPU sharing
     the simulator's :meth:`~marl_sched.simulator.Simulator.group_free_for`), and no
     room at all on the ``forbidden`` servers (bool per server). Pressures still count
     the job where it runs now (a small bias towards leaving, where it is leaving)."""
-    t = view.topology
-    wg = np.asarray(info.placement.worker_groups, dtype=np.int64)
-    pg = np.asarray(info.placement.ps_groups, dtype=np.int64)
     free = usable_groups(view, info)
-    free[forbidden[t.group_server]] = 0
-    spec = CATALOGUE[info.model]
-    cpu = np.array(view.server_cpu_free, dtype=np.float64)
-    mem = np.array(view.server_mem_free, dtype=np.float64)
-    np.add.at(cpu, t.group_server[wg], spec.cpu_worker)
-    np.add.at(cpu, t.group_server[pg], spec.cpu_ps)
-    np.add.at(mem, t.group_server[np.concatenate([wg, pg])], spec.mem_gb)
+    free[forbidden[view.topology.group_server]] = 0
+    cpu, mem = given_back(view, info)
     cpu[forbidden] = 0.0
     mem[forbidden] = 0.0
     for a in (free, cpu, mem):
