@@ -261,3 +261,32 @@ def test_only_a_v2_checkpoint_has_a_migration_rule(tmp_path):
     _, _, sim = simulate(cfg, "marl", load_workload(cfg, perf), topo, perf, policy=v1)
     assert sim.after_completions is None and sim.stats.migrations == 0
     assert has_migration_rule(MarlPolicy(checkpoint=_v2_checkpoint(tmp_path / "v2")))
+
+
+MIGRATION_SEEDS = sorted((REPO_ROOT / "checkpoints" / "marl-migration").glob("seed*"))
+
+
+def test_the_shipped_migration_seeds_move_jobs_behind_simulate_in_the_full_track():
+    """The three checkpoints the full-track test figure pools (docs/results.md): each is
+    a v2 warm start that ``has_migration_rule`` reads as one, and behind ``simulate``
+    with ``simulation.migration: on`` on a loaded window of the default config its
+    moves reach the simulator while every job still finishes."""
+    assert [p.name for p in MIGRATION_SEEDS] == ["seed0", "seed1", "seed2"]
+    cfg = load_config(DEFAULT)
+    cfg = dataclasses.replace(
+        cfg,
+        workload=dataclasses.replace(cfg.workload, max_jobs=60, load=2.5),
+        simulation=dataclasses.replace(cfg.simulation, migration="on"),
+    )
+    topo, perf = build_cluster(cfg)
+    workload = load_workload(cfg, perf)
+    weights = set()
+    for path in MIGRATION_SEEDS:
+        assert json.loads((path / "state.json").read_text())["iteration"] == 0
+        policy = MarlPolicy(checkpoint=path)
+        assert policy.migrates and has_migration_rule(policy)
+        weights.add((path / "modules" / "shared.pt").read_bytes())
+        metrics, records, _ = simulate(cfg, "marl", workload, topo, perf, policy=policy)
+        assert metrics["jobs_completed"] == 60 and len(records) == len(workload.jobs)  # all finish
+        assert metrics["migrations"] > 0, path.name
+    assert len(weights) == 3  # three training seeds, three networks
