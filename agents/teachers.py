@@ -277,7 +277,7 @@ def teacher_move(teacher, session, view: ClusterView) -> Placement | None:
     what the ``+lc`` policies read: the view and its running jobs (placement,
     slowdown, attained service) and the job as the session shows it (its estimated
     length) — no future arrival, no true length (no simulator is forked)."""
-    from envs.session import PlacementSession, replays
+    from envs.session import PlacementSession, placement_steps
     from marl_sched.policies.load_control import move_for, released_view
 
     builder, agent = session.builder, session.agent
@@ -293,7 +293,11 @@ def teacher_move(teacher, session, view: ClusterView) -> Placement | None:
         return None
     probe = PlacementSession(builder, session.job, session.view, agent,
                              moving=session.moving, moves=session.moves)  # fmt: skip
-    return p if replays(probe, p) and probe.moved() else None
+    for action in placement_steps(builder, agent, p):
+        if probe.done or probe.action_mask(probe.agent)[action] == 0:
+            return None
+        probe.act(action)
+    return p if probe.done and probe.moved() else None
 
 
 def make_teacher(

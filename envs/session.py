@@ -784,15 +784,9 @@ def follows_forward_rule(
     builder: ObservationBuilder, job: Job, view: ClusterView, home: int, placement: Placement
 ) -> bool:
     """Can ``placement`` be made through the masks (forward when you must) from ``home``?"""
-    return replays(PlacementSession(builder, job, view, home), placement)
-
-
-def replays(session: PlacementSession, placement: Placement) -> bool:
-    """Make ``placement`` in ``session`` (from its acting agent, task by task through
-    :func:`placement_steps`) while the masks allow it: True when that places the whole
-    job."""
-    for action in placement_steps(session.builder, session.agent, placement):
-        if session.done or session.action_mask(session.agent)[action] == 0:
+    session = PlacementSession(builder, job, view, home)
+    for action in placement_steps(builder, home, placement):
+        if session.action_mask(session.agent)[action] == 0:
             return False
         session.act(action)
     return session.done

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -206,3 +207,21 @@ def test_with_follow_only_the_teacher_labels_the_best_legal_hint_plan():
     follows = [a for a in actions if a >= g_max + n_agents]
     assert follows and all(a >= g_max for a in actions)  # plans and forwards, no slot
     assert all(o["action_mask"][a] == 1.0 for o, a in zip(obs, actions, strict=True))
+
+
+def test_the_recipes_warm_start_labels_are_pinned():
+    """The labels ``configs/learn.yaml``'s warm start imitates (lookahead teacher,
+    training seed 2: the shipped checkpoint's), first 3 episodes, pinned by hash. A
+    refactor that claimed "same labels" changed 5 of them (a replay that stopped at a
+    session already done: ``follows_forward_rule``), so that the recipe no longer
+    rebuilt the shipped network; reverted, and pinned here. Recorded with the code
+    that trained ``checkpoints/marl-default`` (852dc95)."""
+    import hashlib
+
+    from agents.commands import _load_train_config
+    from agents.warm_start import teacher_decisions
+
+    cfg, mc, tc = _load_train_config(str(REPO_ROOT / "configs" / "learn.yaml"), [])
+    _, actions, _, _ = teacher_decisions(cfg, mc, dataclasses.replace(tc, bc_episodes=3), 2)
+    assert len(actions) == 586
+    assert hashlib.sha256(str(actions).encode()).hexdigest()[:12] == "948a3540ad56"
