@@ -277,6 +277,14 @@ class TrainConfig:
             none): the network acts greedily on ``bc_episodes`` fresh training
             episodes, the teacher labels every state it visits, the labels are added
             to the dataset and the network trains ``bc_epochs`` more passes on it all.
+        update: what each iteration does (:data:`UPDATES`): ``ppo`` (the default) or
+            ``rollout``, one round of rollout policy improvement with common random
+            numbers (:mod:`agents.improve`): ``improve_episodes`` greedy training
+            episodes, ``improve_branches`` branched decisions in each, the
+            ``improve_alternatives`` next-ranked legal actions tried at each; a label
+            moves to an alternative that lowers the episode's average JCT by more than
+            ``improve_margin`` (a fraction); then ``improve_epochs`` cross-entropy
+            passes at ``improve_lr``, improved decisions weighted ``improve_weight``.
         rllib: any other RLlib setting (:class:`RLlibConfig`).
     """
 
@@ -325,6 +333,14 @@ class TrainConfig:
     bc_epochs: int = 12
     bc_weight_power: float = 0.0
     dagger_rounds: int = 0
+    update: str = "ppo"
+    improve_episodes: int = 8
+    improve_branches: int = 24
+    improve_alternatives: int = 2
+    improve_margin: float = 0.01
+    improve_epochs: int = 4
+    improve_lr: float = 0.0003
+    improve_weight: float = 10.0
     rllib: RLlibConfig = field(default_factory=RLlibConfig)
 
     def validate(self, where: str, key: str) -> None:
@@ -404,6 +420,14 @@ class TrainConfig:
         if self.eval_start is not None:
             check(self.eval_start >= 0, where, f"{key}.eval_start", "must be >= 0")
         check(0.0 <= self.bc_margin < 1.0, where, f"{key}.bc_margin", "must be in [0, 1)")
+        check(
+            self.update in UPDATES, where, f"{key}.update",
+            f"must be one of {', '.join(UPDATES)}, got {self.update!r}",
+        )  # fmt: skip
+        check(0.0 <= self.improve_margin < 1.0, where, f"{key}.improve_margin", "must be in [0, 1)")
+        for name in ("improve_lr", "improve_weight"):
+            value = getattr(self, name)
+            check(value > 0, where, f"{key}.{name}", f"must be > 0, got {value}")
         for name in ("bc_protect", "bc_speed", "bc_weight_power"):
             value = getattr(self, name)
             check(value >= 0, where, f"{key}.{name}", f"must be >= 0, got {value}")
@@ -467,7 +491,16 @@ TRAIN_BOUNDS = {
     "bc_episodes": (1, 10**6),
     "bc_epochs": (1, 10**5),
     "dagger_rounds": (0, 10**4),
+    "improve_episodes": (1, 10**5),
+    "improve_branches": (1, 10**5),
+    "improve_alternatives": (1, 64),
+    "improve_epochs": (1, 10**4),
 }
+
+#: ``train.update``: what an iteration does to the network. ``ppo``: ``train.algorithm``'s
+#: RLlib update; ``rollout``: one round of rollout policy improvement with common random
+#: numbers (:mod:`agents.improve`), on the weights RLlib's learner holds
+UPDATES = ("ppo", "rollout")
 
 
 def model_config(cfg: ExperimentConfig) -> ModelConfig:

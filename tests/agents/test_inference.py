@@ -182,7 +182,10 @@ def test_non_finite_weights_are_refused(tmp_path):
         load_agents(ckpt)
 
 
-SHIPPED_SEEDS = [SHIPPED / "warm_start", *(REPO_ROOT / "checkpoints" / "marl-learn-seeds").glob("seed*")]
+SHIPPED_SEEDS = [
+    SHIPPED / "warm_start",
+    *(REPO_ROOT / "checkpoints" / "marl-learn-seeds").glob("seed*"),
+]
 
 
 @pytest.mark.parametrize("path", SHIPPED_SEEDS, ids=lambda p: p.relative_to(REPO_ROOT).as_posix())
