@@ -53,7 +53,7 @@ def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int
     builder = ObservationBuilder.from_config(topo, perf, env_cfg)
     config = {
         "config": cfg,
-        "env": {"window_jobs": tc.episode_jobs},
+        "env": {"window_jobs": tc.episode_jobs, "window_warmup_jobs": tc.episode_warmup_jobs},
         "seed": seed,
         "workload_share": tc.workload_share,
         "windows": [

@@ -224,6 +224,10 @@ class TrainConfig:
             env: a random slice of the config's
             workload window, or of one of ``extra_windows``; a window shorter than
             that is one whole episode).
+        episode_warmup_jobs: ``env.window_warmup_jobs`` of the training env: up to
+            this many jobs before each slice are placed by the agents, unscored, so
+            that the scored jobs meet a loaded cluster as the benchmark's windows do
+            (0: slices start from an empty cluster).
         extra_windows: more trace windows to train on (:class:`TrainWindow`); each
             episode picks its source with probability proportional to its share.
         workload_share: the share of the config's own workload among the sources.
@@ -314,6 +318,7 @@ class TrainConfig:
     num_env_runners: int = 0
     num_envs_per_env_runner: int = 1
     episode_jobs: int = 200
+    episode_warmup_jobs: int = 0
     extra_windows: tuple[TrainWindow, ...] = ()
     workload_share: float = 1.0
     eval_trace: str | None = None
@@ -486,6 +491,7 @@ TRAIN_BOUNDS = {
     "num_envs_per_env_runner": (1, 1024),
     "critic_jobs": (1, 256),  # envs.observations.MAX_CRITIC_JOBS
     "episode_jobs": (1, 10**7),
+    "episode_warmup_jobs": (0, 10**7),
     "eval_max_jobs": (1, 10**7),
     "eval_start": (0, 10**9),
     "bc_episodes": (1, 10**6),

@@ -206,6 +206,8 @@ def improvement_round(
         branches=float(rnd.branches),
         improved=float(sum(rnd.improved)),
         mean_gain=float(gains.mean()),
+        positive_gain=float((gains > 0).mean()),
+        max_gain=float(gains.max()),
         episode_avg_jct_s=float(np.mean(rnd.episode_jct)),
     )
     return {f"gnn.{k}": v.detach().clone() for k, v in net.state_dict().items()}, figures

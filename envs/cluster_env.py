@@ -249,8 +249,10 @@ starting where ``reset(options={"window_start": i})`` says or at a start drawn f
 ``reset`` seed (0 for the whole window). A whole-window episode keeps the workload's
 warm-up (``workload.warmup_jobs``): those jobs are simulated and placed by the agents
 but not scored — the reward and the final metrics count the window's jobs only; a
-slice is an episode of its own, every job scored. Extra episode sources (training's
-``train.extra_windows``) come in as ``windows=``. A slice's jobs are renumbered
+slice is an episode of its own, every job scored, after the
+``env.window_warmup_jobs`` jobs before it (placed by the agents, not scored; fewer near
+the window's start). Extra episode sources (training's ``train.extra_windows``) come in
+as ``windows=``. A slice's jobs are renumbered
 ``0..n-1`` with submit times relative to its first job. ``terminated`` when every job
 is done or can never be placed. The terminal ``infos[agent]`` carries
 ``avg_jct_s``, ``team_return`` and ``metrics`` (``marl_sched.metrics.compute_metrics``);
@@ -447,8 +449,9 @@ class ClusterPlacementCore:
         self.source, self.window_start = k, start
         if size == len(source):
             jobs, self.warmup = source, warmup
-        else:  # a slice is an episode of its own: every job scored
-            jobs, self.warmup = _renumbered(source[start : start + size]), 0
+        else:  # a slice is an episode of its own: its jobs scored, after its warm-up
+            first = max(0, start - self.env_config.window_warmup_jobs)
+            jobs, self.warmup = _renumbered(source[first : start + size]), start - first
         self.predictor = predictor()
         self.sim = make_simulator(self.cfg, self.topology, self.perf, jobs, self.predictor)
         if self.critic_jobs:

@@ -130,6 +130,11 @@ class EnvConfig:
     Attributes:
         window_jobs: jobs per episode, a contiguous slice of the config's workload
             window; null = the whole window (what ``evaluate`` runs).
+        window_warmup_jobs: with ``window_jobs``, up to this many jobs just before the
+            slice come first, placed by the agents but not scored, so that the scored
+            jobs meet a loaded cluster as a benchmark window's do after its
+            ``workload.warmup_jobs`` (0, the default: a slice starts from an empty
+            cluster).
         pad: ``[G_max, S_max, R_max]`` padding of the group, server and rack arrays;
             empty = the largest scope's sizes.
         reward: :class:`RewardConfig`.
@@ -155,6 +160,7 @@ class EnvConfig:
     migration_max_moves: int = 1
     migration_min_interval_s: float = 0.0
     window_jobs: int | None = None
+    window_warmup_jobs: int = 0
     pad: tuple[int, ...] = ()
     reward: RewardConfig = field(default_factory=RewardConfig)
 
@@ -216,6 +222,12 @@ class EnvConfig:
             f"must be empty or three sizes >= 1 (each <= {MAX_GPUS:,}) [G_max, S_max, R_max], "
             f"got {shown_value(list(self.pad))}",
         )
+        check(
+            0 <= self.window_warmup_jobs <= 10**7,
+            where,
+            f"{key}.window_warmup_jobs",
+            f"must be in [0, 10,000,000], got {self.window_warmup_jobs}",
+        )
         if self.window_jobs is not None:
             check(
                 self.window_jobs <= 10**7,
@@ -233,7 +245,9 @@ class EnvConfig:
 #: the options that change what an agent observes or may do; a checkpoint records them
 #: and is refused by an environment that sets any of them differently
 DECISION_OPTIONS = tuple(
-    f.name for f in dataclasses.fields(EnvConfig) if f.name not in ("window_jobs", "pad", "reward")
+    f.name
+    for f in dataclasses.fields(EnvConfig)
+    if f.name not in ("window_jobs", "window_warmup_jobs", "pad", "reward")
 )
 #: the migration options (v2): a checkpoint of v1 records none of them and was trained
 #: without migration (its values are these defaults); the cadence options are compared

@@ -197,3 +197,21 @@ def test_a_training_or_validation_window_in_the_test_split_exits_2(
     assert rc == 2 and err.count("\n") == 1
     assert f"{key}: jobs" in err and "overlap the test split" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_episode_warmup_jobs_reach_the_training_env():
+    """``train.episode_warmup_jobs`` is the training env's ``env.window_warmup_jobs``:
+    its episodes carry that many unscored jobs before the slice (a slice drawn far
+    enough from the window's start), and the option is not a decision option (a
+    checkpoint trained with it serves an environment without it)."""
+    from agents.algorithm import env_setup
+    from envs.config import DECISION_OPTIONS
+
+    cfg = _with_train(episode_warmup_jobs=5, episode_jobs=8)
+    env_cls, env_config, _ = env_setup(cfg, model_config(cfg), train_config(cfg), 0)
+    env = env_cls(env_config)
+    env.reset(seed=0, options={"window_start": 12})
+    assert env.warmup == 5 and len(env.sim.jobs) == 13
+    assert "window_warmup_jobs" not in DECISION_OPTIONS
+    with pytest.raises(InputError, match="train.episode_warmup_jobs"):
+        train_config(_with_train(episode_warmup_jobs=-1))

@@ -41,7 +41,7 @@ def test_default_recipe_section_parses_with_its_options_on():
 
 def test_decision_options_are_every_option_but_the_episode_and_space_ones():
     names = {f.name for f in dataclasses.fields(EnvConfig)}
-    assert set(DECISION_OPTIONS) == names - {"window_jobs", "pad", "reward"}
+    assert set(DECISION_OPTIONS) == names - {"window_jobs", "window_warmup_jobs", "pad", "reward"}
     d = env_config(load_config(DEFAULT)).decision_options()
     assert list(d) == list(DECISION_OPTIONS)
     assert d["hints"] == [

@@ -132,3 +132,38 @@ def test_the_agents_see_a_job_as_the_duration_predictor_shows_it(estimate):
         # the job-length column reads 0, not nan, when there is no estimate
         obs = env.builder.observe(env.session, env.session.agent)
         assert np.isfinite(obs["job_x"]).all()
+
+
+def test_a_slice_with_warmup_scores_only_its_own_jobs_on_a_loaded_cluster():
+    """``env.window_warmup_jobs``: the jobs just before a slice come first, placed by
+    the agents and unscored; the slice's jobs are scored on the cluster they leave
+    (the return identity holds over the scored jobs), fewer warm-up jobs near the
+    window's start, and 0 is the plain slice."""
+    plain = make_env(TINY, env={"window_jobs": 10})
+    warm = make_env(TINY, env={"window_jobs": 10, "window_warmup_jobs": 6})
+    for start, warmup in ((9, 6), (4, 4), (0, 0)):
+        warm.reset(seed=0, options={"window_start": start})
+        plain.reset(seed=0, options={"window_start": start})
+        assert warm.warmup == warmup and len(warm.sim.jobs) == 10 + warmup
+        assert plain.warmup == 0 and len(plain.sim.jobs) == 10
+        # the same scored jobs, in the same order and spacing
+        scored = sorted(warm.sim.jobs, key=lambda j: j.job_id)[warmup:]
+        ref = sorted(plain.sim.jobs, key=lambda j: j.job_id)
+        assert [j.name for j in scored] == [j.name for j in ref]
+        gaps = np.diff([j.submit_time for j in scored])
+        np.testing.assert_allclose(gaps, np.diff([j.submit_time for j in ref]))
+    obs, _ = warm.reset(seed=0, options={"window_start": 9})
+    total = 0.0
+    while True:
+        agent, o = next(iter(obs.items()))
+        obs, rewards, term, _, _ = warm.step({agent: int(np.flatnonzero(o["action_mask"])[0])})
+        total += sum(rewards.values())
+        if term["__all__"]:
+            break
+    records = sorted(warm.sim.result(), key=lambda r: r.job.job_id)
+    assert len(records) == 16
+    jct = np.mean([r.jct for r in records[6:]])
+    assert warm.final_info()["avg_jct_s"] == pytest.approx(jct, rel=1e-9)
+    assert total == pytest.approx(-jct / 3600.0, rel=1e-9)
+    with pytest.raises(Exception, match="window_warmup_jobs"):
+        make_env(TINY, env={"window_jobs": 10, "window_warmup_jobs": -1})
