@@ -30,7 +30,7 @@ from pathlib import Path
 from marl_sched.config import REPO_ROOT
 
 RESULTS = REPO_ROOT / "results"
-DOCS = (REPO_ROOT / "README.md", REPO_ROOT / "docs" / "results.md")
+DOCS = (REPO_ROOT / "README.md", REPO_ROOT / "docs" / "results.md", REPO_ROOT / "docs" / "agents.md")
 FIGURES = REPO_ROOT / "docs" / "figures"
 BLOCK = re.compile(r"(<!-- generated:([\w-]+) -->\n)(.*?)(<!-- /generated -->)", re.S)
 SCORED = (("avg_jct_s", "avg JCT"), ("p50_jct_s", "median JCT"),
@@ -139,8 +139,48 @@ def benchmark_test(root: Path = RESULTS, track: str = "placement") -> str:
     return "\n".join(lines) + "\n"
 
 
+def geomean_over_first_fit(runs: Path) -> float:
+    """Geometric mean over a benchmark folder's scenarios of the one checkpoint's
+    average JCT divided by first-fit's (one seed per scenario)."""
+    import math
+
+    rows = _rows(runs)
+    ff = {r["scenario"]: float(r["avg_jct_s"]) for r in rows if r["policy"] == "first-fit"}
+    logs = [math.log(float(r["avg_jct_s"]) / ff[r["scenario"]])
+            for r in rows if r["policy"] != "first-fit"]  # fmt: skip
+    return math.exp(sum(logs) / len(logs))
+
+
+def learning_warmup(root: Path = RESULTS) -> str:
+    """docs/agents.md's table of the warm-up recipe (``results/learning/warmup/``)
+    against the shipped recipe's warm starts (``results/learning/validation-medium/``)."""
+    import json
+
+    learn = root / "learning"
+    lines = [
+        "| training seed | six selection runs: warm start → selected (s) | selected | "
+        "validation, shipped recipe's warm start | validation, warm start | "
+        "validation, selected | selected over its warm start |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s in (0, 1, 2):
+        state = json.loads((learn / "warmup" / f"ppo-seed{s}" / "state.json").read_text())
+        best, scores = state["best"][0], state["scores"]
+        val = learn / "warmup" / "validation-medium"
+        old = geomean_over_first_fit(learn / "validation-medium" / f"seed{s}-warm" / "runs.csv")
+        warm = geomean_over_first_fit(val / f"wu-s{s}-warm" / "runs.csv")
+        it = int(best.split("_")[1])
+        chosen = warm if it == 0 else geomean_over_first_fit(val / f"wu-s{s}-iter{it}" / "runs.csv")
+        lines.append(
+            f"| {s} | {scores['iter_000000']:,.0f} → {scores[best]:,.0f} | iteration {it} | "
+            f"{old:.3f} | {warm:.3f} | {chosen:.3f} | {warm / chosen:.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 BLOCKS = {
     "default-window": default_window,
+    "learning-warmup": learning_warmup,
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t))  # type: ignore[misc]
         for t in TRACKS
