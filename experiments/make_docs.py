@@ -181,8 +181,38 @@ def learning_warmup(root: Path = RESULTS) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: the hand rules whose removal did not lose in training seed 2 (docs/agents.md,
+#: "Ablations at equal budget"): arm name → (folder of seed 2's run, override)
+ABLATION_ARMS = {
+    "nofloor": ("nofloor", "`env.speed_floor=0`"),
+    "nops": ("nopsrule", "`env.ps_rule=false`"),
+    "noexchange": ("noexchange", "`model.exchange=false`"),
+}
+
+
+def ablation_seeds(root: Path = RESULTS) -> str:
+    """docs/agents.md's three-seed table of those ablations: each seed's selected
+    checkpoint over the full recipe's of the same seed (geomean over first-fit)."""
+    import math
+
+    learn = root / "learning"
+    full = [geomean_over_first_fit(learn / "validation-medium" / f"seed{s}-warm" / "runs.csv")
+            for s in (0, 1, 2)]  # fmt: skip
+    lines = ["| ablation | override | seed 0 | seed 1 | seed 2 | geomean of the three |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for arm, (seed2, override) in ABLATION_ARMS.items():
+        runs = [learn / "ablations" / "seeds" / f"{arm}-s{s}" / "runs.csv" for s in (0, 1)]
+        runs.append(learn / "ablations" / seed2 / "runs.csv")
+        ratios = [geomean_over_first_fit(r) / f for r, f in zip(runs, full, strict=True)]
+        both = math.exp(sum(map(math.log, ratios)) / 3)
+        lines.append(f"| {arm} | {override} | " + " | ".join(f"{r:.3f}" for r in ratios)
+                     + f" | {both:.3f} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 BLOCKS = {
     "default-window": default_window,
+    "ablation-seeds": ablation_seeds,
     "learning-warmup": learning_warmup,
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t))  # type: ignore[misc]
