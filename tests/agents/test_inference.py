@@ -184,7 +184,8 @@ def test_non_finite_weights_are_refused(tmp_path):
 
 SHIPPED_SEEDS = [
     SHIPPED / "warm_start",
-    *(REPO_ROOT / "checkpoints" / "marl-learn-seeds").glob("seed*"),
+    *sorted((REPO_ROOT / "checkpoints" / "marl-learn-seeds").glob("seed*")),
+    *sorted((REPO_ROOT / "checkpoints" / "marl-nofloor").glob("seed*")),  # env.speed_floor 0
 ]
 
 
@@ -193,11 +194,16 @@ def test_the_shipped_warm_start_and_other_seeds_load_and_act_in_the_env(path):
     """Issue 34: the warm start ships beside the final policy, and the recipe's other
     training seeds (pooled in the test-split figure) are real checkpoints too: each
     loads with ``load_agents``, is accepted by the default config's environment, and
-    places a whole window in it."""
+    places a whole window in it (``marl-nofloor``: with the default's ``env.speed_floor``
+    set to 0 as it was trained, the one option it changes; the default's is refused)."""
     agents = load_agents(path)
     cfg = dataclasses.replace(
         _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)
     )
+    if path.parent.name == "marl-nofloor":
+        with pytest.raises(InputError, match=r"env\.speed_floor"):
+            agents.check_env(env_config(cfg))
+        cfg = dataclasses.replace(cfg, env={**cfg.env, "speed_floor": 0.0})
     agents.check_env(env_config(cfg))
     info, steps = _rollout(agents, cfg)
     assert steps > 40 and info["metrics"]["jobs_completed"] == 40
