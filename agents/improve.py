@@ -59,12 +59,9 @@ class Round:
 
 
 def _logits(net, obs: dict) -> np.ndarray:
-    import torch
+    from agents.policy import masked_logits
 
-    batch = {k: torch.from_numpy(np.ascontiguousarray(v))[None] for k, v in obs.items()}
-    with torch.inference_mode():
-        logits, _ = net.forward_padded(batch)
-    return logits[0].numpy()
+    return masked_logits(net, obs).numpy()
 
 
 def play_out(env, obs: dict, net, out: Round, record: list | None = None) -> float:

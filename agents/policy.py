@@ -381,12 +381,17 @@ def check_compatible(agents: TrainedAgents, builder: ObservationBuilder, central
         )
 
 
-def greedy_action(net: HierarchicalGNN, obs: dict[str, np.ndarray]) -> int:
-    """The arg-max of the masked logits for one observation."""
+def masked_logits(net: HierarchicalGNN, obs: dict[str, np.ndarray]) -> torch.Tensor:
+    """The masked logits for one (padded) observation."""
     batch = {k: torch.from_numpy(np.ascontiguousarray(v))[None] for k, v in obs.items()}
     with torch.inference_mode():
         logits, _ = net.forward_padded(batch)
-    return int(torch.argmax(logits[0]))
+    return logits[0]
+
+
+def greedy_action(net: HierarchicalGNN, obs: dict[str, np.ndarray]) -> int:
+    """The arg-max of the masked logits for one observation."""
+    return int(torch.argmax(masked_logits(net, obs)))
 
 
 class ScopeInput:
