@@ -2,7 +2,7 @@
 
     python experiments/train_baselines.py --learner harmony|mlfs-rl --out DIR \
         [--seed S] [--set key=value ...] [--wall-cap SECONDS] [--patience N]
-        [--iterations N] [--search] [--quiet]
+        [--iterations N] [--search [--grid KEY=V1,V2 ...]] [--quiet]
 
 Episodes, selection on the validation scenarios and the stopping rules:
 ``docs/baselines.md``, "Training". ``--set`` overrides a field of ``HarmonyConfig`` /
@@ -12,7 +12,9 @@ Episodes, selection on the validation scenarios and the stopping rules:
 and its TensorBoard curve ``DIR/tb/<learner>_s<seed>/``. ``--search`` instead runs
 the learner's grid (:data:`GRID`), each point with the same seed and caps into
 ``DIR/points/<point>/``, and writes ``DIR/search_<learner>.json`` (every point's best
-validation score, wall time and stop reason; the chosen point). Bad input: one line on
+validation score, wall time and stop reason; the chosen point); ``--grid`` replaces
+:data:`GRID` with the given dimensions (each ``KEY=V1,V2,...``, KEY a numeric config
+field), e.g. to extend a search past the edge of the first grid. Bad input: one line on
 stderr, exit status 2.
 """
 
@@ -54,6 +56,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--patience", type=int, default=None)
     p.add_argument("--iterations", type=int, default=None)
     p.add_argument("--search", action="store_true")
+    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
     if args.iterations is not None and args.iterations < 1:
@@ -62,7 +65,31 @@ def parse_args(argv=None) -> argparse.Namespace:
         raise InputError(f"--wall-cap: must be > 0 seconds, got {args.wall_cap}")
     if args.patience is not None and args.patience < 0:
         raise InputError(f"--patience: must be >= 0, got {args.patience}")
+    if args.grid and not args.search:
+        raise InputError("--grid: only with --search")
     return args
+
+
+def search_grid(args: argparse.Namespace) -> dict[str, list[float]]:
+    """The grid ``--search`` runs: ``--grid`` dimensions if given, else :data:`GRID`."""
+    if not args.grid:
+        return GRID[args.learner]
+    fields = {f.name: str(f.type) for f in dataclasses.fields(LEARNERS[args.learner])}
+    grid: dict[str, list[float]] = {}
+    for item in args.grid:
+        key, eq, values = item.partition("=")
+        if not eq or fields.get(key) not in ("int", "float") or key in grid:
+            numeric = ", ".join(sorted(k for k, t in fields.items() if t in ("int", "float")))
+            raise InputError(f"--grid {item}: expected KEY=V1,V2,... with KEY one of "
+                             f"{numeric}, each at most once")  # fmt: skip
+        kind = int if fields[key] == "int" else float
+        try:
+            grid[key] = [kind(v) for v in values.split(",")]
+        except ValueError:
+            raise InputError(f"--grid {item}: every value must be a {fields[key]}") from None
+        if len(set(grid[key])) != len(grid[key]):
+            raise InputError(f"--grid {item}: a value is repeated")
+    return grid
 
 
 def overrides(args: argparse.Namespace) -> dict:
@@ -129,6 +156,7 @@ def main(argv=None) -> int:
 def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)  # small networks; deterministic and polite on a shared box
     base = dataclasses.replace(LEARNERS[args.learner](), **overrides(args))
+    grid = search_grid(args)  # checked before any work
     out = Path(args.out)
     train_runs = load_split("train", seed=args.seed)
     val_runs = load_split("validation", VALIDATION_SCENARIOS, seed=0)
@@ -139,7 +167,6 @@ def run(args: argparse.Namespace) -> int:
               f"{meta['best_iteration']}; stopped by {meta['stop_reason']} after "
               f"{meta['wall_s']:.0f} s")  # fmt: skip
         return 0
-    grid = GRID[args.learner]
     rows = []
     t0 = time.perf_counter()
     reward_fit = None  # Harmony: one reward model for the whole search (same seed)
