@@ -333,3 +333,27 @@ def test_the_hint_features_are_their_definition(shipped, monkeypatch):
     _DenseHintsCheck.checked = 0
     _run(Recording, shipped, _window("default.yaml", 80, 4.0))
     assert _DenseHintsCheck.checked > 100
+
+
+def test_the_compiled_networks_give_the_eager_logits_and_placements(shipped):
+    """``MarlPolicy(compile=True)``: the ``torch.compile``'d network's logits equal the
+    eager ones to float32 rounding on every observation of a seeded window, the
+    compiled module is built once per network (the agents share one), and the window is
+    placed alike."""
+    window = _window("tiny.yaml", 30)
+
+    class Compiled(Recording):
+        def __init__(self, **kwargs) -> None:
+            super().__init__(compile=True, **kwargs)
+
+    fast = _run(Compiled, shipped, window)
+    eager = _run(Recording, shipped, window)
+    assert fast.placements == eager.placements
+    assert len(fast._compiled) == 1 and fast.builder.n_agents > 1
+    assert fast.network(0) is fast.network(1) is not shipped.net_for(0)
+    for agent, obs in fast.observations[:20]:
+        scope = ScopeInput(fast.builder, agent)
+        got = scope_logits(fast.network(agent), scope, obs)
+        want = scope_logits(shipped.net_for(agent), scope, obs)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+        assert not torch.equal(got, torch.full_like(got, got[0]))  # not all masked
