@@ -5,8 +5,9 @@
 
     python experiments/bench_policy.py [--quick] [--checkpoint P] [--central] [--compile]
 
-``--compile`` also times the same networks ``torch.compile``'d (``MarlPolicy(compile=True)``;
-the compile itself is done before the clock starts). ``--central`` also times the single-agent variant (an untrained network with the
+``--compile`` also times the same networks ``torch.compile``'d
+(``MarlPolicy(compile=True)``; the compile itself is done before the clock starts).
+``--central`` also times the single-agent variant (an untrained network with the
 default options) for contrast. Prints a table, the CPU split, then one JSON object
 with issue 34's targets per decision at 4,000 servers (p50 <= 3 ms, p99 <= 10 ms).
 """

@@ -30,7 +30,11 @@ from pathlib import Path
 from marl_sched.config import REPO_ROOT
 
 RESULTS = REPO_ROOT / "results"
-DOCS = (REPO_ROOT / "README.md", REPO_ROOT / "docs" / "results.md", REPO_ROOT / "docs" / "agents.md")
+DOCS = (
+    REPO_ROOT / "README.md",
+    REPO_ROOT / "docs" / "results.md",
+    REPO_ROOT / "docs" / "agents.md",
+)
 FIGURES = REPO_ROOT / "docs" / "figures"
 BLOCK = re.compile(r"(<!-- generated:([\w-]+) -->\n)(.*?)(<!-- /generated -->)", re.S)
 SCORED = (("avg_jct_s", "avg JCT"), ("p50_jct_s", "median JCT"),
@@ -115,7 +119,8 @@ def benchmark_test(root: Path = RESULTS, track: str = "placement") -> str:
         "first-fit's mean in the scenario (lower is better), 95 % hierarchical-bootstrap "
         f"intervals.{ledger}",
         "",
-        "| policy | " + " | ".join(label for _, label in SCORED)
+        "| policy | "
+        + " | ".join(label for _, label in SCORED)
         + (" | mean avg JCT | worst-case avg JCT |" if has_extra else " |"),
         "|---|" + "---|" * (len(SCORED) + (2 if has_extra else 0)),
     ]
