@@ -10,11 +10,12 @@ Episodes, selection on the validation scenarios and the stopping rules:
 ``DIR/mlfs_rl.pt`` (what ``HarmonyPolicy`` / ``MlfsRlPolicy`` load), the run's summary
 ``DIR/<learner>_s<seed>.json`` (config, validation history, wall time, why it stopped)
 and its TensorBoard curve ``DIR/tb/<learner>_s<seed>/``. ``--search`` instead runs
-the learner's grid (:data:`GRID`), each point with the same seed and caps into
+the learner's grid (``GRID``), each point with the same seed and caps into
 ``DIR/points/<point>/``, and writes ``DIR/search_<learner>.json`` (every point's best
 validation score, wall time and stop reason; the chosen point); ``--grid`` replaces
-:data:`GRID` with the given dimensions (each ``KEY=V1,V2,...``, KEY a numeric config
-field), e.g. to extend a search past the edge of the first grid. Bad input: one line on
+``GRID`` (``agents/baselines/selection.py``) with the given dimensions (each
+``KEY=V1,V2,...``, KEY a numeric config field), e.g. to extend a search past the edge
+of the first grid. Bad input: one line on
 stderr, exit status 2.
 """
 
@@ -31,24 +32,17 @@ import torch
 
 from agents.baselines.episodes import VALIDATION_SCENARIOS, load_split
 from agents.baselines.harmony import save_harmony
-from agents.baselines.harmony_train import HarmonyConfig, train_harmony
+from agents.baselines.harmony_train import train_harmony
 from agents.baselines.mlfs import save_mlfs
-from agents.baselines.mlfs_train import MlfsConfig, train_mlfs_rl
+from agents.baselines.mlfs_train import train_mlfs_rl
+from agents.baselines.selection import learner_configs, search_grid
 from marl_sched.errors import InputError
 from marl_sched.metrics import write_json
-
-LEARNERS = {"harmony": HarmonyConfig, "mlfs-rl": MlfsConfig}
-
-#: the hyperparameter search of each learner: learning rate x 3, entropy weight x 2
-GRID = {
-    "harmony": {"lr": [3e-4, 1e-3, 3e-3], "entropy_coef": [0.01, 0.001]},
-    "mlfs-rl": {"lr": [1e-3, 3e-3, 1e-2], "entropy_coef": [0.01, 0.001]},
-}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--learner", required=True, choices=sorted(LEARNERS))
+    p.add_argument("--learner", required=True, choices=sorted(learner_configs()))
     p.add_argument("--out", required=True)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
@@ -70,31 +64,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def search_grid(args: argparse.Namespace) -> dict[str, list[float]]:
-    """The grid ``--search`` runs: ``--grid`` dimensions if given, else :data:`GRID`."""
-    if not args.grid:
-        return GRID[args.learner]
-    fields = {f.name: str(f.type) for f in dataclasses.fields(LEARNERS[args.learner])}
-    grid: dict[str, list[float]] = {}
-    for item in args.grid:
-        key, eq, values = item.partition("=")
-        if not eq or fields.get(key) not in ("int", "float") or key in grid:
-            numeric = ", ".join(sorted(k for k, t in fields.items() if t in ("int", "float")))
-            raise InputError(f"--grid {item}: expected KEY=V1,V2,... with KEY one of "
-                             f"{numeric}, each at most once")  # fmt: skip
-        kind = int if fields[key] == "int" else float
-        try:
-            grid[key] = [kind(v) for v in values.split(",")]
-        except ValueError:
-            raise InputError(f"--grid {item}: every value must be a {fields[key]}") from None
-        if len(set(grid[key])) != len(grid[key]):
-            raise InputError(f"--grid {item}: a value is repeated")
-    return grid
-
-
 def overrides(args: argparse.Namespace) -> dict:
     """The config fields the command line sets (``--set`` and the cap flags)."""
-    cls = LEARNERS[args.learner]
+    cls = learner_configs()[args.learner]
     fields = {f.name: f.type for f in dataclasses.fields(cls)}
     out: dict = {"seed": args.seed}
     for item in args.set:
@@ -155,8 +127,8 @@ def main(argv=None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)  # small networks; deterministic and polite on a shared box
-    base = dataclasses.replace(LEARNERS[args.learner](), **overrides(args))
-    grid = search_grid(args)  # checked before any work
+    base = dataclasses.replace(learner_configs()[args.learner](), **overrides(args))
+    grid = search_grid(args.learner, args.grid)  # checked before any work
     out = Path(args.out)
     train_runs = load_split("train", seed=args.seed)
     val_runs = load_split("validation", VALIDATION_SCENARIOS, seed=0)

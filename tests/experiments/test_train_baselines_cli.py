@@ -11,10 +11,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 import train_baselines  # noqa: E402
 
+from agents.baselines.selection import GRID, search_grid  # noqa: E402
+
 
 def test_the_default_search_is_the_learners_grid():
     args = train_baselines.parse_args(["--learner", "mlfs-rl", "--out", "x", "--search"])
-    assert train_baselines.search_grid(args) == train_baselines.GRID["mlfs-rl"]
+    assert search_grid(args.learner, args.grid) == GRID["mlfs-rl"]
 
 
 def test_grid_flags_replace_the_grid_and_keep_their_types():
@@ -22,7 +24,7 @@ def test_grid_flags_replace_the_grid_and_keep_their_types():
         "--learner", "mlfs-rl", "--out", "x", "--search",
         "--grid", "lr=1e-2,3e-2", "--grid", "episode_jobs=100,200",
     ])  # fmt: skip
-    grid = train_baselines.search_grid(args)
+    grid = search_grid(args.learner, args.grid)
     assert grid == {"lr": [0.01, 0.03], "episode_jobs": [100, 200]}
     assert all(isinstance(v, int) for v in grid["episode_jobs"])
 
