@@ -195,23 +195,38 @@ ABLATION_ARMS = {
 }
 
 
+def _per_scenario(runs: Path) -> dict[str, float]:
+    """A one-checkpoint validation run's average JCT over first-fit's, per scenario."""
+    rows = _rows(runs)
+    ff = {r["scenario"]: float(r["avg_jct_s"]) for r in rows if r["policy"] == "first-fit"}
+    return {r["scenario"]: float(r["avg_jct_s"]) / ff[r["scenario"]]
+            for r in rows if r["policy"] != "first-fit"}  # fmt: skip
+
+
 def ablation_seeds(root: Path = RESULTS) -> str:
     """docs/agents.md's three-seed table of those ablations: each seed's selected
-    checkpoint over the full recipe's of the same seed (geomean over first-fit)."""
+    checkpoint over the full recipe's of the same seed (geomean over first-fit), and
+    the paired geomean over the three with its hierarchical 95 % interval (scenarios,
+    then training seeds; :func:`marl_sched.benchmark.stats.geomean_ratio`)."""
     import math
 
+    from marl_sched.benchmark.stats import geomean_ratio
+
     learn = root / "learning"
-    full = [geomean_over_first_fit(learn / "validation-medium" / f"seed{s}-warm" / "runs.csv")
+    full = [_per_scenario(learn / "validation-medium" / f"seed{s}-warm" / "runs.csv")
             for s in (0, 1, 2)]  # fmt: skip
-    lines = ["| ablation | override | seed 0 | seed 1 | seed 2 | geomean of the three |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| ablation | override | seed 0 | seed 1 | seed 2 | geomean of the three "
+             "[95 % interval] |", "|---|---|---|---|---|---|"]  # fmt: skip
     for arm, (seed2, override) in ABLATION_ARMS.items():
         runs = [learn / "ablations" / "seeds" / f"{arm}-s{s}" / "runs.csv" for s in (0, 1)]
         runs.append(learn / "ablations" / seed2 / "runs.csv")
-        ratios = [geomean_over_first_fit(r) / f for r, f in zip(runs, full, strict=True)]
-        both = math.exp(sum(map(math.log, ratios)) / 3)
-        lines.append(f"| {arm} | {override} | " + " | ".join(f"{r:.3f}" for r in ratios)
-                     + f" | {both:.3f} |")  # fmt: skip
+        alt = [_per_scenario(r) for r in runs]
+        logs = [[[math.log(a[sc] / f[sc])] for a, f in zip(alt, full, strict=True)]
+                for sc in sorted(full[0])]  # fmt: skip
+        per_seed = [math.exp(sum(math.log(a[sc] / f[sc]) for sc in f) / len(f))
+                    for a, f in zip(alt, full, strict=True)]  # fmt: skip
+        lines.append(f"| {arm} | {override} | " + " | ".join(f"{r:.3f}" for r in per_seed)
+                     + f" | {geomean_ratio(logs).format()} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

@@ -205,6 +205,20 @@ def iqm_interval(scores: Scores, *, reps: int = 2000, seed: int = 0) -> Estimate
     return interval(scores, "iqm", reps=reps, seed=seed)
 
 
+def geomean_ratio(log_ratios: Scores, *, reps: int = 2000, seed: int = 0) -> Estimate:
+    """The geometric mean of paired ratios (a candidate's score over a reference's in
+    the same scenario, training seed and evaluation seed), given as their logs in
+    :data:`Scores` layout, with the hierarchical interval of the mean log mapped through
+    ``exp`` (monotone, so the percentile interval maps exactly). What a recipe change
+    is judged by: below 1 is better, and an interval that holds 1 does not say which."""
+    point, low, high = interval(log_ratios, "mean", reps=reps, seed=seed)
+    return Estimate(
+        float(np.exp(point)),
+        None if low is None else float(np.exp(low)),
+        None if high is None else float(np.exp(high)),
+    )
+
+
 def worst_case(scores: Scores) -> tuple[float, int]:
     """(the largest per-scenario mean score, that scenario's index)."""
     means = [float(np.mean(np.concatenate(runs))) for runs in _strata(scores)]

@@ -111,3 +111,25 @@ def test_probability_of_improvement() -> None:
 def test_performance_profile() -> None:
     prof = performance_profile([np.array([0.5, 1.0]), np.array([1.5, 2.0])], np.array([1.0, 2.0]))
     assert prof.tolist() == [0.5, 1.0]
+
+
+def test_geomean_ratio_is_the_exp_of_the_mean_log_with_its_interval() -> None:
+    from marl_sched.benchmark.stats import geomean_ratio
+
+    rng = np.random.default_rng(4)
+    # 11 scenarios x 3 training runs x 1 seed: four 30 % better, one 30 % worse, the
+    # rest equal (the shape of the speed-floor ablation on the validation medium tier)
+    level = [0.7] * 4 + [1.3] + [1.0] * 6
+    logs = [[np.log([level[s]]) + rng.normal(0, 0.02, 1) for _ in range(3)]
+            for s in range(11)]  # fmt: skip
+    est = geomean_ratio(logs, seed=1)
+    pooled = np.concatenate([np.concatenate(r) for r in logs])
+    assert est.point == pytest.approx(float(np.exp(pooled.mean())))
+    assert est.low < est.point < est.high
+    # a 10 % gain carried by four scenarios in eleven: the interval holds 1
+    assert est.high > 1.0 > est.point
+    # the same gain in every scenario excludes 1
+    even = [[np.log([0.9]) + rng.normal(0, 0.02, 1) for _ in range(3)] for _ in range(11)]
+    assert geomean_ratio(even, seed=1).high < 1.0
+    # one score per scenario: no interval
+    assert geomean_ratio([np.log([0.9])] * 5).low is None
