@@ -27,6 +27,7 @@ import re
 import sys
 from pathlib import Path
 
+from agents.reports import ablation_seeds, baseline_search, learning_warmup
 from marl_sched.config import REPO_ROOT
 
 RESULTS = REPO_ROOT / "results"
@@ -144,96 +145,11 @@ def benchmark_test(root: Path = RESULTS, track: str = "placement") -> str:
     return "\n".join(lines) + "\n"
 
 
-def geomean_over_first_fit(runs: Path) -> float:
-    """Geometric mean over a benchmark folder's scenarios of the one checkpoint's
-    average JCT divided by first-fit's (one seed per scenario)."""
-    import math
-
-    rows = _rows(runs)
-    ff = {r["scenario"]: float(r["avg_jct_s"]) for r in rows if r["policy"] == "first-fit"}
-    logs = [math.log(float(r["avg_jct_s"]) / ff[r["scenario"]])
-            for r in rows if r["policy"] != "first-fit"]  # fmt: skip
-    return math.exp(sum(logs) / len(logs))
-
-
-def learning_warmup(root: Path = RESULTS) -> str:
-    """docs/agents.md's table of the warm-up recipe (``results/learning/warmup/``)
-    against the shipped recipe's warm starts (``results/learning/validation-medium/``)."""
-    import json
-
-    learn = root / "learning"
-    lines = [
-        "| training seed | six selection runs: warm start → selected (s) | selected | "
-        "validation, shipped recipe's warm start | validation, warm start | "
-        "validation, selected | selected over its warm start | validation, iteration 12 "
-        "| iteration 12 over its warm start |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for s in (0, 1, 2):
-        state = json.loads((learn / "warmup" / f"ppo-seed{s}" / "state.json").read_text())
-        best, scores = state["best"][0], state["scores"]
-        val = learn / "warmup" / "validation-medium"
-        old = geomean_over_first_fit(learn / "validation-medium" / f"seed{s}-warm" / "runs.csv")
-        warm = geomean_over_first_fit(val / f"wu-s{s}-warm" / "runs.csv")
-        it = int(best.split("_")[1])
-        chosen = warm if it == 0 else geomean_over_first_fit(val / f"wu-s{s}-iter{it}" / "runs.csv")
-        last = geomean_over_first_fit(val / f"wu-s{s}-iter12" / "runs.csv")
-        lines.append(
-            f"| {s} | {scores['iter_000000']:,.0f} → {scores[best]:,.0f} | iteration {it} | "
-            f"{old:.3f} | {warm:.3f} | {chosen:.3f} | {warm / chosen:.3f} | {last:.3f} | "
-            f"{warm / last:.3f} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-#: the hand rules whose removal did not lose in training seed 2 (docs/agents.md,
-#: "Ablations at equal budget"): arm name → (folder of seed 2's run, override)
-ABLATION_ARMS = {
-    "nofloor": ("nofloor", "`env.speed_floor=0`"),
-    "nops": ("nopsrule", "`env.ps_rule=false`"),
-    "noexchange": ("noexchange", "`model.exchange=false`"),
-}
-
-
-def _per_scenario(runs: Path) -> dict[str, float]:
-    """A one-checkpoint validation run's average JCT over first-fit's, per scenario."""
-    rows = _rows(runs)
-    ff = {r["scenario"]: float(r["avg_jct_s"]) for r in rows if r["policy"] == "first-fit"}
-    return {r["scenario"]: float(r["avg_jct_s"]) / ff[r["scenario"]]
-            for r in rows if r["policy"] != "first-fit"}  # fmt: skip
-
-
-def ablation_seeds(root: Path = RESULTS) -> str:
-    """docs/agents.md's three-seed table of those ablations: each seed's selected
-    checkpoint over the full recipe's of the same seed (geomean over first-fit), and
-    the paired geomean over the three with its hierarchical 95 % interval (scenarios,
-    then training seeds; :func:`marl_sched.benchmark.stats.geomean_ratio`)."""
-    import math
-
-    from marl_sched.benchmark.stats import geomean_ratio
-
-    learn = root / "learning"
-    full = [_per_scenario(learn / "validation-medium" / f"seed{s}-warm" / "runs.csv")
-            for s in (0, 1, 2)]  # fmt: skip
-    lines = ["| ablation | override | seed 0 | seed 1 | seed 2 | geomean of the three "
-             "[95 % interval] |", "|---|---|---|---|---|---|"]  # fmt: skip
-    for arm, (seed2, override) in ABLATION_ARMS.items():
-        runs = [learn / "ablations" / "seeds" / f"{arm}-s{s}" / "runs.csv" for s in (0, 1)]
-        runs.append(learn / "ablations" / seed2 / "runs.csv")
-        alt = [_per_scenario(r) for r in runs]
-        logs = [[[math.log(a[sc] / f[sc])] for a, f in zip(alt, full, strict=True)]
-                for sc in sorted(full[0])]  # fmt: skip
-        per_seed = [math.exp(sum(math.log(a[sc] / f[sc]) for sc in f) / len(f))
-                    for a, f in zip(alt, full, strict=True)]  # fmt: skip
-        lines.append(f"| {arm} | {override} | " + " | ".join(f"{r:.3f}" for r in per_seed)
-                     + f" | {geomean_ratio(logs).format()} |")  # fmt: skip
-    return "\n".join(lines) + "\n"
-
-
 BLOCKS = {
     "default-window": default_window,
     "ablation-seeds": ablation_seeds,
     "learning-warmup": learning_warmup,
+    "baseline-search": baseline_search,
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t))  # type: ignore[misc]
         for t in TRACKS

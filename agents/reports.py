@@ -1,0 +1,165 @@
+"""Tables of the learning results for the docs (``experiments/make_docs.py`` renders
+them into docs/agents.md and docs/baselines.md): each reads committed files under
+``results/`` and returns a Markdown table, so no figure in those docs is typed by hand.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+from marl_sched.config import REPO_ROOT
+
+RESULTS = REPO_ROOT / "results"
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def geomean_over_first_fit(runs: Path) -> float:
+    """Geometric mean over a benchmark folder's scenarios of the one checkpoint's
+    average JCT divided by first-fit's (one seed per scenario)."""
+    rows = _rows(runs)
+    ff = {r["scenario"]: float(r["avg_jct_s"]) for r in rows if r["policy"] == "first-fit"}
+    logs = [math.log(float(r["avg_jct_s"]) / ff[r["scenario"]])
+            for r in rows if r["policy"] != "first-fit"]  # fmt: skip
+    return math.exp(sum(logs) / len(logs))
+
+
+def learning_warmup(root: Path = RESULTS) -> str:
+    """docs/agents.md's table of the warm-up recipe (``results/learning/warmup/``)
+    against the shipped recipe's warm starts (``results/learning/validation-medium/``)."""
+    learn = root / "learning"
+    lines = [
+        "| training seed | six selection runs: warm start → selected (s) | selected | "
+        "validation, shipped recipe's warm start | validation, warm start | "
+        "validation, selected | selected over its warm start | validation, iteration 12 "
+        "| iteration 12 over its warm start |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in (0, 1, 2):
+        state = json.loads((learn / "warmup" / f"ppo-seed{s}" / "state.json").read_text())
+        best, scores = state["best"][0], state["scores"]
+        val = learn / "warmup" / "validation-medium"
+        old = geomean_over_first_fit(learn / "validation-medium" / f"seed{s}-warm" / "runs.csv")
+        warm = geomean_over_first_fit(val / f"wu-s{s}-warm" / "runs.csv")
+        it = int(best.split("_")[1])
+        chosen = warm if it == 0 else geomean_over_first_fit(val / f"wu-s{s}-iter{it}" / "runs.csv")
+        last = geomean_over_first_fit(val / f"wu-s{s}-iter12" / "runs.csv")
+        lines.append(
+            f"| {s} | {scores['iter_000000']:,.0f} → {scores[best]:,.0f} | iteration {it} | "
+            f"{old:.3f} | {warm:.3f} | {chosen:.3f} | {warm / chosen:.3f} | {last:.3f} | "
+            f"{warm / last:.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+#: the hand rules whose removal did not lose in training seed 2 (docs/agents.md,
+#: "Ablations at equal budget"): arm name → (folder of seed 2's run, override)
+ABLATION_ARMS = {
+    "nofloor": ("nofloor", "`env.speed_floor=0`"),
+    "nops": ("nopsrule", "`env.ps_rule=false`"),
+    "noexchange": ("noexchange", "`model.exchange=false`"),
+}
+
+
+def _per_scenario(runs: Path) -> dict[str, float]:
+    """A one-checkpoint validation run's average JCT over first-fit's, per scenario."""
+    rows = _rows(runs)
+    ff = {r["scenario"]: float(r["avg_jct_s"]) for r in rows if r["policy"] == "first-fit"}
+    return {r["scenario"]: float(r["avg_jct_s"]) / ff[r["scenario"]]
+            for r in rows if r["policy"] != "first-fit"}  # fmt: skip
+
+
+def ablation_seeds(root: Path = RESULTS) -> str:
+    """docs/agents.md's three-seed table of those ablations: each seed's selected
+    checkpoint over the full recipe's of the same seed (geomean over first-fit), and
+    the paired geomean over the three with its hierarchical 95 % interval (scenarios,
+    then training seeds; :func:`marl_sched.benchmark.stats.geomean_ratio`)."""
+    from marl_sched.benchmark.stats import geomean_ratio
+
+    learn = root / "learning"
+    full = [_per_scenario(learn / "validation-medium" / f"seed{s}-warm" / "runs.csv")
+            for s in (0, 1, 2)]  # fmt: skip
+    lines = ["| ablation | override | seed 0 | seed 1 | seed 2 | geomean of the three "
+             "[95 % interval] |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for arm, (seed2, override) in ABLATION_ARMS.items():
+        runs = [learn / "ablations" / "seeds" / f"{arm}-s{s}" / "runs.csv" for s in (0, 1)]
+        runs.append(learn / "ablations" / seed2 / "runs.csv")
+        alt = [_per_scenario(r) for r in runs]
+        logs = [[[math.log(a[sc] / f[sc])] for a, f in zip(alt, full, strict=True)]
+                for sc in sorted(full[0])]  # fmt: skip
+        per_seed = [math.exp(sum(math.log(a[sc] / f[sc]) for sc in f) / len(f))
+                    for a, f in zip(alt, full, strict=True)]  # fmt: skip
+        lines.append(f"| {arm} | {override} | " + " | ".join(f"{r:.3f}" for r in per_seed)
+                     + f" | {geomean_ratio(logs).format()} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+#: the learned baselines' third search round and final runs (session 5):
+#: ``results/baselines/search-s5/<learner>/search_<learner>.json`` (experiments/
+#: train_baselines.py --search) and ``results/baselines/final-s5/<learner>_s<seed>.json``
+BASELINE_LEARNERS = ("mlfs-rl", "harmony")
+#: the settings the checkpoints shipped before session 5 were trained with (the first
+#: search's choice, every other field its config's default; docs/baselines.md, "Final
+#: runs"), marked in the search tables: the control point of the new search
+FIRST_CHOICE = {
+    "harmony": {"lr": 3e-4, "entropy_coef": 0.01, "epsilon_start": 0.5, "gamma": 0.5},
+    "mlfs-rl": {"lr": 1e-2, "entropy_coef": 1e-3, "rollouts": 4},
+}
+
+
+def _point(row: dict, grid: dict) -> str:
+    return ", ".join(f"{k} {row[k]:g}" for k in grid)
+
+
+def baseline_search(root: Path = RESULTS) -> str:
+    """docs/baselines.md's tables of the session-5 search (every point, the chosen one
+    in bold, the first search's choice marked) and of the final runs at the
+    chosen point (seeds 1-3), validation split, geomean of avg JCT over first-fit's."""
+    base = root / "baselines"
+    out = []
+    for learner in BASELINE_LEARNERS:
+        path = base / "search-s5" / learner / f"search_{learner}.json"
+        if not path.exists():
+            out.append(f"No search results for {learner} (`{path.relative_to(root.parent)}`).")
+            continue
+        d = json.loads(path.read_text())
+        grid, chosen = d["grid"], d["chosen"]
+        fixed = d["fixed"]
+        out += [f"**{learner}** (seed {d['seed']}; fixed: " + ", ".join(
+                    f"{k} {fixed[k]:g}" for k in ("lr", "entropy_coef", "rollouts",
+                    "epsilon_start", "gamma", "bc_epochs") if k in fixed and k not in grid)
+                + f"; {len(d['rows'])} points in {d['total_wall_s']:,.0f} s):", "",
+                "| point | best validation score | at iteration | iterations run | "
+                "stopped by | wall s |", "|---|---|---|---|---|---|"]  # fmt: skip
+        first = FIRST_CHOICE[learner]
+        for r in sorted(d["rows"], key=lambda r: r["best_val_score"]):
+            name = _point(r, grid)
+            if all(r[k] == chosen[k] for k in grid):
+                name = f"**{name}** (chosen)"
+            if all(r[k] == first[k] for k in grid):
+                name += " (the first search's choice)"
+            out.append(
+                f"| {name} | {r['best_val_score']:.3f} | {r['best_iteration']} | "
+                f"{r['iterations_run']} | {r['stop_reason']} | {r['wall_s']:.0f} |"
+            )
+        out.append("")
+        finals = sorted((base / "final-s5").glob(f"{learner}_s*.json"))
+        if finals:
+            out += [f"{learner}, final runs at the chosen point:", "",
+                    "| seed | warm start | best (kept) | at iteration | iterations run | "
+                    "stopped by | wall s |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+            for f in finals:
+                m = json.loads(f.read_text())
+                h = m["history"]
+                warm = next(x["val_score"] for x in h if x.get("phase") == "bc")
+                out.append(f"| {m['config']['seed']} | {warm:.3f} | {m['best_val_score']:.3f} "
+                           f"| {m['best_iteration']} | {h[-1]['iteration']} | "
+                           f"{m['stop_reason']} | {m['wall_s']:.0f} |")  # fmt: skip
+            out.append("")
+    return "\n".join(out)
