@@ -65,6 +65,8 @@ ABLATION_ARMS = {
     "nops": ("nopsrule", "`env.ps_rule=false`"),
     "noexchange": ("noexchange", "`model.exchange=false`"),
 }
+#: the three removed together (session 5): its seeds' runs under ``ablations/norules/``
+COMBINED_ARM = ("norules", "all three")
 
 
 def _per_scenario(runs: Path) -> dict[str, float]:
@@ -87,9 +89,12 @@ def ablation_seeds(root: Path = RESULTS) -> str:
             for s in (0, 1, 2)]  # fmt: skip
     lines = ["| ablation | override | seed 0 | seed 1 | seed 2 | geomean of the three "
              "[95 % interval] |", "|---|---|---|---|---|---|"]  # fmt: skip
-    for arm, (seed2, override) in ABLATION_ARMS.items():
-        runs = [learn / "ablations" / "seeds" / f"{arm}-s{s}" / "runs.csv" for s in (0, 1)]
-        runs.append(learn / "ablations" / seed2 / "runs.csv")
+    arms = {arm: ([learn / "ablations" / "seeds" / f"{arm}-s{s}" / "runs.csv" for s in (0, 1)]
+                  + [learn / "ablations" / seed2 / "runs.csv"], override)
+            for arm, (seed2, override) in ABLATION_ARMS.items()}  # fmt: skip
+    name, override = COMBINED_ARM
+    arms[name] = ([learn / "ablations" / name / f"s{s}" / "runs.csv" for s in (0, 1, 2)], override)
+    for arm, (runs, override) in arms.items():
         alt = [_per_scenario(r) for r in runs]
         logs = [[[math.log(a[sc] / f[sc])] for a, f in zip(alt, full, strict=True)]
                 for sc in sorted(full[0])]  # fmt: skip
