@@ -186,7 +186,13 @@ SHIPPED_SEEDS = [
     SHIPPED / "warm_start",
     *sorted((REPO_ROOT / "checkpoints" / "marl-learn-seeds").glob("seed*")),
     *sorted((REPO_ROOT / "checkpoints" / "marl-nofloor").glob("seed*")),  # env.speed_floor 0
+    *sorted((REPO_ROOT / "checkpoints" / "marl-norules").glob("seed*")),  # and ps_rule off
 ]
+#: what a folder's seeds change in the default config's env, as they were trained
+TRAINED_WITH = {
+    "marl-nofloor": {"speed_floor": 0.0},
+    "marl-norules": {"speed_floor": 0.0, "ps_rule": False},
+}
 
 
 @pytest.mark.parametrize("path", SHIPPED_SEEDS, ids=lambda p: p.relative_to(REPO_ROOT).as_posix())
@@ -194,16 +200,18 @@ def test_the_shipped_warm_start_and_other_seeds_load_and_act_in_the_env(path):
     """Issue 34: the warm start ships beside the final policy, and the recipe's other
     training seeds (pooled in the test-split figure) are real checkpoints too: each
     loads with ``load_agents``, is accepted by the default config's environment, and
-    places a whole window in it (``marl-nofloor``: with the default's ``env.speed_floor``
-    set to 0 as it was trained, the one option it changes; the default's is refused)."""
+    places a whole window in it (``marl-nofloor`` / ``marl-norules``: with the
+    default's options set as they were trained, :data:`TRAINED_WITH`; the default's
+    are refused, naming the first option that differs)."""
     agents = load_agents(path)
     cfg = dataclasses.replace(
         _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)
     )
-    if path.parent.name == "marl-nofloor":
-        with pytest.raises(InputError, match=r"env\.speed_floor"):
+    changed = TRAINED_WITH.get(path.parent.name)
+    if changed:
+        with pytest.raises(InputError, match=r"env\.(speed_floor|ps_rule)"):
             agents.check_env(env_config(cfg))
-        cfg = dataclasses.replace(cfg, env={**cfg.env, "speed_floor": 0.0})
+        cfg = dataclasses.replace(cfg, env={**cfg.env, **changed})
     agents.check_env(env_config(cfg))
     info, steps = _rollout(agents, cfg)
     assert steps > 40 and info["metrics"]["jobs_completed"] == 40
