@@ -35,6 +35,7 @@ DOCS = (
     REPO_ROOT / "README.md",
     REPO_ROOT / "docs" / "results.md",
     REPO_ROOT / "docs" / "agents.md",
+    REPO_ROOT / "docs" / "baselines.md",
 )
 FIGURES = REPO_ROOT / "docs" / "figures"
 BLOCK = re.compile(r"(<!-- generated:([\w-]+) -->\n)(.*?)(<!-- /generated -->)", re.S)
