@@ -13,7 +13,7 @@ and its TensorBoard curve ``DIR/tb/<learner>_s<seed>/``. ``--search`` instead ru
 the learner's grid (``GRID``), each point with the same seed and caps into
 ``DIR/points/<point>/``, and writes ``DIR/search_<learner>.json`` (every point's best
 validation score, wall time and stop reason; the chosen point); ``--grid`` replaces
-``GRID`` (``agents/baselines/selection.py``) with the given dimensions (each
+``GRID`` (``agents/baselines/search.py``) with the given dimensions (each
 ``KEY=V1,V2,...``, KEY a numeric config field), e.g. to extend a search past the edge
 of the first grid. Bad input: one line on
 stderr, exit status 2.
@@ -35,7 +35,7 @@ from agents.baselines.harmony import save_harmony
 from agents.baselines.harmony_train import train_harmony
 from agents.baselines.mlfs import save_mlfs
 from agents.baselines.mlfs_train import train_mlfs_rl
-from agents.baselines.selection import learner_configs, search_grid
+from agents.baselines.search import learner_configs, search_grid
 from marl_sched.errors import InputError
 from marl_sched.metrics import write_json
 

@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 import train_baselines  # noqa: E402
 
-from agents.baselines.selection import GRID, search_grid  # noqa: E402
+from agents.baselines.search import GRID, search_grid  # noqa: E402
 
 
 def test_the_default_search_is_the_learners_grid():
