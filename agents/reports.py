@@ -168,3 +168,38 @@ def baseline_search(root: Path = RESULTS) -> str:
                            f"{m['stop_reason']} | {m['wall_s']:.0f} |")  # fmt: skip
             out.append("")
     return "\n".join(out)
+
+
+def _cells(rows: list[dict[str, str]], policy: str) -> dict[str, dict[tuple[str, str], float]]:
+    """Per scenario: (training run, seed) → average JCT of ``policy``'s cells."""
+    out: dict[str, dict[tuple[str, str], float]] = {}
+    for r in rows:
+        if r["policy"] == policy:
+            out.setdefault(r["scenario"], {})[(r["run"], r["seed"])] = float(r["avg_jct_s"])
+    return out
+
+
+def paired_test(candidate: str, reference: str, root: Path = RESULTS) -> str:
+    """One line comparing two test runs' ``marl`` rows cell by cell (the same scenarios,
+    seeds and training-run slots): the paired geometric-mean ratio with its hierarchical
+    interval, and P(candidate lower) from the runs' normalised scores."""
+    import numpy as np
+
+    from marl_sched.benchmark.stats import geomean_ratio, probability_of_improvement
+
+    cand_rows = _rows(root / candidate / "runs.csv")
+    new, old = _cells(cand_rows, "marl"), _cells(_rows(root / reference / "runs.csv"), "marl")
+    ff = _cells(cand_rows, "first-fit")
+    logs, x, y = [], [], []
+    for sc in sorted(new):
+        base = float(np.mean(list(ff[sc].values())))
+        runs = sorted({k[0] for k in new[sc]})
+        seeds = sorted({k[1] for k in new[sc]})
+        logs.append([[math.log(new[sc][r, s] / old[sc][r, s]) for s in seeds] for r in runs])
+        x.append([np.array([new[sc][r, s] / base for s in seeds]) for r in runs])
+        y.append([np.array([old[sc][r, s] / base for s in seeds]) for r in runs])
+    ratio = geomean_ratio(logs).format()
+    p = probability_of_improvement(x, y).format(2)
+    return (f"`marl` of `{candidate}` over `marl` of `{reference}`, paired by scenario, "
+            f"training-run slot and seed ({len(new)} scenarios): geometric-mean ratio of "
+            f"average JCT {ratio}; P(lower) {p}.\n")  # fmt: skip

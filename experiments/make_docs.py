@@ -27,7 +27,7 @@ import re
 import sys
 from pathlib import Path
 
-from agents.reports import ablation_seeds, baseline_search, learning_warmup
+from agents.reports import ablation_seeds, baseline_search, learning_warmup, paired_test
 from marl_sched.config import REPO_ROOT
 
 RESULTS = REPO_ROOT / "results"
@@ -151,6 +151,9 @@ BLOCKS = {
     "ablation-seeds": ablation_seeds,
     "learning-warmup": learning_warmup,
     "baseline-search": baseline_search,
+    "norules-test": lambda: paired_test(
+        "benchmark-test-placement-norules", "benchmark-test-placement"
+    ),
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t))  # type: ignore[misc]
         for t in TRACKS
