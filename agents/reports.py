@@ -15,19 +15,25 @@ from marl_sched.config import REPO_ROOT
 RESULTS = REPO_ROOT / "results"
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """A results CSV's rows (``experiments/make_docs.py`` reads its own tables with it)."""
     with path.open(newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
+
+
+def _per_scenario(runs: Path) -> dict[str, float]:
+    """A one-checkpoint validation run's average JCT over first-fit's, per scenario."""
+    rows = read_rows(runs)
+    ff = {r["scenario"]: float(r["avg_jct_s"]) for r in rows if r["policy"] == "first-fit"}
+    return {r["scenario"]: float(r["avg_jct_s"]) / ff[r["scenario"]]
+            for r in rows if r["policy"] != "first-fit"}  # fmt: skip
 
 
 def geomean_over_first_fit(runs: Path) -> float:
     """Geometric mean over a benchmark folder's scenarios of the one checkpoint's
     average JCT divided by first-fit's (one seed per scenario)."""
-    rows = _rows(runs)
-    ff = {r["scenario"]: float(r["avg_jct_s"]) for r in rows if r["policy"] == "first-fit"}
-    logs = [math.log(float(r["avg_jct_s"]) / ff[r["scenario"]])
-            for r in rows if r["policy"] != "first-fit"]  # fmt: skip
-    return math.exp(sum(logs) / len(logs))
+    ratios = _per_scenario(runs).values()
+    return math.exp(sum(map(math.log, ratios)) / len(ratios))
 
 
 def learning_warmup(root: Path = RESULTS) -> str:
@@ -67,14 +73,6 @@ ABLATION_ARMS = {
 }
 #: the three removed together (session 5): its seeds' runs under ``ablations/norules/``
 COMBINED_ARM = ("norules", "all three")
-
-
-def _per_scenario(runs: Path) -> dict[str, float]:
-    """A one-checkpoint validation run's average JCT over first-fit's, per scenario."""
-    rows = _rows(runs)
-    ff = {r["scenario"]: float(r["avg_jct_s"]) for r in rows if r["policy"] == "first-fit"}
-    return {r["scenario"]: float(r["avg_jct_s"]) / ff[r["scenario"]]
-            for r in rows if r["policy"] != "first-fit"}  # fmt: skip
 
 
 def ablation_seeds(root: Path = RESULTS) -> str:
@@ -187,8 +185,8 @@ def paired_test(candidate: str, reference: str, root: Path = RESULTS) -> str:
 
     from marl_sched.benchmark.stats import geomean_ratio, probability_of_improvement
 
-    cand_rows = _rows(root / candidate / "runs.csv")
-    new, old = _cells(cand_rows, "marl"), _cells(_rows(root / reference / "runs.csv"), "marl")
+    cand_rows = read_rows(root / candidate / "runs.csv")
+    new, old = _cells(cand_rows, "marl"), _cells(read_rows(root / reference / "runs.csv"), "marl")
     ff = _cells(cand_rows, "first-fit")
     logs, x, y = [], [], []
     for sc in sorted(new):

@@ -22,15 +22,14 @@ After a new run into one of these folders, run this script and commit both.
 from __future__ import annotations
 
 import argparse
-import csv
 import re
 import sys
 from pathlib import Path
 
-from agents.reports import ablation_seeds, baseline_search, learning_warmup, paired_test
+from agents.reports import RESULTS, ablation_seeds, baseline_search, learning_warmup, paired_test
+from agents.reports import read_rows as _rows
 from marl_sched.config import REPO_ROOT
 
-RESULTS = REPO_ROOT / "results"
 DOCS = (
     REPO_ROOT / "README.md",
     REPO_ROOT / "docs" / "results.md",
@@ -41,11 +40,6 @@ FIGURES = REPO_ROOT / "docs" / "figures"
 BLOCK = re.compile(r"(<!-- generated:([\w-]+) -->\n)(.*?)(<!-- /generated -->)", re.S)
 SCORED = (("avg_jct_s", "avg JCT"), ("p50_jct_s", "median JCT"),
           ("p95_jct_s", "p95 JCT"), ("avg_slowdown", "avg slowdown"))  # fmt: skip
-
-
-def _rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
 
 
 def _num(text: str, fmt: str) -> str:
