@@ -177,6 +177,28 @@ def _cells(rows: list[dict[str, str]], policy: str) -> dict[str, dict[tuple[str,
     return out
 
 
+def _paired_logs(
+    cand_rows: list[dict[str, str]],
+    ref_rows: list[dict[str, str]],
+    scenarios: set[str] | None = None,
+    seeds: set[str] | None = None,
+) -> tuple[list[str], list[list[list[float]]]]:
+    """The scenarios, and per scenario, training-run slot and seed the log of the
+    candidate's ``marl`` average JCT over the reference's (``Scores`` layout), on the
+    cells both runs have; ``scenarios`` / ``seeds`` keep only those."""
+    new, old = _cells(cand_rows, "marl"), _cells(ref_rows, "marl")
+    names, logs = [], []
+    for sc in sorted(set(new) & set(old)):
+        if scenarios is not None and sc not in scenarios:
+            continue
+        keys = [k for k in new[sc] if k in old[sc] and (seeds is None or k[1] in seeds)]
+        runs = sorted({k[0] for k in keys})
+        kept = sorted({k[1] for k in keys})
+        names.append(sc)
+        logs.append([[math.log(new[sc][r, e] / old[sc][r, e]) for e in kept] for r in runs])
+    return names, logs
+
+
 def paired_test(candidate: str, reference: str, root: Path = RESULTS) -> str:
     """One line comparing two test runs' ``marl`` rows cell by cell (the same scenarios,
     seeds and training-run slots): the paired geometric-mean ratio with its hierarchical
@@ -186,18 +208,77 @@ def paired_test(candidate: str, reference: str, root: Path = RESULTS) -> str:
     from marl_sched.benchmark.stats import geomean_ratio, probability_of_improvement
 
     cand_rows = read_rows(root / candidate / "runs.csv")
-    new, old = _cells(cand_rows, "marl"), _cells(read_rows(root / reference / "runs.csv"), "marl")
+    ref_rows = read_rows(root / reference / "runs.csv")
+    new, old = _cells(cand_rows, "marl"), _cells(ref_rows, "marl")
     ff = _cells(cand_rows, "first-fit")
-    logs, x, y = [], [], []
-    for sc in sorted(new):
+    names, logs = _paired_logs(cand_rows, ref_rows)
+    x, y = [], []
+    for sc in names:
         base = float(np.mean(list(ff[sc].values())))
         runs = sorted({k[0] for k in new[sc]})
         seeds = sorted({k[1] for k in new[sc]})
-        logs.append([[math.log(new[sc][r, s] / old[sc][r, s]) for s in seeds] for r in runs])
         x.append([np.array([new[sc][r, s] / base for s in seeds]) for r in runs])
         y.append([np.array([old[sc][r, s] / base for s in seeds]) for r in runs])
     ratio = geomean_ratio(logs).format()
     p = probability_of_improvement(x, y).format(2)
     return (f"`marl` of `{candidate}` over `marl` of `{reference}`, paired by scenario, "
-            f"training-run slot and seed ({len(new)} scenarios): geometric-mean ratio of "
+            f"training-run slot and seed ({len(names)} scenarios): geometric-mean ratio of "
             f"average JCT {ratio}; P(lower) {p}.\n")  # fmt: skip
+
+
+#: the difference a selection set should resolve (a ratio of 1.05 or 1 / 1.05)
+RESOLVE = 1.05
+
+
+def scenarios_to_resolve(sd: float, z: float = 1.96) -> int:
+    """How many scenarios a paired comparison needs for its interval's half-width (in
+    log) to be ``log(RESOLVE)``, when the mean log ratios of scenarios spread with
+    standard deviation ``sd`` (the scenario term dominates the hierarchical interval:
+    seeds and training runs are averaged inside a scenario)."""
+    return max(1, math.ceil((z * sd / math.log(RESOLVE)) ** 2))
+
+
+def _sd(values: list[float]) -> float:
+    """The sample standard deviation (n - 1) of at least two values."""
+    if len(values) < 2:
+        raise ValueError("a spread needs at least two values")
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def selection_power(candidate: str, reference: str, root: Path = RESULTS) -> str:
+    """docs/agents.md's table of what two validation runs of the same two recipes say
+    on the old selection set (the medium tier, evaluation seed 0) and on the whole
+    validation split (every tier, every seed): the paired ratio with its interval, the
+    spread of the per-scenario mean logs, and how many scenarios would resolve
+    :data:`RESOLVE` at that spread (:func:`scenarios_to_resolve`)."""
+    from marl_sched.benchmark.stats import geomean_ratio
+
+    cand_rows = read_rows(root / candidate / "runs.csv")
+    ref_rows = read_rows(root / reference / "runs.csv")
+    tiers = {r["scenario"]: r["tier"] for r in cand_rows}
+    seeds = sorted({r["seed"] for r in cand_rows})
+    medium = {sc for sc, t in tiers.items() if t == "medium"}
+    sets = [
+        ("medium tier, seed 0 (the selection set until session 6)", medium, {seeds[0]}),
+        ("medium tier, every seed", medium, None),
+        *(
+            (f"{t} tier, every seed", {sc for sc, u in tiers.items() if u == t}, None)
+            for t in ("light", "heavy")
+        ),  # fmt: skip
+        ("whole validation split, every seed", None, None),
+    ]
+    lines = [
+        "| cells | scenarios × seeds × training slots | paired ratio [95 % interval] "
+        "| s.d. of per-scenario log ratio | scenarios to resolve 5 % |",
+        "|---|---|---|---|---|",
+    ]
+    for label, scenarios, kept in sets:
+        names, logs = _paired_logs(cand_rows, ref_rows, scenarios, kept)
+        sd = _sd([sum(sum(r) for r in sc) / sum(len(r) for r in sc) for sc in logs])
+        shape = f"{len(names)} × {len(logs[0][0])} × {len(logs[0])}"
+        lines.append(
+            f"| {label} | {shape} | {geomean_ratio(logs).format()} | {sd:.3f} | "
+            f"{scenarios_to_resolve(sd)} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -2,9 +2,9 @@
 
 ``masked:<heuristic>`` (e.g. ``masked:speed-aware``) is what the MARL agents could do
 with no learning at all: it opens the same :class:`~envs.session.PlacementSession` the
-agents act in, with the default recipe's decision options (``configs/default.yaml``'s
-``env:`` block: keep-together, speed floor, wait-to-fit, PS rule, forward rule,
-consolidate), and at each step takes the first *legal* action of
+agents act in, with the rules recipe's decision options (:data:`RECIPE`'s ``env:``
+block: keep-together, speed floor, wait-to-fit, PS rule, forward rule, consolidate),
+and at each step takes the first *legal* action of
 
 1. forward to the subcluster where the heuristic's plan for the job **in the whole
    datacenter** puts the current task (:func:`envs.session.action_towards`) — the job
@@ -21,8 +21,16 @@ A job the session declines (``wait_to_fit``, or a task that fits nowhere) stays
 queued, as in the environment. Migration: a control has no rule of its own for it, so
 it never moves a running job (it would answer every move the environment offers
 with keep); paired with a load-control rule, the rule's moves are that rule's. The
-control thus gets exactly the rules and the information the agents get, and no
-network: a learned policy should beat it.
+control thus gets the rules and the information the agents get, and no network: a
+learned policy should beat it.
+
+The rules are pinned, not read from ``configs/default.yaml``: they are those of the
+recipe the benchmark was pre-registered with (speed floor 0.9 for jobs of >= 1e5
+GPU-seconds, the PS rule), which ``configs/recipes/dagger.yaml`` holds. When the
+default recipe dropped the speed floor and the PS rule (session 6, docs/agents.md,
+"The recipe without the three rules"), the controls kept them: the benchmark's
+no-learning target does not move with our recipe, and a mask only takes actions
+away, so an agent without one can still learn what the control does.
 
 Registered lazily by import path (``marl_sched`` may not import ``envs``), as kind
 ``control``: see :mod:`marl_sched.policies.base`.
@@ -44,8 +52,9 @@ from marl_sched.policies.base import Policy, make_policy
 from marl_sched.simulator import ClusterView
 from marl_sched.topology import Topology
 
-#: the recipe whose ``env:`` decision options the controls act under
-RECIPE = REPO_ROOT / "configs" / "default.yaml"
+#: the recipe whose ``env:`` decision options the controls act under (module docstring:
+#: the benchmark's pre-registered rules, pinned)
+RECIPE = REPO_ROOT / "configs" / "recipes" / "dagger.yaml"
 
 
 class MaskedHeuristic(Policy):

@@ -184,15 +184,18 @@ def test_non_finite_weights_are_refused(tmp_path):
 
 SHIPPED_SEEDS = [
     SHIPPED / "warm_start",
-    *sorted((REPO_ROOT / "checkpoints" / "marl-learn-seeds").glob("seed*")),
-    *sorted((REPO_ROOT / "checkpoints" / "marl-nofloor").glob("seed*")),  # env.speed_floor 0
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules").glob("seed*")),  # and ps_rule off
+    *sorted((REPO_ROOT / "checkpoints" / "marl-norules").glob("seed*")),  # the default recipe
+    *sorted((REPO_ROOT / "checkpoints" / "marl-learn-seeds").glob("seed*")),  # the rules one
+    *sorted((REPO_ROOT / "checkpoints" / "marl-nofloor").glob("seed*")),  # rules but the floor
 ]
-#: what a folder's seeds change in the default config's env, as they were trained
+#: what a folder's seeds change in the default config's env, as they were trained (the
+#: default recipe has no speed floor and no PS rule since session 6)
 TRAINED_WITH = {
-    "marl-nofloor": {"speed_floor": 0.0},
-    "marl-norules": {"speed_floor": 0.0, "ps_rule": False},
+    "marl-learn-seeds": {"speed_floor": 0.9, "ps_rule": True},
+    "marl-nofloor": {"ps_rule": True},
 }
+#: the default checkpoint is this seed's run, byte for byte
+SHIPPED_SEED = REPO_ROOT / "checkpoints" / "marl-norules" / "seed0"
 
 
 @pytest.mark.parametrize("path", SHIPPED_SEEDS, ids=lambda p: p.relative_to(REPO_ROOT).as_posix())
@@ -200,7 +203,7 @@ def test_the_shipped_warm_start_and_other_seeds_load_and_act_in_the_env(path):
     """Issue 34: the warm start ships beside the final policy, and the recipe's other
     training seeds (pooled in the test-split figure) are real checkpoints too: each
     loads with ``load_agents``, is accepted by the default config's environment, and
-    places a whole window in it (``marl-nofloor`` / ``marl-norules``: with the
+    places a whole window in it (``marl-learn-seeds`` / ``marl-nofloor``: with the
     default's options set as they were trained, :data:`TRAINED_WITH`; the default's
     are refused, naming the first option that differs)."""
     agents = load_agents(path)
@@ -221,7 +224,8 @@ def test_the_shipped_warm_start_and_other_seeds_load_and_act_in_the_env(path):
 
 def test_the_shipped_checkpoint_is_its_warm_start_and_the_seeds_differ():
     """What the README says of the shipped checkpoint: its network is its warm start's
-    (no PPO update was kept), and the three training seeds are three networks."""
+    (no PPO update was kept), it is ``marl-norules/seed0``'s files, and every other
+    shipped seed is another network."""
     import torch
 
     def weights(p):
@@ -230,6 +234,10 @@ def test_the_shipped_checkpoint_is_its_warm_start_and_the_seeds_differ():
     final, warm = weights(SHIPPED), weights(SHIPPED / "warm_start")
     assert final.keys() == warm.keys()
     assert all(torch.equal(final[k], warm[k]) for k in final)
-    for other in SHIPPED_SEEDS[1:]:
+    for name in ("manifest.json", "state.json", "config.yaml", "modules/shared.pt"):
+        assert (SHIPPED / name).read_bytes() == (SHIPPED_SEED / name).read_bytes(), name
+    others = [p for p in SHIPPED_SEEDS[1:] if p != SHIPPED_SEED]
+    assert len(others) == len(SHIPPED_SEEDS) - 2
+    for other in others:
         w = weights(other)
         assert any(not torch.equal(final[k], w[k]) for k in final)

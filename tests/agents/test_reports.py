@@ -31,3 +31,56 @@ def test_the_search_table_orders_points_and_marks_the_choices(tmp_path):
     assert "(the first search's choice)" in lines[2]
     assert "epsilon_start 0.5" in text and "3 points in 120 s" in text
     assert "No search results for mlfs-rl" in text
+
+
+def _runs_csv(path, cells):
+    """A benchmark folder's runs.csv with the columns the paired reports read."""
+    import csv
+
+    path.mkdir(parents=True)
+    with (path / "runs.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, ["scenario", "tier", "policy", "run", "seed", "avg_jct_s"])
+        w.writeheader()
+        for (sc, tier, policy, run, seed), jct in cells.items():
+            w.writerow({"scenario": sc, "tier": tier, "policy": policy, "run": run,
+                        "seed": seed, "avg_jct_s": jct})  # fmt: skip
+
+
+def test_the_selection_power_table_pairs_cells_and_sizes_the_set(tmp_path):
+    """Per scenario a known log ratio (the same in every slot and seed): the table's
+    paired ratio is their geometric mean, the medium-seed-0 row keeps only those cells,
+    and the scenarios needed follow (1.96 sd / log 1.05)^2 with the sample sd."""
+    import math
+
+    from agents.reports import scenarios_to_resolve, selection_power
+
+    logs = {"a": 0.10, "b": -0.05, "c": 0.20, "d": 0.0, "e": 0.05, "f": 0.15}
+    tiers = {"a": "medium", "b": "medium", "c": "medium", "d": "light", "e": "heavy", "f": "light"}
+    tiers["g"], logs["g"] = "heavy", -0.10
+    ref, cand = {}, {}
+    for sc, lg in logs.items():
+        for run in ("0", "1"):
+            for seed in ("0", "1", "2"):
+                base = 1000.0 + 10 * int(seed) + 100 * int(run)
+                ref[sc, tiers[sc], "marl", run, seed] = base
+                cand[sc, tiers[sc], "marl", run, seed] = base * math.exp(lg)
+                # a seed 1 of scenario a that differs: only the every-seed rows see it
+                if sc == "a" and seed == "1":
+                    cand[sc, tiers[sc], "marl", run, seed] = base * math.exp(0.4)
+    _runs_csv(tmp_path / "cand", cand)
+    _runs_csv(tmp_path / "ref", ref)
+    table = selection_power("cand", "ref", tmp_path).splitlines()
+    rows = {line.split("|")[1].strip(): line.split("|")[2:] for line in table[2:]}
+    seed0 = rows["medium tier, seed 0 (the selection set until session 6)"]
+    assert seed0[0].strip() == "3 × 1 × 2"
+    assert seed0[1].strip().startswith(f"{math.exp((0.10 - 0.05 + 0.20) / 3):.3f} [")
+    whole = rows["whole validation split, every seed"]
+    assert whole[0].strip() == "7 × 3 × 2"
+    a_mean = (0.10 * 2 + 0.4) / 3
+    means = [a_mean, -0.05, 0.20, 0.0, 0.05, 0.15, -0.10]
+    assert whole[1].strip().startswith(f"{math.exp(sum(means) / 7):.3f} [")
+    m = sum(means) / 7
+    sd = math.sqrt(sum((v - m) ** 2 for v in means) / 6)
+    assert whole[2].strip() == f"{sd:.3f}"
+    assert int(whole[3]) == scenarios_to_resolve(sd) == math.ceil((1.96 * sd / math.log(1.05)) ** 2)
+    assert scenarios_to_resolve(0.0) == 1 and scenarios_to_resolve(0.1) == 17

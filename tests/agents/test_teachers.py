@@ -209,19 +209,35 @@ def test_with_follow_only_the_teacher_labels_the_best_legal_hint_plan():
     assert all(o["action_mask"][a] == 1.0 for o, a in zip(obs, actions, strict=True))
 
 
-def test_the_recipes_warm_start_labels_are_pinned():
-    """The labels ``configs/learn.yaml``'s warm start imitates (lookahead teacher,
-    training seed 2: the shipped checkpoint's), first 3 episodes, pinned by hash. A
-    refactor that claimed "same labels" changed 5 of them (a replay that stopped at a
-    session already done: ``follows_forward_rule``), so that the recipe no longer
-    rebuilt the shipped network; reverted, and pinned here. Recorded with the code
-    that trained ``checkpoints/marl-default`` (852dc95)."""
+#: the rules recipe (the default until session 6) is ``learn.yaml`` plus these
+RULES = ["env.speed_floor=0.9", "env.ps_rule=true", "model.exchange=true"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "seed", "count", "digest"),
+    [
+        pytest.param(RULES, 2, 586, "948a3540ad56", id="rules-seed2"),
+        pytest.param([], 0, 604, "81d551e9d1eb", id="default-seed0"),
+    ],
+)
+def test_the_recipes_warm_start_labels_are_pinned(overrides, seed, count, digest):
+    """The labels ``configs/learn.yaml``'s warm start imitates (lookahead teacher), first
+    3 episodes, pinned by hash, for the two shipped recipes:
+
+    - the rules recipe, training seed 2 (``checkpoints/marl-learn-seeds/seed2``, the
+      default until session 6), recorded with the code that trained it (852dc95). A
+      refactor that claimed "same labels" changed 5 of them (a replay that stopped at
+      a session already done: ``follows_forward_rule``), so that the recipe no longer
+      rebuilt that network; reverted, and pinned here;
+    - today's default, training seed 0 (``checkpoints/marl-default``), recorded in
+      session 6 with code that rebuilt that checkpoint's ``modules/shared.pt`` byte for
+      byte. Its PS are the agents' to place, so it labels more decisions."""
     import hashlib
 
     from agents.commands import _load_train_config
     from agents.warm_start import teacher_decisions
 
-    cfg, mc, tc = _load_train_config(str(REPO_ROOT / "configs" / "learn.yaml"), [])
-    _, actions, _, _ = teacher_decisions(cfg, mc, dataclasses.replace(tc, bc_episodes=3), 2)
-    assert len(actions) == 586
-    assert hashlib.sha256(str(actions).encode()).hexdigest()[:12] == "948a3540ad56"
+    cfg, mc, tc = _load_train_config(str(REPO_ROOT / "configs" / "learn.yaml"), overrides)
+    _, actions, _, _ = teacher_decisions(cfg, mc, dataclasses.replace(tc, bc_episodes=3), seed)
+    assert len(actions) == count
+    assert hashlib.sha256(str(actions).encode()).hexdigest()[:12] == digest

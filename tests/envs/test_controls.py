@@ -92,3 +92,21 @@ def test_masked_speed_aware_sends_the_job_where_speed_aware_puts_it() -> None:
     v100 = topo.group_speed == topo.group_speed.max()
     assert all(v100[g] for g in want.worker_groups)
     assert got == want
+
+
+def test_the_controls_keep_the_pre_registered_rules_whatever_the_default_recipe_says(
+    monkeypatch,
+) -> None:
+    """The controls act under the rules the benchmark was registered with (speed floor
+    0.9 for jobs of >= 1e5 GPU-seconds, the PS rule, keep-together, wait-to-fit), read
+    from ``configs/recipes/dagger.yaml``, not from ``configs/default.yaml``: a default
+    recipe that drops a rule must not move the no-learning target."""
+    for name in CONTROLS:
+        opts = make_policy(name).options
+        assert opts["speed_floor"] == 0.9 and opts["speed_floor_min_work"] == 1e5, name
+        assert opts["ps_rule"] is True and opts["keep_together"] is True, name
+        assert opts["wait_to_fit"] == 1.0 and opts["hints"] == [make_policy(name).heuristic]
+    # the pin is the file: a recipe before the PS rule and the floor gives neither
+    monkeypatch.setattr(envs.controls, "RECIPE", envs.controls.RECIPE.with_name("weighted.yaml"))
+    opts = make_policy("masked:first-fit").options
+    assert opts["ps_rule"] is False and opts["speed_floor"] == 0.0

@@ -9,7 +9,7 @@ import pytest
 
 from envs import EnvConfig, env_config, make_env
 from envs.config import DECISION_OPTIONS, RewardConfig
-from marl_sched.config import load_config
+from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.errors import InputError
 from tests.envs.helpers import DEFAULT, TINY
 
@@ -25,6 +25,8 @@ def test_defaults_parse_from_an_empty_section():
 
 
 def test_default_recipe_section_parses_with_its_options_on():
+    """The default recipe's options; since session 6 without the speed floor and the PS
+    rule (the floor's work threshold is still recorded: it binds nothing at 0)."""
     ec = env_config(load_config(DEFAULT))
     assert ec.hints == (
         "interference-aware",
@@ -35,8 +37,13 @@ def test_default_recipe_section_parses_with_its_options_on():
     )
     assert ec.global_hints == ("interference-aware", "speed-aware")
     assert ec.consolidate and ec.resident_features and ec.keep_together and ec.job_length
-    assert ec.ps_rule and ec.speed_floor == 0.9 and ec.speed_floor_min_work == 1e5
+    assert not ec.ps_rule and ec.speed_floor == 0.0 and ec.speed_floor_min_work == 1e5
     assert ec.wait_to_fit == 1.0 and ec.forward_rule == "must"
+    # the rules recipe the controls keep (envs/controls.py)
+    rules = env_config(load_config(REPO_ROOT / "configs" / "recipes" / "dagger.yaml"))
+    assert rules.ps_rule and rules.speed_floor == 0.9 and rules.speed_floor_min_work == 1e5
+    others = {k: v for k, v in rules.decision_options().items() if k not in ("ps_rule", "speed_floor")}
+    assert others == {k: ec.decision_options()[k] for k in others}
 
 
 def test_decision_options_are_every_option_but_the_episode_and_space_ones():
@@ -51,7 +58,7 @@ def test_decision_options_are_every_option_but_the_episode_and_space_ones():
         "first-fit",
         "speed-aware",
     ]
-    assert isinstance(d["global_hints"], list) and d["speed_floor"] == 0.9
+    assert isinstance(d["global_hints"], list) and d["speed_floor"] == 0.0
 
 
 def test_unknown_key_in_yaml_names_the_file_and_the_key(tmp_path):

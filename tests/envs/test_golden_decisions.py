@@ -13,7 +13,12 @@ change that moves a decision on purpose must regenerate the file on purpose::
 
 The shipped checkpoint's placements are stored per checkpoint (:func:`checkpoint_tag`):
 ``f5e97f68590e`` recorded with main at 53c1050, ``d8c6715bc733`` (its retrained
-successor) with main at 4622d35, each before the vectorised hint paths.
+successor) with main at 4622d35, each before the vectorised hint paths;
+``501290ee22c7`` (the recipe without the speed floor, PS rule and exchange, the default
+since session 6) when it became the default. That change also moved the ``default``
+walk, whose environment is ``configs/default.yaml``'s (no floor, no PS rule): its
+observations were regenerated then, on purpose; the controls' placements did not move
+(they keep the pre-registered rules, :mod:`envs.controls`).
 """
 
 from __future__ import annotations
