@@ -26,7 +26,14 @@ import re
 import sys
 from pathlib import Path
 
-from agents.reports import RESULTS, ablation_seeds, baseline_search, learning_warmup, paired_test
+from agents.reports import (
+    RESULTS,
+    ablation_seeds,
+    baseline_search,
+    learning_warmup,
+    paired_test,
+    selection_power,
+)
 from agents.reports import read_rows as _rows
 from marl_sched.config import REPO_ROOT
 
@@ -153,6 +160,9 @@ BLOCKS = {
     "baseline-search": baseline_search,
     "norules-test": lambda: paired_test(
         "benchmark-test-placement-norules", "benchmark-test-placement"
+    ),
+    "selection-power": lambda: selection_power(
+        "learning/selection/norules", "learning/selection/rules"
     ),
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, SHIPPED_RUN.get(t, "")))  # type: ignore[misc]
