@@ -164,6 +164,9 @@ BLOCKS = {
     "selection-power": lambda: selection_power(
         "learning/selection/norules", "learning/selection/rules"
     ),
+    "selection-ppo": lambda: selection_power(
+        "learning/selection/ppo-iter12", "learning/selection/norules"
+    ),
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, SHIPPED_RUN.get(t, "")))  # type: ignore[misc]
         for t in TRACKS

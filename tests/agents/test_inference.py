@@ -241,3 +241,28 @@ def test_the_shipped_checkpoint_is_its_warm_start_and_the_seeds_differ():
     for other in others:
         w = weights(other)
         assert any(not torch.equal(final[k], w[k]) for k in final)
+
+
+PPO_ITER12 = sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ppo-iter12").glob("seed*"))
+
+
+@pytest.mark.parametrize("path", PPO_ITER12, ids=lambda p: p.name)
+def test_the_default_recipes_last_ppo_iterations_load_and_act(path):
+    """The networks behind docs/agents.md's "Does PPO improve on its warm start": each
+    seed's iteration 12 of the default recipe serves the default config's environment,
+    places a window, and is a PPO update of that seed's warm start (another network)."""
+    import torch
+
+    assert len(PPO_ITER12) == 3
+    agents = load_agents(path)
+    cfg = dataclasses.replace(
+        _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)
+    )
+    agents.check_env(env_config(cfg))
+    info, _ = _rollout(agents, cfg)
+    assert info["metrics"]["jobs_completed"] == 40
+    assert json.loads((path / "state.json").read_text())["iteration"] == 12
+    warm = REPO_ROOT / "checkpoints" / "marl-norules" / path.name / "modules" / "shared.pt"
+    a = torch.load(path / "modules" / "shared.pt", map_location="cpu", weights_only=True)
+    b = torch.load(warm, map_location="cpu", weights_only=True)
+    assert a.keys() == b.keys() and any(not torch.equal(a[k], b[k]) for k in a)
