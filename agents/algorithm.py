@@ -221,6 +221,7 @@ def algorithm_base(tc, training: dict[str, Any], where: str, agent_ids: list[str
             learner.AGENT_IDS: list(agent_ids),
             "advantage": tc.advantage,
             learner.CRITIC_LR: tc.critic_lr,
+            learner.PRIOR_KL: tc.prior_kl,
         },
     )
     if isinstance(config, IMPALAConfig):  # APPO too

@@ -199,6 +199,12 @@ class TrainConfig:
             describes (1..256).
         critic_lr: Adam learning rate of the value heads (the GNN's and, with
             ``privileged``, the privileged critic's); null (the default) = ``lr``.
+        prior_kl: ``β`` of a term ``β · KL(π ‖ π₀)`` added to PPO's loss, ``π₀`` the
+            run's warm start, frozen (behaviour-regularised RL: the update leaves the
+            imitation policy only where the return pays for it;
+            :class:`agents.learner.ClipFractionPPOLearner`); 0 (the default) = off.
+            Needs PPO and a warm start (``bc_teacher``); such a run cannot be resumed
+            yet (the prior is not in its checkpoints).
         train_batch_size: env steps (decisions, all agents) per iteration.
         minibatch_size: SGD minibatch, in env steps.
         num_epochs: SGD passes over each train batch.
@@ -302,6 +308,7 @@ class TrainConfig:
     critic: str = "plain"
     critic_jobs: int = 8
     critic_lr: float | None = None
+    prior_kl: float = 0.0
     train_batch_size: int = 2000
     minibatch_size: int = 250
     num_epochs: int = 4
@@ -405,6 +412,11 @@ class TrainConfig:
             check(self.group_size >= 2, where, f"{key}.group_size", "must be >= 2 with group")
         if self.critic_lr is not None:
             check(self.critic_lr > 0, where, f"{key}.critic_lr", "must be > 0 or null")
+        prior = f"{key}.prior_kl"
+        check(0 <= self.prior_kl <= 1e3, where, prior, f"must be in [0, 1000], got {self.prior_kl}")
+        if self.prior_kl:
+            check(self.algorithm == "PPO", where, prior, "needs PPO")
+            check(bool(self.bc_teacher), where, prior, "needs a warm start (bc_teacher)")
         for name in ("gamma", "gae_lambda"):
             value = getattr(self, name)
             check(0 <= value <= 1, where, f"{key}.{name}", f"must be in [0, 1], got {value}")

@@ -36,6 +36,14 @@ loss of its own, as RLlib's (squared error to the batch's value targets, clipped
 With ``train.critic_lr`` (learner config ``CRITIC_LR``) the value heads (``v`` and the
 privileged critic) have an Adam optimizer of their own at that rate, the rest of the
 network RLlib's at ``lr``; RLlib then clips each optimizer's gradients on its own.
+
+PPO with ``train.prior_kl`` ``β > 0`` (learner config ``PRIOR_KL``): the loss gains
+``β · KL(π ‖ π₀)``, the mean over the batch's unmasked decisions of the KL from the
+current policy to ``π₀``, a frozen copy of the module taken by
+:meth:`ClipFractionPPOLearner.capture_prior` right after the warm start was loaded
+(behaviour-regularised RL, as the KL to the supervised policy of AlphaStar: the
+update may leave the imitation policy only where the return pays for it). The KL is
+logged per module as ``prior_kl``.
 """
 
 from __future__ import annotations
@@ -67,6 +75,9 @@ AGENT_INDEX = "agent_index"
 AGENT_IDS = "agent_ids"
 #: ``learner_config_dict`` key of ``train.critic_lr`` (None: one optimizer, RLlib's)
 CRITIC_LR = "critic_lr"
+#: ``learner_config_dict`` key of ``train.prior_kl`` (0: no prior term)
+PRIOR_KL = "prior_kl"
+PRIOR_KL_KEY = "prior_kl"
 PLAIN_VF_LOSS_KEY = "plain_vf_loss"
 PLAIN_EXPLAINED_VARIANCE_KEY = "plain_vf_explained_var"
 
@@ -175,6 +186,35 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
         )
         pipeline.remove(GeneralAdvantageEstimation)
 
+    def capture_prior(self) -> list[str]:
+        """Freeze a copy of every module as it is now (the warm start, when called
+        right after it was loaded) as the prior of ``train.prior_kl``; returns the
+        module ids. Runs where the learner lives (``LearnerGroup.foreach_learner``)."""
+        import copy
+
+        self._prior = {}
+        for module_id in self.module.keys():
+            prior = copy.deepcopy(self.module[module_id].unwrapped())
+            prior.eval()
+            for p in prior.parameters():
+                p.requires_grad_(False)
+            self._prior[module_id] = prior
+        return sorted(self._prior)
+
+    def _prior_kl(self, module_id, batch, logits: torch.Tensor) -> torch.Tensor:
+        """The mean over unmasked rows of ``KL(π ‖ π₀)`` (module docstring)."""
+        prior = getattr(self, "_prior", {}).get(module_id)
+        if prior is None:
+            raise RuntimeError(
+                f"train.prior_kl is set but module {module_id!r} has no prior: "
+                "capture_prior() runs after the warm start"
+            )
+        with torch.no_grad():
+            prior_logits = prior.forward_train(batch)[Columns.ACTION_DIST_INPUTS]
+        kl = categorical_kl(logits, prior_logits)
+        mask = batch.get(Columns.LOSS_MASK)
+        return kl.mean() if mask is None else kl[mask.bool()].mean()
+
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
         lr = config.learner_config_dict.get(CRITIC_LR)
         if lr is None:
@@ -195,6 +235,11 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
         )
         if PLAIN_VALUES in fwd_out:
             loss = loss + self._plain_value_loss(module_id, config, batch, fwd_out[PLAIN_VALUES])
+        beta = config.learner_config_dict.get(PRIOR_KL) or 0.0
+        if beta:
+            kl = self._prior_kl(module_id, batch, fwd_out[Columns.ACTION_DIST_INPUTS])
+            self.metrics.log_value((module_id, PRIOR_KL_KEY), kl.detach(), window=1)
+            loss = loss + beta * kl
         with torch.no_grad():
             module = self.module[module_id].unwrapped()
             dist = module.get_train_action_dist_cls().from_logits(
@@ -221,6 +266,16 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
         ev = explained_variance(targets[keep].detach(), plain[keep].detach())
         self.metrics.log_value((module_id, PLAIN_EXPLAINED_VARIANCE_KEY), ev, window=1)
         return config.vf_loss_coeff * loss
+
+
+def categorical_kl(logits: torch.Tensor, prior_logits: torch.Tensor) -> torch.Tensor:
+    """Per row, ``KL(softmax(logits) ‖ softmax(prior_logits))`` over the last axis.
+    Masked actions carry the same large negative logit in both (``MASKED_LOGIT``), so
+    their probability is 0 and they add nothing. Clamped at 0: equal distributions
+    give float rounding of either sign (~1e-9)."""
+    logp = torch.log_softmax(logits, dim=-1)
+    logq = torch.log_softmax(prior_logits, dim=-1)
+    return (logp.exp() * (logp - logq)).sum(dim=-1).clamp_min(0.0)
 
 
 def vtrace_explained_variance(module, config, batch, fwd_out, target_logits) -> torch.Tensor:

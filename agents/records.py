@@ -7,7 +7,8 @@ charts/team_return and charts/episode_avg_jct_s (the team's, from the env's fina
 whatever ``env.reward.credit`` pays each agent),
 charts/avg_jct_s (validation), validation/<window> (each validation run),
 losses/policy_loss, losses/value_loss, losses/total_loss, losses/entropy,
-losses/approx_kl, losses/explained_variance, losses/clip_fraction (PPO),
+losses/approx_kl, losses/explained_variance, losses/clip_fraction (PPO), losses/prior_kl
+(PPO with ``train.prior_kl``),
 losses/grad_norm, charts/learning_rate, charts/env_steps_per_s, charts/episode_length,
 charts/agent_return/<agent>, imitation/loss and imitation/accuracy (the warm start's
 epochs), and where the time goes (:func:`phase_times`, :func:`timed`): time/sample_s,
@@ -55,6 +56,7 @@ MODULE_TAGS = (
     ("approx_kl", "mean_kl_loss"),
     ("explained_variance", "vf_explained_var"),
     ("clip_fraction", "clip_fraction"),
+    ("prior_kl", "prior_kl"),
 )
 
 
@@ -83,6 +85,7 @@ LEARNER_TAGS = (
     ("losses/approx_kl", "mean_kl_loss"),
     ("losses/explained_variance", "vf_explained_var"),
     ("losses/clip_fraction", "clip_fraction"),  # PPO (agents.learner); APPO has none
+    ("losses/prior_kl", "prior_kl"),  # PPO with train.prior_kl > 0 (agents.learner)
     ("losses/grad_norm", "gradients_default_optimizer_global_norm"),
     ("charts/learning_rate", "default_optimizer_learning_rate"),
 )

@@ -151,6 +151,11 @@ class Trainer:
             )
         state = {"iteration": 0, "env_steps": 0.0, "wall_s": 0.0, "best": None,
                  "best_runs": None, "scores": {}}  # fmt: skip
+        if self.resume and tc.prior_kl:
+            raise InputError(
+                f"{cfg.source}: train.prior_kl: a run with a prior cannot be resumed yet "
+                "(the prior, its warm start, is not in its checkpoints): start it again"
+            )
         if self.resume:
             # latest, the signature of its whole tree and state, the run's config:
             # all checked before the algorithm is built and RLlib unpickles its state
@@ -193,6 +198,8 @@ class Trainer:
                     algo.env_runner_group.sync_weights(
                         from_worker_or_learner_group=algo.learner_group, inference_only=True
                     )
+                if tc.prior_kl:  # the warm start, frozen: the prior of the KL term
+                    algo.learner_group.foreach_learner(lambda learner: learner.capture_prior())
                 # iteration 0: the starting policy (warm-started or freshly initialised),
                 # evaluated and checkpointed: the first point of the learning curve, and
                 # what selection keeps if no update improves on it

@@ -227,3 +227,46 @@ def test_rollout_improvement_iterations_train_resume_and_reproduce(ray_session, 
     state = json.loads((ckpt / "iter_000002" / "state.json").read_text())
     first, second = sorted(steps["improve/branches"])
     assert 0 < first < second == state["env_steps"]
+
+
+def test_a_prior_kl_run_logs_its_kl_to_the_warm_start_and_refuses_resume(
+    ray_session, tmp_path, capsys
+):
+    """``train.prior_kl``: the learner freezes the warm start after it is loaded and
+    adds the KL to it to PPO's loss: logged as ``losses/prior_kl`` at each iteration,
+    finite, >= 0 and > 0 once PPO has moved the policy; such a run cannot be resumed
+    (exit 2, one line naming the key, before Ray builds anything)."""
+    out = tmp_path / "prior"
+    args = ["train", "--config", TINY, "--out", str(out), "--quiet", "train.prior_kl=1.0"]
+    args.append("train.lr=0.01")  # a step large enough to leave the prior measurably
+    assert main(args) == 0
+    values = {}
+    for f in sorted((out / "tb").glob("events.out.tfevents.*")):
+        acc = EventAccumulator(str(f))
+        acc.Reload()
+        if "losses/prior_kl" in acc.Tags()["scalars"]:
+            values.update({e.step: e.value for e in acc.Scalars("losses/prior_kl")})
+    assert set(values) == {200, 400}
+    assert all(v >= 0 for v in values.values()) and max(values.values()) > 1e-4
+    capsys.readouterr()
+    resume = [*args[:5], "--resume", "--quiet", "--iterations", "3"]
+    assert main(resume) == 2  # the run's own config has the prior
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "train.prior_kl" in err[0] and "cannot be resumed" in err[0]
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [("train.prior_kl=-1", "must be in"), ("train.prior_kl=nan", "expected a number")],
+)
+def test_a_bad_prior_kl_is_refused_before_work(tmp_path, capsys, override, message):
+    assert main(["train", "--config", TINY, "--out", str(tmp_path / "r"), override]) == 2
+    err = capsys.readouterr().err
+    assert "train.prior_kl" in err and message in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_prior_kl_without_a_warm_start_is_refused(tmp_path, capsys):
+    args = ["train", "--config", TINY, "--out", str(tmp_path / "r")]
+    assert main([*args, "train.prior_kl=0.5", "train.bc_teacher=null"]) == 2
+    assert "needs a warm start" in capsys.readouterr().err
