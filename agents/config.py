@@ -165,6 +165,13 @@ class RLlibConfig:
         )
 
 
+#: ``train:`` fields added after runs were signed, with the behaviour those runs had:
+#: a resumed run signed before one existed resumes as it ran
+#: (:func:`agents.run_folder.check_config_data`), as ``envs.config.LATER_OPTIONS`` does
+#: for decision options
+LATER_TRAIN_FIELDS = {"prior_kl": 0.0}
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Multi-agent PPO on RLlib's new API stack, and the run's bookkeeping.

@@ -209,10 +209,12 @@ def check_run_config(paths: RunPaths, ckpt: Path) -> None:
 def check_config_data(ckpt: Path, data: dict) -> None:
     """The resolved config a resumed run is about to train must equal the one its
     checkpoint signed (a Tune trial's config comes from ``experiment.json``); decision
-    options added since the run started count as their old behaviour
-    (:data:`envs.config.LATER_OPTIONS`), so a code update does not strand a run."""
+    options and ``train:`` fields added since the run started count as their old
+    behaviour (:data:`envs.config.LATER_OPTIONS`,
+    :data:`agents.config.LATER_TRAIN_FIELDS`), so a code update does not strand a run."""
     import yaml
 
+    from agents.config import LATER_TRAIN_FIELDS
     from envs.config import LATER_OPTIONS
 
     signed = yaml.safe_load(
@@ -222,6 +224,8 @@ def check_config_data(ckpt: Path, data: dict) -> None:
         # a run signed before a decision option existed ran with its old behaviour,
         # which is the option's value in LATER_OPTIONS
         signed["env"] = {**LATER_OPTIONS, **signed["env"]}
+    if isinstance(signed, dict) and isinstance(signed.get("train"), dict):
+        signed["train"] = {**LATER_TRAIN_FIELDS, **signed["train"]}
     if signed != data:
         raise InputError(
             f"--resume: {ckpt}: the config to resume with differs from the one the "

@@ -382,14 +382,20 @@ def test_pruning_never_deletes_a_name_that_is_not_a_checkpoint(tmp_path):
 def test_a_run_signed_before_a_decision_option_existed_resumes_as_its_old_behaviour(tmp_path):
     """check_config_data fills the options added since (envs.config.LATER_OPTIONS) with
     the behaviour the run had; the same option set otherwise is still refused."""
+    from agents.config import LATER_TRAIN_FIELDS
     from agents.run_folder import check_config_data
     from envs.config import LATER_OPTIONS
     from marl_sched.errors import InputError
 
     now = {"env": {"hints": ["first-fit"], **LATER_OPTIONS}, "train": {"seed": 0}}
+    now["train"].update(LATER_TRAIN_FIELDS)
     old = {"env": {"hints": ["first-fit"]}, "train": {"seed": 0}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
     check_config_data(tmp_path, now)  # no error: the run followed task by task
     changed = {**now, "env": {**now["env"], "follow_only": True}}
     with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
         check_config_data(tmp_path, changed)
+    # a train field added since (train.prior_kl): the old run had none, i.e. 0
+    assert LATER_TRAIN_FIELDS == {"prior_kl": 0.0}
+    with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
+        check_config_data(tmp_path, {**now, "train": {**now["train"], "prior_kl": 1.0}})
