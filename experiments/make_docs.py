@@ -167,6 +167,12 @@ BLOCKS = {
     "selection-ppo": lambda: selection_power(
         "learning/selection/ppo-iter12", "learning/selection/norules"
     ),
+    "selection-kl": lambda: selection_power(
+        "learning/selection/kl-iter12", "learning/selection/norules"
+    ),
+    "selection-kl-vs-ppo": lambda: paired_test(
+        "learning/selection/kl-iter12", "learning/selection/ppo-iter12"
+    ),
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, SHIPPED_RUN.get(t, "")))  # type: ignore[misc]
         for t in TRACKS

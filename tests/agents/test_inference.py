@@ -243,17 +243,20 @@ def test_the_shipped_checkpoint_is_its_warm_start_and_the_seeds_differ():
         assert any(not torch.equal(final[k], w[k]) for k in final)
 
 
-PPO_ITER12 = sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ppo-iter12").glob("seed*"))
+PPO_ITER12 = [
+    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ppo-iter12").glob("seed*")),
+    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "kl-iter12").glob("seed*")),  # prior_kl
+]
 
 
-@pytest.mark.parametrize("path", PPO_ITER12, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", PPO_ITER12, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_the_default_recipes_last_ppo_iterations_load_and_act(path):
     """The networks behind docs/agents.md's "Does PPO improve on its warm start": each
     seed's iteration 12 of the default recipe serves the default config's environment,
     places a window, and is a PPO update of that seed's warm start (another network)."""
     import torch
 
-    assert len(PPO_ITER12) == 3
+    assert len(PPO_ITER12) == 6
     agents = load_agents(path)
     cfg = dataclasses.replace(
         _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)
