@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import statistics
 from pathlib import Path
 
 from marl_sched.config import REPO_ROOT
@@ -178,15 +179,14 @@ def _cells(rows: list[dict[str, str]], policy: str) -> dict[str, dict[tuple[str,
 
 
 def _paired_logs(
-    cand_rows: list[dict[str, str]],
-    ref_rows: list[dict[str, str]],
+    new: dict[str, dict[tuple[str, str], float]],
+    old: dict[str, dict[tuple[str, str], float]],
     scenarios: set[str] | None = None,
     seeds: set[str] | None = None,
 ) -> tuple[list[str], list[list[list[float]]]]:
     """The scenarios, and per scenario, training-run slot and seed the log of the
-    candidate's ``marl`` average JCT over the reference's (``Scores`` layout), on the
-    cells both runs have; ``scenarios`` / ``seeds`` keep only those."""
-    new, old = _cells(cand_rows, "marl"), _cells(ref_rows, "marl")
+    candidate's average JCT over the reference's (``Scores`` layout), from their
+    :func:`_cells`, on the cells both have; ``scenarios`` / ``seeds`` keep only those."""
     names, logs = [], []
     for sc in sorted(set(new) & set(old)):
         if scenarios is not None and sc not in scenarios:
@@ -208,10 +208,9 @@ def paired_test(candidate: str, reference: str, root: Path = RESULTS) -> str:
     from marl_sched.benchmark.stats import geomean_ratio, probability_of_improvement
 
     cand_rows = read_rows(root / candidate / "runs.csv")
-    ref_rows = read_rows(root / reference / "runs.csv")
-    new, old = _cells(cand_rows, "marl"), _cells(ref_rows, "marl")
+    new, old = _cells(cand_rows, "marl"), _cells(read_rows(root / reference / "runs.csv"), "marl")
     ff = _cells(cand_rows, "first-fit")
-    names, logs = _paired_logs(cand_rows, ref_rows)
+    names, logs = _paired_logs(new, old)
     x, y = [], []
     for sc in names:
         base = float(np.mean(list(ff[sc].values())))
@@ -238,14 +237,6 @@ def scenarios_to_resolve(sd: float, z: float = 1.96) -> int:
     return max(1, math.ceil((z * sd / math.log(RESOLVE)) ** 2))
 
 
-def _sd(values: list[float]) -> float:
-    """The sample standard deviation (n - 1) of at least two values."""
-    if len(values) < 2:
-        raise ValueError("a spread needs at least two values")
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-
-
 def selection_power(candidate: str, reference: str, root: Path = RESULTS) -> str:
     """docs/agents.md's table of what two validation runs of the same two recipes say
     on the old selection set (the medium tier, evaluation seed 0) and on the whole
@@ -255,7 +246,7 @@ def selection_power(candidate: str, reference: str, root: Path = RESULTS) -> str
     from marl_sched.benchmark.stats import geomean_ratio
 
     cand_rows = read_rows(root / candidate / "runs.csv")
-    ref_rows = read_rows(root / reference / "runs.csv")
+    new, old = _cells(cand_rows, "marl"), _cells(read_rows(root / reference / "runs.csv"), "marl")
     tiers = {r["scenario"]: r["tier"] for r in cand_rows}
     seeds = sorted({r["seed"] for r in cand_rows})
     medium = {sc for sc, t in tiers.items() if t == "medium"}
@@ -274,8 +265,9 @@ def selection_power(candidate: str, reference: str, root: Path = RESULTS) -> str
         "|---|---|---|---|---|",
     ]
     for label, scenarios, kept in sets:
-        names, logs = _paired_logs(cand_rows, ref_rows, scenarios, kept)
-        sd = _sd([sum(sum(r) for r in sc) / sum(len(r) for r in sc) for sc in logs])
+        names, logs = _paired_logs(new, old, scenarios, kept)
+        # the sample s.d. (n - 1) of the per-scenario mean log ratios
+        sd = statistics.stdev(sum(sum(r) for r in sc) / sum(len(r) for r in sc) for sc in logs)
         shape = f"{len(names)} × {len(logs[0][0])} × {len(logs[0])}"
         lines.append(
             f"| {label} | {shape} | {geomean_ratio(logs).format()} | {sd:.3f} | "
