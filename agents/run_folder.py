@@ -220,12 +220,11 @@ def check_config_data(ckpt: Path, data: dict) -> None:
     signed = yaml.safe_load(
         read_regular(ckpt / "config.yaml", f"--resume: {ckpt}/config.yaml", MAX_CONFIG_BYTES)
     )
-    if isinstance(signed, dict) and isinstance(signed.get("env"), dict):
-        # a run signed before a decision option existed ran with its old behaviour,
-        # which is the option's value in LATER_OPTIONS
-        signed["env"] = {**LATER_OPTIONS, **signed["env"]}
-    if isinstance(signed, dict) and isinstance(signed.get("train"), dict):
-        signed["train"] = {**LATER_TRAIN_FIELDS, **signed["train"]}
+    # a run signed before a decision option or train field existed ran with its old
+    # behaviour, which is its value in LATER_OPTIONS / LATER_TRAIN_FIELDS
+    for section, later in (("env", LATER_OPTIONS), ("train", LATER_TRAIN_FIELDS)):
+        if isinstance(signed, dict) and isinstance(signed.get(section), dict):
+            signed[section] = {**later, **signed[section]}
     if signed != data:
         raise InputError(
             f"--resume: {ckpt}: the config to resume with differs from the one the "

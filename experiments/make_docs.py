@@ -89,6 +89,13 @@ TRACKS = ("placement", "full")
 #: the three rules, ledger #16, the default since session 6; #15, the rules recipe's,
 #: stays in ``benchmark-test-placement``)
 SHIPPED_RUN = {"placement": "benchmark-test-placement-norules"}
+
+
+def shipped_test_run(track: str) -> str:
+    """The folder under ``results/`` whose test run a track's block and figure show."""
+    return SHIPPED_RUN.get(track, f"benchmark-test-{track}")
+
+
 #: the row each track's P(improvement) line is about, and whom it is compared with
 FOCUS = "marl"
 
@@ -174,7 +181,7 @@ BLOCKS = {
         "learning/selection/kl-iter12", "learning/selection/ppo-iter12"
     ),
     **{
-        f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, SHIPPED_RUN.get(t, "")))  # type: ignore[misc]
+        f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, shipped_test_run(t)))  # type: ignore[misc]
         for t in TRACKS
     },
 }
@@ -200,7 +207,7 @@ def figures(root: Path = RESULTS, out: Path = FIGURES) -> list[Path]:
     )
     written.append(out / "default_window_avg_jct.png")
     for track in TRACKS:
-        summary_csv = root / SHIPPED_RUN.get(track, f"benchmark-test-{track}") / "summary.csv"
+        summary_csv = root / shipped_test_run(track) / "summary.csv"
         if not summary_csv.is_file():
             continue
         # the figure reads the IQM and interval columns (numbers); text columns stay text
