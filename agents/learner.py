@@ -175,6 +175,7 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
 
     def build(self) -> None:
         super().build()
+        self._prior: dict[str, torch.nn.Module] = {}  # module id -> its frozen warm start
         pipeline = self._learner_connector
         if pipeline is None or self.config.learner_config_dict.get("advantage") != "group":
             return
@@ -192,7 +193,7 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
         module ids. Runs where the learner lives (``LearnerGroup.foreach_learner``)."""
         import copy
 
-        self._prior = {}
+        self._prior.clear()
         for module_id in self.module.keys():
             prior = copy.deepcopy(self.module[module_id].unwrapped())
             prior.eval()
@@ -203,7 +204,7 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
 
     def _prior_kl(self, module_id, batch, logits: torch.Tensor) -> torch.Tensor:
         """The mean over unmasked rows of ``KL(π ‖ π₀)`` (module docstring)."""
-        prior = getattr(self, "_prior", {}).get(module_id)
+        prior = self._prior.get(module_id)
         if prior is None:
             raise RuntimeError(
                 f"train.prior_kl is set but module {module_id!r} has no prior: "
