@@ -169,7 +169,7 @@ class RLlibConfig:
 #: a resumed run signed before one existed resumes as it ran
 #: (:func:`agents.run_folder.check_config_data`), as ``envs.config.LATER_OPTIONS`` does
 #: for decision options
-LATER_TRAIN_FIELDS = {"prior_kl": 0.0}
+LATER_TRAIN_FIELDS = {"prior_kl": 0.0, "improve_target": "hard"}
 
 
 @dataclass(frozen=True)
@@ -301,7 +301,11 @@ class TrainConfig:
             ``improve_alternatives`` next-ranked legal actions tried at each; a label
             moves to an alternative that lowers the episode's average JCT by more than
             ``improve_margin`` (a fraction); then ``improve_epochs`` cross-entropy
-            passes at ``improve_lr``, improved decisions weighted ``improve_weight``.
+            passes at ``improve_lr``, improved decisions weighted ``improve_weight``;
+            ``improve_target`` (:data:`IMPROVE_TARGETS`): ``hard``, every other
+            decision labelled with the network's own action, or ``soft``, with its own
+            distribution at the round's start (self-distillation; no fit when no label
+            moved).
         rllib: any other RLlib setting (:class:`RLlibConfig`).
     """
 
@@ -360,6 +364,7 @@ class TrainConfig:
     improve_epochs: int = 4
     improve_lr: float = 0.0003
     improve_weight: float = 10.0
+    improve_target: str = "hard"
     rllib: RLlibConfig = field(default_factory=RLlibConfig)
 
     def validate(self, where: str, key: str) -> None:
@@ -449,6 +454,10 @@ class TrainConfig:
             f"must be one of {', '.join(UPDATES)}, got {self.update!r}",
         )  # fmt: skip
         check(0.0 <= self.improve_margin < 1.0, where, f"{key}.improve_margin", "must be in [0, 1)")
+        check(
+            self.improve_target in IMPROVE_TARGETS, where, f"{key}.improve_target",
+            f"must be one of {', '.join(IMPROVE_TARGETS)}, got {self.improve_target!r}",
+        )  # fmt: skip
         for name in ("improve_lr", "improve_weight"):
             value = getattr(self, name)
             check(value > 0, where, f"{key}.{name}", f"must be > 0, got {value}")
@@ -526,6 +535,9 @@ TRAIN_BOUNDS = {
 #: RLlib update; ``rollout``: one round of rollout policy improvement with common random
 #: numbers (:mod:`agents.improve`), on the weights RLlib's learner holds
 UPDATES = ("ppo", "rollout")
+#: ``train.improve_target``: what a rollout round fits the decisions whose label did not
+#: move to: ``hard``, the network's own action; ``soft``, its own distribution
+IMPROVE_TARGETS = ("hard", "soft")
 
 
 def model_config(cfg: ExperimentConfig) -> ModelConfig:

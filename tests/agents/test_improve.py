@@ -23,6 +23,17 @@ from marl_sched.errors import InputError
 TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """One torch thread, as the Trainer runs a round: a 150-epoch fit's figures depend
+    on the float order of the reductions, which the thread count changes (run alone
+    with 2 threads, the fit test scored 0.80 where it scores 0.90 with 1)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def _setup(seed: int = 0):
     cfg = load_config(TINY)
     mc, tc = model_config(cfg), train_config(cfg)
@@ -47,8 +58,9 @@ def _replay(env, seed: int, net, prefix: list[int], action: int) -> float:
 def test_update_is_validated_and_defaults_to_ppo():
     cfg = load_config(TINY)
     assert train_config(cfg).update == "ppo"
+    assert train_config(cfg).improve_target == "hard"
     for key, value in (("update", "sgd"), ("improve_margin", 1.0), ("improve_alternatives", 0),
-                       ("improve_lr", 0.0)):  # fmt: skip
+                       ("improve_lr", 0.0), ("improve_target", "medium")):  # fmt: skip
         bad = dataclasses.replace(cfg, train={**cfg.train, key: value})
         with pytest.raises(InputError, match=f"train.{key}"):
             train_config(bad)
@@ -119,3 +131,46 @@ def test_the_fit_teaches_the_improved_labels_and_keeps_the_rest():
     # its arg-max); after it, most, while still taking nearly all of its own
     assert figures["improved_accuracy"] > 0.5 and figures["accuracy"] > 0.85, figures
     assert any(not torch.equal(before[k], v) for k, v in net.state_dict().items())
+
+
+def _copy_net(net):
+    twin = copy.deepcopy(net)
+    twin.eval()
+    return twin
+
+
+def test_a_soft_round_with_no_improved_label_leaves_the_network_exactly_as_it_was():
+    _, _, _, env, net = _setup()
+    rnd = Round()
+    improve_episode(env, 3, net, 6, 2, 0.999, np.random.default_rng(0), rnd)
+    assert not any(rnd.improved)
+    before = copy.deepcopy(net.state_dict())
+    soft = fit(net, rnd, epochs=4, lr=3e-3, weight=10.0, seed=0, target="soft")
+    assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
+    assert soft["accuracy"] == 1.0 and soft["kl_from_round_start"] == 0.0
+    # the hard fit of the same labels (the network's own arg-max) moves it
+    hard = fit(net, rnd, epochs=4, lr=3e-3, weight=10.0, seed=0, target="hard")
+    assert any(not torch.equal(before[k], v) for k, v in net.state_dict().items())
+    assert hard["kl_from_round_start"] > 0.0
+
+
+def test_the_soft_fit_teaches_the_improved_labels_and_stays_closer_to_the_round_start():
+    _, _, _, env, net = _setup()
+    # a confident network, as a warm start is: an untrained one is near uniform, and
+    # the arg-max of a near-uniform distribution is not kept by matching it
+    own = Round()
+    improve_episode(env, 5, net, 1, 1, 0.999, np.random.default_rng(1), own)
+    fit(net, own, epochs=40, lr=3e-3, weight=1.0, seed=1, target="hard")
+    rnd = Round()
+    improve_episode(env, 3, net, 12, 2, 0.0, np.random.default_rng(0), rnd)
+    assert any(rnd.improved), "no branch of this episode found a better action"
+    figures = {}
+    for target in ("hard", "soft"):
+        twin = _copy_net(net)
+        torch.manual_seed(0)
+        figures[target] = fit(twin, rnd, epochs=150, lr=3e-3, weight=10.0, seed=0, target=target)
+    soft, hard = figures["soft"], figures["hard"]
+    # the soft fit learns the moved labels and keeps the others' arg-max
+    assert soft["improved_accuracy"] > 0.5 and soft["accuracy"] > 0.85, figures
+    # and leaves the distribution of the decisions it keeps nearer where it was
+    assert soft["kl_from_round_start"] < hard["kl_from_round_start"], figures

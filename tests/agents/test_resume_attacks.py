@@ -395,7 +395,8 @@ def test_a_run_signed_before_a_decision_option_existed_resumes_as_its_old_behavi
     changed = {**now, "env": {**now["env"], "follow_only": True}}
     with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
         check_config_data(tmp_path, changed)
-    # a train field added since (train.prior_kl): the old run had none, i.e. 0
-    assert LATER_TRAIN_FIELDS == {"prior_kl": 0.0}
-    with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
-        check_config_data(tmp_path, {**now, "train": {**now["train"], "prior_kl": 1.0}})
+    # train fields added since: the old run had no prior KL (0) and hard rollout targets
+    assert LATER_TRAIN_FIELDS == {"prior_kl": 0.0, "improve_target": "hard"}
+    for key, value in (("prior_kl", 1.0), ("improve_target", "soft")):
+        with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
+            check_config_data(tmp_path, {**now, "train": {**now["train"], key: value}})
