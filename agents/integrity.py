@@ -203,7 +203,12 @@ def verify_folder(folder: Path, record: object, state: dict) -> None:
             f"{where}: signature does not match this user's key ({key_path()}), or "
             f"{SIGNED} was edited; refusing to unpickle a run folder this tool did not write"
         )
-    actual = tree(folder, where)
+    compare_tree(where, tree(folder, where), files)
+
+
+def compare_tree(where: str, actual: dict[str, str], files: dict[str, str]) -> None:
+    """Refuse (``InputError``, one line naming the first entry) unless the tree read
+    (:func:`tree`) is the signed one: nothing added, missing or changed."""
     for name in sorted(set(actual) | set(files)):
         if actual.get(name) != files.get(name):
             what = "added" if name not in files else (
