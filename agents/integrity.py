@@ -117,10 +117,11 @@ def read_regular(path: Path, where: str, limit: int) -> bytes:
     return data
 
 
-def tree(folder: Path, where: str) -> dict[str, str]:
+def tree(folder: Path, where: str, skip: str | None = SIGNED) -> dict[str, str]:
     """``{relative path: "dir" | sha256}`` of every entry under ``folder`` but the
-    top-level ``state.json``; ``InputError`` on a symlink or an entry that is neither
-    a regular file nor a folder (never followed, never opened)."""
+    top-level ``skip`` (``state.json``, which holds the signature; None: nothing);
+    ``InputError`` on a symlink or an entry that is neither a regular file nor a
+    folder (never followed, never opened)."""
     out: dict[str, str] = {}
 
     def walk(here: Path, prefix: str) -> None:
@@ -136,7 +137,7 @@ def tree(folder: Path, where: str) -> dict[str, str]:
                 out[rel] = _DIR
                 walk(Path(entry.path), rel + "/")
             elif entry.is_file(follow_symlinks=False):
-                if rel != SIGNED:
+                if rel != skip:
                     out[rel] = _sha256(Path(entry.path), f"{where}: {rel}")
             else:
                 raise InputError(f"{where}: {rel} is not a regular file or folder; refusing")

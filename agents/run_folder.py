@@ -270,7 +270,7 @@ def check_prior(paths: RunPaths, signed: dict[str, str]) -> None:
     where = f"--resume: {paths.prior}"
     if not _is_real_dir(paths.prior):
         raise InputError(f"{where}: the run's prior (train.prior_kl) is missing or not a folder")
-    compare_tree(where, tree(paths.prior, where), signed)
+    compare_tree(where, tree(paths.prior, where, skip=None), signed)
 
 
 def read_prior(paths: RunPaths, state: dict) -> dict[str, dict]:
@@ -411,7 +411,7 @@ def write_prior(paths: RunPaths, save: Callable[[Path], None]) -> dict[str, str]
     tmp.mkdir()
     save(tmp)
     os.replace(tmp, paths.prior)
-    return tree(paths.prior, str(paths.prior))
+    return tree(paths.prior, str(paths.prior), skip=None)
 
 
 def write_checkpoint(

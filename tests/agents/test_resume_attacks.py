@@ -452,10 +452,11 @@ def _symlink_a_copy(path: Path, outside: Path) -> None:
         (_symlink_a_copy, "shared.pt", "shared.pt is a symlink"),
         (lambda p, _: p.rename(p.with_name("x.pt")), "shared.pt", "shared.pt was missing"),
         (lambda p, _: (p / "extra.pt").write_bytes(b""), ".", "extra.pt was added"),
+        (lambda p, _: (p / "state.json").write_text("{}"), ".", "state.json was added"),
         (_symlink_a_copy, ".", "prior (train.prior_kl) is missing or not a folder"),
         (lambda p, _: p.rename(p.with_name("gone")), ".", "prior (train.prior_kl) is missing"),
     ],
-    ids=["altered", "removed", "symlink", "renamed", "added", "folder-symlink", "no-folder"],
+    ids="altered removed symlink renamed added added-state folder-symlink no-folder".split(),
 )
 def test_a_tampered_prior_is_refused_before_ray(tmp_path, capsys, ray_calls, tamper, where,
                                                  named):  # fmt: skip
