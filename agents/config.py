@@ -210,8 +210,8 @@ class TrainConfig:
             run's warm start, frozen (behaviour-regularised RL: the update leaves the
             imitation policy only where the return pays for it;
             :class:`agents.learner.ClipFractionPPOLearner`); 0 (the default) = off.
-            Needs PPO and a warm start (``bc_teacher``); such a run cannot be resumed
-            yet (the prior is not in its checkpoints).
+            Needs PPO and a warm start (``bc_teacher``); the run folder keeps the
+            prior (``prior/``), so a resumed run continues with it.
         train_batch_size: env steps (decisions, all agents) per iteration.
         minibatch_size: SGD minibatch, in env steps.
         num_epochs: SGD passes over each train batch.

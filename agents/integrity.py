@@ -117,10 +117,11 @@ def read_regular(path: Path, where: str, limit: int) -> bytes:
     return data
 
 
-def tree(folder: Path, where: str) -> dict[str, str]:
+def tree(folder: Path, where: str, skip: str | None = SIGNED) -> dict[str, str]:
     """``{relative path: "dir" | sha256}`` of every entry under ``folder`` but the
-    top-level ``state.json``; ``InputError`` on a symlink or an entry that is neither
-    a regular file nor a folder (never followed, never opened)."""
+    top-level ``skip`` (``state.json``, which holds the signature; None: nothing);
+    ``InputError`` on a symlink or an entry that is neither a regular file nor a
+    folder (never followed, never opened)."""
     out: dict[str, str] = {}
 
     def walk(here: Path, prefix: str) -> None:
@@ -136,7 +137,7 @@ def tree(folder: Path, where: str) -> dict[str, str]:
                 out[rel] = _DIR
                 walk(Path(entry.path), rel + "/")
             elif entry.is_file(follow_symlinks=False):
-                if rel != SIGNED:
+                if rel != skip:
                     out[rel] = _sha256(Path(entry.path), f"{where}: {rel}")
             else:
                 raise InputError(f"{where}: {rel} is not a regular file or folder; refusing")
@@ -203,7 +204,12 @@ def verify_folder(folder: Path, record: object, state: dict) -> None:
             f"{where}: signature does not match this user's key ({key_path()}), or "
             f"{SIGNED} was edited; refusing to unpickle a run folder this tool did not write"
         )
-    actual = tree(folder, where)
+    compare_tree(where, tree(folder, where), files)
+
+
+def compare_tree(where: str, actual: dict[str, str], files: dict[str, str]) -> None:
+    """Refuse (``InputError``, one line naming the first entry) unless the tree read
+    (:func:`tree`) is the signed one: nothing added, missing or changed."""
     for name in sorted(set(actual) | set(files)):
         if actual.get(name) != files.get(name):
             what = "added" if name not in files else (

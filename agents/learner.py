@@ -43,7 +43,8 @@ current policy to ``π₀``, a frozen copy of the module taken by
 :meth:`ClipFractionPPOLearner.capture_prior` right after the warm start was loaded
 (behaviour-regularised RL, as the KL to the supervised policy of AlphaStar: the
 update may leave the imitation policy only where the return pays for it). The KL is
-logged per module as ``prior_kl``.
+logged per module as ``prior_kl``. The run folder keeps ``π₀`` in ``prior/``
+(:mod:`agents.run_folder`); a resumed run's learner freezes it again from there.
 """
 
 from __future__ import annotations
@@ -187,20 +188,28 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
         )
         pipeline.remove(GeneralAdvantageEstimation)
 
-    def capture_prior(self) -> list[str]:
-        """Freeze a copy of every module as it is now (the warm start, when called
-        right after it was loaded) as the prior of ``train.prior_kl``; returns the
-        module ids. Runs where the learner lives (``LearnerGroup.foreach_learner``)."""
+    def capture_prior(self, weights: dict[str, dict] | None = None) -> dict[str, dict]:
+        """Freeze a copy of every module as the prior of ``train.prior_kl``: as it is
+        now (the warm start, when called right after it was loaded), or with
+        ``weights`` (``{module id: state dict}``: a resumed run's, from its run
+        folder). Returns the prior's ``{module id: state dict}`` (CPU tensors), what
+        the run folder keeps. Runs where the learner lives
+        (``LearnerGroup.foreach_learner``)."""
         import copy
 
         self._prior.clear()
         for module_id in self.module.keys():
             prior = copy.deepcopy(self.module[module_id].unwrapped())
+            if weights is not None:
+                prior.load_state_dict(weights[module_id], strict=True)
             prior.eval()
             for p in prior.parameters():
                 p.requires_grad_(False)
             self._prior[module_id] = prior
-        return sorted(self._prior)
+        return {
+            m: {k: v.detach().cpu().clone() for k, v in prior.state_dict().items()}
+            for m, prior in sorted(self._prior.items())
+        }
 
     def _prior_kl(self, module_id, batch, logits: torch.Tensor) -> torch.Tensor:
         """The mean over unmasked rows of ``KL(π ‖ π₀)`` (module docstring)."""

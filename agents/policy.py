@@ -216,7 +216,6 @@ def _module_weights(folder: Path, name: str) -> dict:
     """``torch.load(weights_only=True)`` (tensors only: no pickled code runs) of a
     regular file of at most :data:`MAX_MODULE_BYTES`; opened without blocking, so a
     FIFO or device in its place is refused instead of waited on or read forever."""
-    import io
     import os
     import stat
 
@@ -228,6 +227,14 @@ def _module_weights(folder: Path, name: str) -> dict:
         if st.st_size > MAX_MODULE_BYTES:
             raise ValueError(f"modules/{name}: {st.st_size} bytes, more than {MAX_MODULE_BYTES}")
         data = fh.read(MAX_MODULE_BYTES + 1)
+    return load_weights(data)
+
+
+def load_weights(data: bytes) -> dict:
+    """The tensors of a ``.pt`` file's bytes (:func:`save_weights`), loaded with
+    ``weights_only=True``: tensors only, no pickled code runs."""
+    import io
+
     return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
 
 
@@ -703,12 +710,18 @@ def manifest_for(
     }
 
 
+def save_weights(folder: Path, weights: dict[str, dict]) -> None:
+    """Write ``<id>.pt`` per module in ``folder``: its tensors only (plain torch, read
+    back with ``weights_only=True``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for module_id, state in weights.items():
+        tensors = {k: torch.as_tensor(np.asarray(v)).clone() for k, v in state.items()}
+        torch.save(tensors, folder / f"{module_id}.pt")
+
+
 def save_modules(folder: Path, weights: dict[str, dict], manifest: dict[str, Any]) -> None:
     """Write ``modules/<id>.pt`` and ``manifest.json`` (the manifest last)."""
     from marl_sched.metrics import write_json
 
-    (folder / "modules").mkdir(parents=True, exist_ok=True)
-    for module_id, state in weights.items():
-        tensors = {k: torch.as_tensor(np.asarray(v)).clone() for k, v in state.items()}
-        torch.save(tensors, folder / "modules" / f"{module_id}.pt")
+    save_weights(folder / "modules", weights)
     write_json(folder / MANIFEST, manifest)

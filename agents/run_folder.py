@@ -9,6 +9,9 @@ One run folder per training run::
                                         inference without Ray), config.yaml (the run's,
                                         signed), state.json (iteration, env steps, scores,
                                         best; and the signature, :mod:`agents.integrity`)
+    DIR/prior/<id>.pt                   with train.prior_kl: the prior (the warm start
+                                        the learner froze), written once before
+                                        iteration 0; every state.json signs its digests
     DIR/checkpoints/latest              name of the newest complete checkpoint (atomic)
     DIR/checkpoints/best                name of the checkpoint with the best validation
     DIR/evals/iter_000010/metrics.json  greedy rollout on the evaluation window (+ jobs.csv)
@@ -22,7 +25,9 @@ unpickled (:func:`resume_point`): ``latest`` is a small ASCII regular file namin
 ``iter_NNNNNN`` folder of ``checkpoints/`` (not a symlink); that folder's signature
 covers its whole tree and its ``state.json`` (:mod:`agents.integrity`), and the
 state's iteration is the folder's number; ``DIR/config.yaml`` is byte for byte the
-signed copy in the checkpoint (edits are refused, as are overrides). Every name that
+signed copy in the checkpoint (edits are refused, as are overrides); with a prior,
+``DIR/prior/`` is a folder (not a symlink) holding exactly the files, with the
+digests, the checkpoint's state signed (:func:`check_prior`). Every name that
 reaches a delete is an ``iter_NNNNNN`` entry of ``checkpoints/`` itself (never a
 symlink, never outside the run folder).
 """
@@ -42,7 +47,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from agents.integrity import read_regular, sign_folder, verify_folder
+from agents.integrity import compare_tree, read_regular, sign_folder, tree, verify_folder
 from marl_sched.errors import InputError
 from marl_sched.metrics import atomic_write_text
 
@@ -50,7 +55,10 @@ CHECKPOINTS = "checkpoints"
 LATEST = "latest"
 BEST = "best"
 STATE = "state.json"
+PRIOR = "prior"  # the run folder's prior/ and the state.json field signing it
 CHECKPOINT_NAME = re.compile(r"iter_\d{6}")
+PRIOR_FILE = re.compile(r"[A-Za-z0-9_-]{1,64}\.pt")  # <module id>.pt
+SHA256 = re.compile(r"[0-9a-f]{64}")
 #: size caps of the files a resume reads back (far above what this tool writes)
 MAX_POINTER_BYTES = 64
 MAX_STATE_BYTES = 16 << 20
@@ -74,6 +82,10 @@ class RunPaths:
     @property
     def tb(self) -> Path:
         return self.root / "tb"
+
+    @property
+    def prior(self) -> Path:
+        return self.root / PRIOR
 
     @property
     def checkpoints(self) -> Path:
@@ -165,6 +177,13 @@ def _check_state(state: Any, path: Path) -> dict:
     runs = state.get("best_runs")
     if runs is not None and not (isinstance(runs, list) and all(_number(r) for r in runs)):
         raise InputError(f"--resume: {path}: best_runs: expected a list of numbers or null")
+    prior = state.get(PRIOR)
+    if prior is not None and not (
+        isinstance(prior, dict) and prior and all(
+            isinstance(k, str) and PRIOR_FILE.fullmatch(k) and isinstance(v, str)
+            and SHA256.fullmatch(v) for k, v in prior.items())
+    ):  # fmt: skip
+        raise InputError(f"--resume: {path}: {PRIOR}: expected {{<id>.pt: sha256}} or null")
     return state
 
 
@@ -240,7 +259,43 @@ def resume_point(paths: RunPaths) -> tuple[Path, dict]:
         raise InputError(f"--resume: {paths.root}: no checkpoint to resume from")
     state = read_state(ckpt)
     check_run_config(paths, ckpt)
+    if state.get(PRIOR) is not None:
+        check_prior(paths, state[PRIOR])
     return ckpt, state
+
+
+def check_prior(paths: RunPaths, signed: dict[str, str]) -> None:
+    """``DIR/prior/`` must be a folder (not a symlink) holding exactly the files
+    ``signed`` names, with its digests (``InputError`` naming the first that is not)."""
+    where = f"--resume: {paths.prior}"
+    if not _is_real_dir(paths.prior):
+        raise InputError(f"{where}: the run's prior (train.prior_kl) is missing or not a folder")
+    compare_tree(where, tree(paths.prior, where, skip=None), signed)
+
+
+def read_prior(paths: RunPaths, state: dict) -> dict[str, dict]:
+    """``{module id: weights}`` of the prior in ``DIR/prior/`` that ``state`` signed
+    (:func:`check_prior`), loaded as tensors only (``weights_only``): what a resumed
+    run's learner freezes again. ``InputError`` for a run whose checkpoints sign no
+    prior (started before the prior was written to the run folder)."""
+    from agents.policy import MAX_MODULE_BYTES, load_weights
+
+    signed = state.get(PRIOR)
+    if signed is None:
+        raise InputError(
+            f"--resume: {paths.root}: train.prior_kl: its checkpoints sign no prior/ (the "
+            "run started before the prior was kept in the run folder): start it again"
+        )
+    check_prior(paths, signed)
+    prior = {}
+    for name in sorted(signed):
+        where = f"--resume: {paths.prior / name}"
+        data = read_regular(paths.prior / name, where, MAX_MODULE_BYTES)
+        try:
+            prior[name.removesuffix(".pt")] = load_weights(data)
+        except Exception as exc:  # signed, so written by this tool: only a torch change
+            raise InputError(f"{where}: unreadable ({exc.__class__.__name__})") from None
+    return prior
 
 
 # ------------------------------------------------------------------------------ writing
@@ -347,6 +402,16 @@ def _sweep(paths: RunPaths) -> None:
             CHECKPOINT_NAME.fullmatch(stem)
         ):  # fmt: skip
             _remove_inside(paths.checkpoints / name, paths.checkpoints)
+
+
+def write_prior(paths: RunPaths, save: Callable[[Path], None]) -> dict[str, str]:
+    """``DIR/prior/``: ``save(folder)`` writes its files under a temporary name, then
+    the rename; returns ``{file: sha256}``, what every checkpoint's state signs."""
+    tmp = paths.root / f".{PRIOR}.tmp"
+    tmp.mkdir()
+    save(tmp)
+    os.replace(tmp, paths.prior)
+    return tree(paths.prior, str(paths.prior), skip=None)
 
 
 def write_checkpoint(

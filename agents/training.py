@@ -43,12 +43,15 @@ from agents.records import (
     window_tag,
 )
 from agents.run_folder import (
+    PRIOR,
     RunPaths,
     check_config_data,
     prune,
+    read_prior,
     read_state,
     resume_point,
     write_checkpoint,
+    write_prior,
     write_run_config,
 )
 from agents.selection import evaluate_weights, is_new_best, validation_runs
@@ -88,6 +91,16 @@ def _reseed_env_runner(env_runner, seed: int, it: int) -> None:
     update_global_seed_if_necessary("torch", s)
     env_runner._seed = s
     env_runner._needs_initial_reset = True
+
+
+def _on_learners(algo, fn: Callable[[Any], Any]) -> Any:
+    """``fn(learner)`` on every learner (``LearnerGroup.foreach_learner``), a learner's
+    error raised; the first learner's result."""
+    results = algo.learner_group.foreach_learner(fn).result_or_errors
+    for result in results:
+        if not result.ok:
+            raise result.get()
+    return results[0].get()
 
 
 class Trainer:
@@ -151,16 +164,14 @@ class Trainer:
             )
         state = {"iteration": 0, "env_steps": 0.0, "wall_s": 0.0, "best": None,
                  "best_runs": None, "scores": {}}  # fmt: skip
-        if self.resume and tc.prior_kl:
-            raise InputError(
-                f"{cfg.source}: train.prior_kl: a run with a prior cannot be resumed yet "
-                "(the prior, its warm start, is not in its checkpoints): start it again"
-            )
+        prior = None
         if self.resume:
-            # latest, the signature of its whole tree and state, the run's config:
-            # all checked before the algorithm is built and RLlib unpickles its state
+            # latest, the signature of its whole tree and state, the run's config, the
+            # prior: all checked before the algorithm is built and RLlib unpickles its state
             ckpt, saved = resume_point(paths)
             check_config_data(ckpt, resolved_config(cfg, mc, tc))
+            if tc.prior_kl:
+                prior = read_prior(paths, saved)
             state.update(saved)
         else:
             # the record says what runs: --iterations, not the config file's
@@ -170,6 +181,8 @@ class Trainer:
         algo = algo_config(cfg, mc, tc, tc.seed, builder.agent_ids).build_algo()
         if self.resume:
             algo.restore_from_path(str((ckpt / "rllib").resolve()))
+            if prior is not None:  # the run's prior, frozen again
+                _on_learners(algo, lambda learner: learner.capture_prior(prior))
         start, wall0 = state["iteration"], state["wall_s"] - time.perf_counter() + t_run
         self.state = state
         # x axis: environment steps (the warm start at 0); a resumed run drops what an
@@ -199,7 +212,7 @@ class Trainer:
                         from_worker_or_learner_group=algo.learner_group, inference_only=True
                     )
                 if tc.prior_kl:  # the warm start, frozen: the prior of the KL term
-                    algo.learner_group.foreach_learner(lambda learner: learner.capture_prior())
+                    self._keep_prior(algo)
                 # iteration 0: the starting policy (warm-started or freshly initialised),
                 # evaluated and checkpointed: the first point of the learning curve, and
                 # what selection keeps if no update improves on it
@@ -252,6 +265,14 @@ class Trainer:
             best=state["best"],
         )
         return summary
+
+    def _keep_prior(self, algo) -> None:
+        """The learners freeze the warm start as the prior; the run folder keeps it
+        (``prior/``), signed by every checkpoint's state, for ``--resume``."""
+        from agents.policy import save_weights
+
+        prior = _on_learners(algo, lambda learner: learner.capture_prior())
+        self.state[PRIOR] = write_prior(self.paths, lambda folder: save_weights(folder, prior))
 
     def _improve(self, algo, it: int) -> dict[str, float]:
         """``train.update: rollout``: one round of :func:`agents.improve.improvement_round`

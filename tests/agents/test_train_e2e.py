@@ -229,30 +229,44 @@ def test_rollout_improvement_iterations_train_resume_and_reproduce(ray_session, 
     assert 0 < first < second == state["env_steps"]
 
 
-def test_a_prior_kl_run_logs_its_kl_to_the_warm_start_and_refuses_resume(
-    ray_session, tmp_path, capsys
-):
+def _figures(run) -> dict[str, dict[int, float]]:
+    """Every scalar the run logged but the clock's (``time/*``, steps per second)."""
+    return {
+        tag: read_scalars(run, tag)
+        for tag in scalar_steps(run)
+        if not tag.startswith("time/") and tag != "charts/env_steps_per_s"
+    }
+
+
+def test_a_prior_kl_run_logs_its_kl_to_the_warm_start_and_resumes_with_it(ray_session, tmp_path):
     """``train.prior_kl``: the learner freezes the warm start after it is loaded and
     adds the KL to it to PPO's loss: logged as ``losses/prior_kl`` at each iteration,
-    finite, >= 0 and > 0 once PPO has moved the policy; such a run cannot be resumed
-    (exit 2, one line naming the key, before Ray builds anything)."""
-    out = tmp_path / "prior"
-    args = ["train", "--config", TINY, "--out", str(out), "--quiet", "train.prior_kl=1.0"]
-    args.append("train.lr=0.01")  # a step large enough to leave the prior measurably
-    assert main(args) == 0
-    values = {}
-    for f in sorted((out / "tb").glob("events.out.tfevents.*")):
-        acc = EventAccumulator(str(f))
-        acc.Reload()
-        if "losses/prior_kl" in acc.Tags()["scalars"]:
-            values.update({e.step: e.value for e in acc.Scalars("losses/prior_kl")})
+    finite, >= 0 and > 0 once PPO has moved the policy. The run folder keeps the prior
+    (``prior/``, the warm start: iteration 0's weights); a run interrupted after
+    iteration 1 and resumed to 2 freezes it again and equals the uninterrupted run bit
+    for bit, weights and logged figures."""
+    import torch
+
+    o = ["--quiet", "train.prior_kl=1.0", "train.lr=0.01"]  # lr: leaves the prior measurably
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    assert main(["train", "--config", TINY, "--out", str(whole), *o]) == 0
+    values = read_scalars(whole, "losses/prior_kl")
     assert set(values) == {200, 400}
     assert all(v >= 0 for v in values.values()) and max(values.values()) > 1e-4
-    capsys.readouterr()
-    resume = [*args[:5], "--resume", "--quiet", "--iterations", "3"]
-    assert main(resume) == 2  # the run's own config has the prior
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "train.prior_kl" in err[0] and "cannot be resumed" in err[0]
+    prior = {p.name: torch.load(p, weights_only=True) for p in (whole / "prior").glob("*.pt")}
+    warm = _weights(whole / "checkpoints" / "iter_000000")
+    assert prior.keys() == warm.keys()
+    for name, tensors in warm.items():
+        assert all(torch.equal(prior[name][k], v) for k, v in tensors.items())
+
+    assert main(["train", "--config", TINY, "--out", str(part), "--iterations", "1", *o]) == 0
+    resume = ["train", "--config", TINY, "--out", str(part), "--resume", "--quiet"]
+    assert main([*resume, "--iterations", "2"]) == 0
+    _assert_identical(whole / "checkpoints" / "iter_000002", part / "checkpoints" / "iter_000002")
+    a, b = _figures(whole), _figures(part)
+    assert "losses/prior_kl" in a and a.keys() <= b.keys()
+    for tag, points in a.items():  # the interrupted run also logged its end at 200
+        assert {s: b[tag].get(s) for s in points} == points, tag
 
 
 @pytest.mark.parametrize(
