@@ -484,6 +484,16 @@ def greedy_scope_action(net: HierarchicalGNN, scope: ScopeInput, obs: dict[str, 
     return int(torch.argmax(scope_logits(net, scope, obs)))
 
 
+#: Inductor options of the compiled networks: no buffer of the compiled graph is reused,
+#: in place or after it is freed. Without them Inductor (torch 2.13, CPU) miscompiles the
+#: exchange-less default: a ``Linear`` writes ``z`` straight into its slice of the
+#: ``cat([z, 0])`` buffer, the layer norm after it overwrites that slice in place, and the
+#: cat buffer, freed once the ``Linear`` over it has run, is handed to the next ``(2, 64)``
+#: result (the peer embeddings) while ``z`` still lives in it (docs/agents.md, "A
+#: miscompile, found in session 6"). Either option alone avoids it; eager is untouched.
+COMPILE_OPTIONS = {"inplace_buffers": False, "allow_buffer_reuse": False}
+
+
 class MarlPolicy(Policy):
     """One hierarchical-GNN agent per subcluster, cooperating task by task.
 
@@ -491,14 +501,14 @@ class MarlPolicy(Policy):
         checkpoint: checkpoint folder, run folder (its ``best``) or pointer (default:
             ``checkpoints/marl-default``).
         agents: already loaded agents (takes precedence over ``checkpoint``).
-        compile: decide through ``torch.compile``'d networks (Inductor, CPU): about half
-            the forward time at 1,000 GPU groups per agent, after a one-off compile of
-            tens of seconds per network and scope shape (``experiments/bench_policy.py
-            --compile``). Each agent's first decision checks the compiled logits against
-            the eager ones and falls back to eager, with a warning, when they differ
-            beyond rounding (:meth:`_check_compiled`). Where they agree (~1e-6) a near-tie
-            may still break the other way: off by default, and the benchmark's figures
-            are eager.
+        compile: decide through ``torch.compile``'d networks (Inductor, CPU, with
+            :data:`COMPILE_OPTIONS`): about half the forward time at 1,000 GPU groups
+            per agent, after a one-off compile of tens of seconds per network and scope
+            shape (``experiments/bench_policy.py --compile``). Each agent's first
+            decision checks the compiled logits against the eager ones and falls back to
+            eager, with a warning, when they differ beyond rounding
+            (:meth:`_check_compiled`). Where they agree (~1e-6) a near-tie may still
+            break the other way: off by default, and the benchmark's figures are eager.
     """
 
     name = "marl"
@@ -563,9 +573,9 @@ class MarlPolicy(Policy):
     def _check_compiled(self, agent: int, scope: ScopeInput, obs: dict[str, np.ndarray]) -> None:
         """On ``agent``'s first decision, its compiled network's logits against the
         eager ones (atol and rtol 1e-4; rounding is ~1e-6). On a mismatch the network
-        decides eagerly from then on, with a warning: Inductor (torch 2.13, CPU) has
-        been seen to miscompile a whole network whose parts it compiles right (the
-        exchange-less default of session 6: values off by 0.7)."""
+        decides eagerly from then on, with a warning: a safety net, as Inductor (torch
+        2.13, CPU) has miscompiled a network before (the exchange-less default of
+        session 6, without :data:`COMPILE_OPTIONS`: values off by 0.7)."""
         net = self.agents.net_for(agent)
         if self._compiled.get(id(net)) is net:
             return  # already found wrong: eager
@@ -590,7 +600,9 @@ class MarlPolicy(Policy):
             return net
         compiled = self._compiled.get(id(net))
         if compiled is None:
-            compiled = self._compiled[id(net)] = torch.compile(net, dynamic=False)
+            compiled = self._compiled[id(net)] = torch.compile(
+                net, dynamic=False, options=COMPILE_OPTIONS
+            )
         return compiled
 
     def check_cluster(self, topology: Topology, perf) -> None:
