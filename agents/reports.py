@@ -65,6 +65,35 @@ def learning_warmup(root: Path = RESULTS) -> str:
     return "\n".join(lines) + "\n"
 
 
+def rollout_rounds(folder: str, root: Path = RESULTS) -> str:
+    """docs/agents.md's per-round table of a rollout-improvement run's seeds
+    (``<folder>/train-seed*``: ``config.yaml``, ``state.json``, ``tb/``): per round the
+    labels moved among the decisions played, the KL of the fit from the round's start
+    (``improve/*``), and the six selection runs' mean at the first and last iteration."""
+    from agents.records import read_scalars
+
+    lines = [
+        "| training seed | labels moved / decisions, per round | KL from the round's start "
+        "(nats per decision), per round | six selection runs: warm start → last round (s) |",
+        "|---|---|---|---|",
+    ]
+    for run in sorted((root / folder).glob("train-seed*")):
+        moved, played, kl = (
+            [v for _, v in sorted(read_scalars(run, f"improve/{t}").items())]
+            for t in ("improved", "decisions", "kl_from_round_start")
+        )
+        state = json.loads((run / "state.json").read_text())
+        scores = state["scores"]
+        first, last = scores["iter_000000"], scores[f"iter_{state['iteration']:06d}"]
+        lines.append(
+            f"| {run.name.removeprefix('train-seed')} | "
+            + " · ".join(f"{m:.0f} / {d:,.0f}" for m, d in zip(moved, played, strict=True))
+            + " | " + " · ".join(f"{k:.2f}" for k in kl)
+            + f" | {first:,.0f} → {last:,.0f} ({last / first - 1:+.1%}) |"
+        )  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 #: the hand rules whose removal did not lose in training seed 2 (docs/agents.md,
 #: "Ablations at equal budget"): arm name → (folder of seed 2's run, override)
 ABLATION_ARMS = {

@@ -32,6 +32,7 @@ from agents.reports import (
     baseline_search,
     learning_warmup,
     paired_test,
+    rollout_rounds,
     selection_power,
 )
 from agents.reports import read_rows as _rows
@@ -177,6 +178,10 @@ BLOCKS = {
     "selection-kl": lambda: selection_power(
         "learning/selection/kl-iter12", "learning/selection/norules"
     ),
+    "selection-soft": lambda: selection_power(
+        "learning/selection/soft-iter4", "learning/selection/norules"
+    ),
+    "selection-soft-rounds": lambda: rollout_rounds("learning/selection/soft-iter4"),
     "selection-kl-vs-ppo": lambda: paired_test(
         "learning/selection/kl-iter12", "learning/selection/ppo-iter12"
     ),

@@ -246,17 +246,20 @@ def test_the_shipped_checkpoint_is_its_warm_start_and_the_seeds_differ():
 PPO_ITER12 = [
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ppo-iter12").glob("seed*")),
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "kl-iter12").glob("seed*")),  # prior_kl
+    # session 7: rollout improvement with soft targets, its last round (4)
+    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "soft-iter4").glob("seed*")),
 ]
 
 
 @pytest.mark.parametrize("path", PPO_ITER12, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_the_default_recipes_last_ppo_iterations_load_and_act(path):
-    """The networks behind docs/agents.md's "Does PPO improve on its warm start": each
-    seed's iteration 12 of the default recipe serves the default config's environment,
-    places a window, and is a PPO update of that seed's warm start (another network)."""
+    """The networks behind docs/agents.md's "Does PPO improve on its warm start" and
+    the updates measured after it: each seed's last iteration (12; 4 for the rollout
+    rounds) of the default recipe serves the default config's environment, places a
+    window, and is an update of that seed's warm start (another network)."""
     import torch
 
-    assert len(PPO_ITER12) == 6
+    assert len(PPO_ITER12) == 9
     agents = load_agents(path)
     cfg = dataclasses.replace(
         _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)
@@ -264,7 +267,8 @@ def test_the_default_recipes_last_ppo_iterations_load_and_act(path):
     agents.check_env(env_config(cfg))
     info, _ = _rollout(agents, cfg)
     assert info["metrics"]["jobs_completed"] == 40
-    assert json.loads((path / "state.json").read_text())["iteration"] == 12
+    last = int(path.parent.name.rsplit("-iter", 1)[1])
+    assert json.loads((path / "state.json").read_text())["iteration"] == last
     warm = REPO_ROOT / "checkpoints" / "marl-norules" / path.name / "modules" / "shared.pt"
     a = torch.load(path / "modules" / "shared.pt", map_location="cpu", weights_only=True)
     b = torch.load(warm, map_location="cpu", weights_only=True)

@@ -84,3 +84,28 @@ def test_the_selection_power_table_pairs_cells_and_sizes_the_set(tmp_path):
     assert whole[2].strip() == f"{sd:.3f}"
     assert int(whole[3]) == scenarios_to_resolve(sd) == math.ceil((1.96 * sd / math.log(1.05)) ** 2)
     assert scenarios_to_resolve(0.0) == 1 and scenarios_to_resolve(0.1) == 17
+
+
+def test_the_rollout_rounds_table_reads_each_seeds_rounds_and_selection_runs(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    from agents.reports import rollout_rounds
+
+    rounds = {0: [(3, 100, 0.5), (1, 120, 0.25)], 1: [(0, 90, 0.0), (7, 110, 0.125)]}
+    for seed, figures in rounds.items():
+        run = tmp_path / "soft" / f"train-seed{seed}"
+        writer = SummaryWriter(str(run / "tb"))
+        steps = 0
+        for moved, played, kl in figures:
+            steps += 1000
+            for tag, value in (("improved", moved), ("decisions", played),
+                               ("kl_from_round_start", kl)):  # fmt: skip
+                writer.add_scalar(f"improve/{tag}", value, steps)
+        writer.close()
+        scores = {"iter_000000": 4000.0, "iter_000001": 4100.0, "iter_000002": 3800.0 + seed}
+        (run / "state.json").write_text(json.dumps({"iteration": 2, "scores": scores}))
+    rows = rollout_rounds("soft", tmp_path).splitlines()[2:]
+    assert rows == [
+        "| 0 | 3 / 100 · 1 / 120 | 0.50 · 0.25 | 4,000 → 3,800 (-5.0%) |",
+        "| 1 | 0 / 90 · 7 / 110 | 0.00 · 0.12 | 4,000 → 3,801 (-5.0%) |",
+    ]

@@ -42,7 +42,9 @@ def test_default_recipe_section_parses_with_its_options_on():
     # the rules recipe the controls keep (envs/controls.py)
     rules = env_config(load_config(REPO_ROOT / "configs" / "recipes" / "dagger.yaml"))
     assert rules.ps_rule and rules.speed_floor == 0.9 and rules.speed_floor_min_work == 1e5
-    others = {k: v for k, v in rules.decision_options().items() if k not in ("ps_rule", "speed_floor")}
+    others = {
+        k: v for k, v in rules.decision_options().items() if k not in ("ps_rule", "speed_floor")
+    }
     assert others == {k: ec.decision_options()[k] for k in others}
 
 
