@@ -93,9 +93,19 @@ def ranked_alternatives(logits: np.ndarray, mask: np.ndarray, k: int) -> list[in
 
 
 def improve_episode(
-    env, seed: int, net, branches: int, alternatives: int, margin: float, rng, out: Round
+    env,
+    seed: int,
+    net,
+    branches: int,
+    alternatives: int,
+    margin: float,
+    rng,
+    out: Round,
+    on_improved=None,
 ) -> None:
-    """Steps 1-3 of the round on the episode ``env.reset(seed=seed)``; appends to ``out``."""
+    """Steps 1-3 of the round on the episode ``env.reset(seed=seed)``; appends to ``out``.
+    ``on_improved(env, agent, action, label, gain)``, if given, is called at each moved
+    label with the environment in the decision's state (not to be stepped: copy it)."""
     obs, _ = env.reset(seed=seed)
     start = copy.deepcopy(env), copy.deepcopy(obs)
     base: list = []
@@ -130,6 +140,8 @@ def improve_episode(
             out.gains.append(gain)
             if best != a and gain > margin:
                 labels[i], improved[i] = best, True
+                if on_improved is not None:
+                    on_improved(env, agent, a, best, gain)
         obs, _, term, _, _ = env.step({agent: a})
     out.observations += [o for o, _ in base]
     out.labels += labels
