@@ -94,6 +94,36 @@ def rollout_rounds(folder: str, root: Path = RESULTS) -> str:
     return "\n".join(lines) + "\n"
 
 
+def label_futures_table(folder: Path) -> str:
+    """docs/agents.md's table of ``python -m agents.label_futures`` outputs
+    (``folder/seed*.json``): per warm start and pooled, how the moved labels did on
+    their real future and on the resampled ones."""
+    from agents.label_futures import summary
+
+    lines = [
+        "| warm start | labels (at the end) | gain on the real future, mean | "
+        "futures | gain on the resampled futures, mean ± s.e. | label wins | label loses "
+        "| labels winning on average |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    pooled: list[dict] = []
+    for path in sorted(folder.glob("seed*.json")):
+        data = json.loads(path.read_text())
+        pooled += data["labels"]
+        lines.append(_label_row(data["checkpoint"], summary(data["labels"], data["margin"])))
+    lines.append(_label_row("pooled", summary(pooled, data["margin"])))
+    return "\n".join(lines) + "\n"
+
+
+def _label_row(name: str, s: dict) -> str:
+    return (
+        f"| {name} | {s['labels']} ({s['labels_at_the_end']}) | {s['real_gain_mean']:.2%} | "
+        f"{s['pairs']} | {s['future_gain_mean']:+.2%} ± {s['future_gain_se']:.2%} | "
+        f"{s['share_futures_label_wins']:.0%} | {s['share_futures_label_loses']:.0%} | "
+        f"{s['share_labels_winning_on_average']:.0%} |"
+    )
+
+
 #: the hand rules whose removal did not lose in training seed 2 (docs/agents.md,
 #: "Ablations at equal budget"): arm name → (folder of seed 2's run, override)
 ABLATION_ARMS = {

@@ -30,6 +30,7 @@ from agents.reports import (
     RESULTS,
     ablation_seeds,
     baseline_search,
+    label_futures_table,
     learning_warmup,
     paired_test,
     rollout_rounds,
@@ -182,6 +183,9 @@ BLOCKS = {
         "learning/selection/soft-iter4", "learning/selection/norules"
     ),
     "selection-soft-rounds": lambda: rollout_rounds("learning/selection/soft-iter4"),
+    "label-futures": lambda: label_futures_table(
+        REPO_ROOT / "docs" / "measurements" / "label_futures"
+    ),
     "selection-kl-vs-ppo": lambda: paired_test(
         "learning/selection/kl-iter12", "learning/selection/ppo-iter12"
     ),

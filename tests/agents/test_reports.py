@@ -109,3 +109,22 @@ def test_the_rollout_rounds_table_reads_each_seeds_rounds_and_selection_runs(tmp
         "| 0 | 3 / 100 · 1 / 120 | 0.50 · 0.25 | 4,000 → 3,800 (-5.0%) |",
         "| 1 | 0 / 90 · 7 / 110 | 0.00 · 0.12 | 4,000 → 3,801 (-5.0%) |",
     ]
+
+
+def test_the_label_futures_table_summarises_each_warm_start_and_the_pool(tmp_path):
+    from agents.reports import label_futures_table
+
+    runs = {
+        "seed0": [{"real": 0.02, "futures": [0.01, -0.01]}, {"real": 0.01, "futures": []}],
+        "seed1": [{"real": 0.04, "futures": [0.03, 0.01]}],
+    }
+    for name, labels in runs.items():
+        (tmp_path / f"{name}.json").write_text(
+            json.dumps({"checkpoint": f"ck/{name}", "margin": 0.001, "labels": labels})
+        )
+    rows = label_futures_table(tmp_path).splitlines()[2:]
+    assert rows[0].startswith("| ck/seed0 | 1 (1) | 2.00% | 2 | +0.00% ± 1.00% | 50% | 50% | 0% |")
+    assert rows[1].startswith(
+        "| ck/seed1 | 1 (0) | 4.00% | 2 | +2.00% ± 1.00% | 100% | 0% | 100% |"
+    )
+    assert rows[2].startswith("| pooled | 2 (1) | 3.00% | 4 | +1.00% ± 0.82% | 75% | 25% | 50% |")
