@@ -56,13 +56,17 @@ def batch(obs_list) -> dict[str, torch.Tensor]:
     return {k: torch.as_tensor(np.stack([o[k] for o in obs_list])) for k in obs_list[0]}
 
 
-def test_module_forward_and_values_with_masks(env):
-    module = RLModuleSpec(
+def _module(env) -> HierarchicalGNNModule:
+    return RLModuleSpec(
         module_class=HierarchicalGNNModule,
         observation_space=env.observation_spaces["sc0"],
         action_space=env.action_spaces["sc0"],
         model_config=MODEL,
     ).build()
+
+
+def test_module_forward_and_values_with_masks(env):
+    module = _module(env)
     obs = rollout(env, seed=1)
     b = {Columns.OBS: batch(obs[:16])}
     mask = b[Columns.OBS]["action_mask"] > 0.5
@@ -231,3 +235,46 @@ def test_per_agent_checkpoint_refuses_other_agent_counts(tmp_path, capsys):
 def test_missing_checkpoint_exits_2(tmp_path, capsys):
     rc, err = _evaluate(tmp_path / "nothing", tmp_path, capsys)
     assert rc == 2 and "not a checkpoint" in err
+
+
+def test_mode_switches_and_exploration_forward_match_rllibs_defaults(env):
+    """``train``/``eval`` set the flags ``nn.Module.train`` sets, and the exploration and
+    inference forwards (``torch.inference_mode``) give the bit-identical logits and,
+    under one seed, the same sampled actions as RLlib's ``no_grad`` default."""
+    from ray.rllib.core.rl_module.torch import TorchRLModule
+    from torch import nn
+
+    class OwnTrain(nn.Linear):  # a submodule with a train() of its own is still called
+        calls = 0
+
+        def train(self, mode=True):
+            OwnTrain.calls += 1
+            return super().train(mode)
+
+    module = _module(env)
+    module.gnn.extra = nn.Sequential(nn.ReLU(), OwnTrain(2, 2))
+    for mode in (False, True, False):
+        assert module.train(mode) is module
+        assert all(m.training is mode for m in module.modules())
+    assert OwnTrain.calls == 3
+    module.gnn.blocks[0].training = False  # a mixed state: every flag is overwritten
+    module.train()
+    assert all(m.training for m in module.modules())
+    with pytest.raises(ValueError):
+        module.train("yes")
+    del module.gnn.extra
+
+    b = {Columns.OBS: batch(rollout(env, seed=2)[:8])}
+    for ours, rllib in (
+        (module.forward_exploration, TorchRLModule._forward_exploration),
+        (module.forward_inference, TorchRLModule._forward_inference),
+    ):
+        got = ours(b)[Columns.ACTION_DIST_INPUTS]
+        assert module.training  # restored after the forward
+        want = rllib(module, b)[Columns.ACTION_DIST_INPUTS]
+        assert torch.equal(got, want)
+        dist_cls = module.get_exploration_action_dist_cls()
+        torch.manual_seed(5)
+        a = dist_cls.from_logits(got).sample()
+        torch.manual_seed(5)
+        assert torch.equal(a, dist_cls.from_logits(want).sample())
