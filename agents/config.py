@@ -169,7 +169,7 @@ class RLlibConfig:
 #: a resumed run signed before one existed resumes as it ran
 #: (:func:`agents.run_folder.check_config_data`), as ``envs.config.LATER_OPTIONS`` does
 #: for decision options
-LATER_TRAIN_FIELDS = {"prior_kl": 0.0, "improve_target": "hard"}
+LATER_TRAIN_FIELDS = {"prior_kl": 0.0, "improve_target": "hard", "improve_futures": 0}
 
 
 @dataclass(frozen=True)
@@ -305,7 +305,10 @@ class TrainConfig:
             ``improve_target`` (:data:`IMPROVE_TARGETS`): ``hard``, every other
             decision labelled with the network's own action, or ``soft``, with its own
             distribution at the round's start (self-distillation; no fit when no label
-            moved).
+            moved); ``improve_futures`` (0 = off): a label found on the window's own
+            future moves only if it also beats the network's action by more than the
+            margin on average over that many resampled futures of the same state
+            (:func:`agents.improve.resample_future`).
         rllib: any other RLlib setting (:class:`RLlibConfig`).
     """
 
@@ -365,6 +368,7 @@ class TrainConfig:
     improve_lr: float = 0.0003
     improve_weight: float = 10.0
     improve_target: str = "hard"
+    improve_futures: int = 0
     rllib: RLlibConfig = field(default_factory=RLlibConfig)
 
     def validate(self, where: str, key: str) -> None:
@@ -529,6 +533,7 @@ TRAIN_BOUNDS = {
     "improve_branches": (1, 10**5),
     "improve_alternatives": (1, 64),
     "improve_epochs": (1, 10**4),
+    "improve_futures": (0, 64),
 }
 
 #: ``train.update``: what an iteration does to the network. ``ppo``: ``train.algorithm``'s

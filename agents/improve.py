@@ -63,6 +63,7 @@ class Round:
     branches: int = 0
     decisions: int = 0
     steps: int = 0  # env steps taken, the branches' included
+    unconfirmed: int = 0  # labels that won on their own future but not on resampled ones
 
 
 def _logits(net, obs: dict) -> np.ndarray:
@@ -101,11 +102,13 @@ def improve_episode(
     margin: float,
     rng,
     out: Round,
-    on_improved=None,
+    confirm=None,
 ) -> None:
     """Steps 1-3 of the round on the episode ``env.reset(seed=seed)``; appends to ``out``.
-    ``on_improved(env, agent, action, label, gain)``, if given, is called at each moved
-    label with the environment in the decision's state (not to be stepped: copy it)."""
+    ``confirm(env, agent, action, label, gain)``, if given, is asked at each label that
+    beats the action on this future by the margin, with the environment in the
+    decision's state (not to be stepped: copy it); the label moves only if it answers
+    True (:func:`futures_confirm`)."""
     obs, _ = env.reset(seed=seed)
     start = copy.deepcopy(env), copy.deepcopy(obs)
     base: list = []
@@ -139,15 +142,89 @@ def improve_episode(
             gain = (base_jct - best_jct) / base_jct
             out.gains.append(gain)
             if best != a and gain > margin:
-                labels[i], improved[i] = best, True
-                if on_improved is not None:
-                    on_improved(env, agent, a, best, gain)
+                if confirm is None or confirm(env, agent, a, best, gain):
+                    labels[i], improved[i] = best, True
+                else:
+                    out.unconfirmed += 1
         obs, _, term, _, _ = env.step({agent: a})
     out.observations += [o for o, _ in base]
     out.labels += labels
     out.improved += improved
     out.episode_jct.append(base_jct)
     out.decisions += len(base)
+
+
+def resample_future(env, rng) -> int:
+    """Replace the jobs still to arrive in ``env``'s simulator by as many consecutive
+    jobs of its episode's source from a random start (``rng``), keeping their job ids
+    and the first pending arrival time, and that slice's own gaps after it: the same
+    state, another future. Returns how many were replaced (0 when none is pending)."""
+    import dataclasses
+    import heapq
+
+    from marl_sched.simulator import ARRIVAL
+
+    sim = env.sim
+    pending = sorted((e for e in sim._events if e[3] == ARRIVAL), key=lambda e: (e[0], e[2]))
+    if not pending:
+        return 0
+    old = [e[4] for e in pending]
+    source = env.sources[env.source][0]
+    m = len(old)
+    if m > len(source):
+        raise ValueError(f"{m} pending arrivals but the source has {len(source)} jobs")
+    start = int(rng.integers(0, len(source) - m + 1))
+    other = source[start : start + m]
+    t0, s0 = old[0].submit_time, other[0].submit_time
+    new = [
+        dataclasses.replace(o, job_id=j.job_id, submit_time=t0 + (o.submit_time - s0))
+        for o, j in zip(other, old, strict=True)
+    ]
+    sim._events = [e for e in sim._events if e[3] != ARRIVAL]
+    heapq.heapify(sim._events)
+    for job in new:
+        if sim.jobs[job.job_id].job_id != job.job_id:
+            raise ValueError("the simulator's jobs are not indexed by job id")
+        sim.jobs[job.job_id] = job
+        sim._push(job.submit_time, ARRIVAL, job)
+    return m
+
+
+def future_gains(state, agent, action: int, label: int, net, futures: int, seed) -> list[float]:
+    """``label``'s gain over ``action`` (a fraction of ``action``'s average JCT) on each
+    of ``futures`` resampled futures of ``state`` (``seed``: the futures' generator
+    seed); both played out by ``net`` on one future (common random numbers). Empty
+    when nothing is left to arrive: the only future is the real one."""
+    gains = []
+    for k in range(futures):
+        future = copy.deepcopy(state)
+        if not resample_future(future, np.random.default_rng([*seed, k])):
+            break
+        twin = copy.deepcopy(future)
+        own, moved = _play(future, agent, action, net), _play(twin, agent, label, net)
+        gains.append((own - moved) / own)
+    return gains
+
+
+def _play(env, agent, action: int, net) -> float:
+    nxt, _, term, _, _ = env.step({agent: action})
+    if term["__all__"]:
+        return float(env.final_info()["avg_jct_s"])
+    return play_out(env, nxt, net, Round())
+
+
+def futures_confirm(net, futures: int, margin: float, seed: int):
+    """The ``confirm`` of :func:`improve_episode` for ``train.improve_futures``: a
+    label moves if its mean gain over ``futures`` resampled futures exceeds
+    ``margin`` (a label with no future left to resample keeps its own)."""
+    calls = [0]
+
+    def confirm(state, agent, action, label, gain) -> bool:
+        calls[0] += 1
+        gains = future_gains(state, agent, action, label, net, futures, (seed, calls[0]))
+        return float(np.mean(gains)) > margin if gains else True
+
+    return confirm
 
 
 def _argmax_and_probs(net, data: dict, n: int):
@@ -232,10 +309,16 @@ def improvement_round(
     env = env_cls(env_config)
     rng = np.random.default_rng([seed, it])
     rnd = Round()
+    confirm = (
+        futures_confirm(net, tc.improve_futures, tc.improve_margin, seed * 1000 + it)
+        if tc.improve_futures
+        else None
+    )
     for k in range(tc.improve_episodes):
         improve_episode(
             env, seed * 1000 + 500_000 + it * tc.improve_episodes + k, net,
             tc.improve_branches, tc.improve_alternatives, tc.improve_margin, rng, rnd,
+            confirm,
         )  # fmt: skip
         if progress is not None:
             progress(k + 1)
@@ -250,6 +333,7 @@ def improvement_round(
         env_steps=float(rnd.steps),
         branches=float(rnd.branches),
         improved=float(sum(rnd.improved)),
+        unconfirmed=float(rnd.unconfirmed),
         mean_gain=float(gains.mean()),
         positive_gain=float((gains > 0).mean()),
         max_gain=float(gains.max()),

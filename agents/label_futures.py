@@ -7,9 +7,9 @@ the decision), with the network acting afterwards, the alternative beats the net
 own action by more than the margin. The network then follows it on every window. This
 measures whether that was a property of the state or of the one future: at each moved
 label, the state is copied ``futures`` times, and in each copy the jobs still to arrive
-are replaced (:func:`resample_future`) by as many consecutive jobs from a random other
-place of the same trace window source, with that slice's own gaps from the first
-pending arrival on; the network's action and the label are then played out on that
+are replaced (:func:`agents.improve.resample_future`) by as many consecutive jobs from
+a random other place of the same trace window source, with that slice's own gaps from
+the first pending arrival on; the network's action and the label are then played out on that
 future (both branches of one future share it: common random numbers). Per label the
 gain on the real future and on each resampled one, as a fraction of the network's
 action's average JCT. A label moved after the episode's last arrival has no other
@@ -23,77 +23,30 @@ future and is counted apart.
 from __future__ import annotations
 
 import argparse
-import copy
-import dataclasses
-import heapq
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from agents.improve import resample_future
 
-def resample_future(env, rng) -> int:
-    """Replace the jobs still to arrive in ``env``'s simulator by as many consecutive
-    jobs of its episode's source from a random start (``rng``), keeping their job ids
-    and the first pending arrival time, and that slice's own gaps after it. Returns how
-    many were replaced (0 when none is pending)."""
-    from marl_sched.simulator import ARRIVAL
-
-    sim = env.sim
-    pending = sorted((e for e in sim._events if e[3] == ARRIVAL), key=lambda e: (e[0], e[2]))
-    if not pending:
-        return 0
-    old = [e[4] for e in pending]
-    source = env.sources[env.source][0]
-    m = len(old)
-    if m > len(source):
-        raise ValueError(f"{m} pending arrivals but the source has {len(source)} jobs")
-    start = int(rng.integers(0, len(source) - m + 1))
-    other = source[start : start + m]
-    t0, s0 = old[0].submit_time, other[0].submit_time
-    new = [
-        dataclasses.replace(o, job_id=j.job_id, submit_time=t0 + (o.submit_time - s0))
-        for o, j in zip(other, old, strict=True)
-    ]
-    sim._events = [e for e in sim._events if e[3] != ARRIVAL]
-    heapq.heapify(sim._events)
-    for job in new:
-        if sim.jobs[job.job_id].job_id != job.job_id:
-            raise ValueError("the simulator's jobs are not indexed by job id")
-        sim.jobs[job.job_id] = job
-        sim._push(job.submit_time, ARRIVAL, job)
-    return m
-
-
-def _play(env, agent, action: int, net) -> float:
-    from agents.improve import Round, play_out
-
-    nxt, _, term, _, _ = env.step({agent: action})
-    if term["__all__"]:
-        return float(env.final_info()["avg_jct_s"])
-    return play_out(env, nxt, net, Round())
+__all__ = ["label_futures", "resample_future", "summary"]
 
 
 def label_futures(env, net, episodes: int, branches: int, margin: float, futures: int,
                   seed: int) -> list[dict]:  # fmt: skip
     """Per moved label of ``episodes`` rounds' episodes (``agents.improve`` with 2
     alternatives): its gain on the real future and on ``futures`` resampled ones."""
-    from agents.improve import Round, improve_episode
+    from agents.improve import Round, future_gains, improve_episode
 
     rng = np.random.default_rng(seed)
     labels: list[dict] = []
 
-    def on_improved(state, agent, action, label, gain):
-        gains = []
-        for k in range(futures):
-            future = copy.deepcopy(state)
-            if not resample_future(future, np.random.default_rng([seed, len(labels), k])):
-                break  # nothing left to arrive: the only future is the real one
-            twin = copy.deepcopy(future)
-            own, moved = _play(future, agent, action, net), _play(twin, agent, label, net)
-            gains.append((own - moved) / own)
+    def on_improved(state, agent, action, label, gain) -> bool:
+        gains = future_gains(state, agent, action, label, net, futures, (seed, len(labels)))
         labels.append({"real": float(gain), "futures": gains})
+        return True
 
     for e in range(episodes):
         improve_episode(

@@ -174,3 +174,39 @@ def test_the_soft_fit_teaches_the_improved_labels_and_stays_closer_to_the_round_
     assert soft["improved_accuracy"] > 0.5 and soft["accuracy"] > 0.85, figures
     # and leaves the distribution of the decisions it keeps nearer where it was
     assert soft["kl_from_round_start"] < hard["kl_from_round_start"], figures
+
+
+def test_with_futures_a_label_moves_only_where_it_wins_on_the_resampled_futures_too():
+    from agents.improve import future_gains, futures_confirm
+
+    _, _, _, env, net = _setup()
+    asked: list[tuple[float, list[float]]] = []
+    confirm = futures_confirm(net, futures=2, margin=0.0, seed=5)
+
+    def recording(state, agent, action, label, gain):
+        keep = confirm(state, agent, action, label, gain)
+        # the same futures again, as the confirmation drew them
+        again = future_gains(state, agent, action, label, net, 2, (5, len(asked) + 1))
+        asked.append((keep, again))
+        return keep
+
+    rnd = Round()
+    improve_episode(env, 3, net, 12, 2, 0.0, np.random.default_rng(0), rnd, recording)
+    assert asked, "no label won on this episode's own future"
+    for keep, gains in asked:
+        assert keep == (not gains or float(np.mean(gains)) > 0.0)
+    assert sum(rnd.improved) == sum(k for k, _ in asked)
+    assert rnd.unconfirmed == sum(not k for k, _ in asked)
+    # without confirmation every one of those labels moves
+    plain = Round()
+    improve_episode(env, 3, net, 12, 2, 0.0, np.random.default_rng(0), plain)
+    assert sum(plain.improved) == len(asked) and plain.unconfirmed == 0
+
+
+def test_improve_futures_is_bounded():
+    cfg = load_config(TINY)
+    assert train_config(cfg).improve_futures == 0
+    for value in (-1, 65):
+        bad = dataclasses.replace(cfg, train={**cfg.train, "improve_futures": value})
+        with pytest.raises(InputError, match="train.improve_futures"):
+            train_config(bad)
