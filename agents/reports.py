@@ -78,16 +78,20 @@ def rollout_rounds(folder: str, root: Path = RESULTS) -> str:
         "|---|---|---|---|",
     ]
     for run in sorted((root / folder).glob("train-seed*")):
-        moved, played, kl = (
+        moved, played, kl, unconfirmed = (
             [v for _, v in sorted(read_scalars(run, f"improve/{t}").items())]
-            for t in ("improved", "decisions", "kl_from_round_start")
+            for t in ("improved", "decisions", "kl_from_round_start", "unconfirmed")
         )
+        # runs with train.improve_futures also log the labels their futures turned down
+        unconfirmed = [f" (+{u:.0f} unconfirmed)" for u in unconfirmed] or [""] * len(moved)
         state = json.loads((run / "state.json").read_text())
         scores = state["scores"]
         first, last = scores["iter_000000"], scores[f"iter_{state['iteration']:06d}"]
         lines.append(
             f"| {run.name.removeprefix('train-seed')} | "
-            + " · ".join(f"{m:.0f} / {d:,.0f}" for m, d in zip(moved, played, strict=True))
+            + " · ".join(
+                f"{m:.0f}{u} / {d:,.0f}" for m, u, d in zip(moved, unconfirmed, played, strict=True)
+            )
             + " | " + " · ".join(f"{k:.2f}" for k in kl)
             + f" | {first:,.0f} → {last:,.0f} ({last / first - 1:+.1%}) |"
         )  # fmt: skip

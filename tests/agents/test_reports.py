@@ -109,6 +109,14 @@ def test_the_rollout_rounds_table_reads_each_seeds_rounds_and_selection_runs(tmp
         "| 0 | 3 / 100 · 1 / 120 | 0.50 · 0.25 | 4,000 → 3,800 (-5.0%) |",
         "| 1 | 0 / 90 · 7 / 110 | 0.00 · 0.12 | 4,000 → 3,801 (-5.0%) |",
     ]
+    # a run with train.improve_futures: the labels its futures turned down too
+    run = tmp_path / "soft" / "train-seed0"
+    writer = SummaryWriter(str(run / "tb"))
+    for step, value in ((1000, 2), (2000, 0)):
+        writer.add_scalar("improve/unconfirmed", value, step)
+    writer.close()
+    row = rollout_rounds("soft", tmp_path).splitlines()[2]
+    assert row.startswith("| 0 | 3 (+2 unconfirmed) / 100 · 1 (+0 unconfirmed) / 120 |")
 
 
 def test_the_label_futures_table_summarises_each_warm_start_and_the_pool(tmp_path):
