@@ -183,6 +183,13 @@ BLOCKS = {
         "learning/selection/soft-iter4", "learning/selection/norules"
     ),
     "selection-soft-rounds": lambda: rollout_rounds("learning/selection/soft-iter4"),
+    "selection-futures": lambda: selection_power(
+        "learning/selection/fut-iter4", "learning/selection/norules"
+    ),
+    "selection-futures-rounds": lambda: rollout_rounds("learning/selection/fut-iter4"),
+    "selection-futures-vs-soft": lambda: paired_test(
+        "learning/selection/fut-iter4", "learning/selection/soft-iter4"
+    ),
     "label-futures": lambda: label_futures_table(
         REPO_ROOT / "docs" / "measurements" / "label_futures"
     ),

@@ -248,6 +248,8 @@ PPO_ITER12 = [
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "kl-iter12").glob("seed*")),  # prior_kl
     # session 7: rollout improvement with soft targets, its last round (4)
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "soft-iter4").glob("seed*")),
+    # and with each label confirmed on four resampled futures (train.improve_futures)
+    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "fut-iter4").glob("seed*")),
 ]
 
 
@@ -259,7 +261,7 @@ def test_the_default_recipes_last_ppo_iterations_load_and_act(path):
     window, and is an update of that seed's warm start (another network)."""
     import torch
 
-    assert len(PPO_ITER12) == 9
+    assert len(PPO_ITER12) == 12
     agents = load_agents(path)
     cfg = dataclasses.replace(
         _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)
