@@ -160,15 +160,11 @@ def resample_future(env, rng) -> int:
     and the first pending arrival time, and that slice's own gaps after it: the same
     state, another future. Returns how many were replaced (0 when none is pending)."""
     import dataclasses
-    import heapq
-
-    from marl_sched.simulator import ARRIVAL
 
     sim = env.sim
-    pending = sorted((e for e in sim._events if e[3] == ARRIVAL), key=lambda e: (e[0], e[2]))
-    if not pending:
+    old = sim.pending_arrivals()
+    if not old:
         return 0
-    old = [e[4] for e in pending]
     source = env.sources[env.source][0]
     m = len(old)
     if m > len(source):
@@ -176,17 +172,10 @@ def resample_future(env, rng) -> int:
     start = int(rng.integers(0, len(source) - m + 1))
     other = source[start : start + m]
     t0, s0 = old[0].submit_time, other[0].submit_time
-    new = [
+    sim.replace_arrivals([
         dataclasses.replace(o, job_id=j.job_id, submit_time=t0 + (o.submit_time - s0))
         for o, j in zip(other, old, strict=True)
-    ]
-    sim._events = [e for e in sim._events if e[3] != ARRIVAL]
-    heapq.heapify(sim._events)
-    for job in new:
-        if sim.jobs[job.job_id].job_id != job.job_id:
-            raise ValueError("the simulator's jobs are not indexed by job id")
-        sim.jobs[job.job_id] = job
-        sim._push(job.submit_time, ARRIVAL, job)
+    ])  # fmt: skip
     return m
 
 

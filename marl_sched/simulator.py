@@ -745,6 +745,29 @@ class Simulator:
         if nxt is not None:
             self._push(self.now + (nxt - attained) / run.job.num_workers, TICK, run.job.job_id)
 
+    def pending_arrivals(self) -> list[Job]:
+        """The jobs whose arrival has not been handled yet, in the order they arrive."""
+        arrivals = sorted((e for e in self._events if e[3] == ARRIVAL), key=lambda e: e[:3])
+        return [e[4] for e in arrivals]
+
+    def replace_arrivals(self, jobs: Sequence[Job]) -> None:
+        """Replace the pending arrivals (:meth:`pending_arrivals`) by ``jobs``: as many,
+        with the same job ids in the same order, none submitted before now, in
+        submit order (``ValueError`` otherwise). The same state with another future:
+        what-if rollouts (``agents.improve.resample_future``). Afterwards the simulator
+        runs as one built with the spliced job list would from here."""
+        old = self.pending_arrivals()
+        if [j.job_id for j in jobs] != [j.job_id for j in old]:
+            raise ValueError("replace_arrivals: the job ids must be the pending arrivals' ids")
+        times = [j.submit_time for j in jobs]
+        if any(t < self.now for t in times) or times != sorted(times):
+            raise ValueError("replace_arrivals: submit times must be >= now and in order")
+        self._events = [e for e in self._events if e[3] != ARRIVAL]
+        heapq.heapify(self._events)
+        for job in jobs:
+            self.jobs[job.job_id] = job
+            self._push(job.submit_time, ARRIVAL, job)
+
     def fork(self) -> Simulator:
         """An independent copy of the current state (for what-if rollouts).
 

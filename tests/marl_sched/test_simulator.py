@@ -315,3 +315,38 @@ def test_first_fit_puts_a_job_that_exactly_fills_a_server_on_that_server():
     assert set(topo.group_server[list(placed[1].worker_groups)]) == {1}
     started = {r.job.job_id: r.start_time for r in sim.result()}
     assert started == {0: 0.0, 1: 1.0}  # at once: the server was free for it
+
+
+def test_replaced_arrivals_run_as_a_simulator_built_with_the_spliced_jobs():
+    """``replace_arrivals`` mid-run: the simulator then runs exactly as one built from
+    the start with the jobs already arrived followed by the replacements."""
+    import dataclasses
+
+    perf, jobs, pol, sim = _started("first-fit", 60, seed=3, mean_gap=60.0)
+    for _ in range(25):
+        job = sim.next_decision()
+        sim.apply(pol.place(job, sim.view()))
+    pending = sim.pending_arrivals()
+    assert pending and pending == sorted(pending, key=lambda j: j.submit_time)
+    assert [j.job_id for j in pending] == list(range(pending[0].job_id, len(jobs)))
+    other = random_jobs(perf, len(pending), seed=9, mean_gap=60.0)
+    new = [
+        dataclasses.replace(o, job_id=j.job_id, submit_time=j.submit_time)
+        for o, j in zip(other, pending, strict=True)
+    ]
+    with pytest.raises(ValueError, match="job ids"):
+        sim.replace_arrivals(new[1:])
+    with pytest.raises(ValueError, match="submit times"):
+        sim.replace_arrivals([dataclasses.replace(new[0], submit_time=sim.now - 1.0), *new[1:]])
+    sim.replace_arrivals(new)
+    assert sim.pending_arrivals() == new
+    while (j := sim.next_decision()) is not None:
+        sim.apply(pol.place(j, sim.view()))
+    spliced = jobs[: pending[0].job_id] + new
+    fresh_pol = make_policy("first-fit")
+    fresh_pol.reset(tiny_topology(), 0)
+    fresh = Simulator(tiny_topology(), spliced, perf=perf)
+    while (j := fresh.next_decision()) is not None:
+        fresh.apply(fresh_pol.place(j, fresh.view()))
+    assert len(sim.result()) == len(jobs)
+    assert _records(sim) == _records(fresh)
