@@ -128,14 +128,7 @@ def improve_episode(
         if i in picked:
             best, best_jct = a, base_jct
             for alt in ranked_alternatives(_logits(net, o), o["action_mask"], alternatives):
-                twin = copy.deepcopy(env)
-                nxt, _, term, _, _ = twin.step({agent: alt})
-                out.steps += 1
-                jct = (
-                    float(twin.final_info()["avg_jct_s"])
-                    if term["__all__"]
-                    else play_out(twin, nxt, net, out)
-                )
+                jct = _play(copy.deepcopy(env), agent, alt, net, out)
                 out.branches += 1
                 if jct < best_jct:
                     best, best_jct = alt, jct
@@ -195,11 +188,15 @@ def future_gains(state, agent, action: int, label: int, net, futures: int, seed)
     return gains
 
 
-def _play(env, agent, action: int, net) -> float:
+def _play(env, agent, action: int, net, out: Round | None = None) -> float:
+    """``agent`` takes ``action`` in ``env``, then ``net`` plays it out greedily: the
+    episode's average JCT. ``out.steps`` counts the steps, when given."""
+    out = Round() if out is None else out
     nxt, _, term, _, _ = env.step({agent: action})
+    out.steps += 1
     if term["__all__"]:
         return float(env.final_info()["avg_jct_s"])
-    return play_out(env, nxt, net, Round())
+    return play_out(env, nxt, net, out)
 
 
 def futures_confirm(net, futures: int, margin: float, seed: int):
