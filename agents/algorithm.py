@@ -97,8 +97,9 @@ def algo_config(
 
     The KL to the sampling policy is always computed (``use_kl_loss``, PPO and APPO)
     so that it is logged; ``train.kl_coeff`` (default 0) is its weight in the loss. With
-    ``train.advantage: group`` (PPO) the env is :class:`envs.group_rollouts.GroupRolloutEnv`
-    and the learner replaces GAE's advantages by the group baseline's. With
+    ``train.advantage: group`` or ``job`` (PPO) the env is
+    :class:`envs.group_rollouts.GroupRolloutEnv` and the learner replaces GAE's
+    advantages by the group baseline's. With
     ``train.critic: privileged`` the env adds ``critic_x`` to the observations and the
     RLModule builds its privileged critic on it (:mod:`agents.rl_module`).
     ``train.num_envs_per_env_runner`` > 1 steps that many envs in lockstep (RLlib's
@@ -110,15 +111,17 @@ def algo_config(
     from envs.config import env_config as parse_env
 
     env, env_config, _ = env_setup(cfg, mc, tc, seed)
-    if tc.advantage == "group" and parse_env(cfg).reward.credit == "team":
+    grouped = tc.advantage in ("group", "job")
+    if grouped and parse_env(cfg).reward.credit == "team":
         # the group baseline credits every decision with the team's return-to-go, the
         # sum of the step rewards of all agents in env order: paid to every agent, each
         # reward would be counted once per agent
         raise InputError(
             f"{cfg.source}: env.reward.credit: team cannot be used with train.advantage: "
-            "group (the group baseline already credits each decision with the team return)"
+            f"{tc.advantage} (the group baseline already credits each decision with the "
+            "team return)"
         )
-    if tc.advantage == "group":  # each window K times in a row, steps tagged with time
+    if grouped:  # each window K times in a row, steps tagged with time and job
         from envs.group_rollouts import GroupRolloutEnv
 
         env, env_config = GroupRolloutEnv, {**env_config, "group_size": tc.group_size}
@@ -222,6 +225,7 @@ def algorithm_base(tc, training: dict[str, Any], where: str, agent_ids: list[str
             "advantage": tc.advantage,
             learner.CRITIC_LR: tc.critic_lr,
             learner.PRIOR_KL: tc.prior_kl,
+            learner.JOB_GAMMA: tc.job_gamma,
         },
     )
     if isinstance(config, IMPALAConfig):  # APPO too

@@ -37,7 +37,7 @@ REFUSED_ALGORITHMS = {
     "DreamerV3": "it trains its own world-model RLModule, not ours",
 }
 #: how the policy gradient's advantages are computed (train.advantage)
-ADVANTAGES = ("gae", "group")
+ADVANTAGES = ("gae", "group", "job")
 #: what the value function sees (train.critic): the actor's observation, or that and
 #: training-time input the actor never sees (agents.rl_module)
 CRITICS = ("plain", "privileged")
@@ -169,7 +169,12 @@ class RLlibConfig:
 #: a resumed run signed before one existed resumes as it ran
 #: (:func:`agents.run_folder.check_config_data`), as ``envs.config.LATER_OPTIONS`` does
 #: for decision options
-LATER_TRAIN_FIELDS = {"prior_kl": 0.0, "improve_target": "hard", "improve_futures": 0}
+LATER_TRAIN_FIELDS = {
+    "prior_kl": 0.0,
+    "improve_target": "hard",
+    "improve_futures": 0,
+    "job_gamma": 0.9,
+}
 
 
 @dataclass(frozen=True)
@@ -191,9 +196,15 @@ class TrainConfig:
         advantage: the policy gradient's advantages: ``gae`` (RLlib's GAE on the
             learned value) or ``group`` (PPO only: the return-to-go against the mean of
             the other rollouts of the same episode window, aligned by simulated time;
-            :mod:`agents.group_baseline`).
-        group_size: with ``advantage: group``, rollouts of each training window in a
-            row (K of Mao et al.'s input-dependent baseline; >= 2).
+            :mod:`agents.group_baseline`) or ``job`` (PPO only: the same groups, each
+            decision credited with its job's share of the team return and the
+            ``job_gamma``-discounted shares of the jobs after it, against the same job
+            in the other rollouts: MLF-RL's credit; :class:`agents.group_baseline.
+            JobBaselineAdvantages`).
+        group_size: with ``advantage: group`` or ``job``, rollouts of each training
+            window in a row (K of Mao et al.'s input-dependent baseline; >= 2).
+        job_gamma: with ``advantage: job``, the discount per job in arrival order
+            (0.9, MLF-RL's authors' ``gama``; in [0, 1]).
         critic: what the value function sees (PPO only): ``plain`` (the default, the
             actor's observation) or ``privileged``: also the env's training-only
             ``critic_x`` — the queue, the running jobs' true remaining work and the
@@ -319,6 +330,7 @@ class TrainConfig:
     gae_lambda: float = 0.95
     advantage: str = "gae"
     group_size: int = 4
+    job_gamma: float = 0.9
     critic: str = "plain"
     critic_jobs: int = 8
     critic_lr: float | None = None
@@ -424,8 +436,19 @@ class TrainConfig:
             )
             if value != other:
                 check(self.algorithm == "PPO", where, f"{key}.{name}", f"{value} needs PPO")
-        if self.advantage == "group":
-            check(self.group_size >= 2, where, f"{key}.group_size", "must be >= 2 with group")
+        if self.advantage in ("group", "job"):
+            check(
+                self.group_size >= 2,
+                where,
+                f"{key}.group_size",
+                f"must be >= 2 with {self.advantage}",
+            )
+        check(
+            0 <= self.job_gamma <= 1,
+            where,
+            f"{key}.job_gamma",
+            f"must be in [0, 1], got {self.job_gamma}",
+        )
         if self.critic_lr is not None:
             check(self.critic_lr > 0, where, f"{key}.critic_lr", "must be > 0 or null")
         prior = f"{key}.prior_kl"

@@ -37,6 +37,21 @@ Here
   GAE's value targets (it is not used for the advantages, only trained, so that a
   checkpoint can switch back to GAE).
 
+**The job-aligned form** (``train.advantage: job``; :class:`JobBaselineAdvantages`).
+The same groups, another credit: MLF-RL's (``docs/baselines.md``: per job, its own
+outcome plus the discounted outcomes of the jobs placed after it, against the same
+job's mean over the other rollouts of the window), on our objective. The team return
+is ``-Σ_k T_k / (time_scale_s · n)`` (``T_k`` job ``k``'s time in the system), so it
+splits into one share per job (:meth:`envs.rewards.TeamReward.job_shares`). A
+decision about job ``j`` — any of its tasks, a forward of it — is credited with
+``G_j = Σ_{k ≥ j} γ_job^(k-j) s_k`` over the jobs in arrival order, less the mean of
+``G_j`` in the other rollouts. A job is the same job in every rollout of its input,
+so no alignment by time is needed, and a decision is no longer charged with the
+noise of jobs that had finished before it, nor (through ``γ_job``) much of that of
+jobs far after it. The measured reason: the same simulator's MLF-RL, trained with
+this credit, improves on its imitation warm start (0.780 → 0.696 of first-fit on
+its validation scenarios), while PPO on the time-aligned team return never has.
+
 :class:`GroupBaselineAdvantages` is the learner connector (a subclass of RLlib's
 ``GeneralAdvantageEstimation`` that replaces its advantages);
 :class:`agents.learner.ClipFractionPPOLearner` puts it in place of GAE when the
@@ -57,7 +72,7 @@ from ray.rllib.connectors.learner.general_advantage_estimation import (
 )
 from ray.rllib.evaluation.postprocessing import Postprocessing
 
-from envs.group_rollouts import ENV_T, EPISODE_KEY, SIM_TIME
+from envs.group_rollouts import ENV_T, EPISODE_KEY, JOB_ID, JOB_SHARES, SIM_TIME
 
 
 def returns_to_go(rewards: np.ndarray, gamma: float) -> np.ndarray:
@@ -131,6 +146,68 @@ def _team_rollout(episode) -> tuple[np.ndarray, np.ndarray, list[tuple[Any, int]
 def episode_group_advantages(episodes: Sequence, gamma: float) -> dict[tuple, np.ndarray]:
     """``{(episode id, agent id): advantages of that agent's real steps}`` for every
     complete episode in a group of ≥ 2 (module docstring); other episodes absent."""
+    return _by_episode(episodes, _team_rollout, lambda rollouts: group_advantages(rollouts, gamma))
+
+
+def job_returns(shares: Sequence[tuple[int, float]], gamma: float) -> dict[int, float]:
+    """``{job id: G_j}``, ``G_j = Σ_{k ≥ j} γ^(k-j) s_k`` over the jobs in arrival
+    order (``shares`` as :meth:`envs.rewards.TeamReward.job_shares` gives them): the
+    job's own share of the team return and the discounted shares of the jobs that
+    arrive after it (MLF-RL's per-job return, discounted over jobs)."""
+    ids = [int(j) for j, _ in shares]
+    g = returns_to_go(np.array([float(s) for _, s in shares]), gamma)
+    return dict(zip(ids, g.tolist(), strict=True))
+
+
+def job_advantages(
+    rollouts: Sequence[tuple[Sequence[int], Sequence[tuple[int, float]]]], gamma: float
+) -> list[np.ndarray]:
+    """Per rollout, the advantage of each decision against the same job in the other
+    rollouts of its group (``train.advantage: job``).
+
+    Args:
+        rollouts: K ≥ 2 rollouts of one input, each ``(job ids, shares)``: the job each
+            decision was about, in decision order, and the episode's per-job shares
+            of the team return in arrival order (the same jobs in every rollout).
+        gamma: discount per job (``train.job_gamma``).
+
+    Returns:
+        K arrays: ``G_j − mean_{other rollouts n} G_j^n`` for each decision's job ``j``
+        (:func:`job_returns`). The rollouts share their input, so a job is the same
+        job in each of them: no alignment by time is needed.
+    """
+    if len(rollouts) < 2:
+        raise ValueError(f"a group needs at least 2 rollouts, got {len(rollouts)}")
+    returns = [job_returns(shares, gamma) for _, shares in rollouts]
+    if any(r.keys() != returns[0].keys() for r in returns):
+        raise ValueError("the rollouts of a group must have the same jobs")
+    out = []
+    for m, (jobs, _) in enumerate(rollouts):
+        others = [r for n, r in enumerate(returns) if n != m]
+        out.append(
+            np.array([returns[m][j] - np.mean([r[j] for r in others]) for j in jobs], dtype=float)
+        )
+    return out
+
+
+def _job_rollout(episode) -> tuple[list[int], list, list[tuple[Any, int]]]:
+    """(job id per decision, the episode's job shares, (agent, agent step) per decision)
+    of a multi-agent episode's real decisions in env order (as :func:`_team_rollout`)."""
+    steps, shares = [], None
+    for agent_id, sa in episode.agent_episodes.items():
+        infos = sa.get_infos()
+        for i in range(len(sa) - 1):
+            steps.append((infos[i][ENV_T], infos[i][JOB_ID], agent_id, i))
+        if shares is None and len(infos) and JOB_SHARES in infos[-1]:
+            shares = infos[-1][JOB_SHARES]
+    if shares is None:
+        raise ValueError(f"episode {episode.id_}: no {JOB_SHARES} in its terminal infos")
+    steps.sort(key=lambda s: s[0])
+    return [s[1] for s in steps], shares, [(s[2], s[3]) for s in steps]
+
+
+def _groups(episodes: Sequence) -> list[list]:
+    """The complete episodes of a batch grouped by episode key, groups of ≥ 2 only."""
     groups: dict[tuple, list] = defaultdict(list)
     for ep in episodes:
         if not ep.is_terminated:
@@ -139,19 +216,30 @@ def episode_group_advantages(episodes: Sequence, gamma: float) -> dict[tuple, np
         if sa is None or len(sa.get_infos()) == 0 or EPISODE_KEY not in sa.get_infos()[0]:
             continue
         groups[tuple(sa.get_infos()[0][EPISODE_KEY])].append(ep)
+    return [members for members in groups.values() if len(members) >= 2]
+
+
+def _by_episode(episodes: Sequence, unpack, advantages) -> dict[tuple, np.ndarray]:
+    """``{(episode id, agent id): advantages of its real steps}``: each group's
+    episodes unpacked (``unpack(ep)`` = (a, b, (agent, agent step) per decision)), their
+    ``(a, b)`` given to ``advantages``, and the per-decision results put back per agent."""
     out: dict[tuple, np.ndarray] = {}
-    for members in groups.values():
-        if len(members) < 2:
-            continue
-        rollouts = [_team_rollout(ep) for ep in members]
-        advs = group_advantages([(t, r) for t, r, _ in rollouts], gamma)
+    for members in _groups(episodes):
+        rollouts = [unpack(ep) for ep in members]
+        advs = advantages([(a, b) for a, b, _ in rollouts])
         for ep, (_, _, index), adv in zip(members, rollouts, advs, strict=True):
             per_agent = {a: np.zeros(len(sa) - 1) for a, sa in ep.agent_episodes.items()}
-            for (agent, i), a in zip(index, adv, strict=True):
-                per_agent[agent][i] = a
+            for (agent, i), value in zip(index, adv, strict=True):
+                per_agent[agent][i] = value
             for agent, values in per_agent.items():
                 out[(ep.id_, agent)] = values
     return out
+
+
+def episode_job_advantages(episodes: Sequence, gamma: float) -> dict[tuple, np.ndarray]:
+    """``{(episode id, agent id): advantages of that agent's real steps}`` by
+    :func:`job_advantages` for every complete episode in a group of ≥ 2."""
+    return _by_episode(episodes, _job_rollout, lambda rollouts: job_advantages(rollouts, gamma))
 
 
 class GroupBaselineAdvantages(GeneralAdvantageEstimation):
@@ -159,9 +247,12 @@ class GroupBaselineAdvantages(GeneralAdvantageEstimation):
     docstring). Must sit where RLlib's PPO learner puts GAE (after the episodes got
     their artificial last step)."""
 
+    def grouped(self, episodes) -> dict[tuple, np.ndarray]:
+        return episode_group_advantages(episodes, self.gamma)
+
     def __call__(self, *, rl_module, episodes, batch, **kwargs):
         batch = super().__call__(rl_module=rl_module, episodes=episodes, batch=batch, **kwargs)
-        grouped = episode_group_advantages(episodes, self.gamma)
+        grouped = self.grouped(episodes)
         rows: dict[Any, list[np.ndarray]] = defaultdict(list)  # module → per-row values
         used: dict[Any, list[np.ndarray]] = defaultdict(list)  # module → row is grouped
         for ep in episodes:
@@ -194,3 +285,16 @@ class GroupBaselineAdvantages(GeneralAdvantageEstimation):
                 standardised, device=old.device
             )
         return batch
+
+
+class JobBaselineAdvantages(GroupBaselineAdvantages):
+    """Learner connector for ``train.advantage: job``: the group's rollouts, each
+    decision credited with its job's discounted per-job return against the same job in
+    the other rollouts (:func:`job_advantages`; the module docstring's last section)."""
+
+    def __init__(self, *args, job_gamma: float, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.job_gamma = float(job_gamma)
+
+    def grouped(self, episodes) -> dict[tuple, np.ndarray]:
+        return episode_job_advantages(episodes, self.job_gamma)

@@ -26,7 +26,9 @@ module as ``clip_fraction``.
 PPO with ``learner_config_dict["advantage"] == "group"`` (``train.advantage: group``):
 the learner pipeline's GAE piece is replaced by
 :class:`agents.group_baseline.GroupBaselineAdvantages` (same place, same value
-targets; advantages against the group of rollouts of the same input).
+targets; advantages against the group of rollouts of the same input); with ``job``
+(``train.advantage: job``) by :class:`agents.group_baseline.JobBaselineAdvantages`
+(the same groups, each decision credited by its job, ``learner_config_dict["job_gamma"]``).
 
 PPO with a privileged critic (``train.critic: privileged``, :mod:`agents.rl_module`):
 the GNN's own value head ``v`` (the forward-train column ``PLAIN_VALUES``) gets a value
@@ -78,6 +80,8 @@ AGENT_IDS = "agent_ids"
 CRITIC_LR = "critic_lr"
 #: ``learner_config_dict`` key of ``train.prior_kl`` (0: no prior term)
 PRIOR_KL = "prior_kl"
+#: ``learner_config_dict`` key of ``train.job_gamma`` (``train.advantage: job``)
+JOB_GAMMA = "job_gamma"
 PRIOR_KL_KEY = "prior_kl"
 PLAIN_VF_LOSS_KEY = "plain_vf_loss"
 PLAIN_EXPLAINED_VARIANCE_KEY = "plain_vf_explained_var"
@@ -178,14 +182,18 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
         super().build()
         self._prior: dict[str, torch.nn.Module] = {}  # module id -> its frozen warm start
         pipeline = self._learner_connector
-        if pipeline is None or self.config.learner_config_dict.get("advantage") != "group":
+        kind = self.config.learner_config_dict.get("advantage")
+        if pipeline is None or kind not in ("group", "job"):
             return
-        from agents.group_baseline import GroupBaselineAdvantages
+        from agents.group_baseline import GroupBaselineAdvantages, JobBaselineAdvantages
 
-        pipeline.insert_after(
-            GeneralAdvantageEstimation,
-            GroupBaselineAdvantages(gamma=self.config.gamma, lambda_=self.config.lambda_),
+        gae = {"gamma": self.config.gamma, "lambda_": self.config.lambda_}
+        connector = (
+            GroupBaselineAdvantages(**gae)
+            if kind == "group"
+            else JobBaselineAdvantages(**gae, job_gamma=self.config.learner_config_dict[JOB_GAMMA])
         )
+        pipeline.insert_after(GeneralAdvantageEstimation, connector)
         pipeline.remove(GeneralAdvantageEstimation)
 
     def capture_prior(self, weights: dict[str, dict] | None = None) -> dict[str, dict]:

@@ -4,7 +4,8 @@ What ``train.advantage: group`` (:mod:`agents.group_baseline`) trains on: the sa
 environment (:class:`~envs.rllib_env.ClusterPlacementEnv`, same dynamics,
 observations and rewards), whose windows come ``group_size`` times each, and whose
 infos tell the learner when (simulated time) each decision was taken, its index in
-the episode and the episode's window.
+the episode, the job it concerns and the episode's window; the terminal infos also
+give each job's share of the team return (``train.advantage: job``).
 """
 
 from __future__ import annotations
@@ -18,12 +19,17 @@ from envs.rllib_env import ClusterPlacementEnv
 SIM_TIME = "sim_time"
 ENV_T = "env_t"
 EPISODE_KEY = "episode_key"
+JOB_ID = "job_id"
+#: terminal info key: ``[(job id, share of the team return), ...]`` in arrival order
+#: (:meth:`envs.rewards.TeamReward.job_shares`)
+JOB_SHARES = "job_shares"
 
 
 class GroupRolloutEnv(ClusterPlacementEnv):
     """``ClusterPlacement-v1`` that serves each episode ``group_size`` times in a row
     and tags every observation's info with ``sim_time`` (s), ``env_t`` (the decision's
-    index in the episode) and ``episode_key``.
+    index in the episode), ``job_id`` (the job the decision is about; -1 in the
+    terminal infos) and ``episode_key``; the terminal infos also carry ``job_shares``.
 
     A reset with a seed or options starts a new group (the window the seed draws);
     the next ``group_size - 1`` resets without them replay its window. The
@@ -54,8 +60,16 @@ class GroupRolloutEnv(ClusterPlacementEnv):
     def step(self, action_dict):
         obs, rewards, terminated, truncated, infos = super().step(action_dict)
         self._env_t += 1
-        return obs, rewards, terminated, truncated, self._tagged(obs, infos)
+        end = bool(terminated.get("__all__"))
+        return obs, rewards, terminated, truncated, self._tagged(obs, infos, end)
 
-    def _tagged(self, obs: dict, infos: dict) -> dict:
-        tag = {SIM_TIME: float(self.sim.now), ENV_T: self._env_t, EPISODE_KEY: self.episode_key}
+    def _tagged(self, obs: dict, infos: dict, end: bool = False) -> dict:
+        tag = {
+            SIM_TIME: float(self.sim.now),
+            ENV_T: self._env_t,
+            EPISODE_KEY: self.episode_key,
+            JOB_ID: -1 if end else int(self.session.job.job_id),
+        }
+        if end:
+            tag[JOB_SHARES] = self.reward.job_shares()
         return {a: {**infos.get(a, {}), **tag} for a in obs}

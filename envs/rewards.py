@@ -164,6 +164,24 @@ class TeamReward:
     def potential(self) -> float:
         return self.c.value(self.sim) + self.w.value(self.sim)
 
+    def job_shares(self) -> list[tuple[int, float]]:
+        """``(job id, share)`` for every job of the episode in arrival order (submit
+        time, then id): a scored job's share is ``-T / (time_scale_s · n)`` with ``T``
+        its time in the system so far (``min(finish, now) - submit``, 0 before it is
+        submitted), an unscored (warm-up) job's 0. The shares are ``-C(now) / scale``
+        split by job, so at the end of an episode whose jobs all completed they sum
+        to :attr:`total` (``W`` is 0 at both ends)."""
+        now, records, first = self.sim.now, self.sim.records, self.c.scored_from
+        out = []
+        for job in sorted(self.sim.jobs, key=lambda j: (j.submit_time, j.job_id)):
+            share = 0.0
+            if job.job_id >= first:
+                rec = records.get(job.job_id)
+                end = rec.finish_time if rec is not None else now
+                share = -max(0.0, end - job.submit_time) / self.scale
+            out.append((int(job.job_id), share))
+        return out
+
     def step(self) -> float:
         """The reward since the previous call (or since construction)."""
         p = self.potential()

@@ -147,6 +147,10 @@ def test_the_config_keys_are_checked():
         ({"critic_lr": 0}, "train.critic_lr"),
         ({"advantage": "group", "group_size": 1}, "train.group_size"),
         ({"advantage": "group", "algorithm": "APPO"}, "train.advantage"),
+        ({"advantage": "job", "group_size": 1}, "train.group_size"),
+        ({"advantage": "job", "algorithm": "APPO"}, "train.advantage"),
+        ({"job_gamma": 1.5}, "train.job_gamma"),
+        ({"job_gamma": -0.1}, "train.job_gamma"),
     ):
         bad = dataclasses.replace(cfg, train={**(cfg.train or {}), **train})
         with pytest.raises(InputError, match=key):

@@ -407,8 +407,18 @@ def test_a_run_signed_before_a_decision_option_existed_resumes_as_its_old_behavi
     with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
         check_config_data(tmp_path, changed)
     # train fields added since: the old run had no prior KL (0) and hard rollout targets
-    assert LATER_TRAIN_FIELDS == {"prior_kl": 0.0, "improve_target": "hard", "improve_futures": 0}
-    for key, value in (("prior_kl", 1.0), ("improve_target", "soft"), ("improve_futures", 4)):
+    assert LATER_TRAIN_FIELDS == {
+        "prior_kl": 0.0,
+        "improve_target": "hard",
+        "improve_futures": 0,
+        "job_gamma": 0.9,
+    }
+    for key, value in (
+        ("prior_kl", 1.0),
+        ("improve_target", "soft"),
+        ("improve_futures", 4),
+        ("job_gamma", 0.5),
+    ):
         with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
             check_config_data(tmp_path, {**now, "train": {**now["train"], key: value}})
 

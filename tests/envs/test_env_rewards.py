@@ -279,6 +279,35 @@ def test_every_step_of_a_warm_up_pays_the_scored_jobs_only():
     assert warm_steps >= 5 and steps > warm_steps
 
 
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(warmup=st.integers(0, 15), seed=st.integers(0, 2**16), action_seed=st.integers(0, 2**16))
+def test_job_shares_split_the_team_return_by_job(warmup, seed, action_seed):
+    """``TeamReward.job_shares`` (``train.advantage: job``): every job once, in arrival
+    order; a warm-up job's share 0, a scored job's ``-JCT / (time_scale_s · n)``;
+    their sum is the episode's team return."""
+    import dataclasses
+
+    from marl_sched.config import load_config
+
+    cfg = load_config(TINY)
+    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, warmup_jobs=warmup))
+    env = envs.make_env(cfg, env={"window_jobs": None})
+    trail = rollout(env, seed=seed, action_seed=action_seed)
+    info = _final_info(trail)
+    shares = env.reward.job_shares()
+    sim = env.sim
+    arrival = sorted(sim.jobs, key=lambda j: (j.submit_time, j.job_id))
+    assert [j for j, _ in shares] == [j.job_id for j in arrival]
+    n = sum(1 for j in sim.jobs if j.job_id >= env.warmup)
+    for job_id, share in shares:
+        if job_id < env.warmup:
+            assert share == 0.0
+        else:
+            assert share == pytest.approx(-sim.records[job_id].jct / (3600.0 * n), rel=1e-12)
+    assert math.fsum(s for _, s in shares) == pytest.approx(info["team_return"], rel=1e-9)
+    assert math.fsum(s for _, s in shares) == pytest.approx(-info["avg_jct_s"] / 3600.0, rel=1e-9)
+
+
 def test_team_credit_pays_every_agent_seen_so_far_the_team_reward():
     """env.reward.credit: team (cooperative credit): the same actions and dynamics as
     actor credit, every step's reward paid to every agent that has acted so far, so the
