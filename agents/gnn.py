@@ -106,6 +106,18 @@ class ClusterBatch:
         return scatter(x, getattr(self, by), 0, dim_size=size, reduce="max")
 
 
+def categorical_kl(logits: torch.Tensor, prior_logits: torch.Tensor) -> torch.Tensor:
+    """Per row, ``KL(softmax(logits) ‖ softmax(prior_logits))`` over the last axis.
+    Masked actions carry the same large negative logit in both (:data:`MASKED_LOGIT`),
+    so their probability is 0 and they add nothing. Clamped at 0: equal distributions
+    give float rounding of either sign (~1e-9). Ray-free: the learner's prior term
+    (``train.prior_kl``) and the rollout fit's logged drift (``agents.improve.fit``)
+    both use it."""
+    logp = torch.log_softmax(logits, dim=-1)
+    logq = torch.log_softmax(prior_logits, dim=-1)
+    return (logp.exp() * (logp - logq)).sum(dim=-1).clamp_min(0.0)
+
+
 @dataclass
 class RegularClusterBatch(ClusterBatch):
     """A :class:`ClusterBatch` of one scope whose parents have equally many children,

@@ -213,14 +213,13 @@ def futures_confirm(net, futures: int, margin: float, seed: int):
     return confirm
 
 
-def _argmax_and_probs(net, data: dict, n: int):
-    """``net``'s arg-max and masked action distribution on every observation."""
+def _masked_logits(net, data: dict, n: int):
+    """``net``'s masked logits on every observation (masked actions ``MASKED_LOGIT``)."""
     import torch
 
     with torch.inference_mode():
         batches = [{k: v[lo : lo + 256] for k, v in data.items()} for lo in range(0, n, 256)]
-        logits = torch.cat([net.forward_padded(b)[0] for b in batches])
-    return logits.argmax(-1), torch.softmax(logits, dim=-1)
+        return torch.cat([net.forward_padded(b)[0] for b in batches])
 
 
 def fit(
@@ -234,6 +233,8 @@ def fit(
     and on the improved ones, and the mean KL from the distribution before the fit."""
     import torch
 
+    from agents.gnn import categorical_kl
+
     n = len(rnd.labels)
     data = {
         k: torch.as_tensor(np.stack([o[k] for o in rnd.observations])) for k in rnd.observations[0]
@@ -242,7 +243,8 @@ def fit(
     imp = torch.as_tensor(rnd.improved, dtype=torch.bool)
     w = torch.where(imp, float(weight), 1.0)
     net.eval()
-    _, before = _argmax_and_probs(net, data, n)
+    start = _masked_logits(net, data, n)
+    before = torch.softmax(start, dim=-1)
     soft = target == "soft"
     targets = torch.where(
         imp[:, None], torch.nn.functional.one_hot(labels, before.size(1)).to(before.dtype), before
@@ -265,9 +267,9 @@ def fit(
             loss.backward()
             opt.step()
     net.eval()
-    argmax, after = _argmax_and_probs(net, data, n)
-    hits = argmax == labels
-    kl = (before * (before.clamp_min(1e-30).log() - after.clamp_min(1e-30).log())).sum(-1)
+    end = _masked_logits(net, data, n)
+    hits = end.argmax(-1) == labels
+    kl = categorical_kl(start, end)  # KL(round start ‖ after the fit)
     return {
         "accuracy": float(hits.float().mean()),
         "improved_accuracy": float(hits[imp].float().mean()) if bool(imp.any()) else float("nan"),

@@ -69,6 +69,7 @@ from ray.rllib.core.rl_module.apis import TARGET_NETWORK_ACTION_DIST_INPUTS
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.torch_utils import explained_variance
 
+from agents.gnn import categorical_kl
 from agents.rl_module import PLAIN_VALUES
 
 CLIP_FRACTION_KEY = "clip_fraction"
@@ -284,16 +285,6 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
         ev = explained_variance(targets[keep].detach(), plain[keep].detach())
         self.metrics.log_value((module_id, PLAIN_EXPLAINED_VARIANCE_KEY), ev, window=1)
         return config.vf_loss_coeff * loss
-
-
-def categorical_kl(logits: torch.Tensor, prior_logits: torch.Tensor) -> torch.Tensor:
-    """Per row, ``KL(softmax(logits) ‖ softmax(prior_logits))`` over the last axis.
-    Masked actions carry the same large negative logit in both (``MASKED_LOGIT``), so
-    their probability is 0 and they add nothing. Clamped at 0: equal distributions
-    give float rounding of either sign (~1e-9)."""
-    logp = torch.log_softmax(logits, dim=-1)
-    logq = torch.log_softmax(prior_logits, dim=-1)
-    return (logp.exp() * (logp - logq)).sum(dim=-1).clamp_min(0.0)
 
 
 def vtrace_explained_variance(module, config, batch, fwd_out, target_logits) -> torch.Tensor:

@@ -24,11 +24,10 @@ def test_clip_fraction_counts_ratios_outside_the_clip_range():
 
 
 def test_the_prior_kl_is_the_categorical_kl_and_masked_actions_add_nothing():
-    """``agents.learner.categorical_kl``: KL(p ‖ q) of softmaxed logits, per row, by
-    hand; zero for equal logits; actions masked in both (the GNN's MASKED_LOGIT) change
-    nothing."""
-    from agents.gnn import MASKED_LOGIT
-    from agents.learner import categorical_kl
+    """``agents.gnn.categorical_kl`` (the learner's prior term): KL(p ‖ q) of
+    softmaxed logits, per row, by hand; zero for equal logits; actions masked in both
+    (the GNN's MASKED_LOGIT) change nothing."""
+    from agents.gnn import MASKED_LOGIT, categorical_kl
 
     logits = torch.tensor([[1.0, 0.0, -1.0], [0.5, 0.5, 0.0]])
     prior = torch.tensor([[0.0, 0.0, 0.0], [2.0, 0.0, 0.0]])
