@@ -31,7 +31,8 @@ HParams (with the final and best validation figures).
 - :func:`module_scalars`: the learner's figures of each policy module
   (``losses/<module>/policy_loss`` ...) and of each agent of a shared module, beside
   the averages over modules.
-- :func:`read_scalars`: a tag's values read back from ``tb/`` (the learning curves).
+- :func:`read_scalars` / :func:`read_tags`: a tag's (several tags') values read back
+  from ``tb/`` (the learning curves).
 - :func:`checkpoint_digest`: the content digest of a checkpoint's inference files,
   which ``results.csv`` records beside the checkpoint's path.
 """
@@ -43,6 +44,7 @@ import dataclasses
 import hashlib
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -172,18 +174,23 @@ def timed(scalars: dict[str, float], phase: str):
 
 
 def read_scalars(run: Path, tag: str) -> dict[int, float]:
-    """``{env step: value}`` of ``tag`` in a run folder's ``tb/``, read back as
-    TensorBoard reads it: its own ``EventAccumulator`` over the whole folder (every
-    event file in order, dropping the steps a resumed run purged), every point kept
-    (by default it keeps a sample of 10,000 per tag). Not tbparse: it reads each file
-    on its own, purged steps included, and TensorBoard is already a dependency."""
+    """``{env step: value}`` of ``tag`` in a run folder's ``tb/`` (:func:`read_tags`)."""
+    return read_tags(run, [tag])[tag]
+
+
+def read_tags(run: Path, tags: Sequence[str]) -> dict[str, dict[int, float]]:
+    """``{tag: {env step: value}}`` for each of ``tags`` in a run folder's ``tb/``
+    (``{}`` for a tag the run never logged), the folder read once, as TensorBoard
+    reads it: its own ``EventAccumulator`` over the whole folder (every event file in
+    order, dropping the steps a resumed run purged), every point kept (by default it
+    keeps a sample of 10,000 per tag). Not tbparse: it reads each file on its own,
+    purged steps included, and TensorBoard is already a dependency."""
     from tensorboard.backend.event_processing import event_accumulator as ea
 
     acc = ea.EventAccumulator(str(Path(run) / "tb"), size_guidance={ea.SCALARS: 0})
     acc.Reload()
-    if tag not in acc.Tags()["scalars"]:
-        return {}
-    return {e.step: e.value for e in acc.Scalars(tag)}
+    logged = set(acc.Tags()["scalars"])
+    return {t: {e.step: e.value for e in acc.Scalars(t)} if t in logged else {} for t in tags}
 
 
 def _flatten(value: Any, key: str, out: dict[str, Any]) -> None:

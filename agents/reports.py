@@ -70,7 +70,7 @@ def rollout_rounds(folder: str, root: Path = RESULTS) -> str:
     (``<folder>/train-seed*``: ``config.yaml``, ``state.json``, ``tb/``): per round the
     labels moved among the decisions played, the KL of the fit from the round's start
     (``improve/*``), and the six selection runs' mean at the first and last iteration."""
-    from agents.records import read_scalars
+    from agents.records import read_tags
 
     lines = [
         "| training seed | labels moved / decisions, per round | KL from the round's start "
@@ -78,9 +78,10 @@ def rollout_rounds(folder: str, root: Path = RESULTS) -> str:
         "|---|---|---|---|",
     ]
     for run in sorted((root / folder).glob("train-seed*")):
+        names = ("improved", "decisions", "kl_from_round_start", "unconfirmed")
+        series = read_tags(run, [f"improve/{t}" for t in names])
         moved, played, kl, unconfirmed = (
-            [v for _, v in sorted(read_scalars(run, f"improve/{t}").items())]
-            for t in ("improved", "decisions", "kl_from_round_start", "unconfirmed")
+            [v for _, v in sorted(series[f"improve/{t}"].items())] for t in names
         )
         # runs with train.improve_futures also log the labels their futures turned down
         unconfirmed = [f" (+{u:.0f} unconfirmed)" for u in unconfirmed] or [""] * len(moved)

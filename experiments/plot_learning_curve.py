@@ -8,7 +8,7 @@ over seeds with a 95 % confidence band, against environment steps.
 
 Each argument is a run folder (``marl-sched train --out DIR``) or an experiment
 folder (``--seeds N [--grid ...]``: its trials), read back with
-:func:`agents.records.read_scalars`. Runs are grouped by their name without the
+:func:`agents.records.read_tags`. Runs are grouped by their name without the
 ``seedN`` suffix (one group per grid point; ``--together``: one group); per group the
 mean over its runs on the steps they all cover (:func:`marl_sched.plots.align`), with
 a 95 % Student-t band from two runs on ("1 seed: no interval" otherwise); the
@@ -23,7 +23,7 @@ import re
 import sys
 from pathlib import Path
 
-from agents.records import read_scalars
+from agents.records import read_tags
 from agents.tune import EXPERIMENT, read_experiment
 from marl_sched.errors import InputError
 from marl_sched.plots import band_curves
@@ -69,11 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         print(exc, file=sys.stderr)
         return 2
     tags = args.tags or list(DEFAULT_TAGS)
+    logged = {run: read_tags(run, tags) for run in runs}  # each run's tb/ read once
     for tag in tags:
         groups: dict[str, list[dict[int, float]]] = {}
         names: dict[str, list[str]] = {}  # the runs each group's interval covers
         for run in runs:
-            series = read_scalars(run, tag)
+            series = logged[run][tag]
             if series:
                 group = "all runs" if args.together else group_of(run)
                 groups.setdefault(group, []).append(series)

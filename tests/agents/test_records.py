@@ -14,6 +14,7 @@ from agents.records import (
     phase_times,
     progress_line,
     read_scalars,
+    read_tags,
     resolved_config,
     scalars_from_result,
     timed,
@@ -160,3 +161,5 @@ def test_a_resumed_runs_purged_steps_are_dropped_and_every_point_is_kept(tmp_pat
     values = read_scalars(run, TAG)
     assert max(values) == 10_000 and values[10_000] == -1.0 and values[9_999] == 9_999.0
     assert read_scalars(run, "charts/episode_return") == {}
+    both = read_tags(run, [TAG, "charts/episode_return"])
+    assert both == {TAG: values, "charts/episode_return": {}}
