@@ -99,6 +99,29 @@ def rollout_rounds(folder: str, root: Path = RESULTS) -> str:
     return "\n".join(lines) + "\n"
 
 
+def selection_curve(folder: str, root: Path = RESULTS) -> str:
+    """docs/agents.md's table of a PPO run's seeds (``<folder>/train-seed*/state.json``):
+    the six selection runs' average JCT at every evaluated iteration, and the last
+    iteration's over the warm start's (iteration 0)."""
+    runs = sorted((root / folder).glob("train-seed*"))
+    states = [json.loads((run / "state.json").read_text()) for run in runs]
+    its = sorted({int(k.removeprefix("iter_")) for st in states for k in st["scores"]})
+    lines = [
+        "| training seed | "
+        + " | ".join(f"iteration {i}" for i in its)
+        + " | last over the warm start |",
+        "|---|" + "---|" * (len(its) + 1),
+    ]
+    for run, st in zip(runs, states, strict=True):
+        scores = {int(k.removeprefix("iter_")): v for k, v in st["scores"].items()}
+        cells = [f"{scores[i]:,.0f}" if i in scores else "—" for i in its]
+        last = scores[max(scores)] / scores[0] - 1
+        lines.append(
+            f"| {run.name.removeprefix('train-seed')} | " + " | ".join(cells) + f" | {last:+.1%} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def label_futures_table(folder: Path) -> str:
     """docs/agents.md's table of ``python -m agents.label_futures`` outputs
     (``folder/seed*.json``): per warm start and pooled, how the moved labels did on

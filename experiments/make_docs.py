@@ -34,6 +34,7 @@ from agents.reports import (
     learning_warmup,
     paired_test,
     rollout_rounds,
+    selection_curve,
     selection_power,
 )
 from agents.reports import read_rows as _rows
@@ -195,6 +196,13 @@ BLOCKS = {
     ),
     "selection-kl-vs-ppo": lambda: paired_test(
         "learning/selection/kl-iter12", "learning/selection/ppo-iter12"
+    ),
+    "selection-job": lambda: selection_power(
+        "learning/selection/job-iter12", "learning/selection/norules"
+    ),
+    "selection-job-curve": lambda: selection_curve("learning/selection/job-iter12"),
+    "selection-job-vs-ppo": lambda: paired_test(
+        "learning/selection/job-iter12", "learning/selection/ppo-iter12"
     ),
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, shipped_test_run(t)))  # type: ignore[misc]

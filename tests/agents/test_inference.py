@@ -250,6 +250,8 @@ PPO_ITER12 = [
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "soft-iter4").glob("seed*")),
     # and with each label confirmed on four resampled futures (train.improve_futures)
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "fut-iter4").glob("seed*")),
+    # session 8: PPO with the job-aligned credit (train.advantage: job), iteration 12
+    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "job-iter12").glob("seed*")),
 ]
 
 
@@ -261,7 +263,7 @@ def test_the_default_recipes_last_ppo_iterations_load_and_act(path):
     window, and is an update of that seed's warm start (another network)."""
     import torch
 
-    assert len(PPO_ITER12) == 12
+    assert len(PPO_ITER12) == 15
     agents = load_agents(path)
     cfg = dataclasses.replace(
         _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)

@@ -119,6 +119,24 @@ def test_the_rollout_rounds_table_reads_each_seeds_rounds_and_selection_runs(tmp
     assert row.startswith("| 0 | 3 (+2 unconfirmed) / 100 · 1 (+0 unconfirmed) / 120 |")
 
 
+def test_the_selection_curve_reads_every_evaluated_iteration_of_each_seed(tmp_path):
+    from agents.reports import selection_curve
+
+    for seed, scores in ((0, [5000.0, 5100.0, 4750.0]), (1, [4000.0, 3900.0])):
+        run = tmp_path / "job" / f"train-seed{seed}"
+        run.mkdir(parents=True)
+        named = {f"iter_{3 * i:06d}": v for i, v in enumerate(scores)}
+        (run / "state.json").write_text(json.dumps({"iteration": 3, "scores": named}))
+    lines = selection_curve("job", tmp_path).splitlines()
+    assert lines[0] == (
+        "| training seed | iteration 0 | iteration 3 | iteration 6 | last over the warm start |"
+    )
+    assert lines[2:] == [
+        "| 0 | 5,000 | 5,100 | 4,750 | -5.0% |",
+        "| 1 | 4,000 | 3,900 | — | -2.5% |",
+    ]
+
+
 def test_the_label_futures_table_summarises_each_warm_start_and_the_pool(tmp_path):
     from agents.reports import label_futures_table
 
