@@ -204,6 +204,13 @@ BLOCKS = {
     "selection-job-vs-ppo": lambda: paired_test(
         "learning/selection/job-iter12", "learning/selection/ppo-iter12"
     ),
+    "selection-job48": lambda: selection_power(
+        "learning/selection/job-iter48", "learning/selection/norules"
+    ),
+    "selection-job48-curve": lambda: selection_curve("learning/selection/job-iter48"),
+    "selection-job48-vs-12": lambda: paired_test(
+        "learning/selection/job-iter48", "learning/selection/job-iter12"
+    ),
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, shipped_test_run(t)))  # type: ignore[misc]
         for t in TRACKS

@@ -252,18 +252,21 @@ PPO_ITER12 = [
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "fut-iter4").glob("seed*")),
     # session 8: PPO with the job-aligned credit (train.advantage: job), iteration 12
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "job-iter12").glob("seed*")),
+    # and the same runs trained to iteration 48
+    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "job-iter48").glob("seed*")),
 ]
 
 
 @pytest.mark.parametrize("path", PPO_ITER12, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_the_default_recipes_last_ppo_iterations_load_and_act(path):
     """The networks behind docs/agents.md's "Does PPO improve on its warm start" and
-    the updates measured after it: each seed's last iteration (12; 4 for the rollout
-    rounds) of the default recipe serves the default config's environment, places a
-    window, and is an update of that seed's warm start (another network)."""
+    the updates measured after it: each seed's last iteration (12; 48 for the long
+    job-credit runs; 4 for the rollout rounds) of the default recipe serves the default
+    config's environment, places a window, and is an update of that seed's warm start
+    (another network)."""
     import torch
 
-    assert len(PPO_ITER12) == 15
+    assert len(PPO_ITER12) == 18
     agents = load_agents(path)
     cfg = dataclasses.replace(
         _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)
