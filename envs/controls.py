@@ -64,11 +64,17 @@ class MaskedHeuristic(Policy):
     """
 
     heuristic: ClassVar[str] = ""
+    #: the config whose ``env:`` decision options the masks follow (None: :data:`RECIPE`)
+    recipe: ClassVar = None
+    #: is the heuristic also the agents' one hint (its follow action)? Only a registered
+    #: heuristic can be a hint
+    follow: ClassVar[bool] = True
 
     def __init__(self) -> None:
-        env = env_config(load_config(RECIPE))
+        env = env_config(load_config(self.recipe or RECIPE))
         # the recipe's rules; the one hint is the heuristic itself (its follow action)
-        self.options = {**env.decision_options(), "hints": [self.heuristic], "global_hints": []}
+        hints = [self.heuristic] if self.follow else []
+        self.options = {**env.decision_options(), "hints": hints, "global_hints": []}
         self.planner = make_policy(self.heuristic)
         self.builder: ObservationBuilder | None = None
 
@@ -150,6 +156,21 @@ class MaskedFirstFit(MaskedHeuristic):
     name = "masked:first-fit"
     description = "first-fit's plan followed inside the agents' masks, with their env rules"
     heuristic = "first-fit"
+
+
+class MaskedMlfsRl(MaskedHeuristic):
+    """A probe of the agents' action space, not a control: MLF-RL's placement (its
+    shipped node network, ``checkpoints/baselines/mlfs_rl.pt``) followed inside the
+    masks of the shipped agents' own rules (``configs/default.yaml``'s ``env:``), by
+    forwards and GPU-group slots (MLF-RL is not a heuristic, so it is no hint and has
+    no follow action). Against ``mlfs-rl`` itself it measures what the masks cost the
+    one placement policy that beats our agents (docs/agents.md, "Eight readings")."""
+
+    name = "masked:mlfs-rl"
+    description = "probe: MLF-RL's placement followed inside the agents' masks (default rules)"
+    heuristic = "mlfs-rl"
+    recipe = REPO_ROOT / "configs" / "default.yaml"
+    follow = False
 
 
 #: name -> class of every control (registered lazily in marl_sched.policies.base)

@@ -175,6 +175,15 @@ for _heuristic in ("interference-aware", "speed-aware", "first-fit"):
         kind="control",
     )
 
+# a probe of the agents' action space: MLF-RL's placement inside their masks (a learned
+# network, so not among the no-learning controls; envs/controls.py)
+register_lazy(
+    "masked:mlfs-rl",
+    "probe: MLF-RL's placement followed inside the agents' masks (default rules)",
+    "envs.controls:MaskedMlfsRl",
+    kind="learned",
+)
+
 # a policy paired with MLFS's load control (marl_sched/policies/load_control.py); the
 # placement policy itself is imported only when one is made (harmony needs torch)
 for _name, _cls in (

@@ -110,3 +110,39 @@ def test_the_controls_keep_the_pre_registered_rules_whatever_the_default_recipe_
     monkeypatch.setattr(envs.controls, "RECIPE", envs.controls.RECIPE.with_name("weighted.yaml"))
     opts = make_policy("masked:first-fit").options
     assert opts["ps_rule"] is False and opts["speed_floor"] == 0.0
+
+
+def test_the_mlfs_rl_probe_follows_mlfs_rl_inside_the_default_rules_masks():
+    """``masked:mlfs-rl`` (a probe, not a control): the shipped agents' own rules
+    (``configs/default.yaml``: no speed floor, no PS rule), no hint (MLF-RL is none),
+    and its placement is MLF-RL's wherever the masks let the job go where MLF-RL puts
+    it: every job whose MLF-RL placement lies in one subcluster (the forward rule
+    moves a job whole) is placed exactly so."""
+    from envs.config import env_config
+    from marl_sched.config import REPO_ROOT, load_config
+
+    probe = make_policy("masked:mlfs-rl")
+    assert probe.name not in CONTROLS  # not among the no-learning controls
+    default = env_config(load_config(REPO_ROOT / "configs" / "default.yaml")).decision_options()
+    assert probe.options == {**default, "hints": [], "global_hints": []}
+    assert type(probe.planner).__name__ == "MlfsRlPolicy"
+    topo = tiny_topology(subclusters=3, racks=1, servers=2, gpus_per_group=2,
+                         gpu_types=("k80", "v100", "p100"))  # fmt: skip
+    perf = PerformanceModel(topo)
+    jobs = random_jobs(perf, 30, 3, max_workers=4, mean_gap=60.0)
+    mlfs = make_policy("mlfs-rl")
+    for p in (mlfs, probe):
+        p.reset(topo, 0)
+    sim = Simulator(topo, jobs, perf=perf)
+    compared = 0
+    while (job := sim.next_decision()) is not None:
+        view = sim.view()
+        want, got = mlfs.place(job, view), probe.place(job, view)
+        if want is not None:
+            groups = [*want.worker_groups, *want.ps_groups]
+            if len({int(topo.group_subcluster[g]) for g in groups}) == 1:
+                assert got == want, job
+                compared += 1
+        sim.apply(got)
+        _check_state(sim)
+    assert compared >= 20
