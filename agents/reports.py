@@ -290,26 +290,58 @@ def paired_test(candidate: str, reference: str, root: Path = RESULTS) -> str:
     """One line comparing two test runs' ``marl`` rows cell by cell (the same scenarios,
     seeds and training-run slots): the paired geometric-mean ratio with its hierarchical
     interval, and P(candidate lower) from the runs' normalised scores."""
+    cand_rows = read_rows(root / candidate / "runs.csv")
+    new, old = _cells(cand_rows, "marl"), _cells(read_rows(root / reference / "runs.csv"), "marl")
+    n, ratio, p = _paired(new, old, _cells(cand_rows, "first-fit"))
+    return (f"`marl` of `{candidate}` over `marl` of `{reference}`, paired by scenario, "
+            f"training-run slot and seed ({n} scenarios): geometric-mean ratio of "
+            f"average JCT {ratio}; P(lower) {p}.\n")  # fmt: skip
+
+
+def _paired(new, old, ff) -> tuple[int, str, str]:
+    """(scenarios, the paired geometric-mean ratio [interval], P(new lower) [interval])
+    of two policies' :func:`_cells` on the cells both have, normalised by first-fit's
+    mean per scenario for the probability."""
     import numpy as np
 
     from marl_sched.benchmark.stats import geomean_ratio, probability_of_improvement
 
-    cand_rows = read_rows(root / candidate / "runs.csv")
-    new, old = _cells(cand_rows, "marl"), _cells(read_rows(root / reference / "runs.csv"), "marl")
-    ff = _cells(cand_rows, "first-fit")
     names, logs = _paired_logs(new, old)
     x, y = [], []
     for sc in names:
         base = float(np.mean(list(ff[sc].values())))
-        runs = sorted({k[0] for k in new[sc]})
-        seeds = sorted({k[1] for k in new[sc]})
+        keys = [k for k in new[sc] if k in old[sc]]
+        runs, seeds = sorted({k[0] for k in keys}), sorted({k[1] for k in keys})
         x.append([np.array([new[sc][r, s] / base for s in seeds]) for r in runs])
         y.append([np.array([old[sc][r, s] / base for s in seeds]) for r in runs])
-    ratio = geomean_ratio(logs).format()
-    p = probability_of_improvement(x, y).format(2)
-    return (f"`marl` of `{candidate}` over `marl` of `{reference}`, paired by scenario, "
-            f"training-run slot and seed ({len(names)} scenarios): geometric-mean ratio of "
-            f"average JCT {ratio}; P(lower) {p}.\n")  # fmt: skip
+    return len(names), geomean_ratio(logs).format(), probability_of_improvement(x, y).format(2)
+
+
+def probe_table(folder: str, warm_starts: str, root: Path = RESULTS) -> str:
+    """docs/agents.md's table of the action-space probe: ``masked:mlfs-rl`` against
+    ``mlfs-rl`` (``<folder>/runs.csv``, one checkpoint), and each against the warm
+    starts (``marl`` of ``<warm_starts>/runs.csv``, the geometric mean over its
+    training slots per scenario and seed), paired by scenario and seed."""
+    rows = read_rows(root / folder / "runs.csv")
+    ff = _cells(rows, "first-fit")
+    mlfs, probe = _cells(rows, "mlfs-rl"), _cells(rows, "masked:mlfs-rl")
+    warm: dict[str, dict[tuple[str, str], float]] = {}
+    for sc, cells in _cells(read_rows(root / warm_starts / "runs.csv"), "marl").items():
+        for seed in sorted({k[1] for k in cells}):
+            vals = [v for (_, s), v in cells.items() if s == seed]
+            warm.setdefault(sc, {})[("0", seed)] = math.exp(sum(map(math.log, vals)) / len(vals))
+    lines = [
+        "| comparison | scenarios | paired ratio of average JCT [95 % interval] | P(lower) |",
+        "|---|---|---|---|",
+    ]
+    for name, new, old in (
+        ("`masked:mlfs-rl` over `mlfs-rl` (what the masks cost)", probe, mlfs),
+        ("`mlfs-rl` over the warm starts", mlfs, warm),
+        ("`masked:mlfs-rl` over the warm starts", probe, warm),
+    ):
+        n, ratio, p = _paired(new, old, ff)
+        lines.append(f"| {name} | {n} | {ratio} | {p} |")
+    return "\n".join(lines) + "\n"
 
 
 #: the difference a selection set should resolve (a ratio of 1.05 or 1 / 1.05)

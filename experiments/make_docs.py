@@ -33,6 +33,7 @@ from agents.reports import (
     label_futures_table,
     learning_warmup,
     paired_test,
+    probe_table,
     rollout_rounds,
     selection_curve,
     selection_power,
@@ -210,6 +211,9 @@ BLOCKS = {
     "selection-job48-curve": lambda: selection_curve("learning/selection/job-iter48"),
     "selection-job48-vs-12": lambda: paired_test(
         "learning/selection/job-iter48", "learning/selection/job-iter12"
+    ),
+    "probe-mlfs-rl": lambda: probe_table(
+        "learning/selection/probe-mlfs-rl", "learning/selection/norules"
     ),
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, shipped_test_run(t)))  # type: ignore[misc]

@@ -154,3 +154,26 @@ def test_the_label_futures_table_summarises_each_warm_start_and_the_pool(tmp_pat
         "| ck/seed1 | 1 (0) | 4.00% | 2 | +2.00% ± 1.00% | 100% | 0% | 100% |"
     )
     assert rows[2].startswith("| pooled | 2 (1) | 3.00% | 4 | +1.00% ± 0.82% | 75% | 25% | 50% |")
+
+
+def test_the_probe_table_pairs_the_probe_with_mlfs_rl_and_the_pooled_warm_starts(tmp_path):
+    from agents.reports import probe_table
+
+    def write(folder, rows):
+        (tmp_path / folder).mkdir()
+        lines = ["scenario,policy,run,seed,avg_jct_s"] + [",".join(map(str, r)) for r in rows]
+        (tmp_path / folder / "runs.csv").write_text("\n".join(lines) + "\n")
+
+    probe, warm = [], []
+    for sc in ("a", "b", "c"):
+        for seed in (0, 1):
+            probe += [(sc, "first-fit", 0, seed, 10.0), (sc, "mlfs-rl", 0, seed, 5.0),
+                      (sc, "masked:mlfs-rl", 0, seed, 4.5)]  # fmt: skip
+            # three training slots whose geometric mean is 9.0 (3 · 9 · 27 = 9³)
+            warm += [(sc, "marl", slot, seed, v) for slot, v in enumerate((3.0, 9.0, 27.0))]
+    write("probe", probe)
+    write("warm", warm)
+    rows = probe_table("probe", "warm", tmp_path).splitlines()[2:]
+    assert rows[0].startswith("| `masked:mlfs-rl` over `mlfs-rl` (what the masks cost) | 3 | 0.900")
+    assert rows[1].startswith("| `mlfs-rl` over the warm starts | 3 | 0.556 ")
+    assert rows[2].startswith("| `masked:mlfs-rl` over the warm starts | 3 | 0.500 ")
