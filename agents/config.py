@@ -281,7 +281,9 @@ class TrainConfig:
             lowest predicted iteration time, :class:`agents.teachers.LookaheadTeacher`),
             ``rollout`` (per job, the heuristic placement whose simulated future has
             the lowest total JCT, :class:`agents.teachers.RolloutTeacher`), a
-            heuristic's name, or null (start from scratch).
+            heuristic's name, a masked policy's (``masked:<heuristic>``, or
+            ``masked:mlfs-rl``: MLF-RL's placement inside the agents' masks, the
+            action-space probe of docs/agents.md), or null (start from scratch).
         bc_margin: the ``rollout`` teacher keeps its base heuristic's (``bc_base``)
             own placement unless another proposal's estimated total JCT is lower by
             more than this fraction (0 = always the lowest;
@@ -495,10 +497,12 @@ class TrainConfig:
             value = getattr(self, name)
             check(value >= 1, where, f"{key}.{name}", f"must be >= 1, got {value}")
         if self.bc_teacher is not None:
-            from marl_sched.policies import heuristic_names
+            from marl_sched.policies import control_names, heuristic_names
 
             names = ["lookahead", "rollout"]
-            names += heuristic_names()
+            # the masked policies act inside the agents' masks themselves; the probe of
+            # the action space (masked:mlfs-rl) sees no future and no true length either
+            names += heuristic_names() + control_names() + ["masked:mlfs-rl"]
             check(
                 self.bc_teacher in names,
                 where,

@@ -240,8 +240,10 @@ def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | 
     Only placements reachable through the agents' masks (the forward rule from the
     job's home agent) are allowed; the heuristics also see each subcluster that can
     hold the whole job alone (a job moves whole; it is split only when none can).
-    ``teacher``: a :class:`LookaheadTeacher` / :class:`RolloutTeacher`, or any policy
-    (then its first legal placement over those views)."""
+    ``teacher``: a :class:`LookaheadTeacher` / :class:`RolloutTeacher`, a policy that
+    acts inside the agents' masks itself (``masked:*``, :mod:`envs.controls`: its
+    placement on the whole view, if the forward rule allows it), or any other policy
+    (its first legal placement over those views)."""
     from envs.rules import scope_view
     from envs.session import follows_forward_rule
 
@@ -252,6 +254,11 @@ def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | 
     def legal(p: Placement) -> bool:
         return follows_forward_rule(builder, job, view, home, p)
 
+    from envs.controls import MaskedHeuristic
+
+    if isinstance(teacher, MaskedHeuristic):  # it acts inside the agents' masks itself
+        p = teacher.place(job, view)
+        return p if p is not None and legal(p) else None
     views = [view]
     if builder.n_agents > 1:
         rest = session.scope_can_host_rest()

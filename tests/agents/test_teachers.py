@@ -209,6 +209,34 @@ def test_with_follow_only_the_teacher_labels_the_best_legal_hint_plan():
     assert all(o["action_mask"][a] == 1.0 for o, a in zip(obs, actions, strict=True))
 
 
+def test_a_masked_teacher_labels_its_own_placement_on_the_whole_view():
+    """A teacher that acts inside the agents' masks (``masked:mlfs-rl``, the action-space
+    probe) is asked on the whole view the job arrived on, not per subcluster: its plan
+    is its own placement, and the warm start's labels are legal actions that follow it."""
+    from agents.config import model_config, train_config
+    from agents.teachers import make_teacher, teacher_plan
+    from agents.training import env_setup
+    from agents.warm_start import teacher_decisions
+
+    cfg = load_config(
+        REPO_ROOT / "configs" / "train_tiny.yaml",
+        ["train.bc_teacher=masked:mlfs-rl", "train.bc_episodes=2"],
+    )
+    mc, tc = model_config(cfg), train_config(cfg)
+    env_cls, env_config, _ = env_setup(cfg, mc, tc, 0)
+    env = env_cls(env_config)
+    env.reset(seed=0)
+    teacher, probe = make_teacher("masked:mlfs-rl"), make_policy("masked:mlfs-rl")
+    for p in (teacher, probe):
+        p.reset(env.topology, 0)
+    s = env.session
+    want = probe.place(s.job, s.view)
+    assert want is not None and teacher_plan(teacher, s, sim=env.sim) == want
+    obs, actions, _, _ = teacher_decisions(cfg, mc, tc, 0)
+    assert len(actions) > 20
+    assert all(o["action_mask"][a] == 1.0 for o, a in zip(obs, actions, strict=True))
+
+
 #: the rules recipe (the default until session 6) is ``learn.yaml`` plus these
 RULES = ["env.speed_floor=0.9", "env.ps_rule=true", "model.exchange=true"]
 
