@@ -98,7 +98,7 @@ def test_learning_curve_plot_reads_the_runs_scalars(run, tmp_path, capsys):
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    jct = module.read_scalars(run, "charts/avg_jct_s")
+    jct = module.read_tags(run, ["charts/avg_jct_s"])["charts/avg_jct_s"]
     assert set(jct) == {0, 400}
     metrics = json.loads((run / "evals" / "iter_000002" / "metrics.json").read_text())
     assert jct[400] == pytest.approx(metrics["avg_jct_s"], rel=1e-6)
