@@ -215,6 +215,12 @@ BLOCKS = {
     "probe-mlfs-rl": lambda: probe_table(
         "learning/selection/probe-mlfs-rl", "learning/selection/norules"
     ),
+    "selection-clone": lambda: selection_power(
+        "learning/selection/clone-mlfs-rl", "learning/selection/norules"
+    ),
+    "probe-vs-clone": lambda: probe_table(
+        "learning/selection/probe-mlfs-rl", "learning/selection/clone-mlfs-rl"
+    ),
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, shipped_test_run(t)))  # type: ignore[misc]
         for t in TRACKS
