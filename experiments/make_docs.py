@@ -221,6 +221,15 @@ BLOCKS = {
     "probe-vs-clone": lambda: probe_table(
         "learning/selection/probe-mlfs-rl", "learning/selection/clone-mlfs-rl"
     ),
+    "selection-clone64": lambda: selection_power(
+        "learning/selection/clone64-mlfs-rl", "learning/selection/norules"
+    ),
+    "probe-vs-clone64": lambda: probe_table(
+        "learning/selection/probe-mlfs-rl", "learning/selection/clone64-mlfs-rl"
+    ),
+    "clone64-vs-clone": lambda: paired_test(
+        "learning/selection/clone64-mlfs-rl", "learning/selection/clone-mlfs-rl"
+    ),
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, shipped_test_run(t)))  # type: ignore[misc]
         for t in TRACKS

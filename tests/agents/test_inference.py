@@ -189,6 +189,7 @@ SHIPPED_SEEDS = [
     *sorted((REPO_ROOT / "checkpoints" / "marl-nofloor").glob("seed*")),  # rules but the floor
     # session 8: the recipe's warm start taught by masked:mlfs-rl (the clone probe)
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "clone-mlfs-rl").glob("seed*")),
+    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "clone64-mlfs-rl").glob("seed*")),
 ]
 #: what a folder's seeds change in the default config's env, as they were trained (the
 #: default recipe has no speed floor and no PS rule since session 6)
