@@ -128,19 +128,23 @@ def _time_keys(times: np.ndarray) -> list[tuple[float, int]]:
     return keys
 
 
+def _decisions(episode) -> tuple[dict[Any, list], list[tuple[Any, int]]]:
+    """(each agent's infos, (agent, agent step) of every real decision in env order) of
+    a multi-agent episode (the artificial last step RLlib's learner adds to every
+    agent's episode is left out: an agent episode of length L has L-1)."""
+    infos = {a: sa.get_infos() for a, sa in episode.agent_episodes.items()}
+    index = [(a, i) for a, sa in episode.agent_episodes.items() for i in range(len(sa) - 1)]
+    index.sort(key=lambda d: infos[d[0]][d[1]][ENV_T])
+    return infos, index
+
+
 def _team_rollout(episode) -> tuple[np.ndarray, np.ndarray, list[tuple[Any, int]]]:
     """(times, rewards, (agent, agent step) per decision) of a multi-agent episode's
-    real decisions in env order (the artificial last step RLlib's learner adds to
-    every agent's episode is left out: an agent episode of length L has L-1)."""
-    steps = []
-    for agent_id, sa in episode.agent_episodes.items():
-        infos, rewards = sa.get_infos(), sa.get_rewards()
-        for i in range(len(sa) - 1):
-            steps.append((infos[i][ENV_T], infos[i][SIM_TIME], float(rewards[i]), agent_id, i))
-    steps.sort(key=lambda s: s[0])
-    times = np.array([s[1] for s in steps])
-    rewards = np.array([s[2] for s in steps])
-    return times, rewards, [(s[3], s[4]) for s in steps]
+    real decisions in env order (:func:`_decisions`)."""
+    infos, index = _decisions(episode)
+    rewards = {a: sa.get_rewards() for a, sa in episode.agent_episodes.items()}
+    times = np.array([infos[a][i][SIM_TIME] for a, i in index], dtype=np.float64)
+    return times, np.array([float(rewards[a][i]) for a, i in index]), index
 
 
 def episode_group_advantages(episodes: Sequence, gamma: float) -> dict[tuple, np.ndarray]:
@@ -192,18 +196,12 @@ def job_advantages(
 
 def _job_rollout(episode) -> tuple[list[int], list, list[tuple[Any, int]]]:
     """(job id per decision, the episode's job shares, (agent, agent step) per decision)
-    of a multi-agent episode's real decisions in env order (as :func:`_team_rollout`)."""
-    steps, shares = [], None
-    for agent_id, sa in episode.agent_episodes.items():
-        infos = sa.get_infos()
-        for i in range(len(sa) - 1):
-            steps.append((infos[i][ENV_T], infos[i][JOB_ID], agent_id, i))
-        if shares is None and len(infos) and JOB_SHARES in infos[-1]:
-            shares = infos[-1][JOB_SHARES]
+    of a multi-agent episode's real decisions in env order (:func:`_decisions`)."""
+    infos, index = _decisions(episode)
+    shares = next((f[-1][JOB_SHARES] for f in infos.values() if f and JOB_SHARES in f[-1]), None)
     if shares is None:
         raise ValueError(f"episode {episode.id_}: no {JOB_SHARES} in its terminal infos")
-    steps.sort(key=lambda s: s[0])
-    return [s[1] for s in steps], shares, [(s[2], s[3]) for s in steps]
+    return [infos[a][i][JOB_ID] for a, i in index], shares, index
 
 
 def _groups(episodes: Sequence) -> list[list]:

@@ -329,7 +329,7 @@ def probe_table(folder: str, warm_starts: str, root: Path = RESULTS) -> str:
     for sc, cells in _cells(read_rows(root / warm_starts / "runs.csv"), "marl").items():
         for seed in sorted({k[1] for k in cells}):
             vals = [v for (_, s), v in cells.items() if s == seed]
-            warm.setdefault(sc, {})[("0", seed)] = math.exp(sum(map(math.log, vals)) / len(vals))
+            warm.setdefault(sc, {})[("0", seed)] = statistics.geometric_mean(vals)
     lines = [
         "| comparison | scenarios | paired ratio of average JCT [95 % interval] | P(lower) |",
         "|---|---|---|---|",
