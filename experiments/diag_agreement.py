@@ -1,0 +1,202 @@
+"""Where does a cloned network part from its teacher? A diagnostic, not a benchmark.
+
+For every scenario of a split and every seed, the simulator runs one of two drivers:
+
+- ``teacher``: the teacher places every job (the states the clone was taught on, but
+  in windows it never saw);
+- ``student``: the network places every job (the states it visits itself, where its
+  errors have compounded: DAgger's view).
+
+At every job both are asked on the same state and one row is written per job (CSV):
+its size, the cluster's GPU use when it arrives, its estimated work, whether the
+student's whole placement equals the teacher's (GPU groups; servers; subclusters),
+the predicted iteration time of each placement (:func:`agents.teachers.
+predicted_iteration_time`, the job's own speed right after placing it), and the
+teacher-forced decisions: walking the teacher's labels task by task (as the warm start
+labels them, :func:`agents.warm_start.teacher_decisions`), how many of the network's
+greedy actions equal the label, per kind of label (a GPU-group slot, a forward, a
+follow action).
+
+    python experiments/diag_agreement.py --checkpoint DIR --teacher masked:mlfs-rl \\
+        --split validation --seeds 3 --mode both --out results/.../agreement.csv
+
+Reads only the given split (validation by default; the test split is refused).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+FIELDS = (
+    "scenario", "seed", "mode", "job_id", "workers", "ps", "est_work_s", "gpu_used_frac",
+    "teacher_waits", "student_waits", "same_groups", "same_servers", "same_subclusters",
+    "t_student", "t_teacher", "forced_tasks", "forced_hits", "slot_labels", "slot_hits",
+    "forward_labels", "forward_hits", "follow_labels", "follow_hits", "first_miss_task",
+)  # fmt: skip
+
+
+def label_kind(builder, action: int) -> str:
+    g_max = builder.pad[0]
+    if action < g_max:
+        return "slot"
+    return "forward" if action < g_max + builder.n_agents else "follow"
+
+
+class AgreementProbe:
+    """A policy for the simulator that asks both the network and the teacher on every
+    job, writes a row, and lets ``mode``'s side place the job."""
+
+    name = "agreement-probe"
+    migrates = False
+
+    def __init__(self, student, teacher, mode: str, rows: list, tag: dict) -> None:
+        self.student, self.teacher, self.mode = student, teacher, mode
+        self.rows, self.tag = rows, tag
+
+    def reset(self, topology, seed: int = 0) -> None:
+        self.student.reset(topology, seed)
+        self.teacher.reset(topology, seed)
+
+    def check_cluster(self, topology, perf) -> None:
+        self.student.check_cluster(topology, perf)
+
+    def rebalance(self, view):
+        return []
+
+    def forced(self, job, view, plan) -> dict:
+        """Walk the teacher's labels from the job's first task; count the network's
+        greedy actions that equal them (stops at the first label the masks refuse)."""
+        from envs.rules import home_agent
+        from envs.session import PlacementSession, action_towards, follow_action
+
+        b = self.student.builder
+        s = PlacementSession(b, job, view, home_agent(job, b.n_agents))
+        out = {f"{k}_{x}": 0 for k in ("slot", "forward", "follow") for x in ("labels", "hits")}
+        out.update(forced_tasks=0, forced_hits=0, first_miss_task=-1)
+        if plan is None or not s.feasible() or s.waits():
+            return out
+        groups = [*plan.worker_groups, *plan.ps_groups]
+        while not s.done:
+            obs = b.observe(s, s.agent)
+            action = follow_action(s, plan)
+            if action is None:
+                action = action_towards(b, s.agent, groups[s.task])
+            if obs["action_mask"][action] < 0.5:
+                break
+            kind = label_kind(b, action)
+            hit = self.student.greedy(s.agent, obs) == action
+            out["forced_tasks"] += 1
+            out["forced_hits"] += int(hit)
+            out[f"{kind}_labels"] += 1
+            out[f"{kind}_hits"] += int(hit)
+            if not hit and out["first_miss_task"] < 0:
+                out["first_miss_task"] = s.task
+            s.act(action)
+        return out
+
+    def place(self, job, view):
+        from agents.teachers import predicted_iteration_time
+        from envs.rules import placement_key
+
+        topo = view.topology
+        t_plan = self.teacher.place(job, view)
+        s_plan = self.student.place(job, view)
+
+        def servers(p):
+            return sorted(topo.group_server[[*p.worker_groups, *p.ps_groups]].tolist())
+
+        def subclusters(p):
+            return sorted(set(topo.group_subcluster[[*p.worker_groups, *p.ps_groups]].tolist()))
+
+        both = t_plan is not None and s_plan is not None
+        row = {
+            **self.tag,
+            "mode": self.mode,
+            "job_id": job.job_id,
+            "workers": job.num_workers,
+            "ps": job.num_ps,
+            "est_work_s": job.gpu_work_s,
+            "gpu_used_frac": 1.0 - float(view.free_gpus) / topo.n_gpus,
+            "teacher_waits": int(t_plan is None),
+            "student_waits": int(s_plan is None),
+            "same_groups": int(both and placement_key(t_plan) == placement_key(s_plan)),
+            "same_servers": int(both and servers(t_plan) == servers(s_plan)),
+            "same_subclusters": int(both and subclusters(t_plan) == subclusters(s_plan)),
+            "t_student": predicted_iteration_time(job, view, s_plan) if s_plan else np.nan,
+            "t_teacher": predicted_iteration_time(job, view, t_plan) if t_plan else np.nan,
+            **self.forced(job, view, t_plan),
+        }
+        self.rows.append(row)
+        return t_plan if self.mode == "teacher" else s_plan
+
+
+def run(args) -> list[dict]:
+    from agents.policy import MarlPolicy
+    from marl_sched.benchmark.suite import load_suite
+    from marl_sched.policies import build_policy
+    from marl_sched.runner import build_cluster, load_workload, simulate
+
+    if args.split == "test":
+        raise SystemExit("diag_agreement: the test split is not for diagnostics (use validation)")
+    suite = load_suite(args.suite).with_overrides([], args.track)
+    scenarios = suite.split(args.split)
+    if args.scenarios:
+        want = set(args.scenarios.split(","))
+        scenarios = tuple(s for s in scenarios if s.name in want)
+    modes = ("teacher", "student") if args.mode == "both" else (args.mode,)
+    rows: list[dict] = []
+    t0 = time.perf_counter()
+    cells = [(sc, seed, m) for sc in scenarios for seed in range(args.seeds) for m in modes]
+    for i, (sc, seed, mode) in enumerate(cells):
+        cfg = suite.config_for(sc, seed=seed)
+        topo, perf = build_cluster(cfg)
+        workload = load_workload(cfg, perf)
+        probe = AgreementProbe(
+            MarlPolicy(args.checkpoint),
+            build_policy(args.teacher, None),
+            mode,
+            rows,
+            {"scenario": sc.name, "seed": seed},
+        )
+        simulate(cfg, "probe", workload, topo, perf, seed=seed, policy=probe)
+        done = time.perf_counter() - t0
+        eta = done / (i + 1) * (len(cells) - i - 1)
+        print(f"[{i + 1}/{len(cells)}] {sc.name} seed {seed} {mode}: {done:.0f} s, ETA {eta:.0f} s",
+              file=sys.stderr, flush=True)  # fmt: skip
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--checkpoint", required=True, help="a marl checkpoint folder")
+    ap.add_argument("--teacher", default="masked:mlfs-rl", help="a registered policy")
+    ap.add_argument("--suite", default="benchmarks/default.yaml")
+    ap.add_argument("--split", default="validation")
+    ap.add_argument("--track", default="placement")
+    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--scenarios", default="", help="comma-separated names (default: all)")
+    ap.add_argument("--mode", choices=("teacher", "student", "both"), default="both")
+    ap.add_argument("--out", required=True, type=Path)
+    args = ap.parse_args(argv)
+    if not 1 <= args.seeds <= 10:
+        ap.error("--seeds: 1..10")
+    rows = run(args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(".tmp")
+    with tmp.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+    tmp.replace(args.out)
+    print(f"{len(rows)} jobs -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
