@@ -171,7 +171,10 @@ padding rows are 0 with mask 0; features are float32 ratios or small counts, so 
 network trained on one topology reads another. Column names:
 ``ObservationBuilder.features`` (:data:`envs.observations.FEATURES` plus the options'
 columns); "tentative" = counting the job's tasks placed so far; pressure = the
-catalogue's per-task pressure units of resident running jobs.
+catalogue's per-task pressure units of resident running jobs. GPU speed (V100 = 1) is
+the GPU type's catalogue-wide figure, or with ``model_speed`` the job's own model's
+speed on that type (the speed it will run at; columns ``model_speed`` and
+``free_model_speed``).
 
 ================  ===========  ===  ==============================================
 key               shape        dt   content

@@ -91,6 +91,12 @@ class EnvConfig:
         keep_together: keep-together masks (fill a server before opening another;
             open one that takes every remaining worker when the scope has one).
         job_length: the ``log10_work_s/7`` job column (the job's requested work).
+        model_speed: the speed columns (``group_x``/``server_x`` ``gpu_speed``,
+            ``peers_x`` ``free_gpu_speed``) give the job's own model's speed on each
+            GPU type (:meth:`marl_sched.perf.PerformanceModel.group_speed_for`, the
+            speed the simulator runs it at) instead of the type's catalogue-wide
+            figure; the columns are renamed ``model_speed`` / ``free_model_speed``.
+            What MLF-RL's and Harmony's networks see (their ``model_gpu_speed``).
         speed_floor: ``f`` in [0, 1], 0 = off: workers only on GPUs at least ``f ×``
             the fastest type with room for the job's remaining workers.
         speed_floor_min_work: the floor binds only jobs of at least this many
@@ -148,6 +154,7 @@ class EnvConfig:
     resident_features: bool = False
     keep_together: bool = False
     job_length: bool = False
+    model_speed: bool = False
     speed_floor: float = 0.0
     speed_floor_min_work: float = 0.0
     wait_to_fit: float = 0.0
@@ -256,8 +263,14 @@ MIGRATION_OPTIONS = {
     f.name: f.default for f in dataclasses.fields(EnvConfig) if f.name.startswith("migration")
 }
 #: decision options added after checkpoints shipped, with the value every checkpoint that
-#: records none of them was trained with (one agent per subcluster, follows task by task)
-LATER_OPTIONS = {"subclusters_per_agent": 1, "follow_commits": False, "follow_only": False}
+#: records none of them was trained with (one agent per subcluster, follows task by task,
+#: the GPU types' catalogue-wide speeds)
+LATER_OPTIONS = {
+    "subclusters_per_agent": 1,
+    "follow_commits": False,
+    "follow_only": False,
+    "model_speed": False,
+}
 
 
 def _plain(value):

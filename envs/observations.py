@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 import gymnasium as gym
 import numpy as np
 
+from marl_sched.catalogue import CATALOGUE
 from marl_sched.jobs import Job
 from marl_sched.perf import PerformanceModel
 from marl_sched.simulator import ClusterView
@@ -93,23 +94,28 @@ def feature_names(
     residents: bool = False,
     job_length: bool = False,
     migration: bool = False,
+    model_speed: bool = False,
 ) -> dict[str, tuple[str, ...]]:
     """:data:`FEATURES` with the columns of heuristic hints ``hints`` and
     ``global_hints`` appended, with ``residents`` the ``harm_to_residents`` group
     column, with ``job_length`` the ``log10_work_s/7`` job column and with
     ``migration`` the :data:`MIGRATION_FEATURES` (before the hints' columns, which
-    stay last)."""
+    stay last); with ``model_speed`` the speed columns renamed for the job's model's
+    speed."""
     out = dict(FEATURES)
+    if model_speed:
+        rename = {"gpu_speed": "model_speed", "free_gpu_speed": "free_model_speed"}
+        out = {k: tuple(rename.get(c, c) for c in v) for k, v in out.items()}
     mig = {k: v if migration else () for k, v in MIGRATION_FEATURES.items()}
-    out["group_x"] = FEATURES["group_x"] + ("harm_to_residents",) * residents + mig["group_x"]
+    out["group_x"] = out["group_x"] + ("harm_to_residents",) * residents + mig["group_x"]
     out["group_x"] = out["group_x"] + tuple(f"hint_{h}" for h in hints)
-    out["server_x"] = FEATURES["server_x"] + mig["server_x"]
-    out["job_x"] = FEATURES["job_x"] + ("log10_work_s/7",) * job_length + mig["job_x"]
+    out["server_x"] = out["server_x"] + mig["server_x"]
+    out["job_x"] = out["job_x"] + ("log10_work_s/7",) * job_length + mig["job_x"]
     out["job_x"] = out["job_x"] + tuple(f"hint_{h}_agrees" for h in hints)
     if hints:
         # the hints' counterpart for moving the job: can one server of that scope
         # take all of the job's remaining workers (a plan elsewhere that does not split)
-        out["peers_x"] = FEATURES["peers_x"] + ("rest_on_one_server",)
+        out["peers_x"] = out["peers_x"] + ("rest_on_one_server",)
     out["peers_x"] = out["peers_x"] + tuple(f"global_{h}" for h in global_hints)
     return out
 
@@ -227,6 +233,7 @@ class ObservationBuilder:
         migration_tick_s: float = 0.0,
         migration_max_moves: int = 1,
         migration_min_interval_s: float = 0.0,
+        model_speed: bool = False,
     ) -> None:
         from marl_sched.policies.heuristics import hint_names, make_hint
 
@@ -246,6 +253,7 @@ class ObservationBuilder:
         self.resident_features = bool(resident_features)
         self.keep_together = bool(keep_together)
         self.job_length = bool(job_length)
+        self.model_speed = bool(model_speed)
         if not 0.0 <= speed_floor <= 1.0:
             raise ValueError(f"speed_floor must be in [0, 1], got {speed_floor}")
         self.speed_floor = float(speed_floor)
@@ -273,7 +281,7 @@ class ObservationBuilder:
             h.reset(topology, 0)
         self.features = feature_names(
             self.hints, self.global_hints, self.resident_features, self.job_length,
-            self.migration,
+            self.migration, self.model_speed,
         )  # fmt: skip
         if central:
             self.scopes = [_scope(t, np.arange(t.n_groups))]
@@ -362,6 +370,7 @@ class ObservationBuilder:
         off = t.link_offset
         links = v.link_jobs
 
+        speed, server_speed = self.speeds(session.job)
         suffer, cause = session.cost_weights
         pg = v.group_pressure[gs]
         ps = v.socket_pressure[t.group_socket[gs]]
@@ -370,7 +379,7 @@ class ObservationBuilder:
             [
                 free / t.group_capacity[gs],
                 free / 8.0,
-                t.group_speed[gs],
+                speed[gs],
                 fits_w[gs],
                 fits_p[gs],
                 pg @ suffer[0] + ps @ suffer[1] + pv @ suffer[2],
@@ -401,7 +410,7 @@ class ObservationBuilder:
                 np.log1p(links[off[2] + sid]),
                 np.log1p(links[off[1] + sid]),
                 job_srv / n_tasks,
-                t.server_gpu_speed[ss],
+                server_speed[ss],
                 t.server_gpus[ss] / 8.0,
                 v.server_pressure[ss].sum(axis=1) / 5.0,
                 t.server_nic_gbps[ss] / 100.0,
@@ -438,12 +447,21 @@ class ObservationBuilder:
             "action_mask": session.action_mask(agent),
         }
 
+    def speeds(self, job) -> tuple[np.ndarray, np.ndarray]:
+        """Per GPU group and per server, the speed the observation shows: ``job``'s
+        model's there with ``model_speed``, else the GPU type's catalogue-wide figure."""
+        t = self.topology
+        if self.model_speed:
+            per_type = self.perf.type_speeds(CATALOGUE[job.model])
+            return per_type[t.server_type[t.group_server]], per_type[t.server_type]
+        return t.group_speed, t.server_gpu_speed
+
     def _peers(self, session, agent, server_free) -> np.ndarray:
         t, a = self.topology, self.n_agents
         free = session.group_free
         starts = self.scope_group_start
         scope_free = np.add.reduceat(free, starts)
-        speed_free = np.add.reduceat(free * t.group_speed, starts)
+        speed_free = np.add.reduceat(free * self.speeds(session.job)[0], starts)
         best = np.maximum.reduceat(server_free, self.scope_server_start)
         uplink = np.log1p(session.view.link_jobs[t.link_offset[4] :].astype(np.float64))
         if self.central:
