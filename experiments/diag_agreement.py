@@ -15,7 +15,8 @@ predicted_iteration_time`, the job's own speed right after placing it), and the
 teacher-forced decisions: walking the teacher's labels task by task (as the warm start
 labels them, :func:`agents.warm_start.teacher_decisions`), how many of the network's
 greedy actions equal the label, per kind of label (a GPU-group slot, a forward, a
-follow action).
+follow action). A task forwarded to the agent that holds its group takes two
+decisions (the forward, then the slot there).
 
     python experiments/diag_agreement.py --checkpoint DIR --teacher masked:mlfs-rl \\
         --split validation --seeds 3 --mode both --out results/.../agreement.csv
@@ -36,7 +37,7 @@ import numpy as np
 FIELDS = (
     "scenario", "seed", "mode", "job_id", "workers", "ps", "est_work_s", "gpu_used_frac",
     "teacher_waits", "student_waits", "same_groups", "same_servers", "same_subclusters",
-    "t_student", "t_teacher", "forced_tasks", "forced_hits", "slot_labels", "slot_hits",
+    "t_student", "t_teacher", "forced_decisions", "forced_hits", "slot_labels", "slot_hits",
     "forward_labels", "forward_hits", "follow_labels", "follow_hits", "first_miss_task",
 )  # fmt: skip
 
@@ -78,7 +79,7 @@ class AgreementProbe:
         b = self.student.builder
         s = PlacementSession(b, job, view, home_agent(job, b.n_agents))
         out = {f"{k}_{x}": 0 for k in ("slot", "forward", "follow") for x in ("labels", "hits")}
-        out.update(forced_tasks=0, forced_hits=0, first_miss_task=-1)
+        out.update(forced_decisions=0, forced_hits=0, first_miss_task=-1)
         if plan is None or not s.feasible() or s.waits():
             return out
         groups = [*plan.worker_groups, *plan.ps_groups]
@@ -91,7 +92,7 @@ class AgreementProbe:
                 break
             kind = label_kind(b, action)
             hit = self.student.greedy(s.agent, obs) == action
-            out["forced_tasks"] += 1
+            out["forced_decisions"] += 1
             out["forced_hits"] += int(hit)
             out[f"{kind}_labels"] += 1
             out[f"{kind}_hits"] += int(hit)
@@ -136,11 +137,23 @@ class AgreementProbe:
         return t_plan if self.mode == "teacher" else s_plan
 
 
+def probe_run(cfg, student, teacher, mode: str, tag: dict) -> tuple[list[dict], dict]:
+    """One simulation of ``cfg``'s workload with ``mode``'s side placing every job:
+    (a row per job, the run's metrics)."""
+    from marl_sched.runner import build_cluster, load_workload, simulate
+
+    topo, perf = build_cluster(cfg)
+    workload = load_workload(cfg, perf)
+    rows: list[dict] = []
+    probe = AgreementProbe(student, teacher, mode, rows, tag)
+    metrics, _, _ = simulate(cfg, "probe", workload, topo, perf, seed=tag["seed"], policy=probe)
+    return rows, metrics
+
+
 def run(args) -> list[dict]:
     from agents.policy import MarlPolicy
     from marl_sched.benchmark.suite import load_suite
     from marl_sched.policies import build_policy
-    from marl_sched.runner import build_cluster, load_workload, simulate
 
     if args.split == "test":
         raise SystemExit("diag_agreement: the test split is not for diagnostics (use validation)")
@@ -154,17 +167,9 @@ def run(args) -> list[dict]:
     t0 = time.perf_counter()
     cells = [(sc, seed, m) for sc in scenarios for seed in range(args.seeds) for m in modes]
     for i, (sc, seed, mode) in enumerate(cells):
-        cfg = suite.config_for(sc, seed=seed)
-        topo, perf = build_cluster(cfg)
-        workload = load_workload(cfg, perf)
-        probe = AgreementProbe(
-            MarlPolicy(args.checkpoint),
-            build_policy(args.teacher, None),
-            mode,
-            rows,
-            {"scenario": sc.name, "seed": seed},
-        )
-        simulate(cfg, "probe", workload, topo, perf, seed=seed, policy=probe)
+        student, teacher = MarlPolicy(args.checkpoint), build_policy(args.teacher, None)
+        tag = {"scenario": sc.name, "seed": seed}
+        rows += probe_run(suite.config_for(sc, seed=seed), student, teacher, mode, tag)[0]
         done = time.perf_counter() - t0
         eta = done / (i + 1) * (len(cells) - i - 1)
         print(f"[{i + 1}/{len(cells)}] {sc.name} seed {seed} {mode}: {done:.0f} s, ETA {eta:.0f} s",
