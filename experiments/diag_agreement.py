@@ -177,6 +177,66 @@ def run(args) -> list[dict]:
     return rows
 
 
+SIZES = ((1, 1, "1 worker"), (2, 2, "2 workers"), (3, 8, "3-8 workers"), (9, 10**9, "9+ workers"))
+LOADS = ((0.0, 0.5, "GPU use < 0.5"), (0.5, 0.8, "GPU use 0.5-0.8"), (0.8, 1.01, "GPU use >= 0.8"))
+SUMMARY = (
+    "mode", "group", "jobs", "work_share", "same_groups", "same_servers", "decisions",
+    "agreement", "slot_agreement", "forward_agreement", "follow_agreement", "time_ratio",
+    "slower_share",
+)  # fmt: skip
+
+
+def summarize(rows) -> list[dict]:
+    """Per driver (mode) and per group of jobs (all; by workers; by GPU use when the
+    job is placed): jobs placed by either side, their share of the estimated GPU work, whole-placement
+    agreement (GPU groups; servers), teacher-forced per-decision agreement (all; per
+    kind of label), the geometric mean of the student's over the teacher's predicted
+    iteration time (jobs both placed) and the share of jobs where the student's is
+    more than 1 % slower."""
+    import pandas as pd
+
+    d = pd.DataFrame(rows)
+    # a job that stays queued is asked again at every later event: only the attempts
+    # where one side places it are decisions (the wait rule is the same for both)
+    d = d[(d.teacher_waits == 0) | (d.student_waits == 0)].copy()
+    d["work"] = pd.to_numeric(d["est_work_s"], errors="coerce").fillna(0.0)
+    out = []
+    for mode, m in d.groupby("mode", sort=False):
+        groups = [("all jobs", m)]
+        groups += [(n, m[(m.workers >= lo) & (m.workers <= hi)]) for lo, hi, n in SIZES]
+        groups += [(n, m[(m.gpu_used_frac >= lo) & (m.gpu_used_frac < hi)]) for lo, hi, n in LOADS]
+        for name, g in groups:
+            both = g.dropna(subset=["t_student", "t_teacher"])
+            ratio = both.t_student / both.t_teacher
+
+            def share(hits, labels, g=g):
+                n = g[labels].sum()
+                return g[hits].sum() / n if n else float("nan")
+
+            out.append({
+                "mode": mode, "group": name, "jobs": len(g),
+                "work_share": g.work.sum() / max(m.work.sum(), 1e-12),
+                "same_groups": g.same_groups.mean(), "same_servers": g.same_servers.mean(),
+                "decisions": int(g.forced_decisions.sum()),
+                "agreement": share("forced_hits", "forced_decisions"),
+                **{f"{k}_agreement": share(f"{k}_hits", f"{k}_labels")
+                   for k in ("slot", "forward", "follow")},
+                "time_ratio": float(np.exp(np.log(ratio).mean())) if len(both) else float("nan"),
+                "slower_share": float((ratio > 1.01).mean()) if len(both) else float("nan"),
+            })  # fmt: skip
+    return out
+
+
+def write_csv(path: Path, rows: list[dict], fields) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    tmp.replace(path)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--checkpoint", required=True, help="a marl checkpoint folder")
@@ -187,18 +247,15 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--scenarios", default="", help="comma-separated names (default: all)")
     ap.add_argument("--mode", choices=("teacher", "student", "both"), default="both")
-    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--out", required=True, type=Path, help="the per-job rows (CSV)")
+    ap.add_argument("--summary", type=Path, help="also write summarize()'s table (CSV)")
     args = ap.parse_args(argv)
     if not 1 <= args.seeds <= 10:
         ap.error("--seeds: 1..10")
     rows = run(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".tmp")
-    with tmp.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
-        w.writeheader()
-        w.writerows(rows)
-    tmp.replace(args.out)
+    write_csv(args.out, rows, FIELDS)
+    if args.summary:
+        write_csv(args.summary, summarize(rows), SUMMARY)
     print(f"{len(rows)} jobs -> {args.out}")
     return 0
 
