@@ -393,3 +393,30 @@ def selection_power(candidate: str, reference: str, root: Path = RESULTS) -> str
             f"{scenarios_to_resolve(sd)} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def agreement_table(folder: str, root: Path = RESULTS) -> str:
+    """``experiments/diag_agreement.py``'s summary (``summary.csv`` in ``folder``) as a
+    markdown table: per driver and group of jobs, the share of the GPU work, whole-
+    placement and per-decision agreement, and the student's predicted iteration time
+    over the teacher's."""
+    rows = read_rows(root / folder / "summary.csv")
+    driver = {"teacher": "teacher places", "student": "network places"}
+
+    def pct(x: str) -> str:
+        return "—" if x in ("", "nan") else f"{float(x):.2f}"
+
+    out = [
+        "| driver | jobs | placed | share of GPU work | same placement | per-decision agreement "
+        "(slot / forward / follow) | predicted iteration time, network over teacher | "
+        "network > 1 % slower |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        kinds = " / ".join(pct(r[f"{k}_agreement"]) for k in ("slot", "forward", "follow"))
+        out.append(
+            f"| {driver.get(r['mode'], r['mode'])} | {r['group']} | {int(r['jobs']):,} | "
+            f"{pct(r['work_share'])} | {pct(r['same_groups'])} | {pct(r['agreement'])} "
+            f"({kinds}) | {pct(r['time_ratio'])} | {pct(r['slower_share'])} |"
+        )
+    return "\n".join(out) + "\n"

@@ -29,6 +29,7 @@ from pathlib import Path
 from agents.reports import (
     RESULTS,
     ablation_seeds,
+    agreement_table,
     baseline_search,
     label_futures_table,
     learning_warmup,
@@ -227,6 +228,7 @@ BLOCKS = {
     "probe-vs-clone64": lambda: probe_table(
         "learning/selection/probe-mlfs-rl", "learning/selection/clone64-mlfs-rl"
     ),
+    "agreement-clone64": lambda: agreement_table("learning/diagnostics/agreement-clone64"),
     "clone64-vs-clone": lambda: paired_test(
         "learning/selection/clone64-mlfs-rl", "learning/selection/clone-mlfs-rl"
     ),

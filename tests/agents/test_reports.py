@@ -177,3 +177,29 @@ def test_the_probe_table_pairs_the_probe_with_mlfs_rl_and_the_pooled_warm_starts
     assert rows[0].startswith("| `masked:mlfs-rl` over `mlfs-rl` (what the masks cost) | 3 | 0.900")
     assert rows[1].startswith("| `mlfs-rl` over the warm starts | 3 | 0.556 ")
     assert rows[2].startswith("| `masked:mlfs-rl` over the warm starts | 3 | 0.500 ")
+
+
+def test_the_agreement_table_renders_the_diagnostics_summary(tmp_path):
+    from agents.reports import agreement_table
+    from experiments.diag_agreement import SUMMARY, summarize, write_csv
+
+    def row(mode, workers, used, same, hits, t_s, t_t):
+        return {"mode": mode, "workers": workers, "est_work_s": 10.0 * workers,
+                "gpu_used_frac": used, "teacher_waits": 0, "student_waits": 0,
+                "same_groups": same, "same_servers": same, "forced_decisions": 2,
+                "forced_hits": hits, "slot_labels": 1, "slot_hits": min(hits, 1),
+                "forward_labels": 1, "forward_hits": max(hits - 1, 0), "follow_labels": 0,
+                "follow_hits": 0, "t_student": t_s, "t_teacher": t_t}  # fmt: skip
+
+    queued = {"teacher_waits": 1, "student_waits": 1}
+    big = row("teacher", 4, 0.9, 0, 0, 2.0, 1.0)
+    rows = [row("teacher", 1, 0.2, 1, 2, 1.0, 1.0), big, {**big, **queued}]
+    folder = tmp_path / "diag"
+    write_csv(folder / "summary.csv", summarize(rows), SUMMARY)
+    text = agreement_table("diag", tmp_path).splitlines()
+    everyone = next(line for line in text if "| all jobs |" in line)
+    # the queued attempt is not a decision: 2 jobs; per decision 2 of 4 agree
+    assert "| teacher places | all jobs | 2 | 1.00 | 0.50 | 0.50 (0.50 / 0.50 / —) |" in everyone
+    assert everyone.endswith(f"| {2**0.5:.2f} | 0.50 |")  # geomean of 1 and 2; one slower
+    line = next(line for line in text if "3-8 workers" in line)
+    assert "| 1 | 0.80 | 0.00 | 0.00 (0.00 / 0.00 / —) | 2.00 | 1.00 |" in line
