@@ -254,6 +254,7 @@ class ObservationBuilder:
         self.keep_together = bool(keep_together)
         self.job_length = bool(job_length)
         self.model_speed = bool(model_speed)
+        self._model_speeds: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # model -> speeds
         if not 0.0 <= speed_floor <= 1.0:
             raise ValueError(f"speed_floor must be in [0, 1], got {speed_floor}")
         self.speed_floor = float(speed_floor)
@@ -451,10 +452,14 @@ class ObservationBuilder:
         """Per GPU group and per server, the speed the observation shows: ``job``'s
         model's there with ``model_speed``, else the GPU type's catalogue-wide figure."""
         t = self.topology
-        if self.model_speed:
+        if not self.model_speed:
+            return t.group_speed, t.server_gpu_speed
+        got = self._model_speeds.get(job.model)
+        if got is None:
             per_type = self.perf.type_speeds(CATALOGUE[job.model])
-            return per_type[t.server_type[t.group_server]], per_type[t.server_type]
-        return t.group_speed, t.server_gpu_speed
+            got = per_type[t.server_type[t.group_server]], per_type[t.server_type]
+            self._model_speeds[job.model] = got
+        return got
 
     def _peers(self, session, agent, server_free) -> np.ndarray:
         t, a = self.topology, self.n_agents
