@@ -229,6 +229,12 @@ BLOCKS = {
         "learning/selection/probe-mlfs-rl", "learning/selection/clone64-mlfs-rl"
     ),
     "agreement-clone64": lambda: agreement_table("learning/diagnostics/agreement-clone64"),
+    "selection-ms-warm": lambda: selection_power(
+        "learning/selection/ms-warm", "learning/selection/norules"
+    ),
+    "probe-vs-ms-warm": lambda: probe_table(
+        "learning/selection/probe-mlfs-rl", "learning/selection/ms-warm"
+    ),
     "clone64-vs-clone": lambda: paired_test(
         "learning/selection/clone64-mlfs-rl", "learning/selection/clone-mlfs-rl"
     ),

@@ -190,12 +190,15 @@ SHIPPED_SEEDS = [
     # session 8: the recipe's warm start taught by masked:mlfs-rl (the clone probe)
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "clone-mlfs-rl").glob("seed*")),
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "clone64-mlfs-rl").glob("seed*")),
+    # session 9: the recipe's warm start seeing the job's model's GPU speeds (env.model_speed)
+    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-warm").glob("seed*")),
 ]
 #: what a folder's seeds change in the default config's env, as they were trained (the
 #: default recipe has no speed floor and no PS rule since session 6)
 TRAINED_WITH = {
     "marl-learn-seeds": {"speed_floor": 0.9, "ps_rule": True},
     "marl-nofloor": {"ps_rule": True},
+    "ms-warm": {"model_speed": True},
 }
 #: the default checkpoint is this seed's run, byte for byte
 SHIPPED_SEED = REPO_ROOT / "checkpoints" / "marl-norules" / "seed0"
@@ -215,7 +218,7 @@ def test_the_shipped_warm_start_and_other_seeds_load_and_act_in_the_env(path):
     )
     changed = TRAINED_WITH.get(path.parent.name)
     if changed:
-        with pytest.raises(InputError, match=r"env\.(speed_floor|ps_rule)"):
+        with pytest.raises(InputError, match=r"env\.(speed_floor|ps_rule|model_speed)"):
             agents.check_env(env_config(cfg))
         cfg = dataclasses.replace(cfg, env={**cfg.env, **changed})
     agents.check_env(env_config(cfg))
