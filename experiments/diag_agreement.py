@@ -188,8 +188,8 @@ SUMMARY = (
 
 def summarize(rows) -> list[dict]:
     """Per driver (mode) and per group of jobs (all; by workers; by GPU use when the
-    job is placed): jobs placed by either side, their share of the estimated GPU work, whole-placement
-    agreement (GPU groups; servers), teacher-forced per-decision agreement (all; per
+    job is placed): jobs placed by either side, their share of the estimated GPU work,
+    whole-placement agreement (GPU groups; servers), teacher-forced per-decision agreement (all; per
     kind of label), the geometric mean of the student's over the teacher's predicted
     iteration time (jobs both placed) and the share of jobs where the student's is
     more than 1 % slower."""

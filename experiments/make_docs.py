@@ -235,6 +235,15 @@ BLOCKS = {
     "probe-vs-ms-warm": lambda: probe_table(
         "learning/selection/probe-mlfs-rl", "learning/selection/ms-warm"
     ),
+    "selection-clone64-ms": lambda: selection_power(
+        "learning/selection/clone64-ms", "learning/selection/norules"
+    ),
+    "clone64-ms-vs-clone64": lambda: paired_test(
+        "learning/selection/clone64-ms", "learning/selection/clone64-mlfs-rl"
+    ),
+    "probe-vs-clone64-ms": lambda: probe_table(
+        "learning/selection/probe-mlfs-rl", "learning/selection/clone64-ms"
+    ),
     "clone64-vs-clone": lambda: paired_test(
         "learning/selection/clone64-mlfs-rl", "learning/selection/clone-mlfs-rl"
     ),

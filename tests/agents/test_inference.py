@@ -192,6 +192,7 @@ SHIPPED_SEEDS = [
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "clone64-mlfs-rl").glob("seed*")),
     # session 9: the recipe's warm start seeing the job's model's GPU speeds (env.model_speed)
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-warm").glob("seed*")),
+    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "clone64-ms").glob("seed*")),
 ]
 #: what a folder's seeds change in the default config's env, as they were trained (the
 #: default recipe has no speed floor and no PS rule since session 6)
@@ -199,6 +200,7 @@ TRAINED_WITH = {
     "marl-learn-seeds": {"speed_floor": 0.9, "ps_rule": True},
     "marl-nofloor": {"ps_rule": True},
     "ms-warm": {"model_speed": True},
+    "clone64-ms": {"model_speed": True},
 }
 #: the default checkpoint is this seed's run, byte for byte
 SHIPPED_SEED = REPO_ROOT / "checkpoints" / "marl-norules" / "seed0"
