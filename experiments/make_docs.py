@@ -244,6 +244,12 @@ BLOCKS = {
     "probe-vs-clone64-ms": lambda: probe_table(
         "learning/selection/probe-mlfs-rl", "learning/selection/clone64-ms"
     ),
+    "clone-loaded-vs-clone64-ms": lambda: paired_test(
+        "learning/selection/clone-loaded", "learning/selection/clone64-ms"
+    ),
+    "probe-vs-clone-loaded": lambda: probe_table(
+        "learning/selection/probe-mlfs-rl", "learning/selection/clone-loaded"
+    ),
     "clone64-vs-clone": lambda: paired_test(
         "learning/selection/clone64-mlfs-rl", "learning/selection/clone-mlfs-rl"
     ),

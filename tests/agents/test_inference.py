@@ -193,6 +193,7 @@ SHIPPED_SEEDS = [
     # session 9: the recipe's warm start seeing the job's model's GPU speeds (env.model_speed)
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-warm").glob("seed*")),
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "clone64-ms").glob("seed*")),
+    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "clone-loaded").glob("seed*")),
 ]
 #: what a folder's seeds change in the default config's env, as they were trained (the
 #: default recipe has no speed floor and no PS rule since session 6)
@@ -201,6 +202,7 @@ TRAINED_WITH = {
     "marl-nofloor": {"ps_rule": True},
     "ms-warm": {"model_speed": True},
     "clone64-ms": {"model_speed": True},
+    "clone-loaded": {"model_speed": True},
 }
 #: the default checkpoint is this seed's run, byte for byte
 SHIPPED_SEED = REPO_ROOT / "checkpoints" / "marl-norules" / "seed0"
