@@ -235,6 +235,10 @@ BLOCKS = {
     "probe-vs-ms-warm": lambda: probe_table(
         "learning/selection/probe-mlfs-rl", "learning/selection/ms-warm"
     ),
+    "ms-iter12-vs-warm": lambda: paired_test(
+        "learning/selection/ms-iter12", "learning/selection/ms-warm"
+    ),
+    "selection-ms-iter12-curve": lambda: selection_curve("learning/selection/ms-iter12"),
     "selection-clone64-ms": lambda: selection_power(
         "learning/selection/clone64-ms", "learning/selection/norules"
     ),

@@ -290,3 +290,36 @@ def test_the_default_recipes_last_ppo_iterations_load_and_act(path):
     a = torch.load(path / "modules" / "shared.pt", map_location="cpu", weights_only=True)
     b = torch.load(warm, map_location="cpu", weights_only=True)
     assert a.keys() == b.keys() and any(not torch.equal(a[k], b[k]) for k in a)
+
+
+MODEL_SPEED_ITER12 = sorted(
+    (REPO_ROOT / "checkpoints" / "marl-norules" / "ms-iter12").glob("seed*")
+)
+
+
+@pytest.mark.parametrize("path", MODEL_SPEED_ITER12, ids=lambda p: f"ms-iter12/{p.name}")
+def test_the_model_speed_recipes_last_ppo_iterations_load_and_act(path):
+    """Session 9's PPO from the model-speed warm starts (docs/agents.md, "PPO seeing the
+    speeds"): each seed's iteration 12 is refused by the default environment, naming
+    ``env.model_speed``, serves it with the option on, places a window, and is an update
+    of that seed's warm start (``ms-warm``)."""
+    import torch
+
+    assert len(MODEL_SPEED_ITER12) == 3
+    agents = load_agents(path)
+    cfg = dataclasses.replace(
+        _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)
+    )
+    with pytest.raises(InputError, match=r"env\.model_speed"):
+        agents.check_env(env_config(cfg))
+    cfg = dataclasses.replace(cfg, env={**cfg.env, "model_speed": True})
+    agents.check_env(env_config(cfg))
+    info, _ = _rollout(agents, cfg)
+    assert info["metrics"]["jobs_completed"] == 40
+    assert json.loads((path / "state.json").read_text())["iteration"] == 12
+    warm = (
+        REPO_ROOT / "checkpoints" / "marl-norules" / "ms-warm" / path.name / "modules" / "shared.pt"
+    )
+    a = torch.load(path / "modules" / "shared.pt", map_location="cpu", weights_only=True)
+    b = torch.load(warm, map_location="cpu", weights_only=True)
+    assert a.keys() == b.keys() and any(not torch.equal(a[k], b[k]) for k in a)
