@@ -5,7 +5,11 @@ For every scenario of a split and every seed, the simulator runs one of two driv
 - ``teacher``: the teacher places every job (the states the clone was taught on, but
   in windows it never saw);
 - ``student``: the network places every job (the states it visits itself, where its
-  errors have compounded: DAgger's view).
+  errors have compounded: DAgger's view);
+- ``teacher-forwards`` / ``teacher-slots``: the network places every job, but takes
+  the teacher's label wherever it is a forward / a slot or follow action (and legal):
+  which kind of decision costs the network its teacher's lead (``--runs``: each run's
+  average JCT).
 
 At every job both are asked on the same state and one row is written per job (CSV):
 its size, the cluster's GPU use when it arrives, its estimated work, whether the
@@ -134,7 +138,42 @@ class AgreementProbe:
             **self.forced(job, view, t_plan),
         }
         self.rows.append(row)
+        if self.mode in HYBRIDS:
+            return self.hybrid(job, view, t_plan, HYBRIDS[self.mode])
         return t_plan if self.mode == "teacher" else s_plan
+
+    def hybrid(self, job, view, plan, forced: frozenset):
+        """The job placed by the network, except that at every decision whose teacher
+        label (as :meth:`forced` walks them) is of a kind in ``forced`` and legal, the
+        label is taken: which kind of decision costs the network its teacher's lead."""
+        from envs.rules import home_agent
+        from envs.session import PlacementSession, action_towards, follow_action
+
+        b = self.student.builder
+        s = PlacementSession(b, job, view, home_agent(job, b.n_agents))
+        if not s.feasible() or s.waits():
+            return None
+        groups = [] if plan is None else [*plan.worker_groups, *plan.ps_groups]
+        while not s.done:
+            obs = b.observe(s, s.agent)
+            action = self.student.greedy(s.agent, obs)
+            if s.task < len(groups):
+                label = follow_action(s, plan)
+                if label is None:
+                    label = action_towards(b, s.agent, groups[s.task])
+                if obs["action_mask"][label] > 0.5 and label_kind(b, label) in forced:
+                    action = label
+            s.act(action)
+            if not s.done and not s.feasible():
+                return None
+        return s.placement()
+
+
+#: hybrid drivers: the network, with the teacher's labels of these kinds forced
+HYBRIDS = {
+    "teacher-forwards": frozenset({"forward"}),
+    "teacher-slots": frozenset({"slot", "follow"}),
+}
 
 
 def probe_run(cfg, student, teacher, mode: str, tag: dict) -> tuple[list[dict], dict]:
@@ -162,19 +201,22 @@ def run(args) -> list[dict]:
     if args.scenarios:
         want = set(args.scenarios.split(","))
         scenarios = tuple(s for s in scenarios if s.name in want)
-    modes = ("teacher", "student") if args.mode == "both" else (args.mode,)
+    modes = ("teacher", "student") if args.mode == "both" else tuple(args.mode.split(","))
     rows: list[dict] = []
+    runs: list[dict] = []
     t0 = time.perf_counter()
     cells = [(sc, seed, m) for sc in scenarios for seed in range(args.seeds) for m in modes]
     for i, (sc, seed, mode) in enumerate(cells):
         student, teacher = MarlPolicy(args.checkpoint), build_policy(args.teacher, None)
         tag = {"scenario": sc.name, "seed": seed}
-        rows += probe_run(suite.config_for(sc, seed=seed), student, teacher, mode, tag)[0]
+        got, metrics = probe_run(suite.config_for(sc, seed=seed), student, teacher, mode, tag)
+        rows += got
+        runs.append({**tag, "mode": mode, "avg_jct_s": metrics["avg_jct_s"]})
         done = time.perf_counter() - t0
         eta = done / (i + 1) * (len(cells) - i - 1)
         print(f"[{i + 1}/{len(cells)}] {sc.name} seed {seed} {mode}: {done:.0f} s, ETA {eta:.0f} s",
               file=sys.stderr, flush=True)  # fmt: skip
-    return rows
+    return rows, runs
 
 
 SIZES = ((1, 1, "1 worker"), (2, 2, "2 workers"), (3, 8, "3-8 workers"), (9, 10**9, "9+ workers"))
@@ -246,14 +288,25 @@ def main(argv=None) -> int:
     ap.add_argument("--track", default="placement")
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--scenarios", default="", help="comma-separated names (default: all)")
-    ap.add_argument("--mode", choices=("teacher", "student", "both"), default="both")
+    modes = ("teacher", "student", *HYBRIDS)
+    ap.add_argument(
+        "--mode",
+        default="both",
+        help=f"both (teacher,student) or comma-separated of {', '.join(modes)}",
+    )
     ap.add_argument("--out", required=True, type=Path, help="the per-job rows (CSV)")
     ap.add_argument("--summary", type=Path, help="also write summarize()'s table (CSV)")
+    ap.add_argument("--runs", type=Path, help="also write each run's average JCT (CSV)")
     args = ap.parse_args(argv)
     if not 1 <= args.seeds <= 10:
         ap.error("--seeds: 1..10")
-    rows = run(args)
+    bad = [m for m in args.mode.split(",") if m not in (*modes, "both")]
+    if bad:
+        ap.error(f"--mode: {bad[0]!r} is not one of both, {', '.join(modes)}")
+    rows, runs = run(args)
     write_csv(args.out, rows, FIELDS)
+    if args.runs:
+        write_csv(args.runs, runs, ("scenario", "seed", "mode", "avg_jct_s"))
     if args.summary:
         write_csv(args.summary, summarize(rows), SUMMARY)
     print(f"{len(rows)} jobs -> {args.out}")

@@ -69,3 +69,27 @@ def test_rows_agree_with_themselves(setup):
 def test_refuses_the_test_split(tmp_path):
     with pytest.raises(SystemExit, match="test split"):
         diag.main(["--checkpoint", "x", "--split", "test", "--out", str(tmp_path / "a.csv")])
+
+
+def test_a_hybrid_forcing_every_label_is_the_teacher_and_each_half_runs(setup, monkeypatch):
+    """Forcing every kind of label reproduces the run of a teacher that acts inside
+    the masks; forcing one kind gives a run of its own (the network decides the rest)."""
+    from envs.controls import MaskedFirstFit
+
+    cfg, *_ = setup
+    tag = {"scenario": "t", "seed": 0}
+    monkeypatch.setitem(diag.HYBRIDS, "all", frozenset({"slot", "forward", "follow"}))
+    _, teacher = diag.probe_run(cfg, _student(setup), MaskedFirstFit(), "teacher", tag)
+    _, forced = diag.probe_run(cfg, _student(setup), MaskedFirstFit(), "all", tag)
+    assert forced["avg_jct_s"] == teacher["avg_jct_s"]
+    _, student = diag.probe_run(cfg, _student(setup), MaskedFirstFit(), "student", tag)
+    for mode in ("teacher-forwards", "teacher-slots"):
+        rows, m = diag.probe_run(cfg, _student(setup), MaskedFirstFit(), mode, tag)
+        assert m["jobs_completed"] == student["jobs_completed"] and len(rows) >= 20
+    assert student["avg_jct_s"] != teacher["avg_jct_s"]  # the untrained network differs
+
+
+def test_an_unknown_mode_is_refused_in_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        diag.main(["--checkpoint", "x", "--mode", "teacher,oracle", "--out", str(tmp_path / "a")])
+    assert e.value.code == 2 and "'oracle' is not one of" in capsys.readouterr().err
