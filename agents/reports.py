@@ -420,3 +420,37 @@ def agreement_table(folder: str, root: Path = RESULTS) -> str:
             f"({kinds}) | {pct(r['time_ratio'])} | {pct(r['slower_share'])} |"
         )
     return "\n".join(out) + "\n"
+
+
+def hybrid_table(folder: str, root: Path = RESULTS) -> str:
+    """``experiments/diag_agreement.py``'s hybrid runs (``runs.csv`` in ``folder``:
+    scenario, seed, mode, avg_jct_s, with the ``teacher`` and ``student`` runs beside
+    the hybrids) as a markdown table: each driver's average JCT over the teacher's,
+    paired by scenario and seed (geometric mean, hierarchical interval), and the share
+    of the student's gap to its teacher that it closes (on the mean log ratio)."""
+    from marl_sched.benchmark.stats import geomean_ratio
+
+    rows = read_rows(root / folder / "runs.csv")
+    jct = {(r["mode"], r["scenario"], r["seed"]): float(r["avg_jct_s"]) for r in rows}
+    cells = sorted({(s, e) for m, s, e in jct if m == "teacher"})
+    modes = [m for m in dict.fromkeys(r["mode"] for r in rows) if m != "teacher"]
+
+    def logs(mode: str) -> list[list[list[float]]]:
+        by: dict[str, list[float]] = {}
+        for s, e in cells:
+            if (mode, s, e) in jct:
+                by.setdefault(s, []).append(math.log(jct[mode, s, e] / jct["teacher", s, e]))
+        return [[v] for _, v in sorted(by.items())]
+
+    gap = statistics.fmean(x for sc in logs("student") for x in sc[0])
+    out = [
+        "| driver | scenarios | average JCT over the teacher's [95 % interval] | "
+        "share of the student's gap closed |",
+        "|---|---|---|---|",
+    ]
+    for m in modes:
+        got = logs(m)
+        mean = statistics.fmean(x for sc in got for x in sc[0])
+        closed = "—" if m == "student" else f"{1 - mean / gap:.2f}"
+        out.append(f"| {m} | {len(got)} | {geomean_ratio(got).format()} | {closed} |")
+    return "\n".join(out) + "\n"

@@ -203,3 +203,26 @@ def test_the_agreement_table_renders_the_diagnostics_summary(tmp_path):
     assert everyone.endswith(f"| {2**0.5:.2f} | 0.50 |")  # geomean of 1 and 2; one slower
     line = next(line for line in text if "3-8 workers" in line)
     assert "| 1 | 0.80 | 0.00 | 0.00 (0.00 / 0.00 / —) | 2.00 | 1.00 |" in line
+
+
+def test_the_hybrid_table_measures_each_driver_against_the_teacher(tmp_path):
+    import csv
+    import math
+
+    from agents.reports import hybrid_table
+
+    folder = tmp_path / "hyb"
+    folder.mkdir()
+    jct = {"teacher": (100.0, 200.0), "student": (121.0, 242.0), "teacher-slots": (110.0, 220.0)}
+    with (folder / "runs.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["scenario", "seed", "mode", "avg_jct_s"])
+        for mode, (a, b) in jct.items():
+            w.writerow(["a", 0, mode, a])
+            w.writerow(["b", 0, mode, b])
+    text = hybrid_table("hyb", tmp_path)
+    slots = next(line for line in text.splitlines() if line.startswith("| teacher-slots"))
+    # 1.1 in both scenarios: half the student's gap (1.21) on the log scale
+    assert slots.startswith("| teacher-slots | 2 | 1.100")
+    assert slots.endswith(f"| {1 - math.log(1.1) / math.log(1.21):.2f} |") and "0.50" in slots
+    assert "| student | 2 | 1.210" in text and "teacher |" not in text.split("\n", 2)[2]
