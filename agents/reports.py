@@ -426,9 +426,12 @@ def hybrid_table(folder: str, root: Path = RESULTS) -> str:
     """``experiments/diag_agreement.py``'s hybrid runs (``runs.csv`` in ``folder``:
     scenario, seed, mode, avg_jct_s, with the ``teacher`` and ``student`` runs beside
     the hybrids) as a markdown table: each driver's average JCT over the teacher's,
-    paired by scenario and seed (geometric mean, hierarchical interval), and the share
-    of the student's gap to its teacher that it closes (on the mean log ratio)."""
-    from marl_sched.benchmark.stats import geomean_ratio
+    paired by scenario and seed (geometric mean; with one seed the interval resamples
+    scenarios only: a percentile bootstrap, seeded), and the share of the student's gap
+    to its teacher that it closes (on the mean log ratio)."""
+    import numpy as np
+
+    from marl_sched.benchmark.stats import geomean_ratio, single_sample
 
     rows = read_rows(root / folder / "runs.csv")
     jct = {(r["mode"], r["scenario"], r["seed"]): float(r["avg_jct_s"]) for r in rows}
@@ -452,5 +455,12 @@ def hybrid_table(folder: str, root: Path = RESULTS) -> str:
         got = logs(m)
         mean = statistics.fmean(x for sc in got for x in sc[0])
         closed = "—" if m == "student" else f"{1 - mean / gap:.2f}"
-        out.append(f"| {m} | {len(got)} | {geomean_ratio(got).format()} | {closed} |")
+        if single_sample(got):  # one seed: resample the scenarios
+            x = np.array([sc[0][0] for sc in got])
+            boot = np.random.default_rng(0).choice(x, size=(2000, len(x))).mean(axis=1)
+            low, high = np.exp(np.percentile(boot, [2.5, 97.5]))
+            ratio = f"{math.exp(mean):.3f} [{low:.3f}, {high:.3f}]"
+        else:
+            ratio = geomean_ratio(got).format()
+        out.append(f"| {m} | {len(got)} | {ratio} | {closed} |")
     return "\n".join(out) + "\n"

@@ -31,6 +31,7 @@ from agents.reports import (
     ablation_seeds,
     agreement_table,
     baseline_search,
+    hybrid_table,
     label_futures_table,
     learning_warmup,
     paired_test,
@@ -229,6 +230,7 @@ BLOCKS = {
         "learning/selection/probe-mlfs-rl", "learning/selection/clone64-mlfs-rl"
     ),
     "agreement-clone64": lambda: agreement_table("learning/diagnostics/agreement-clone64"),
+    "hybrid-clone64": lambda: hybrid_table("learning/diagnostics/hybrid-clone64"),
     "selection-ms-warm": lambda: selection_power(
         "learning/selection/ms-warm", "learning/selection/norules"
     ),
