@@ -38,7 +38,7 @@ def teacher_decisions(
         from agents.policy import greedy_action
 
     from agents.teachers import make_teacher, teacher_move, teacher_plan
-    from envs.session import action_towards, follow_action
+    from envs.session import plan_action
 
     env_cls, env_config, _ = env_setup(cfg, mc, tc, seed)
     env = env_cls(env_config)
@@ -78,9 +78,7 @@ def teacher_decisions(
                 action = builder.pad[0] + s.agent  # keep: the agent's own forward slot
             elif plan is not None:
                 # a hint that plans exactly the teacher's placement: follow it
-                action = follow_action(s, p)
-                if action is None:
-                    action = action_towards(builder, s.agent, plan[s.task])
+                action = plan_action(s, p)
                 if o["action_mask"][action] < 0.5:
                     action = None
                     if student is None:

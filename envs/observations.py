@@ -456,8 +456,8 @@ class ObservationBuilder:
             return t.group_speed, t.server_gpu_speed
         got = self._model_speeds.get(job.model)
         if got is None:
-            per_type = self.perf.type_speeds(CATALOGUE[job.model])
-            got = per_type[t.server_type[t.group_server]], per_type[t.server_type]
+            spec = CATALOGUE[job.model]
+            got = self.perf.group_speed_for(spec), self.perf.type_speeds(spec)[t.server_type]
             self._model_speeds[job.model] = got
         return got
 

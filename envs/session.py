@@ -767,6 +767,21 @@ def follow_action(session: PlacementSession, plan: Placement) -> int | None:
     return None
 
 
+def plan_action(session: PlacementSession, plan: Placement) -> int | None:
+    """The acting agent's action towards ``plan`` for the session's current task, as
+    the warm start labels it: the follow action of a hint that plans exactly ``plan``
+    (:func:`follow_action`), else the slot of, or the forward towards, the group
+    ``plan`` gives this task (:func:`action_towards`); None past the plan's tasks. The
+    action may still be masked."""
+    groups = (*plan.worker_groups, *plan.ps_groups)
+    if session.task >= len(groups):
+        return None
+    action = follow_action(session, plan)
+    if action is None:
+        action = action_towards(session.builder, session.agent, groups[session.task])
+    return action
+
+
 def placement_steps(builder: ObservationBuilder, start: int, placement: Placement) -> list[int]:
     """The actions that place ``placement`` task by task, starting at agent ``start``:
     a task whose group lies in another scope is first forwarded straight to its owner."""

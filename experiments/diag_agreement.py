@@ -47,10 +47,12 @@ FIELDS = (
 
 
 def label_kind(builder, action: int) -> str:
-    g_max = builder.pad[0]
-    if action < g_max:
-        return "slot"
-    return "forward" if action < g_max + builder.n_agents else "follow"
+    """``slot``, ``forward`` or ``follow`` (:func:`agents.credit_signal.kind_of`'s
+    kinds, without the hint's name)."""
+    from agents.credit_signal import kind_of
+
+    kind = kind_of(action, builder)
+    return "slot" if kind == "group" else kind.split(":")[0]
 
 
 class AgreementProbe:
@@ -78,7 +80,7 @@ class AgreementProbe:
         """Walk the teacher's labels from the job's first task; count the network's
         greedy actions that equal them (stops at the first label the masks refuse)."""
         from envs.rules import home_agent
-        from envs.session import PlacementSession, action_towards, follow_action
+        from envs.session import PlacementSession, plan_action
 
         b = self.student.builder
         s = PlacementSession(b, job, view, home_agent(job, b.n_agents))
@@ -86,12 +88,9 @@ class AgreementProbe:
         out.update(forced_decisions=0, forced_hits=0, first_miss_task=-1)
         if plan is None or not s.feasible() or s.waits():
             return out
-        groups = [*plan.worker_groups, *plan.ps_groups]
         while not s.done:
             obs = b.observe(s, s.agent)
-            action = follow_action(s, plan)
-            if action is None:
-                action = action_towards(b, s.agent, groups[s.task])
+            action = plan_action(s, plan)
             if obs["action_mask"][action] < 0.5:
                 break
             kind = label_kind(b, action)
@@ -147,21 +146,18 @@ class AgreementProbe:
         label (as :meth:`forced` walks them) is of a kind in ``forced`` and legal, the
         label is taken: which kind of decision costs the network its teacher's lead."""
         from envs.rules import home_agent
-        from envs.session import PlacementSession, action_towards, follow_action
+        from envs.session import PlacementSession, plan_action
 
         b = self.student.builder
         s = PlacementSession(b, job, view, home_agent(job, b.n_agents))
         if not s.feasible() or s.waits():
             return None
-        groups = [] if plan is None else [*plan.worker_groups, *plan.ps_groups]
         while not s.done:
             obs = b.observe(s, s.agent)
             action = self.student.greedy(s.agent, obs)
-            if s.task < len(groups):
-                label = follow_action(s, plan)
-                if label is None:
-                    label = action_towards(b, s.agent, groups[s.task])
-                if obs["action_mask"][label] > 0.5 and label_kind(b, label) in forced:
+            label = None if plan is None else plan_action(s, plan)
+            if label is not None and obs["action_mask"][label] > 0.5:
+                if label_kind(b, label) in forced:
                     action = label
             s.act(action)
             if not s.done and not s.feasible():
