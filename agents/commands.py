@@ -446,19 +446,28 @@ def _evaluate_baseline(args: argparse.Namespace, kind: str) -> int:
 
 
 def check_layer(manifest: dict, cfg, checkpoint: str) -> None:
-    """A config that names ``model.gnn.layer`` must name the checkpoint's layer (a
-    manifest without one was trained with ``hierarchy``); ``InputError`` otherwise."""
+    """A config that names ``model.gnn.layer`` or ``model.raw_head`` must name the
+    checkpoint's (a manifest without them was trained with ``hierarchy`` and no raw
+    head); ``InputError`` otherwise."""
     from agents.config import model_config
     from agents.gnn import gnn_layer
 
-    if "layer" not in ((cfg.model or {}).get("gnn") or {}):
-        return
-    wanted, trained = model_config(cfg).gnn.layer, gnn_layer(manifest.get("model") or {})
-    if wanted != trained:
-        raise InputError(
-            f"{cfg.source}: model.gnn.layer: {wanted}, but checkpoint {checkpoint} was "
-            f"trained with {trained}"
-        )
+    named = cfg.model or {}
+    trained_model = manifest.get("model") or {}
+    if "layer" in (named.get("gnn") or {}):
+        wanted, trained = model_config(cfg).gnn.layer, gnn_layer(trained_model)
+        if wanted != trained:
+            raise InputError(
+                f"{cfg.source}: model.gnn.layer: {wanted}, but checkpoint {checkpoint} was "
+                f"trained with {trained}"
+            )
+    if "raw_head" in named:
+        wanted, trained = model_config(cfg).raw_head, bool(trained_model.get("raw_head"))
+        if wanted != trained:
+            raise InputError(
+                f"{cfg.source}: model.raw_head: {str(wanted).lower()}, but checkpoint "
+                f"{checkpoint} was trained with raw_head {str(trained).lower()}"
+            )
 
 
 def evaluate_command(args: argparse.Namespace) -> int:

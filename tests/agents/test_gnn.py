@@ -66,16 +66,19 @@ def batch(obs_list) -> dict[str, torch.Tensor]:
     return {k: torch.as_tensor(np.stack([o[k] for o in obs_list])) for k in obs_list[0]}
 
 
-@pytest.fixture(params=GNN_LAYERS)
+@pytest.fixture(params=[*((layer, False) for layer in GNN_LAYERS), ("hierarchy", True)])
 def net(request) -> HierarchicalGNN:
-    """Every test with this fixture runs once per message-passing layer."""
+    """Every test with this fixture runs once per message-passing layer, and once more
+    with the per-node raw path (``model.raw_head``)."""
+    layer, raw_head = request.param
     torch.manual_seed(0)
     model = HierarchicalGNN(
         DIMS["Fg"], DIMS["Fs"], DIMS["Fr"], DIMS["Fj"], DIMS["Fp"], hidden=16, layers=2,
-        layer=request.param,
+        layer=layer, raw_head=raw_head,
     )  # fmt: skip
     # give the heads real weight so that differences show in the outputs
-    for head in (model.group_head, model.forward_head):
+    heads = [model.group_head, model.forward_head]
+    for head in heads + ([model.raw_group_head] if raw_head else []):
         torch.nn.init.normal_(head[-1].weight, std=0.5)
     return model.eval()
 
