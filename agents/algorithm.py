@@ -26,7 +26,7 @@ import inspect
 from functools import partial
 from typing import Any
 
-from agents.config import ModelConfig, TrainConfig
+from agents.config import ModelConfig, TrainConfig, split_windows
 from marl_sched.config import ExperimentConfig
 from marl_sched.errors import InputError
 
@@ -42,7 +42,8 @@ def _map_own(agent_id, *args, **kwargs) -> str:
 def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int):
     """(env class, RLlib env_config, observation builder of the topology): the one
     environment ``ClusterPlacement-v1`` with episodes of ``train.episode_jobs`` jobs
-    drawn from the config's workload and ``train.extra_windows``."""
+    drawn from the config's workload, ``train.extra_windows`` and, with
+    ``train.split_share``, the benchmark's train-split scenarios."""
     from envs.config import env_config as parse_env
     from envs.observations import ObservationBuilder
     from envs.rllib_env import ClusterPlacementEnv
@@ -58,7 +59,7 @@ def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int
         "workload_share": tc.workload_share,
         "windows": [
             {**dataclasses.asdict(w), "trace": str(cfg.resolve_path(w.trace))}
-            for w in tc.extra_windows
+            for w in (*tc.extra_windows, *split_windows(tc))
         ],
     }
     return ClusterPlacementEnv, config, builder

@@ -262,6 +262,11 @@ class TrainConfig:
         extra_windows: more trace windows to train on (:class:`TrainWindow`); each
             episode picks its source with probability proportional to its share.
         workload_share: the share of the config's own workload among the sources.
+        split_share: the share among the sources of the benchmark's train-split
+            scenarios (``benchmarks/default.yaml``: the windows Harmony and MLF-RL
+            train on, each at its own load, warm-up jobs included), split evenly
+            between them (:func:`split_windows`); 0 = none. Only scenarios on the
+            ``default`` topology: the training env runs the config's cluster.
         eval_trace: trace of the evaluation window (null = the config's trace).
         eval_start: first job of the evaluation window (null = right after the
             training window); must not overlap the training window on the same trace.
@@ -363,6 +368,7 @@ class TrainConfig:
     episode_warmup_jobs: int = 0
     extra_windows: tuple[TrainWindow, ...] = ()
     workload_share: float = 1.0
+    split_share: float = 0.0
     eval_trace: str | None = None
     eval_start: int | None = None
     eval_max_jobs: int = 200
@@ -432,6 +438,12 @@ class TrainConfig:
         for name in ("lr", "clip_param", "vf_clip_param", "workload_share"):
             value = getattr(self, name)
             check(value > 0, where, f"{key}.{name}", f"must be > 0, got {value}")
+        check(
+            0 <= self.split_share <= 1e6,
+            where,
+            f"{key}.split_share",
+            f"must be in [0, 1e6], got {self.split_share}",
+        )
         for name, choices, other in (
             ("advantage", ADVANTAGES, "gae"),
             ("critic", CRITICS, "plain"),
@@ -621,6 +633,7 @@ def _check_windows_apart(cfg: ExperimentConfig, tc: TrainConfig) -> None:
         (f"train.extra_windows[{i}]", w.trace, w.start, w.max_jobs)
         for i, w in enumerate(tc.extra_windows)
     ]
+    trains += [("train.split_share", w.trace, w.start, w.max_jobs) for w in split_windows(tc)]
     evals = [("train.eval_start", tc.eval_trace or wl.trace, eval_window(cfg, tc)["start"],
               tc.eval_max_jobs)]  # fmt: skip
     evals += [
@@ -644,6 +657,29 @@ def _check_windows_apart(cfg: ExperimentConfig, tc: TrainConfig) -> None:
                 f"training window [{t_start}, {_end(t_start, t_n)}) of {t_trace} overlaps "
                 f"the evaluation window [{e_start}, {_end(e_start, e_n)}) of {e_trace}",
             )
+
+
+def split_windows(tc: TrainConfig) -> tuple[TrainWindow, ...]:
+    """``train.split_share``'s training windows: every train-split scenario of the
+    default benchmark suite on the ``default`` topology, from its first warm-up job to
+    its last job, at its own load, the share split evenly (traces resolved as the suite
+    resolves them). Empty when the share is 0."""
+    if not tc.split_share:
+        return ()
+    from marl_sched.benchmark import DEFAULT_SUITE, load_suite
+    from marl_sched.benchmark.suite import resolve
+
+    scenarios = [sc for sc in load_suite(DEFAULT_SUITE).split("train") if sc.topology == "default"]
+    return tuple(
+        TrainWindow(
+            trace=str(resolve(sc.trace)),
+            start=sc.first_job,
+            max_jobs=sc.start - sc.first_job + sc.max_jobs,
+            load=sc.load,
+            share=tc.split_share / len(scenarios),
+        )
+        for sc in scenarios
+    )
 
 
 def eval_windows(cfg: ExperimentConfig, tc: TrainConfig) -> list[dict]:

@@ -215,3 +215,43 @@ def test_episode_warmup_jobs_reach_the_training_env():
     assert "window_warmup_jobs" not in DECISION_OPTIONS
     with pytest.raises(InputError, match="train.episode_warmup_jobs"):
         train_config(_with_train(episode_warmup_jobs=-1))
+
+
+def test_split_share_adds_the_benchmark_train_scenarios_as_windows():
+    """``train.split_share``: every train-split scenario of the default suite on the
+    default topology, warm-up included, at its own load, sharing the given weight;
+    nothing at 0; a negative share exits 2 naming the key."""
+    from agents.config import split_windows
+    from marl_sched.benchmark import DEFAULT_SUITE, check_not_test, load_suite
+
+    assert split_windows(train_config(_with_train())) == ()
+    tc = train_config(_with_train(split_share=0.4))
+    windows = split_windows(tc)
+    train = [sc for sc in load_suite(DEFAULT_SUITE).split("train") if sc.topology == "default"]
+    assert len(windows) == len(train) >= 2
+    assert sum(w.share for w in windows) == pytest.approx(0.4)
+    for w, sc in zip(windows, train, strict=True):
+        assert w.load == sc.load and w.start == sc.start - sc.warmup_jobs
+        assert w.start + w.max_jobs == sc.start + sc.max_jobs
+        check_not_test(w.trace, w.start, w.max_jobs, where="test")  # raises if it touched test
+    with pytest.raises(InputError, match=r"train.split_share: must be in \[0, 1e6\], got -1"):
+        train_config(_with_train(split_share=-1))
+
+
+def test_split_windows_reach_the_training_env(shared_data):
+    """The env draws episodes from them: with the config's own workload weighed almost
+    nothing, episodes come from the benchmark's train traces."""
+    from agents.algorithm import env_setup
+
+    cfg = _with_train(split_share=1.0, workload_share=1e-9, episode_jobs=8)
+    env_cls, env_config, _ = env_setup(cfg, model_config(cfg), train_config(cfg), 0)
+    assert len(env_config["windows"]) >= 2
+    env = env_cls(env_config)
+    assert len(env.sources) == 1 + len(env_config["windows"])
+    assert env.source_p[0] < 1e-6
+    drawn = set()
+    for seed in range(6):
+        env.reset(seed=seed)
+        assert len(env.sim.jobs) == 8
+        drawn.add(env.source)
+    assert 0 not in drawn and len(drawn) >= 2
