@@ -464,3 +464,58 @@ def hybrid_table(folder: str, root: Path = RESULTS) -> str:
             ratio = geomean_ratio(got).format()
         out.append(f"| {m} | {len(got)} | {ratio} | {closed} |")
     return "\n".join(out) + "\n"
+
+
+def scenario_group(row: dict[str, str]) -> str:
+    """A benchmark row's group for :func:`family_table`: its trace family (the scenario
+    name's first word: philly, pollux, sia, alibaba) on the default topology, else the
+    topology variant's name."""
+    if row["topology"] != "default":
+        return row["topology"]
+    return row["scenario"].split("-")[0]
+
+
+def family_table(
+    candidates: list[tuple[str, str]],
+    probe: str,
+    root: Path = RESULTS,
+    policy: str = "masked:mlfs-rl",
+) -> str:
+    """docs/agents.md's table of where candidates lose to the policy they imitate: per
+    group of scenarios (:func:`scenario_group`), per training slot and over all, each
+    candidate's ``marl`` average JCT over ``policy``'s (one checkpoint,
+    ``<probe>/runs.csv``), paired by scenario and seed: the geometric mean with its
+    hierarchical interval (a lone scenario: its point, no interval). ``candidates``:
+    (label, folder of a benchmark run with ``marl`` rows)."""
+    from marl_sched.benchmark.stats import geomean_ratio
+
+    rows = read_rows(root / probe / "runs.csv")
+    teacher = {sc: {e: v for (_, e), v in c.items()} for sc, c in _cells(rows, policy).items()}
+    group = {r["scenario"]: scenario_group(r) for r in rows}
+    pairs = []  # per candidate: its cells and the teacher's under the same keys
+    for _, folder in candidates:
+        new = _cells(read_rows(root / folder / "runs.csv"), "marl")
+        old = {sc: {k: teacher[sc][k[1]] for k in c} for sc, c in new.items() if sc in teacher}
+        pairs.append((new, old))
+    slots = sorted({k[0] for new, _ in pairs for c in new.values() for k in c})
+    labels = sorted(set(group.values())) + [f"training slot {r}" for r in slots] + ["all"]
+
+    def cell(new, old, label: str) -> tuple[int, str]:
+        if label.startswith("training slot "):
+            slot = label.removeprefix("training slot ")
+            new = {sc: {k: v for k, v in c.items() if k[0] == slot} for sc, c in new.items()}
+            names, logs = _paired_logs(new, old)
+        else:
+            keep = None if label == "all" else {s for s, g in group.items() if g == label}
+            names, logs = _paired_logs(new, old, scenarios=keep)
+        if len(names) == 1:
+            flat = [x for run in logs[0] for x in run]
+            return 1, f"{math.exp(statistics.fmean(flat)):.3f}"
+        return len(names), geomean_ratio(logs).format() if names else "—"
+
+    heads = " | ".join(f"{label} over `{policy}`" for label, _ in candidates)
+    out = [f"| scenarios | n | {heads} |", "|---|---|" + "---|" * len(candidates)]
+    for label in labels:
+        got = [cell(new, old, label) for new, old in pairs]
+        out.append(f"| {label} | {got[0][0]} | " + " | ".join(c for _, c in got) + " |")
+    return "\n".join(out) + "\n"

@@ -31,6 +31,7 @@ from agents.reports import (
     ablation_seeds,
     agreement_table,
     baseline_search,
+    family_table,
     hybrid_table,
     label_futures_table,
     learning_warmup,
@@ -255,6 +256,13 @@ BLOCKS = {
     ),
     "probe-vs-clone-loaded": lambda: probe_table(
         "learning/selection/probe-mlfs-rl", "learning/selection/clone-loaded"
+    ),
+    "family-clones": lambda: family_table(
+        [
+            ("`clone64-mlfs-rl`", "learning/selection/clone64-mlfs-rl"),
+            ("`clone64-ms`", "learning/selection/clone64-ms"),
+        ],
+        "learning/selection/probe-mlfs-rl",
     ),
     "clone64-vs-clone": lambda: paired_test(
         "learning/selection/clone64-mlfs-rl", "learning/selection/clone-mlfs-rl"

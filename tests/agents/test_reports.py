@@ -226,3 +226,60 @@ def test_the_hybrid_table_measures_each_driver_against_the_teacher(tmp_path):
     assert slots.startswith("| teacher-slots | 2 | 1.100")
     assert slots.endswith(f"| {1 - math.log(1.1) / math.log(1.21):.2f} |") and "0.50" in slots
     assert "| student | 2 | 1.210" in text and "teacher |" not in text.split("\n", 2)[2]
+
+
+def test_the_family_table_groups_scenarios_and_training_slots_against_the_teacher(tmp_path):
+    """Known log ratios per scenario and training slot against one teacher checkpoint:
+    each group's figure is the geometric mean of its scenarios' ratios, a topology
+    variant is its own group (one scenario: a point, no interval), each slot row
+    pools that slot's cells only, and ``all`` pools everything."""
+    import csv
+    import math
+
+    from agents.reports import family_table
+
+    logs = {
+        ("philly-1", "default"): (0.2, 0.4),
+        ("philly-2", "default"): (0.0, 0.2),
+        ("sia-1", "default"): (-0.1, -0.1),
+        ("philly-3", "oversubscribed"): (0.3, 0.5),
+    }
+    cols = ["scenario", "topology", "policy", "run", "seed", "avg_jct_s"]
+
+    def row(*values) -> dict:
+        return dict(zip(cols, values, strict=True))
+
+    for folder in ("probe", "cand"):
+        (tmp_path / folder).mkdir()
+    with (tmp_path / "probe" / "runs.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, cols)
+        w.writeheader()
+        for (sc, topo), _ in logs.items():
+            for seed in ("0", "1"):
+                w.writerow(row(sc, topo, "masked:mlfs-rl", "0", seed, 100.0 + int(seed)))
+                w.writerow(row(sc, topo, "mlfs-rl", "0", seed, 1.0))  # not read
+    with (tmp_path / "cand" / "runs.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, cols)
+        w.writeheader()
+        for (sc, topo), per_run in logs.items():
+            for run, lg in enumerate(per_run):
+                for seed in ("0", "1"):
+                    jct = (100.0 + int(seed)) * math.exp(lg)
+                    w.writerow(row(sc, topo, "marl", str(run), seed, jct))
+    table = family_table([("c", "cand")], "probe", tmp_path).splitlines()
+    assert table[0] == "| scenarios | n | c over `masked:mlfs-rl` |"
+    rows = {line.split("|")[1].strip(): line.split("|")[2:4] for line in table[2:]}
+    assert list(rows) == ["oversubscribed", "philly", "sia", "training slot 0",
+                          "training slot 1", "all"]  # fmt: skip
+
+    def point(cell: str) -> float:
+        return float(cell.strip().split(" ")[0])
+
+    assert rows["oversubscribed"] == [" 1 ", f" {math.exp(0.4):.3f} "]
+    assert rows["philly"][0].strip() == "2"
+    assert point(rows["philly"][1]) == round(math.exp((0.2 + 0.4 + 0.0 + 0.2) / 4), 3)
+    assert point(rows["training slot 0"][1]) == round(math.exp((0.2 + 0.0 - 0.1 + 0.3) / 4), 3)
+    assert point(rows["training slot 1"][1]) == round(math.exp((0.4 + 0.2 - 0.1 + 0.5) / 4), 3)
+    assert rows["all"][0].strip() == "4"
+    assert point(rows["all"][1]) == round(math.exp(sum(sum(v) for v in logs.values()) / 8), 3)
+    assert "[" in rows["all"][1]
