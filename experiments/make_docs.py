@@ -262,6 +262,7 @@ BLOCKS = {
             ("`clone64-mlfs-rl`", "learning/selection/clone64-mlfs-rl"),
             ("`clone64-ms`", "learning/selection/clone64-ms"),
             ("`clone64-rh`", "learning/selection/clone64-rh"),
+            ("`clone64-sw`", "learning/selection/clone64-sw"),
         ],
         "learning/selection/probe-mlfs-rl",
     ),
@@ -270,6 +271,12 @@ BLOCKS = {
     ),
     "probe-vs-clone64-rh": lambda: probe_table(
         "learning/selection/probe-mlfs-rl", "learning/selection/clone64-rh"
+    ),
+    "clone64-sw-vs-clone64-ms": lambda: paired_test(
+        "learning/selection/clone64-sw", "learning/selection/clone64-ms"
+    ),
+    "probe-vs-clone64-sw": lambda: probe_table(
+        "learning/selection/probe-mlfs-rl", "learning/selection/clone64-sw"
     ),
     "clone64-vs-clone": lambda: paired_test(
         "learning/selection/clone64-mlfs-rl", "learning/selection/clone-mlfs-rl"

@@ -196,6 +196,8 @@ SHIPPED_SEEDS = [
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "clone-loaded").glob("seed*")),
     # session 10: the model-speed clone with the per-node raw path (model.raw_head)
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "clone64-rh").glob("seed*")),
+    # session 10: the model-speed clone taught on the benchmark's train windows too
+    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "clone64-sw").glob("seed*")),
 ]
 #: what a folder's seeds change in the default config's env, as they were trained (the
 #: default recipe has no speed floor and no PS rule since session 6)
@@ -206,6 +208,7 @@ TRAINED_WITH = {
     "clone64-ms": {"model_speed": True},
     "clone-loaded": {"model_speed": True},
     "clone64-rh": {"model_speed": True},
+    "clone64-sw": {"model_speed": True},
 }
 #: the default checkpoint is this seed's run, byte for byte
 SHIPPED_SEED = REPO_ROOT / "checkpoints" / "marl-norules" / "seed0"
