@@ -519,3 +519,31 @@ def family_table(
         got = [cell(new, old, label) for new, old in pairs]
         out.append(f"| {label} | {got[0][0]} | " + " | ".join(c for _, c in got) + " |")
     return "\n".join(out) + "\n"
+
+
+def fit_table(folder: str, root: Path = RESULTS) -> str:
+    """``experiments/diag_fit.py``'s rows (``fit.csv`` in ``folder``) as a markdown table:
+    per network and set of episodes, the share of the teacher's labels its greedy action
+    equals, over all and per kind and job size (the number of labels in the heading:
+    the same episodes for every network)."""
+    rows = read_rows(root / folder / "fit.csv")
+    cols = [(k, s) for k in ("slot", "forward", "follow") for s in ("1 worker", "2+ workers")]
+    by = {(r["network"], r["episodes"], r["kind"], r["size"]): r for r in rows}
+    nets = list(dict.fromkeys(r["network"] for r in rows))
+    sets = list(dict.fromkeys(r["episodes"] for r in rows))
+
+    def acc(r: dict) -> str:
+        return "—" if r["labels"] == "0" else f"{float(r['accuracy']):.3f}"
+
+    out = []
+    for episodes in sets:
+        n = {c: by[(nets[0], episodes, *c)]["labels"] for c in cols}
+        total = by[nets[0], episodes, "all", "all"]["labels"]
+        head = " | ".join(f"{k}, {s} ({int(n[k, s]):,})" for k, s in cols)
+        out += [f"| network ({episodes} episodes) | all ({int(total):,}) | {head} |",
+                "|---|---|" + "---|" * len(cols)]  # fmt: skip
+        for net in nets:
+            cells = " | ".join(acc(by[(net, episodes, *c)]) for c in cols)
+            out.append(f"| `{net}` | {acc(by[net, episodes, 'all', 'all'])} | {cells} |")
+        out.append("")
+    return "\n".join(out[:-1]) + "\n"

@@ -129,6 +129,29 @@ def imitation_weights(works, power: float):
     return (w / w.mean()).astype(np.float32)
 
 
+def imitation_epoch(net, opt, data: dict, act, ret, weight, rng, batch: int = 256):
+    """One pass of the warm start's supervised fit over the teacher's decisions, in a
+    random order drawn from ``rng``: per batch the weighted cross-entropy of the labels
+    plus half the value MSE on the returns, one Adam step. Returns (the mean weighted
+    loss, the share of labels the network's argmax hit during the pass)."""
+    import torch
+
+    order = torch.as_tensor(rng.permutation(len(act)))
+    hits, loss_sum = 0, 0.0
+    for lo in range(0, len(order), batch):
+        idx = order[lo : lo + batch]
+        logits, values = net.forward_padded({k: v[idx] for k, v in data.items()})
+        ce = torch.nn.functional.cross_entropy(logits, act[idx], reduction="none")
+        loss = (ce * weight[idx]).mean()
+        loss = loss + 0.5 * torch.nn.functional.mse_loss(values, ret[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        hits += int((logits.argmax(-1) == act[idx]).sum())
+        loss_sum += float(loss.detach()) * len(idx)
+    return loss_sum / len(act), hits / len(act)
+
+
 def behaviour_cloning(
     cfg, mc, tc, seed: int, log: Callable[[str], None], progress=no_progress, on_epoch=None
 ) -> dict:
@@ -171,23 +194,10 @@ def behaviour_cloning(
         bar = progress(tc.bc_epochs, f"warm start: imitation epochs ({len(actions)} decisions)")
         try:
             for epoch in range(tc.bc_epochs):
-                order = torch.as_tensor(rng.permutation(len(actions)))
-                hits, loss_sum = 0, 0.0
-                for lo in range(0, len(order), 256):
-                    idx = order[lo : lo + 256]
-                    logits, values = net.forward_padded({k: v[idx] for k, v in data.items()})
-                    ce = torch.nn.functional.cross_entropy(logits, act[idx], reduction="none")
-                    loss = (ce * weight[idx]).mean()
-                    loss = loss + 0.5 * torch.nn.functional.mse_loss(values, ret[idx])
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-                    hits += int((logits.argmax(-1) == act[idx]).sum())
-                    loss_sum += float(loss.detach()) * len(idx)
-                accuracy = hits / len(actions)
+                loss, accuracy = imitation_epoch(net, opt, data, act, ret, weight, rng)
                 epochs_done[0] += 1
                 if on_epoch is not None:
-                    on_epoch(epochs_done[0], loss_sum / len(actions), accuracy)
+                    on_epoch(epochs_done[0], loss, accuracy)
                 bar(epoch + 1)
         finally:
             bar.close()

@@ -283,3 +283,28 @@ def test_the_family_table_groups_scenarios_and_training_slots_against_the_teache
     assert rows["all"][0].strip() == "4"
     assert point(rows["all"][1]) == round(math.exp(sum(sum(v) for v in logs.values()) / 8), 3)
     assert "[" in rows["all"][1]
+
+
+def test_the_fit_table_renders_each_network_per_kind_and_size(tmp_path):
+    import csv
+
+    from agents.reports import fit_table
+
+    (tmp_path / "f").mkdir()
+    cols = ["network", "episodes", "kind", "size", "labels", "hits", "accuracy"]
+    with (tmp_path / "f" / "fit.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(cols)
+        for net, hits in (("a", 1), ("fit:plain", 2)):
+            for episodes in ("trained-on", "fresh"):
+                for kind in ("slot", "forward", "follow"):
+                    for size in ("1 worker", "2+ workers"):
+                        n = 0 if (kind, size) == ("forward", "2+ workers") else 4
+                        w.writerow([net, episodes, kind, size, n, min(hits, n), min(hits, n) / 4])
+                w.writerow([net, episodes, "all", "all", 20, 5 * min(hits, 4), hits / 4])
+    text = fit_table("f", tmp_path).splitlines()
+    assert text[0].startswith("| network (trained-on episodes) | all (20) | slot, 1 worker (4) |")
+    assert text[2] == "| `a` | 0.250 | 0.250 | 0.250 | 0.250 | — | 0.250 | 0.250 |"
+    assert text[3] == "| `fit:plain` | 0.500 | 0.500 | 0.500 | 0.500 | — | 0.500 | 0.500 |"
+    assert text[4] == "" and text[5].startswith("| network (fresh episodes) |")
+    assert len(text) == 9
