@@ -32,6 +32,7 @@ from agents.reports import (
     agreement_table,
     baseline_search,
     family_table,
+    fit_table,
     hybrid_table,
     label_futures_table,
     learning_warmup,
@@ -257,6 +258,7 @@ BLOCKS = {
     "probe-vs-clone-loaded": lambda: probe_table(
         "learning/selection/probe-mlfs-rl", "learning/selection/clone-loaded"
     ),
+    "fit-clones": lambda: fit_table("learning/diagnostics/fit-clones"),
     "family-clones": lambda: family_table(
         [
             ("`clone64-mlfs-rl`", "learning/selection/clone64-mlfs-rl"),
