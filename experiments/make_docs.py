@@ -280,6 +280,22 @@ BLOCKS = {
     "probe-vs-clone64-sw": lambda: probe_table(
         "learning/selection/probe-mlfs-rl", "learning/selection/clone64-sw"
     ),
+    "ms-sw-warm-vs-ms-warm": lambda: paired_test(
+        "learning/selection/ms-sw-warm", "learning/selection/ms-warm"
+    ),
+    "ms-sw-warm-vs-norules": lambda: paired_test(
+        "learning/selection/ms-sw-warm", "learning/selection/norules"
+    ),
+    "probe-vs-ms-sw-warm": lambda: probe_table(
+        "learning/selection/probe-mlfs-rl", "learning/selection/ms-sw-warm"
+    ),
+    "family-warm-starts": lambda: family_table(
+        [
+            ("`ms-warm`", "learning/selection/ms-warm"),
+            ("`ms-sw-warm`", "learning/selection/ms-sw-warm"),
+        ],
+        "learning/selection/probe-mlfs-rl",
+    ),
     "clone64-vs-clone": lambda: paired_test(
         "learning/selection/clone64-mlfs-rl", "learning/selection/clone-mlfs-rl"
     ),

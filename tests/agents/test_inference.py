@@ -198,6 +198,8 @@ SHIPPED_SEEDS = [
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "clone64-rh").glob("seed*")),
     # session 10: the model-speed clone taught on the benchmark's train windows too
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "clone64-sw").glob("seed*")),
+    # session 10: the recipe's own warm start with the speeds and the train windows
+    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-sw-warm").glob("seed*")),
 ]
 #: what a folder's seeds change in the default config's env, as they were trained (the
 #: default recipe has no speed floor and no PS rule since session 6)
@@ -209,6 +211,7 @@ TRAINED_WITH = {
     "clone-loaded": {"model_speed": True},
     "clone64-rh": {"model_speed": True},
     "clone64-sw": {"model_speed": True},
+    "ms-sw-warm": {"model_speed": True},
 }
 #: the default checkpoint is this seed's run, byte for byte
 SHIPPED_SEED = REPO_ROOT / "checkpoints" / "marl-norules" / "seed0"
