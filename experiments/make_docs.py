@@ -296,6 +296,10 @@ BLOCKS = {
         ],
         "learning/selection/probe-mlfs-rl",
     ),
+    "ms-sw-iter12-vs-warm": lambda: paired_test(
+        "learning/selection/ms-sw-iter12", "learning/selection/ms-sw-warm"
+    ),
+    "selection-ms-sw-iter12-curve": lambda: selection_curve("learning/selection/ms-sw-iter12"),
     "clone64-vs-clone": lambda: paired_test(
         "learning/selection/clone64-mlfs-rl", "learning/selection/clone-mlfs-rl"
     ),

@@ -301,12 +301,16 @@ def test_the_default_recipes_last_ppo_iterations_load_and_act(path):
     assert a.keys() == b.keys() and any(not torch.equal(a[k], b[k]) for k in a)
 
 
-MODEL_SPEED_ITER12 = sorted(
-    (REPO_ROOT / "checkpoints" / "marl-norules" / "ms-iter12").glob("seed*")
-)
+MODEL_SPEED_ITER12 = [
+    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-iter12").glob("seed*")),
+    # session 10: the same with the benchmark's train windows (train.split_share)
+    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-sw-iter12").glob("seed*")),
+]
+#: each folder's warm starts
+ITER12_WARM = {"ms-iter12": "ms-warm", "ms-sw-iter12": "ms-sw-warm"}
 
 
-@pytest.mark.parametrize("path", MODEL_SPEED_ITER12, ids=lambda p: f"ms-iter12/{p.name}")
+@pytest.mark.parametrize("path", MODEL_SPEED_ITER12, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_the_model_speed_recipes_last_ppo_iterations_load_and_act(path):
     """Session 9's PPO from the model-speed warm starts (docs/agents.md, "PPO seeing the
     speeds"): each seed's iteration 12 is refused by the default environment, naming
@@ -314,7 +318,7 @@ def test_the_model_speed_recipes_last_ppo_iterations_load_and_act(path):
     of that seed's warm start (``ms-warm``)."""
     import torch
 
-    assert len(MODEL_SPEED_ITER12) == 3
+    assert len(MODEL_SPEED_ITER12) == 6
     agents = load_agents(path)
     cfg = dataclasses.replace(
         _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)
@@ -327,7 +331,13 @@ def test_the_model_speed_recipes_last_ppo_iterations_load_and_act(path):
     assert info["metrics"]["jobs_completed"] == 40
     assert json.loads((path / "state.json").read_text())["iteration"] == 12
     warm = (
-        REPO_ROOT / "checkpoints" / "marl-norules" / "ms-warm" / path.name / "modules" / "shared.pt"
+        REPO_ROOT
+        / "checkpoints"
+        / "marl-norules"
+        / ITER12_WARM[path.parent.name]
+        / path.name
+        / "modules"
+        / "shared.pt"
     )
     a = torch.load(path / "modules" / "shared.pt", map_location="cpu", weights_only=True)
     b = torch.load(warm, map_location="cpu", weights_only=True)
