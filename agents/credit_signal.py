@@ -33,6 +33,13 @@ def kind_of(action: int, builder) -> str:
     return "forward" if action < g + n else f"follow:{builder.hints[action - g - n]}"
 
 
+def label_kind(action: int, builder) -> str:
+    """:func:`kind_of` without the hint's name: ``slot``, ``forward`` or ``follow`` (the
+    kinds of teacher label the diagnostics count)."""
+    kind = kind_of(action, builder)
+    return "slot" if kind == "group" else kind.split(":")[0]
+
+
 def signal(cfg, rollouts: int, windows: int, gamma: float, episode_jobs: int) -> dict:
     import envs
     from agents.group_baseline import group_advantages

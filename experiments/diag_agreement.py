@@ -46,15 +46,6 @@ FIELDS = (
 )  # fmt: skip
 
 
-def label_kind(builder, action: int) -> str:
-    """``slot``, ``forward`` or ``follow`` (:func:`agents.credit_signal.kind_of`'s
-    kinds, without the hint's name)."""
-    from agents.credit_signal import kind_of
-
-    kind = kind_of(action, builder)
-    return "slot" if kind == "group" else kind.split(":")[0]
-
-
 class AgreementProbe:
     """A policy for the simulator that asks both the network and the teacher on every
     job, writes a row, and lets ``mode``'s side place the job."""
@@ -79,6 +70,7 @@ class AgreementProbe:
     def forced(self, job, view, plan) -> dict:
         """Walk the teacher's labels from the job's first task; count the network's
         greedy actions that equal them (stops at the first label the masks refuse)."""
+        from agents.credit_signal import label_kind
         from envs.rules import home_agent
         from envs.session import PlacementSession, plan_action
 
@@ -93,7 +85,7 @@ class AgreementProbe:
             action = plan_action(s, plan)
             if obs["action_mask"][action] < 0.5:
                 break
-            kind = label_kind(b, action)
+            kind = label_kind(action, b)
             hit = self.student.greedy(s.agent, obs) == action
             out["forced_decisions"] += 1
             out["forced_hits"] += int(hit)
@@ -145,6 +137,7 @@ class AgreementProbe:
         """The job placed by the network, except that at every decision whose teacher
         label (as :meth:`forced` walks them) is of a kind in ``forced`` and legal, the
         label is taken: which kind of decision costs the network its teacher's lead."""
+        from agents.credit_signal import label_kind
         from envs.rules import home_agent
         from envs.session import PlacementSession, plan_action
 
@@ -157,7 +150,7 @@ class AgreementProbe:
             action = self.student.greedy(s.agent, obs)
             label = None if plan is None else plan_action(s, plan)
             if label is not None and obs["action_mask"][label] > 0.5:
-                if label_kind(b, label) in forced:
+                if label_kind(label, b) in forced:
                     action = label
             s.act(action)
             if not s.done and not s.feasible():

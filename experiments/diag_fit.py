@@ -63,13 +63,11 @@ def tensors(decisions, builder):
     import numpy as np
     import torch
 
-    from agents.credit_signal import kind_of
+    from agents.credit_signal import label_kind
 
     observations, actions = decisions[0], decisions[1]
     data = {k: torch.as_tensor(np.stack([o[k] for o in observations])) for k in observations[0]}
-    kinds = np.array(
-        ["slot" if (k := kind_of(int(a), builder)) == "group" else k.split(":")[0] for a in actions]
-    )
+    kinds = np.array([label_kind(int(a), builder) for a in actions])
     # job_x column 0 is log2(workers) / 6 (envs.observations.FEATURES)
     one_worker = np.round(2 ** (data["job_x"][:, 0].numpy() * 6)).astype(int) == 1
     return data, actions, kinds, one_worker
