@@ -227,6 +227,7 @@ def algorithm_base(tc, training: dict[str, Any], where: str, agent_ids: list[str
             learner.CRITIC_LR: tc.critic_lr,
             learner.PRIOR_KL: tc.prior_kl,
             learner.JOB_GAMMA: tc.job_gamma,
+            learner.ADVANTAGE_SCALE: tc.advantage_scale,
         },
     )
     if isinstance(config, IMPALAConfig):  # APPO too

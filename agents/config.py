@@ -38,6 +38,9 @@ REFUSED_ALGORITHMS = {
 }
 #: how the policy gradient's advantages are computed (train.advantage)
 ADVANTAGES = ("gae", "group", "job")
+#: how each training window's advantages are weighed (train.advantage_scale;
+#: agents.group_baseline, "Weighing the windows")
+ADVANTAGE_SCALES = ("batch", "window")
 #: what the value function sees (train.critic): the actor's observation, or that and
 #: training-time input the actor never sees (agents.rl_module)
 CRITICS = ("plain", "privileged")
@@ -181,7 +184,11 @@ LATER_TRAIN_FIELDS = {
     "improve_target": "hard",
     "improve_futures": 0,
     "job_gamma": 0.9,
+    "split_share": 0.0,
+    "advantage_scale": "batch",
 }
+#: ``model:`` fields added after runs were signed, likewise
+LATER_MODEL_FIELDS = {"raw_head": False}
 
 
 @dataclass(frozen=True)
@@ -212,6 +219,12 @@ class TrainConfig:
             window in a row (K of Mao et al.'s input-dependent baseline; >= 2).
         job_gamma: with ``advantage: job``, the discount per job in arrival order
             (0.9, MLF-RL's authors' ``gama``; in [0, 1]).
+        advantage_scale: with ``advantage: group`` or ``job``, how each window's
+            advantages are weighed before the batch's standardisation: ``batch`` (the
+            default: in seconds of average JCT, so the heaviest window of a batch
+            dominates) or ``window`` (divided by the window's mean ``|team return|``:
+            relative changes, every window alike, as the benchmark's geometric mean
+            weighs scenarios; :mod:`agents.group_baseline`).
         critic: what the value function sees (PPO only): ``plain`` (the default, the
             actor's observation) or ``privileged``: also the env's training-only
             ``critic_x`` — the queue, the running jobs' true remaining work and the
@@ -345,6 +358,7 @@ class TrainConfig:
     advantage: str = "gae"
     group_size: int = 4
     job_gamma: float = 0.9
+    advantage_scale: str = "batch"
     critic: str = "plain"
     critic_jobs: int = 8
     critic_lr: float | None = None
@@ -463,6 +477,19 @@ class TrainConfig:
                 where,
                 f"{key}.group_size",
                 f"must be >= 2 with {self.advantage}",
+            )
+        check(
+            self.advantage_scale in ADVANTAGE_SCALES,
+            where,
+            f"{key}.advantage_scale",
+            f"must be one of {', '.join(ADVANTAGE_SCALES)}, got {self.advantage_scale!r}",
+        )
+        if self.advantage_scale != "batch":
+            check(
+                self.advantage in ("group", "job"),
+                where,
+                f"{key}.advantage_scale",
+                f"{self.advantage_scale} needs advantage: group or job, got {self.advantage}",
             )
         check(
             0 <= self.job_gamma <= 1,

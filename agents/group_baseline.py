@@ -31,7 +31,9 @@ Here
   keeps the baseline independent of its own actions (Mao et al.'s unbiased form);
   with the rollout in, every advantage would shrink by the same factor ``(K-1)/K``;
 - **advantage** = return-to-go − baseline, standardised over the batch's grouped
-  decisions (as RLlib standardises GAE's). A decision of an episode that is not in a
+  decisions (as RLlib standardises GAE's). With ``train.advantage_scale: window`` each
+  group's advantages are first divided by its rollouts' mean absolute team return
+  (:func:`window_weights`; below). A decision of an episode that is not in a
   group of at least two complete rollouts (cut at the end of the iteration, or
   alone) gets advantage 0: it trains the critic, not the policy. The critic keeps
   GAE's value targets (it is not used for the advantages, only trained, so that a
@@ -51,6 +53,19 @@ noise of jobs that had finished before it, nor (through ``γ_job``) much of that
 jobs far after it. The measured reason: the same simulator's MLF-RL, trained with
 this credit, improves on its imitation warm start (0.780 → 0.696 of first-fit on
 its validation scenarios), while PPO on the time-aligned team return never has.
+
+**Weighing the windows** (``train.advantage_scale``). The team return is ``-avg JCT /
+time_scale_s``, so a group's advantages are in seconds of its window's average JCT, and
+the training windows' average JCTs span two orders of magnitude (about 700 s to
+53,000 s per episode in one run of the default recipe): after the batch's one
+standardisation, the heaviest window of a batch carries nearly all of its gradient
+(:func:`top_window_share`, logged as ``losses/top_window_share_raw``). The benchmark
+scores the geometric mean of per-scenario ratios, which weighs every window alike.
+``advantage_scale: window`` divides each group's advantages by its rollouts' mean
+``|team return|`` before the standardisation: an advantage is then a relative change
+of the window's average JCT, the first-order change of its log, the benchmark's own
+measure. ``batch`` (the default, and every recipe before session 11) leaves them as
+they are. ``losses/top_window_share`` is the share after the weighing.
 
 :class:`GroupBaselineAdvantages` is the learner connector (a subclass of RLlib's
 ``GeneralAdvantageEstimation`` that replaces its advantages);
@@ -73,6 +88,13 @@ from ray.rllib.connectors.learner.general_advantage_estimation import (
 from ray.rllib.evaluation.postprocessing import Postprocessing
 
 from envs.group_rollouts import ENV_T, EPISODE_KEY, JOB_ID, JOB_SHARES, SIM_TIME
+
+#: how each group's advantages are weighed before the batch's standardisation
+#: (``train.advantage_scale``; module docstring, "Weighing the windows")
+ADVANTAGE_SCALES = ("batch", "window")
+#: the learner metrics of the weighing (``agents.records.LEARNER_TAGS``)
+TOP_WINDOW_SHARE_RAW = "top_window_share_raw"
+TOP_WINDOW_SHARE = "top_window_share"
 
 
 def returns_to_go(rewards: np.ndarray, gamma: float) -> np.ndarray:
@@ -240,17 +262,73 @@ def episode_job_advantages(episodes: Sequence, gamma: float) -> dict[tuple, np.n
     return _by_episode(episodes, _job_rollout, lambda rollouts: job_advantages(rollouts, gamma))
 
 
+def window_weights(totals: Sequence[Sequence[float]], scale: str) -> list[float]:
+    """Per group, the factor its advantages are multiplied by before the batch's
+    standardisation: 1 with ``batch``; with ``window``, 1 / the mean ``|team return|``
+    of the group's rollouts (``totals``: each group's rollouts' team returns), so an
+    advantage is a change relative to the window's average JCT (module docstring)."""
+    if scale not in ADVANTAGE_SCALES:
+        raise ValueError(f"advantage scale must be one of {ADVANTAGE_SCALES}, got {scale!r}")
+    if scale == "batch":
+        return [1.0 for _ in totals]
+    return [1.0 / max(1e-12, float(np.mean(np.abs(np.asarray(t, dtype=float))))) for t in totals]
+
+
+def top_window_share(groups: Sequence[Sequence[np.ndarray]], weights: Sequence[float]) -> float:
+    """The largest group's share of the batch's sum of squared advantages (each group's
+    advantage arrays, times its weight): how much of the policy gradient's signal one
+    training window carries. 0 for a batch without advantages."""
+    energy = [
+        w * w * sum(float(np.square(a).sum()) for a in g)
+        for g, w in zip(groups, weights, strict=True)
+    ]
+    total = sum(energy)
+    return max(energy) / total if total > 0 else 0.0
+
+
+def team_return(episode) -> float:
+    """A multi-agent episode's team return: the sum of the rewards of its real decisions
+    (the env pays each step's team reward to the agent that acted)."""
+    return float(_team_rollout(episode)[1].sum())
+
+
 class GroupBaselineAdvantages(GeneralAdvantageEstimation):
     """Learner connector: GAE's value targets, group-baseline advantages (module
     docstring). Must sit where RLlib's PPO learner puts GAE (after the episodes got
-    their artificial last step)."""
+    their artificial last step). ``scale``: ``train.advantage_scale``."""
+
+    def __init__(self, *args, scale: str = "batch", **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if scale not in ADVANTAGE_SCALES:
+            raise ValueError(f"advantage scale must be one of {ADVANTAGE_SCALES}, got {scale!r}")
+        self.scale = scale
 
     def grouped(self, episodes) -> dict[tuple, np.ndarray]:
         return episode_group_advantages(episodes, self.gamma)
 
-    def __call__(self, *, rl_module, episodes, batch, **kwargs):
-        batch = super().__call__(rl_module=rl_module, episodes=episodes, batch=batch, **kwargs)
+    def _weigh(self, episodes, grouped, metrics) -> dict[Any, float]:
+        """``{episode id: its group's weight}`` (:func:`window_weights`), and the
+        batch's top-window shares before and after the weighing logged per module."""
+        groups = _groups(episodes)
+        weights = window_weights([[team_return(ep) for ep in g] for g in groups], self.scale)
+        advs = [
+            [grouped[(ep.id_, a)] for ep in g for a in ep.agent_ids if (ep.id_, a) in grouped]
+            for g in groups
+        ]
+        if metrics is not None and groups:
+            raw = top_window_share(advs, [1.0] * len(groups))
+            weighed = top_window_share(advs, weights)
+            for module_id in {sa.module_id for ep in episodes for sa in ep.agent_episodes.values()}:
+                metrics.log_value((module_id, TOP_WINDOW_SHARE_RAW), raw, window=1)
+                metrics.log_value((module_id, TOP_WINDOW_SHARE), weighed, window=1)
+        return {ep.id_: w for g, w in zip(groups, weights, strict=True) for ep in g}
+
+    def __call__(self, *, rl_module, episodes, batch, metrics=None, **kwargs):
+        batch = super().__call__(
+            rl_module=rl_module, episodes=episodes, batch=batch, metrics=metrics, **kwargs
+        )
         grouped = self.grouped(episodes)
+        weight = self._weigh(episodes, grouped, metrics)
         rows: dict[Any, list[np.ndarray]] = defaultdict(list)  # module → per-row values
         used: dict[Any, list[np.ndarray]] = defaultdict(list)  # module → row is grouped
         for ep in episodes:
@@ -260,7 +338,7 @@ class GroupBaselineAdvantages(GeneralAdvantageEstimation):
                 values = np.zeros(len(sa))
                 mask = np.zeros(len(sa), dtype=bool)
                 if adv is not None:
-                    values[:-1], mask[:-1] = adv, True
+                    values[:-1], mask[:-1] = adv * weight[ep.id_], True
                 rows[sa.module_id].append(values)
                 used[sa.module_id].append(mask)
         all_used = np.concatenate([np.concatenate(v) for v in used.values()] or [np.zeros(0)])

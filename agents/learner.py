@@ -83,6 +83,8 @@ CRITIC_LR = "critic_lr"
 PRIOR_KL = "prior_kl"
 #: ``learner_config_dict`` key of ``train.job_gamma`` (``train.advantage: job``)
 JOB_GAMMA = "job_gamma"
+#: ``learner_config_dict`` key of ``train.advantage_scale`` (absent: ``batch``)
+ADVANTAGE_SCALE = "advantage_scale"
 PRIOR_KL_KEY = "prior_kl"
 PLAIN_VF_LOSS_KEY = "plain_vf_loss"
 PLAIN_EXPLAINED_VARIANCE_KEY = "plain_vf_explained_var"
@@ -188,7 +190,11 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
             return
         from agents.group_baseline import GroupBaselineAdvantages, JobBaselineAdvantages
 
-        gae = {"gamma": self.config.gamma, "lambda_": self.config.lambda_}
+        gae = {
+            "gamma": self.config.gamma,
+            "lambda_": self.config.lambda_,
+            "scale": self.config.learner_config_dict.get(ADVANTAGE_SCALE, "batch"),
+        }
         connector = (
             GroupBaselineAdvantages(**gae)
             if kind == "group"

@@ -8,7 +8,8 @@ whatever ``env.reward.credit`` pays each agent),
 charts/avg_jct_s (validation), validation/<window> (each validation run),
 losses/policy_loss, losses/value_loss, losses/total_loss, losses/entropy,
 losses/approx_kl, losses/explained_variance, losses/clip_fraction (PPO), losses/prior_kl
-(PPO with ``train.prior_kl``),
+(PPO with ``train.prior_kl``), losses/top_window_share_raw and losses/top_window_share
+(the group baseline),
 losses/grad_norm, charts/learning_rate, charts/env_steps_per_s, charts/episode_length,
 charts/agent_return/<agent>, imitation/loss and imitation/accuracy (the warm start's
 epochs), and where the time goes (:func:`phase_times`, :func:`timed`): time/sample_s,
@@ -88,6 +89,10 @@ LEARNER_TAGS = (
     ("losses/explained_variance", "vf_explained_var"),
     ("losses/clip_fraction", "clip_fraction"),  # PPO (agents.learner); APPO has none
     ("losses/prior_kl", "prior_kl"),  # PPO with train.prior_kl > 0 (agents.learner)
+    # the group baseline's heaviest window's share of the squared advantages, before
+    # and after train.advantage_scale's weighing (agents.group_baseline)
+    ("losses/top_window_share_raw", "top_window_share_raw"),
+    ("losses/top_window_share", "top_window_share"),
     ("losses/grad_norm", "gradients_default_optimizer_global_norm"),
     ("charts/learning_rate", "default_optimizer_learning_rate"),
 )

@@ -228,20 +228,25 @@ def check_run_config(paths: RunPaths, ckpt: Path) -> None:
 def check_config_data(ckpt: Path, data: dict) -> None:
     """The resolved config a resumed run is about to train must equal the one its
     checkpoint signed (a Tune trial's config comes from ``experiment.json``); decision
-    options and ``train:`` fields added since the run started count as their old
-    behaviour (:data:`envs.config.LATER_OPTIONS`,
+    options, ``model:`` and ``train:`` fields added since the run started count as their
+    old behaviour (:data:`envs.config.LATER_OPTIONS`, :data:`agents.config.LATER_MODEL_FIELDS`,
     :data:`agents.config.LATER_TRAIN_FIELDS`), so a code update does not strand a run."""
     import yaml
 
-    from agents.config import LATER_TRAIN_FIELDS
+    from agents.config import LATER_MODEL_FIELDS, LATER_TRAIN_FIELDS
     from envs.config import LATER_OPTIONS
 
     signed = yaml.safe_load(
         read_regular(ckpt / "config.yaml", f"--resume: {ckpt}/config.yaml", MAX_CONFIG_BYTES)
     )
-    # a run signed before a decision option or train field existed ran with its old
-    # behaviour, which is its value in LATER_OPTIONS / LATER_TRAIN_FIELDS
-    for section, later in (("env", LATER_OPTIONS), ("train", LATER_TRAIN_FIELDS)):
+    # a run signed before a decision option, model or train field existed ran with its
+    # old behaviour, which is its value in LATER_OPTIONS / LATER_MODEL_FIELDS /
+    # LATER_TRAIN_FIELDS
+    for section, later in (
+        ("env", LATER_OPTIONS),
+        ("model", LATER_MODEL_FIELDS),
+        ("train", LATER_TRAIN_FIELDS),
+    ):
         if isinstance(signed, dict) and isinstance(signed.get(section), dict):
             signed[section] = {**later, **signed[section]}
     if signed != data:

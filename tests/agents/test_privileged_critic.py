@@ -151,6 +151,8 @@ def test_the_config_keys_are_checked():
         ({"advantage": "job", "algorithm": "APPO"}, "train.advantage"),
         ({"job_gamma": 1.5}, "train.job_gamma"),
         ({"job_gamma": -0.1}, "train.job_gamma"),
+        ({"advantage_scale": "episode"}, "train.advantage_scale"),
+        ({"advantage_scale": "window"}, "train.advantage_scale"),  # needs group or job
     ):
         bad = dataclasses.replace(cfg, train={**(cfg.train or {}), **train})
         with pytest.raises(InputError, match=key):

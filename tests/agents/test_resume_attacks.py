@@ -393,14 +393,18 @@ def test_pruning_never_deletes_a_name_that_is_not_a_checkpoint(tmp_path):
 def test_a_run_signed_before_a_decision_option_existed_resumes_as_its_old_behaviour(tmp_path):
     """check_config_data fills the options added since (envs.config.LATER_OPTIONS) with
     the behaviour the run had; the same option set otherwise is still refused."""
-    from agents.config import LATER_TRAIN_FIELDS
+    from agents.config import LATER_MODEL_FIELDS, LATER_TRAIN_FIELDS
     from agents.run_folder import check_config_data
     from envs.config import LATER_OPTIONS
     from marl_sched.errors import InputError
 
-    now = {"env": {"hints": ["first-fit"], **LATER_OPTIONS}, "train": {"seed": 0}}
+    now = {
+        "env": {"hints": ["first-fit"], **LATER_OPTIONS},
+        "model": {"hidden": 64, **LATER_MODEL_FIELDS},
+        "train": {"seed": 0},
+    }
     now["train"].update(LATER_TRAIN_FIELDS)
-    old = {"env": {"hints": ["first-fit"]}, "train": {"seed": 0}}
+    old = {"env": {"hints": ["first-fit"]}, "model": {"hidden": 64}, "train": {"seed": 0}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
     check_config_data(tmp_path, now)  # no error: the run followed task by task
     changed = {**now, "env": {**now["env"], "follow_only": True}}
@@ -412,15 +416,23 @@ def test_a_run_signed_before_a_decision_option_existed_resumes_as_its_old_behavi
         "improve_target": "hard",
         "improve_futures": 0,
         "job_gamma": 0.9,
+        "split_share": 0.0,
+        "advantage_scale": "batch",
     }
     for key, value in (
         ("prior_kl", 1.0),
         ("improve_target", "soft"),
         ("improve_futures", 4),
         ("job_gamma", 0.5),
+        ("split_share", 1.0),
+        ("advantage_scale", "window"),
     ):
         with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
             check_config_data(tmp_path, {**now, "train": {**now["train"], key: value}})
+    # a model field added since (session 10's raw head): the old run had none
+    assert LATER_MODEL_FIELDS == {"raw_head": False}
+    with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
+        check_config_data(tmp_path, {**now, "model": {**now["model"], "raw_head": True}})
 
 
 def test_a_prior_kl_run_folder_resumes_with_its_signed_prior(tmp_path, capsys, ray_calls):
