@@ -8,8 +8,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 . .venv/bin/activate
 python -m pip install --quiet --upgrade pip
-python -m pip install --quiet torch==2.13.0          # the CPU build, before anything pulls CUDA
-python -m pip install --quiet -e ".[dev]"
+python -m pip install --quiet -c configs/constraints.txt torch==2.13.0  # CPU build first
+python -m pip install --quiet -c configs/constraints.txt -e ".[dev]"  # pinned versions
 out=runs/quickstart
 # The shipped MARL agents (checkpoints/marl-default), Harmony, MLFS and every heuristic
 # on the default config's own window (jobs 200-1999 of the shipped Philly sample at the
