@@ -129,6 +129,19 @@ def imitation_weights(works, power: float):
     return (w / w.mean()).astype(np.float32)
 
 
+def imitation_tensors(observations, actions, returns, works, power: float):
+    """The warm start's supervised data as tensors: (the observations stacked per key,
+    the labels, the returns, each label's weight by :func:`imitation_weights`), as
+    :func:`imitation_epoch` takes them."""
+    import numpy as np
+    import torch
+
+    data = {k: torch.as_tensor(np.stack([o[k] for o in observations])) for k in observations[0]}
+    act = torch.as_tensor(actions)
+    ret = torch.as_tensor(returns, dtype=torch.float32)
+    return data, act, ret, torch.as_tensor(imitation_weights(works, power))
+
+
 def imitation_epoch(net, opt, data: dict, act, ret, weight, rng, batch: int = 256):
     """One pass of the warm start's supervised fit over the teacher's decisions, in a
     random order drawn from ``rng``: per batch the weighted cross-entropy of the labels
@@ -186,10 +199,9 @@ def behaviour_cloning(
     epochs_done = [0]
 
     def fit() -> float:
-        act = torch.as_tensor(actions)
-        ret = torch.as_tensor(returns, dtype=torch.float32)
-        weight = torch.as_tensor(imitation_weights(works, tc.bc_weight_power))
-        data = {k: torch.as_tensor(np.stack([o[k] for o in observations])) for k in observations[0]}
+        data, act, ret, weight = imitation_tensors(
+            observations, actions, returns, works, tc.bc_weight_power
+        )
         accuracy = 0.0
         bar = progress(tc.bc_epochs, f"warm start: imitation epochs ({len(actions)} decisions)")
         try:

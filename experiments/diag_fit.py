@@ -58,28 +58,30 @@ def label_rows(name: str, episodes: str, net, data: dict, actions, kinds, one_wo
     return rows
 
 
-def tensors(decisions, builder):
-    """(observations as stacked tensors, labels, each label's kind, one-worker mask)."""
+def tensors(decisions, tc, builder):
+    """(:func:`agents.warm_start.imitation_tensors` of the teacher's decisions, each
+    label's kind, the one-worker mask): the observations are stacked once, for the
+    fits and for the figures."""
     import numpy as np
-    import torch
 
     from agents.credit_signal import label_kind
+    from agents.warm_start import imitation_tensors
 
-    observations, actions = decisions[0], decisions[1]
-    data = {k: torch.as_tensor(np.stack([o[k] for o in observations])) for k in observations[0]}
-    kinds = np.array([label_kind(int(a), builder) for a in actions])
+    stacked = imitation_tensors(*decisions, tc.bc_weight_power)
+    kinds = np.array([label_kind(int(a), builder) for a in decisions[1]])
     # job_x column 0 is log2(workers) / 6 (envs.observations.FEATURES)
-    one_worker = np.round(2 ** (data["job_x"][:, 0].numpy() * 6)).astype(int) == 1
-    return data, actions, kinds, one_worker
+    one_worker = np.round(2 ** (stacked[0]["job_x"][:, 0].numpy() * 6)).astype(int) == 1
+    return stacked, kinds, one_worker
 
 
-def fit_variant(variant: str, mc, tc, builder, decisions, seed: int):
-    """A network trained from scratch on ``decisions`` as the warm start trains one."""
+def fit_variant(variant: str, mc, tc, builder, stacked, seed: int):
+    """A network trained from scratch on the teacher's decisions (``stacked``:
+    :func:`agents.warm_start.imitation_tensors`) as the warm start trains one."""
     import numpy as np
     import torch
 
     from agents.gnn import build_gnn
-    from agents.warm_start import imitation_epoch, imitation_weights
+    from agents.warm_start import imitation_epoch
     from envs.observations import feature_dims
 
     torch.manual_seed(seed)
@@ -87,11 +89,7 @@ def fit_variant(variant: str, mc, tc, builder, decisions, seed: int):
     net = build_gnn(feature_dims(builder.observation_space), model)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     rng = np.random.default_rng(seed)
-    observations, actions, returns, works = decisions
-    data = {k: torch.as_tensor(np.stack([o[k] for o in observations])) for k in observations[0]}
-    act = torch.as_tensor(actions)
-    ret = torch.as_tensor(returns, dtype=torch.float32)
-    weight = torch.as_tensor(imitation_weights(works, tc.bc_weight_power))
+    data, act, ret, weight = stacked
     for _ in range(tc.bc_epochs):
         imitation_epoch(net, opt, data, act, ret, weight, rng)
     return net.eval()
@@ -117,12 +115,14 @@ def run(args, overrides) -> list[dict]:
                               args.seed, first_episode=500)  # fmt: skip
     print(f"teacher: {len(trained[1])} + {len(fresh[1])} decisions, "
           f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)  # fmt: skip
+    sets = {"trained-on": tensors(trained, tc, builder), "fresh": tensors(fresh, tc, builder)}
     for variant in args.fit:
-        nets[f"fit:{variant}"] = fit_variant(variant, mc, tc, builder, trained, args.seed)
+        nets[f"fit:{variant}"] = fit_variant(
+            variant, mc, tc, builder, sets["trained-on"][0], args.seed
+        )
     rows = []
-    sets = {"trained-on": tensors(trained, builder), "fresh": tensors(fresh, builder)}
     for name, net in nets.items():
-        for episodes, (data, actions, kinds, one) in sets.items():
+        for episodes, ((data, actions, _, _), kinds, one) in sets.items():
             rows += label_rows(name, episodes, net, data, actions, kinds, one)
     return rows
 
