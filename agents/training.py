@@ -81,15 +81,33 @@ def iteration_seed(seed: int, it: int, worker: int = 0) -> int:
     return (seed * 1_000_003 + it * 7_919 + worker * 104_729) % 2**31
 
 
+def _sub_envs(env_runner) -> list:
+    """The unwrapped environments an env runner steps (one per vectorised slot)."""
+    env = env_runner.env.unwrapped
+    return [e.unwrapped for e in getattr(env, "envs", [env])]
+
+
 def _reseed_env_runner(env_runner, seed: int, it: int) -> None:
-    """On an env runner: seed Python, numpy and torch, and start new episodes from
-    seeded env resets at the next ``sample()``."""
+    """On an env runner: seed Python, numpy and torch, seed each of its envs' window
+    draws (env ``i`` from the iteration's seed + ``i``), and start new episodes at the
+    next ``sample()``.
+
+    The envs are seeded once, not through the runner's own seed: with whole-episode
+    batches (``batch_mode: complete_episodes``, the recipes') RLlib's
+    ``MultiAgentEnvRunner.sample()`` samples one episode per env at a time and resets
+    with its seed before every one, so every episode of an iteration was the same
+    window (until session 11: each PPO iteration learnt from one training window, as
+    many rollouts of it as filled the batch; docs/agents.md, "One window per
+    iteration"). With the runner's seed cleared, its resets are unseeded and each env
+    draws its windows, ``group_size`` rollouts each, from the generator seeded here."""
     from ray.rllib.utils.debug import update_global_seed_if_necessary
 
     worker = int(getattr(env_runner, "worker_index", 0) or 0)
     s = iteration_seed(seed, it, worker)
     update_global_seed_if_necessary("torch", s)
-    env_runner._seed = s
+    for i, env in enumerate(_sub_envs(env_runner)):
+        env.reseed(s + i)
+    env_runner._seed = None
     env_runner._needs_initial_reset = True
 
 

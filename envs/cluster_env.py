@@ -433,6 +433,13 @@ class ClusterPlacementCore:
 
     # ------------------------------------------------------------------ episode
 
+    def reseed(self, seed: int) -> None:
+        """Seed the env's generator without a reset: the next unseeded reset draws its
+        window from it (a seeded reset reseeds as before). For a sampler that passes its
+        one seed to every reset (RLlib's env runner does with whole-episode batches),
+        which would otherwise replay the same window all along."""
+        self.rng = np.random.default_rng(seed)
+
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         if seed is not None:
             self.rng = np.random.default_rng(seed)

@@ -47,6 +47,11 @@ class GroupRolloutEnv(ClusterPlacementEnv):
         self._replays_left = 0
         self._env_t = 0
 
+    def reseed(self, seed: int) -> None:
+        """The parent's :meth:`reseed`, and the next reset starts a new group."""
+        super().reseed(seed)
+        self._replays_left = 0
+
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is None and not options and self._replays_left > 0:
             self._replays_left -= 1

@@ -216,3 +216,54 @@ def test_ppo_with_group_advantages_trains_inside_rllib(ray_session, monkeypatch,
     assert 0 < raw <= 1 and 0 < weighed <= 1
     if scale == "batch":
         assert weighed == pytest.approx(raw)
+
+
+def test_an_iteration_samples_several_windows_group_size_times_each(ray_session):
+    """With whole-episode batches RLlib's env runner resets with its seed before every
+    episode; the trainer's per-iteration reseed seeds the envs once instead, so an
+    iteration's batch holds several windows, ``group_size`` rollouts of each (the last
+    one possibly cut short), and the same iteration seed gives the same windows.
+    Before session 11 every episode of an iteration was one window."""
+    import dataclasses
+
+    import envs.group_rollouts as gr
+    from agents.config import RLlibConfig, model_config, train_config
+    from agents.training import _reseed_env_runner, algo_config, env_setup
+    from marl_sched.config import REPO_ROOT, load_config
+
+    cfg = load_config(REPO_ROOT / "configs" / "train_tiny.yaml")
+    mc, tc = model_config(cfg), train_config(cfg)
+    rllib = RLlibConfig(env_runners={"batch_mode": "complete_episodes"})
+    tc = dataclasses.replace(
+        tc, advantage="group", group_size=2, train_batch_size=400, rllib=rllib, episode_jobs=8
+    )
+    _, _, builder = env_setup(cfg, mc, tc, 0)
+    algo = algo_config(cfg, mc, tc, 0, builder.agent_ids).build_algo()
+    keys: list = []
+    reset = gr.GroupRolloutEnv.reset
+
+    def spy(self, **kwargs):
+        out = reset(self, **kwargs)
+        keys[-1].append(self.episode_key)
+        return out
+
+    gr.GroupRolloutEnv.reset = spy
+    try:
+        for it in (1, 2, 1):
+            keys.append([])
+            algo.env_runner_group.foreach_env_runner(
+                lambda er, it=it: _reseed_env_runner(er, 0, it), local_env_runner=True
+            )
+            algo.train()
+    finally:
+        gr.GroupRolloutEnv.reset = reset
+        algo.stop()
+    first, second, again = keys
+    # the sampler may have reset once more after its batch was full: that episode is unplayed
+    k = tc.group_size
+    for windows in (first, second):
+        chunks = [windows[i : i + k] for i in range(0, len(windows), k)]
+        assert all(len(set(c)) == 1 for c in chunks), windows  # k rollouts of a window
+        assert len(set(windows)) >= 3, windows  # several windows in one iteration
+    assert again[: len(first)] == first[: len(again)]
+    assert first != second
