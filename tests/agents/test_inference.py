@@ -200,6 +200,9 @@ SHIPPED_SEEDS = [
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "clone64-sw").glob("seed*")),
     # session 10: the recipe's own warm start with the speeds and the train windows
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-sw-warm").glob("seed*")),
+    # session 11: that recipe's three seeds with 12 PPO iterations (fixed sampler), as
+    # selected (each its warm start): the next default recipe's test-split networks
+    *sorted((REPO_ROOT / "checkpoints" / "marl-sw").glob("seed*")),
 ]
 #: what a folder's seeds change in the default config's env, as they were trained (the
 #: default recipe has no speed floor and no PS rule since session 6)
@@ -212,6 +215,7 @@ TRAINED_WITH = {
     "clone64-rh": {"model_speed": True},
     "clone64-sw": {"model_speed": True},
     "ms-sw-warm": {"model_speed": True},
+    "marl-sw": {"model_speed": True},
 }
 #: the default checkpoint is this seed's run, byte for byte
 SHIPPED_SEED = REPO_ROOT / "checkpoints" / "marl-norules" / "seed0"
@@ -342,3 +346,21 @@ def test_the_model_speed_recipes_last_ppo_iterations_load_and_act(path):
     a = torch.load(path / "modules" / "shared.pt", map_location="cpu", weights_only=True)
     b = torch.load(warm, map_location="cpu", weights_only=True)
     assert a.keys() == b.keys() and any(not torch.equal(a[k], b[k]) for k in a)
+
+
+def test_the_speed_windows_recipes_selected_networks_are_its_warm_starts():
+    """``checkpoints/marl-sw`` (12 PPO iterations, the dominance rule kept iteration 0
+    in every seed) holds the same networks as ``marl-norules/ms-sw-warm`` (the same
+    recipe's warm starts, made in session 10), bit for bit: the validation figures of
+    the one are the other's."""
+    import torch
+
+    for s in range(3):
+        mine, warm = (
+            torch.load(REPO_ROOT / "checkpoints" / d / f"seed{s}" / "modules" / "shared.pt")
+            for d in ("marl-sw", "marl-norules/ms-sw-warm")
+        )
+        assert mine.keys() == warm.keys()
+        assert all(torch.equal(mine[k], warm[k]) for k in mine)
+        config = (REPO_ROOT / f"checkpoints/marl-sw/seed{s}/config.yaml").read_text()
+        assert "iterations: 12" in config and "split_share: 1.0" in config
