@@ -122,6 +122,47 @@ def selection_curve(folder: str, root: Path = RESULTS) -> str:
     return "\n".join(lines) + "\n"
 
 
+def tb_scalars(run: Path, tag: str) -> list[float]:
+    """A committed training run's TensorBoard values of ``tag`` (``run/tb``), in step
+    order; [] when the run did not log it."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run / "tb"), size_guidance={"scalars": 0})
+    acc.Reload()
+    if tag not in acc.Tags().get("scalars", []):
+        return []
+    return [e.value for e in sorted(acc.Scalars(tag), key=lambda e: e.step)]
+
+
+def window_share_table(folders: list[str], root: Path = RESULTS) -> str:
+    """docs/agents.md's table of how many training windows carry a PPO batch's signal:
+    over every iteration of a run's seeds (``<folder>/train-seed*/tb``), the median
+    share of the batch's squared advantages carried by its heaviest window, before and
+    after ``train.advantage_scale``'s weighing (``losses/top_window_share_raw``,
+    ``losses/top_window_share``), the share of iterations where it is ≥ 0.99, and the
+    median episode length in decisions."""
+    lines = [
+        "| run | iterations | heaviest window's share, median (≥ 0.99) | after the weighing, "
+        "median (≥ 0.99) | decisions per episode, median |",
+        "|---|---|---|---|---|",
+    ]
+    for folder in folders:
+        runs = sorted((root / folder).glob("train-seed*"))
+        raw = [v for r in runs for v in tb_scalars(r, "losses/top_window_share_raw")]
+        weighed = [v for r in runs for v in tb_scalars(r, "losses/top_window_share")]
+        length = [v for r in runs for v in tb_scalars(r, "charts/episode_length")]
+
+        def cell(xs: list[float]) -> str:
+            top = sum(x >= 0.99 for x in xs) / len(xs)
+            return f"{statistics.median(xs):.3f} ({top:.0%})"
+
+        lines.append(
+            f"| `{folder.split('/')[-1]}` | {len(raw)} | {cell(raw)} | {cell(weighed)} | "
+            f"{statistics.median(length):.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def label_futures_table(folder: Path) -> str:
     """docs/agents.md's table of ``python -m agents.label_futures`` outputs
     (``folder/seed*.json``): per warm start and pooled, how the moved labels did on

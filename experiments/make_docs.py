@@ -41,6 +41,7 @@ from agents.reports import (
     rollout_rounds,
     selection_curve,
     selection_power,
+    window_share_table,
 )
 from agents.reports import read_rows as _rows
 from marl_sched.config import REPO_ROOT
@@ -300,6 +301,15 @@ BLOCKS = {
         "learning/selection/ms-sw-iter12", "learning/selection/ms-sw-warm"
     ),
     "selection-ms-sw-iter12-curve": lambda: selection_curve("learning/selection/ms-sw-iter12"),
+    "selection-ms-sw-fix-iter12-curve": lambda: selection_curve(
+        "learning/selection/ms-sw-fix-iter12"
+    ),
+    "selection-ms-sw-fixwin-iter12-curve": lambda: selection_curve(
+        "learning/selection/ms-sw-fixwin-iter12"
+    ),
+    "window-shares": lambda: window_share_table(
+        ["learning/selection/ms-sw-fix-iter12", "learning/selection/ms-sw-fixwin-iter12"]
+    ),
     "clone64-vs-clone": lambda: paired_test(
         "learning/selection/clone64-mlfs-rl", "learning/selection/clone-mlfs-rl"
     ),

@@ -308,3 +308,26 @@ def test_the_fit_table_renders_each_network_per_kind_and_size(tmp_path):
     assert text[3] == "| `fit:plain` | 0.500 | 0.500 | 0.500 | 0.500 | — | 0.500 | 0.500 |"
     assert text[4] == "" and text[5].startswith("| network (fresh episodes) |")
     assert len(text) == 9
+
+
+def test_the_window_share_table_reads_each_runs_tensorboard(tmp_path):
+    """Medians over every iteration of a run's seeds, and the share of iterations where
+    one window carries ≥ 0.99 of the squared advantages, before and after weighing."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from agents.reports import window_share_table
+
+    values = {
+        0: ([1.0, 0.5, 0.995], [1.0, 0.4, 0.9], [100, 300, 200]),
+        1: ([0.6, 0.7], [0.3, 0.2], [400, 500]),
+    }
+    for seed, (raw, weighed, length) in values.items():
+        w = SummaryWriter(str(tmp_path / "learning" / "run" / f"train-seed{seed}" / "tb"))
+        for step, (a, b, c) in enumerate(zip(raw, weighed, length, strict=True)):
+            w.add_scalar("losses/top_window_share_raw", a, step)
+            w.add_scalar("losses/top_window_share", b, step)
+            w.add_scalar("charts/episode_length", c, step)
+        w.close()
+    table = window_share_table(["learning/run"], root=tmp_path)
+    # raw: 1.0, 0.5, 0.995, 0.6, 0.7 -> median 0.7, 2 of 5 >= 0.99; weighed: median 0.4, 1 of 5
+    assert "| `run` | 5 | 0.700 (40%) | 0.400 (20%) | 300 |" in table
