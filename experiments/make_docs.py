@@ -301,6 +301,12 @@ BLOCKS = {
         "learning/selection/ms-sw-iter12", "learning/selection/ms-sw-warm"
     ),
     "selection-ms-sw-iter12-curve": lambda: selection_curve("learning/selection/ms-sw-iter12"),
+    "ms-sw-fix-iter12-vs-warm": lambda: paired_test(
+        "learning/selection/ms-sw-fix-iter12", "learning/selection/ms-sw-warm"
+    ),
+    "ms-sw-fix-iter12-vs-ms-sw-iter12": lambda: paired_test(
+        "learning/selection/ms-sw-fix-iter12", "learning/selection/ms-sw-iter12"
+    ),
     "selection-ms-sw-fix-iter12-curve": lambda: selection_curve(
         "learning/selection/ms-sw-fix-iter12"
     ),
