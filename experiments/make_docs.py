@@ -301,6 +301,12 @@ BLOCKS = {
         "learning/selection/ms-sw-iter12", "learning/selection/ms-sw-warm"
     ),
     "selection-ms-sw-iter12-curve": lambda: selection_curve("learning/selection/ms-sw-iter12"),
+    "benchmark-test-placement-sw": lambda: benchmark_test(
+        RESULTS, "placement", "benchmark-test-placement-sw"
+    ),
+    "marl-sw-vs-norules-test": lambda: paired_test(
+        "benchmark-test-placement-sw", "benchmark-test-placement-norules"
+    ),
     "ms-sw-fix-iter12-vs-warm": lambda: paired_test(
         "learning/selection/ms-sw-fix-iter12", "learning/selection/ms-sw-warm"
     ),
