@@ -87,11 +87,9 @@ from ray.rllib.connectors.learner.general_advantage_estimation import (
 )
 from ray.rllib.evaluation.postprocessing import Postprocessing
 
+from agents.config import ADVANTAGE_SCALES
 from envs.group_rollouts import ENV_T, EPISODE_KEY, JOB_ID, JOB_SHARES, SIM_TIME
 
-#: how each group's advantages are weighed before the batch's standardisation
-#: (``train.advantage_scale``; module docstring, "Weighing the windows")
-ADVANTAGE_SCALES = ("batch", "window")
 #: the learner metrics of the weighing (``agents.records.LEARNER_TAGS``)
 TOP_WINDOW_SHARE_RAW = "top_window_share_raw"
 TOP_WINDOW_SHARE = "top_window_share"
@@ -262,13 +260,18 @@ def episode_job_advantages(episodes: Sequence, gamma: float) -> dict[tuple, np.n
     return _by_episode(episodes, _job_rollout, lambda rollouts: job_advantages(rollouts, gamma))
 
 
+def _check_scale(scale: str) -> None:
+    """ValueError unless ``scale`` is one of ``train.advantage_scale``'s values."""
+    if scale not in ADVANTAGE_SCALES:
+        raise ValueError(f"advantage scale must be one of {ADVANTAGE_SCALES}, got {scale!r}")
+
+
 def window_weights(totals: Sequence[Sequence[float]], scale: str) -> list[float]:
     """Per group, the factor its advantages are multiplied by before the batch's
     standardisation: 1 with ``batch``; with ``window``, 1 / the mean ``|team return|``
     of the group's rollouts (``totals``: each group's rollouts' team returns), so an
     advantage is a change relative to the window's average JCT (module docstring)."""
-    if scale not in ADVANTAGE_SCALES:
-        raise ValueError(f"advantage scale must be one of {ADVANTAGE_SCALES}, got {scale!r}")
+    _check_scale(scale)
     if scale == "batch":
         return [1.0 for _ in totals]
     return [1.0 / max(1e-12, float(np.mean(np.abs(np.asarray(t, dtype=float))))) for t in totals]
@@ -299,8 +302,7 @@ class GroupBaselineAdvantages(GeneralAdvantageEstimation):
 
     def __init__(self, *args, scale: str = "batch", **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        if scale not in ADVANTAGE_SCALES:
-            raise ValueError(f"advantage scale must be one of {ADVANTAGE_SCALES}, got {scale!r}")
+        _check_scale(scale)
         self.scale = scale
 
     def grouped(self, episodes) -> dict[tuple, np.ndarray]:
