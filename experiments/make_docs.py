@@ -94,10 +94,12 @@ def default_window(root: Path = RESULTS) -> str:
 #: the benchmark tracks the docs report, each from ``results/benchmark-test-<track>/``
 TRACKS = ("placement", "full")
 #: the test run each track's block shows when it is not ``benchmark-test-<track>``: the
-#: run of the recipe the shipped checkpoints come from (placement: the recipe without
-#: the three rules, ledger #16, the default since session 6; #15, the rules recipe's,
-#: stays in ``benchmark-test-placement``)
-SHIPPED_RUN = {"placement": "benchmark-test-placement-norules"}
+#: run of the recipe the shipped checkpoints come from (placement: the recipe with the
+#: job's model's speeds and the train windows, ledger #18, the default since session 12;
+#: #16, the recipe without the three rules, the default of sessions 6-11, stays in
+#: ``benchmark-test-placement-norules``, and #15, the rules recipe's, in
+#: ``benchmark-test-placement``)
+SHIPPED_RUN = {"placement": "benchmark-test-placement-sw"}
 
 
 def shipped_test_run(track: str) -> str:
@@ -301,9 +303,6 @@ BLOCKS = {
         "learning/selection/ms-sw-iter12", "learning/selection/ms-sw-warm"
     ),
     "selection-ms-sw-iter12-curve": lambda: selection_curve("learning/selection/ms-sw-iter12"),
-    "benchmark-test-placement-sw": lambda: benchmark_test(
-        RESULTS, "placement", "benchmark-test-placement-sw"
-    ),
     "marl-sw-vs-norules-test": lambda: paired_test(
         "benchmark-test-placement-sw", "benchmark-test-placement-norules"
     ),

@@ -204,21 +204,23 @@ SHIPPED_SEEDS = [
     # selected (each its warm start): the next default recipe's test-split networks
     *sorted((REPO_ROOT / "checkpoints" / "marl-sw").glob("seed*")),
 ]
+#: the speed columns as the default env had them before session 12 (the GPU type's
+#: catalogue-wide figure): networks trained then are refused by today's default env
+NO_MODEL_SPEED = {"model_speed": False}
 #: what a folder's seeds change in the default config's env, as they were trained (the
-#: default recipe has no speed floor and no PS rule since session 6)
+#: default recipe has no speed floor and no PS rule since session 6, and reads the job's
+#: model's speeds since session 12)
 TRAINED_WITH = {
-    "marl-learn-seeds": {"speed_floor": 0.9, "ps_rule": True},
-    "marl-nofloor": {"ps_rule": True},
-    "ms-warm": {"model_speed": True},
-    "clone64-ms": {"model_speed": True},
-    "clone-loaded": {"model_speed": True},
-    "clone64-rh": {"model_speed": True},
-    "clone64-sw": {"model_speed": True},
-    "ms-sw-warm": {"model_speed": True},
-    "marl-sw": {"model_speed": True},
+    "marl-norules": NO_MODEL_SPEED,
+    "marl-learn-seeds": {"speed_floor": 0.9, "ps_rule": True, **NO_MODEL_SPEED},
+    "marl-nofloor": {"ps_rule": True, **NO_MODEL_SPEED},
+    "clone-mlfs-rl": NO_MODEL_SPEED,
+    "clone64-mlfs-rl": NO_MODEL_SPEED,
 }
 #: the default checkpoint is this seed's run, byte for byte
-SHIPPED_SEED = REPO_ROOT / "checkpoints" / "marl-norules" / "seed0"
+SHIPPED_SEED = REPO_ROOT / "checkpoints" / "marl-sw" / "seed0"
+#: ... and so, bit for bit in its network, is that recipe's warm start made in session 10
+SHIPPED_WARM_COPY = REPO_ROOT / "checkpoints" / "marl-norules" / "ms-sw-warm" / "seed0"
 
 
 @pytest.mark.parametrize("path", SHIPPED_SEEDS, ids=lambda p: p.relative_to(REPO_ROOT).as_posix())
@@ -226,9 +228,11 @@ def test_the_shipped_warm_start_and_other_seeds_load_and_act_in_the_env(path):
     """Issue 34: the warm start ships beside the final policy, and the recipe's other
     training seeds (pooled in the test-split figure) are real checkpoints too: each
     loads with ``load_agents``, is accepted by the default config's environment, and
-    places a whole window in it (``marl-learn-seeds`` / ``marl-nofloor``: with the
-    default's options set as they were trained, :data:`TRAINED_WITH`; the default's
-    are refused, naming the first option that differs)."""
+    places a whole window in it (the folders trained with other options, :data:`TRAINED_WITH`:
+    with the default's options set as they were trained; the default's are refused,
+    naming the first option that differs). Those trained with the default's options,
+    the shipped warm start among them, are refused by an environment without the job's
+    model's speeds."""
     agents = load_agents(path)
     cfg = dataclasses.replace(
         _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)
@@ -238,6 +242,11 @@ def test_the_shipped_warm_start_and_other_seeds_load_and_act_in_the_env(path):
         with pytest.raises(InputError, match=r"env\.(speed_floor|ps_rule|model_speed)"):
             agents.check_env(env_config(cfg))
         cfg = dataclasses.replace(cfg, env={**cfg.env, **changed})
+    else:
+        with pytest.raises(InputError, match=r"env\.model_speed"):
+            agents.check_env(
+                env_config(dataclasses.replace(cfg, env={**cfg.env, **NO_MODEL_SPEED}))
+            )
     agents.check_env(env_config(cfg))
     info, steps = _rollout(agents, cfg)
     assert steps > 40 and info["metrics"]["jobs_completed"] == 40
@@ -247,8 +256,9 @@ def test_the_shipped_warm_start_and_other_seeds_load_and_act_in_the_env(path):
 
 def test_the_shipped_checkpoint_is_its_warm_start_and_the_seeds_differ():
     """What the README says of the shipped checkpoint: its network is its warm start's
-    (no PPO update was kept), it is ``marl-norules/seed0``'s files, and every other
-    shipped seed is another network."""
+    (no PPO update was kept), it is ``marl-sw/seed0``'s files, and every other shipped
+    seed is another network (but ``marl-norules/ms-sw-warm/seed0``, the same recipe's
+    warm start made in session 10: the same network, checked below)."""
     import torch
 
     def weights(p):
@@ -259,8 +269,10 @@ def test_the_shipped_checkpoint_is_its_warm_start_and_the_seeds_differ():
     assert all(torch.equal(final[k], warm[k]) for k in final)
     for name in ("manifest.json", "state.json", "config.yaml", "modules/shared.pt"):
         assert (SHIPPED / name).read_bytes() == (SHIPPED_SEED / name).read_bytes(), name
-    others = [p for p in SHIPPED_SEEDS[1:] if p != SHIPPED_SEED]
-    assert len(others) == len(SHIPPED_SEEDS) - 2
+    others = [p for p in SHIPPED_SEEDS[1:] if p not in (SHIPPED_SEED, SHIPPED_WARM_COPY)]
+    assert len(others) == len(SHIPPED_SEEDS) - 3
+    copy = weights(SHIPPED_WARM_COPY)
+    assert all(torch.equal(final[k], copy[k]) for k in final)
     for other in others:
         w = weights(other)
         assert any(not torch.equal(final[k], w[k]) for k in final)
@@ -284,9 +296,10 @@ PPO_ITER12 = [
 def test_the_default_recipes_last_ppo_iterations_load_and_act(path):
     """The networks behind docs/agents.md's "Does PPO improve on its warm start" and
     the updates measured after it: each seed's last iteration (12; 48 for the long
-    job-credit runs; 4 for the rollout rounds) of the default recipe serves the default
-    config's environment, places a window, and is an update of that seed's warm start
-    (another network)."""
+    job-credit runs; 4 for the rollout rounds) of the default recipe of sessions 6-11
+    serves the default config's environment as it was then (without the job's model's
+    speeds), places a window, and is an update of that seed's warm start (another
+    network)."""
     import torch
 
     assert len(PPO_ITER12) == 18
@@ -294,6 +307,9 @@ def test_the_default_recipes_last_ppo_iterations_load_and_act(path):
     cfg = dataclasses.replace(
         _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)
     )
+    with pytest.raises(InputError, match=r"env\.model_speed"):
+        agents.check_env(env_config(cfg))
+    cfg = dataclasses.replace(cfg, env={**cfg.env, **NO_MODEL_SPEED})
     agents.check_env(env_config(cfg))
     info, _ = _rollout(agents, cfg)
     assert info["metrics"]["jobs_completed"] == 40
@@ -317,9 +333,9 @@ ITER12_WARM = {"ms-iter12": "ms-warm", "ms-sw-iter12": "ms-sw-warm"}
 @pytest.mark.parametrize("path", MODEL_SPEED_ITER12, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_the_model_speed_recipes_last_ppo_iterations_load_and_act(path):
     """Session 9's PPO from the model-speed warm starts (docs/agents.md, "PPO seeing the
-    speeds"): each seed's iteration 12 is refused by the default environment, naming
-    ``env.model_speed``, serves it with the option on, places a window, and is an update
-    of that seed's warm start (``ms-warm``)."""
+    speeds"): each seed's iteration 12 is refused by an environment without
+    ``env.model_speed``, naming it, serves the default one (the option on since session
+    12), places a window, and is an update of that seed's warm start (``ms-warm``)."""
     import torch
 
     assert len(MODEL_SPEED_ITER12) == 6
@@ -327,10 +343,9 @@ def test_the_model_speed_recipes_last_ppo_iterations_load_and_act(path):
     cfg = dataclasses.replace(
         _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)
     )
-    with pytest.raises(InputError, match=r"env\.model_speed"):
-        agents.check_env(env_config(cfg))
-    cfg = dataclasses.replace(cfg, env={**cfg.env, "model_speed": True})
     agents.check_env(env_config(cfg))
+    with pytest.raises(InputError, match=r"env\.model_speed"):
+        agents.check_env(env_config(dataclasses.replace(cfg, env={**cfg.env, **NO_MODEL_SPEED})))
     info, _ = _rollout(agents, cfg)
     assert info["metrics"]["jobs_completed"] == 40
     assert json.loads((path / "state.json").read_text())["iteration"] == 12

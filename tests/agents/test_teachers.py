@@ -237,29 +237,38 @@ def test_a_masked_teacher_labels_its_own_placement_on_the_whole_view():
     assert all(o["action_mask"][a] == 1.0 for o, a in zip(obs, actions, strict=True))
 
 
-#: the rules recipe (the default until session 6) is ``learn.yaml`` plus these
-RULES = ["env.speed_floor=0.9", "env.ps_rule=true", "model.exchange=true"]
+#: the recipe without the rules (the default from session 6 to 11) is ``learn.yaml``
+#: plus these (since session 12 the recipe sees the job's model's speeds and trains on
+#: the benchmark's train windows too)
+NORULES = ["env.model_speed=false", "train.split_share=0"]
+#: the rules recipe (the default until session 6) is that plus these
+RULES = [*NORULES, "env.speed_floor=0.9", "env.ps_rule=true", "model.exchange=true"]
 
 
 @pytest.mark.parametrize(
     ("overrides", "seed", "count", "digest"),
     [
         pytest.param(RULES, 2, 586, "948a3540ad56", id="rules-seed2"),
-        pytest.param([], 0, 604, "81d551e9d1eb", id="default-seed0"),
+        pytest.param(NORULES, 0, 604, "81d551e9d1eb", id="norules-seed0"),
+        pytest.param([], 0, 576, "1ed8e7f343de", id="default-seed0"),
     ],
 )
 def test_the_recipes_warm_start_labels_are_pinned(overrides, seed, count, digest):
     """The labels ``configs/learn.yaml``'s warm start imitates (lookahead teacher), first
-    3 episodes, pinned by hash, for the two shipped recipes:
+    3 episodes, pinned by hash, for the three recipes that have been the default:
 
     - the rules recipe, training seed 2 (``checkpoints/marl-learn-seeds/seed2``, the
       default until session 6), recorded with the code that trained it (852dc95). A
       refactor that claimed "same labels" changed 5 of them (a replay that stopped at
       a session already done: ``follows_forward_rule``), so that the recipe no longer
       rebuilt that network; reverted, and pinned here;
-    - today's default, training seed 0 (``checkpoints/marl-default``), recorded in
-      session 6 with code that rebuilt that checkpoint's ``modules/shared.pt`` byte for
-      byte. Its PS are the agents' to place, so it labels more decisions."""
+    - the default of sessions 6-11, training seed 0 (``checkpoints/marl-norules/seed0``),
+      recorded in session 6 with code that rebuilt that checkpoint's
+      ``modules/shared.pt`` byte for byte. Its PS are the agents' to place, so it labels
+      more decisions;
+    - today's default, training seed 0 (``checkpoints/marl-default``, which is
+      ``marl-sw/seed0``), recorded in session 12 (main at b8c9cfd) with code whose warm
+      start equals that checkpoint's network bit for bit (``test_inference``)."""
     import hashlib
 
     from agents.commands import _load_train_config
