@@ -321,6 +321,16 @@ BLOCKS = {
     "window-shares": lambda: window_share_table(
         ["learning/selection/ms-sw-fix-iter12", "learning/selection/ms-sw-fixwin-iter12"]
     ),
+    "selection-ms-sw-big-iter12-curve": lambda: selection_curve(
+        "learning/selection/ms-sw-big-iter12"
+    ),
+    "window-shares-big": lambda: window_share_table(
+        [
+            "learning/selection/ms-sw-fix-iter12",
+            "learning/selection/ms-sw-fixwin-iter12",
+            "learning/selection/ms-sw-big-iter12",
+        ]
+    ),
     "clone64-vs-clone": lambda: paired_test(
         "learning/selection/clone64-mlfs-rl", "learning/selection/clone-mlfs-rl"
     ),
