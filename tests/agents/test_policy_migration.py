@@ -263,15 +263,20 @@ def test_only_a_v2_checkpoint_has_a_migration_rule(tmp_path):
     assert has_migration_rule(MarlPolicy(checkpoint=_v2_checkpoint(tmp_path / "v2")))
 
 
-MIGRATION_SEEDS = sorted((REPO_ROOT / "checkpoints" / "marl-migration").glob("seed*"))
+#: the shipped migration agents, and each seed's selected iteration: the rules recipe's
+#: (ledger #13/#17, warm starts) and the default recipe's since session 12
+MIGRATION_FOLDERS = {"marl-migration": [0, 0, 0], "marl-sw-migration": [0, 12, 0]}
 
 
-def test_the_shipped_migration_seeds_move_jobs_behind_simulate_in_the_full_track():
-    """The three checkpoints the full-track test figure pools (docs/results.md): each is
-    a v2 warm start that ``has_migration_rule`` reads as one, and behind ``simulate``
-    with ``simulation.migration: on`` on a loaded window of the default config its
-    moves reach the simulator while every job still finishes."""
-    assert [p.name for p in MIGRATION_SEEDS] == ["seed0", "seed1", "seed2"]
+@pytest.mark.parametrize("folder", sorted(MIGRATION_FOLDERS))
+def test_the_shipped_migration_seeds_move_jobs_behind_simulate_in_the_full_track(folder):
+    """The three checkpoints a full-track test figure pools (docs/results.md): each is
+    a v2 checkpoint of the iteration its run selected that ``has_migration_rule`` reads
+    as one, and behind ``simulate`` with ``simulation.migration: on`` on a loaded window
+    of the default config its moves reach the simulator while every job still
+    finishes."""
+    seeds = sorted((REPO_ROOT / "checkpoints" / folder).glob("seed*"))
+    assert [p.name for p in seeds] == ["seed0", "seed1", "seed2"]
     cfg = load_config(DEFAULT)
     cfg = dataclasses.replace(
         cfg,
@@ -281,8 +286,8 @@ def test_the_shipped_migration_seeds_move_jobs_behind_simulate_in_the_full_track
     topo, perf = build_cluster(cfg)
     workload = load_workload(cfg, perf)
     weights = set()
-    for path in MIGRATION_SEEDS:
-        assert json.loads((path / "state.json").read_text())["iteration"] == 0
+    for path, iteration in zip(seeds, MIGRATION_FOLDERS[folder], strict=True):
+        assert json.loads((path / "state.json").read_text())["iteration"] == iteration
         policy = MarlPolicy(checkpoint=path)
         assert policy.migrates and has_migration_rule(policy)
         weights.add((path / "modules" / "shared.pt").read_bytes())
