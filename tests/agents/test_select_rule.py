@@ -88,8 +88,9 @@ def test_validation_at_each_load_of_each_window(tmp_path):
 
 
 def test_default_config_is_dagger_plus_the_dominate_rule_minus_three_rules():
-    """``configs/default.yaml`` is the chain's last recipe plus the dominance rule, and
-    since session 6 without the speed floor, the PS rule and the exchange."""
+    """``configs/default.yaml`` is the chain's last recipe plus the dominance rule, since
+    session 6 without the speed floor, the PS rule and the exchange, and since session 12
+    with the job's model's speeds."""
     assert train_config(
         load_config(str(REPO_ROOT / "configs" / "recipes" / "dagger.yaml"))
     ).select_rule == ("mean")
@@ -102,7 +103,7 @@ def test_default_config_is_dagger_plus_the_dominate_rule_minus_three_rules():
                 "select_rule": "dominate",
                 "select_tolerance": 0.001,
             },
-            "env": {"speed_floor": 0.0, "ps_rule": False},
+            "env": {"speed_floor": 0.0, "ps_rule": False, "model_speed": True},
             "model": {"exchange": False},
         },
     )

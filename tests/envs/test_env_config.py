@@ -26,7 +26,9 @@ def test_defaults_parse_from_an_empty_section():
 
 def test_default_recipe_section_parses_with_its_options_on():
     """The default recipe's options; since session 6 without the speed floor and the PS
-    rule (the floor's work threshold is still recorded: it binds nothing at 0)."""
+    rule (the floor's work threshold is still recorded: it binds nothing at 0), since
+    session 12 with the job's model's speeds (an observation option: the controls, which
+    keep the rules recipe's masks, read no observation)."""
     ec = env_config(load_config(DEFAULT))
     assert ec.hints == (
         "interference-aware",
@@ -38,13 +40,13 @@ def test_default_recipe_section_parses_with_its_options_on():
     assert ec.global_hints == ("interference-aware", "speed-aware")
     assert ec.consolidate and ec.resident_features and ec.keep_together and ec.job_length
     assert not ec.ps_rule and ec.speed_floor == 0.0 and ec.speed_floor_min_work == 1e5
-    assert ec.wait_to_fit == 1.0 and ec.forward_rule == "must"
+    assert ec.wait_to_fit == 1.0 and ec.forward_rule == "must" and ec.model_speed
     # the rules recipe the controls keep (envs/controls.py)
     rules = env_config(load_config(REPO_ROOT / "configs" / "recipes" / "dagger.yaml"))
     assert rules.ps_rule and rules.speed_floor == 0.9 and rules.speed_floor_min_work == 1e5
-    others = {
-        k: v for k, v in rules.decision_options().items() if k not in ("ps_rule", "speed_floor")
-    }
+    assert not rules.model_speed
+    differ = ("ps_rule", "speed_floor", "model_speed")
+    others = {k: v for k, v in rules.decision_options().items() if k not in differ}
     assert others == {k: ec.decision_options()[k] for k in others}
 
 
