@@ -324,6 +324,12 @@ BLOCKS = {
     "selection-ms-sw-big-iter12-curve": lambda: selection_curve(
         "learning/selection/ms-sw-big-iter12"
     ),
+    "ms-sw-big-iter12-vs-warm": lambda: paired_test(
+        "learning/selection/ms-sw-big-iter12", "learning/selection/ms-sw-warm"
+    ),
+    "ms-sw-big-iter12-vs-fix": lambda: paired_test(
+        "learning/selection/ms-sw-big-iter12", "learning/selection/ms-sw-fix-iter12"
+    ),
     "window-shares-big": lambda: window_share_table(
         [
             "learning/selection/ms-sw-fix-iter12",

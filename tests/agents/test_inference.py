@@ -325,9 +325,15 @@ MODEL_SPEED_ITER12 = [
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-iter12").glob("seed*")),
     # session 10: the same with the benchmark's train windows (train.split_share)
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-sw-iter12").glob("seed*")),
+    # session 12: the same with 10,000-decision batches and the windows weighed alike
+    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-sw-big-iter12").glob("seed*")),
 ]
 #: each folder's warm starts
-ITER12_WARM = {"ms-iter12": "ms-warm", "ms-sw-iter12": "ms-sw-warm"}
+ITER12_WARM = {
+    "ms-iter12": "ms-warm",
+    "ms-sw-iter12": "ms-sw-warm",
+    "ms-sw-big-iter12": "ms-sw-warm",
+}
 
 
 @pytest.mark.parametrize("path", MODEL_SPEED_ITER12, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -338,7 +344,7 @@ def test_the_model_speed_recipes_last_ppo_iterations_load_and_act(path):
     12), places a window, and is an update of that seed's warm start (``ms-warm``)."""
     import torch
 
-    assert len(MODEL_SPEED_ITER12) == 6
+    assert len(MODEL_SPEED_ITER12) == 9
     agents = load_agents(path)
     cfg = dataclasses.replace(
         _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)
