@@ -98,8 +98,9 @@ TRACKS = ("placement", "full")
 #: job's model's speeds and the train windows, ledger #18, the default since session 12;
 #: #16, the recipe without the three rules, the default of sessions 6-11, stays in
 #: ``benchmark-test-placement-norules``, and #15, the rules recipe's, in
-#: ``benchmark-test-placement``)
-SHIPPED_RUN = {"placement": "benchmark-test-placement-sw"}
+#: ``benchmark-test-placement``; full: that recipe's migration agents, ledger #19,
+#: since session 12; #17, the rules recipe's, stays in ``benchmark-test-full``)
+SHIPPED_RUN = {"placement": "benchmark-test-placement-sw", "full": "benchmark-test-full-sw"}
 
 
 def shipped_test_run(track: str) -> str:
@@ -323,6 +324,9 @@ BLOCKS = {
     ),
     "selection-ms-sw-big-iter12-curve": lambda: selection_curve(
         "learning/selection/ms-sw-big-iter12"
+    ),
+    "marl-sw-vs-migration-full-test": lambda: paired_test(
+        "benchmark-test-full-sw", "benchmark-test-full"
     ),
     "ms-sw-big-iter12-vs-warm": lambda: paired_test(
         "learning/selection/ms-sw-big-iter12", "learning/selection/ms-sw-warm"
