@@ -327,15 +327,23 @@ def _paired_logs(
     return names, logs
 
 
-def paired_test(candidate: str, reference: str, root: Path = RESULTS) -> str:
+def paired_test(
+    candidate: str, reference: str, root: Path = RESULTS, slot: str | None = None
+) -> str:
     """One line comparing two test runs' ``marl`` rows cell by cell (the same scenarios,
     seeds and training-run slots): the paired geometric-mean ratio with its hierarchical
-    interval, and P(candidate lower) from the runs' normalised scores."""
+    interval, and P(candidate lower) from the runs' normalised scores. ``slot``: only
+    that training-run slot's cells (``runs.csv``'s ``run``)."""
     cand_rows = read_rows(root / candidate / "runs.csv")
-    new, old = _cells(cand_rows, "marl"), _cells(read_rows(root / reference / "runs.csv"), "marl")
+    ref_rows = read_rows(root / reference / "runs.csv")
+    if slot is not None:
+        cand_rows = [r for r in cand_rows if r["policy"] != "marl" or r["run"] == slot]
+        ref_rows = [r for r in ref_rows if r["run"] == slot]
+    new, old = _cells(cand_rows, "marl"), _cells(ref_rows, "marl")
     n, ratio, p = _paired(new, old, _cells(cand_rows, "first-fit"))
+    where = "" if slot is None else f", training-run slot {slot} only"
     return (f"`marl` of `{candidate}` over `marl` of `{reference}`, paired by scenario, "
-            f"training-run slot and seed ({n} scenarios): geometric-mean ratio of "
+            f"training-run slot and seed ({n} scenarios{where}): geometric-mean ratio of "
             f"average JCT {ratio}; P(lower) {p}.\n")  # fmt: skip
 
 

@@ -207,6 +207,13 @@ SHIPPED_SEEDS = [
 #: the speed columns as the default env had them before session 12 (the GPU type's
 #: catalogue-wide figure): networks trained then are refused by today's default env
 NO_MODEL_SPEED = {"model_speed": False}
+
+
+def without_model_speed(cfg):
+    """``cfg`` with the default env as it was before session 12 (:data:`NO_MODEL_SPEED`)."""
+    return dataclasses.replace(cfg, env={**cfg.env, **NO_MODEL_SPEED})
+
+
 #: what a folder's seeds change in the default config's env, as they were trained (the
 #: default recipe has no speed floor and no PS rule since session 6, and reads the job's
 #: model's speeds since session 12)
@@ -244,9 +251,7 @@ def test_the_shipped_warm_start_and_other_seeds_load_and_act_in_the_env(path):
         cfg = dataclasses.replace(cfg, env={**cfg.env, **changed})
     else:
         with pytest.raises(InputError, match=r"env\.model_speed"):
-            agents.check_env(
-                env_config(dataclasses.replace(cfg, env={**cfg.env, **NO_MODEL_SPEED}))
-            )
+            agents.check_env(env_config(without_model_speed(cfg)))
     agents.check_env(env_config(cfg))
     info, steps = _rollout(agents, cfg)
     assert steps > 40 and info["metrics"]["jobs_completed"] == 40
@@ -309,7 +314,7 @@ def test_the_default_recipes_last_ppo_iterations_load_and_act(path):
     )
     with pytest.raises(InputError, match=r"env\.model_speed"):
         agents.check_env(env_config(cfg))
-    cfg = dataclasses.replace(cfg, env={**cfg.env, **NO_MODEL_SPEED})
+    cfg = without_model_speed(cfg)
     agents.check_env(env_config(cfg))
     info, _ = _rollout(agents, cfg)
     assert info["metrics"]["jobs_completed"] == 40
@@ -351,7 +356,7 @@ def test_the_model_speed_recipes_last_ppo_iterations_load_and_act(path):
     )
     agents.check_env(env_config(cfg))
     with pytest.raises(InputError, match=r"env\.model_speed"):
-        agents.check_env(env_config(dataclasses.replace(cfg, env={**cfg.env, **NO_MODEL_SPEED})))
+        agents.check_env(env_config(without_model_speed(cfg)))
     info, _ = _rollout(agents, cfg)
     assert info["metrics"]["jobs_completed"] == 40
     assert json.loads((path / "state.json").read_text())["iteration"] == 12

@@ -86,6 +86,36 @@ def test_the_selection_power_table_pairs_cells_and_sizes_the_set(tmp_path):
     assert scenarios_to_resolve(0.0) == 1 and scenarios_to_resolve(0.1) == 17
 
 
+def test_the_paired_test_pools_every_slot_or_reads_one(tmp_path):
+    """Two slots, one a copy of the reference (log ratio 0) and one with a known log
+    ratio per scenario: pooled, the ratio is the geometric mean over scenarios of the
+    slots' mean log ratio; with ``slot``, that slot's alone, and the line says so."""
+    import math
+
+    from agents.reports import paired_test
+
+    logs = {"a": 0.10, "b": -0.04, "c": 0.06}
+    ref, cand = {}, {}
+    for sc, lg in logs.items():
+        for seed in ("0", "1", "2"):
+            base = 1000.0 + 10 * int(seed)
+            cand[sc, "medium", "first-fit", "0", seed] = 2 * base
+            for run in ("0", "1"):
+                ref[sc, "medium", "marl", run, seed] = base + 50 * int(run)
+                moved = lg if run == "1" else 0.0
+                cand[sc, "medium", "marl", run, seed] = (base + 50 * int(run)) * math.exp(moved)
+    _runs_csv(tmp_path / "cand", cand)
+    _runs_csv(tmp_path / "ref", ref)
+    pooled = paired_test("cand", "ref", tmp_path)
+    one = paired_test("cand", "ref", tmp_path, slot="1")
+    copy = paired_test("cand", "ref", tmp_path, slot="0")
+    mean = sum(logs.values()) / 3
+    assert f"average JCT {math.exp(mean / 2):.3f} [" in pooled and "(3 scenarios)" in pooled
+    assert f"average JCT {math.exp(mean):.3f} [" in one
+    assert "(3 scenarios, training-run slot 1 only)" in one
+    assert "average JCT 1.000 [1.000, 1.000]" in copy
+
+
 def test_the_rollout_rounds_table_reads_each_seeds_rounds_and_selection_runs(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 

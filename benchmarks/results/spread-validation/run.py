@@ -26,9 +26,20 @@ variants = check_sensitivity(None, True, None)
 t = time.time()
 path = run_sensitivity(
     variants,
-    lambda o, ov: run_benchmark(sys.argv[3], "validation", policies, seeds, o,
-                                overrides=ov, ledger=None, figures=True,
-                                log=print)[0],
-    out, [], f"validation split, heuristics (no policy migrates), {seeds} seed(s), " + sys.argv[4])
+    lambda o, ov: run_benchmark(
+        sys.argv[3],
+        "validation",
+        policies,
+        seeds,
+        o,
+        overrides=ov,
+        ledger=None,
+        figures=True,
+        log=print,
+    )[0],
+    out,
+    [],
+    f"validation split, heuristics (no policy migrates), {seeds} seed(s), " + sys.argv[4],
+)
 print(path.read_text())
 print("wall", time.time() - t)
