@@ -341,6 +341,30 @@ BLOCKS = {
             "learning/selection/ms-sw-big-iter12",
         ]
     ),
+    "selection-ms-sw-load-iter12-curve": lambda: selection_curve(
+        "learning/selection/ms-sw-load-iter12"
+    ),
+    "window-shares-load": lambda: window_share_table(
+        ["learning/selection/ms-sw-big-iter12", "learning/selection/ms-sw-load-iter12"]
+    ),
+    "ms-sw-load-iter12-vs-warm": lambda: paired_test(
+        "learning/selection/ms-sw-load-iter12", "learning/selection/ms-sw-load-warm"
+    ),
+    "selection-ms-sw-load": lambda: selection_power(
+        "learning/selection/ms-sw-load-iter12", "learning/selection/ms-sw-load-warm"
+    ),
+    "ms-sw-load-iter12-vs-big": lambda: paired_test(
+        "learning/selection/ms-sw-load-iter12", "learning/selection/ms-sw-big-iter12"
+    ),
+    "ms-sw-load-warm-vs-warm": lambda: paired_test(
+        "learning/selection/ms-sw-load-warm", "learning/selection/ms-sw-warm"
+    ),
+    "ms-sw-big-picks-vs-warm": lambda: paired_test(
+        "learning/selection/ms-sw-big-picks", "learning/selection/ms-sw-warm"
+    ),
+    "ms-sw-big-picks-vs-warm-slot2": lambda: paired_test(
+        "learning/selection/ms-sw-big-picks", "learning/selection/ms-sw-warm", slot="2"
+    ),
     "clone64-vs-clone": lambda: paired_test(
         "learning/selection/clone64-mlfs-rl", "learning/selection/clone-mlfs-rl"
     ),

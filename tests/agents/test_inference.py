@@ -203,6 +203,9 @@ SHIPPED_SEEDS = [
     # session 11: that recipe's three seeds with 12 PPO iterations (fixed sampler), as
     # selected (each its warm start): the next default recipe's test-split networks
     *sorted((REPO_ROOT / "checkpoints" / "marl-sw").glob("seed*")),
+    # session 13: that recipe's warm start taught on loaded training slices
+    # (train.episode_warmup_jobs=100)
+    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-sw-load-warm").glob("seed*")),
 ]
 #: the speed columns as the default env had them before session 12 (the GPU type's
 #: catalogue-wide figure): networks trained then are refused by today's default env
@@ -332,13 +335,21 @@ MODEL_SPEED_ITER12 = [
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-sw-iter12").glob("seed*")),
     # session 12: the same with 10,000-decision batches and the windows weighed alike
     *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-sw-big-iter12").glob("seed*")),
+    # session 13: the same on loaded training slices (train.episode_warmup_jobs=100)
+    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-sw-load-iter12").glob("seed*")),
+    # ... and ms-sw-big-iter12's seed 2 at iteration 3, the one its dominance rule kept
+    REPO_ROOT / "checkpoints" / "marl-norules" / "ms-sw-big-picks" / "seed2",
 ]
 #: each folder's warm starts
 ITER12_WARM = {
     "ms-iter12": "ms-warm",
     "ms-sw-iter12": "ms-sw-warm",
     "ms-sw-big-iter12": "ms-sw-warm",
+    "ms-sw-load-iter12": "ms-sw-load-warm",
+    "ms-sw-big-picks": "ms-sw-warm",
 }
+#: the PPO iteration a folder's networks are at, when not the last (12)
+KEPT_ITERATION = {"ms-sw-big-picks": 3}
 
 
 @pytest.mark.parametrize("path", MODEL_SPEED_ITER12, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -346,10 +357,12 @@ def test_the_model_speed_recipes_last_ppo_iterations_load_and_act(path):
     """Session 9's PPO from the model-speed warm starts (docs/agents.md, "PPO seeing the
     speeds"): each seed's iteration 12 is refused by an environment without
     ``env.model_speed``, naming it, serves the default one (the option on since session
-    12), places a window, and is an update of that seed's warm start (``ms-warm``)."""
+    12), places a window, and is an update of that seed's warm start (``ms-warm``);
+    likewise the later recipes' iteration 12 and the one kept PPO iteration measured on
+    the whole split (:data:`KEPT_ITERATION`)."""
     import torch
 
-    assert len(MODEL_SPEED_ITER12) == 9
+    assert len(MODEL_SPEED_ITER12) == 13
     agents = load_agents(path)
     cfg = dataclasses.replace(
         _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)
@@ -359,7 +372,8 @@ def test_the_model_speed_recipes_last_ppo_iterations_load_and_act(path):
         agents.check_env(env_config(without_model_speed(cfg)))
     info, _ = _rollout(agents, cfg)
     assert info["metrics"]["jobs_completed"] == 40
-    assert json.loads((path / "state.json").read_text())["iteration"] == 12
+    expected = KEPT_ITERATION.get(path.parent.name, 12)
+    assert json.loads((path / "state.json").read_text())["iteration"] == expected
     warm = (
         REPO_ROOT
         / "checkpoints"
@@ -372,6 +386,36 @@ def test_the_model_speed_recipes_last_ppo_iterations_load_and_act(path):
     a = torch.load(path / "modules" / "shared.pt", map_location="cpu", weights_only=True)
     b = torch.load(warm, map_location="cpu", weights_only=True)
     assert a.keys() == b.keys() and any(not torch.equal(a[k], b[k]) for k in a)
+
+
+def test_the_loaded_recipes_selected_networks_are_the_iterations_its_rule_kept():
+    """``checkpoints/marl-sw-load`` (docs/agents.md, "Loaded episodes on today's
+    recipe"): each seed is the iteration its dominance rule kept (3, the warm start, 3),
+    trained on loaded slices; seed 1 is bit for bit ``marl-norules/ms-sw-load-warm``'s
+    network, seeds 0 and 2 are updates of theirs; each loads, is accepted by the default
+    env and refused without the job's model's speeds, and seed 0 places a window."""
+    import torch
+
+    cfg = dataclasses.replace(
+        _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)
+    )
+    for s, kept in ((0, 3), (1, 0), (2, 3)):
+        path = REPO_ROOT / "checkpoints" / "marl-sw-load" / f"seed{s}"
+        assert json.loads((path / "state.json").read_text())["iteration"] == kept
+        assert "episode_warmup_jobs: 100" in (path / "config.yaml").read_text()
+        mine, warm = (
+            torch.load(p / "modules" / "shared.pt", map_location="cpu", weights_only=True)
+            for p in (path, REPO_ROOT / "checkpoints/marl-norules/ms-sw-load-warm" / f"seed{s}")
+        )
+        assert mine.keys() == warm.keys()
+        assert all(torch.equal(mine[k], warm[k]) for k in mine) == (kept == 0)
+        agents = load_agents(path)
+        agents.check_env(env_config(cfg))
+        with pytest.raises(InputError, match=r"env\.model_speed"):
+            agents.check_env(env_config(without_model_speed(cfg)))
+        if s == 0:
+            info, _ = _rollout(agents, cfg)
+            assert info["metrics"]["jobs_completed"] == 40
 
 
 def test_the_speed_windows_recipes_selected_networks_are_its_warm_starts():
