@@ -365,6 +365,12 @@ BLOCKS = {
     "ms-sw-big-picks-vs-warm-slot2": lambda: paired_test(
         "learning/selection/ms-sw-big-picks", "learning/selection/ms-sw-warm", slot="2"
     ),
+    "benchmark-test-placement-sw-load": lambda: benchmark_test(
+        RESULTS, "placement", "benchmark-test-placement-sw-load"
+    ),
+    "marl-sw-load-vs-sw-test": lambda: paired_test(
+        "benchmark-test-placement-sw-load", "benchmark-test-placement-sw"
+    ),
     "clone64-vs-clone": lambda: paired_test(
         "learning/selection/clone64-mlfs-rl", "learning/selection/clone-mlfs-rl"
     ),
