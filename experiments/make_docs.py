@@ -347,9 +347,6 @@ BLOCKS = {
     "window-shares-load": lambda: window_share_table(
         ["learning/selection/ms-sw-big-iter12", "learning/selection/ms-sw-load-iter12"]
     ),
-    "ms-sw-load-iter12-vs-warm": lambda: paired_test(
-        "learning/selection/ms-sw-load-iter12", "learning/selection/ms-sw-load-warm"
-    ),
     "selection-ms-sw-load": lambda: selection_power(
         "learning/selection/ms-sw-load-iter12", "learning/selection/ms-sw-load-warm"
     ),
