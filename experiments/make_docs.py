@@ -2,7 +2,8 @@
 the committed results files, so that no figure in them is typed by hand.
 
     python -m experiments.make_docs           # rewrite the blocks and the figures
-    python -m experiments.make_docs --check   # exit 1 if a block differs from its files
+    python -m experiments.make_docs --check   # exit 1 if a block differs from its files,
+                                              # or one of BLOCKS is used by no document
 
 A block is the text between ``<!-- generated:NAME -->`` and ``<!-- /generated -->``;
 :data:`BLOCKS` renders each NAME from its folder under ``results/``, written by:
@@ -423,22 +424,33 @@ def rewrite(text: str, rendered: dict[str, str]) -> str:
     return BLOCK.sub(lambda m: m.group(1) + rendered[m.group(2)] + m.group(4), text)
 
 
+def unused_blocks(texts: list[str]) -> list[str]:
+    """The names in :data:`BLOCKS` that no text among ``texts`` has a block of (a
+    rendering kept after the paragraph that showed it was cut)."""
+    used = {m.group(2) for text in texts for m in BLOCK.finditer(text)}
+    return sorted(set(BLOCKS) - used)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.make_docs")
     parser.add_argument("--check", action="store_true", help="only compare, write nothing")
     args = parser.parse_args(argv)
     rendered = {name: render() for name, render in BLOCKS.items()}
-    stale = []
+    stale, texts = [], []
     for doc in DOCS:
         text = doc.read_text(encoding="utf-8")
+        texts.append(text)
         new = rewrite(text, rendered)
         if new != text:
             stale.append(doc.relative_to(REPO_ROOT))
             if not args.check:
                 doc.write_text(new, encoding="utf-8")
+    unused = unused_blocks(texts)
+    if unused:
+        print(f"defined in BLOCKS but used by no document: {', '.join(unused)}")
     if args.check:
         print(f"stale: {', '.join(map(str, stale))}" if stale else "every block is current")
-        return 1 if stale else 0
+        return 1 if stale or unused else 0
     for path in figures():
         print(f"wrote {path.relative_to(REPO_ROOT)}")
     print(f"rewrote {', '.join(map(str, stale))}" if stale else "every block was current")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -217,6 +218,17 @@ def without_model_speed(cfg):
     return dataclasses.replace(cfg, env={**cfg.env, **NO_MODEL_SPEED})
 
 
+def _weights(path):
+    """The network of a checkpoint folder (``path / modules / shared.pt``), or of the
+    ``.pt`` file ``path`` itself: tensors only (``weights_only``)."""
+    import torch
+
+    path = Path(path)
+    if path.suffix != ".pt":
+        path = path / "modules" / "shared.pt"
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
 #: what a folder's seeds change in the default config's env, as they were trained (the
 #: default recipe has no speed floor and no PS rule since session 6, and reads the job's
 #: model's speeds since session 12)
@@ -269,20 +281,17 @@ def test_the_shipped_checkpoint_is_its_warm_start_and_the_seeds_differ():
     warm start made in session 10: the same network, checked below)."""
     import torch
 
-    def weights(p):
-        return torch.load(p / "modules" / "shared.pt", map_location="cpu", weights_only=True)
-
-    final, warm = weights(SHIPPED), weights(SHIPPED / "warm_start")
+    final, warm = _weights(SHIPPED), _weights(SHIPPED / "warm_start")
     assert final.keys() == warm.keys()
     assert all(torch.equal(final[k], warm[k]) for k in final)
     for name in ("manifest.json", "state.json", "config.yaml", "modules/shared.pt"):
         assert (SHIPPED / name).read_bytes() == (SHIPPED_SEED / name).read_bytes(), name
     others = [p for p in SHIPPED_SEEDS[1:] if p not in (SHIPPED_SEED, SHIPPED_WARM_COPY)]
     assert len(others) == len(SHIPPED_SEEDS) - 3
-    copy = weights(SHIPPED_WARM_COPY)
+    copy = _weights(SHIPPED_WARM_COPY)
     assert all(torch.equal(final[k], copy[k]) for k in final)
     for other in others:
-        w = weights(other)
+        w = _weights(other)
         assert any(not torch.equal(final[k], w[k]) for k in final)
 
 
@@ -324,8 +333,7 @@ def test_the_default_recipes_last_ppo_iterations_load_and_act(path):
     last = int(path.parent.name.rsplit("-iter", 1)[1])
     assert json.loads((path / "state.json").read_text())["iteration"] == last
     warm = REPO_ROOT / "checkpoints" / "marl-norules" / path.name / "modules" / "shared.pt"
-    a = torch.load(path / "modules" / "shared.pt", map_location="cpu", weights_only=True)
-    b = torch.load(warm, map_location="cpu", weights_only=True)
+    a, b = _weights(path), _weights(warm)
     assert a.keys() == b.keys() and any(not torch.equal(a[k], b[k]) for k in a)
 
 
@@ -383,8 +391,7 @@ def test_the_model_speed_recipes_last_ppo_iterations_load_and_act(path):
         / "modules"
         / "shared.pt"
     )
-    a = torch.load(path / "modules" / "shared.pt", map_location="cpu", weights_only=True)
-    b = torch.load(warm, map_location="cpu", weights_only=True)
+    a, b = _weights(path), _weights(warm)
     assert a.keys() == b.keys() and any(not torch.equal(a[k], b[k]) for k in a)
 
 
@@ -404,7 +411,7 @@ def test_the_loaded_recipes_selected_networks_are_the_iterations_its_rule_kept()
         assert json.loads((path / "state.json").read_text())["iteration"] == kept
         assert "episode_warmup_jobs: 100" in (path / "config.yaml").read_text()
         mine, warm = (
-            torch.load(p / "modules" / "shared.pt", map_location="cpu", weights_only=True)
+            _weights(p)
             for p in (path, REPO_ROOT / "checkpoints/marl-norules/ms-sw-load-warm" / f"seed{s}")
         )
         assert mine.keys() == warm.keys()
@@ -427,7 +434,7 @@ def test_the_speed_windows_recipes_selected_networks_are_its_warm_starts():
 
     for s in range(3):
         mine, warm = (
-            torch.load(REPO_ROOT / "checkpoints" / d / f"seed{s}" / "modules" / "shared.pt")
+            _weights(REPO_ROOT / "checkpoints" / d / f"seed{s}")
             for d in ("marl-sw", "marl-norules/ms-sw-warm")
         )
         assert mine.keys() == warm.keys()

@@ -24,6 +24,17 @@ def test_every_generated_block_equals_its_results_files(doc):
         assert text == make_docs.BLOCKS[name](), f"{doc.name}: block {name} is stale"
 
 
+def test_every_block_make_docs_renders_is_used_by_a_document():
+    texts = [doc.read_text(encoding="utf-8") for doc in make_docs.DOCS]
+    assert make_docs.unused_blocks(texts) == []
+    # the documents without one of them: that block is reported, and only it
+    cut = [
+        make_docs.BLOCK.sub(lambda m: "" if m.group(2) == "default-window" else m.group(0), t)
+        for t in texts
+    ]
+    assert make_docs.unused_blocks(cut) == ["default-window"]
+
+
 def test_every_number_in_the_default_window_block_is_in_the_results_file():
     """The block's figures are the results file's, rounded as printed."""
     text = _blocks((REPO_ROOT / "README.md").read_text(encoding="utf-8"))["default-window"]
