@@ -26,8 +26,10 @@ import math
 
 import numpy as np
 
+from envs.controls import MaskedHeuristic
 from envs.rules import placement_key
 from marl_sched.catalogue import CATALOGUE
+from marl_sched.config import REPO_ROOT
 from marl_sched.jobs import Job, Placement
 from marl_sched.simulator import ClusterView, Simulator
 
@@ -323,3 +325,37 @@ def make_teacher(
     from marl_sched.policies import make_policy
 
     return make_policy(name)
+
+
+class MaskedLookahead(MaskedHeuristic):
+    """The default recipe's warm-start teacher as a policy: per job the
+    :class:`LookaheadTeacher`'s plan (:func:`teacher_plan`: the heuristics' proposals on
+    the whole view and on each subcluster that can hold the job, the forward rule's
+    reachable ones only, the one with the lowest predicted iteration time), followed
+    inside the agents' masks by forwards and GPU-group slots, under the rules of the
+    agents' own environment (``configs/default.yaml``'s ``env:``, the env the recipe's
+    clone is taught in), not the pre-registered rules of the other controls.
+
+    No network and no learning, and the same information the agents have (the view,
+    the performance model's predicted iteration time; no future arrivals, no true
+    lengths): the rule ``configs/learn.yaml``'s warm start imitates, so what a learned
+    policy taught by it adds is measured against it (docs/agents.md, "The teacher as a
+    policy"). Registered as kind ``teacher``, not ``control``: its rules follow the
+    default recipe, while the pre-registered controls' are pinned. A combination of
+    heuristics rather than one, so it is no hint and has no follow action."""
+
+    name = "masked:lookahead"
+    description = (
+        "the default recipe's lookahead teacher followed inside the agents' masks, "
+        "with their default env rules"
+    )
+    heuristic = "first-fit"  # replaced by the teacher (no planner of its own)
+    recipe = REPO_ROOT / "configs" / "default.yaml"
+    follow = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.planner = LookaheadTeacher()
+
+    def _plan(self, job, view, session):
+        return teacher_plan(self.planner, session)

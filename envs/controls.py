@@ -93,7 +93,7 @@ class MaskedHeuristic(Policy):
         session = PlacementSession(b, job, view, home_agent(job, b.n_agents))
         if not session.feasible() or session.waits():
             return None
-        plan = self.planner.place(job, view)
+        plan = self._plan(job, view, session)
         order = [] if plan is None else [*plan.worker_groups, *plan.ps_groups]
         g_max, n_agents = b.pad[0], b.n_agents
         while not session.done:
@@ -102,6 +102,10 @@ class MaskedHeuristic(Policy):
             if not session.done and not session.feasible():
                 return None
         return session.placement()
+
+    def _plan(self, job: Job, view: ClusterView, session: PlacementSession) -> Placement | None:
+        """The placement to follow: the heuristic's plan on the whole view."""
+        return self.planner.place(job, view)
 
     @staticmethod
     def _choose(

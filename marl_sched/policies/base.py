@@ -102,8 +102,11 @@ def register_lazy(name: str, description: str, target: str, kind: str = "learned
 #: ``control`` (a heuristic inside the agents' masks), ``load-control`` (a placement
 #: policy paired with MLFS's load control: the ``+lc`` rows), ``published-heuristic``
 #: (a published scheduler's hand-written rule, in agents/ beside its learned sibling;
-#: no checkpoint) and ``learned`` (loads a checkpoint)
-KINDS = ("heuristic", "control", "load-control", "published-heuristic", "learned")
+#: no checkpoint), ``teacher`` (the rule our recipe's warm start imitates, inside the
+#: agents' masks under their default env rules: no learning, but it moves with our
+#: recipe, so it is not among the pre-registered controls that ``rules`` stands for)
+#: and ``learned`` (loads a checkpoint)
+KINDS = ("heuristic", "control", "load-control", "published-heuristic", "teacher", "learned")
 
 
 def policy_entries() -> dict[str, PolicyEntry]:
@@ -174,6 +177,18 @@ for _heuristic in ("interference-aware", "speed-aware", "first-fit"):
         f"envs.controls:Masked{''.join(w.title() for w in _heuristic.split('-'))}",
         kind="control",
     )
+
+# the default recipe's warm-start teacher (a one-step lookahead over the heuristics)
+# inside the agents' masks, with their default env rules: no learning, but not one of
+# the pre-registered controls (agents/teachers.py; docs/agents.md, "The teacher as a
+# policy")
+register_lazy(
+    "masked:lookahead",
+    "the default recipe's lookahead teacher followed inside the agents' masks, "
+    "with their default env rules",
+    "agents.teachers:MaskedLookahead",
+    kind="teacher",
+)
 
 # a probe of the agents' action space: MLF-RL's placement inside their masks (a learned
 # network, so not among the no-learning controls; envs/controls.py)

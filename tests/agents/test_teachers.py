@@ -278,3 +278,47 @@ def test_the_recipes_warm_start_labels_are_pinned(overrides, seed, count, digest
     _, actions, _, _ = teacher_decisions(cfg, mc, dataclasses.replace(tc, bc_episodes=3), seed)
     assert len(actions) == count
     assert hashlib.sha256(str(actions).encode()).hexdigest()[:12] == digest
+
+
+def test_the_lookahead_policy_places_the_teachers_plan_inside_the_default_rules_masks():
+    """``masked:lookahead``: the recipe's teacher as a policy. Its options are the
+    default env's decision options with no hint; every job it places where the
+    lookahead teacher plans (:func:`agents.teachers.teacher_plan` on the same session)
+    lands exactly on that plan; and the plans are the teacher's, not its nominal
+    heuristic's (first-fit's placement differs on some job), so a fallback to the
+    parent class's planner would fail here."""
+    from agents.teachers import MaskedLookahead, teacher_plan
+    from envs.config import env_config
+    from envs.rules import home_agent
+    from envs.session import PlacementSession
+    from marl_sched.policies import control_names, policy_entries
+
+    policy = make_policy("masked:lookahead")
+    assert isinstance(policy, MaskedLookahead)
+    assert policy_entries()["masked:lookahead"].kind == "teacher"
+    assert "masked:lookahead" not in control_names()  # not a pre-registered control
+    default = env_config(load_config(REPO_ROOT / "configs" / "default.yaml")).decision_options()
+    assert policy.options == {**default, "hints": [], "global_hints": []}
+    topo = tiny_topology(subclusters=3, racks=1, servers=2, gpus_per_group=2,
+                         gpu_types=("k80", "v100", "p100"))  # fmt: skip
+    perf = PerformanceModel(topo)
+    jobs = random_jobs(perf, 40, 5, max_workers=4, mean_gap=40.0)
+    teacher, first_fit = LookaheadTeacher(), make_policy("first-fit")
+    for p in (policy, teacher, first_fit):
+        p.reset(topo, 0)
+    sim = Simulator(topo, jobs, perf=perf)
+    compared = differs = 0
+    while (job := sim.next_decision()) is not None:
+        view = sim.view()
+        got = policy.place(job, view)
+        b = policy._builder(view)
+        session = PlacementSession(b, job, view, home_agent(job, b.n_agents))
+        plan = teacher_plan(teacher, session)
+        if got is not None and plan is not None:
+            assert placement_key(got) == placement_key(plan), job.name
+            compared += 1
+            ff = first_fit.place(job, view)
+            differs += ff is None or placement_key(ff) != placement_key(plan)
+        sim.apply(got)
+    assert compared >= 20 and differs >= 1, (compared, differs)
+    assert len(sim.records) == len(jobs)  # every job ran to completion

@@ -51,7 +51,7 @@ def test_controls_are_registered_lazily_as_controls() -> None:
     gpus=st.integers(1, 4),
     types=st.sampled_from([("v100",), ("k80", "v100"), ("p100", "t4", "k80")]),
     seed=st.integers(0, 10_000),
-    name=st.sampled_from(sorted(CONTROLS)),
+    name=st.sampled_from([*sorted(CONTROLS), "masked:lookahead"]),
 )
 def test_controls_act_inside_the_masks_and_respect_capacity(
     monkeypatch, subclusters, servers, gpus, types, seed, name
