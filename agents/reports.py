@@ -347,6 +347,19 @@ def paired_test(
             f"average JCT {ratio}; P(lower) {p}.\n")  # fmt: skip
 
 
+def policies_paired(folder: str, new: str, old: str, root: Path = RESULTS) -> str:
+    """One line comparing two policies of one benchmark run (``folder``'s
+    ``runs.csv``) cell by cell: the paired geometric-mean ratio of ``new``'s average
+    JCT over ``old``'s with its hierarchical interval, and P(``new`` lower), as
+    :func:`paired_test` does for two runs' ``marl`` rows."""
+    rows = read_rows(root / folder / "runs.csv")
+    n, ratio, p = _paired(_cells(rows, new), _cells(rows, old), _cells(rows, "first-fit"))
+    return (
+        f"`{new}` over `{old}` in `{folder}`, paired by scenario and seed ({n} "
+        f"scenarios): geometric-mean ratio of average JCT {ratio}; P(lower) {p}.\n"
+    )
+
+
 def _paired(new, old, ff) -> tuple[int, str, str]:
     """(scenarios, the paired geometric-mean ratio [interval], P(new lower) [interval])
     of two policies' :func:`_cells` on the cells both have, normalised by first-fit's

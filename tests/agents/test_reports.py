@@ -186,6 +186,31 @@ def test_the_label_futures_table_summarises_each_warm_start_and_the_pool(tmp_pat
     assert rows[2].startswith("| pooled | 2 (1) | 3.00% | 4 | +1.00% ± 0.82% | 75% | 25% | 50% |")
 
 
+def test_two_policies_of_one_run_are_paired_cell_by_cell(tmp_path):
+    """Per scenario a known log ratio of one policy over the other, the same at every
+    seed: the line's ratio is the geometric mean over scenarios; a policy over itself
+    is exactly 1, and P(lower) counts its ties half."""
+    import math
+
+    from agents.reports import policies_paired
+
+    logs = {"a": 0.12, "b": -0.03, "c": 0.03}
+    cells = {}
+    for sc, lg in logs.items():
+        for seed in ("0", "1", "2"):
+            base = 900.0 + 30 * int(seed)
+            cells[sc, "light", "first-fit", "", seed] = 2 * base
+            cells[sc, "light", "masked:lookahead", "", seed] = base * math.exp(lg)
+            cells[sc, "light", "masked:interference-aware", "", seed] = base
+    _runs_csv(tmp_path / "val", cells)
+    line = policies_paired("val", "masked:lookahead", "masked:interference-aware", tmp_path)
+    assert line.startswith("`masked:lookahead` over `masked:interference-aware` in `val`")
+    assert f"average JCT {math.exp(sum(logs.values()) / 3):.3f} [" in line
+    assert "(3 scenarios)" in line
+    same = policies_paired("val", "masked:lookahead", "masked:lookahead", tmp_path)
+    assert "average JCT 1.000 [1.000, 1.000]; P(lower) 0.50" in same  # ties count half
+
+
 def test_the_probe_table_pairs_the_probe_with_mlfs_rl_and_the_pooled_warm_starts(tmp_path):
     from agents.reports import probe_table
 
