@@ -38,6 +38,7 @@ from agents.reports import (
     label_futures_table,
     learning_warmup,
     paired_test,
+    policies_paired,
     probe_table,
     rollout_rounds,
     selection_curve,
@@ -368,6 +369,22 @@ BLOCKS = {
     ),
     "marl-sw-load-vs-sw-test": lambda: paired_test(
         "benchmark-test-placement-sw-load", "benchmark-test-placement-sw"
+    ),
+    "teacher-vs-clones": lambda: family_table(
+        [
+            ("`ms-sw-warm`", "learning/selection/ms-sw-warm"),
+            ("`ms-sw-load-warm`", "learning/selection/ms-sw-load-warm"),
+        ],
+        "learning/selection/probe-lookahead",
+        policy="masked:lookahead",
+    ),
+    "teacher-vs-controls": lambda: "\n".join(
+        policies_paired("learning/selection/probe-lookahead", new, old)
+        for new, old in (
+            ("masked:lookahead", "masked:interference-aware"),
+            ("masked:lookahead", "first-fit"),
+            ("masked:interference-aware", "first-fit"),
+        )
     ),
     "clone64-vs-clone": lambda: paired_test(
         "learning/selection/clone64-mlfs-rl", "learning/selection/clone-mlfs-rl"
