@@ -336,9 +336,10 @@ class MaskedLookahead(MaskedHeuristic):
     agents' own environment (``configs/default.yaml``'s ``env:``, the env the recipe's
     clone is taught in), not the pre-registered rules of the other controls.
 
-    No network and no learning, and the same information the agents have (the view,
-    the performance model's predicted iteration time; no future arrivals, no true
-    lengths): the rule ``configs/learn.yaml``'s warm start imitates, so what a learned
+    No network and no learning, no future arrivals and no true lengths; but it scores
+    each proposal with the simulator's own performance model exactly
+    (:func:`predicted_iteration_time`), where the agents read that model's inputs as
+    features. It is the rule ``configs/learn.yaml``'s warm start imitates, so what a learned
     policy taught by it adds is measured against it (docs/agents.md, "The teacher as a
     policy"). Registered as kind ``teacher``, not ``control``: its rules follow the
     default recipe, while the pre-registered controls' are pinned. A combination of

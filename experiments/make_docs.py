@@ -386,6 +386,20 @@ BLOCKS = {
             ("masked:interference-aware", "first-fit"),
         )
     ),
+    "benchmark-test-placement-lookahead": lambda: benchmark_test(
+        RESULTS, "placement", "benchmark-test-placement-lookahead"
+    ),
+    "teacher-vs-marl-test": lambda: family_table(
+        [
+            ("#18 `marl` (`marl-sw`)", "benchmark-test-placement-lookahead"),
+            ("#20 `marl` (`marl-sw-load`)", "benchmark-test-placement-sw-load"),
+        ],
+        "benchmark-test-placement-lookahead",
+        policy="masked:lookahead",
+    ),
+    "teacher-vs-control-test": lambda: policies_paired(
+        "benchmark-test-placement-lookahead", "masked:lookahead", "masked:interference-aware"
+    ),
     "clone64-vs-clone": lambda: paired_test(
         "learning/selection/clone64-mlfs-rl", "learning/selection/clone-mlfs-rl"
     ),
