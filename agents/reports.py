@@ -583,6 +583,28 @@ def family_table(
     return "\n".join(out) + "\n"
 
 
+def over_policy_table(
+    folders: list[tuple[str, str]], probe: str, policy: str, root: Path = RESULTS
+) -> str:
+    """docs/agents.md's table of every network set against one policy: per
+    (label, folder of a benchmark run with ``marl`` rows), the pooled paired ratio of
+    its ``marl`` average JCT over ``policy``'s cells in ``probe`` (one checkpoint, the
+    same scenario and seed for every training slot), with its hierarchical interval,
+    and P(``marl`` lower), as :func:`family_table`'s "all" row and :func:`paired_test`'s
+    probability."""
+    rows = read_rows(root / probe / "runs.csv")
+    teacher = {sc: {e: v for (_, e), v in c.items()} for sc, c in _cells(rows, policy).items()}
+    ff = _cells(rows, "first-fit")
+    out = [f"| networks | scenarios | over `{policy}` [95 % interval] | P(lower) |",
+           "|---|---|---|---|"]  # fmt: skip
+    for label, folder in folders:
+        new = _cells(read_rows(root / folder / "runs.csv"), "marl")
+        old = {sc: {k: teacher[sc][k[1]] for k in c} for sc, c in new.items() if sc in teacher}
+        n, ratio, p = _paired({sc: new[sc] for sc in old}, old, ff)
+        out.append(f"| {label} | {n} | {ratio} | {p} |")
+    return "\n".join(out) + "\n"
+
+
 def fit_table(folder: str, root: Path = RESULTS) -> str:
     """``experiments/diag_fit.py``'s rows (``fit.csv`` in ``folder``) as a markdown table:
     per network and set of episodes, the share of the teacher's labels its greedy action

@@ -37,6 +37,7 @@ from agents.reports import (
     hybrid_table,
     label_futures_table,
     learning_warmup,
+    over_policy_table,
     paired_test,
     policies_paired,
     probe_table,
@@ -377,6 +378,38 @@ BLOCKS = {
         ],
         "learning/selection/probe-lookahead",
         policy="masked:lookahead",
+    ),
+    "teacher-vs-every-network": lambda: over_policy_table(
+        [
+            (f"{what}: `{d}`", f"learning/selection/{d}")
+            for what, d in (
+                ("lookahead clone, session-6 recipe", "norules"),
+                ("lookahead clone, rules recipe", "rules"),
+                ("lookahead clone, model speeds", "ms-warm"),
+                ("lookahead clone, train-split windows (shipped)", "ms-sw-warm"),
+                ("lookahead clone, loaded slices", "ms-sw-load-warm"),
+                ("`masked:mlfs-rl` clone", "clone-mlfs-rl"),
+                ("`masked:mlfs-rl` clone, 64 episodes", "clone64-mlfs-rl"),
+                ("`masked:mlfs-rl` clone, model speeds", "clone64-ms"),
+                ("`masked:mlfs-rl` clone, raw head", "clone64-rh"),
+                ("`masked:mlfs-rl` clone, train-split windows", "clone64-sw"),
+                ("`masked:mlfs-rl` clone, loaded episodes", "clone-loaded"),
+                ("PPO, 12 iterations", "ppo-iter12"),
+                ("PPO + KL to the warm start", "kl-iter12"),
+                ("rollout improvement, soft targets", "soft-iter4"),
+                ("rollout improvement, confirmed on futures", "fut-iter4"),
+                ("PPO, job credit", "job-iter12"),
+                ("PPO, job credit, 48 iterations", "job-iter48"),
+                ("PPO, model speeds", "ms-iter12"),
+                ("PPO, train-split windows", "ms-sw-iter12"),
+                ("PPO, fixed sampler", "ms-sw-fix-iter12"),
+                ("PPO, 10,000-decision batches", "ms-sw-big-iter12"),
+                ("the dominance rule's picks of the line above", "ms-sw-big-picks"),
+                ("PPO, loaded slices", "ms-sw-load-iter12"),
+            )
+        ],
+        "learning/selection/probe-lookahead",
+        "masked:lookahead",
     ),
     "teacher-vs-controls": lambda: "\n".join(
         policies_paired("learning/selection/probe-lookahead", new, old)

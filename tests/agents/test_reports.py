@@ -211,6 +211,36 @@ def test_two_policies_of_one_run_are_paired_cell_by_cell(tmp_path):
     assert "average JCT 1.000 [1.000, 1.000]; P(lower) 0.50" in same  # ties count half
 
 
+def test_the_over_policy_table_pairs_every_slot_with_the_policys_one_checkpoint(tmp_path):
+    """The policy's cells (one checkpoint) are paired with every training slot's at the
+    same scenario and seed: slots at x1 and x4 of the policy pool to x2 (a geometric
+    mean); a network set equal to the policy is exactly 1."""
+    import math
+
+    from agents.reports import over_policy_table
+
+    probe, cand, same = {}, {}, {}
+    for sc in ("a", "b", "c"):
+        for seed in ("0", "1"):
+            base = 100.0 * (1 + int(seed)) * (2 if sc == "b" else 1)
+            probe[sc, "medium", "first-fit", "0", seed] = 2 * base
+            probe[sc, "medium", "masked:lookahead", "0", seed] = base
+            for run, factor in (("0", 1.0), ("1", 4.0)):
+                cand[sc, "medium", "marl", run, seed] = base * factor
+                same[sc, "medium", "marl", run, seed] = base
+    _runs_csv(tmp_path / "probe", probe)
+    _runs_csv(tmp_path / "cand", cand)
+    _runs_csv(tmp_path / "same", same)
+    rows = over_policy_table(
+        [("x", "cand"), ("y", "same")], "probe", "masked:lookahead", tmp_path
+    ).splitlines()
+    assert (
+        rows[0] == "| networks | scenarios | over `masked:lookahead` [95 % interval] | P(lower) |"
+    )
+    assert rows[2].startswith(f"| x | 3 | {math.exp((math.log(1) + math.log(4)) / 2):.3f} [")
+    assert rows[3].startswith("| y | 3 | 1.000 [1.000, 1.000] | 0.50")
+
+
 def test_the_probe_table_pairs_the_probe_with_mlfs_rl_and_the_pooled_warm_starts(tmp_path):
     from agents.reports import probe_table
 
