@@ -31,7 +31,7 @@ from envs.rules import placement_key
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import REPO_ROOT
 from marl_sched.jobs import Job, Placement
-from marl_sched.simulator import ClusterView, Simulator
+from marl_sched.simulator import ClusterView, Simulator, harm_to_residents
 
 LOOKAHEAD_CANDIDATES = (
     "locality",
@@ -77,6 +77,22 @@ def predicted_iteration_time(job: Job, view: ClusterView, p: Placement) -> float
     return perf.iteration_time(spec, lay, job.num_ps, load, gp, sp, vp)
 
 
+def total_slowdown(job: Job, view: ClusterView, p: Placement) -> float:
+    """The slowed progress, in GPU-equivalents, that placing ``job`` as ``p`` costs right
+    away: its own workers at their predicted slowdown (``workers`` × the predicted
+    iteration time over the job's isolated one) plus the slowdown its tasks add to the
+    jobs already running near them, each weighted by its workers
+    (:func:`marl_sched.simulator.harm_to_residents`, the agents' ``harm_to_residents``
+    feature). One step and no future, as :func:`predicted_iteration_time`; it also
+    counts what the placement costs the others."""
+    spec = CATALOGUE[job.model]
+    iso = view.perf.isolated_iteration_time(job.model, job.num_workers, job.num_ps)
+    own = job.num_workers * predicted_iteration_time(job, view, p) / iso
+    worker_harm = harm_to_residents(view, spec.pressure)
+    ps_harm = harm_to_residents(view, spec.pressure, ps=True)
+    return float(own + worker_harm[list(p.worker_groups)].sum() + ps_harm[list(p.ps_groups)].sum())
+
+
 def fastest(job: Job, view: ClusterView, placements) -> Placement | None:
     """The placement with the lowest predicted iteration time (ties: the first)."""
     best, best_time = None, math.inf
@@ -89,22 +105,33 @@ def fastest(job: Job, view: ClusterView, placements) -> Placement | None:
 
 class LookaheadTeacher:
     """Per job, the heuristic placement with the lowest predicted iteration time
-    (ties: proposal order). A one-step lookahead over the heuristics."""
+    (ties: proposal order). A one-step lookahead over the heuristics.
+
+    ``harm``: the lowest :func:`total_slowdown` instead (the job's own slowdown plus
+    the slowdown it adds to the running jobs), the same proposals."""
 
     name = "lookahead"
 
-    def __init__(self, candidates: tuple[str, ...] = LOOKAHEAD_CANDIDATES) -> None:
+    def __init__(
+        self, candidates: tuple[str, ...] = LOOKAHEAD_CANDIDATES, harm: bool = False
+    ) -> None:
         from marl_sched.policies import make_policy
 
         self.candidates = [make_policy(c) for c in candidates]
+        self.harm = harm
 
     def reset(self, topology, seed: int = 0) -> None:
         for c in self.candidates:
             c.reset(topology, seed)
 
     def place(self, job, view, legal=None, views=None, sim=None):
-        """The fastest proposal (``sim`` is not needed and ignored)."""
-        return fastest(job, view, proposals(self.candidates, job, views or [view], legal))
+        """The fastest proposal, or the least total slowdown with ``harm`` (``sim`` is
+        not needed and ignored)."""
+        found = proposals(self.candidates, job, views or [view], legal)
+        if not self.harm:
+            return fastest(job, view, found)
+        costs = [total_slowdown(job, view, p) for p in found]
+        return found[int(np.argmin(costs))] if found else None
 
 
 class RolloutTeacher(LookaheadTeacher):
@@ -360,3 +387,23 @@ class MaskedLookahead(MaskedHeuristic):
 
     def _plan(self, job, view, session):
         return teacher_plan(self.planner, session)
+
+
+class MaskedLookaheadHarm(MaskedLookahead):
+    """:class:`MaskedLookahead` with the teacher's ``harm`` criterion: per job the
+    proposal with the least :func:`total_slowdown` (its own workers' slowdown plus
+    what it adds to the running jobs), not the fastest for itself. The same
+    proposals, views, masks and rules; no weight to choose (both terms are
+    GPU-equivalents of slowed progress). A probe of the room a one-step rule without
+    the future leaves above the myopic teacher (docs/agents.md, "The teacher as a
+    policy")."""
+
+    name = "masked:lookahead-harm"
+    description = (
+        "masked:lookahead choosing the proposal with the least total slowdown "
+        "(its own plus what it adds to running jobs)"
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.planner = LookaheadTeacher(harm=True)

@@ -189,6 +189,13 @@ register_lazy(
     "agents.teachers:MaskedLookahead",
     kind="teacher",
 )
+register_lazy(
+    "masked:lookahead-harm",
+    "masked:lookahead choosing the proposal with the least total slowdown "
+    "(its own plus what it adds to running jobs)",
+    "agents.teachers:MaskedLookaheadHarm",
+    kind="teacher",
+)
 
 # a probe of the agents' action space: MLF-RL's placement inside their masks (a learned
 # network, so not among the no-learning controls; envs/controls.py)

@@ -322,3 +322,57 @@ def test_the_lookahead_policy_places_the_teachers_plan_inside_the_default_rules_
         sim.apply(got)
     assert compared >= 20 and differs >= 1, (compared, differs)
     assert len(sim.records) == len(jobs)  # every job ran to completion
+
+
+def test_the_harm_criterion_adds_the_residents_slowdown_and_can_change_the_choice():
+    """``total_slowdown`` is the job's workers at their predicted slowdown plus the
+    size-weighted slowdown each of its tasks adds where it lands (checked by hand);
+    ``LookaheadTeacher(harm=True)`` takes the proposal with the least of it, and over a
+    busy window that choice differs from the plain teacher's on some job (else the
+    criterion would be a no-op)."""
+    from agents.teachers import total_slowdown
+    from marl_sched.catalogue import CATALOGUE
+    from marl_sched.simulator import harm_to_residents
+
+    topo, sim, job = _busy_sim()
+    view = sim.view()
+    plain, harm = LookaheadTeacher(), LookaheadTeacher(harm=True)
+    for t in (plain, harm):
+        t.reset(topo)
+    found = proposals(harm.candidates, job, [view])
+    spec = CATALOGUE[job.model]
+    iso = view.perf.isolated_iteration_time(job.model, job.num_workers, job.num_ps)
+    hw = harm_to_residents(view, spec.pressure)
+    hp = harm_to_residents(view, spec.pressure, ps=True)
+    for p in found:
+        want = job.num_workers * predicted_iteration_time(job, view, p) / iso
+        want += sum(hw[g] for g in p.worker_groups) + sum(hp[g] for g in p.ps_groups)
+        assert total_slowdown(job, view, p) == pytest.approx(want)
+    chosen = harm.place(job, view)
+    assert total_slowdown(job, view, chosen) == pytest.approx(
+        min(total_slowdown(job, view, p) for p in found)
+    )
+    # over a busy window, the two criteria part somewhere
+    topo = tiny_topology()
+    perf = PerformanceModel(topo)
+    sim = Simulator(topo, random_jobs(perf, 80, seed=3, mean_gap=30.0), perf=perf)
+    for t in (plain, harm):
+        t.reset(topo)
+    differ = 0
+    while (job := sim.next_decision()) is not None:
+        a, b = plain.place(job, sim.view()), harm.place(job, sim.view())
+        differ += (a is None) != (b is None) or (
+            a is not None and placement_key(a) != placement_key(b)
+        )
+        sim.apply(a)
+    assert differ >= 1
+
+
+def test_the_harm_lookahead_policy_is_the_lookahead_policy_with_the_harm_teacher():
+    from agents.teachers import MaskedLookahead
+    from marl_sched.policies import policy_entries
+
+    plain, harm = make_policy("masked:lookahead"), make_policy("masked:lookahead-harm")
+    assert isinstance(harm, MaskedLookahead) and harm.options == plain.options
+    assert harm.planner.harm is True and plain.planner.harm is False
+    assert policy_entries()["masked:lookahead-harm"].kind == "teacher"
