@@ -411,6 +411,9 @@ BLOCKS = {
         "learning/selection/probe-lookahead",
         "masked:lookahead",
     ),
+    "teacher-harm-vs-teacher": lambda: policies_paired(
+        "learning/selection/probe-lookahead-harm", "masked:lookahead-harm", "masked:lookahead"
+    ),
     "teacher-vs-controls": lambda: "\n".join(
         policies_paired("learning/selection/probe-lookahead", new, old)
         for new, old in (
