@@ -190,6 +190,12 @@ register_lazy(
     kind="teacher",
 )
 register_lazy(
+    "masked:lookahead+lc",
+    "masked:lookahead paired with MLFS's load control (migrates with simulation.migration: on)",
+    "marl_sched.policies.load_control:MaskedLookaheadLc",
+    kind="teacher",
+)
+register_lazy(
     "masked:lookahead-harm",
     "masked:lookahead choosing the proposal with the least total slowdown "
     "(its own plus what it adds to running jobs)",

@@ -240,6 +240,9 @@ FirstFitLc = _paired("first-fit", "FirstFitLc")
 SpeedAwareLc = _paired("speed-aware", "SpeedAwareLc")
 MaskedInterferenceAwareLc = _paired("masked:interference-aware", "MaskedInterferenceAwareLc")
 HarmonyLc = _paired("harmony", "HarmonyLc")  # takes harmony's checkpoint
+#: the default recipe's teacher with the same load control (kind ``teacher``, like
+#: ``masked:lookahead``: not among the pre-registered rows of LOAD_CONTROLLED)
+MaskedLookaheadLc = _paired("masked:lookahead", "MaskedLookaheadLc")
 
 #: every ``+lc`` row (registered lazily in :mod:`marl_sched.policies.base`)
 LOAD_CONTROLLED = {c.name: c for c in (FirstFitLc, SpeedAwareLc, MaskedInterferenceAwareLc,

@@ -182,7 +182,8 @@ def test_a_resumed_job_pays_its_measured_restart() -> None:
 CFG = load_config(REPO_ROOT / "configs/default.yaml")
 CLUSTER = build_cluster(CFG)
 WINDOW = load_workload(CFG, CLUSTER[1], TraceOptions(start=2200, max_jobs=60, load=4.0))
-MIGRATORS = ["mlfs-h", "mlfs-rl", *load_control_names()]
+# the teacher with load control is kind "teacher", not a pre-registered +lc row
+MIGRATORS = ["mlfs-h", "mlfs-rl", *load_control_names(), "masked:lookahead+lc"]
 
 
 def _run(policy: str, **simulation) -> dict:
