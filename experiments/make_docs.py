@@ -433,6 +433,17 @@ BLOCKS = {
         "benchmark-test-placement-lookahead",
         policy="masked:lookahead",
     ),
+    "benchmark-test-full-lookahead": lambda: benchmark_test(
+        RESULTS, "full", "benchmark-test-full-lookahead"
+    ),
+    "teacher-vs-marl-full-test": lambda: family_table(
+        [("#19 `marl` (`marl-sw-migration`)", "benchmark-test-full-lookahead")],
+        "benchmark-test-full-lookahead",
+        policy="masked:lookahead+lc",
+    ),
+    "teacher-lc-vs-control-full-test": lambda: policies_paired(
+        "benchmark-test-full-lookahead", "masked:lookahead+lc", "masked:interference-aware+lc"
+    ),
     "teacher-vs-control-test": lambda: policies_paired(
         "benchmark-test-placement-lookahead", "masked:lookahead", "masked:interference-aware"
     ),
