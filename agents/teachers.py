@@ -77,20 +77,26 @@ def predicted_iteration_time(job: Job, view: ClusterView, p: Placement) -> float
     return perf.iteration_time(spec, lay, job.num_ps, load, gp, sp, vp)
 
 
-def total_slowdown(job: Job, view: ClusterView, p: Placement) -> float:
+def total_slowdown(job: Job, view: ClusterView, p: Placement, harms=None) -> float:
     """The slowed progress, in GPU-equivalents, that placing ``job`` as ``p`` costs right
     away: its own workers at their predicted slowdown (``workers`` × the predicted
     iteration time over the job's isolated one) plus the slowdown its tasks add to the
     jobs already running near them, each weighted by its workers
     (:func:`marl_sched.simulator.harm_to_residents`, the agents' ``harm_to_residents``
     feature). One step and no future, as :func:`predicted_iteration_time`; it also
-    counts what the placement costs the others."""
-    spec = CATALOGUE[job.model]
+    counts what the placement costs the others. ``harms``: :func:`residents_harm` of
+    ``job`` on ``view``, when several placements of one job are scored."""
     iso = view.perf.isolated_iteration_time(job.model, job.num_workers, job.num_ps)
     own = job.num_workers * predicted_iteration_time(job, view, p) / iso
-    worker_harm = harm_to_residents(view, spec.pressure)
-    ps_harm = harm_to_residents(view, spec.pressure, ps=True)
+    worker_harm, ps_harm = residents_harm(job, view) if harms is None else harms
     return float(own + worker_harm[list(p.worker_groups)].sum() + ps_harm[list(p.ps_groups)].sum())
+
+
+def residents_harm(job: Job, view: ClusterView) -> tuple[np.ndarray, np.ndarray]:
+    """Per GPU group, the size-weighted slowdown one more worker of ``job``, and one
+    more of its parameter servers, would add to the running jobs near it."""
+    pressure = CATALOGUE[job.model].pressure
+    return harm_to_residents(view, pressure), harm_to_residents(view, pressure, ps=True)
 
 
 def fastest(job: Job, view: ClusterView, placements) -> Placement | None:
@@ -130,7 +136,8 @@ class LookaheadTeacher:
         found = proposals(self.candidates, job, views or [view], legal)
         if not self.harm:
             return fastest(job, view, found)
-        costs = [total_slowdown(job, view, p) for p in found]
+        harms = residents_harm(job, view)
+        costs = [total_slowdown(job, view, p, harms) for p in found]
         return found[int(np.argmin(costs))] if found else None
 
 
@@ -283,8 +290,6 @@ def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | 
     def legal(p: Placement) -> bool:
         return follows_forward_rule(builder, job, view, home, p)
 
-    from envs.controls import MaskedHeuristic
-
     if isinstance(teacher, MaskedHeuristic):  # it acts inside the agents' masks itself
         p = teacher.place(job, view)
         return p if p is not None and legal(p) else None
@@ -380,10 +385,12 @@ class MaskedLookahead(MaskedHeuristic):
     heuristic = "first-fit"  # replaced by the teacher (no planner of its own)
     recipe = REPO_ROOT / "configs" / "default.yaml"
     follow = False
+    #: the teacher's ``harm`` criterion (:class:`LookaheadTeacher`)
+    harm: bool = False
 
     def __init__(self) -> None:
         super().__init__()
-        self.planner = LookaheadTeacher()
+        self.planner = LookaheadTeacher(harm=self.harm)
 
     def _plan(self, job, view, session):
         return teacher_plan(self.planner, session)
@@ -403,7 +410,4 @@ class MaskedLookaheadHarm(MaskedLookahead):
         "masked:lookahead choosing the proposal with the least total slowdown "
         "(its own plus what it adds to running jobs)"
     )
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.planner = LookaheadTeacher(harm=True)
+    harm = True
