@@ -382,15 +382,14 @@ class MaskedLookahead(MaskedHeuristic):
         "the default recipe's lookahead teacher followed inside the agents' masks, "
         "with their default env rules"
     )
-    heuristic = "first-fit"  # replaced by the teacher (no planner of its own)
+    heuristic = ""  # no one heuristic: the teacher plans (:meth:`_make_planner`)
     recipe = REPO_ROOT / "configs" / "default.yaml"
     follow = False
     #: the teacher's ``harm`` criterion (:class:`LookaheadTeacher`)
     harm: bool = False
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.planner = LookaheadTeacher(harm=self.harm)
+    def _make_planner(self):
+        return LookaheadTeacher(harm=self.harm)
 
     def _plan(self, job, view, session):
         return teacher_plan(self.planner, session)

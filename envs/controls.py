@@ -75,8 +75,12 @@ class MaskedHeuristic(Policy):
         # the recipe's rules; the one hint is the heuristic itself (its follow action)
         hints = [self.heuristic] if self.follow else []
         self.options = {**env.decision_options(), "hints": hints, "global_hints": []}
-        self.planner = make_policy(self.heuristic)
+        self.planner = self._make_planner()
         self.builder: ObservationBuilder | None = None
+
+    def _make_planner(self):
+        """What plans each job (its ``place(job, view)`` and ``reset``): the heuristic."""
+        return make_policy(self.heuristic)
 
     def reset(self, topology: Topology, seed: int = 0) -> None:
         super().reset(topology, seed)
