@@ -537,6 +537,20 @@ def scenario_group(row: dict[str, str]) -> str:
     return row["scenario"].split("-")[0]
 
 
+def _one_checkpoint(rows: list[dict[str, str]], policy: str) -> dict[str, dict[str, float]]:
+    """Per scenario: seed → average JCT of ``policy``, a policy run with one checkpoint
+    (its cells keyed by seed alone, to pair with every training slot of another)."""
+    return {sc: {e: v for (_, e), v in c.items()} for sc, c in _cells(rows, policy).items()}
+
+
+def _under_slots(
+    one: dict[str, dict[str, float]], new: dict[str, dict[tuple[str, str], float]]
+) -> dict[str, dict[tuple[str, str], float]]:
+    """:func:`_one_checkpoint`'s cells under ``new``'s (training slot, seed) keys, on
+    the scenarios both have: the same cell for every slot."""
+    return {sc: {k: one[sc][k[1]] for k in c} for sc, c in new.items() if sc in one}
+
+
 def family_table(
     candidates: list[tuple[str, str]],
     probe: str,
@@ -552,12 +566,12 @@ def family_table(
     from marl_sched.benchmark.stats import geomean_ratio
 
     rows = read_rows(root / probe / "runs.csv")
-    teacher = {sc: {e: v for (_, e), v in c.items()} for sc, c in _cells(rows, policy).items()}
+    teacher = _one_checkpoint(rows, policy)
     group = {r["scenario"]: scenario_group(r) for r in rows}
     pairs = []  # per candidate: its cells and the teacher's under the same keys
     for _, folder in candidates:
         new = _cells(read_rows(root / folder / "runs.csv"), "marl")
-        old = {sc: {k: teacher[sc][k[1]] for k in c} for sc, c in new.items() if sc in teacher}
+        old = _under_slots(teacher, new)
         pairs.append((new, old))
     slots = sorted({k[0] for new, _ in pairs for c in new.values() for k in c})
     labels = sorted(set(group.values())) + [f"training slot {r}" for r in slots] + ["all"]
@@ -593,13 +607,13 @@ def over_policy_table(
     and P(``marl`` lower), as :func:`family_table`'s "all" row and :func:`paired_test`'s
     probability."""
     rows = read_rows(root / probe / "runs.csv")
-    teacher = {sc: {e: v for (_, e), v in c.items()} for sc, c in _cells(rows, policy).items()}
+    teacher = _one_checkpoint(rows, policy)
     ff = _cells(rows, "first-fit")
     out = [f"| networks | scenarios | over `{policy}` [95 % interval] | P(lower) |",
            "|---|---|---|---|"]  # fmt: skip
     for label, folder in folders:
         new = _cells(read_rows(root / folder / "runs.csv"), "marl")
-        old = {sc: {k: teacher[sc][k[1]] for k in c} for sc, c in new.items() if sc in teacher}
+        old = _under_slots(teacher, new)
         n, ratio, p = _paired({sc: new[sc] for sc in old}, old, ff)
         out.append(f"| {label} | {n} | {ratio} | {p} |")
     return "\n".join(out) + "\n"

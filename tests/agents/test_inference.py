@@ -22,9 +22,10 @@ SHIPPED = REPO_ROOT / "checkpoints" / "marl-default"
 WINDOW = 150  # jobs: the default window's first 150 (the whole: exp_one_env.py@4bf3552)
 
 
-def _default_window():
+def _default_window(jobs: int = WINDOW):
+    """``configs/default.yaml`` with its window's first ``jobs`` jobs."""
     cfg = load_config(DEFAULT)
-    return dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, max_jobs=WINDOW))
+    return dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, max_jobs=jobs))
 
 
 def _rollout(agents, cfg):
@@ -218,15 +219,12 @@ def without_model_speed(cfg):
     return dataclasses.replace(cfg, env={**cfg.env, **NO_MODEL_SPEED})
 
 
-def _weights(path):
-    """The network of a checkpoint folder (``path / modules / shared.pt``), or of the
-    ``.pt`` file ``path`` itself: tensors only (``weights_only``)."""
+def _weights(folder: Path):
+    """The network of a checkpoint folder (``folder / modules / shared.pt``): tensors
+    only (``weights_only``)."""
     import torch
 
-    path = Path(path)
-    if path.suffix != ".pt":
-        path = path / "modules" / "shared.pt"
-    return torch.load(path, map_location="cpu", weights_only=True)
+    return torch.load(folder / "modules" / "shared.pt", map_location="cpu", weights_only=True)
 
 
 #: what a folder's seeds change in the default config's env, as they were trained (the
@@ -256,9 +254,7 @@ def test_the_shipped_warm_start_and_other_seeds_load_and_act_in_the_env(path):
     the shipped warm start among them, are refused by an environment without the job's
     model's speeds."""
     agents = load_agents(path)
-    cfg = dataclasses.replace(
-        _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)
-    )
+    cfg = _default_window(40)
     changed = TRAINED_WITH.get(path.parent.name)
     if changed:
         with pytest.raises(InputError, match=r"env\.(speed_floor|ps_rule|model_speed)"):
@@ -321,9 +317,7 @@ def test_the_default_recipes_last_ppo_iterations_load_and_act(path):
 
     assert len(PPO_ITER12) == 18
     agents = load_agents(path)
-    cfg = dataclasses.replace(
-        _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)
-    )
+    cfg = _default_window(40)
     with pytest.raises(InputError, match=r"env\.model_speed"):
         agents.check_env(env_config(cfg))
     cfg = without_model_speed(cfg)
@@ -332,7 +326,7 @@ def test_the_default_recipes_last_ppo_iterations_load_and_act(path):
     assert info["metrics"]["jobs_completed"] == 40
     last = int(path.parent.name.rsplit("-iter", 1)[1])
     assert json.loads((path / "state.json").read_text())["iteration"] == last
-    warm = REPO_ROOT / "checkpoints" / "marl-norules" / path.name / "modules" / "shared.pt"
+    warm = REPO_ROOT / "checkpoints" / "marl-norules" / path.name
     a, b = _weights(path), _weights(warm)
     assert a.keys() == b.keys() and any(not torch.equal(a[k], b[k]) for k in a)
 
@@ -372,9 +366,7 @@ def test_the_model_speed_recipes_last_ppo_iterations_load_and_act(path):
 
     assert len(MODEL_SPEED_ITER12) == 13
     agents = load_agents(path)
-    cfg = dataclasses.replace(
-        _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)
-    )
+    cfg = _default_window(40)
     agents.check_env(env_config(cfg))
     with pytest.raises(InputError, match=r"env\.model_speed"):
         agents.check_env(env_config(without_model_speed(cfg)))
@@ -382,15 +374,7 @@ def test_the_model_speed_recipes_last_ppo_iterations_load_and_act(path):
     assert info["metrics"]["jobs_completed"] == 40
     expected = KEPT_ITERATION.get(path.parent.name, 12)
     assert json.loads((path / "state.json").read_text())["iteration"] == expected
-    warm = (
-        REPO_ROOT
-        / "checkpoints"
-        / "marl-norules"
-        / ITER12_WARM[path.parent.name]
-        / path.name
-        / "modules"
-        / "shared.pt"
-    )
+    warm = REPO_ROOT / "checkpoints" / "marl-norules" / ITER12_WARM[path.parent.name] / path.name
     a, b = _weights(path), _weights(warm)
     assert a.keys() == b.keys() and any(not torch.equal(a[k], b[k]) for k in a)
 
@@ -403,9 +387,7 @@ def test_the_loaded_recipes_selected_networks_are_the_iterations_its_rule_kept()
     env and refused without the job's model's speeds, and seed 0 places a window."""
     import torch
 
-    cfg = dataclasses.replace(
-        _default_window(), workload=dataclasses.replace(_default_window().workload, max_jobs=40)
-    )
+    cfg = _default_window(40)
     for s, kept in ((0, 3), (1, 0), (2, 3)):
         path = REPO_ROOT / "checkpoints" / "marl-sw-load" / f"seed{s}"
         assert json.loads((path / "state.json").read_text())["iteration"] == kept
