@@ -109,6 +109,19 @@ def fastest(job: Job, view: ClusterView, placements) -> Placement | None:
     return best
 
 
+def horizon_end(sim: Simulator, horizon_jobs: int) -> float:
+    """Submit time of the ``horizon_jobs``-th job after now (of the last job when 0);
+    ``now`` when none is left (``sim.jobs`` is sorted by submit time)."""
+    jobs = sim.jobs
+    first = bisect.bisect_right(jobs, sim.now, key=lambda j: j.submit_time)
+    if first == len(jobs):
+        return sim.now
+    last = len(jobs) - 1
+    if horizon_jobs > 0:
+        last = min(last, first + horizon_jobs - 1)
+    return jobs[last].submit_time
+
+
 class LookaheadTeacher:
     """Per job, the heuristic placement with the lowest predicted iteration time
     (ties: proposal order). A one-step lookahead over the heuristics.
@@ -224,16 +237,7 @@ class RolloutTeacher(LookaheadTeacher):
         return best
 
     def _horizon_end(self, sim: Simulator) -> float:
-        """Submit time of the ``horizon_jobs``-th job after now (of the last job when
-        0); ``now`` when none is left (``sim.jobs`` is sorted by submit time)."""
-        jobs = sim.jobs
-        first = bisect.bisect_right(jobs, sim.now, key=lambda j: j.submit_time)
-        if first == len(jobs):
-            return sim.now
-        last = len(jobs) - 1
-        if self.horizon_jobs > 0:
-            last = min(last, first + self.horizon_jobs - 1)
-        return jobs[last].submit_time
+        return horizon_end(sim, self.horizon_jobs)
 
     def rollout(self, sim: Simulator, placement: Placement, until: float) -> float:
         """Estimated total JCT (s) of the jobs submitted by ``until`` when the pending
@@ -280,7 +284,6 @@ def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | 
     acts inside the agents' masks itself (``masked:*``, :mod:`envs.controls`: its
     placement on the whole view, if the forward rule allows it), or any other policy
     (its first legal placement over those views)."""
-    from envs.rules import scope_view
     from envs.session import follows_forward_rule
 
     builder, job, view, home = session.builder, session.job, session.view, session.agent
@@ -293,13 +296,39 @@ def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | 
     if isinstance(teacher, MaskedHeuristic):  # it acts inside the agents' masks itself
         p = teacher.place(job, view)
         return p if p is not None and legal(p) else None
-    views = [view]
-    if builder.n_agents > 1:
-        rest = session.scope_can_host_rest()
-        views = [scope_view(builder, view, k) for k in np.flatnonzero(rest)] + [view]
+    views = _plan_views(session)
     if isinstance(teacher, LookaheadTeacher):
         return teacher.place(job, view, legal=legal, views=views, sim=sim)
     return next((q for v in views if (q := teacher.place(job, v)) and legal(q)), None)
+
+
+def _plan_views(session) -> list[ClusterView]:
+    """The views the heuristics are asked on: each subcluster that can hold the whole
+    job alone, then the whole view."""
+    from envs.rules import scope_view
+
+    builder, view = session.builder, session.view
+    if builder.n_agents == 1:
+        return [view]
+    rest = session.scope_can_host_rest()
+    return [scope_view(builder, view, k) for k in np.flatnonzero(rest)] + [view]
+
+
+def plan_options(teacher: LookaheadTeacher, session) -> list[Placement]:
+    """The proposals the ``lookahead`` teacher chooses among in :func:`teacher_plan`
+    (``env.follow_only`` off): the heuristics' placements on :func:`_plan_views` that
+    the forward rule lets the agents reach from the job's home agent, in proposal
+    order (the teacher's plan is :func:`fastest` of them)."""
+    from envs.session import follows_forward_rule
+
+    builder, job, view, home = session.builder, session.job, session.view, session.agent
+    if builder.follow_only:
+        raise ValueError("plan_options: env.follow_only plans are the hints' (_hint_plan)")
+
+    def legal(p: Placement) -> bool:
+        return follows_forward_rule(builder, job, view, home, p)
+
+    return proposals(teacher.candidates, job, _plan_views(session), legal)
 
 
 def teacher_move(teacher, session, view: ClusterView) -> Placement | None:

@@ -93,11 +93,21 @@ class MaskedHeuristic(Policy):
         return self.builder
 
     def place(self, job: Job, view: ClusterView) -> Placement | None:
-        b = self._builder(view)
-        session = PlacementSession(b, job, view, home_agent(job, b.n_agents))
+        session = self.open_session(job, view)
         if not session.feasible() or session.waits():
             return None
-        plan = self._plan(job, view, session)
+        return self.follow_plan(session, self._plan(job, view, session))
+
+    def open_session(self, job: Job, view: ClusterView) -> PlacementSession:
+        """A fresh placement session of ``job`` from its home agent, as the agents'."""
+        b = self._builder(view)
+        return PlacementSession(b, job, view, home_agent(job, b.n_agents))
+
+    def follow_plan(self, session: PlacementSession, plan: Placement | None) -> Placement | None:
+        """Play ``session`` (fresh, feasible, not waiting) to its end following
+        ``plan`` inside the masks (module docstring); the placement made, or None when
+        a task stops fitting on the way."""
+        b = session.builder
         order = [] if plan is None else [*plan.worker_groups, *plan.ps_groups]
         g_max, n_agents = b.pad[0], b.n_agents
         while not session.done:

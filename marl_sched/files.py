@@ -35,6 +35,7 @@ SIZE_LIMITS = {
     "model": 512 * MIB,
     "json": 64 * MIB,
     "cell": 64 * MIB,
+    "fitted-choice model": 64 << 10,  # ten weights and their fit's figures
 }
 
 
