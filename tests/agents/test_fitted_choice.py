@@ -29,6 +29,7 @@ from envs.rules import placement_key
 from marl_sched.errors import InputError
 from marl_sched.jobs import Placement
 from marl_sched.perf import PerformanceModel
+from marl_sched.policies import make_policy, policy_entries
 from marl_sched.simulator import Simulator
 from tests.helpers import random_jobs, tiny_topology
 
@@ -159,6 +160,10 @@ def test_design_and_fit_recover_a_known_advantage_and_score_the_choice_by_hand()
     assert model["weights"][IDX["harm"]] == pytest.approx(2.0, rel=0.05)
     assert model["train_choice_gain"] == pytest.approx(model["oracle_choice_gain"], rel=0.05)
     assert model["oracle_choice_gain"] < 0
+    assert model["cv_r2"] > 0.99 and model["train_r2"] > 0.99  # the toy is exactly linear
+    best = [y[decisions == d].min() >= 0 for d in np.unique(decisions)]
+    assert model["teacher_best_share"] == pytest.approx(np.mean(best))
+    assert 0 < model["teacher_best_share"] < 1
 
 
 def test_zero_weights_are_the_teacher_and_other_weights_change_choices(tmp_path):
@@ -197,6 +202,13 @@ def test_zero_weights_are_the_teacher_and_other_weights_change_choices(tmp_path)
             moved += got is not pick
         sim.apply(teacher.place(job, view))
     assert moved >= 1
+
+
+def test_the_fitted_policy_is_registered_as_learned_and_loads_the_shipped_model():
+    assert policy_entries()["masked:lookahead-fitted"].kind == "learned"
+    policy = make_policy("masked:lookahead-fitted")
+    assert isinstance(policy, MaskedLookaheadFitted)
+    assert policy.weights.shape == (len(FEATURES),) and np.any(policy.weights)
 
 
 @pytest.mark.parametrize(
