@@ -414,6 +414,10 @@ BLOCKS = {
     "teacher-harm-vs-teacher": lambda: policies_paired(
         "learning/selection/probe-lookahead-harm", "masked:lookahead-harm", "masked:lookahead"
     ),
+    "fitted-vs-teacher": lambda: "\n".join(
+        policies_paired("learning/selection/probe-fitted", "masked:lookahead-fitted", old)
+        for old in ("masked:lookahead", "first-fit")
+    ),
     "teacher-vs-controls": lambda: "\n".join(
         policies_paired("learning/selection/probe-lookahead", new, old)
         for new, old in (
