@@ -210,6 +210,7 @@ def collect_episode(suite_path: str, scenario: str, seed: int, per_episode: int,
         "scenario": scenario,
         "seed": seed,
         "horizon_jobs": horizon_jobs,
+        "per_episode": per_episode,
         "features": list(FEATURES),
         "avg_jct_s": float(np.mean([r.jct for r in records])) if records else math.nan,
         "decisions": sim.stats.decisions,
@@ -410,7 +411,7 @@ def _collect_one(args: tuple) -> tuple[str, dict]:
     torch.set_num_threads(1)
     suite, scenario, seed, per_episode, horizon, out = args
     path = Path(out) / f"{scenario}-s{seed}.json"
-    if path.is_file():
+    if path.is_file():  # checked by _held before the pool started
         return str(path), json.loads(path.read_text())
     result = collect_episode(suite, scenario, seed, per_episode, horizon)
     from marl_sched.files import atomic_write_text
@@ -467,6 +468,8 @@ def _main_collect(a) -> int:
     out.mkdir(parents=True, exist_ok=True)
     tasks = [(a.suite, s, seed, a.per_episode, a.horizon, str(out)) for seed in seeds
              for s in scenarios]  # fmt: skip
+    for t in tasks:
+        _held(out / f"{t[1]}-s{t[2]}.json", a.per_episode, a.horizon)
     t0 = time.perf_counter()
     with get_context("spawn").Pool(a.workers) as pool:
         for i, (path, r) in enumerate(pool.imap_unordered(_collect_one, tasks), 1):
@@ -475,6 +478,27 @@ def _main_collect(a) -> int:
                   f"{r['wall_s']:.0f} s; elapsed {el:.0f} s, ETA "
                   f"{el / i * (len(tasks) - i):.0f} s", flush=True)  # fmt: skip
     return 0
+
+
+def _held(path: Path, per_episode: int, horizon: int) -> None:
+    """An episode file already in ``--out`` is reused only when collect wrote it with
+    the same ``--per-episode`` and ``--horizon`` (one line naming it otherwise)."""
+    from marl_sched.files import read_input_text
+
+    if not path.exists() and not path.is_symlink():
+        return
+    if path.is_symlink() or not path.is_file():
+        raise InputError(f"--out: {path}: not an episode file collect wrote")
+    try:
+        held = json.loads(read_input_text(path, "json", f"--out: {path}"))
+        same = held["per_episode"] == per_episode and held["horizon_jobs"] == horizon
+    except (ValueError, KeyError, TypeError):
+        raise InputError(f"--out: {path}: not an episode file collect wrote") from None
+    if not same:
+        raise InputError(
+            f"--out: {path}: collected with --per-episode {held['per_episode']} "
+            f"--horizon {held['horizon_jobs']}; use another --out or delete it"
+        )
 
 
 def _main_fit(a) -> int:

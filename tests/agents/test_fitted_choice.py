@@ -253,3 +253,30 @@ def test_collecting_plays_the_teacher_and_branches_its_decisions(shared_data):
     for s in got["samples"]:
         assert len(s["options"]) >= 2 and sum(o["teacher"] for o in s["options"]) == 1
         assert all(o["as_planned"] for o in s["options"]) and s["scale_s"] > 0
+
+
+def test_the_command_line_refuses_bad_input_in_one_line(tmp_path, capsys):
+    """Exit 2 and one line naming the option or file, before any work: bad seeds, a
+    folder holding an episode collected with another horizon, a link in place of an
+    episode, and a data folder with no episodes."""
+    from agents.fitted_choice import main
+
+    def refused(argv, needle):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and needle in err[0], err
+
+    refused(["collect", "--out", str(tmp_path / "a"), "--seeds", "x"], "--seeds")
+    held = tmp_path / "b"
+    held.mkdir()
+    (held / "pollux-2-medium-s0.json").write_text(
+        json.dumps({"per_episode": 40, "horizon_jobs": 10})
+    )
+    refused(["collect", "--out", str(held), "--seeds", "0"], "--horizon 10")
+    (held / "pollux-2-medium-s0.json").unlink()
+    (held / "pollux-2-medium-s0.json").symlink_to(tmp_path / "elsewhere.json")
+    refused(["collect", "--out", str(held), "--seeds", "0"], "not an episode file")
+    empty = tmp_path / "c"
+    empty.mkdir()
+    refused(["fit", "--data", str(empty), "--out", str(tmp_path / "m.json")], "no episode")
+    assert not (tmp_path / "m.json").exists()
