@@ -1,0 +1,211 @@
+"""How much of the room above the teacher could any state-based choice take? A
+diagnostic for :mod:`agents.fitted_choice` (docs/agents.md, "One step of policy
+improvement on the teacher").
+
+On each future, some proposal beats the teacher's pick by 0.82 jobs' worth of JCT per
+decision on average; a fit on ten placement features finds none of it held out. That
+is either the features' fault or the future's. This tells them apart with the most a
+scheduler can know, the exact state: at a decision of a teacher episode, each proposal
+is played out (as :func:`agents.fitted_choice.branch_cost`) on ``futures`` resampled
+futures of the same state. Each future replaces the next ``horizon`` arrivals by as
+many consecutive jobs of the window from a random start (their own gaps, from the
+first pending arrival on); every proposal sees the same futures (common random
+numbers). A chooser that knows the state but not the future picks the proposal with
+the lowest mean advantage over some futures; its gain is measured on the others
+(cross-fitting: choose on one half, score on the other, both ways), so the choice's
+own noise does not count as gain.
+
+    python -m agents.choice_ceiling --out F.json [--seed 3] [--per-episode 10] \\
+        [--futures 4] [--horizon 40] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import dataclasses
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from agents.fitted_choice import branch_cost, isolated_run_s
+from agents.teachers import MaskedLookahead, fastest, horizon_end, plan_options
+from marl_sched.errors import InputError
+from marl_sched.jobs import Job
+from marl_sched.simulator import Simulator
+
+
+def resampled(sim: Simulator, source: list[Job], horizon: int, rng) -> Simulator | None:
+    """A fork of ``sim`` (its pending decision kept) whose next ``horizon`` arrivals are
+    ``horizon`` consecutive jobs of ``source`` from a random start, keeping the pending
+    arrivals' ids and the first one's time, with the slice's own gaps; later arrivals
+    keep their jobs, moved no earlier than the slice's last. None when nothing is left
+    to arrive."""
+    f = sim.fork()
+    f.jobs = list(f.jobs)  # replace_arrivals writes the job list, which forks share
+    old = f.pending_arrivals()
+    if not old:
+        return None
+    m = min(horizon, len(old), len(source))
+    start = int(rng.integers(0, len(source) - m + 1))
+    other = source[start : start + m]
+    t0, s0 = old[0].submit_time, other[0].submit_time
+    new = [dataclasses.replace(o, job_id=j.job_id, submit_time=t0 + (o.submit_time - s0))
+           for o, j in zip(other, old[:m], strict=True)]  # fmt: skip
+    last = new[-1].submit_time
+    new += [dataclasses.replace(j, submit_time=max(j.submit_time, last)) for j in old[m:]]
+    f.replace_arrivals(new)
+    return f
+
+
+def decision_advantages(sim, made, pick_index, policy, predictor, source, horizon,
+                        futures, rng) -> np.ndarray:  # fmt: skip
+    """``(futures, options)``: each made placement's cost minus the teacher's pick's,
+    on each resampled future, in jobs' worth of JCT (over that future's teacher mean
+    JCT estimate). Fewer rows when nothing is left to arrive."""
+    rows = []
+    for _ in range(futures):
+        f = resampled(sim, source, horizon, rng)
+        if f is None:
+            break
+        until = horizon_end(f, horizon)
+        counted = bisect.bisect_right(f.jobs, until, key=lambda j: j.submit_time)
+        costs = np.array([branch_cost(f, p, policy, predictor, until) for p in made])
+        scale = costs[pick_index] / max(counted, 1)
+        rows.append((costs - costs[pick_index]) / scale)
+    return np.array(rows).reshape(-1, len(made))
+
+
+def cross_fitted_gain(adv: np.ndarray) -> float:
+    """The gain of choosing, by mean advantage below 0, on one half of the futures,
+    scored on the other half; the mean of both ways (0: the teacher's pick)."""
+    k = adv.shape[0] // 2
+    out = []
+    for choose_on, score_on in ((adv[:k], adv[k:]), (adv[k:], adv[:k])):
+        mean = choose_on.mean(axis=0)
+        a = int(np.argmin(mean))
+        out.append(float(score_on[:, a].mean()) if mean[a] < 0 else 0.0)
+    return float(np.mean(out))
+
+
+def ceiling_episode(suite_path: str, scenario: str, seed: int, per_episode: int,
+                    futures: int, horizon: int) -> dict:  # fmt: skip
+    """Per branched decision of the teacher's episode: the advantages on each future."""
+    from marl_sched.benchmark.suite import load_suite
+    from marl_sched.runner import build_cluster, load_workload, make_simulator
+
+    suite = load_suite(suite_path)
+    sc = next(s for s in suite.split("train") if s.name == scenario)
+    cfg = suite.config_for(sc, seed=seed)
+    topo, perf = build_cluster(cfg)
+    workload = load_workload(cfg, perf)
+    policy = MaskedLookahead()
+    policy.reset(topo, seed)
+    predictor = workload.predictor()
+    sim = make_simulator(cfg, topo, perf, workload.jobs, predictor, policy)
+    rng = np.random.default_rng([seed, 104729])
+    rate = min(1.0, per_episode / max(len(workload.jobs), 1))
+    decisions, t0 = [], time.perf_counter()
+    while (job := sim.next_decision()) is not None:
+        vis, view = predictor.visible_job(job), sim.view()
+        session = policy.open_session(vis, view)
+        if not session.feasible() or session.waits():
+            sim.apply(None)
+            continue
+        options = plan_options(policy.planner, session)
+        pick = fastest(vis, view, options)
+        if (len(options) >= 2 and math.isfinite(isolated_run_s(vis, view))
+                and rng.random() < rate):  # fmt: skip
+            made = [policy.follow_plan(policy.open_session(vis, view), p) for p in options]
+            keep = [i for i, m in enumerate(made) if m is not None]
+            pick_index = next(k for k, i in enumerate(keep) if options[i] is pick)
+            adv = decision_advantages(sim, [made[i] for i in keep], pick_index, policy,
+                                      predictor, workload.jobs, horizon, futures, rng)  # fmt: skip
+            if adv.shape[0] >= 2:
+                decisions.append(adv.tolist())
+        sim.apply(policy.follow_plan(session, pick))
+    return {"scenario": scenario, "seed": seed, "decisions": decisions,
+            "wall_s": time.perf_counter() - t0}  # fmt: skip
+
+
+def summary(episodes: list[dict], boot: int = 2000, seed: int = 0) -> dict:
+    """Mean per decision, with a 95 % bootstrap interval over decisions: the
+    cross-fitted gain of a chooser that knows the state, the in-sample best mean (the
+    same futures chosen and scored on: optimistic), and the best on each single future
+    (the room one future shows, as the fit's ``oracle_choice_gain``)."""
+    adv = [np.array(d) for e in episodes for d in e["decisions"]]
+    if not adv:
+        raise InputError("no decision with two or more futures")
+    cross = np.array([cross_fitted_gain(a) for a in adv])
+    in_sample = np.array([min(0.0, float(a.mean(axis=0).min())) for a in adv])
+    per_future = np.array([float(np.minimum(a.min(axis=1), 0.0).mean()) for a in adv])
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(adv), size=(boot, len(adv)))
+
+    def ci(x):
+        m = x[idx].mean(axis=1)
+        return [float(x.mean()), float(np.percentile(m, 2.5)), float(np.percentile(m, 97.5))]
+
+    return {
+        "decisions": len(adv),
+        "futures": sorted({a.shape[0] for a in adv}),
+        "cross_fitted_gain": ci(cross),
+        "in_sample_gain": ci(in_sample),
+        "per_future_best_gain": ci(per_future),
+    }
+
+
+def _one(args: tuple) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    return ceiling_episode(*args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m agents.choice_ceiling", description=__doc__)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--suite", default="benchmarks/default.yaml")
+    ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--per-episode", type=int, default=10)
+    ap.add_argument("--futures", type=int, default=4)
+    ap.add_argument("--horizon", type=int, default=40)
+    ap.add_argument("--workers", type=int, default=2)
+    a = ap.parse_args(argv)
+    from multiprocessing import get_context
+
+    from marl_sched.benchmark.suite import load_suite
+    from marl_sched.files import atomic_write_text
+
+    try:
+        if not (1 <= a.per_episode <= 1000 and 2 <= a.futures <= 64 and 1 <= a.horizon
+                <= 10_000 and a.workers >= 1):  # fmt: skip
+            raise InputError("--per-episode 1..1000, --futures 2..64, --horizon 1..10000")
+        out = Path(a.out)
+        if out.is_symlink() or out.is_dir():
+            raise InputError(f"--out: {out}: not a file path")
+        scenarios = [s.name for s in load_suite(a.suite).split("train")]
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    tasks = [(a.suite, s, a.seed, a.per_episode, a.futures, a.horizon) for s in scenarios]
+    episodes, t0 = [], time.perf_counter()
+    with get_context("spawn").Pool(a.workers) as pool:
+        for i, e in enumerate(pool.imap_unordered(_one, tasks), 1):
+            episodes.append(e)
+            el = time.perf_counter() - t0
+            print(f"[{i}/{len(tasks)}] {e['scenario']}: {len(e['decisions'])} decisions, "
+                  f"{e['wall_s']:.0f} s; ETA {el / i * (len(tasks) - i):.0f} s", flush=True)  # fmt: skip
+    episodes.sort(key=lambda e: e["scenario"])
+    result = {"summary": summary(episodes), "options": vars(a), "episodes": episodes}
+    atomic_write_text(out, json.dumps(result) + "\n")
+    print(json.dumps(result["summary"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
