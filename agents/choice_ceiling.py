@@ -25,15 +25,14 @@ import argparse
 import bisect
 import dataclasses
 import json
-import math
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from agents.fitted_choice import branch_cost, isolated_run_s
-from agents.teachers import MaskedLookahead, fastest, horizon_end, plan_options
+from agents.fitted_choice import TeacherEpisode, branch_cost
+from agents.teachers import horizon_end
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job
 from marl_sched.simulator import Simulator
@@ -95,39 +94,19 @@ def cross_fitted_gain(adv: np.ndarray) -> float:
 def ceiling_episode(suite_path: str, scenario: str, seed: int, per_episode: int,
                     futures: int, horizon: int) -> dict:  # fmt: skip
     """Per branched decision of the teacher's episode: the advantages on each future."""
-    from marl_sched.benchmark.suite import load_suite
-    from marl_sched.runner import build_cluster, load_workload, make_simulator
-
-    suite = load_suite(suite_path)
-    sc = next(s for s in suite.split("train") if s.name == scenario)
-    cfg = suite.config_for(sc, seed=seed)
-    topo, perf = build_cluster(cfg)
-    workload = load_workload(cfg, perf)
-    policy = MaskedLookahead()
-    policy.reset(topo, seed)
-    predictor = workload.predictor()
-    sim = make_simulator(cfg, topo, perf, workload.jobs, predictor, policy)
-    rng = np.random.default_rng([seed, 104729])
-    rate = min(1.0, per_episode / max(len(workload.jobs), 1))
+    ep = TeacherEpisode(suite_path, scenario, seed)
     decisions, t0 = [], time.perf_counter()
-    while (job := sim.next_decision()) is not None:
-        vis, view = predictor.visible_job(job), sim.view()
-        session = policy.open_session(vis, view)
-        if not session.feasible() or session.waits():
-            sim.apply(None)
-            continue
-        options = plan_options(policy.planner, session)
-        pick = fastest(vis, view, options)
-        if (len(options) >= 2 and math.isfinite(isolated_run_s(vis, view))
-                and rng.random() < rate):  # fmt: skip
-            made = [policy.follow_plan(policy.open_session(vis, view), p) for p in options]
-            keep = [i for i, m in enumerate(made) if m is not None]
-            pick_index = next(k for k, i in enumerate(keep) if options[i] is pick)
-            adv = decision_advantages(sim, [made[i] for i in keep], pick_index, policy,
-                                      predictor, workload.jobs, horizon, futures, rng)  # fmt: skip
-            if adv.shape[0] >= 2:
-                decisions.append(adv.tolist())
-        sim.apply(policy.follow_plan(session, pick))
+    rng = np.random.default_rng([seed, 104729])  # draws the decisions, then their futures
+    for d in ep.decisions(per_episode, rng):
+        made = [ep.made(d, p) for p in d.options]
+        keep = [i for i, m in enumerate(made) if m is not None]
+        pick_index = next(k for k, i in enumerate(keep) if d.options[i] is d.pick)
+        adv = decision_advantages(
+            ep.sim, [made[i] for i in keep], pick_index, ep.policy, ep.predictor,
+            ep.workload.jobs, horizon, futures, rng,
+        )  # fmt: skip
+        if adv.shape[0] >= 2:
+            decisions.append(adv.tolist())
     return {"scenario": scenario, "seed": seed, "decisions": decisions,
             "wall_s": time.perf_counter() - t0}  # fmt: skip
 
@@ -198,8 +177,9 @@ def main(argv: list[str] | None = None) -> int:
         for i, e in enumerate(pool.imap_unordered(_one, tasks), 1):
             episodes.append(e)
             el = time.perf_counter() - t0
+            eta = el / i * (len(tasks) - i)
             print(f"[{i}/{len(tasks)}] {e['scenario']}: {len(e['decisions'])} decisions, "
-                  f"{e['wall_s']:.0f} s; ETA {el / i * (len(tasks) - i):.0f} s", flush=True)  # fmt: skip
+                  f"{e['wall_s']:.0f} s; ETA {eta:.0f} s", flush=True)  # fmt: skip
     episodes.sort(key=lambda e: e["scenario"])
     result = {"summary": summary(episodes), "options": vars(a), "episodes": episodes}
     atomic_write_text(out, json.dumps(result) + "\n")

@@ -53,6 +53,8 @@ import json
 import math
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -147,65 +149,96 @@ def branch_cost(sim: Simulator, placement: Placement | None, policy, predictor,
     return f.estimated_total_jct(until)
 
 
+@dataclass
+class Decision:
+    """A decision of a teacher episode, before the teacher's pick is applied."""
+
+    job: Job  # as the simulator holds it
+    vis: Job  # as the duration predictor shows it
+    view: ClusterView
+    options: list[Placement]
+    pick: Placement  # the teacher's, one of ``options``
+
+
+class TeacherEpisode:
+    """The teacher (:class:`agents.teachers.MaskedLookahead`) on a window of the
+    suite (seed ``seed``: workload and policy), as the benchmark runs it."""
+
+    def __init__(self, suite_path: str, scenario: str, seed: int, split: str = "train"):
+        from marl_sched.benchmark.suite import load_suite
+        from marl_sched.runner import build_cluster, load_workload, make_simulator
+
+        suite = load_suite(suite_path)
+        sc = next((s for s in suite.split(split) if s.name == scenario), None)
+        if sc is None:
+            raise InputError(f"{suite_path}: no scenario {scenario!r} in split {split!r}")
+        cfg = suite.config_for(sc, seed=seed)
+        topo, perf = build_cluster(cfg)
+        self.workload = load_workload(cfg, perf)
+        self.policy = MaskedLookahead()
+        self.policy.reset(topo, seed)
+        self.predictor = self.workload.predictor()
+        if self.predictor.kind == "history":
+            raise InputError(f"{suite_path}: {scenario}: forks need a stateless predictor")
+        self.sim = make_simulator(cfg, topo, perf, self.workload.jobs, self.predictor,
+                                  self.policy)  # fmt: skip
+
+    def decisions(self, per_episode: int, rng) -> Iterator[Decision]:
+        """Play the episode to its end; yield about ``per_episode`` of its decisions
+        with two or more proposals and an estimated length, drawn by ``rng``, each
+        before the teacher's pick is applied (the caller may fork the simulator)."""
+        sim, policy, predictor = self.sim, self.policy, self.predictor
+        rate = min(1.0, per_episode / max(len(self.workload.jobs), 1))
+        while (job := sim.next_decision()) is not None:
+            vis, view = predictor.visible_job(job), sim.view()
+            session = policy.open_session(vis, view)
+            if not session.feasible() or session.waits():
+                sim.apply(None)
+                continue
+            options = plan_options(policy.planner, session)
+            pick = fastest(vis, view, options)
+            run_s = isolated_run_s(vis, view)
+            if len(options) >= 2 and math.isfinite(run_s) and rng.random() < rate:
+                yield Decision(job, vis, view, options, pick)
+            sim.apply(policy.follow_plan(session, pick))
+
+    def made(self, d: Decision, plan: Placement) -> Placement | None:
+        """``plan`` followed inside the masks from a fresh session of ``d``'s job."""
+        return self.policy.follow_plan(self.policy.open_session(d.vis, d.view), plan)
+
+
 def collect_episode(suite_path: str, scenario: str, seed: int, per_episode: int,
                     horizon_jobs: int, split: str = "train") -> dict:  # fmt: skip
     """The teacher plays ``scenario`` (seed ``seed``: workload and policy); about
     ``per_episode`` of its decisions with two or more proposals are branched (module
     docstring). Returns the samples and the episode's own figures."""
-    from marl_sched.benchmark.suite import load_suite
-    from marl_sched.runner import build_cluster, load_workload, make_simulator
-
-    suite = load_suite(suite_path)
-    sc = next((s for s in suite.split(split) if s.name == scenario), None)
-    if sc is None:
-        raise InputError(f"{suite_path}: no scenario {scenario!r} in split {split!r}")
-    cfg = suite.config_for(sc, seed=seed)
-    topo, perf = build_cluster(cfg)
-    workload = load_workload(cfg, perf)
-    policy = MaskedLookahead()
-    policy.reset(topo, seed)
-    predictor = workload.predictor()
-    if predictor.kind == "history":
-        raise InputError(f"{suite_path}: {scenario}: forks need a stateless predictor")
-    sim = make_simulator(cfg, topo, perf, workload.jobs, predictor, policy)
-    rng = np.random.default_rng([seed, 7919])
-    rate = min(1.0, per_episode / max(len(workload.jobs), 1))
-    samples, t0, branched = [], time.perf_counter(), 0
-    while (job := sim.next_decision()) is not None:
-        vis, view = predictor.visible_job(job), sim.view()
-        session = policy.open_session(vis, view)
-        if not session.feasible() or session.waits():
-            sim.apply(None)
-            continue
-        options = plan_options(policy.planner, session)
-        pick = fastest(vis, view, options)
-        run_s = isolated_run_s(vis, view)
-        if len(options) >= 2 and math.isfinite(run_s) and rng.random() < rate:
-            harms = residents_harm(vis, view)
-            until = horizon_end(sim, horizon_jobs)
-            counted = bisect.bisect_right(sim.jobs, until, key=lambda j: j.submit_time)
-            rows = []
-            for p in options:
-                made = policy.follow_plan(policy.open_session(vis, view), p)
-                if made is None:
-                    continue
-                rows.append({
-                    "features": option_features(vis, view, made, harms).tolist(),
-                    "cost": branch_cost(sim, made, policy, predictor, until),
-                    "teacher": p is pick,
-                    "as_planned": _same(made, p),
-                })  # fmt: skip
-            if sum(r["teacher"] for r in rows) == 1 and len(rows) >= 2:
-                teacher_cost = next(r["cost"] for r in rows if r["teacher"])
-                samples.append({
-                    "job": job.job_id,
-                    "run_s": run_s,
-                    "scale_s": teacher_cost / max(counted, 1),
-                    "options": rows,
-                })  # fmt: skip
-                branched += 1
-        sim.apply(policy.follow_plan(session, pick))
-    records = [r for r in sim.result() if r.job.job_id >= workload.warmup]
+    ep = TeacherEpisode(suite_path, scenario, seed, split)
+    sim, policy, predictor = ep.sim, ep.policy, ep.predictor
+    samples, t0 = [], time.perf_counter()
+    for d in ep.decisions(per_episode, np.random.default_rng([seed, 7919])):
+        harms = residents_harm(d.vis, d.view)
+        until = horizon_end(sim, horizon_jobs)
+        counted = bisect.bisect_right(sim.jobs, until, key=lambda j: j.submit_time)
+        rows = []
+        for p in d.options:
+            made = ep.made(d, p)
+            if made is None:
+                continue
+            rows.append({
+                "features": option_features(d.vis, d.view, made, harms).tolist(),
+                "cost": branch_cost(sim, made, policy, predictor, until),
+                "teacher": p is d.pick,
+                "as_planned": _same(made, p),
+            })  # fmt: skip
+        if sum(r["teacher"] for r in rows) == 1 and len(rows) >= 2:
+            teacher_cost = next(r["cost"] for r in rows if r["teacher"])
+            samples.append({
+                "job": d.job.job_id,
+                "run_s": isolated_run_s(d.vis, d.view),
+                "scale_s": teacher_cost / max(counted, 1),
+                "options": rows,
+            })  # fmt: skip
+    records = [r for r in sim.result() if r.job.job_id >= ep.workload.warmup]
     return {
         "scenario": scenario,
         "seed": seed,
@@ -214,7 +247,7 @@ def collect_episode(suite_path: str, scenario: str, seed: int, per_episode: int,
         "features": list(FEATURES),
         "avg_jct_s": float(np.mean([r.jct for r in records])) if records else math.nan,
         "decisions": sim.stats.decisions,
-        "branched": branched,
+        "branched": len(samples),
         "wall_s": time.perf_counter() - t0,
         "samples": samples,
     }

@@ -1,0 +1,76 @@
+"""What a chooser that knows the state could take above the teacher
+(agents/choice_ceiling.py): resampled futures, the cross-fitted gain, the summary."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agents.choice_ceiling import cross_fitted_gain, resampled, summary
+from agents.teachers import MaskedLookahead
+from marl_sched.perf import PerformanceModel
+from marl_sched.simulator import Simulator
+from tests.helpers import random_jobs, tiny_topology
+
+
+def test_a_resampled_future_keeps_the_state_and_replaces_the_next_arrivals():
+    """The fork holds the same pending job, clock and free GPUs; its next ``horizon``
+    arrivals are consecutive jobs of the source with the pending arrivals' ids, from
+    the first pending arrival's time with the slice's own gaps; the later ones are the
+    old jobs, none before the slice's last; the simulator it came from is untouched."""
+    topo = tiny_topology()
+    perf = PerformanceModel(topo)
+    jobs = random_jobs(perf, 60, seed=2, mean_gap=30.0)
+    source = random_jobs(perf, 80, seed=9, mean_gap=50.0)
+    policy = MaskedLookahead()
+    policy.reset(topo, 0)
+    sim = Simulator(topo, jobs, perf=perf)
+    for _ in range(20):
+        sim.apply(policy.place(sim.next_decision(), sim.view()))
+    pending = sim.next_decision()
+    before = [(j.job_id, j.model, j.submit_time) for j in sim.jobs]
+    old = sim.pending_arrivals()
+    f = resampled(sim, source, 10, np.random.default_rng(0))
+    new = f.pending_arrivals()
+    assert [j.job_id for j in new] == [j.job_id for j in old]
+    assert f.pending is not None and f.pending.job_id == pending.job_id
+    assert f.now == sim.now
+    np.testing.assert_array_equal(f.group_free, sim.group_free)
+    start = next(i for i, s in enumerate(source) if s.name == new[0].name)
+    for k in range(10):
+        assert new[k].name == source[start + k].name and new[k].model == source[start + k].model
+        gap = source[start + k].submit_time - source[start].submit_time
+        assert new[k].submit_time == pytest.approx(old[0].submit_time + gap)
+    assert [j.name for j in new[10:]] == [j.name for j in old[10:]]
+    assert all(j.submit_time >= new[9].submit_time for j in new[10:])
+    assert [(j.job_id, j.model, j.submit_time) for j in sim.jobs] == before
+    f.apply(None)  # the fork holds its own pending decision
+    sim.apply(policy.place(pending, sim.view()))
+
+
+def test_the_cross_fitted_gain_chooses_on_one_half_and_scores_on_the_other():
+    adv = np.array([
+        [0.0, -1.0, 0.5],
+        [0.0, -1.0, 0.5],  # first half: column 1 looks best (-1)
+        [0.0, 0.4, -2.0],
+        [0.0, 0.2, -2.0],  # second half: column 2 looks best (-2)
+    ])  # fmt: skip
+    # chosen on rows 0-1 (column 1), scored on rows 2-3: 0.3; the other way: column 2
+    # scored on rows 0-1: 0.5
+    assert cross_fitted_gain(adv) == pytest.approx((0.3 + 0.5) / 2)
+    teacher_best = np.array([[0.0, 1.0], [0.0, 2.0], [0.0, 0.5], [0.0, 0.1]])
+    assert cross_fitted_gain(teacher_best) == 0.0  # no mean below 0: the teacher
+
+
+def test_the_summary_reads_each_gain_and_bounds_it():
+    steady = [[0.0, -0.5], [0.0, -0.5], [0.0, -0.5], [0.0, -0.5]]  # always better
+    noise = [[0.0, -1.0], [0.0, 1.0], [0.0, -1.0], [0.0, 1.0]]  # better on half
+    got = summary([{"decisions": [steady, noise]}], boot=500)
+    assert got["decisions"] == 2 and got["futures"] == [4]
+    # steady: -0.5 both ways; noise: the halves' means are 0, so the teacher's 0
+    assert got["cross_fitted_gain"][0] == pytest.approx(-0.25)
+    assert got["in_sample_gain"][0] == pytest.approx(-0.25)
+    # per future: steady -0.5 on each, noise -1 on half of them
+    assert got["per_future_best_gain"][0] == pytest.approx((-0.5 - 0.5) / 2)
+    lo, hi = got["cross_fitted_gain"][1:]
+    assert lo <= -0.25 <= hi
