@@ -138,6 +138,29 @@ def summary(episodes: list[dict], boot: int = 2000, seed: int = 0) -> dict:
     }
 
 
+def describe(result: dict) -> str:
+    """One paragraph of a result :func:`main` wrote: the three gains with their
+    intervals, and how the cross-fitted choice fares decision by decision."""
+    s = result["summary"]
+    cross = np.array([cross_fitted_gain(np.array(d)) for e in result["episodes"]
+                      for d in e["decisions"]])  # fmt: skip
+
+    def g(key):
+        m, lo, hi = s[key]
+        return f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+    return (
+        f"{s['decisions']} decisions, {s['futures'][0]} futures each, mean per decision "
+        f"in jobs' worth of JCT (95 % bootstrap interval over decisions): a chooser that "
+        f"knows the state, cross-fitted, {g('cross_fitted_gain')}; the same chosen and "
+        f"scored on the same futures {g('in_sample_gain')}; the best on each single "
+        f"future {g('per_future_best_gain')}. Decision by decision the cross-fitted "
+        f"choice beats the teacher's pick in {np.mean(cross < 0):.0%}, loses in "
+        f"{np.mean(cross > 0):.0%} and is the teacher's in {np.mean(cross == 0):.0%}; "
+        f"its largest gains {', '.join(f'{v:.2f}' for v in np.sort(cross)[:4])}."
+    )
+
+
 def _one(args: tuple) -> dict:
     import torch
 

@@ -356,6 +356,9 @@ def fit(episodes: list[dict], lambdas=LAMBDAS) -> dict:
             np.mean([y[decisions == d].min() >= 0 for d in np.unique(decisions)])
         ),
         "train_choice_gain": choice_gain(w, x, y, decisions),
+        "train_moved_share": float(
+            np.mean([(x[decisions == d] @ w).min() < 0 for d in np.unique(decisions)])
+        ),
         "teacher_choice_gain": 0.0,
         "oracle_choice_gain": _oracle(y, decisions),
     }

@@ -175,6 +175,15 @@ def benchmark_test(root: Path = RESULTS, track: str = "placement", run: str = ""
     return "\n".join(lines) + "\n"
 
 
+def _choice_ceiling() -> str:
+    import json
+
+    from agents.choice_ceiling import describe
+
+    path = RESULTS / "learning" / "selection" / "choice-ceiling" / "ceiling.json"
+    return describe(json.loads(path.read_text())) + "\n"
+
+
 BLOCKS = {
     "default-window": default_window,
     "ablation-seeds": ablation_seeds,
@@ -414,6 +423,7 @@ BLOCKS = {
     "teacher-harm-vs-teacher": lambda: policies_paired(
         "learning/selection/probe-lookahead-harm", "masked:lookahead-harm", "masked:lookahead"
     ),
+    "choice-ceiling": lambda: _choice_ceiling(),
     "fitted-vs-teacher": lambda: "\n".join(
         policies_paired("learning/selection/probe-fitted", "masked:lookahead-fitted", old)
         for old in ("masked:lookahead", "first-fit")

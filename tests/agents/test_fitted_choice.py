@@ -164,6 +164,10 @@ def test_design_and_fit_recover_a_known_advantage_and_score_the_choice_by_hand()
     best = [y[decisions == d].min() >= 0 for d in np.unique(decisions)]
     assert model["teacher_best_share"] == pytest.approx(np.mean(best))
     assert 0 < model["teacher_best_share"] < 1
+    moved = [
+        (x[decisions == d] @ np.array(model["weights"])).min() < 0 for d in np.unique(decisions)
+    ]
+    assert model["train_moved_share"] == pytest.approx(np.mean(moved))
 
 
 def test_zero_weights_are_the_teacher_and_other_weights_change_choices(tmp_path):
