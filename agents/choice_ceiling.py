@@ -138,6 +138,12 @@ def summary(episodes: list[dict], boot: int = 2000, seed: int = 0) -> dict:
     }
 
 
+def pooled(results: list[dict]) -> dict:
+    """Several results :func:`main` wrote as one: their episodes, summarised anew."""
+    episodes = [e for r in results for e in r["episodes"]]
+    return {"summary": summary(episodes), "episodes": episodes}
+
+
 def describe(result: dict) -> str:
     """One paragraph of a result :func:`main` wrote: the three gains with their
     intervals, and how the cross-fitted choice fares decision by decision."""

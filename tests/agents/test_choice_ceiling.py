@@ -87,3 +87,13 @@ def test_describe_reports_the_summary_and_the_per_decision_split():
     assert text.startswith("3 decisions, 4 futures each")
     assert "beats the teacher's pick in 33%, loses in 33% and is the teacher's in 33%" in text
     assert f"cross-fitted, {cross_fitted_gain(np.array(steady)) / 3 + 2.0 / 2 / 3:+.3f}" in text
+
+
+def test_pooled_results_are_summarised_over_every_episode():
+    from agents.choice_ceiling import pooled
+
+    a = {"episodes": [{"decisions": [[[0.0, -1.0], [0.0, -1.0], [0.0, -1.0], [0.0, -1.0]]]}]}
+    b = {"episodes": [{"decisions": [[[0.0, 1.0], [0.0, 1.0], [0.0, 1.0], [0.0, 1.0]]]}]}
+    got = pooled([a, b])
+    assert got["summary"]["decisions"] == 2 and len(got["episodes"]) == 2
+    assert got["summary"]["cross_fitted_gain"][0] == pytest.approx(-0.5)
