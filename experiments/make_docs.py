@@ -175,13 +175,23 @@ def benchmark_test(root: Path = RESULTS, track: str = "placement", run: str = ""
     return "\n".join(lines) + "\n"
 
 
-def _choice_ceiling() -> str:
+def _choice_ceiling(names=("ceiling",), pool_with=()) -> str:
+    """The choice ceiling's result files of ``names`` pooled (and, as a second
+    paragraph, pooled with those of ``pool_with`` too)."""
     import json
 
-    from agents.choice_ceiling import describe
+    from agents.choice_ceiling import describe, pooled
 
-    path = RESULTS / "learning" / "selection" / "choice-ceiling" / "ceiling.json"
-    return describe(json.loads(path.read_text())) + "\n"
+    folder = RESULTS / "learning" / "selection" / "choice-ceiling"
+
+    def read(n):
+        return json.loads((folder / f"{n}.json").read_text())
+
+    out = describe(pooled([read(n) for n in names])) + "\n"
+    if pool_with:
+        every = pooled([read(n) for n in (*names, *pool_with)])
+        out += "\nAll seeds pooled: " + describe(every) + "\n"
+    return out
 
 
 BLOCKS = {
@@ -424,6 +434,9 @@ BLOCKS = {
         "learning/selection/probe-lookahead-harm", "masked:lookahead-harm", "masked:lookahead"
     ),
     "choice-ceiling": lambda: _choice_ceiling(),
+    "choice-ceiling-replication": lambda: _choice_ceiling(
+        ("ceiling-s4", "ceiling-s5"), pool_with=("ceiling",)
+    ),
     "fitted-vs-teacher": lambda: "\n".join(
         policies_paired("learning/selection/probe-fitted", "masked:lookahead-fitted", old)
         for old in ("masked:lookahead", "first-fit")
