@@ -158,6 +158,7 @@ class Decision:
     view: ClusterView
     options: list[Placement]
     pick: Placement  # the teacher's, one of ``options``
+    run_s: float  # :func:`isolated_run_s` of ``vis`` (finite)
 
 
 class TeacherEpisode:
@@ -199,7 +200,7 @@ class TeacherEpisode:
             pick = fastest(vis, view, options)
             run_s = isolated_run_s(vis, view)
             if len(options) >= 2 and math.isfinite(run_s) and rng.random() < rate:
-                yield Decision(job, vis, view, options, pick)
+                yield Decision(job, vis, view, options, pick, run_s)
             sim.apply(policy.follow_plan(session, pick))
 
     def made(self, d: Decision, plan: Placement) -> Placement | None:
@@ -234,7 +235,7 @@ def collect_episode(suite_path: str, scenario: str, seed: int, per_episode: int,
             teacher_cost = next(r["cost"] for r in rows if r["teacher"])
             samples.append({
                 "job": d.job.job_id,
-                "run_s": isolated_run_s(d.vis, d.view),
+                "run_s": d.run_s,
                 "scale_s": teacher_cost / max(counted, 1),
                 "options": rows,
             })  # fmt: skip
@@ -538,7 +539,7 @@ def _held(path: Path, per_episode: int, horizon: int) -> None:
 
 
 def _main_fit(a) -> int:
-    from marl_sched.files import atomic_write_text
+    from marl_sched.files import atomic_write_text, read_input_text
 
     data = Path(a.data)
     if not data.is_dir() or data.is_symlink():
@@ -548,7 +549,7 @@ def _main_fit(a) -> int:
         if p.is_symlink():
             raise InputError(f"--data: {p}: a link, not a file collect wrote")
         try:
-            e = json.loads(p.read_text())
+            e = json.loads(read_input_text(p, "json", f"--data: {p}"))
             if e.get("features") != list(FEATURES):
                 raise ValueError("features differ")
         except (ValueError, AttributeError) as exc:

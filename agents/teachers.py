@@ -284,15 +284,10 @@ def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | 
     acts inside the agents' masks itself (``masked:*``, :mod:`envs.controls`: its
     placement on the whole view, if the forward rule allows it), or any other policy
     (its first legal placement over those views)."""
-    from envs.session import follows_forward_rule
-
-    builder, job, view, home = session.builder, session.job, session.view, session.agent
-    if builder.follow_only:
+    job, view = session.job, session.view
+    if session.builder.follow_only:
         return _hint_plan(teacher, session)
-
-    def legal(p: Placement) -> bool:
-        return follows_forward_rule(builder, job, view, home, p)
-
+    legal = _forward_legal(session)
     if isinstance(teacher, MaskedHeuristic):  # it acts inside the agents' masks itself
         p = teacher.place(job, view)
         return p if p is not None and legal(p) else None
@@ -300,6 +295,19 @@ def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | 
     if isinstance(teacher, LookaheadTeacher):
         return teacher.place(job, view, legal=legal, views=views, sim=sim)
     return next((q for v in views if (q := teacher.place(job, v)) and legal(q)), None)
+
+
+def _forward_legal(session):
+    """Is a whole placement of ``session.job`` reachable through the agents' masks (the
+    forward rule from the job's home agent)?"""
+    from envs.session import follows_forward_rule
+
+    builder, job, view, home = session.builder, session.job, session.view, session.agent
+
+    def legal(p: Placement) -> bool:
+        return follows_forward_rule(builder, job, view, home, p)
+
+    return legal
 
 
 def _plan_views(session) -> list[ClusterView]:
@@ -319,16 +327,10 @@ def plan_options(teacher: LookaheadTeacher, session) -> list[Placement]:
     (``env.follow_only`` off): the heuristics' placements on :func:`_plan_views` that
     the forward rule lets the agents reach from the job's home agent, in proposal
     order (the teacher's plan is :func:`fastest` of them)."""
-    from envs.session import follows_forward_rule
-
-    builder, job, view, home = session.builder, session.job, session.view, session.agent
-    if builder.follow_only:
+    if session.builder.follow_only:
         raise ValueError("plan_options: env.follow_only plans are the hints' (_hint_plan)")
-
-    def legal(p: Placement) -> bool:
-        return follows_forward_rule(builder, job, view, home, p)
-
-    return proposals(teacher.candidates, job, _plan_views(session), legal)
+    views = _plan_views(session)
+    return proposals(teacher.candidates, session.job, views, _forward_legal(session))
 
 
 def teacher_move(teacher, session, view: ClusterView) -> Placement | None:
