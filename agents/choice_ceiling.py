@@ -79,15 +79,18 @@ def decision_advantages(sim, made, pick_index, policy, predictor, source, horizo
     return np.array(rows).reshape(-1, len(made))
 
 
-def cross_fitted_gain(adv: np.ndarray) -> float:
-    """The gain of choosing, by mean advantage below 0, on one half of the futures,
-    scored on the other half; the mean of both ways (0: the teacher's pick)."""
+def cross_fitted_gain(adv: np.ndarray, agreed: bool = False, stakes: float = 0.0) -> float:
+    """The gain of choosing, by mean advantage below ``-stakes``, on one half of the
+    futures, scored on the other half; the mean of both ways (0: the teacher's pick).
+    With ``agreed``, the choice leaves the teacher only where the chosen proposal is
+    better on every future of its half, not just on their mean."""
     k = adv.shape[0] // 2
     out = []
     for choose_on, score_on in ((adv[:k], adv[k:]), (adv[k:], adv[:k])):
         mean = choose_on.mean(axis=0)
         a = int(np.argmin(mean))
-        out.append(float(score_on[:, a].mean()) if mean[a] < 0 else 0.0)
+        leave = choose_on[:, a].max() < 0 if agreed else mean[a] < -stakes
+        out.append(float(score_on[:, a].mean()) if leave else 0.0)
     return float(np.mean(out))
 
 
@@ -115,11 +118,14 @@ def summary(episodes: list[dict], boot: int = 2000, seed: int = 0) -> dict:
     """Mean per decision, with a 95 % bootstrap interval over decisions: the
     cross-fitted gain of a chooser that knows the state, the in-sample best mean (the
     same futures chosen and scored on: optimistic), and the best on each single future
-    (the room one future shows, as the fit's ``oracle_choice_gain``)."""
+    (the room one future shows, as the fit's ``oracle_choice_gain``); and the
+    cross-fitted gain of a chooser that leaves the teacher only where its half's
+    futures agree (``agreed_gain``)."""
     adv = [np.array(d) for e in episodes for d in e["decisions"]]
     if not adv:
         raise InputError("no decision with two or more futures")
     cross = np.array([cross_fitted_gain(a) for a in adv])
+    agreed = np.array([cross_fitted_gain(a, agreed=True) for a in adv])
     in_sample = np.array([min(0.0, float(a.mean(axis=0).min())) for a in adv])
     per_future = np.array([float(np.minimum(a.min(axis=1), 0.0).mean()) for a in adv])
     rng = np.random.default_rng(seed)
@@ -133,6 +139,7 @@ def summary(episodes: list[dict], boot: int = 2000, seed: int = 0) -> dict:
         "decisions": len(adv),
         "futures": sorted({a.shape[0] for a in adv}),
         "cross_fitted_gain": ci(cross),
+        "agreed_gain": ci(agreed),
         "in_sample_gain": ci(in_sample),
         "per_future_best_gain": ci(per_future),
     }
@@ -164,6 +171,41 @@ def describe(result: dict) -> str:
         f"choice beats the teacher's pick in {np.mean(cross < 0):.0%}, loses in "
         f"{np.mean(cross > 0):.0%} and is the teacher's in {np.mean(cross == 0):.0%}; "
         f"its largest gains {', '.join(f'{v:.2f}' for v in np.sort(cross)[:4])}."
+    )
+
+
+def describe_agreed(result: dict) -> str:
+    """The gain of the chooser that acts only where its futures agree, with how often
+    it acts and how it fares where it does."""
+    s = result["summary"]
+    got = np.array([cross_fitted_gain(np.array(d), agreed=True) for e in result["episodes"]
+                    for d in e["decisions"]])  # fmt: skip
+    m, lo, hi = s["agreed_gain"]
+    return (
+        f"{s['decisions']} decisions: a chooser that knows the state and leaves the "
+        f"teacher only where its proposal is better on every future it chooses on, "
+        f"cross-fitted, {m:+.3f} [{lo:+.3f}, {hi:+.3f}] jobs' worth of JCT per decision "
+        f"(95 % bootstrap interval over decisions). It beats the teacher's pick in "
+        f"{np.mean(got < 0):.0%} of decisions, loses in {np.mean(got > 0):.0%} and keeps "
+        f"it in {np.mean(got == 0):.0%}; the median decision {float(np.median(got)):+.3f}."
+    )
+
+
+def describe_stakes(result: dict, stakes=(0.1, 0.25, 0.5, 1.0, 2.0, 3.0), boot: int = 2000,
+                    seed: int = 0) -> str:  # fmt: skip
+    """The cross-fitted gain of a chooser that leaves the teacher only where the
+    choosing half's best mean advantage is below ``-s``, for each ``s`` of ``stakes``."""
+    adv = [np.array(d) for e in result["episodes"] for d in e["decisions"]]
+    idx = np.random.default_rng(seed).integers(0, len(adv), size=(boot, len(adv)))
+    parts = []
+    for s in stakes:
+        x = np.array([cross_fitted_gain(a, stakes=s) for a in adv])
+        lo, hi = np.percentile(x[idx].mean(axis=1), [2.5, 97.5])
+        parts.append(f"{s:g}: {x.mean():+.3f} [{lo:+.3f}, {hi:+.3f}]")
+    return (
+        f"{len(adv)} decisions: a chooser that leaves the teacher only where the best mean "
+        f"advantage of the futures it chooses on is below minus the stakes (in jobs' worth), "
+        f"cross-fitted, per stakes: " + "; ".join(parts) + "."
     )
 
 

@@ -175,18 +175,22 @@ def benchmark_test(root: Path = RESULTS, track: str = "placement", run: str = ""
     return "\n".join(lines) + "\n"
 
 
-def _choice_ceiling(names=("ceiling",), pool_with=()) -> str:
+def _choice_ceiling(names=("ceiling",), pool_with=(), agreed=False) -> str:
     """The choice ceiling's result files of ``names`` pooled (and, as a second
-    paragraph, pooled with those of ``pool_with`` too)."""
+    paragraph, pooled with those of ``pool_with`` too); with ``agreed``, the gain of
+    the chooser that acts only where its futures agree instead."""
     import json
 
-    from agents.choice_ceiling import describe, pooled
+    from agents.choice_ceiling import describe, describe_agreed, describe_stakes, pooled
 
     folder = RESULTS / "learning" / "selection" / "choice-ceiling"
 
     def read(n):
         return json.loads((folder / f"{n}.json").read_text())
 
+    if agreed:
+        both = pooled([read(n) for n in names])
+        return describe_stakes(both) + "\n\n" + describe_agreed(both) + "\n"
     out = describe(pooled([read(n) for n in names])) + "\n"
     if pool_with:
         every = pooled([read(n) for n in (*names, *pool_with)])
@@ -436,6 +440,9 @@ BLOCKS = {
     "choice-ceiling": lambda: _choice_ceiling(),
     "choice-ceiling-replication": lambda: _choice_ceiling(
         ("ceiling-s4", "ceiling-s5"), pool_with=("ceiling",)
+    ),
+    "choice-ceiling-agreed-dev": lambda: _choice_ceiling(
+        ("ceiling", "ceiling-s4", "ceiling-s5"), agreed=True
     ),
     "fitted-vs-teacher": lambda: "\n".join(
         policies_paired("learning/selection/probe-fitted", "masked:lookahead-fitted", old)

@@ -97,3 +97,22 @@ def test_pooled_results_are_summarised_over_every_episode():
     got = pooled([a, b])
     assert got["summary"]["decisions"] == 2 and len(got["episodes"]) == 2
     assert got["summary"]["cross_fitted_gain"][0] == pytest.approx(-0.5)
+
+
+def test_the_agreed_choice_acts_only_where_every_future_of_its_half_agrees():
+    adv = np.array([
+        [0.0, -3.0, 0.2],
+        [0.0, 0.5, -0.1],  # first half: column 1 best on mean (-1.25), not on row 1
+        [0.0, -1.0, -0.4],
+        [0.0, 0.3, -0.6],  # second half: column 2 best on mean (-0.5), better on both
+    ])  # fmt: skip
+    # plain: column 1 scored on rows 2-3 (-0.35); column 2 on rows 0-1 (+0.05)
+    assert cross_fitted_gain(adv) == pytest.approx((-0.35 + 0.05) / 2)
+    # agreed: the first half's column 1 is worse on row 1, so the teacher (0); the
+    # second half's column 2 is better on both rows, scored on rows 0-1 (+0.05)
+    assert cross_fitted_gain(adv, agreed=True) == pytest.approx((0.0 + 0.05) / 2)
+    # stakes: the first half's mean -1.25 clears 1 but not 2; the second's -0.5 neither
+    assert cross_fitted_gain(adv, stakes=1.0) == pytest.approx((-0.35 + 0.0) / 2)
+    assert cross_fitted_gain(adv, stakes=2.0) == 0.0
+    got = summary([{"decisions": [adv.tolist()]}], boot=50)
+    assert got["agreed_gain"][0] == pytest.approx(0.025)
