@@ -116,3 +116,21 @@ def test_the_agreed_choice_acts_only_where_every_future_of_its_half_agrees():
     assert cross_fitted_gain(adv, stakes=2.0) == 0.0
     got = summary([{"decisions": [adv.tolist()]}], boot=50)
     assert got["agreed_gain"][0] == pytest.approx(0.025)
+
+
+def test_by_window_groups_each_windows_episodes_and_their_decisions_gains():
+    win = [[0.0, -1.0], [0.0, -1.0], [0.0, -0.5], [0.0, -0.5]]  # -0.5 / -1 both ways
+    keep = [[0.0, 1.0], [0.0, 1.0], [0.0, 1.0], [0.0, 1.0]]  # never leaves: 0
+    episodes = [
+        {"scenario": "b", "decisions": [win]},
+        {"scenario": "a", "decisions": [keep, win]},
+        {"scenario": "a", "decisions": []},  # no decision: no run
+        {"scenario": "b", "decisions": [keep]},
+    ]
+    from agents.choice_ceiling import by_window
+
+    got = by_window(episodes, agreed=True)
+    assert [len(runs) for runs in got] == [1, 2]  # a: one episode with decisions; b: two
+    np.testing.assert_allclose(got[0][0], [0.0, -0.75])
+    np.testing.assert_allclose(got[1][0], [-0.75])
+    np.testing.assert_allclose(got[1][1], [0.0])
