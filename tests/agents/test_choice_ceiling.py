@@ -134,3 +134,23 @@ def test_by_window_groups_each_windows_episodes_and_their_decisions_gains():
     np.testing.assert_allclose(got[0][0], [0.0, -0.75])
     np.testing.assert_allclose(got[1][0], [-0.75])
     np.testing.assert_allclose(got[1][1], [0.0])
+
+
+def test_the_command_line_refuses_bad_input_in_one_line(tmp_path, capsys):
+    """Exit 2 and one line naming the option, before any episode runs: sizes out of
+    range, an --out that is a folder or a link, a suite file that does not exist."""
+    from agents.choice_ceiling import main
+
+    def refused(argv, needle):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and needle in err[0], err
+
+    out = str(tmp_path / "c.json")
+    refused(["--out", out, "--futures", "1"], "--futures")
+    refused(["--out", out, "--per-episode", "0"], "--per-episode")
+    refused(["--out", str(tmp_path)], "not a file path")
+    (tmp_path / "link.json").symlink_to(tmp_path / "elsewhere.json")
+    refused(["--out", str(tmp_path / "link.json")], "not a file path")
+    refused(["--out", out, "--suite", str(tmp_path / "none.yaml")], "none.yaml")
+    assert not (tmp_path / "c.json").exists()
