@@ -154,9 +154,13 @@ def pooled(results: list[dict]) -> dict:
 def describe(result: dict) -> str:
     """One paragraph of a result :func:`main` wrote: the three gains with their
     intervals, and how the cross-fitted choice fares decision by decision."""
+    from marl_sched.benchmark.stats import interval
+
     s = result["summary"]
     cross = np.array([cross_fitted_gain(np.array(d)) for e in result["episodes"]
                       for d in e["decisions"]])  # fmt: skip
+    windows = by_window(result["episodes"])
+    h = interval(windows, "mean")
 
     def g(key):
         m, lo, hi = s[key]
@@ -165,8 +169,9 @@ def describe(result: dict) -> str:
     return (
         f"{s['decisions']} decisions, {s['futures'][0]} futures each, mean per decision "
         f"in jobs' worth of JCT (95 % bootstrap interval over decisions): a chooser that "
-        f"knows the state, cross-fitted, {g('cross_fitted_gain')}; the same chosen and "
-        f"scored on the same futures {g('in_sample_gain')}; the best on each single "
+        f"knows the state, cross-fitted, {g('cross_fitted_gain')} (with the "
+        f"{len(windows)} windows resampled too, [{h.low:+.3f}, {h.high:+.3f}]); the same "
+        f"chosen and scored on the same futures {g('in_sample_gain')}; the best on each single "
         f"future {g('per_future_best_gain')}. Decision by decision the cross-fitted "
         f"choice beats the teacher's pick in {np.mean(cross < 0):.0%}, loses in "
         f"{np.mean(cross > 0):.0%} and is the teacher's in {np.mean(cross == 0):.0%}; "

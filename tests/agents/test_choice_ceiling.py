@@ -82,9 +82,13 @@ def test_describe_reports_the_summary_and_the_per_decision_split():
     steady = [[0.0, -0.5], [0.0, -0.5], [0.0, -0.5], [0.0, -0.5]]
     worse = [[0.0, -1.0], [0.0, -1.0], [0.0, 2.0], [0.0, 2.0]]  # chosen on one half, lost
     same = [[0.0, 1.0], [0.0, 1.0], [0.0, 1.0], [0.0, 1.0]]
-    episodes = [{"decisions": [steady, worse, same]}]
+    episodes = [
+        {"scenario": "a", "decisions": [steady, worse]},
+        {"scenario": "b", "decisions": [same]},
+    ]
     text = describe({"summary": summary(episodes, boot=200), "episodes": episodes})
     assert text.startswith("3 decisions, 4 futures each")
+    assert "with the 2 windows resampled too, [" in text
     assert "beats the teacher's pick in 33%, loses in 33% and is the teacher's in 33%" in text
     assert f"cross-fitted, {cross_fitted_gain(np.array(steady)) / 3 + 2.0 / 2 / 3:+.3f}" in text
 
