@@ -198,6 +198,8 @@ def _choice_ceiling(names=("ceiling",), pool_with=(), agreed=False) -> str:
     return out
 
 
+FRESH = ("ceiling-s6", "ceiling-s7", "ceiling-s8", "ceiling-s9")  # session 16's sample
+
 BLOCKS = {
     "default-window": default_window,
     "ablation-seeds": ablation_seeds,
@@ -443,6 +445,12 @@ BLOCKS = {
     ),
     "choice-ceiling-agreed-dev": lambda: _choice_ceiling(
         ("ceiling", "ceiling-s4", "ceiling-s5"), agreed=True
+    ),
+    "choice-ceiling-agreed-fresh": lambda: "\n".join(
+        (
+            _choice_ceiling(FRESH, agreed=True),
+            _choice_ceiling(FRESH, pool_with=("ceiling", "ceiling-s4", "ceiling-s5")),
+        )
     ),
     "fitted-vs-teacher": lambda: "\n".join(
         policies_paired("learning/selection/probe-fitted", "masked:lookahead-fitted", old)
