@@ -154,13 +154,9 @@ def pooled(results: list[dict]) -> dict:
 def describe(result: dict) -> str:
     """One paragraph of a result :func:`main` wrote: the three gains with their
     intervals, and how the cross-fitted choice fares decision by decision."""
-    from marl_sched.benchmark.stats import interval
-
     s = result["summary"]
     cross = np.array([cross_fitted_gain(np.array(d)) for e in result["episodes"]
                       for d in e["decisions"]])  # fmt: skip
-    windows = by_window(result["episodes"])
-    h = interval(windows, "mean")
 
     def g(key):
         m, lo, hi = s[key]
@@ -169,14 +165,26 @@ def describe(result: dict) -> str:
     return (
         f"{s['decisions']} decisions, {s['futures'][0]} futures each, mean per decision "
         f"in jobs' worth of JCT (95 % bootstrap interval over decisions): a chooser that "
-        f"knows the state, cross-fitted, {g('cross_fitted_gain')} (with the "
-        f"{len(windows)} windows resampled too, [{h.low:+.3f}, {h.high:+.3f}]); the same "
-        f"chosen and scored on the same futures {g('in_sample_gain')}; the best on each single "
-        f"future {g('per_future_best_gain')}. Decision by decision the cross-fitted "
+        f"knows the state, cross-fitted, {g('cross_fitted_gain')} "
+        f"({_window_interval(result['episodes'])}); the same chosen and scored on the "
+        f"same futures {g('in_sample_gain')}; the best on each single future "
+        f"{g('per_future_best_gain')}. Decision by decision the cross-fitted "
         f"choice beats the teacher's pick in {np.mean(cross < 0):.0%}, loses in "
         f"{np.mean(cross > 0):.0%} and is the teacher's in {np.mean(cross == 0):.0%}; "
         f"its largest gains {', '.join(f'{v:.2f}' for v in np.sort(cross)[:4])}."
     )
+
+
+def _window_interval(episodes: list[dict], agreed: bool = False) -> str:
+    """ "with the N windows resampled too, [lo, hi]": the mean gain's interval under
+    the benchmark's hierarchical bootstrap (:func:`by_window`), none for one sample."""
+    from marl_sched.benchmark.stats import interval
+
+    windows = by_window(episodes, agreed=agreed)
+    h = interval(windows, "mean")
+    if h.low is None:
+        return f"{len(windows)} window of one decision: no interval"
+    return f"with the {len(windows)} windows resampled too, [{h.low:+.3f}, {h.high:+.3f}]"
 
 
 def by_window(episodes: list[dict], agreed: bool = False) -> list[list[np.ndarray]]:
@@ -195,20 +203,16 @@ def describe_agreed(result: dict) -> str:
     it acts and how it fares where it does; beside the interval over decisions, the
     benchmark's hierarchical one (windows, then episodes, then decisions resampled),
     since one window's decisions share its jobs."""
-    from marl_sched.benchmark.stats import interval
-
     s = result["summary"]
     got = np.array([cross_fitted_gain(np.array(d), agreed=True) for e in result["episodes"]
                     for d in e["decisions"]])  # fmt: skip
     m, lo, hi = s["agreed_gain"]
-    windows = by_window(result["episodes"], agreed=True)
-    h = interval(windows, "mean")
     return (
         f"{s['decisions']} decisions: a chooser that knows the state and leaves the "
         f"teacher only where its proposal is better on every future it chooses on, "
         f"cross-fitted, {m:+.3f} [{lo:+.3f}, {hi:+.3f}] jobs' worth of JCT per decision "
-        f"(95 % bootstrap interval over decisions; with the {len(windows)} windows "
-        f"resampled too, [{h.low:+.3f}, {h.high:+.3f}]). It beats the teacher's pick in "
+        f"(95 % bootstrap interval over decisions; "
+        f"{_window_interval(result['episodes'], agreed=True)}). It beats the teacher's pick in "
         f"{np.mean(got < 0):.0%} of decisions, loses in {np.mean(got > 0):.0%} and keeps "
         f"it in {np.mean(got == 0):.0%}; the median decision {float(np.median(got)):+.3f}."
     )

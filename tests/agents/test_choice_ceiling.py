@@ -135,6 +135,10 @@ def test_by_window_groups_each_windows_episodes_and_their_decisions_gains():
 
     got = by_window(episodes, agreed=True)
     assert [len(runs) for runs in got] == [1, 2]  # a: one episode with decisions; b: two
+    from agents.choice_ceiling import _window_interval
+
+    assert _window_interval(episodes[:1]).endswith("no interval")  # one decision alone
+    assert _window_interval(episodes).startswith("with the 2 windows resampled too, [")
     np.testing.assert_allclose(got[0][0], [0.0, -0.75])
     np.testing.assert_allclose(got[1][0], [-0.75])
     np.testing.assert_allclose(got[1][1], [0.0])
