@@ -325,20 +325,17 @@ def fit(episodes: list[dict], lambdas=LAMBDAS) -> dict:
     lo, hi = np.percentile(y, [1, 99])
     yc = np.clip(y, lo, hi)
     scale = np.maximum(x.std(axis=0), 1e-9)
-    cv = {}
+    cv, cv_pred = {}, {}  # per ridge weight: held-out choice gains, held-out predictions
     for lam in lambdas:
-        gains = []
+        gains, pred = [], np.zeros_like(yc)
         for g in np.unique(groups):
             train, held = groups != g, groups == g
             w = ridge(x[train], yc[train], lam, scale)
             gains.append(choice_gain(w, x[held], y[held], decisions[held]))
-        cv[lam] = gains
+            pred[held] = x[held] @ w
+        cv[lam], cv_pred[lam] = gains, pred
     best = min(lambdas, key=lambda lam: float(np.mean(cv[lam])))
     w = ridge(x, yc, best, scale)
-    held = np.zeros_like(yc)
-    for g in np.unique(groups):
-        out = groups == g
-        held[out] = x[out] @ ridge(x[~out], yc[~out], best, scale)
     return {
         "format": MODEL_FORMAT,
         "features": list(FEATURES),
@@ -351,7 +348,7 @@ def fit(episodes: list[dict], lambdas=LAMBDAS) -> dict:
         "horizon_jobs": sorted({e["horizon_jobs"] for e in episodes}),
         "clip": [float(lo), float(hi)],
         "cv_choice_gain": {str(k): [float(v) for v in g] for k, g in cv.items()},
-        "cv_r2": _r2(yc, held),
+        "cv_r2": _r2(yc, cv_pred[best]),
         "train_r2": _r2(yc, x @ w),
         "teacher_best_share": float(
             np.mean([y[decisions == d].min() >= 0 for d in np.unique(decisions)])
