@@ -114,6 +114,23 @@ def ceiling_episode(suite_path: str, scenario: str, seed: int, per_episode: int,
             "wall_s": time.perf_counter() - t0}  # fmt: skip
 
 
+def _advantages(episodes: list[dict]) -> list[np.ndarray]:
+    """Every decision's ``(futures, options)`` advantages, episode by episode."""
+    return [np.array(d) for e in episodes for d in e["decisions"]]
+
+
+def _interval(x: np.ndarray, idx: np.ndarray) -> list[float]:
+    """``[mean, low, high]``: ``x``'s mean per decision with its 95 % percentile interval
+    over the bootstrap resamples ``idx`` (``(boot, n)`` decision indices)."""
+    m = x[idx].mean(axis=1)
+    return [float(x.mean()), float(np.percentile(m, 2.5)), float(np.percentile(m, 97.5))]
+
+
+def _resamples(n: int, boot: int, seed: int) -> np.ndarray:
+    """``(boot, n)`` decision indices drawn with replacement."""
+    return np.random.default_rng(seed).integers(0, n, size=(boot, n))
+
+
 def summary(episodes: list[dict], boot: int = 2000, seed: int = 0) -> dict:
     """Mean per decision, with a 95 % bootstrap interval over decisions: the
     cross-fitted gain of a chooser that knows the state, the in-sample best mean (the
@@ -121,27 +138,21 @@ def summary(episodes: list[dict], boot: int = 2000, seed: int = 0) -> dict:
     (the room one future shows, as the fit's ``oracle_choice_gain``); and the
     cross-fitted gain of a chooser that leaves the teacher only where its half's
     futures agree (``agreed_gain``)."""
-    adv = [np.array(d) for e in episodes for d in e["decisions"]]
+    adv = _advantages(episodes)
     if not adv:
         raise InputError("no decision with two or more futures")
     cross = np.array([cross_fitted_gain(a) for a in adv])
     agreed = np.array([cross_fitted_gain(a, agreed=True) for a in adv])
     in_sample = np.array([min(0.0, float(a.mean(axis=0).min())) for a in adv])
     per_future = np.array([float(np.minimum(a.min(axis=1), 0.0).mean()) for a in adv])
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(adv), size=(boot, len(adv)))
-
-    def ci(x):
-        m = x[idx].mean(axis=1)
-        return [float(x.mean()), float(np.percentile(m, 2.5)), float(np.percentile(m, 97.5))]
-
+    idx = _resamples(len(adv), boot, seed)
     return {
         "decisions": len(adv),
         "futures": sorted({a.shape[0] for a in adv}),
-        "cross_fitted_gain": ci(cross),
-        "agreed_gain": ci(agreed),
-        "in_sample_gain": ci(in_sample),
-        "per_future_best_gain": ci(per_future),
+        "cross_fitted_gain": _interval(cross, idx),
+        "agreed_gain": _interval(agreed, idx),
+        "in_sample_gain": _interval(in_sample, idx),
+        "per_future_best_gain": _interval(per_future, idx),
     }
 
 
@@ -155,8 +166,7 @@ def describe(result: dict) -> str:
     """One paragraph of a result :func:`main` wrote: the three gains with their
     intervals, and how the cross-fitted choice fares decision by decision."""
     s = result["summary"]
-    cross = np.array([cross_fitted_gain(np.array(d)) for e in result["episodes"]
-                      for d in e["decisions"]])  # fmt: skip
+    cross = np.array([cross_fitted_gain(a) for a in _advantages(result["episodes"])])
 
     def g(key):
         m, lo, hi = s[key]
@@ -192,7 +202,7 @@ def by_window(episodes: list[dict], agreed: bool = False) -> list[list[np.ndarra
     per window (scenario), per episode (seed), its decisions' gains."""
     out: dict[str, list[np.ndarray]] = {}
     for e in episodes:
-        gains = [cross_fitted_gain(np.array(d), agreed=agreed) for d in e["decisions"]]
+        gains = [cross_fitted_gain(a, agreed=agreed) for a in _advantages([e])]
         if gains:
             out.setdefault(e["scenario"], []).append(np.array(gains))
     return [out[k] for k in sorted(out)]
@@ -204,8 +214,7 @@ def describe_agreed(result: dict) -> str:
     benchmark's hierarchical one (windows, then episodes, then decisions resampled),
     since one window's decisions share its jobs."""
     s = result["summary"]
-    got = np.array([cross_fitted_gain(np.array(d), agreed=True) for e in result["episodes"]
-                    for d in e["decisions"]])  # fmt: skip
+    got = np.array([cross_fitted_gain(a, agreed=True) for a in _advantages(result["episodes"])])
     m, lo, hi = s["agreed_gain"]
     return (
         f"{s['decisions']} decisions: a chooser that knows the state and leaves the "
@@ -222,13 +231,12 @@ def describe_stakes(result: dict, stakes=(0.1, 0.25, 0.5, 1.0, 2.0, 3.0), boot: 
                     seed: int = 0) -> str:  # fmt: skip
     """The cross-fitted gain of a chooser that leaves the teacher only where the
     choosing half's best mean advantage is below ``-s``, for each ``s`` of ``stakes``."""
-    adv = [np.array(d) for e in result["episodes"] for d in e["decisions"]]
-    idx = np.random.default_rng(seed).integers(0, len(adv), size=(boot, len(adv)))
+    adv = _advantages(result["episodes"])
+    idx = _resamples(len(adv), boot, seed)
     parts = []
     for s in stakes:
-        x = np.array([cross_fitted_gain(a, stakes=s) for a in adv])
-        lo, hi = np.percentile(x[idx].mean(axis=1), [2.5, 97.5])
-        parts.append(f"{s:g}: {x.mean():+.3f} [{lo:+.3f}, {hi:+.3f}]")
+        m, lo, hi = _interval(np.array([cross_fitted_gain(a, stakes=s) for a in adv]), idx)
+        parts.append(f"{s:g}: {m:+.3f} [{lo:+.3f}, {hi:+.3f}]")
     return (
         f"{len(adv)} decisions: a chooser that leaves the teacher only where the best mean "
         f"advantage of the futures it chooses on is below minus the stakes (in jobs' worth), "
