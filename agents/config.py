@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from marl_sched.config import ExperimentConfig, check, check_bounds, parse_section
+from marl_sched.errors import InputError
 
 SELECT_RULES = ("mean", "dominate")
 #: the algorithms of RLlib's new API stack (its registry, ``ray.rllib.algorithms.registry``)
@@ -181,8 +182,6 @@ class RLlibConfig:
 #: for decision options
 LATER_TRAIN_FIELDS = {
     "prior_kl": 0.0,
-    "improve_target": "hard",
-    "improve_futures": 0,
     "job_gamma": 0.9,
     "split_share": 0.0,
     "advantage_scale": "batch",
@@ -332,21 +331,6 @@ class TrainConfig:
             none): the network acts greedily on ``bc_episodes`` fresh training
             episodes, the teacher labels every state it visits, the labels are added
             to the dataset and the network trains ``bc_epochs`` more passes on it all.
-        update: what each iteration does (:data:`UPDATES`): ``ppo`` (the default) or
-            ``rollout``, one round of rollout policy improvement with common random
-            numbers (:mod:`agents.improve`): ``improve_episodes`` greedy training
-            episodes, ``improve_branches`` branched decisions in each, the
-            ``improve_alternatives`` next-ranked legal actions tried at each; a label
-            moves to an alternative that lowers the episode's average JCT by more than
-            ``improve_margin`` (a fraction); then ``improve_epochs`` cross-entropy
-            passes at ``improve_lr``, improved decisions weighted ``improve_weight``;
-            ``improve_target`` (:data:`IMPROVE_TARGETS`): ``hard``, every other
-            decision labelled with the network's own action, or ``soft``, with its own
-            distribution at the round's start (self-distillation; no fit when no label
-            moved); ``improve_futures`` (0 = off): a label found on the window's own
-            future moves only if it also beats the network's action by more than the
-            margin on average over that many resampled futures of the same state
-            (:func:`agents.improve.resample_future`).
         rllib: any other RLlib setting (:class:`RLlibConfig`).
     """
 
@@ -400,16 +384,6 @@ class TrainConfig:
     bc_epochs: int = 12
     bc_weight_power: float = 0.0
     dagger_rounds: int = 0
-    update: str = "ppo"
-    improve_episodes: int = 8
-    improve_branches: int = 24
-    improve_alternatives: int = 2
-    improve_margin: float = 0.01
-    improve_epochs: int = 4
-    improve_lr: float = 0.0003
-    improve_weight: float = 10.0
-    improve_target: str = "hard"
-    improve_futures: int = 0
     rllib: RLlibConfig = field(default_factory=RLlibConfig)
 
     def validate(self, where: str, key: str) -> None:
@@ -524,18 +498,6 @@ class TrainConfig:
         if self.eval_start is not None:
             check(self.eval_start >= 0, where, f"{key}.eval_start", "must be >= 0")
         check(0.0 <= self.bc_margin < 1.0, where, f"{key}.bc_margin", "must be in [0, 1)")
-        check(
-            self.update in UPDATES, where, f"{key}.update",
-            f"must be one of {', '.join(UPDATES)}, got {self.update!r}",
-        )  # fmt: skip
-        check(0.0 <= self.improve_margin < 1.0, where, f"{key}.improve_margin", "must be in [0, 1)")
-        check(
-            self.improve_target in IMPROVE_TARGETS, where, f"{key}.improve_target",
-            f"must be one of {', '.join(IMPROVE_TARGETS)}, got {self.improve_target!r}",
-        )  # fmt: skip
-        for name in ("improve_lr", "improve_weight"):
-            value = getattr(self, name)
-            check(value > 0, where, f"{key}.{name}", f"must be > 0, got {value}")
         for name in ("bc_protect", "bc_speed", "bc_weight_power"):
             value = getattr(self, name)
             check(value >= 0, where, f"{key}.{name}", f"must be >= 0, got {value}")
@@ -602,20 +564,39 @@ TRAIN_BOUNDS = {
     "bc_episodes": (1, 10**6),
     "bc_epochs": (1, 10**5),
     "dagger_rounds": (0, 10**4),
-    "improve_episodes": (1, 10**5),
-    "improve_branches": (1, 10**5),
-    "improve_alternatives": (1, 64),
-    "improve_epochs": (1, 10**4),
-    "improve_futures": (0, 64),
 }
 
-#: ``train.update``: what an iteration does to the network. ``ppo``: ``train.algorithm``'s
-#: RLlib update; ``rollout``: one round of rollout policy improvement with common random
-#: numbers (:mod:`agents.improve`), on the weights RLlib's learner holds
-UPDATES = ("ppo", "rollout")
-#: ``train.improve_target``: what a rollout round fits the decisions whose label did not
-#: move to: ``hard``, the network's own action; ``soft``, its own distribution
-IMPROVE_TARGETS = ("hard", "soft")
+#: ``train:`` fields of a study that no longer ships (one round of rollout policy
+#: improvement per iteration), with the value that meant "off". A signed config that
+#: carries one at that value reads as if it did not; any other value is refused, naming
+#: the git tag that keeps the study's code.
+RETIRED_TRAIN_FIELDS = {
+    "update": "ppo",
+    "improve_episodes": 8,
+    "improve_branches": 24,
+    "improve_alternatives": 2,
+    "improve_margin": 0.01,
+    "improve_epochs": 4,
+    "improve_lr": 0.0003,
+    "improve_weight": 10.0,
+    "improve_target": "hard",
+    "improve_futures": 0,
+}
+ARCHIVE_TAG = "studies-archive"
+
+
+def drop_retired(train: Any, where: str) -> Any:
+    """``train`` without the :data:`RETIRED_TRAIN_FIELDS` set to their "off" value;
+    ``InputError`` naming the first set to anything else (and the tag that has it)."""
+    if not isinstance(train, dict):
+        return train
+    for key, off in RETIRED_TRAIN_FIELDS.items():
+        if key in train and train[key] != off:
+            raise InputError(
+                f"{where}: train.{key}: {train[key]!r} belongs to a study that no longer "
+                f"ships; its code is kept at git tag {ARCHIVE_TAG}"
+            )
+    return {k: v for k, v in train.items() if k not in RETIRED_TRAIN_FIELDS}
 
 
 def model_config(cfg: ExperimentConfig) -> ModelConfig:
@@ -625,7 +606,7 @@ def model_config(cfg: ExperimentConfig) -> ModelConfig:
 
 def train_config(cfg: ExperimentConfig) -> TrainConfig:
     """Parse ``cfg.train`` and check that no validation window overlaps a training one."""
-    tc = parse_section(TrainConfig, cfg.train, cfg.source, "train")
+    tc = parse_section(TrainConfig, drop_retired(cfg.train, cfg.source), cfg.source, "train")
     wl = cfg.workload
     same_trace = tc.eval_trace is None or tc.eval_trace == wl.trace
     if same_trace and tc.eval_start is None:

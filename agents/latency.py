@@ -1,5 +1,5 @@
 """Decision latency of a MARL policy on a simulated cluster, by size: the probe behind
-``experiments/bench_policy.py`` (docs/agents.md, "Measured").
+``experiments/speed_policy.py`` (docs/agents.md, "Measured").
 
 Clusters of ``n`` servers shaped like ``configs/large.yaml`` (250 servers = 1,000 GPU
 groups per subcluster; V100/P100/K80 mix), driven by the Philly export sped up so the

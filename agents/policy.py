@@ -504,7 +504,7 @@ class MarlPolicy(Policy):
         compile: decide through ``torch.compile``'d networks (Inductor, CPU, with
             :data:`COMPILE_OPTIONS`): about half the forward time at 1,000 GPU groups
             per agent, after a one-off compile of tens of seconds per network and scope
-            shape (``experiments/bench_policy.py --compile``). Each agent's first
+            shape (``experiments/speed_policy.py --compile``). Each agent's first
             decision checks the compiled logits against the eager ones and falls back to
             eager, with a warning, when they differ beyond rounding
             (:meth:`_check_compiled`). Where they agree (~1e-6) a near-tie may still

@@ -233,7 +233,7 @@ def check_config_data(ckpt: Path, data: dict) -> None:
     :data:`agents.config.LATER_TRAIN_FIELDS`), so a code update does not strand a run."""
     import yaml
 
-    from agents.config import LATER_MODEL_FIELDS, LATER_TRAIN_FIELDS
+    from agents.config import LATER_MODEL_FIELDS, LATER_TRAIN_FIELDS, drop_retired
     from envs.config import LATER_OPTIONS
 
     signed = yaml.safe_load(
@@ -249,6 +249,8 @@ def check_config_data(ckpt: Path, data: dict) -> None:
     ):
         if isinstance(signed, dict) and isinstance(signed.get(section), dict):
             signed[section] = {**later, **signed[section]}
+    if isinstance(signed, dict) and "train" in signed:
+        signed["train"] = drop_retired(signed["train"], f"--resume: {ckpt}/config.yaml")
     if signed != data:
         raise InputError(
             f"--resume: {ckpt}: the config to resume with differs from the one the "

@@ -57,7 +57,6 @@ from agents.run_folder import (
 from agents.selection import evaluate_weights, is_new_best, validation_runs
 from agents.warm_start import behaviour_cloning, imitation_weights, teacher_decisions
 from marl_sched.config import ExperimentConfig
-from marl_sched.errors import InputError
 from marl_sched.metrics import atomic_write_text
 
 __all__ = [
@@ -175,11 +174,6 @@ class Trainer:
         _, _, builder = env_setup(cfg, mc, tc, tc.seed)
 
         self.builder, self.ids = builder, module_ids(builder.agent_ids, mc)
-        if tc.update == "rollout" and len(self.ids) != 1:
-            raise InputError(
-                f"{cfg.source}: train.update: rollout improves one shared network "
-                "(model.share_parameters: true)"
-            )
         state = {"iteration": 0, "env_steps": 0.0, "wall_s": 0.0, "best": None,
                  "best_runs": None, "scores": {}}  # fmt: skip
         prior = None
@@ -245,17 +239,12 @@ class Trainer:
                     local_env_runner=True,
                 )
                 cpu = time.process_time()
-                if tc.update == "rollout":
-                    scalars = self._improve(algo, it)
-                    state["env_steps"] += scalars["improve/env_steps"]
-                else:
-                    result = algo.train()
+                result = algo.train()
                 cpu = time.process_time() - cpu
-                if tc.update != "rollout":
-                    # RLlib's timers are moving averages over iterations: dropped, so that
-                    # the next result's are that iteration's own (agents.records.phase_times)
-                    algo.metrics.delete("timers", key_error=False)
-                    scalars, state["env_steps"] = scalars_from_result(result, state["env_steps"])
+                # RLlib's timers are moving averages over iterations: dropped, so that
+                # the next result's are that iteration's own (agents.records.phase_times)
+                algo.metrics.delete("timers", key_error=False)
+                scalars, state["env_steps"] = scalars_from_result(result, state["env_steps"])
                 scalars["time/train_cpu_s"] = cpu
                 scalars["charts/iteration"] = float(it)
                 wall = wall0 + time.perf_counter() - t_run
@@ -291,29 +280,6 @@ class Trainer:
 
         prior = _on_learners(algo, lambda learner: learner.capture_prior())
         self.state[PRIOR] = write_prior(self.paths, lambda folder: save_weights(folder, prior))
-
-    def _improve(self, algo, it: int) -> dict[str, float]:
-        """``train.update: rollout``: one round of :func:`agents.improve.improvement_round`
-        on the learner's weights, written back to the learner and the env runners."""
-        from agents.improve import improvement_round
-
-        (mid,) = self.ids
-        weights = gnn_weights(algo.learner_group.get_weights(module_ids=self.ids))[mid]
-        bar = self.progress(self.tc.improve_episodes, f"iteration {it}: rollout improvement")
-        t0 = time.perf_counter()
-        try:
-            weights, figures = improvement_round(
-                self.cfg, self.mc, self.tc, self.tc.seed, it, weights, bar
-            )
-        finally:
-            bar.close()
-        algo.learner_group.set_weights({mid: weights})
-        algo.env_runner_group.sync_weights(
-            from_worker_or_learner_group=algo.learner_group, inference_only=True
-        )
-        scalars = {f"improve/{k}": v for k, v in figures.items()}
-        scalars["time/sample_s"] = time.perf_counter() - t0
-        return scalars
 
     def _after_iteration(self, algo, it, scalars, wall, writer, summary, force) -> None:
         """Evaluate, log, checkpoint (each when due) and print the progress line."""

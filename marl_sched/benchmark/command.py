@@ -45,8 +45,8 @@ from marl_sched.benchmark.ledger import LEDGER
 from marl_sched.benchmark.suite import DEFAULT_SUITE, load_suite, resolve, track_overrides
 from marl_sched.errors import InputError
 
-# the Ray executor sits above marl_sched (which never imports ray): benchmarks/
-RAY_EXECUTOR = "benchmarks.ray_executor:run_all"
+# the Ray executor sits above marl_sched (which never imports ray): agents/
+RAY_EXECUTOR = "agents.benchmark_executor:run_all"
 
 Executor = Callable[[list[dict[str, Any]], Callable[[dict, dict], None]], None]
 

@@ -22,7 +22,7 @@ Paths are relative to the repo root. A region without ``jobs`` owns the whole fi
 Every scenario's window, warm-up included (jobs ``start - warmup_jobs`` ..
 ``start + max_jobs - 1``), must lie inside one region of its own split. ``util`` is
 the first-fit steady utilisation measured when the load was calibrated
-(documentation; ``benchmarks/make_default_suite.py``).
+(documentation; ``marl_sched/benchmark/make_suite.py``).
 
 The test split is recognised by trace source and row range, and by content
 (:func:`in_test_split`): a file the suite names (by path, or a renamed copy) by

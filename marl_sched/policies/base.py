@@ -203,16 +203,6 @@ register_lazy(
     kind="teacher",
 )
 
-# one step of policy improvement on that teacher: its proposals chosen by an advantage
-# fitted on its branched rollouts in the train split's windows (agents/fitted_choice.py)
-register_lazy(
-    "masked:lookahead-fitted",
-    "masked:lookahead choosing among its proposals by an advantage fitted on the "
-    "teacher's branched rollouts (checkpoint: a fitted-choice model)",
-    "agents.fitted_choice:MaskedLookaheadFitted",
-    kind="learned",
-)
-
 # a probe of the agents' action space: MLF-RL's placement inside their masks (a learned
 # network, so not among the no-learning controls; envs/controls.py)
 register_lazy(

@@ -1,6 +1,7 @@
-"""The shipped config files: the recipes moved to ``configs/recipes/`` as small override
-files (a ``defaults:`` parent plus the keys that change) parse to exactly the experiment
-their full files did, every section included.
+"""The shipped config files: an override file (a ``defaults:`` parent plus the keys that
+change) parses to exactly the experiment its full file did, every section included; and
+a signed config that names a retired ``train:`` field reads as before when the field is
+off, and is refused, naming the archive tag, when it is on.
 
 ``tests/data/recipes_before.json`` holds the full files as they were at the commit it
 names (read once from git history, YAML loaded as is); each is parsed here the same way
@@ -18,7 +19,6 @@ from envs.config import env_config
 from marl_sched.config import REPO_ROOT, ExperimentConfig, config_from_dict, load_config
 
 BEFORE = json.loads((REPO_ROOT / "tests/data/recipes_before.json").read_text(encoding="utf-8"))
-RECIPES = REPO_ROOT / "configs" / "recipes"
 
 
 def parsed(cfg: ExperimentConfig) -> tuple:
@@ -41,30 +41,31 @@ def test_an_override_file_resolves_to_its_old_full_file(name):
     assert parsed(new) == parsed(old)
 
 
-def test_every_recipe_file_is_covered_and_short():
-    files = sorted(p.stem for p in RECIPES.glob("*.yaml"))
-    assert files == sorted(k.split("/")[1] for k in BEFORE["configs"] if k.startswith("recipes/"))
-    for name in files:
-        keys = [
-            line
-            for line in (RECIPES / f"{name}.yaml").read_text(encoding="utf-8").splitlines()
-            if line.strip() and not line.lstrip().startswith("#")
-        ]
-        assert keys[0].startswith("defaults: ["), name
-        # an ablation is a few lines; convergence is its own experiment (its own cluster)
-        limit = 40 if name == "convergence" else 12
-        assert len(keys) <= limit, f"{name}: {len(keys)} lines of keys"
-
-
 def test_the_top_level_holds_at_most_eight_configs():
     assert len(list((REPO_ROOT / "configs").glob("*.yaml"))) <= 8
 
 
-def test_the_chain_is_one_change_per_step():
-    """Each recipe after hints names the previous one as its parent (the chain the
-    README tells): composing resolves recipe by recipe."""
-    chain = ["hints", "residents", "speed", "together", "length", "weighted", "psrule"]
-    chain += ["floor", "gated", "resident", "wait", "dagger"]
-    for parent, child in zip(chain, chain[1:], strict=False):
-        text = (RECIPES / f"{child}.yaml").read_text(encoding="utf-8")
-        assert f"defaults: [{parent}.yaml]" in text
+def test_a_retired_train_field_at_its_off_value_reads_as_absent():
+    """The shipped checkpoint's signed config still carries the retired rollout fields
+    at their "off" values: it parses to the same ``TrainConfig`` as without them."""
+    from agents.config import RETIRED_TRAIN_FIELDS
+
+    base = BEFORE["configs"]["train_tiny"]
+    with_off = {**base, "train": {**base.get("train", {}), **RETIRED_TRAIN_FIELDS}}
+    a = train_config(config_from_dict(base, "a.yaml"))
+    b = train_config(config_from_dict(with_off, "b.yaml"))
+    assert a == b
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("update", "rollout"), ("improve_futures", 4), ("improve_target", "soft")]
+)
+def test_a_retired_train_field_turned_on_is_refused_naming_the_tag(key, value):
+    from agents.config import ARCHIVE_TAG
+    from marl_sched.errors import InputError
+
+    base = BEFORE["configs"]["train_tiny"]
+    data = {**base, "train": {**base.get("train", {}), key: value}}
+    with pytest.raises(InputError, match=rf"old\.yaml: train\.{key}: .*{ARCHIVE_TAG}") as e:
+        train_config(config_from_dict(data, "old.yaml"))
+    assert "\n" not in str(e.value)

@@ -186,37 +186,8 @@ def test_non_finite_weights_are_refused(tmp_path):
 
 SHIPPED_SEEDS = [
     SHIPPED / "warm_start",
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules").glob("seed*")),  # the default recipe
-    *sorted((REPO_ROOT / "checkpoints" / "marl-learn-seeds").glob("seed*")),  # the rules one
-    *sorted((REPO_ROOT / "checkpoints" / "marl-nofloor").glob("seed*")),  # rules but the floor
-    # session 8: the recipe's warm start taught by masked:mlfs-rl (the clone probe)
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "clone-mlfs-rl").glob("seed*")),
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "clone64-mlfs-rl").glob("seed*")),
-    # session 9: the recipe's warm start seeing the job's model's GPU speeds (env.model_speed)
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-warm").glob("seed*")),
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "clone64-ms").glob("seed*")),
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "clone-loaded").glob("seed*")),
-    # session 10: the model-speed clone with the per-node raw path (model.raw_head)
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "clone64-rh").glob("seed*")),
-    # session 10: the model-speed clone taught on the benchmark's train windows too
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "clone64-sw").glob("seed*")),
-    # session 10: the recipe's own warm start with the speeds and the train windows
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-sw-warm").glob("seed*")),
-    # session 11: that recipe's three seeds with 12 PPO iterations (fixed sampler), as
-    # selected (each its warm start): the next default recipe's test-split networks
-    *sorted((REPO_ROOT / "checkpoints" / "marl-sw").glob("seed*")),
-    # session 13: that recipe's warm start taught on loaded training slices
-    # (train.episode_warmup_jobs=100)
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-sw-load-warm").glob("seed*")),
+    *sorted((REPO_ROOT / "checkpoints" / "marl-sw-migration").glob("seed*")),
 ]
-#: the speed columns as the default env had them before session 12 (the GPU type's
-#: catalogue-wide figure): networks trained then are refused by today's default env
-NO_MODEL_SPEED = {"model_speed": False}
-
-
-def without_model_speed(cfg):
-    """``cfg`` with the default env as it was before session 12 (:data:`NO_MODEL_SPEED`)."""
-    return dataclasses.replace(cfg, env={**cfg.env, **NO_MODEL_SPEED})
 
 
 def _weights(folder: Path):
@@ -227,199 +198,32 @@ def _weights(folder: Path):
     return torch.load(folder / "modules" / "shared.pt", map_location="cpu", weights_only=True)
 
 
-#: what a folder's seeds change in the default config's env, as they were trained (the
-#: default recipe has no speed floor and no PS rule since session 6, and reads the job's
-#: model's speeds since session 12)
-TRAINED_WITH = {
-    "marl-norules": NO_MODEL_SPEED,
-    "marl-learn-seeds": {"speed_floor": 0.9, "ps_rule": True, **NO_MODEL_SPEED},
-    "marl-nofloor": {"ps_rule": True, **NO_MODEL_SPEED},
-    "clone-mlfs-rl": NO_MODEL_SPEED,
-    "clone64-mlfs-rl": NO_MODEL_SPEED,
-}
-#: the default checkpoint is this seed's run, byte for byte
-SHIPPED_SEED = REPO_ROOT / "checkpoints" / "marl-sw" / "seed0"
-#: ... and so, bit for bit in its network, is that recipe's warm start made in session 10
-SHIPPED_WARM_COPY = REPO_ROOT / "checkpoints" / "marl-norules" / "ms-sw-warm" / "seed0"
-
-
 @pytest.mark.parametrize("path", SHIPPED_SEEDS, ids=lambda p: p.relative_to(REPO_ROOT).as_posix())
-def test_the_shipped_warm_start_and_other_seeds_load_and_act_in_the_env(path):
-    """Issue 34: the warm start ships beside the final policy, and the recipe's other
-    training seeds (pooled in the test-split figure) are real checkpoints too: each
-    loads with ``load_agents``, is accepted by the default config's environment, and
-    places a whole window in it (the folders trained with other options, :data:`TRAINED_WITH`:
-    with the default's options set as they were trained; the default's are refused,
-    naming the first option that differs). Those trained with the default's options,
-    the shipped warm start among them, are refused by an environment without the job's
-    model's speeds."""
+def test_the_shipped_warm_start_and_migration_seeds_load_and_act_in_the_env(path):
+    """Every shipped network is a real checkpoint: it loads with ``load_agents``, is
+    accepted by its training config's environment and refused by one without the job's
+    model's speeds (naming ``env.model_speed``), and places a whole window in it."""
     agents = load_agents(path)
     cfg = _default_window(40)
-    changed = TRAINED_WITH.get(path.parent.name)
-    if changed:
-        with pytest.raises(InputError, match=r"env\.(speed_floor|ps_rule|model_speed)"):
-            agents.check_env(env_config(cfg))
-        cfg = dataclasses.replace(cfg, env={**cfg.env, **changed})
-    else:
-        with pytest.raises(InputError, match=r"env\.model_speed"):
-            agents.check_env(env_config(without_model_speed(cfg)))
+    if path.parent.name == "marl-sw-migration":
+        cfg = dataclasses.replace(cfg, env={**cfg.env, "migration": True})
+    with pytest.raises(InputError, match=r"env\.model_speed"):
+        no_speed = dataclasses.replace(cfg, env={**cfg.env, "model_speed": False})
+        agents.check_env(env_config(no_speed))
     agents.check_env(env_config(cfg))
     info, steps = _rollout(agents, cfg)
     assert steps > 40 and info["metrics"]["jobs_completed"] == 40
-    state = json.loads((path / "state.json").read_text())
-    assert state["iteration"] == 0  # a warm start: no PPO iteration passed selection
 
 
-def test_the_shipped_checkpoint_is_its_warm_start_and_the_seeds_differ():
+def test_the_shipped_checkpoint_is_its_warm_start():
     """What the README says of the shipped checkpoint: its network is its warm start's
-    (no PPO update was kept), it is ``marl-sw/seed0``'s files, and every other shipped
-    seed is another network (but ``marl-norules/ms-sw-warm/seed0``, the same recipe's
-    warm start made in session 10: the same network, checked below)."""
+    (no PPO iteration passed selection), and the migration seeds are other networks."""
     import torch
 
     final, warm = _weights(SHIPPED), _weights(SHIPPED / "warm_start")
     assert final.keys() == warm.keys()
     assert all(torch.equal(final[k], warm[k]) for k in final)
-    for name in ("manifest.json", "state.json", "config.yaml", "modules/shared.pt"):
-        assert (SHIPPED / name).read_bytes() == (SHIPPED_SEED / name).read_bytes(), name
-    others = [p for p in SHIPPED_SEEDS[1:] if p not in (SHIPPED_SEED, SHIPPED_WARM_COPY)]
-    assert len(others) == len(SHIPPED_SEEDS) - 3
-    copy = _weights(SHIPPED_WARM_COPY)
-    assert all(torch.equal(final[k], copy[k]) for k in final)
-    for other in others:
+    assert json.loads((SHIPPED / "state.json").read_text())["iteration"] == 0
+    for other in SHIPPED_SEEDS[1:]:
         w = _weights(other)
-        assert any(not torch.equal(final[k], w[k]) for k in final)
-
-
-PPO_ITER12 = [
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ppo-iter12").glob("seed*")),
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "kl-iter12").glob("seed*")),  # prior_kl
-    # session 7: rollout improvement with soft targets, its last round (4)
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "soft-iter4").glob("seed*")),
-    # and with each label confirmed on four resampled futures (train.improve_futures)
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "fut-iter4").glob("seed*")),
-    # session 8: PPO with the job-aligned credit (train.advantage: job), iteration 12
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "job-iter12").glob("seed*")),
-    # and the same runs trained to iteration 48
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "job-iter48").glob("seed*")),
-]
-
-
-@pytest.mark.parametrize("path", PPO_ITER12, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_the_default_recipes_last_ppo_iterations_load_and_act(path):
-    """The networks behind docs/agents.md's "Does PPO improve on its warm start" and
-    the updates measured after it: each seed's last iteration (12; 48 for the long
-    job-credit runs; 4 for the rollout rounds) of the default recipe of sessions 6-11
-    serves the default config's environment as it was then (without the job's model's
-    speeds), places a window, and is an update of that seed's warm start (another
-    network)."""
-    import torch
-
-    assert len(PPO_ITER12) == 18
-    agents = load_agents(path)
-    cfg = _default_window(40)
-    with pytest.raises(InputError, match=r"env\.model_speed"):
-        agents.check_env(env_config(cfg))
-    cfg = without_model_speed(cfg)
-    agents.check_env(env_config(cfg))
-    info, _ = _rollout(agents, cfg)
-    assert info["metrics"]["jobs_completed"] == 40
-    last = int(path.parent.name.rsplit("-iter", 1)[1])
-    assert json.loads((path / "state.json").read_text())["iteration"] == last
-    warm = REPO_ROOT / "checkpoints" / "marl-norules" / path.name
-    a, b = _weights(path), _weights(warm)
-    assert a.keys() == b.keys() and any(not torch.equal(a[k], b[k]) for k in a)
-
-
-MODEL_SPEED_ITER12 = [
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-iter12").glob("seed*")),
-    # session 10: the same with the benchmark's train windows (train.split_share)
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-sw-iter12").glob("seed*")),
-    # session 12: the same with 10,000-decision batches and the windows weighed alike
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-sw-big-iter12").glob("seed*")),
-    # session 13: the same on loaded training slices (train.episode_warmup_jobs=100)
-    *sorted((REPO_ROOT / "checkpoints" / "marl-norules" / "ms-sw-load-iter12").glob("seed*")),
-    # ... and ms-sw-big-iter12's seed 2 at iteration 3, the one its dominance rule kept
-    REPO_ROOT / "checkpoints" / "marl-norules" / "ms-sw-big-picks" / "seed2",
-]
-#: each folder's warm starts
-ITER12_WARM = {
-    "ms-iter12": "ms-warm",
-    "ms-sw-iter12": "ms-sw-warm",
-    "ms-sw-big-iter12": "ms-sw-warm",
-    "ms-sw-load-iter12": "ms-sw-load-warm",
-    "ms-sw-big-picks": "ms-sw-warm",
-}
-#: the PPO iteration a folder's networks are at, when not the last (12)
-KEPT_ITERATION = {"ms-sw-big-picks": 3}
-
-
-@pytest.mark.parametrize("path", MODEL_SPEED_ITER12, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_the_model_speed_recipes_last_ppo_iterations_load_and_act(path):
-    """Session 9's PPO from the model-speed warm starts (docs/agents.md, "PPO seeing the
-    speeds"): each seed's iteration 12 is refused by an environment without
-    ``env.model_speed``, naming it, serves the default one (the option on since session
-    12), places a window, and is an update of that seed's warm start (``ms-warm``);
-    likewise the later recipes' iteration 12 and the one kept PPO iteration measured on
-    the whole split (:data:`KEPT_ITERATION`)."""
-    import torch
-
-    assert len(MODEL_SPEED_ITER12) == 13
-    agents = load_agents(path)
-    cfg = _default_window(40)
-    agents.check_env(env_config(cfg))
-    with pytest.raises(InputError, match=r"env\.model_speed"):
-        agents.check_env(env_config(without_model_speed(cfg)))
-    info, _ = _rollout(agents, cfg)
-    assert info["metrics"]["jobs_completed"] == 40
-    expected = KEPT_ITERATION.get(path.parent.name, 12)
-    assert json.loads((path / "state.json").read_text())["iteration"] == expected
-    warm = REPO_ROOT / "checkpoints" / "marl-norules" / ITER12_WARM[path.parent.name] / path.name
-    a, b = _weights(path), _weights(warm)
-    assert a.keys() == b.keys() and any(not torch.equal(a[k], b[k]) for k in a)
-
-
-def test_the_loaded_recipes_selected_networks_are_the_iterations_its_rule_kept():
-    """``checkpoints/marl-sw-load`` (docs/agents.md, "Loaded episodes on today's
-    recipe"): each seed is the iteration its dominance rule kept (3, the warm start, 3),
-    trained on loaded slices; seed 1 is bit for bit ``marl-norules/ms-sw-load-warm``'s
-    network, seeds 0 and 2 are updates of theirs; each loads, is accepted by the default
-    env and refused without the job's model's speeds, and seed 0 places a window."""
-    import torch
-
-    cfg = _default_window(40)
-    for s, kept in ((0, 3), (1, 0), (2, 3)):
-        path = REPO_ROOT / "checkpoints" / "marl-sw-load" / f"seed{s}"
-        assert json.loads((path / "state.json").read_text())["iteration"] == kept
-        assert "episode_warmup_jobs: 100" in (path / "config.yaml").read_text()
-        mine, warm = (
-            _weights(p)
-            for p in (path, REPO_ROOT / "checkpoints/marl-norules/ms-sw-load-warm" / f"seed{s}")
-        )
-        assert mine.keys() == warm.keys()
-        assert all(torch.equal(mine[k], warm[k]) for k in mine) == (kept == 0)
-        agents = load_agents(path)
-        agents.check_env(env_config(cfg))
-        with pytest.raises(InputError, match=r"env\.model_speed"):
-            agents.check_env(env_config(without_model_speed(cfg)))
-        if s == 0:
-            info, _ = _rollout(agents, cfg)
-            assert info["metrics"]["jobs_completed"] == 40
-
-
-def test_the_speed_windows_recipes_selected_networks_are_its_warm_starts():
-    """``checkpoints/marl-sw`` (12 PPO iterations, the dominance rule kept iteration 0
-    in every seed) holds the same networks as ``marl-norules/ms-sw-warm`` (the same
-    recipe's warm starts, made in session 10), bit for bit: the validation figures of
-    the one are the other's."""
-    import torch
-
-    for s in range(3):
-        mine, warm = (
-            _weights(REPO_ROOT / "checkpoints" / d / f"seed{s}")
-            for d in ("marl-sw", "marl-norules/ms-sw-warm")
-        )
-        assert mine.keys() == warm.keys()
-        assert all(torch.equal(mine[k], warm[k]) for k in mine)
-        config = (REPO_ROOT / f"checkpoints/marl-sw/seed{s}/config.yaml").read_text()
-        assert "iterations: 12" in config and "split_share: 1.0" in config
+        assert any(not torch.equal(final[k], w[k]) for k in final if k in w)

@@ -1,4 +1,4 @@
-"""agents.latency: the decision-latency probe of experiments/bench_policy.py."""
+"""agents.latency: the decision-latency probe of experiments/speed_policy.py."""
 
 from __future__ import annotations
 

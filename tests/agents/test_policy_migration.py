@@ -263,9 +263,8 @@ def test_only_a_v2_checkpoint_has_a_migration_rule(tmp_path):
     assert has_migration_rule(MarlPolicy(checkpoint=_v2_checkpoint(tmp_path / "v2")))
 
 
-#: the shipped migration agents, and each seed's selected iteration: the rules recipe's
-#: (ledger #13/#17, warm starts) and the default recipe's since session 12
-MIGRATION_FOLDERS = {"marl-migration": [0, 0, 0], "marl-sw-migration": [0, 12, 0]}
+#: the shipped migration agents, and each seed's selected iteration
+MIGRATION_FOLDERS = {"marl-sw-migration": [0, 12, 0]}
 
 
 @pytest.mark.parametrize("folder", sorted(MIGRATION_FOLDERS))

@@ -410,26 +410,35 @@ def test_a_run_signed_before_a_decision_option_existed_resumes_as_its_old_behavi
     changed = {**now, "env": {**now["env"], "follow_only": True}}
     with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
         check_config_data(tmp_path, changed)
-    # train fields added since: the old run had no prior KL (0) and hard rollout targets
+    # train fields added since: the old run had no prior KL (0)
     assert LATER_TRAIN_FIELDS == {
         "prior_kl": 0.0,
-        "improve_target": "hard",
-        "improve_futures": 0,
         "job_gamma": 0.9,
         "split_share": 0.0,
         "advantage_scale": "batch",
     }
     for key, value in (
         ("prior_kl", 1.0),
-        ("improve_target", "soft"),
-        ("improve_futures", 4),
         ("job_gamma", 0.5),
         ("split_share", 1.0),
         ("advantage_scale", "window"),
     ):
         with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
             check_config_data(tmp_path, {**now, "train": {**now["train"], key: value}})
-    # a model field added since (session 10's raw head): the old run had none
+    # a run signed with the retired rollout fields at their "off" values resumes as
+    # before; one signed with them on is refused naming the archive tag
+    from agents.config import ARCHIVE_TAG, RETIRED_TRAIN_FIELDS
+
+    retired = {**old, "train": {**old["train"], **RETIRED_TRAIN_FIELDS}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(retired))
+    check_config_data(tmp_path, now)
+    (tmp_path / "config.yaml").write_text(
+        yaml.safe_dump({**retired, "train": {**retired["train"], "update": "rollout"}})
+    )
+    with pytest.raises(InputError, match=ARCHIVE_TAG):
+        check_config_data(tmp_path, now)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
+    # a model field added since (the raw head): the old run had none
     assert LATER_MODEL_FIELDS == {"raw_head": False}
     with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
         check_config_data(tmp_path, {**now, "model": {**now["model"], "raw_head": True}})

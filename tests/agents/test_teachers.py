@@ -255,20 +255,13 @@ RULES = [*NORULES, "env.speed_floor=0.9", "env.ps_rule=true", "model.exchange=tr
 )
 def test_the_recipes_warm_start_labels_are_pinned(overrides, seed, count, digest):
     """The labels ``configs/learn.yaml``'s warm start imitates (lookahead teacher), first
-    3 episodes, pinned by hash, for the three recipes that have been the default:
-
-    - the rules recipe, training seed 2 (``checkpoints/marl-learn-seeds/seed2``, the
-      default until session 6), recorded with the code that trained it (852dc95). A
-      refactor that claimed "same labels" changed 5 of them (a replay that stopped at
-      a session already done: ``follows_forward_rule``), so that the recipe no longer
-      rebuilt that network; reverted, and pinned here;
-    - the default of sessions 6-11, training seed 0 (``checkpoints/marl-norules/seed0``),
-      recorded in session 6 with code that rebuilt that checkpoint's
-      ``modules/shared.pt`` byte for byte. Its PS are the agents' to place, so it labels
-      more decisions;
-    - today's default, training seed 0 (``checkpoints/marl-default``, which is
-      ``marl-sw/seed0``), recorded in session 12 (main at b8c9cfd) with code whose warm
-      start equals that checkpoint's network bit for bit (``test_inference``)."""
+    3 episodes, pinned by hash, for the recipes that have been the default, each
+    recorded with the code that trained its checkpoint (so a refactor that claims "same
+    labels" is checked against the labels that made the shipped network): the rules
+    recipe (speed floor and PS rule), the recipe without them, and today's default
+    (``checkpoints/marl-default``, whose warm start equals that network bit for bit,
+    ``test_inference``). A refactor once changed 5 labels of the first through a replay
+    that stopped at a decision already made (``follows_forward_rule``)."""
     import hashlib
 
     from agents.commands import _load_train_config

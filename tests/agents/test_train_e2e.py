@@ -186,49 +186,6 @@ def test_same_seed_and_resumed_runs_give_identical_weights(run, tmp_path):
         _assert_identical(run / first, third / first)
 
 
-def test_rollout_improvement_iterations_train_resume_and_reproduce(ray_session, tmp_path):
-    """``train.update: rollout`` (agents/improve.py) runs through the same Trainer:
-    each iteration changes the network, logs its figures against the environment steps
-    it took (branches included), and a run interrupted after iteration 1 and resumed to
-    2 equals the uninterrupted one bit for bit."""
-    o = ["train.update=rollout", "train.improve_episodes=2", "train.improve_branches=4",
-         "train.eval_interval=1", "train.checkpoint_interval=1"]  # fmt: skip
-    whole, part = tmp_path / "whole", tmp_path / "part"
-    assert (
-        main(["train", "--config", TINY, "--out", str(whole), "--quiet", "--iterations", "2", *o])
-        == 0
-    )
-    assert (
-        main(["train", "--config", TINY, "--out", str(part), "--quiet", "--iterations", "1", *o])
-        == 0
-    )
-    assert (
-        main(
-            [
-                "train",
-                "--config",
-                TINY,
-                "--out",
-                str(part),
-                "--quiet",
-                "--resume",
-                "--iterations",
-                "2",
-            ]
-        )
-        == 0
-    )
-    ckpt = whole / "checkpoints"
-    _assert_identical(ckpt / "iter_000002", part / "checkpoints" / "iter_000002")
-    with pytest.raises(AssertionError):
-        _assert_identical(ckpt / "iter_000000", ckpt / "iter_000001")
-    steps = scalar_steps(whole)
-    assert len(steps["improve/branches"]) == 2 and len(steps["charts/avg_jct_s"]) == 3
-    state = json.loads((ckpt / "iter_000002" / "state.json").read_text())
-    first, second = sorted(steps["improve/branches"])
-    assert 0 < first < second == state["env_steps"]
-
-
 def _figures(run) -> dict[str, dict[int, float]]:
     """Every scalar the run logged but the clock's (``time/*``, steps per second)."""
     return {
