@@ -1,12 +1,16 @@
-"""Simulator benchmark: the whole Philly export's throughput and peak memory.
+"""Simulator benchmark: the whole Philly export's throughput and peak memory, and the
+cost of a what-if playout (a fork of the state plus the next jobs played out).
 
-    python experiments/speed_simulator.py [--quick]
+    python experiments/speed_simulator.py [--quick] [--playout-jobs 100]
 
 The whole Philly export (~82,000 jobs; ``--quick``: its first 10,000) on
 ``configs/philly.yaml`` (550 servers, 2,500 GPUs) under ``load-balance``, in a child
 process so that its peak memory is its own. Target: <= 60 s, <= 2 GB
-(``docs/results.md``; ``--quick``: ``docs/performance-model.md``). Prints a table and,
-as its last line, one JSON object with every figure.
+(``docs/results.md``; ``--quick``: ``docs/performance-model.md``). Then, in another
+child, the same cluster is run to its 2,000th decision and forked: the median time of a
+fork, and of playing the fork on for ``--playout-jobs`` more decisions (what an online
+planner pays per candidate and sampled future). Prints two tables and, as its last line,
+one JSON object with every figure.
 """
 
 from __future__ import annotations
@@ -53,15 +57,80 @@ def measure(max_jobs: int | None) -> dict:
     }
 
 
+PLAYOUT_COLUMNS = [("running", "running jobs", "d"), ("queued", "queued", "d"),
+                   ("fork_ms", "fork (ms)", ".2f"), ("forks_per_s", "forks/s", ".0f"),
+                   ("playout_ms", "playout (ms)", ".1f"),
+                   ("playout_jobs_per_s", "playout jobs/s", ".0f"),
+                   ("fork_share", "fork share", ".3f")]  # fmt: skip
+
+
+def measure_playout(jobs: int, at: int = 2000, reps: int = 20) -> dict:
+    """Run ``configs/philly.yaml`` under load-balance to its ``at``-th decision, then
+    time ``reps`` forks and ``reps`` playouts of ``jobs`` decisions from that state
+    (each on a fresh fork; the medians)."""
+    import statistics
+
+    from marl_sched.config import load_config
+    from marl_sched.policies import make_policy
+    from marl_sched.runner import TraceOptions, build_cluster, load_workload, make_simulator
+
+    cfg = load_config(REPO_ROOT / "configs" / "philly.yaml")
+    topo, perf = build_cluster(cfg)
+    wl = load_workload(cfg, perf, TraceOptions(max_jobs=at + 20 * jobs))
+    pol = make_policy("load-balance")
+    pol.reset(topo, 0)
+    predictor = wl.predictor()
+    sim = make_simulator(cfg, topo, perf, wl.jobs, predictor, pol)
+
+    def decide(s, n: int) -> int:
+        done = 0
+        while done < n and (job := s.next_decision()) is not None:
+            predictor.sync(s.records)
+            s.apply(pol.place(predictor.visible_job(job), s.view()))
+            done += 1
+        return done
+
+    decide(sim, at)
+    clock = time.perf_counter
+    forks, plays, played = [], [], 0
+    for _ in range(reps):
+        t0 = clock()
+        f = sim.fork()
+        forks.append(clock() - t0)
+        t0 = clock()
+        played = decide(f, jobs)
+        plays.append(clock() - t0)
+    fork_s, play_s = statistics.median(forks), statistics.median(plays)
+    return {
+        "at_decision": at,
+        "running": len(sim.running),
+        "queued": len(sim.queue),
+        "playout_decisions": played,
+        "fork_ms": 1e3 * fork_s,
+        "forks_per_s": 1.0 / fork_s,
+        "playout_ms": 1e3 * play_s,
+        "playout_jobs_per_s": played / play_s,
+        "fork_share": fork_s / (fork_s + play_s),
+    }
+
+
 def main() -> int:
     from marl_sched.cli import format_table
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="the first 10,000 jobs")
+    ap.add_argument("--playout-jobs", type=int, default=100,
+                    help="decisions a timed playout makes after the fork (1-10000)")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--child-playout", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if not 1 <= args.playout_jobs <= 10_000:
+        ap.error(f"--playout-jobs: must be in 1..10000, got {args.playout_jobs}")
     if args.child is not None:
         print(json.dumps(measure(args.child or None)))
+        return 0
+    if args.child_playout is not None:
+        print(json.dumps(measure_playout(args.child_playout)))
         return 0
     if not SHARED.is_dir():
         print(f"speed_simulator: {SHARED} not found (the Philly export)", file=sys.stderr)
@@ -71,7 +140,13 @@ def main() -> int:
     figures = json.loads(out.stdout.strip().splitlines()[-1])
     print("whole Philly export on configs/philly.yaml, load-balance (target <= 60 s, <= 2 GB)")
     print(format_table([figures], COLUMNS))
-    print(json.dumps({"quick": args.quick, **figures}))
+    cmd = [sys.executable, __file__, "--child-playout", str(args.playout_jobs)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    playout = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"fork at decision {playout['at_decision']}, then {playout['playout_decisions']} "
+          "decisions played out (medians of 20)")
+    print(format_table([playout], PLAYOUT_COLUMNS))
+    print(json.dumps({"quick": args.quick, **figures, "playout": playout}))
     return 0
 
 
