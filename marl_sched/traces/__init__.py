@@ -47,7 +47,14 @@ from marl_sched.traces.formats import ALL_REDUCE_FORMATS, TRACE_FORMATS, detect_
 from marl_sched.traces.philly import philly_timestamp
 from marl_sched.traces.records import Trace, TraceJob
 from marl_sched.traces.summary import format_summary, summarize
-from marl_sched.traces.windows import ARRIVAL_STREAM, jitter_arrivals, load_trace
+from marl_sched.traces.windows import (
+    ARRIVAL_STREAM,
+    TraceRows,
+    jitter_arrivals,
+    load_trace,
+    read_rows,
+    window_of,
+)
 from marl_sched.traces.writer import write_canonical
 
 __all__ = [
@@ -63,11 +70,14 @@ __all__ = [
     "TRACE_FORMATS",
     "Trace",
     "TraceJob",
+    "TraceRows",
     "detect_format",
     "format_summary",
     "jitter_arrivals",
     "load_trace",
     "philly_timestamp",
+    "read_rows",
     "summarize",
+    "window_of",
     "write_canonical",
 ]

@@ -9,6 +9,7 @@ import math
 import os
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from marl_sched.config import LOAD_RANGE
 from marl_sched.errors import InputError
@@ -103,7 +104,16 @@ def load_trace(
         InputError: unreadable file, bad header or row, bad argument, empty window.
     """
     _check_arguments(fmt, start, max_jobs, load)
-    shown = os.fspath(path)
+    keep = None if max_jobs is None else start + max_jobs
+    fmt, first, n, dropped = _read(path, fmt, known_models, keep)
+    return _window(os.fspath(path), fmt, first, n, dropped, start, load)
+
+
+def _read(
+    path: str | os.PathLike, fmt: str | None, known_models: set[str] | None, keep: int | None
+) -> tuple[str, list[tuple[float, dict]], int, dict[str, int]]:
+    """The format, the first ``keep`` rows in submit order (:func:`_first_jobs`), how
+    many rows the file gave and the drop counts of the trace at ``path``."""
     with _open_source(path) as src:
         if fmt is None:
             fmt = _detect(src.header)
@@ -112,7 +122,20 @@ def load_trace(
         _check_header(src, fmt)
         dropped = dict.fromkeys(_DROP_RULES[fmt], 0)
         rows = _ADAPTERS[fmt](src, known_models, dropped)
-        first, n = _first_jobs(rows, None if max_jobs is None else start + max_jobs)
+        first, n = _first_jobs(rows, keep)
+    return fmt, first, n, dropped
+
+
+def _window(
+    shown: str,
+    fmt: str,
+    first: Sequence[tuple[float, dict]],
+    n: int,
+    dropped: dict[str, int],
+    start: int,
+    load: float,
+) -> Trace:
+    """The window ``first[start:]`` of a trace of ``n`` rows, rebased and loaded."""
     if not n:
         drops = ", ".join(f"{k}: {v}" for k, v in dropped.items() if v)
         detail = f" (dropped {drops})" if drops else ""
@@ -136,6 +159,48 @@ def load_trace(
             f"({shown}: the last job would arrive at {jobs[-1].submit_time!r} s)"
         )
     return Trace(path=shown, format=fmt, jobs=jobs, dropped=dropped, origin=origin)
+
+
+@dataclass(frozen=True)
+class TraceRows:
+    """Every job of a trace file, validated and in submit order (a stable sort), not
+    yet windowed: :func:`read_rows` reads the file once and :func:`window_of` cuts
+    any number of windows from it, each the :class:`Trace` :func:`load_trace` gives
+    for the same arguments. Holds the whole file's jobs (``load_trace`` holds only
+    the window's).
+
+    Attributes:
+        path: the path as given to :func:`read_rows`.
+        format: one of :data:`TRACE_FORMATS`.
+        rows: (absolute submit time, TraceJob keyword arguments) of every job.
+        dropped: reason -> rows of the file dropped by a documented rule.
+    """
+
+    path: str
+    format: str
+    rows: tuple[tuple[float, dict], ...]
+    dropped: dict[str, int]
+
+
+def read_rows(
+    path: str | os.PathLike, fmt: str | None = None, *, known_models: set[str] | None = None
+) -> TraceRows:
+    """Every job of the trace at ``path``, for :func:`window_of` (arguments and
+    errors as :func:`load_trace`'s)."""
+    _check_arguments(fmt, 0, None, 1.0)
+    fmt, first, _, dropped = _read(path, fmt, known_models, None)
+    return TraceRows(path=os.fspath(path), format=fmt, rows=tuple(first), dropped=dropped)
+
+
+def window_of(
+    rows: TraceRows, *, start: int = 0, max_jobs: int | None = None, load: float = 1.0
+) -> Trace:
+    """The window of ``rows`` that ``load_trace(rows.path, start=start,
+    max_jobs=max_jobs, load=load)`` returns, without reading the file again."""
+    _check_arguments(rows.format, start, max_jobs, load)
+    end = None if max_jobs is None else start + max_jobs
+    first = rows.rows[:end]
+    return _window(rows.path, rows.format, first, len(rows.rows), dict(rows.dropped), start, load)
 
 
 #: the random stream of :func:`jitter_arrivals`, apart from the seed's other uses

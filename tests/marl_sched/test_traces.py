@@ -13,6 +13,8 @@ from marl_sched.traces import (
     TraceJob,
     detect_format,
     load_trace,
+    read_rows,
+    window_of,
 )
 from tests.marl_sched.trace_helpers import (
     CANON_HEADER,
@@ -136,3 +138,18 @@ def test_a_load_that_overflows_submit_times_is_refused(tmp_path):
     with pytest.raises(InputError, match=r"--load: must be in \[0.001, 1e\+06\], got 1e-310"):
         load_trace(str(path), "canonical", load=1e-310)
     assert load_trace(str(path), "canonical", load=2.0).jobs[1].submit_time == 50.0
+
+
+def test_windows_of_rows_read_once_equal_load_trace(in_tmp: Path) -> None:
+    rows = ["e,400,1,5,", "a,100,1,5,", "c,250,2,5,", "b,150,1,5,", "d,250,4,5,"]
+    path = write("trace.csv", CANON_HEADER + "\n".join(rows) + "\n")
+    read = read_rows(path)
+    assert read.format == "canonical" and len(read.rows) == 5
+    for kwargs in ({}, {"start": 1, "max_jobs": 3, "load": 2.0}, {"start": 3}, {"max_jobs": 99}):
+        assert window_of(read, **kwargs) == load_trace(path, **kwargs)
+    with pytest.raises(InputError) as info:
+        window_of(read, start=5)
+    assert str(info.value) == error_of(path, start=5)
+    assert error_of(path, start=-1) == "--start: must be an integer >= 0, got -1"
+    with pytest.raises(InputError, match="^--start: must be an integer >= 0, got -1$"):
+        window_of(read, start=-1)
