@@ -238,10 +238,27 @@ def resolve(path: str | Path) -> Path:
     return p if p.is_absolute() else REPO_ROOT / p
 
 
-@functools.cache
+def _stamp(path: str | Path) -> tuple[str, int, int] | None:
+    """A file's version: (resolved path, size, mtime in ns); None when it cannot be
+    stat'ed. The key under which a command reads and hashes each trace once."""
+    try:
+        info = os.stat(path)
+        return str(Path(path).resolve()), info.st_size, info.st_mtime_ns
+    except (OSError, RuntimeError):
+        return None
+
+
 def _digest(path: Path) -> str | None:
-    """SHA-256 of a file's bytes, read in chunks; None when it is not a regular file
-    within the trace size cap or cannot be read (whoever reads it reports that)."""
+    """SHA-256 of a file's bytes, once per file version (:func:`_stamp`); None when
+    it is not a regular file within the trace size cap or cannot be read (whoever
+    reads it reports that)."""
+    stamp = _stamp(path)
+    return None if stamp is None else _digest_of(*stamp)
+
+
+@functools.cache
+def _digest_of(path: str, size: int, mtime_ns: int) -> str | None:
+    """:func:`_digest` of one file version (``size`` and ``mtime_ns`` key the cache)."""
     from marl_sched.files import open_input
 
     h = hashlib.sha256()
@@ -493,10 +510,36 @@ def _shingles(jobs) -> set[int]:
 
 
 def _load_rows(trace: str | Path, first: int, end: int | None):
-    from marl_sched.traces import load_trace
+    """Jobs ``first .. end-1`` of ``trace``, from its rows read once per file version
+    (:func:`_trace_rows`): a config's every window is checked, and each window of a
+    large trace would otherwise parse the whole file again."""
+    from marl_sched.traces import load_trace, window_of
 
     n = None if end is None else end - first
-    return load_trace(trace, start=first, max_jobs=n).jobs
+    stamp = _stamp(trace)
+    if stamp is None:  # load_trace names the problem
+        return load_trace(trace, start=first, max_jobs=n).jobs
+    rows = dataclasses.replace(_trace_rows(trace, stamp), path=os.fspath(trace))
+    return window_of(rows, start=first, max_jobs=n).jobs
+
+
+_ROWS_CACHE: dict[tuple[str, int, int], Any] = {}
+#: file versions whose rows :func:`_trace_rows` keeps (each holds the whole file's jobs)
+ROWS_CACHE_FILES = 2
+
+
+def _trace_rows(trace: str | Path, stamp: tuple[str, int, int]):
+    """``marl_sched.traces.read_rows(trace)``, kept for the :data:`ROWS_CACHE_FILES`
+    file versions (``stamp``) read last; errors are not kept."""
+    from marl_sched.traces import read_rows
+
+    rows = _ROWS_CACHE.pop(stamp, None)
+    if rows is None:
+        rows = read_rows(trace)
+    _ROWS_CACHE[stamp] = rows  # most recent last
+    while len(_ROWS_CACHE) > ROWS_CACHE_FILES:
+        del _ROWS_CACHE[next(iter(_ROWS_CACHE))]
+    return rows
 
 
 def _cache_dir() -> Path:

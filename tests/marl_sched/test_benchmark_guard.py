@@ -338,3 +338,37 @@ def test_every_seed_varies_every_scenario_for_a_length_blind_policy(tmp_path) ->
     assert all(a != b for a, b in scores[0.2].values())  # every scenario varies now
     summary = (tmp_path / "bench-0.0" / "summary.md").read_text()
     assert "**Zero-width strata**" in summary and "- first-fit: late-24, late-30" in summary
+
+
+def test_each_trace_is_read_once_however_many_windows_are_checked(tmp_path, monkeypatch):
+    """An unregistered trace is hashed once and parsed once per file version, not once
+    per window: a config with hundreds of windows on a large copy stays fast."""
+    import marl_sched.files
+
+    suite = load_suite(_suite(tmp_path))
+    copy = _copy_rows(tmp_path / "slice.csv", 22, 34, shift=5000.0)
+    opened: list[str] = []
+    real_open = marl_sched.files.open_input
+
+    def counting_open(path, kind, where=None):
+        opened.append(Path(path).name)
+        return real_open(path, kind, where)
+
+    monkeypatch.setattr(marl_sched.files, "open_input", counting_open)
+    suite_mod._digest_of.cache_clear()
+    suite_mod._ROWS_CACHE.clear()
+    problems = [in_test_split(copy, start % 5, 7, suite=suite) for start in range(300)]
+    assert opened.count("slice.csv") == 2  # one hash, one parse
+    assert problems[0] is not None and "repeat rows of the test split" in problems[0]
+    # the same answers as a fresh read of each window
+    for start in range(5):
+        suite_mod._digest_of.cache_clear()
+        suite_mod._ROWS_CACHE.clear()
+        assert in_test_split(copy, start, 7, suite=suite) == problems[start]
+    # a changed file is a new version: read again
+    opened.clear()
+    in_test_split(copy, 0, 7, suite=suite)
+    assert opened.count("slice.csv") == 0
+    _copy_rows(copy, 2, 18)
+    assert in_test_split(copy, 0, 7, suite=suite) is None
+    assert opened.count("slice.csv") == 2
