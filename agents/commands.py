@@ -353,7 +353,7 @@ def start_ray(
 
     for name in ("ray", "ray.rllib", "ray.tune", "ray.train"):
         logging.getLogger(name).setLevel(level)
-    # Tune's system monitor asks for GPUtil on every run of this GPU-less tool (issue 36)
+    # Tune's system monitor asks for GPUtil on every run of this GPU-less tool
     logging.getLogger("ray.tune.utils.util").setLevel(logging.ERROR)
     if address:
         _check_reachable(address)

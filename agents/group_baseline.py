@@ -64,7 +64,7 @@ scores the geometric mean of per-scenario ratios, which weighs every window alik
 ``advantage_scale: window`` divides each group's advantages by its rollouts' mean
 ``|team return|`` before the standardisation: an advantage is then a relative change
 of the window's average JCT, the first-order change of its log, the benchmark's own
-measure. ``batch`` (the default, and every recipe before session 11) leaves them as
+measure. ``batch`` (the default) leaves them as
 they are. ``losses/top_window_share`` is the share after the weighing.
 
 :class:`GroupBaselineAdvantages` is the learner connector (a subclass of RLlib's

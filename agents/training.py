@@ -95,9 +95,7 @@ def _reseed_env_runner(env_runner, seed: int, it: int) -> None:
     batches (``batch_mode: complete_episodes``, the recipes') RLlib's
     ``MultiAgentEnvRunner.sample()`` samples one episode per env at a time and resets
     with its seed before every one, so every episode of an iteration was the same
-    window (until session 11: each PPO iteration learnt from one training window, as
-    many rollouts of it as filled the batch; docs/agents.md, "One window per
-    iteration"). With the runner's seed cleared, its resets are unseeded and each env
+    window. With the runner's seed cleared, its resets are unseeded and each env
     draws its windows, ``group_size`` rollouts each, from the generator seeded here."""
     from ray.rllib.utils.debug import update_global_seed_if_necessary
 

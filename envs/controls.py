@@ -27,7 +27,7 @@ learned policy should beat it.
 The rules are pinned, not read from ``configs/default.yaml``: they are those of the
 recipe the benchmark was pre-registered with (speed floor 0.9 for jobs of >= 1e5
 GPU-seconds, the PS rule), which ``configs/recipes/dagger.yaml`` holds. When the
-default recipe dropped the speed floor and the PS rule (session 6, docs/agents.md,
+default recipe dropped the speed floor and the PS rule (docs/agents.md,
 "The recipe without the three rules"), the controls kept them: the benchmark's
 no-learning target does not move with our recipe, and a mask only takes actions
 away, so an agent without one can still learn what the control does.

@@ -9,7 +9,7 @@
 (``MarlPolicy(compile=True)``; the compile itself is done before the clock starts).
 ``--central`` also times the single-agent variant (an untrained network with the
 default options) for contrast. Prints a table, the CPU split, then one JSON object
-with issue 34's targets per decision at 4,000 servers (p50 <= 3 ms, p99 <= 10 ms).
+with the targets per decision at 4,000 servers (p50 <= 3 ms, p99 <= 10 ms).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def main() -> None:
     for r in rows:
         print(r["policy"], r["servers"], " / ".join(f"{v:.2f}" for v in r["cpu_split_ms"].values()))
     at_4000 = next(r for r in rows if r["policy"] == "marl" and r["servers"] == 4000)
-    # issue 34's targets per decision at 4,000 servers (quiet machine): p99 <= 10 ms,
+    # the targets per decision at 4,000 servers (quiet machine): p99 <= 10 ms,
     # p50 <= 3 ms; judged on wall time (as before) and on CPU time
     meets = at_4000["p99_ms"] <= 10.0 and at_4000["p50_ms"] <= 3.0
     meets_cpu = at_4000["cpu_p99_ms"] <= 10.0 and at_4000["cpu_p50_ms"] <= 3.0

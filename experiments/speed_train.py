@@ -12,7 +12,7 @@ weights do not change the work), runs one untimed iteration, then times
 ``other_s``, each in wall and CPU seconds of this process. ``--batch`` overrides
 ``train.train_batch_size``, ``--envs`` ``train.num_envs_per_env_runner``, ``--runners``
 ``train.num_env_runners``. Prints one line per iteration and, last, one JSON object:
-``sample_decisions_per_s`` (decisions / ``sample_s``: issue 34's figure),
+``sample_decisions_per_s`` (decisions / ``sample_s``),
 ``sample_decisions_per_cpu_s`` (with ``--runners 0``), ``decisions_per_s`` and the
 medians per phase (``docs/agents.md``, "Throughput"). ``--profile FILE`` writes a
 cProfile of the timed iterations.

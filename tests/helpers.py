@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from marl_sched.catalogue import MODEL_NAMES
@@ -140,32 +138,3 @@ def check_served_or_refused(builder, sim, option: str) -> None:
         bad.place(job, sim.view())
 
 
-def check_config_is_parent_plus(parent: str, child: str, section: str, **change) -> None:
-    """``configs/[recipes/]<child>.yaml`` is ``<parent>``'s config with ``change`` in ``section``
-    (``"env"``, ``"model"`` or ``"train"``, compared as parsed) and every other section
-    identical."""
-    check_config_changes(parent, child, {section: change})
-
-
-def check_config_changes(parent: str, child: str, changes: dict[str, dict]) -> None:
-    """:func:`check_config_is_parent_plus` with changes in several sections: section
-    (``"env"``, ``"model"`` or ``"train"``) → its changed fields, as parsed; every other
-    section identical."""
-    from dataclasses import replace
-
-    from agents.config import model_config, train_config
-    from envs.config import env_config
-    from marl_sched.config import REPO_ROOT
-
-    def path(name: str) -> Path:  # a top-level config, else a recipe
-        top = REPO_ROOT / "configs" / f"{name}.yaml"
-        return top if top.exists() else REPO_ROOT / "configs" / "recipes" / f"{name}.yaml"
-
-    a, b = (load_config(str(path(n))) for n in (parent, child))
-    parsers = {"env": env_config, "model": model_config, "train": train_config}
-    same = ("topology", "workload", "simulation", "env", "interference", "model", "train")
-    same = [s for s in same if s not in changes]
-    assert [getattr(b, s) for s in same] == [getattr(a, s) for s in same]
-    for section, change in changes.items():
-        parse = parsers[section]
-        assert parse(b) == replace(parse(a), **change), section

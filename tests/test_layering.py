@@ -99,8 +99,8 @@ def _import_graph(packages=("marl_sched", "envs", "agents")):
 
 
 def test_no_import_circle():
-    """No module imports, through any chain, a module that imports it back (issue 36:
-    the circles envs.observations <-> session <-> rules and calibration <-> interference
+    """No module imports, through any chain, a module that imports it back (the
+    circles envs.observations <-> session <-> rules and calibration <-> interference
     <-> policies). A package's ``__init__`` counts as a module."""
     from graphlib import CycleError, TopologicalSorter
 

@@ -64,7 +64,7 @@ from marl_sched.errors import InputError
 SPLITS = ("train", "validation", "test")
 DEFAULT_SUITE = REPO_ROOT / "benchmarks" / "default.yaml"
 
-#: benchmark tracks (issue 33): named config overrides every cell of the track gets.
+#: benchmark tracks: named config overrides every cell of the track gets.
 #: ``placement``: no policy migrates; ``full``: every policy with a migration rule
 #: migrates through the simulator's one mechanism, at its measured cost.
 TRACKS: dict[str, tuple[str, ...]] = {

@@ -1,4 +1,4 @@
-"""What a crafted file holds in the security tests (issue 35)."""
+"""What a crafted file holds in the security tests."""
 
 from __future__ import annotations
 

@@ -10,7 +10,6 @@ from agents.config import model_config, train_config
 from agents.training import behaviour_cloning
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.errors import InputError
-from tests.helpers import check_config_is_parent_plus
 
 TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
 
@@ -32,12 +31,6 @@ def test_dagger_relabels_the_students_states():
     assert len(lines) == 2 and "DAgger round 1" in lines[1]
     relabelled = int(lines[1].split(": ")[2].split()[0])
     assert relabelled > 0
-
-
-def test_dagger_config_is_wait_plus_one_round():
-    wait = load_config(str(REPO_ROOT / "configs" / "recipes" / "wait.yaml"))
-    assert train_config(wait).dagger_rounds == 0
-    check_config_is_parent_plus("wait", "dagger", "train", dagger_rounds=1)
 
 
 def test_dagger_labels_are_the_teachers_on_the_students_own_states(monkeypatch):

@@ -222,8 +222,8 @@ def test_an_iteration_samples_several_windows_group_size_times_each(ray_session)
     """With whole-episode batches RLlib's env runner resets with its seed before every
     episode; the trainer's per-iteration reseed seeds the envs once instead, so an
     iteration's batch holds several windows, ``group_size`` rollouts of each (the last
-    one possibly cut short), and the same iteration seed gives the same windows.
-    Before session 11 every episode of an iteration was one window."""
+    one possibly cut short), and the same iteration seed gives the same windows
+    (without the reseed every episode of an iteration was one window)."""
     import dataclasses
 
     import envs.group_rollouts as gr

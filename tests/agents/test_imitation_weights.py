@@ -13,7 +13,6 @@ from agents.training import behaviour_cloning, imitation_weights, teacher_decisi
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.runner import build_cluster, load_workload
-from tests.helpers import check_config_is_parent_plus
 
 TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
 
@@ -54,7 +53,3 @@ def test_the_weights_change_what_is_learned():
     assert any(not torch.equal(plain[k], weighted[k]) for k in plain)
 
 
-def test_weighted_config_is_length_plus_the_weights():
-    length = load_config(str(REPO_ROOT / "configs" / "recipes" / "length.yaml"))
-    assert train_config(length).bc_weight_power == 0.0
-    check_config_is_parent_plus("length", "weighted", "train", bc_weight_power=0.25)

@@ -1,4 +1,4 @@
-"""The policy's fast decision path (issue 34, item 6): :class:`agents.policy.ScopeInput`
+"""The policy's fast decision path: :class:`agents.policy.ScopeInput`
 and :class:`agents.gnn.RegularClusterBatch` make the same decisions as the padded
 forward pass, and a batched forward equals the batch-1 forward."""
 
@@ -149,7 +149,7 @@ def _gnn_dims(builder: ObservationBuilder) -> dict[str, int]:
 
 
 def test_a_batched_forward_equals_the_batch_one_forward(shipped):
-    """Issue 34's test list: observations of different agents and jobs stacked into one
+    """Observations of different agents and jobs stacked into one
     batch give each one's batch-1 logits and value to 1e-6.
 
     In float64 (the network and observations cast), so that the comparison tests the

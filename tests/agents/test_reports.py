@@ -265,8 +265,9 @@ def test_the_probe_table_pairs_the_probe_with_mlfs_rl_and_the_pooled_warm_starts
 
 
 def test_the_agreement_table_renders_the_diagnostics_summary(tmp_path):
-    from agents.reports import agreement_table
     from experiments.diag_agreement import SUMMARY, summarize, write_csv
+
+    from agents.reports import agreement_table
 
     def row(mode, workers, used, same, hits, t_s, t_t):
         return {"mode": mode, "workers": workers, "est_work_s": 10.0 * workers,

@@ -13,7 +13,7 @@ from agents.config import model_config, train_config
 from agents.training import is_new_best, validation_runs
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.errors import InputError
-from tests.helpers import check_config_changes, untrained_checkpoint
+from tests.helpers import untrained_checkpoint
 
 TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
 
@@ -87,23 +87,3 @@ def test_validation_at_each_load_of_each_window(tmp_path):
     assert json.loads((tmp_path / "validation.json").read_text()) == summary
 
 
-def test_default_config_is_dagger_plus_the_dominate_rule_minus_three_rules():
-    """``configs/default.yaml`` is the chain's last recipe plus the dominance rule, since
-    session 6 without the speed floor, the PS rule and the exchange, and since session 12
-    with the job's model's speeds."""
-    assert train_config(
-        load_config(str(REPO_ROOT / "configs" / "recipes" / "dagger.yaml"))
-    ).select_rule == ("mean")
-    check_config_changes(
-        "dagger",
-        "default",
-        {
-            "train": {
-                "eval_loads": (0.16, 0.2, 0.25),
-                "select_rule": "dominate",
-                "select_tolerance": 0.001,
-            },
-            "env": {"speed_floor": 0.0, "ps_rule": False, "model_speed": True},
-            "model": {"exchange": False},
-        },
-    )

@@ -1,5 +1,5 @@
 """SIGTERM, SIGHUP or Ctrl-C during ``train``: one line, a non-zero status (128 +
-the signal), no half-made checkpoint, and a run that resumes (issue 35). The Ray-free
+the signal), no half-made checkpoint, and a run that resumes. The Ray-free
 tests signal the process itself at a chosen point; one Ray test stops a real run."""
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def test_sigterm_during_a_real_run_exits_with_one_line_and_the_run_resumes(tmp_p
 
 
 def _attack_a_real_checkpoint(run: Path, ckpt: Path, tmp_path: Path) -> None:
-    """Issue 35's attack on a real RLlib checkpoint: RLlib restores any optional
+    """The attack on a real RLlib checkpoint: RLlib restores any optional
     sub-folder that exists (``env_runner/rl_module``) with pickle. A symlinked one
     holding crafted pickles passed the old signature check and RLlib ran the payload
     (this test failed so, marker written); now it is refused before Ray starts."""

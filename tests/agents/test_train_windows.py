@@ -62,47 +62,6 @@ def test_unknown_teacher_is_refused():
     assert train_config(_with_train(bc_base="resident-aware")).bc_base == "resident-aware"
 
 
-def test_resident_config_is_gated_plus_the_resident_aware_base_and_hint():
-    from envs.config import env_config
-
-    cfg = load_config(REPO_ROOT / "configs" / "recipes" / "resident.yaml")
-    base = load_config(REPO_ROOT / "configs" / "recipes" / "gated.yaml")
-    assert cfg.topology == base.topology and cfg.workload == base.workload
-    mc, mb = env_config(cfg), env_config(base)
-    assert mc.hints == (mb.hints[0], "resident-aware", *mb.hints[1:])
-    assert dataclasses.replace(mc, hints=mb.hints) == mb
-    tc, tb = train_config(cfg), train_config(base)
-    assert (tc.bc_base, tb.bc_base) == ("resident-aware", "interference-aware")
-    assert dataclasses.replace(tc, bc_base=tb.bc_base) == tb
-
-
-def test_speed_config_is_residents_plus_the_speed_hint_and_proposal():
-    from envs.config import env_config
-
-    cfg = load_config(REPO_ROOT / "configs" / "recipes" / "speed.yaml")
-    base = load_config(REPO_ROOT / "configs" / "recipes" / "residents.yaml")
-    assert cfg.topology == base.topology and cfg.workload == base.workload
-    mc, mb = env_config(cfg), env_config(base)
-    assert mc.hints == (*mb.hints, "speed-aware")
-    assert mc.global_hints == (*mb.global_hints, "speed-aware")
-    tc, tb = train_config(cfg), train_config(base)
-    assert tc.bc_speed == 1.0 and tb.bc_speed == 0.0
-    assert tc.extra_windows == tb.extra_windows and tc.bc_protect == tb.bc_protect
-
-
-def test_hints_config_is_the_default_plus_hints_and_a_margin():
-    from envs.config import env_config
-    from marl_sched.policies import heuristic_names
-
-    cfg = load_config(REPO_ROOT / "configs" / "recipes" / "hints.yaml")
-    default = load_config(REPO_ROOT / "configs" / "default.yaml")
-    assert cfg.topology == default.topology and cfg.workload == default.workload
-    assert train_config(cfg).extra_windows == train_config(default).extra_windows
-    mc = env_config(cfg)
-    assert mc.hints and set(mc.hints) <= set(heuristic_names()) and mc.consolidate
-    assert train_config(cfg).bc_margin == pytest.approx(0.03)
-
-
 def test_rollout_teacher_labels_and_a_repeated_episode_is_reused():
     """A window shorter than an episode is drawn whole, so the same episode comes up
     again; its (deterministic) teacher decisions are reused, not recomputed."""

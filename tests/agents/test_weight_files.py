@@ -1,5 +1,5 @@
 """Weights load for acting without running pickled code, and a module file that is a
-FIFO, a device or huge is refused at once, with one line (issue 35)."""
+FIFO, a device or huge is refused at once, with one line."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from envs.session import PlacementSession
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import REPO_ROOT
 from marl_sched.jobs import Job
-from tests.helpers import check_config_is_parent_plus, check_served_or_refused, partly_occupied
+from tests.helpers import check_served_or_refused, partly_occupied
 
 TINY = str(REPO_ROOT / "configs" / "tiny.yaml")
 COLUMN = len(FEATURES["job_x"])  # right after the base job features, before hint columns
@@ -48,8 +48,6 @@ def test_off_by_default_and_the_option_is_a_builder_option():
     assert builder.features["job_x"] == FEATURES["job_x"]
     assert "job_length" in DECISION_OPTIONS
     assert EnvConfig().job_length is False
-    # configs/recipes/length.yaml is configs/recipes/together.yaml plus this column, nothing else
-    check_config_is_parent_plus("together", "length", "env", job_length=True)
 
 
 def test_a_checkpoint_is_served_with_its_own_column_or_refused():

@@ -15,7 +15,7 @@ from marl_sched.errors import InputError
 from marl_sched.jobs import Job
 from marl_sched.policies import make_policy
 from marl_sched.policies.heuristics import ps_near_workers
-from tests.helpers import check_config_is_parent_plus, partly_occupied, untrained_checkpoint
+from tests.helpers import partly_occupied, untrained_checkpoint
 
 TINY = str(REPO_ROOT / "configs" / "tiny.yaml")
 
@@ -75,5 +75,3 @@ def test_option_recorded_and_served_from_the_manifest():
         check_manifest_env(manifest, "ckpt")
 
 
-def test_psrule_config_is_weighted_plus_the_rule():
-    check_config_is_parent_plus("weighted", "psrule", "env", ps_rule=True)

@@ -20,7 +20,7 @@ from marl_sched.errors import InputError
 from marl_sched.jobs import Job
 from marl_sched.perf import PerformanceModel
 from marl_sched.simulator import Simulator
-from tests.helpers import check_config_is_parent_plus, tiny_topology, untrained_checkpoint
+from tests.helpers import tiny_topology, untrained_checkpoint
 
 MODEL = "resnet-50"
 
@@ -143,10 +143,6 @@ def test_option_validated_recorded_and_served_from_the_manifest():
         check_manifest_env(manifest, "ckpt")
 
 
-def test_floor_config_is_psrule_plus_the_floor():
-    check_config_is_parent_plus("psrule", "floor", "env", speed_floor=0.9)
-
-
 def test_the_floor_binds_only_jobs_with_enough_work():
     topo, perf = _cluster()
     view = _occupy(topo, perf, v100_gpus_left=32)
@@ -161,4 +157,3 @@ def test_the_floor_binds_only_jobs_with_enough_work():
     bad = replace(tiny, env={"speed_floor_min_work": -1})
     with pytest.raises(InputError, match="env.speed_floor_min_work: must be >= 0"):
         env_config(bad)
-    check_config_is_parent_plus("floor", "gated", "env", speed_floor_min_work=1e5)

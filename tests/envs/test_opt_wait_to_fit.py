@@ -19,7 +19,6 @@ from marl_sched.jobs import Job
 from marl_sched.perf import PerformanceModel
 from marl_sched.simulator import Simulator, run_policy
 from tests.helpers import (
-    check_config_is_parent_plus,
     random_jobs,
     tiny_topology,
     untrained_checkpoint,
@@ -117,11 +116,10 @@ def test_no_job_is_split_before_its_wait_is_over(c):
         assert any(r.queue_time == 0.0 for r in split)
 
 
-def test_option_validated_and_the_config_is_resident_plus_the_rule():
+def test_the_option_is_validated():
     tiny = load_config(str(REPO_ROOT / "configs" / "tiny.yaml"))
     with pytest.raises(InputError, match="env.wait_to_fit: must be >= 0, got -1"):
         env_config(replace(tiny, env={"wait_to_fit": -1}))
     with pytest.raises(ValueError, match="wait_to_fit"):
         ObservationBuilder(tiny_topology(), PerformanceModel(tiny_topology()), wait_to_fit=-1)
     assert EnvConfig().wait_to_fit == 0.0
-    check_config_is_parent_plus("resident", "wait", "env", wait_to_fit=1.0)

@@ -8,7 +8,7 @@ from marl_sched.config import REPO_ROOT, SimulationConfig
 
 TRACE = str(REPO_ROOT / "tests" / "data" / "golden_trace.csv")
 BASE = str(REPO_ROOT / "tests" / "data" / "golden.yaml")
-#: does the simulator have ``simulation.migration`` yet (issue 33, branch migsim)?
+#: does the simulator have ``simulation.migration`` yet?
 HAS_MIGRATION = "migration" in {f.name for f in dataclasses.fields(SimulationConfig)}
 
 

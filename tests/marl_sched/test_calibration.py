@@ -75,7 +75,7 @@ def _pollux_model_vs_measured(shared: Path) -> list[tuple[str, str, float, float
 # --------------------------------------------------------------------------- (a) Pollux
 
 
-# Multi-node, pooled over models: tolerance 0.25 (issue #25's target; measured 0.174,
+# Multi-node, pooled over models: tolerance 0.25 (the calibration target; measured 0.174,
 # 0.234 before the ring and the overlap). Per model: tolerance 0.5 (measured
 # 0.06-0.45, imagenet worst: its 4-GPU-per-node placements sync faster than the ring
 # over one NIC edge per node predicts). The floor of any model that, like perf.py,
@@ -146,7 +146,7 @@ def test_pollux_spreading_over_nodes_is_slower(shared_data: Path) -> None:
 # GPUs (27 pairs), against perf.py's alone iteration times of an all-reduce job
 # packed on one default server vs one GPU per server. Measured median 1.38; model
 # 2.29 (2.16 before the ring and the overlap). Tolerance: model median within
-# [1.0, 1.75] x measured. Issue #25's target (within 20 %) is not reached: the links
+# [1.0, 1.75] x measured. The calibration target (within 20 %) is not reached: the links
 # are fitted to Pollux and Gavel together with equal weight, and Pollux alone asks
 # for a ratio of ~2.8 (calibration notes, docs/performance-model.md).
 TOL_GAVEL_SPREAD = (1.0, 1.75)
@@ -435,7 +435,7 @@ def test_calibration_byte_accounting_matches_perf() -> None:
 # The simulator's slowdown of two single-worker jobs sharing one GPU (gpu_sharing 2,
 # the GPU level of perf.py) against Gavel's same-GPU pairs (physical cluster, 1,597
 # pairs): measured MRE 0.340 (K80 0.221, P100 0.352, V100 0.437; before GPU sharing
-# 0.456), tolerance 0.36 (a regression guard 0.02 above it). Not issue #25's 0.20: the
+# 0.456), tolerance 0.36 (a regression guard 0.02 above it). Not the 0.20 target: the
 # GPU level reproduces the fitted vectors exactly (1 + s_i . p_j), which are fitted on
 # Gavel's *simulation* file (V100 MRE 0.156), while the same V100 pairs differ between
 # Gavel's simulation and physical files by MRE 0.22, and the loader maps 25 job types
@@ -489,9 +489,9 @@ def _holdout(shared: Path):
 # Refitted on the FIT three quarters of each source, measured on the held-out quarter
 # no constant saw. Tolerances are the in-sample ones of each source (the held-out
 # error must not be worse than what the shipped fit is held to):
-# Pollux multi-node 0.25 (issue #25's target; measured held-out 0.180, fit 0.152),
+# Pollux multi-node 0.25 (the calibration target; measured held-out 0.180, fit 0.152),
 # single-node 0.5 (held-out 0.365 over 4 placements, fit 0.401), DL2 0.45 (held-out
-# 0.328, fit 0.432), the Gavel same-GPU vector fit 0.20 (issue #25's co-location
+# 0.328, fit 0.432), the Gavel same-GPU vector fit 0.20 (the co-location
 # target at the level the vectors are fitted at; held-out 0.179, fit 0.172) and the
 # spread ratio's model ÷ measured median in [1.0, 1.75] (held-out 2.09 ÷ 1.75 = 1.19,
 # fit 2.39 ÷ 1.38 = 1.73).
