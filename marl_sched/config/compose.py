@@ -12,7 +12,12 @@ from typing import Any
 
 import yaml
 
-from marl_sched.config.experiment import REPO_ROOT, ExperimentConfig, config_from_dict
+from marl_sched.config.experiment import (
+    REPO_ROOT,
+    ExperimentConfig,
+    absolute_paths,
+    config_from_dict,
+)
 from marl_sched.config.parse import shown_value
 from marl_sched.errors import InputError
 
@@ -119,15 +124,25 @@ def compose_file(path: str | Path, where: str | None = None) -> dict[str, Any]:
     """The mapping a config file stands for: its parents (``defaults: [a.yaml, ...]``,
     paths relative to the file, each composed the same way) merged in order with
     OmegaConf, then the file's own keys on top. Mappings merge key by key; a list or
-    a value replaces the parent's; an empty section (``env:``) adds nothing.
+    a value replaces the parent's; an empty section (``env:``) adds nothing. A path a
+    parent writes (a key of :data:`~marl_sched.config.experiment.PATH_KEYS`) names the
+    file the parent resolves it to: made absolute where the file composed would
+    resolve it to another.
 
     Each file is read at most once (a file reached twice, by a cycle or a diamond, is
     refused), ``defaults:`` nest at most :data:`MAX_DEFAULTS_DEPTH` deep and a
     config reads at most :data:`MAX_DEFAULTS_FILES` files, so a few small files
     cannot ask for 2^30 compositions."""
     where = str(path) if where is None else where
-    return _plain_dict(_compose(_find(path), where, (), set()), where)
+    top = ExperimentConfig(source=str(path))
+    return _plain_dict(_compose(_find(path), where, (), set(), top), where)
 
+
+#: the most references one ``${a.b}`` may be followed through (``a: ${b}``, ``b: ${c}``,
+#: ...) and the most dotted parts one may name: every chain is followed from every key
+#: that starts it, so an uncapped chain costs its length squared
+MAX_INTERPOLATION_CHAIN = 16
+MAX_INTERPOLATION_DEPTH = 16
 
 #: a whole-value reference to another key, the one interpolation a config may hold
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*)\}")
@@ -148,6 +163,14 @@ def _check_interpolations(data: Any, where: str) -> None:
             node = node[part]
         return node
 
+    def checked(target: str, key: str) -> str:
+        if target.count(".") >= MAX_INTERPOLATION_DEPTH:
+            raise InputError(
+                f"{where}: {key}: interpolation {shown_value('${' + target + '}')} names a "
+                f"key more than {MAX_INTERPOLATION_DEPTH} levels deep"
+            )
+        return target
+
     def walk(node: Any, key: str) -> None:
         if isinstance(node, dict):
             for k, v in node.items():
@@ -164,15 +187,20 @@ def _check_interpolations(data: Any, where: str) -> None:
                     "(no resolvers such as oc.env, no text around it)"
                 )
             target, chain = match.group(1), {key}
-            value = lookup(target)
+            value = lookup(checked(target, key))
             while isinstance(value, str) and _REFERENCE.fullmatch(value.strip()):
                 if target in chain:
                     raise InputError(
                         f"{where}: {key}: interpolation ${{{target}}} refers to itself"
                     )
+                if len(chain) > MAX_INTERPOLATION_CHAIN:
+                    raise InputError(
+                        f"{where}: {key}: interpolation chain longer than "
+                        f"{MAX_INTERPOLATION_CHAIN} references (a: ${{b}}, b: ${{c}}, ...)"
+                    )
                 chain.add(target)
                 target = _REFERENCE.fullmatch(value.strip()).group(1)
-                value = lookup(target)
+                value = lookup(checked(target, key))
             if isinstance(value, dict | list):
                 raise InputError(
                     f"{where}: {key}: interpolation ${{{target}}} names a section or a "
@@ -200,9 +228,10 @@ def _plain_dict(conf, where: str) -> dict[str, Any]:
         raise InputError(f"{at}: cannot resolve an interpolation: {_first_line(exc)}") from None
 
 
-def _compose(p: Path, where: str, chain: tuple[Path, ...], read: set[Path]):
+def _compose(p: Path, where: str, chain: tuple[Path, ...], read: set[Path], top: ExperimentConfig):
     """``p`` composed with its parents; ``chain``: the files that include it, ``read``:
-    every file read so far."""
+    every file read so far, ``top``: the file composed (whose folder its paths are read
+    against)."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
@@ -224,6 +253,8 @@ def _compose(p: Path, where: str, chain: tuple[Path, ...], read: set[Path]):
             raise InputError(
                 f"{where}: {section}: expected a mapping of keys, got {shown_value(value)}"
             )
+    if chain:  # a parent's relative paths are relative to the parent, not to its child
+        data = absolute_paths(data, ExperimentConfig(source=str(p)), top)
     if parents and len(chain) + 1 >= MAX_DEFAULTS_DEPTH:
         raise InputError(
             f"{where}: {DEFAULTS_KEY}: nested more than {MAX_DEFAULTS_DEPTH} files deep"
@@ -244,7 +275,7 @@ def _compose(p: Path, where: str, chain: tuple[Path, ...], read: set[Path]):
             )
         if not parent.is_file():
             raise InputError(f"{where}: {DEFAULTS_KEY}: {name}: no such config file")
-        layers.append(_compose(parent, _shown(parent), (*chain, p.resolve()), read))
+        layers.append(_compose(parent, _shown(parent), (*chain, p.resolve()), read, top))
     try:
         return OmegaConf.merge(*layers, OmegaConf.create(data))
     except OmegaConfBaseException as exc:

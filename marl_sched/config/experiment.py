@@ -68,19 +68,26 @@ class ExperimentConfig:
 PATH_KEYS = ("trace", "eval_trace", "real_data")
 
 
-def absolute_paths(data: Any, cfg: ExperimentConfig) -> Any:
+def absolute_paths(data: Any, cfg: ExperimentConfig, reader: ExperimentConfig | None = None) -> Any:
     """``data`` (a config mapping or any part of one, plain) with every relative path
     under a key of :data:`PATH_KEYS` resolved by ``cfg``
     (:meth:`ExperimentConfig.resolve_path`) to an absolute one: what a run folder's
-    ``config.yaml`` records, so that it reads the same files from anywhere."""
+    ``config.yaml`` records, so that it reads the same files from anywhere. A
+    ``${a.b}`` reference is left to name the path it refers to. With ``reader``, a
+    path that ``reader`` resolves to the same file is left as written."""
+
+    def path(v: str) -> str:
+        p = cfg.resolve_path(v)
+        return v if reader is not None and reader.resolve_path(v) == p else str(p)
+
     if isinstance(data, dict):
         return {
-            k: str(cfg.resolve_path(v)) if k in PATH_KEYS and isinstance(v, str) and v
-            else absolute_paths(v, cfg)
+            k: path(v) if k in PATH_KEYS and isinstance(v, str) and v and not v.startswith("${")
+            else absolute_paths(v, cfg, reader)
             for k, v in data.items()
         }  # fmt: skip
     if isinstance(data, list):
-        return [absolute_paths(v, cfg) for v in data]
+        return [absolute_paths(v, cfg, reader) for v in data]
     return data
 
 
