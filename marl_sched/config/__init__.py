@@ -47,6 +47,7 @@ from marl_sched.config.compose import (
     compose_file,
     load_config,
     parse_overrides,
+    read_value,
     read_yaml,
 )
 from marl_sched.config.experiment import (
@@ -121,6 +122,7 @@ __all__ = [
     "parse_overrides",
     "parse_section",
     "plain",
+    "read_value",
     "read_yaml",
     "shown_value",
 ]

@@ -305,8 +305,6 @@ def parse_overrides(items: Sequence[str]) -> list[tuple[str, Any]]:
     """``key=value`` command-line overrides as (dotted key, value): the value is read
     the way OmegaConf reads a dotlist (YAML, so ``1e-4`` is a float, ``[a,b]`` a list,
     ``null`` unsets). A malformed item raises ``InputError`` naming it."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
 
     out = []
     for item in items:
@@ -317,15 +315,20 @@ def parse_overrides(items: Sequence[str]) -> list[tuple[str, Any]]:
             raise InputError(f"override {item!r}: {key!r} is not a dotted key like train.lr")
         if not value.strip():
             raise InputError(f"{key}: override {item!r} has no value (write {key}=null to unset)")
-        try:
-            node = OmegaConf.from_dotlist([f"value={value}"])
-            parsed = OmegaConf.to_container(node)["value"]
-        except (OmegaConfBaseException, yaml.YAMLError) as exc:
-            raise InputError(
-                f"{key}: override {item!r}: cannot read the value: {_first_line(exc)}"
-            ) from None
-        out.append((key, parsed))
+        out.append((key, read_value(value, f"{key}: override {item!r}")))
     return out
+
+
+def read_value(text: str, where: str) -> Any:
+    """A command-line value read the way OmegaConf reads a dotlist (YAML: ``1e-4`` a
+    float, ``[a,b]`` a list, ``null`` None); ``InputError`` naming ``where``."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return OmegaConf.to_container(OmegaConf.from_dotlist([f"value={text}"]))["value"]
+    except (OmegaConfBaseException, yaml.YAMLError) as exc:
+        raise InputError(f"{where}: cannot read the value: {_first_line(exc)}") from None
 
 
 def apply_overrides(data: dict[str, Any], items: Sequence[str]) -> dict[str, Any]:

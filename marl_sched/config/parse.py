@@ -111,7 +111,9 @@ def shown_value(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def parse_section(cls: type[T], data: Any, where: str, prefix: str) -> T:
+def parse_section(
+    cls: type[T], data: Any, where: str, prefix: str, given: dict[str, Any] | None = None
+) -> T:
     """Build dataclass ``cls`` from mapping ``data``, checking every key.
 
     Args:
@@ -120,6 +122,8 @@ def parse_section(cls: type[T], data: Any, where: str, prefix: str) -> T:
         data: the mapping read from YAML (``None`` means all defaults).
         where: the file name used in error messages.
         prefix: the dotted key of this section, e.g. ``"topology"``.
+        given: fields the caller supplies (not read from ``data``, where they are
+            unknown keys), e.g. the split a suite's scenario is listed under.
 
     Raises:
         InputError: unknown key, missing required key, wrong type; after building,
@@ -130,12 +134,13 @@ def parse_section(cls: type[T], data: Any, where: str, prefix: str) -> T:
     if not isinstance(data, dict):
         raise InputError(f"{where}: {prefix}: expected a mapping, got {shown_value(data)}")
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    given = given or {}
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init and f.name not in given}
     for key in data:
         if key not in fields:
             known = ", ".join(sorted(fields))
             raise InputError(f"{where}: {prefix}.{key}: unknown key (known: {known})")
-    kwargs = {}
+    kwargs = dict(given)
     for name, f in fields.items():
         dotted = f"{prefix}.{name}" if prefix else name
         if name in data:
