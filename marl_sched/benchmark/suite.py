@@ -52,11 +52,11 @@ from typing import Any
 import numpy as np
 
 from marl_sched.config import (
-    LOAD_RANGE,
     REPO_ROOT,
     ExperimentConfig,
     check,
     check_bounds,
+    check_load,
     load_config,
     parse_section,
     read_yaml,
@@ -138,14 +138,7 @@ class Scenario:
             f"{self.name!r} is not a scenario name (letters, digits, '.', '_', '-', "
             "starting with a letter or digit, at most 80: it names files under --out)",
         )
-        check(self.load > 0, where, f"{key}.load", f"must be > 0, got {self.load}")
-        lo, hi = LOAD_RANGE
-        check(
-            lo <= self.load <= hi,
-            where,
-            f"{key}.load",
-            f"must be in [{lo:g}, {hi:g}], got {self.load}",
-        )
+        check_load(self.load, where, f"{key}.load")
         check_bounds(
             self, dict.fromkeys(("start", "warmup_jobs"), (0, MAX_SCENARIO_JOBS)), where, key
         )

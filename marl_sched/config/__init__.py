@@ -82,6 +82,7 @@ from marl_sched.config.schema import (
     SimulationConfig,
     TopologyConfig,
     WorkloadConfig,
+    check_load,
 )
 
 __all__ = [
@@ -114,6 +115,7 @@ __all__ = [
     "check",
     "check_bounds",
     "check_int_range",
+    "check_load",
     "check_physical",
     "check_text",
     "compose_file",

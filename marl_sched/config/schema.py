@@ -234,16 +234,16 @@ class WorkloadConfig:
             check(
                 self.max_jobs >= 1, where, f"{key}.max_jobs", f"must be >= 1, got {self.max_jobs}"
             )
-        check(self.load > 0, where, f"{key}.load", f"must be > 0, got {self.load}")
-        lo, hi = LOAD_RANGE
-        check(
-            lo <= self.load <= hi,
-            where,
-            f"{key}.load",
-            f"must be in [{lo:g}, {hi:g}], got {self.load}",
-        )
+        check_load(self.load, where, f"{key}.load")
         if self.max_job_gpus is not None:
             check(self.max_job_gpus >= 1, where, f"{key}.max_job_gpus", "must be >= 1")
+
+
+def check_load(load: float, where: str, key: str) -> None:
+    """An arrival-rate multiplier: > 0 and within :data:`LOAD_RANGE`."""
+    check(load > 0, where, key, f"must be > 0, got {load}")
+    lo, hi = LOAD_RANGE
+    check(lo <= load <= hi, where, key, f"must be in [{lo:g}, {hi:g}], got {load}")
 
 
 #: ``simulation.migration``'s values (YAML 1.1 reads a bare on/off as true/false)
