@@ -36,6 +36,7 @@ from agents.baselines.harmony_train import train_harmony
 from agents.baselines.mlfs import save_mlfs
 from agents.baselines.mlfs_train import train_mlfs_rl
 from agents.baselines.search import learner_configs, search_grid
+from marl_sched.config import parse_section, read_value
 from marl_sched.errors import InputError
 from marl_sched.metrics import write_json
 
@@ -67,19 +68,17 @@ def parse_args(argv=None) -> argparse.Namespace:
 def overrides(args: argparse.Namespace) -> dict:
     """The config fields the command line sets (``--set`` and the cap flags)."""
     cls = learner_configs()[args.learner]
-    fields = {f.name: f.type for f in dataclasses.fields(cls)}
+    fields = {f.name for f in dataclasses.fields(cls)}
     out: dict = {"seed": args.seed}
+    given: dict = {}
     for item in args.set:
         key, eq, value = item.partition("=")
         if not eq or key not in fields:
             known = ", ".join(sorted(fields))
             raise InputError(f"--set {item}: expected KEY=VALUE with KEY one of {known}")
-        kind = {"int": int, "float": float, "bool": lambda v: v.lower() in ("1", "true", "yes"),
-                "str": str}.get(str(fields[key]), float)  # fmt: skip
-        try:
-            out[key] = kind(value)
-        except ValueError:
-            raise InputError(f"--set {item}: {value!r} is not a {fields[key]}") from None
+        given[key] = read_value(value, f"--set {item}")
+    cfg = parse_section(cls, given, "--set", "")  # typed as the config files' keys
+    out.update({key: getattr(cfg, key) for key in given})
     for key, value in (("wall_cap_s", args.wall_cap), ("patience", args.patience),
                        ("iterations", args.iterations)):  # fmt: skip
         if value is not None:

@@ -52,12 +52,14 @@ from typing import Any
 import numpy as np
 
 from marl_sched.config import (
-    LOAD_RANGE,
     REPO_ROOT,
     ExperimentConfig,
+    check,
+    check_bounds,
+    check_load,
     load_config,
+    parse_section,
     read_yaml,
-    shown_value,
 )
 from marl_sched.errors import InputError
 
@@ -81,20 +83,6 @@ def track_overrides(track: str | None) -> tuple[str, ...]:
     if track not in TRACKS:
         raise InputError(f"--track: must be one of {', '.join(TRACKS)}, got {track!r}")
     return TRACKS[track]
-
-
-_SCENARIO_KEYS = {
-    "name": str,
-    "trace": str,
-    "start": int,
-    "max_jobs": int,
-    "warmup_jobs": int,
-    "load": float,
-    "tier": str,
-    "topology": str,
-    "util": float,
-}
-_SCENARIO_REQUIRED = ("name", "trace", "start", "max_jobs", "load", "tier", "topology")
 
 
 @dataclass(frozen=True)
@@ -140,6 +128,21 @@ class Scenario:
     def first_job(self) -> int:
         """First job simulated (warm-up included)."""
         return max(0, self.start - self.warmup_jobs)
+
+    def validate(self, where: str, key: str) -> None:
+        """The checks :func:`~marl_sched.config.parse_section` runs after the types."""
+        check(
+            SCENARIO_NAME.fullmatch(self.name) is not None,
+            where,
+            f"{key}.name",
+            f"{self.name!r} is not a scenario name (letters, digits, '.', '_', '-', "
+            "starting with a letter or digit, at most 80: it names files under --out)",
+        )
+        check_load(self.load, where, f"{key}.load")
+        check_bounds(
+            self, dict.fromkeys(("start", "warmup_jobs"), (0, MAX_SCENARIO_JOBS)), where, key
+        )
+        check_bounds(self, {"max_jobs": (1, MAX_SCENARIO_JOBS)}, where, key)
 
 
 @dataclass(frozen=True)
@@ -314,40 +317,7 @@ def _region(item: Any, where: str, key: str) -> Region:
 
 
 def _scenario(item: Any, split: str, where: str, key: str) -> Scenario:
-    item = _mapping(item, where, key)
-    for name in item:
-        if name not in _SCENARIO_KEYS:
-            known = ", ".join(sorted(_SCENARIO_KEYS))
-            raise _fail(where, f"{key}.{name}", f"unknown key (known: {known})")
-    for name in _SCENARIO_REQUIRED:
-        if name not in item:
-            raise _fail(where, f"{key}.{name}", "required key is missing")
-    values = {k: _typed(v, _SCENARIO_KEYS[k], where, f"{key}.{k}") for k, v in item.items()}
-    if not SCENARIO_NAME.fullmatch(values["name"]):
-        raise _fail(
-            where,
-            f"{key}.name",
-            f"{values['name']!r} is not a scenario name (letters, digits, '.', '_', '-', "
-            "starting with a letter or digit, at most 80: it names files under --out)",
-        )
-    if values["load"] <= 0 or not math.isfinite(values["load"]):
-        raise _fail(where, f"{key}.load", f"must be > 0, got {values['load']}")
-    lo, hi = LOAD_RANGE
-    if not lo <= values["load"] <= hi:
-        raise _fail(where, f"{key}.load", f"must be in [{lo:g}, {hi:g}], got {values['load']}")
-    for name in ("start", "warmup_jobs"):
-        if values.get(name, 0) < 0:
-            raise _fail(where, f"{key}.{name}", f"must be >= 0, got {values[name]}")
-    if values["max_jobs"] < 1:
-        raise _fail(where, f"{key}.max_jobs", f"must be >= 1, got {values['max_jobs']}")
-    for name in ("start", "warmup_jobs", "max_jobs"):
-        if values.get(name, 0) > MAX_SCENARIO_JOBS:
-            raise _fail(
-                where,
-                f"{key}.{name}",
-                f"must be <= {MAX_SCENARIO_JOBS:,}, got {shown_value(values[name])}",
-            )
-    return Scenario(split=split, **values)
+    return parse_section(Scenario, item, where, key, given={"split": split})
 
 
 #: a scenario name: it becomes part of a file name under ``--out/cells``, so no

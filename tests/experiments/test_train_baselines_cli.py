@@ -50,3 +50,32 @@ def test_a_bad_grid_exits_2_with_one_line_before_any_work(argv, named, capsys, m
     err = capsys.readouterr().err
     assert code == 2
     assert named in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("item", "named"),
+    [
+        ("lrr=1", "--set lrr=1: expected KEY=VALUE with KEY one of"),
+        ("lr=fast", "--set: lr: expected a number, got 'fast'"),
+        ("episode_jobs=1.5", "--set: episode_jobs: expected an integer, got 1.5"),
+        ("validate_init=maybe", "--set: validate_init: expected true or false, got 'maybe'"),
+        ("lr=[1", "--set lr=[1: cannot read the value"),
+    ],
+)
+def test_a_bad_set_exits_2_with_one_line_naming_the_key(item, named, capsys, monkeypatch):
+    monkeypatch.setattr(train_baselines, "load_split", None)  # never reached
+    code = train_baselines.main(["--learner", "mlfs-rl", "--out", "x", "--set", item])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert named in err and err.count("\n") == 1
+
+
+def test_set_values_are_read_as_the_config_files_values():
+    args = train_baselines.parse_args([
+        "--learner", "harmony", "--out", "x", "--set", "lr=3e-3", "--set", "hidden=16",
+        "--set", "validate_init=false", "--set", "reward=placement", "--set", "gamma=1",
+    ])  # fmt: skip
+    got = train_baselines.overrides(args)
+    assert got == {"seed": 1, "lr": 3e-3, "hidden": 16, "validate_init": False,
+                   "reward": "placement", "gamma": 1.0}  # fmt: skip
+    assert isinstance(got["gamma"], float)

@@ -60,6 +60,14 @@ def test_suite_loads_and_builds_cell_configs(tmp_path: Path) -> None:
             lambda d: d["scenarios"]["test"][0].pop("trace"),
             "suite.yaml: scenarios.test[0].trace: required key is missing",
         ),
+        (
+            lambda d: d["scenarios"]["test"][0].update(start="x"),
+            "suite.yaml: scenarios.test[0].start: expected an integer, got 'x'",
+        ),
+        (
+            lambda d: d["scenarios"]["test"][0].update(split="train"),
+            "suite.yaml: scenarios.test[0].split: unknown key",
+        ),
         # its warm-up (jobs 16..19) reaches into the train region
         (
             lambda d: d["scenarios"]["test"][0].update(start=20),
