@@ -6,20 +6,11 @@ committed results files, so that no figure in them is typed by hand.
                                               # or one of BLOCKS is used by no document
 
 A block is the text between ``<!-- generated:NAME -->`` and ``<!-- /generated -->``;
-:data:`BLOCKS` renders each NAME from its files, written by:
-
-- ``results/default-window/``: ``marl-sched compare --config configs/default.yaml
-  --checkpoint checkpoints/marl-default [--seeds N] --policies ... --out DIR``, committed
-  without its ``jobs.csv`` files (``results.csv``, ``runs.csv``, ``config.yaml``, each
-  run's ``metrics.json``);
-- ``results/benchmark-test-<track>-<run>/`` (track ``placement`` and ``full``):
-  ``marl-sched benchmark --split test --track <track> ... --out DIR`` (``summary.csv``,
-  ``summary.md``, ``improvement.csv``, ``runs.csv``), once per final recipe;
-- ``results/baselines/``: ``python experiments/train_baselines.py --search`` and its
-  final runs;
-- ``benchmarks/ledger.jsonl``: one line per run on the test split.
-
-After a new run into one of these folders, run this script and commit both.
+:data:`BLOCKS` renders each NAME from ``results/default-window/`` (``marl-sched
+compare``, without its ``jobs.csv`` files), ``results/benchmark-test-*/`` (``marl-sched
+benchmark --split test``, once per final recipe), ``results/baselines/``
+(``experiments/train_baselines.py``) and ``benchmarks/ledger.jsonl``. After a new run
+into one of these, run this script and commit both.
 """
 
 from __future__ import annotations
@@ -30,15 +21,10 @@ import re
 import sys
 from pathlib import Path
 
-from experiments.doc_tables import (
-    RESULTS,
-    baseline_search,
-    family_table,
-    policies_paired,
-    read_rows,
-)
+from marl_sched.benchmark.paired import family_table, policies_paired, read_rows
 from marl_sched.config import REPO_ROOT
 
+RESULTS = REPO_ROOT / "results"
 DOCS = (
     REPO_ROOT / "README.md",
     REPO_ROOT / "docs" / "results.md",
@@ -50,7 +36,6 @@ LEDGER = REPO_ROOT / "benchmarks" / "ledger.jsonl"
 BLOCK = re.compile(r"(<!-- generated:([\w-]+) -->\n)(.*?)(<!-- /generated -->)", re.S)
 SCORED = (("avg_jct_s", "avg JCT"), ("p50_jct_s", "median JCT"),
           ("p95_jct_s", "p95 JCT"), ("avg_slowdown", "avg slowdown"))  # fmt: skip
-_rows = read_rows
 
 
 def _num(text: str, fmt: str) -> str:
@@ -79,10 +64,74 @@ def ledger_reads(path: Path = LEDGER) -> str:
     )
 
 
+#: the learned baselines' last search round and final runs:
+#: ``results/baselines/search-s5/<learner>/search_<learner>.json`` (experiments/
+#: train_baselines.py --search) and ``results/baselines/final-s5/<learner>_s<seed>.json``
+BASELINE_LEARNERS = ("mlfs-rl", "harmony")
+#: the settings of the first search's choice (every other field its config's default;
+#: docs/baselines.md, "Final runs"), marked in the search tables: the control point
+FIRST_CHOICE = {
+    "harmony": {"lr": 3e-4, "entropy_coef": 0.01, "epsilon_start": 0.5, "gamma": 0.5},
+    "mlfs-rl": {"lr": 1e-2, "entropy_coef": 1e-3, "rollouts": 4},
+}
+
+
+def _point(row: dict, grid: dict) -> str:
+    return ", ".join(f"{k} {row[k]:g}" for k in grid)
+
+
+def baseline_search(root: Path = RESULTS) -> str:
+    """docs/baselines.md's tables of the last search (every point, the chosen one
+    in bold, the first search's choice marked) and of the final runs at the
+    chosen point (seeds 1-3), validation split, geomean of avg JCT over first-fit's."""
+    base = root / "baselines"
+    out = []
+    for learner in BASELINE_LEARNERS:
+        path = base / "search-s5" / learner / f"search_{learner}.json"
+        if not path.exists():
+            out.append(f"No search results for {learner} (`{path.relative_to(root.parent)}`).")
+            continue
+        d = json.loads(path.read_text())
+        grid, chosen = d["grid"], d["chosen"]
+        fixed = d["fixed"]
+        out += [f"**{learner}** (seed {d['seed']}; fixed: " + ", ".join(
+                    f"{k} {fixed[k]:g}" for k in ("lr", "entropy_coef", "rollouts",
+                    "epsilon_start", "gamma", "bc_epochs") if k in fixed and k not in grid)
+                + f"; {len(d['rows'])} points in {d['total_wall_s']:,.0f} s):", "",
+                "| point | best validation score | at iteration | iterations run | "
+                "stopped by | wall s |", "|---|---|---|---|---|---|"]  # fmt: skip
+        first = FIRST_CHOICE[learner]
+        for r in sorted(d["rows"], key=lambda r: r["best_val_score"]):
+            name = _point(r, grid)
+            if all(r[k] == chosen[k] for k in grid):
+                name = f"**{name}** (chosen)"
+            if all(r[k] == first[k] for k in grid):
+                name += " (the first search's choice)"
+            out.append(
+                f"| {name} | {r['best_val_score']:.3f} | {r['best_iteration']} | "
+                f"{r['iterations_run']} | {r['stop_reason']} | {r['wall_s']:.0f} |"
+            )
+        out.append("")
+        finals = sorted((base / "final-s5").glob(f"{learner}_s*.json"))
+        if finals:
+            out += [f"{learner}, final runs at the chosen point:", "",
+                    "| seed | warm start | best (kept) | at iteration | iterations run | "
+                    "stopped by | wall s |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+            for f in finals:
+                m = json.loads(f.read_text())
+                h = m["history"]
+                warm = next(x["val_score"] for x in h if x.get("phase") == "bc")
+                out.append(f"| {m['config']['seed']} | {warm:.3f} | {m['best_val_score']:.3f} "
+                           f"| {m['best_iteration']} | {h[-1]['iteration']} | "
+                           f"{m['stop_reason']} | {m['wall_s']:.0f} |")  # fmt: skip
+            out.append("")
+    return "\n".join(out)
+
+
 def default_window(root: Path = RESULTS) -> str:
     """The default window's comparison: mean over seeds, 95 % half-width over seeds."""
-    rows = _rows(root / "default-window" / "results.csv")
-    seeds = sorted({int(r["seed"]) for r in _rows(root / "default-window" / "runs.csv")})
+    rows = read_rows(root / "default-window" / "results.csv")
+    seeds = sorted({int(r["seed"]) for r in read_rows(root / "default-window" / "runs.csv")})
     if len(seeds) > 1:
         head = (f"Mean over seeds {seeds[0]}–{seeds[-1]}; ± is the 95 % Student-t "
                 "half-width over them (0: the policy does not depend on the seed).")  # fmt: skip
@@ -124,6 +173,13 @@ def shipped_test_run(track: str) -> str:
 FOCUS = "marl"
 
 
+def _iqm(r: dict, m: str) -> str:
+    """A summary row's IQM of metric ``m`` with its interval (or "no interval")."""
+    lo, hi = r.get(f"ci_low_{m}", ""), r.get(f"ci_high_{m}", "")
+    iqm = _num(r[f"iqm_{m}"], ".3f")
+    return f"{iqm} [{float(lo):.3f}, {float(hi):.3f}]" if lo and hi else f"{iqm} (no interval)"
+
+
 def benchmark_test(root: Path = RESULTS, track: str = "placement", run: str = "") -> str:
     """One track's test-split table from ``root / run`` (default
     ``benchmark-test-<track>``): per policy the IQM of each metric normalised by
@@ -138,12 +194,7 @@ def benchmark_test(root: Path = RESULTS, track: str = "placement", run: str = ""
             "once, then `python -m experiments.make_docs`.\n"
         )
 
-    def cell(r: dict, m: str) -> str:
-        lo, hi = r.get(f"ci_low_{m}", ""), r.get(f"ci_high_{m}", "")
-        iqm = _num(r[f"iqm_{m}"], ".3f")
-        return f"{iqm} [{float(lo):.3f}, {float(hi):.3f}]" if lo and hi else f"{iqm} (no interval)"
-
-    runs = _rows(folder / "runs.csv")
+    runs = read_rows(folder / "runs.csv")
     seeds = len({r["seed"] for r in runs})
     ledger = ""
     summary_md = folder / "summary.md"
@@ -155,7 +206,7 @@ def benchmark_test(root: Path = RESULTS, track: str = "placement", run: str = ""
         when = found.group(1) if found else when
         ledger = f" The test-split run of {when} (`benchmarks/ledger.jsonl`)." if when else ""
     extra = ("mean_avg_jct_s", "worst_avg_jct_s")
-    rows = _rows(folder / "summary.csv")
+    rows = read_rows(folder / "summary.csv")
     has_extra = rows and all(k in rows[0] for k in extra)
     lines = [
         f"Track `{track}`: {len({r['scenario'] for r in runs})} scenarios × {seeds} seeds "
@@ -174,13 +225,13 @@ def benchmark_test(root: Path = RESULTS, track: str = "placement", run: str = ""
             worst = f"{_num(r['worst_avg_jct_s'], '.3f')} ({r.get('worst_scenario', '')})"
             tail = f" | {_num(r['mean_avg_jct_s'], '.3f')} | {worst}"
         lines.append(
-            f"| {r['policy']} | " + " | ".join(cell(r, m) for m, _ in SCORED) + tail + " |"
+            f"| {r['policy']} | " + " | ".join(_iqm(r, m) for m, _ in SCORED) + tail + " |"
         )
     if (folder / "improvement.csv").is_file():
         probs = [
             f"{r['over']} {float(r['p']):.2f}"
             + (f" [{float(r['ci_low']):.2f}, {float(r['ci_high']):.2f}]" if r["ci_low"] else "")
-            for r in _rows(folder / "improvement.csv")
+            for r in read_rows(folder / "improvement.csv")
             if r["policy"] == FOCUS
         ]
         if probs:
@@ -193,18 +244,12 @@ def shipped_vs_rule(root: Path = RESULTS) -> str:
     test run that has both: each one's IQM of average JCT over first-fit's, and the
     shipped agents over the rule, paired by scenario and seed."""
     run = "benchmark-test-placement-lookahead"
-    iqm = {r["policy"]: r for r in _rows(root / run / "summary.csv")}
-
-    def cell(p: str) -> str:
-        r = iqm[p]
-        return f"{float(r['iqm_avg_jct_s']):.3f} [{float(r['ci_low_avg_jct_s']):.3f}, " \
-            f"{float(r['ci_high_avg_jct_s']):.3f}]"
-
+    iqm = {r["policy"]: _iqm(r, "avg_jct_s") for r in read_rows(root / run / "summary.csv")}
     table = family_table([("", run)], run, root, policy=RULE)
     paired = table.splitlines()[-1].split(" | ")[-1].rstrip(" |")
     return (
-        f"On the test split `masked:lookahead` scores {cell(RULE)} of first-fit (IQM of "
-        f"average JCT), the shipped agents `marl` {cell('marl')}; paired by scenario and "
+        f"On the test split `masked:lookahead` scores {iqm[RULE]} of first-fit (IQM of "
+        f"average JCT), the shipped agents `marl` {iqm['marl']}; paired by scenario and "
         f"seed, `marl` is {paired} of the rule (`results/{run}/`).\n"
     )
 
@@ -230,18 +275,20 @@ BLOCKS = {
     "marl-vs-rule-test": lambda: family_table(
         [("`marl` (`checkpoints/marl-sw`)", LOOKAHEAD["placement"])],
         LOOKAHEAD["placement"],
+        RESULTS,
         policy=RULE,
     ),
     "marl-vs-rule-full-test": lambda: family_table(
         [("`marl` (`checkpoints/marl-sw-migration`)", LOOKAHEAD["full"])],
         LOOKAHEAD["full"],
+        RESULTS,
         policy=f"{RULE}+lc",
     ),
     "rule-vs-control-test": lambda: policies_paired(
-        LOOKAHEAD["placement"], RULE, "masked:interference-aware"
+        LOOKAHEAD["placement"], RULE, "masked:interference-aware", RESULTS
     ),
     "rule-lc-vs-control-full-test": lambda: policies_paired(
-        LOOKAHEAD["full"], f"{RULE}+lc", "masked:interference-aware+lc"
+        LOOKAHEAD["full"], f"{RULE}+lc", "masked:interference-aware+lc", RESULTS
     ),
 }
 
@@ -251,8 +298,8 @@ def figures(root: Path = RESULTS, out: Path = FIGURES) -> list[Path]:
     from marl_sched import plots
 
     written = []
-    rows = _rows(root / "default-window" / "results.csv")
-    seeds = sorted({int(r["seed"]) for r in _rows(root / "default-window" / "runs.csv")})
+    rows = read_rows(root / "default-window" / "results.csv")
+    seeds = sorted({int(r["seed"]) for r in read_rows(root / "default-window" / "runs.csv")})
     many = len(seeds) > 1
     note = f"seeds {seeds[0]}–{seeds[-1]}: mean, 95 % CI" if many else "1 seed: no interval"
     plots.bars(
@@ -273,7 +320,7 @@ def figures(root: Path = RESULTS, out: Path = FIGURES) -> list[Path]:
         summary = [
             {k: (float(v) if v and k.startswith(("iqm_", "ci_")) else (v or None))
              for k, v in r.items()}
-            for r in _rows(summary_csv)
+            for r in read_rows(summary_csv)
         ]  # fmt: skip
         name = f"benchmark_test_{track}_intervals.png"
         plots.interval_panels(

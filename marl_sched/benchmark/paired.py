@@ -1,89 +1,21 @@
-"""The paired comparisons and the learned baselines' search tables that
-``experiments/make_docs.py`` renders into the docs: each reads committed files under
-``results/`` and returns Markdown, so no figure in the docs is typed by hand.
+"""Paired comparisons of benchmark runs for reports: per scenario, the cells of one
+policy (training run, seed) → average JCT, two policies' paired geometric-mean ratio
+with its hierarchical interval and P(lower), and the same per group of scenarios and
+per training slot. Each function reads a benchmark folder's ``runs.csv``.
 """
 
 from __future__ import annotations
 
 import csv
-import json
 import math
 import statistics
 from pathlib import Path
-
-from marl_sched.config import REPO_ROOT
-
-RESULTS = REPO_ROOT / "results"
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
     """A results CSV's rows."""
     with path.open(newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
-
-
-#: the learned baselines' last search round and final runs:
-#: ``results/baselines/search-s5/<learner>/search_<learner>.json`` (experiments/
-#: train_baselines.py --search) and ``results/baselines/final-s5/<learner>_s<seed>.json``
-BASELINE_LEARNERS = ("mlfs-rl", "harmony")
-#: the settings of the first search's choice (every other field its config's default;
-#: docs/baselines.md, "Final runs"), marked in the search tables: the control point
-FIRST_CHOICE = {
-    "harmony": {"lr": 3e-4, "entropy_coef": 0.01, "epsilon_start": 0.5, "gamma": 0.5},
-    "mlfs-rl": {"lr": 1e-2, "entropy_coef": 1e-3, "rollouts": 4},
-}
-
-
-def _point(row: dict, grid: dict) -> str:
-    return ", ".join(f"{k} {row[k]:g}" for k in grid)
-
-
-def baseline_search(root: Path = RESULTS) -> str:
-    """docs/baselines.md's tables of the last search (every point, the chosen one
-    in bold, the first search's choice marked) and of the final runs at the
-    chosen point (seeds 1-3), validation split, geomean of avg JCT over first-fit's."""
-    base = root / "baselines"
-    out = []
-    for learner in BASELINE_LEARNERS:
-        path = base / "search-s5" / learner / f"search_{learner}.json"
-        if not path.exists():
-            out.append(f"No search results for {learner} (`{path.relative_to(root.parent)}`).")
-            continue
-        d = json.loads(path.read_text())
-        grid, chosen = d["grid"], d["chosen"]
-        fixed = d["fixed"]
-        out += [f"**{learner}** (seed {d['seed']}; fixed: " + ", ".join(
-                    f"{k} {fixed[k]:g}" for k in ("lr", "entropy_coef", "rollouts",
-                    "epsilon_start", "gamma", "bc_epochs") if k in fixed and k not in grid)
-                + f"; {len(d['rows'])} points in {d['total_wall_s']:,.0f} s):", "",
-                "| point | best validation score | at iteration | iterations run | "
-                "stopped by | wall s |", "|---|---|---|---|---|---|"]  # fmt: skip
-        first = FIRST_CHOICE[learner]
-        for r in sorted(d["rows"], key=lambda r: r["best_val_score"]):
-            name = _point(r, grid)
-            if all(r[k] == chosen[k] for k in grid):
-                name = f"**{name}** (chosen)"
-            if all(r[k] == first[k] for k in grid):
-                name += " (the first search's choice)"
-            out.append(
-                f"| {name} | {r['best_val_score']:.3f} | {r['best_iteration']} | "
-                f"{r['iterations_run']} | {r['stop_reason']} | {r['wall_s']:.0f} |"
-            )
-        out.append("")
-        finals = sorted((base / "final-s5").glob(f"{learner}_s*.json"))
-        if finals:
-            out += [f"{learner}, final runs at the chosen point:", "",
-                    "| seed | warm start | best (kept) | at iteration | iterations run | "
-                    "stopped by | wall s |", "|---|---|---|---|---|---|---|"]  # fmt: skip
-            for f in finals:
-                m = json.loads(f.read_text())
-                h = m["history"]
-                warm = next(x["val_score"] for x in h if x.get("phase") == "bc")
-                out.append(f"| {m['config']['seed']} | {warm:.3f} | {m['best_val_score']:.3f} "
-                           f"| {m['best_iteration']} | {h[-1]['iteration']} | "
-                           f"{m['stop_reason']} | {m['wall_s']:.0f} |")  # fmt: skip
-            out.append("")
-    return "\n".join(out)
 
 
 def _cells(rows: list[dict[str, str]], policy: str) -> dict[str, dict[tuple[str, str], float]]:
@@ -116,7 +48,7 @@ def _paired_logs(
     return names, logs
 
 
-def policies_paired(folder: str, new: str, old: str, root: Path = RESULTS) -> str:
+def policies_paired(folder: str, new: str, old: str, root: Path) -> str:
     """One line comparing two policies of one benchmark run (``folder``'s
     ``runs.csv``) cell by cell: the paired geometric-mean ratio of ``new``'s average
     JCT over ``old``'s with its hierarchical interval, and P(``new`` lower)."""
@@ -173,10 +105,10 @@ def _under_slots(
 def family_table(
     candidates: list[tuple[str, str]],
     probe: str,
-    root: Path = RESULTS,
+    root: Path,
     policy: str = "masked:mlfs-rl",
 ) -> str:
-    """docs/agents.md's table of where candidates lose to the policy they imitate: per
+    """The table of where candidates lose to the policy they imitate: per
     group of scenarios (:func:`scenario_group`), per training slot and over all, each
     candidate's ``marl`` average JCT over ``policy``'s (one checkpoint,
     ``<probe>/runs.csv``), paired by scenario and seed: the geometric mean with its
@@ -214,5 +146,3 @@ def family_table(
         got = [cell(new, old, label) for new, old in pairs]
         out.append(f"| {label} | {got[0][0]} | " + " | ".join(c for _, c in got) + " |")
     return "\n".join(out) + "\n"
-
-
