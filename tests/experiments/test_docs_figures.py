@@ -1,5 +1,5 @@
 """The docs' generated tables equal what experiments/make_docs.py renders from the
-committed results files (issue 36: figures generated, never typed)."""
+committed results files (figures generated, never typed)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ def test_every_block_make_docs_renders_is_used_by_a_document():
 
 def test_every_number_in_the_default_window_block_is_in_the_results_file():
     """The block's figures are the results file's, rounded as printed."""
-    text = _blocks((REPO_ROOT / "README.md").read_text(encoding="utf-8"))["default-window"]
+    results_md = (REPO_ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    text = _blocks(results_md)["default-window"]
     with (make_docs.RESULTS / "default-window" / "results.csv").open() as f:
         rows = {r["policy"]: r for r in csv.DictReader(f)}
     shown = re.findall(r"^\| ([\w:@-]+) \| ([\d,]+) \|", text, re.M)
@@ -106,3 +107,17 @@ def test_several_seeds_give_an_interval_and_name_the_seeds(tmp_path):
     assert "Mean over seeds 3–5" in text and "| random | 100,000 | 6,353 |" in text
     drawn = make_docs.figures(root, tmp_path / "figures")
     assert [p.name for p in drawn] == ["default_window_avg_jct.png"]
+
+
+def test_the_ledger_block_counts_every_line_of_the_ledger(tmp_path):
+    ledger = tmp_path / "ledger.jsonl"
+    ledger.write_text(
+        '{"id": 1, "date": "2026-11-24T21:36:38+00:00"}\n'
+        '{"id": 2, "date": "2026-11-27T18:30:14Z"}\n',
+        encoding="utf-8",
+    )
+    text = make_docs.ledger_reads(ledger)
+    assert "read 2 times" in text and "the last on 2026-11-27" in text
+    assert make_docs.run_date(2, ledger) == "2026-11-27 18:30 UTC"
+    real = make_docs.LEDGER.read_text(encoding="utf-8").splitlines()
+    assert f"read {len(real)} times" in make_docs.ledger_reads()
