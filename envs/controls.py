@@ -2,8 +2,8 @@
 
 ``masked:<heuristic>`` (e.g. ``masked:speed-aware``) is what the MARL agents could do
 with no learning at all: it opens the same :class:`~envs.session.PlacementSession` the
-agents act in, with the rules recipe's decision options (:data:`RECIPE`'s ``env:``
-block: keep-together, speed floor, wait-to-fit, PS rule, forward rule, consolidate),
+agents act in, with the benchmark's pre-registered decision options (:data:`CONTROL_RULES`:
+keep-together, speed floor, wait-to-fit, PS rule, forward rule, consolidate),
 and at each step takes the first *legal* action of
 
 1. forward to the subcluster where the heuristic's plan for the job **in the whole
@@ -24,11 +24,10 @@ with keep); paired with a load-control rule, the rule's moves are that rule's. T
 control thus gets the rules and the information the agents get, and no network: a
 learned policy should beat it.
 
-The rules are pinned, not read from ``configs/default.yaml``: they are those of the
-recipe the benchmark was pre-registered with (speed floor 0.9 for jobs of >= 1e5
-GPU-seconds, the PS rule), which ``configs/recipes/dagger.yaml`` holds. When the
-default recipe dropped the speed floor and the PS rule (docs/agents.md,
-"The recipe without the three rules"), the controls kept them: the benchmark's
+The rules are pinned here, not read from ``configs/default.yaml``: they are those of
+the recipe the benchmark was pre-registered with (speed floor 0.9 for jobs of >= 1e5
+GPU-seconds, the PS rule), the ``env:`` block that recipe resolved to. The default
+recipe has no speed floor and no PS rule; the controls keep them: the benchmark's
 no-learning target does not move with our recipe, and a mask only takes actions
 away, so an agent without one can still learn what the control does.
 
@@ -38,6 +37,7 @@ Registered lazily by import path (``marl_sched`` may not import ``envs``), as ki
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
@@ -52,9 +52,23 @@ from marl_sched.policies.base import Policy, make_policy
 from marl_sched.simulator import ClusterView
 from marl_sched.topology import Topology
 
-#: the recipe whose ``env:`` decision options the controls act under (module docstring:
-#: the benchmark's pre-registered rules, pinned)
-RECIPE = REPO_ROOT / "configs" / "recipes" / "dagger.yaml"
+#: the ``env:`` decision options the controls act under (module docstring: the
+#: benchmark's pre-registered rules, pinned); each is parsed and checked by
+#: :func:`envs.config.env_config` as a config's ``env:`` block would be
+CONTROL_RULES = {
+    "hints": ["interference-aware", "resident-aware", "locality", "first-fit", "speed-aware"],
+    "global_hints": ["interference-aware", "speed-aware"],
+    "consolidate": True,
+    "resident_features": True,
+    "keep_together": True,
+    "job_length": True,
+    "model_speed": False,
+    "speed_floor": 0.9,
+    "speed_floor_min_work": 100000.0,
+    "wait_to_fit": 1.0,
+    "ps_rule": True,
+    "forward_rule": "must",
+}
 
 
 class MaskedHeuristic(Policy):
@@ -64,14 +78,19 @@ class MaskedHeuristic(Policy):
     """
 
     heuristic: ClassVar[str] = ""
-    #: the config whose ``env:`` decision options the masks follow (None: :data:`RECIPE`)
+    #: the config whose ``env:`` decision options the masks follow (None:
+    #: :data:`CONTROL_RULES`)
     recipe: ClassVar = None
     #: is the heuristic also the agents' one hint (its follow action)? Only a registered
     #: heuristic can be a hint
     follow: ClassVar[bool] = True
 
     def __init__(self) -> None:
-        env = env_config(load_config(self.recipe or RECIPE))
+        if self.recipe is None:
+            base = load_config(REPO_ROOT / "configs" / "default.yaml")
+            env = env_config(replace(base, env={**base.env, **CONTROL_RULES}))
+        else:
+            env = env_config(load_config(self.recipe))
         # the recipe's rules; the one hint is the heuristic itself (its follow action)
         hints = [self.heuristic] if self.follow else []
         self.options = {**env.decision_options(), "hints": hints, "global_hints": []}

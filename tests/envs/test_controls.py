@@ -98,16 +98,17 @@ def test_the_controls_keep_the_pre_registered_rules_whatever_the_default_recipe_
     monkeypatch,
 ) -> None:
     """The controls act under the rules the benchmark was registered with (speed floor
-    0.9 for jobs of >= 1e5 GPU-seconds, the PS rule, keep-together, wait-to-fit), read
-    from ``configs/recipes/dagger.yaml``, not from ``configs/default.yaml``: a default
+    0.9 for jobs of >= 1e5 GPU-seconds, the PS rule, keep-together, wait-to-fit), pinned
+    in ``envs.controls.CONTROL_RULES``, not read from ``configs/default.yaml``: a default
     recipe that drops a rule must not move the no-learning target."""
     for name in CONTROLS:
         opts = make_policy(name).options
         assert opts["speed_floor"] == 0.9 and opts["speed_floor_min_work"] == 1e5, name
         assert opts["ps_rule"] is True and opts["keep_together"] is True, name
         assert opts["wait_to_fit"] == 1.0 and opts["hints"] == [make_policy(name).heuristic]
-    # the pin is the file: a recipe before the PS rule and the floor gives neither
-    monkeypatch.setattr(envs.controls, "RECIPE", envs.controls.RECIPE.with_name("weighted.yaml"))
+    # the pin is the table: rules without the PS rule and the floor give neither
+    rules = {**envs.controls.CONTROL_RULES, "ps_rule": False, "speed_floor": 0.0}
+    monkeypatch.setattr(envs.controls, "CONTROL_RULES", rules)
     opts = make_policy("masked:first-fit").options
     assert opts["ps_rule"] is False and opts["speed_floor"] == 0.0
 
