@@ -38,7 +38,7 @@ without ``critic_x``. The actor's logits never read ``c``. A module built infere
 ``TorchRLModule.forward_exploration`` calls ``eval()`` before and ``train()`` after
 every exploration forward; ``nn.Module.train`` walks the ~70 submodules, setting each
 one's ``training`` through ``nn.Module.__setattr__`` (~10 % of a sampling iteration
-in a cProfile, ``docs/measurements/throughput_s7.txt``; timed alone, 250 µs per
+in a cProfile; timed alone, 250 µs per
 ``eval()`` + ``train()`` pair of the default network, 28 µs overridden). The override sets the
 same flags on the same modules directly, walking ``_modules`` as ``nn.Module.train``
 recurses through ``children()``, and calls a submodule's own ``train`` where it has one.

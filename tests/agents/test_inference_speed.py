@@ -337,7 +337,7 @@ def test_the_hint_features_are_their_definition(shipped, monkeypatch):
 
 #: a checkpoint with the observation exchange (the shipped default has none: Inductor
 #: miscompiled it without ``agents.policy.COMPILE_OPTIONS``)
-EXCHANGING = REPO_ROOT / "checkpoints" / "marl-learn-seeds" / "seed2"
+EXCHANGING = REPO_ROOT / "checkpoints" / "marl-exchange"
 
 
 class Compiled(Recording):
