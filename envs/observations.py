@@ -473,8 +473,8 @@ class ObservationBuilder:
             uplink = uplink.mean(keepdims=True)
         elif self.subclusters_per_agent > 1:  # an agent's subclusters' uplinks, averaged
             k = self.subclusters_per_agent
-            starts = np.arange(0, len(uplink), k)
-            uplink = np.add.reduceat(uplink, starts) / np.diff([*starts, len(uplink)])
+            first = np.arange(0, len(uplink), k)  # each agent's first subcluster
+            uplink = np.add.reduceat(uplink, first) / np.diff([*first, len(uplink)])
         job = np.add.reduceat(session.job_groups, starts)
         is_self = np.zeros(a)
         is_self[agent] = 1.0
