@@ -10,6 +10,7 @@ from pettingzoo.test import parallel_api_test
 
 import envs
 from agents.policy import DEFAULT_CHECKPOINT, load_agents
+from envs.config import EnvConfig
 from envs.observations import ObservationBuilder
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT, load_config
@@ -21,7 +22,7 @@ DEFAULT = REPO_ROOT / "configs" / "default.yaml"
 
 def _builder(k: int) -> ObservationBuilder:
     topo, perf = build_cluster(load_config(DEFAULT))
-    return ObservationBuilder(topo, perf, subclusters_per_agent=k)
+    return ObservationBuilder(topo, perf, EnvConfig(subclusters_per_agent=k))
 
 
 @pytest.mark.parametrize(("k", "agents"), [(1, 4), (2, 2), (3, 2), (4, 1), (9, 1)])
