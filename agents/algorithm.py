@@ -51,7 +51,7 @@ def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int
 
     topo, perf = build_cluster(cfg)
     env_cfg = parse_env(cfg)
-    builder = ObservationBuilder.from_config(topo, perf, env_cfg)
+    builder = ObservationBuilder(topo, perf, env_cfg)
     config = {
         "config": cfg,
         "env": {"window_jobs": tc.episode_jobs, "window_warmup_jobs": tc.episode_warmup_jobs},

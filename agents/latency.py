@@ -21,6 +21,7 @@ import torch
 
 from agents.gnn import build_gnn
 from agents.policy import MarlPolicy, SingleAgentPolicy, TrainedAgents, manifest_for
+from envs.config import EnvConfig
 from envs.observations import ObservationBuilder, feature_dims
 from envs.rules import home_agent
 from envs.session import PlacementSession
@@ -62,7 +63,7 @@ def bench(
     load = 13.0 * n_servers / 4000
     work = load_workload(cfg, perf, TraceOptions(start=20000, max_jobs=jobs, load=load))
     if agents is None:  # an untrained network with the default options' feature dims
-        builder = ObservationBuilder(topo, perf, central=central)
+        builder = ObservationBuilder(topo, perf, EnvConfig(central=central))
         torch.manual_seed(seed)
         net = build_gnn(feature_dims(builder.observation_space), {})
         agents = TrainedAgents(manifest_for(builder, {}, ["shared"]), {"shared": net.eval()})

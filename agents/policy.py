@@ -548,7 +548,9 @@ class MarlPolicy(Policy):
         refuses an incompatible checkpoint."""
         if self.builder is None or self.builder.topology is not topology:
             check_central(self.agents, self.central)  # before building with its options
-            self.builder = ObservationBuilder(topology, perf, **self.agents.env_options())
+            self.builder = ObservationBuilder(
+                topology, perf, EnvConfig(**self.agents.env_options())
+            )
             check_compatible(self.agents, self.builder, self.central)
             self.scope_inputs = {}
             self.book = MoveBook(self.builder)

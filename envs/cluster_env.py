@@ -403,7 +403,7 @@ class ClusterPlacementCore:
                 shares.append(float(share))
         self.source_p = np.asarray(shares) / sum(shares)
         try:
-            self.builder = ObservationBuilder.from_config(self.topology, self.perf, self.env_config)
+            self.builder = ObservationBuilder(self.topology, self.perf, self.env_config)
         except ValueError as exc:
             raise InputError(f"{cfg.source}: env: {exc}") from None
         ids = list(self.builder.agent_ids)

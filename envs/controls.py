@@ -42,7 +42,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from envs.config import env_config
+from envs.config import EnvConfig, env_config
 from envs.observations import ObservationBuilder
 from envs.rules import home_agent
 from envs.session import PlacementSession, action_towards
@@ -108,7 +108,7 @@ class MaskedHeuristic(Policy):
 
     def _builder(self, view: ClusterView) -> ObservationBuilder:
         if self.builder is None or self.builder.topology is not view.topology:
-            self.builder = ObservationBuilder(view.topology, view.perf, **self.options)
+            self.builder = ObservationBuilder(view.topology, view.perf, EnvConfig(**self.options))
         return self.builder
 
     def place(self, job: Job, view: ClusterView) -> Placement | None:

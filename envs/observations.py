@@ -10,19 +10,17 @@ into one agent's observation. Every array it returns is freshly allocated. The l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import gymnasium as gym
 import numpy as np
 
+from envs.config import EnvConfig
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.jobs import Job
 from marl_sched.perf import PerformanceModel
 from marl_sched.simulator import ClusterView
 from marl_sched.topology import Topology
-
-if TYPE_CHECKING:
-    from envs.config import EnvConfig
 
 
 class SessionState(Protocol):
@@ -178,104 +176,58 @@ class ObservationBuilder:
     Args:
         topology: the datacenter.
         perf: its performance model (interference weights).
-        central: one scope for the whole datacenter instead of one per subcluster.
-        pad: ``(G_max, S_max, R_max)``; default = the largest scope's sizes.
-        hints: heuristics whose placements inside the acting agent's scope become
-            input features (:mod:`envs.cluster_env`); empty = none.
-        consolidate: a job that fits on one server somewhere goes to one server's
-            scope (module docstring, "consolidate when you can").
-        global_hints: heuristics whose placement of the job in the whole datacenter
-            becomes a ``peers_x`` column (:mod:`envs.cluster_env`); empty = none.
-        resident_features: the ``harm_to_residents`` group column (:mod:`envs.cluster_env`).
-        keep_together: the keep-together masks (:mod:`envs.cluster_env`).
-        job_length: the ``log10_work_s/7`` job column (:mod:`envs.cluster_env`).
-        speed_floor: the speed-floor masks, ``f`` in [0, 1] (0 = off; module
-            docstring).
-        follow_commits: a follow action places the job's later tasks too
-            (:class:`envs.config.EnvConfig`).
-        follow_only: while a follow action is legal, the GPU-group slots are masked
-            (:class:`envs.config.EnvConfig`).
-        ps_rule: PS placed by the heuristics' rule, not by the agents (module
-            docstring).
-        speed_floor_min_work: the floor binds only jobs with at least this much GPU
-            work (GPU-seconds; module docstring).
-        wait_to_fit: a job one server could hold waits rather than split, for up to
-            this many times its isolated runtime (0 = off; module docstring).
-        forward_rule: ``must`` (forward when you must) or ``free`` (to any unvisited
-            scope with room for the task).
-        migration: the migration decision's features and keep action (module
-            docstring of :mod:`envs.cluster_env`, "Migration").
-        migration_tick_s, migration_max_moves, migration_min_interval_s: when moves
-            are offered (:class:`envs.config.EnvConfig`).
+        env: the environment's options (:class:`envs.config.EnvConfig`; None = its
+            defaults): its decision options (:data:`envs.config.DECISION_OPTIONS`, each
+            documented there) and ``pad``, ``(G_max, S_max, R_max)`` (empty = the
+            largest scope's sizes). Its episode options and reward are not read.
     """
 
     def __init__(
-        self,
-        topology: Topology,
-        perf: PerformanceModel,
-        central: bool = False,
-        pad: tuple[int, int, int] | None = None,
-        subclusters_per_agent: int = 1,
-        hints: tuple[str, ...] = (),
-        consolidate: bool = False,
-        global_hints: tuple[str, ...] = (),
-        resident_features: bool = False,
-        keep_together: bool = False,
-        job_length: bool = False,
-        speed_floor: float = 0.0,
-        ps_rule: bool = False,
-        follow_commits: bool = False,
-        follow_only: bool = False,
-        speed_floor_min_work: float = 0.0,
-        wait_to_fit: float = 0.0,
-        forward_rule: str = "must",
-        migration: bool = False,
-        migration_tick_s: float = 0.0,
-        migration_max_moves: int = 1,
-        migration_min_interval_s: float = 0.0,
-        model_speed: bool = False,
+        self, topology: Topology, perf: PerformanceModel, env: EnvConfig | None = None
     ) -> None:
         from marl_sched.policies.heuristics import hint_names, make_hint
 
+        env = EnvConfig() if env is None else env
         t = self.topology = topology
         self.perf = perf
-        self.central = central
-        self.subclusters_per_agent = k = 1 if central else int(subclusters_per_agent)
+        self.central = central = bool(env.central)
+        self.subclusters_per_agent = k = 1 if central else int(env.subclusters_per_agent)
         if k < 1:
             raise ValueError(f"subclusters_per_agent must be >= 1, got {k}")
-        for key, names in (("hints", hints), ("global_hints", global_hints)):
-            unknown = [h for h in names if h not in hint_names()]
+        for key in ("hints", "global_hints"):
+            unknown = [h for h in getattr(env, key) if h not in hint_names()]
             if unknown:
                 raise ValueError(f"{key}: {', '.join(unknown)} is not a heuristic or hint variant")
-        self.hints = tuple(hints)
-        self.global_hints = tuple(global_hints)
-        self.consolidate = bool(consolidate)
-        self.resident_features = bool(resident_features)
-        self.keep_together = bool(keep_together)
-        self.job_length = bool(job_length)
-        self.model_speed = bool(model_speed)
+        self.hints = tuple(env.hints)
+        self.global_hints = tuple(env.global_hints)
+        self.consolidate = bool(env.consolidate)
+        self.resident_features = bool(env.resident_features)
+        self.keep_together = bool(env.keep_together)
+        self.job_length = bool(env.job_length)
+        self.model_speed = bool(env.model_speed)
         self._model_speeds: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # model -> speeds
-        if not 0.0 <= speed_floor <= 1.0:
-            raise ValueError(f"speed_floor must be in [0, 1], got {speed_floor}")
-        self.speed_floor = float(speed_floor)
-        self.ps_rule = bool(ps_rule)
-        self.follow_commits = bool(follow_commits)
-        self.follow_only = bool(follow_only)
-        self.speed_floor_min_work = float(speed_floor_min_work)
-        if wait_to_fit < 0:
-            raise ValueError(f"wait_to_fit must be >= 0, got {wait_to_fit}")
-        self.wait_to_fit = float(wait_to_fit)
-        if forward_rule not in ("must", "free"):
-            raise ValueError(f"forward_rule must be 'must' or 'free', got {forward_rule!r}")
-        self.forward_rule = forward_rule
-        self.migration = bool(migration)
-        if migration_tick_s < 0 or migration_max_moves < 0 or migration_min_interval_s < 0:
+        if not 0.0 <= env.speed_floor <= 1.0:
+            raise ValueError(f"speed_floor must be in [0, 1], got {env.speed_floor}")
+        self.speed_floor = float(env.speed_floor)
+        self.ps_rule = bool(env.ps_rule)
+        self.follow_commits = bool(env.follow_commits)
+        self.follow_only = bool(env.follow_only)
+        self.speed_floor_min_work = float(env.speed_floor_min_work)
+        if env.wait_to_fit < 0:
+            raise ValueError(f"wait_to_fit must be >= 0, got {env.wait_to_fit}")
+        self.wait_to_fit = float(env.wait_to_fit)
+        if env.forward_rule not in ("must", "free"):
+            raise ValueError(f"forward_rule must be 'must' or 'free', got {env.forward_rule!r}")
+        self.forward_rule = env.forward_rule
+        self.migration = bool(env.migration)
+        cadence = (env.migration_tick_s, env.migration_max_moves, env.migration_min_interval_s)
+        if min(cadence) < 0:
             raise ValueError(
                 "migration_tick_s, migration_max_moves, migration_min_interval_s: >= 0"
             )
-        self.migration_tick_s = float(migration_tick_s)
-        self.migration_max_moves = int(migration_max_moves)
-        self.migration_min_interval_s = float(migration_min_interval_s)
+        self.migration_tick_s = float(env.migration_tick_s)
+        self.migration_max_moves = int(env.migration_max_moves)
+        self.migration_min_interval_s = float(env.migration_min_interval_s)
         self.hint_policies = [make_hint(h) for h in self.hints]
         self.global_policies = [make_hint(h) for h in self.global_hints]
         for h in (*self.hint_policies, *self.global_policies):
@@ -301,7 +253,7 @@ class ObservationBuilder:
         self.n_agents = len(self.scopes)
         sizes = np.array([(len(s.groups), len(s.servers), len(s.racks)) for s in self.scopes])
         need = tuple(int(x) for x in sizes.max(axis=0))
-        self.pad = tuple(pad) if pad is not None else need
+        self.pad = tuple(env.pad) or need
         if any(p < n for p, n in zip(self.pad, need, strict=True)):
             raise ValueError(f"padding {self.pad} is smaller than the largest scope {need}")
         self.scope_capacity = np.bincount(
@@ -314,14 +266,6 @@ class ObservationBuilder:
         self.rack_gpus = np.bincount(t.server_rack, weights=t.server_gpus, minlength=t.n_racks)
         self.observation_space = self._space()
         self.action_space = gym.spaces.Discrete(self.pad[0] + self.n_agents + len(self.hints))
-
-    @classmethod
-    def from_config(
-        cls, topology: Topology, perf: PerformanceModel, env: EnvConfig
-    ) -> ObservationBuilder:
-        """The builder of ``env``'s decision options (:data:`envs.config.DECISION_OPTIONS`)
-        and padding on ``topology``."""
-        return cls(topology, perf, pad=tuple(env.pad) or None, **env.decision_options())
 
     def _space(self) -> gym.spaces.Dict:
         g, s, r = self.pad
@@ -473,8 +417,8 @@ class ObservationBuilder:
             uplink = uplink.mean(keepdims=True)
         elif self.subclusters_per_agent > 1:  # an agent's subclusters' uplinks, averaged
             k = self.subclusters_per_agent
-            starts = np.arange(0, len(uplink), k)
-            uplink = np.add.reduceat(uplink, starts) / np.diff([*starts, len(uplink)])
+            first = np.arange(0, len(uplink), k)  # each agent's first subcluster
+            uplink = np.add.reduceat(uplink, first) / np.diff([*first, len(uplink)])
         job = np.add.reduceat(session.job_groups, starts)
         is_self = np.zeros(a)
         is_self[agent] = 1.0

@@ -7,6 +7,11 @@ the job only when its whole placement is applied), answers which actions are leg
 for any agent (:meth:`PlacementSession.action_mask`), and applies them
 (:meth:`PlacementSession.act`). The rules are documented in :mod:`envs.cluster_env`.
 
+The session is the draft and its actions; what follows from the draft is in its parts:
+the capacity and the masks (:class:`envs.masks.SessionMasks`), the hints' plans
+(:class:`envs.hints.SessionHints`) and the job's features
+(:class:`envs.features.SessionFeatures`).
+
 With ``env.migration: on`` a session may instead re-place a running job (a *move*):
 it is opened on the cluster with that job's own GPUs, cores and memory counted free
 (:func:`released_view`), and until its first task is placed the acting agent's own
@@ -17,29 +22,33 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections import Counter
 
 import numpy as np
 
+from envs.features import MAX_SLOWDOWN, SessionFeatures
+from envs.hints import SessionHints, follow_action
+from envs.masks import SessionMasks
 from envs.observations import ObservationBuilder
-from envs.rules import (
-    forward_targets,
-    placement_key,
-    scope_view,
-    scopes_can_host_rest,
-    server_worker_slots,
-)
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.jobs import Job, Placement
 from marl_sched.policies.heuristics import ps_near_workers
 from marl_sched.policies.load_control import given_back
-from marl_sched.simulator import ClusterView, RunningInfo, harm_to_residents
+from marl_sched.simulator import ClusterView, RunningInfo
 
-#: a running job's slowdown is capped here in the features (an unbounded one is not)
-MAX_SLOWDOWN = 100.0
+__all__ = [
+    "MAX_SLOWDOWN",
+    "MoveBook",
+    "PlacementSession",
+    "action_towards",
+    "follow_action",
+    "follows_forward_rule",
+    "placement_steps",
+    "plan_action",
+    "released_view",
+]
 
 
-class PlacementSession:
+class PlacementSession(SessionMasks, SessionHints, SessionFeatures):
     """The tentative placement of one job, task by task (a draft over a view).
 
     Args:
@@ -81,28 +90,9 @@ class PlacementSession:
         self.agent = home
         self.visited = {home}
         self.hops = 0
-        self._fits: tuple[np.ndarray, np.ndarray] | None = None
-        self._hosts: np.ndarray | None = None
-        self._rest: np.ndarray | None = None
-        self._one: np.ndarray | None = None
-        self._slots: np.ndarray | None = None
-        self._fast: np.ndarray | None = None
-        self._floor_lifted = False  # the speed floor left no legal action (this task)
-        self._global: np.ndarray | None = None
-        self._masks: dict[int, np.ndarray] = {}  # per agent, until the next action
-        self._capacity: np.ndarray | None = None  # per agent, on the view (fixed for the job)
-        self._harm: dict[bool, np.ndarray] = {}  # task kind (is PS) -> per-group harm
-        self._together: dict[int, tuple[np.ndarray, bool] | None] = {}  # per agent
-        # per agent: the hints' plans and their per-group counts (fixed for the job);
-        # the hint features and follow targets (until the next task is placed)
-        self._plans: dict[int, list[Placement | None]] = {}
-        self._plan_counts: dict[int, list[tuple[np.ndarray, np.ndarray] | None]] = {}
-        self._hints: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._follow: dict[int, list[int | None]] = {}
-        self._residents: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        # the learned model's features of candidate placements, shared by every hint
-        # of this job (InterferenceAwarePolicy.candidate_cache)
-        self._candidates: dict = {}
+        self._init_masks()
+        self._init_hints()
+        self._init_features()
 
     # ------------------------------------------------------------------ state
 
@@ -112,56 +102,9 @@ class PlacementSession:
         where it is (its own forward slot)."""
         return self.moving is not None and self.task == 0 and not self.kept
 
-    def resident_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """What a load controller reads of the running jobs (:meth:`ClusterView.running`):
-        per GPU group, ln of the worker-weighted mean slowdown of the running jobs with
-        a worker there and ``log10(1 + their mean attained GPU-s per worker) / 7``;
-        per server, ln of the worker-weighted mean slowdown of the jobs with a worker
-        on it (MLF-H's overload signal, ``agents.baselines.load_control``); 0 where
-        none runs. The running jobs do not change while a session is open."""
-        if self._residents is None:
-            t = self.builder.topology
-            groups, slow, attained = [], [], []
-            for info in self.view.running():
-                g = info.placement.worker_groups
-                groups.extend(g)
-                slow.extend([min(info.slowdown, MAX_SLOWDOWN)] * len(g))
-                attained.extend([info.attained_gpu_s / max(info.num_workers, 1)] * len(g))
-            g = np.asarray(groups, dtype=np.int64)
-            n, srv = t.n_groups, t.group_server
-            w = np.bincount(g, minlength=n).astype(np.float64)
-            s_sum = np.bincount(g, weights=np.asarray(slow), minlength=n)
-            a_sum = np.bincount(g, weights=np.asarray(attained), minlength=n)
-            mean = np.divide(s_sum, w, out=np.ones(n), where=w > 0)
-            att = np.divide(a_sum, w, out=np.zeros(n), where=w > 0)
-            sw = np.bincount(srv, weights=w, minlength=t.n_servers)
-            ss = np.bincount(srv, weights=s_sum, minlength=t.n_servers)
-            srv_mean = np.divide(ss, sw, out=np.ones(t.n_servers), where=sw > 0)
-            self._residents = (np.log(mean), np.log10(1.0 + att) / 7.0, np.log(srv_mean))
-        return self._residents
-
-    def mover_groups(self) -> np.ndarray:
-        """Per GPU group (global): the moving job's current workers there over its
-        workers (0 for an arriving job)."""
-        n = self.builder.topology.n_groups
-        if self.moving is None:
-            return np.zeros(n)
-        g = np.asarray(self.moving.placement.worker_groups, dtype=np.int64)
-        return np.bincount(g, minlength=n) / max(len(g), 1)
-
     @property
     def task(self) -> int:
         return len(self.workers) + len(self.ps)
-
-    def harm_to_residents(self) -> np.ndarray:
-        """Per GPU group (whole datacenter), the size-weighted slowdown the current
-        task would add to the resident jobs near it
-        (:func:`marl_sched.simulator.harm_to_residents`). The residents do not change
-        while a job is placed, so one array per task kind."""
-        ps = not self.is_worker
-        if ps not in self._harm:
-            self._harm[ps] = harm_to_residents(self.view, self.spec.pressure, ps=ps)
-        return self._harm[ps]
 
     @property
     def is_worker(self) -> bool:
@@ -174,396 +117,6 @@ class PlacementSession:
     @property
     def done(self) -> bool:
         return self.kept or self.task >= self.job.num_tasks
-
-    def fits(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per GPU group (global): can it take a worker / a PS now (0/1 floats)."""
-        if self._fits is None:
-            t, s = self.builder.topology, self.spec
-            srv = t.group_server
-            cpu_ok_w = self.cpu[srv] + 1e-9 >= s.cpu_worker
-            cpu_ok_p = self.cpu[srv] + 1e-9 >= s.cpu_ps
-            mem_ok = self.mem[srv] + 1e-9 >= s.mem_gb
-            fw = (self.group_free > 0) & cpu_ok_w & mem_ok
-            fp = cpu_ok_p & mem_ok
-            self._fits = (fw.astype(np.float32), fp.astype(np.float32))
-        return self._fits
-
-    def _task_fits(self) -> np.ndarray:
-        fw, fp = self.fits()
-        return fw if self.is_worker else fp
-
-    def scope_can_host(self) -> np.ndarray:
-        """Per agent: does any of its groups have room for the current task (0/1)."""
-        if self._hosts is None:
-            b = self.builder
-            hosts = np.maximum.reduceat(self._task_fits(), b.scope_group_start)
-            self._hosts = (hosts > 0).astype(np.float32)
-        return self._hosts
-
-    def scope_can_host_rest(self) -> np.ndarray:
-        """Per agent: can its scope alone host all of the job's remaining tasks (bool)."""
-        if self._rest is None:
-            b, s = self.builder, self.spec
-            self._rest = scopes_can_host_rest(
-                b.topology,
-                b.scope_group_start,
-                self.group_free,
-                self.cpu,
-                self.mem,
-                (s.cpu_worker, s.cpu_ps, s.mem_gb),
-                self.workers_left,
-                self.job.num_ps - len(self.ps),
-            )
-        return self._rest
-
-    def one_server_scopes(self) -> np.ndarray:
-        """Per agent: can one server of its scope take all of the job's remaining workers
-        (GPUs, cores and memory; bool)."""
-        if self._one is None:
-            self._one = self._scopes_with_one_server(self.worker_slots())
-        return self._one
-
-    def _scopes_with_one_server(self, slots: np.ndarray) -> np.ndarray:
-        """Per agent: does one server of its scope have ``slots`` (per server, global)
-        for all of the job's remaining workers (bool)."""
-        best = np.maximum.reduceat(slots, self.builder.scope_server_start)
-        return best >= max(self.workers_left, 1)
-
-    def worker_slots(self) -> np.ndarray:
-        """Per server (global): workers of this job it can take now (GPUs, cores and
-        memory; :func:`envs.observations.server_worker_slots`), until the next task
-        is placed."""
-        if self._slots is None:
-            s = self.spec
-            self._slots = server_worker_slots(
-                self.builder.topology, self.group_free, self.cpu, self.mem, s.cpu_worker, s.mem_gb
-            )
-        return self._slots
-
-    def fast_servers(self) -> np.ndarray | None:
-        """With ``builder.speed_floor``, for a worker: per server (global), do its GPUs
-        clear the job's speed floor (:mod:`envs.cluster_env`); None when no floor applies."""
-        b = self.builder
-        if not b.speed_floor or not self.is_worker or self._floor_lifted:
-            return None
-        if self.job.gpu_work_s < b.speed_floor_min_work:  # an unknown (nan) length binds
-            return None
-        if self._fast is None:
-            t = b.topology
-            speed, slots = t.server_gpu_speed, self.worker_slots()
-            top = 0.0  # no type has room for the rest: no floor
-            for v in np.unique(speed)[::-1]:  # fastest type first
-                if slots[speed >= v].sum() >= self.workers_left:
-                    top = float(v)
-                    break
-            if self.workers:
-                top = min(top, float(speed[t.group_server[self.workers]].min()))
-            self._fast = speed >= b.speed_floor * top - 1e-9
-        return self._fast
-
-    def must_consolidate(self, agent: int) -> np.ndarray | None:
-        """With ``builder.consolidate``: the agents a multi-worker job's first task must
-        be forwarded to — those whose scope has one server for all of its workers, when
-        ``agent``'s has none — else None (no constraint). Under a speed floor only the
-        servers that clear it count."""
-        if not self.builder.consolidate or self.task > 0 or self.job.num_workers < 2:
-            return None
-        one = self.one_server_scopes()
-        fast = self.fast_servers()
-        if fast is not None:
-            one = self._scopes_with_one_server(self.worker_slots() * fast)
-        if one[agent]:
-            return None
-        targets = self.forward_targets(agent) & one
-        return targets if targets.any() else None
-
-    def together(self, agent: int) -> tuple[np.ndarray, bool] | None:
-        """With ``builder.keep_together`` or ``builder.speed_floor``, for a worker:
-        ``(servers, stay)`` — the servers (bool, global) ``agent`` may put it on, and
-        whether it must stay in the scope (no forwarding); None when no rule applies
-        (:mod:`envs.cluster_env`)."""
-        b = self.builder
-        fast = self.fast_servers()
-        if not self.is_worker or (not b.keep_together and fast is None):
-            return None
-        if agent not in self._together:
-            t, slots = b.topology, self.worker_slots()
-            mine = (b.server_scope == agent) & (slots >= 1)
-            rule = None
-            if b.keep_together:
-                fill = np.zeros(t.n_servers, dtype=bool)
-                fill[t.group_server[self.workers]] = True
-                fill &= mine  # these clear the floor: it is at most the job's slowest GPU
-                whole = mine & (slots >= self.workers_left)
-                if fast is not None:
-                    whole &= fast
-                rule = (fill, True) if fill.any() else (whole, False) if whole.any() else None
-            if rule is None and fast is not None:
-                rule = (mine & fast, False)  # may be empty: then forward
-            self._together[agent] = rule
-        return self._together[agent]
-
-    def fast_scopes(self) -> np.ndarray | None:
-        """Per agent: does its scope have a server with a worker slot that clears the
-        speed floor; None when no floor applies."""
-        fast = self.fast_servers()
-        if fast is None:
-            return None
-        ok = (fast & (self.worker_slots() >= 1)).astype(np.float32)
-        return np.maximum.reduceat(ok, self.builder.scope_server_start) > 0
-
-    def forward_targets(self, agent: int) -> np.ndarray:
-        """Per agent: may ``agent`` forward the current task there (forward when you
-        must; :meth:`action_mask` narrows it with :meth:`must_consolidate`)."""
-        allowed = np.ones(self.builder.n_agents, dtype=bool)
-        allowed[list(self.visited)] = False
-        if self.builder.forward_rule == "free":
-            return allowed & (self.scope_can_host() > 0)
-        return forward_targets(
-            self.scope_can_host() > 0,
-            self.scope_can_host_rest(),
-            agent,
-            allowed,
-            whole=self.task == 0,
-        )
-
-    def plans(self, agent: int) -> list[Placement | None]:
-        """Per hint heuristic: its placement of the job inside ``agent``'s scope (on the
-        view the job arrived on), or None."""
-        if agent not in self._plans:
-            b = self.builder
-            if self._cannot_host(b.hint_policies, self.arrival_capacity()[agent]):
-                plans = [None] * len(b.hint_policies)  # no heuristic can place it there
-            else:
-                view = self.view if b.central else scope_view(b, self.view, agent)
-                plans = self._ask(b.hint_policies, view)
-            self._plans[agent] = plans
-            self._plan_counts[agent] = [
-                None if p is None else (_PlanCounts(p.worker_groups), _PlanCounts(p.ps_groups))
-                for p in plans
-            ]
-        return self._plans[agent]
-
-    def arrival_capacity(self) -> np.ndarray:
-        """Per agent: an upper bound on the workers of this job its scope could take on
-        the view the job came up on — the sum over its servers of min(free GPUs,
-        cores // cores per worker, memory // memory per task). Every heuristic respects
-        GPU, CPU and memory capacity and returns None for a job it cannot place whole,
-        so a scope (or a datacenter) below the job's workers gets no plan from any of
-        them, and :meth:`plans` and :meth:`global_shares` skip asking (unless one of
-        them draws random numbers, :meth:`_cannot_host`): the same features, without
-        walking every server of a full cluster (tens of ms at 2,000 servers). Fixed
-        for the job."""
-        if self._capacity is None:
-            b, s = self.builder, self.spec
-            v = self.view
-            slots = server_worker_slots(
-                b.topology, np.asarray(v.group_free, dtype=np.float64), v.server_cpu_free,
-                v.server_mem_free, s.cpu_worker, s.mem_gb,
-            )  # fmt: skip
-            self._capacity = np.add.reduceat(slots, b.scope_server_start)
-        return self._capacity
-
-    def _cannot_host(self, policies, capacity: float) -> bool:
-        """May asking ``policies`` be skipped: ``capacity`` (:meth:`arrival_capacity`)
-        is below the job's workers, and none of them draws random numbers (the random
-        heuristic's generator advances even when it returns None: skipping it would
-        change its later plans)."""
-        return capacity < self.job.num_workers and not any(hasattr(h, "rng") for h in policies)
-
-    def _ask(self, policies, view: ClusterView) -> list[Placement | None]:
-        """Each policy's placement of the job on ``view``, the candidate features
-        shared between them and every other hint of the job."""
-        for h in policies:
-            if hasattr(h, "candidate_cache"):
-                h.candidate_cache = self._candidates
-        try:
-            return [h.place(self.job, view) for h in policies]
-        finally:
-            for h in policies:
-                if hasattr(h, "candidate_cache"):
-                    h.candidate_cache = None
-
-    def global_shares(self) -> np.ndarray:
-        """``(H_global, A)``: per global hint, the share of the job's tasks its
-        placement in the whole datacenter puts in each agent's scope (0 if it cannot
-        place the job); fixed for the job."""
-        if self._global is None:
-            b = self.builder
-            out = np.zeros((len(b.global_policies), b.n_agents))
-            skip = self._cannot_host(b.global_policies, self.arrival_capacity().sum())
-            for i, p in enumerate(() if skip else self._ask(b.global_policies, self.view)):
-                if p is not None:
-                    groups = np.asarray([*p.worker_groups, *p.ps_groups], dtype=np.int64)
-                    scopes = b.group_scope[groups]
-                    out[i] = np.bincount(scopes, minlength=b.n_agents) / len(groups)
-            self._global = out
-        return self._global
-
-    def follow_targets(self, agent: int) -> list[int | None]:
-        """Per hint: the global group its follow action puts the current task on, or
-        None when the action is not legal (:mod:`envs.cluster_env`)."""
-        if not self.builder.hints:
-            return []
-        if agent not in self._follow:
-            _, agrees = self.hints(agent)
-            fits = self._task_fits()
-            placed = self.workers if self.is_worker else self.ps
-            out = []
-            for plan, ok in zip(self.plans(agent), agrees, strict=True):
-                target = None
-                if plan is not None and ok:
-                    todo = list(plan.worker_groups if self.is_worker else plan.ps_groups)
-                    for g in placed:  # the plan's tasks already placed, in its order
-                        todo.remove(g)
-                    if todo and fits[todo[0]] > 0:
-                        target = int(todo[0])
-                out.append(target)
-            self._follow[agent] = out
-        return self._follow[agent]
-
-    def hints(self, agent: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(H, n_groups)`` remaining planned tasks of the current kind per group (over
-        the job's tasks of that kind) and ``(H,)`` does the job so far agree with each
-        plan (:mod:`envs.cluster_env`)."""
-        if agent in self._hints:
-            return self._hints[agent]
-        self.plans(agent)
-        counts = self._plan_counts[agent]
-        n = self.builder.topology.n_groups
-        placed_w, placed_p = Counter(self.workers), Counter(self.ps)
-        worker = self.is_worker
-        total = self.job.num_workers if worker else max(self.job.num_ps, 1)
-        left = np.zeros((len(counts), n))
-        agrees = np.zeros(len(counts), dtype=np.float32)
-        placed = placed_w if worker else placed_p
-        for i, plan in enumerate(counts):
-            if plan is None:
-                continue
-            w, q = plan
-            # the job agrees with a plan when no group holds more of its tasks than planned
-            if w.covers(placed_w) and q.covers(placed_p):
-                agrees[i] = 1.0
-            # max(planned - placed, 0) / total, nonzero only on the plan's own groups
-            mine = w if worker else q
-            if len(mine.groups):
-                have = np.array([placed[g] for g in mine.group_list], dtype=np.int64)
-                left[i, mine.groups] = np.maximum(mine.counts - have, 0) / total
-        self._hints[agent] = (left, agrees)
-        return left, agrees
-
-    def feasible(self) -> bool:
-        """Can the current task go anywhere?"""
-        return bool(self._task_fits().any())
-
-    def waits(self) -> bool:
-        """With ``builder.wait_to_fit = c``, before the job's first task: does the job
-        stay queued rather than split? Yes when it has at least 2 workers, an empty
-        server could take all of them (GPUs, cores and memory), no server can take all
-        of them now, and it has waited less than ``c ×`` its isolated runtime
-        (:mod:`envs.cluster_env`)."""
-        b, job = self.builder, self.job
-        if not b.wait_to_fit or self.task > 0 or job.num_workers < 2:
-            return False
-        if self.empty_server_slots().max() < job.num_workers:
-            return False  # no server can ever hold the job whole: waiting gains nothing
-        if self.worker_slots().max() >= job.num_workers:
-            return False
-        iso = b.perf.isolated_iteration_time(job.model, job.num_workers, job.num_ps)
-        # the estimated iterations (the job as the agents see it); unknown (nan): no wait
-        return self.view.now - job.submit_time < b.wait_to_fit * iso * job.iterations
-
-    def empty_server_slots(self) -> np.ndarray:
-        """Per server (global): workers of this job it could take if it were empty."""
-        t, s = self.builder.topology, self.spec
-        return server_worker_slots(
-            t, t.group_capacity, t.server_cpu, t.server_memory_gb, s.cpu_worker, s.mem_gb
-        )
-
-    def action_mask(self, agent: int) -> np.ndarray:
-        """``agent``'s action mask now (a fresh array; computed once per agent until
-        :meth:`act` changes the session, so the observation's mask and the check in
-        :meth:`act` cost one computation)."""
-        mask = self._masks.get(agent)
-        if mask is None:
-            mask = self._action_mask(agent)
-            if not mask.any() and self.fast_servers() is not None:
-                self._floor_lifted = True  # the floor left nothing legal: lift it
-                self._together = {}
-                self._masks = {}  # any computed under the floor is stale
-                mask = self._action_mask(agent)
-            if self.can_keep:
-                mask[self.builder.pad[0] + agent] = 1.0  # keep: the agent's own forward slot
-            self._masks[agent] = mask
-        return mask.copy()
-
-    def _action_mask(self, agent: int) -> np.ndarray:
-        b = self.builder
-        g_max, a = b.pad[0], b.n_agents
-        mask = np.zeros(g_max + a + len(b.hints), dtype=np.float32)
-        must = self.must_consolidate(agent)
-        if must is not None:  # forward only
-            mask[g_max : g_max + a] = must
-            return mask
-        groups = b.scopes[agent].groups
-        local = self._task_fits()[groups]
-        servers, stay = self.together(agent) or (None, False)
-        if servers is not None:
-            local = local * servers[b.topology.group_server[groups]]
-        mask[: len(local)] = local
-        if not stay:
-            forward = self.forward_targets(agent)
-            fast = self.fast_scopes()
-            if fast is not None:
-                if fast[agent]:
-                    forward = forward & fast
-                else:  # no server here clears the floor: forward to any scope with one
-                    forward = fast.copy()
-                    forward[list(self.visited)] = False
-            mask[g_max : g_max + a] = forward
-        mask[g_max + a : g_max + a + len(b.hints)] = [
-            g is not None and (servers is None or servers[b.topology.group_server[g]])
-            for g in self.follow_targets(agent)
-        ]
-        if b.follow_only and mask[g_max + a :].any():
-            mask[:g_max] = 0.0  # a plan to follow here: follow one, or forward the job
-        return mask
-
-    def job_features(self, agent: int, agrees: np.ndarray | None = None) -> np.ndarray:
-        job, s = self.job, self.spec
-        n = job.num_tasks
-        in_scope = self.job_groups[self.builder.scopes[agent].groups].sum() / n
-        comm = min(2.0 * s.model_bytes / max(s.compute_s, 1e-6) / 1e10, 4.0)
-        return np.concatenate(
-            [
-                [
-                    math.log2(job.num_workers) / 6.0,
-                    job.num_ps / 4.0,
-                    float(self.is_worker),
-                    self.task / n,
-                    self.workers_left / job.num_workers,
-                    min(s.compute_s, 4.0),
-                    s.model_mb / 1000.0,
-                    comm,
-                    self.hops / max(self.builder.n_agents, 1),
-                    in_scope,
-                ],
-                s.sensitivity,
-                s.pressure,
-                [_log_work(job.work_s)] * self.builder.job_length,
-                self._move_features() if self.builder.migration else [],
-                agrees if agrees is not None else [],
-            ]
-        ).astype(np.float32)
-
-    def _move_features(self) -> list[float]:
-        """``is_move, log_slowdown, attained, moves`` of the job (0 for an arrival)."""
-        m = self.moving
-        if m is None:
-            return [0.0, 0.0, 0.0, 0.0]
-        per_worker = m.attained_gpu_s / max(m.num_workers, 1)
-        slow = math.log(max(min(m.slowdown, MAX_SLOWDOWN), 1e-9))
-        return [1.0, slow, math.log10(1.0 + per_worker) / 7.0, float(self.moves)]
 
     # ------------------------------------------------------------------ actions
 
@@ -606,16 +159,8 @@ class PlacementSession:
                 self._add(p)
         self.visited = {self.agent}
         self.hops = 0
-        self._fits = None
-        self._hosts = None
-        self._rest = None
-        self._one = None
-        self._slots = None
-        self._fast = None
-        self._floor_lifted = False
-        self._together = {}
-        self._hints = {}
-        self._follow = {}
+        self._task_placed_masks()
+        self._task_placed_hints()
 
     def _add(self, g: int) -> None:
         """Put the current task on global group ``g`` (the job's own accounting)."""
@@ -739,11 +284,6 @@ def released_view(view: ClusterView, info: RunningInfo, group_free: np.ndarray) 
     )
 
 
-def _log_work(work_s: float) -> float:
-    """``log10(1 + work)/7`` of the estimated work; 0 when no estimate exists (nan)."""
-    return math.log10(1.0 + work_s) / 7.0 if math.isfinite(work_s) else 0.0
-
-
 def action_towards(builder: ObservationBuilder, agent: int, g: int) -> int:
     """``agent``'s action that brings a task closer to GPU group ``g``: the local slot
     of ``g`` when ``agent`` owns it, else forwarding straight to its owner."""
@@ -751,20 +291,6 @@ def action_towards(builder: ObservationBuilder, agent: int, g: int) -> int:
     if owner != agent:
         return builder.pad[0] + owner
     return int(np.searchsorted(builder.scopes[owner].groups, g))
-
-
-def follow_action(session: PlacementSession, plan: Placement) -> int | None:
-    """The acting agent's follow action whose hint plans exactly ``plan`` (the first
-    such hint), when it is legal; else None."""
-    b = session.builder
-    if not b.hints:
-        return None
-    key = placement_key(plan)
-    targets = session.follow_targets(session.agent)
-    for i, p in enumerate(session.plans(session.agent)):
-        if p is not None and targets[i] is not None and placement_key(p) == key:
-            return b.pad[0] + b.n_agents + i
-    return None
 
 
 def plan_action(session: PlacementSession, plan: Placement) -> int | None:
@@ -805,19 +331,3 @@ def follows_forward_rule(
             return False
         session.act(action)
     return session.done
-
-
-class _PlanCounts:
-    """A hint plan's tasks of one kind per GPU group: its groups (sorted, as
-    ``np.unique``), their task counts, and a count per group for lookups (the job's few
-    groups, rather than a count for every group of the datacenter)."""
-
-    def __init__(self, groups) -> None:
-        self.by_group = Counter(int(g) for g in groups)
-        self.group_list = sorted(self.by_group)
-        self.groups = np.array(self.group_list, dtype=np.int64)
-        self.counts = np.array([self.by_group[g] for g in self.group_list], dtype=np.int64)
-
-    def covers(self, placed: Counter) -> bool:
-        """Does no group hold more of ``placed`` than the plan puts there?"""
-        return all(c <= self.by_group.get(g, 0) for g, c in placed.items())

@@ -27,7 +27,7 @@ from agents.policy import (
     manifest_for,
     scope_logits,
 )
-from envs.config import env_config
+from envs.config import EnvConfig, env_config
 from envs.observations import ObservationBuilder, feature_dims
 from envs.session import PlacementSession
 from marl_sched.config import REPO_ROOT, load_config
@@ -127,7 +127,7 @@ def test_an_untrained_network_on_the_tiny_config_decides_alike(shape):
     if shape == "one irregular scope":
         window = _one_agent_mixed(window)
     cfg, topo, perf, _ = window
-    builder = ObservationBuilder.from_config(topo, perf, env_config(cfg))
+    builder = ObservationBuilder(topo, perf, env_config(cfg))
     regular = [ScopeInput(builder, a).children for a in range(builder.n_agents)]
     if shape == "two agents":
         assert builder.scopes[0].groups.size != builder.scopes[1].groups.size
@@ -252,7 +252,7 @@ def test_a_random_hint_is_asked_even_where_the_job_cannot_fit(hints):
     asked (all None), but the random heuristic's generator advances even when it cannot
     place the job, so skipping it would change its later plans: it is asked."""
     cfg, topo, perf, workload = _window("tiny.yaml", 40)
-    builder = ObservationBuilder(topo, perf, hints=hints)
+    builder = ObservationBuilder(topo, perf, EnvConfig(hints=hints))
     job = next(j for j in workload.jobs if j.num_workers >= 3)
     sim = Simulator(topo, workload.jobs, perf=perf)
     free = np.zeros_like(np.asarray(sim.view().group_free))

@@ -41,7 +41,7 @@ def _with_env(path: str, **env):
 def _v2_checkpoint(folder: Path, cfg=None, seed: int = 0) -> Path:
     cfg = cfg or _with_env(TINY, **ON)
     topo, perf = build_cluster(cfg)
-    builder = ObservationBuilder.from_config(topo, perf, env_config(cfg))
+    builder = ObservationBuilder(topo, perf, env_config(cfg))
     dims = feature_dims(builder.observation_space)
     torch.manual_seed(seed)
     net = build_gnn(dims, MODEL)

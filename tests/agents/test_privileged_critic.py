@@ -125,7 +125,7 @@ def test_inference_modules_and_checkpoints_need_no_critic_x(privileged, tmp_path
     assert weights["shared"] and all(k.startswith("gnn.") for k in weights["shared"])
     cfg = load_config(TINY)
     topo, perf = build_cluster(cfg)
-    builder = ObservationBuilder.from_config(topo, perf, env_config(cfg))
+    builder = ObservationBuilder(topo, perf, env_config(cfg))
     manifest = manifest_for(builder, {**MODEL, "share_parameters": True}, ["shared"],
                             extra={"config": cfg.to_dict()})  # fmt: skip
     save_modules(tmp_path, weights, manifest)

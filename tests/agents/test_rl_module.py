@@ -96,7 +96,7 @@ def write_checkpoint(
     if central:
         cfg = dataclasses.replace(cfg, env={**(cfg.env or {}), "central": True})
     topo, perf = build_cluster(cfg)
-    builder = ObservationBuilder.from_config(topo, perf, env_config(cfg))
+    builder = ObservationBuilder(topo, perf, env_config(cfg))
     ids = ["shared"] if model["share_parameters"] else list(builder.agent_ids)
     dims = feature_dims(builder.observation_space)
     if group_dim is not None:

@@ -304,8 +304,8 @@ def test_import_envs_does_not_import_ray():
 
 
 def test_parallel_env_builds_and_steps_without_importing_ray():
-    """The PettingZoo adapter wraps the Ray-free core (issue 36: a ~16 s ray.rllib
-    import was the price of the PettingZoo env)."""
+    """The PettingZoo adapter wraps the Ray-free core (a ~16 s ray.rllib import is not
+    the price of the PettingZoo env)."""
     code = (
         "import sys, envs; from envs.cluster_env import ClusterPlacementCore;"
         f"env = envs.make_parallel_env({str(TINY)!r}); obs, _ = env.reset(seed=0);"

@@ -25,10 +25,10 @@ def test_defaults_parse_from_an_empty_section():
 
 
 def test_default_recipe_section_parses_with_its_options_on():
-    """The default recipe's options; since session 6 without the speed floor and the PS
-    rule (the floor's work threshold is still recorded: it binds nothing at 0), since
-    session 12 with the job's model's speeds (an observation option: the controls, which
-    keep the rules recipe's masks, read no observation)."""
+    """The default recipe's options: no speed floor and no PS rule (the floor's work
+    threshold is still recorded: it binds nothing at 0), and the job's model's speeds (an
+    observation option: the controls, which keep the rules recipe's masks, read no
+    observation)."""
     ec = env_config(load_config(DEFAULT))
     assert ec.hints == (
         "interference-aware",

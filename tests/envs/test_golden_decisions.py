@@ -14,13 +14,13 @@ change that moves a decision on purpose must regenerate the file on purpose::
 The shipped checkpoint's placements are stored per checkpoint (:func:`checkpoint_tag`):
 ``f5e97f68590e`` recorded with main at 53c1050, ``d8c6715bc733`` (its retrained
 successor) with main at 4622d35, each before the vectorised hint paths;
-``501290ee22c7`` (the recipe without the speed floor, PS rule and exchange, the default
-since session 6) when it became the default. That change also moved the ``default``
+``501290ee22c7`` (the recipe without the speed floor, PS rule and exchange) when it
+became the default. That change also moved the ``default``
 walk, whose environment is ``configs/default.yaml``'s (no floor, no PS rule): its
 observations were regenerated then, on purpose; the controls' placements did not move
 (they keep the pre-registered rules, :mod:`envs.controls`). ``ddfc256345ef`` (the recipe
 with the job's model's speeds and the train-split windows, ``checkpoints/marl-sw/seed0``)
-when it became the default in session 12, with main at b8c9cfd (no code change, only
+when it became the default, with main at b8c9cfd (no code change, only
 ``configs/default.yaml``'s ``env.model_speed: true``): that moved the ``default`` walk's
 observations again (the speed columns are the job's model's), regenerated on purpose;
 no heuristic's, control's or earlier checkpoint's placement and no feature row moved.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from envs.config import EnvConfig
 from envs.observations import ObservationBuilder
 from envs.rules import forward_targets, scope_view, scopes_can_host_rest
 from envs.session import PlacementSession, follows_forward_rule
@@ -125,7 +126,7 @@ def test_consolidate_sends_a_job_to_a_scope_with_one_server_for_all_its_workers(
     busy = dataclasses.replace(view, group_free=free)
     g = None
     for consolidate in (False, True):
-        builder = ObservationBuilder(topo, perf, consolidate=consolidate)
+        builder = ObservationBuilder(topo, perf, EnvConfig(consolidate=consolidate))
         g = builder.pad[0]
         s = PlacementSession(builder, job, busy, home=0)
         mask = s.action_mask(0)

@@ -27,7 +27,7 @@ HINTS = ("interference-aware", "first-fit", "load-balance")
 def _busy(hints=HINTS):
     """A builder with ``hints`` and a simulator whose cluster is partly occupied."""
     topo, perf, sim = partly_occupied(TINY)
-    return ObservationBuilder(topo, perf, hints=hints), sim
+    return ObservationBuilder(topo, perf, EnvConfig(hints=hints)), sim
 
 
 def _roomiest(builder, sim) -> int:
@@ -88,7 +88,9 @@ def test_peers_say_which_scopes_take_the_remaining_workers_on_one_server():
 
 def test_global_hints_say_where_the_heuristic_would_send_the_job():
     builder, sim = _busy()
-    glob = ObservationBuilder(builder.topology, builder.perf, global_hints=("first-fit",))
+    glob = ObservationBuilder(
+        builder.topology, builder.perf, EnvConfig(global_hints=("first-fit",))
+    )
     assert glob.features["peers_x"] == FEATURES["peers_x"] + ("global_first-fit",)
     view = sim.view()
     job = _job(3, 1)
@@ -103,7 +105,7 @@ def test_global_hints_say_where_the_heuristic_would_send_the_job():
         np.testing.assert_allclose(obs["peers_x"][:, -1], want, atol=1e-6)
     assert want.max() > 0 and want.sum() == pytest.approx(1.0)
     with pytest.raises(ValueError, match="global_hints: nope is not a heuristic"):
-        ObservationBuilder(builder.topology, builder.perf, global_hints=("nope",))
+        ObservationBuilder(builder.topology, builder.perf, EnvConfig(global_hints=("nope",)))
 
 
 def test_hint_column_is_the_heuristics_plan_in_the_scope():
@@ -170,7 +172,7 @@ def test_departing_from_a_plan_clears_its_agreement_and_masks_its_follow():
 def test_unknown_hints_are_refused(key):
     topo, perf = build_cluster(load_config(TINY))
     with pytest.raises(ValueError, match="not a heuristic"):
-        ObservationBuilder(topo, perf, **{key: ("marl",)})
+        ObservationBuilder(topo, perf, EnvConfig(**{key: ("marl",)}))
     with pytest.raises(InputError, match=rf"env\.{key}: 'nope' is not a heuristic"):
         parse_section(EnvConfig, {key: ["nope"]}, "x.yaml", "env")
     with pytest.raises(InputError, match=rf"env\.{key}: repeats a name"):
@@ -179,7 +181,9 @@ def test_unknown_hints_are_refused(key):
 
 def test_policy_serves_a_checkpoint_with_hints_and_refuses_other_names():
     builder, sim = _busy()
-    builder = ObservationBuilder(builder.topology, builder.perf, hints=HINTS, consolidate=True)
+    builder = ObservationBuilder(
+        builder.topology, builder.perf, EnvConfig(hints=HINTS, consolidate=True)
+    )
     manifest, weights = untrained_checkpoint(builder, {"hidden": 8, "layers": 1})
     policy = MarlPolicy(agents=agents_from_weights(manifest, weights))
     policy.reset(builder.topology)
@@ -264,7 +268,9 @@ def test_a_committed_follow_places_the_whole_plan_in_one_action(k):
     hint's plan puts it, the same placement as following it task by task."""
     _, session, a, plan = _probe(k, workers=4)
     builder, sim = _busy()
-    committed = ObservationBuilder(builder.topology, builder.perf, hints=HINTS, follow_commits=True)
+    committed = ObservationBuilder(
+        builder.topology, builder.perf, EnvConfig(hints=HINTS, follow_commits=True)
+    )
     one = PlacementSession(committed, _job(4, 2), sim.view(), home=a)
     assert one.builder.follow_commits and not session.builder.follow_commits
     one.act(_follow(committed, k))
@@ -277,8 +283,9 @@ def test_a_committed_follow_places_the_whole_plan_in_one_action(k):
 
 def test_a_committed_follow_leaves_a_group_choice_task_by_task():
     builder, sim = _busy(("first-fit",))
-    builder = ObservationBuilder(builder.topology, builder.perf, hints=("first-fit",),
-                                 follow_commits=True)  # fmt: skip
+    builder = ObservationBuilder(
+        builder.topology, builder.perf, EnvConfig(hints=("first-fit",), follow_commits=True)
+    )
     a = _roomiest(builder, sim)
     session = PlacementSession(builder, _job(3, 1), sim.view(), home=a)
     obs = builder.observe(session, a)
@@ -288,7 +295,9 @@ def test_a_committed_follow_leaves_a_group_choice_task_by_task():
 
 def test_follow_only_masks_the_slots_while_a_plan_is_legal():
     builder, sim = _busy()
-    only = ObservationBuilder(builder.topology, builder.perf, hints=HINTS, follow_only=True)
+    only = ObservationBuilder(
+        builder.topology, builder.perf, EnvConfig(hints=HINTS, follow_only=True)
+    )
     a = _roomiest(only, sim)
     job = _job(3, 1)
     plain = PlacementSession(builder, job, sim.view(), home=a).action_mask(a)

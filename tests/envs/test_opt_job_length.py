@@ -21,7 +21,7 @@ COLUMN = len(FEATURES["job_x"])  # right after the base job features, before hin
 
 def _busy(job_length: bool = True, hints: tuple[str, ...] = ()):
     topo, perf, sim = partly_occupied(TINY, seed=5)
-    return ObservationBuilder(topo, perf, job_length=job_length, hints=hints), sim
+    return ObservationBuilder(topo, perf, EnvConfig(job_length=job_length, hints=hints)), sim
 
 
 @pytest.mark.parametrize("hints", [(), ("first-fit",)])

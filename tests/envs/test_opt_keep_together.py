@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from agents.policy import agents_from_weights, check_manifest_env
+from envs.config import EnvConfig
 from envs.observations import ObservationBuilder
 from envs.rules import server_worker_slots
 from envs.session import PlacementSession
@@ -55,7 +56,9 @@ def test_random_legal_walks_keep_jobs_together_only_with_the_rule(seed):
     rng = np.random.default_rng(seed)
     split = {True: 0, False: 0}
     for together in (True, False):
-        builder = ObservationBuilder(topo, perf, consolidate=True, keep_together=together)
+        builder = ObservationBuilder(
+            topo, perf, EnvConfig(consolidate=True, keep_together=together)
+        )
         for i, workers in enumerate([2, 3, 4, 4, 6, 8, 12, 3, 2, 5]):
             if workers > view.free_gpus:  # the simulator offers only jobs that fit
                 continue
@@ -82,8 +85,8 @@ def test_masks_fill_the_open_server_and_bar_forwarding():
     topo, perf, sim = partly_occupied(TINY, seed=5)
     view = sim.view()
     job = Job(999, "probe", MODEL, 3, 1, 100.0, view.now, 10.0)
-    free = ObservationBuilder(topo, perf, keep_together=False)
-    kept = ObservationBuilder(topo, perf, keep_together=True)
+    free = ObservationBuilder(topo, perf, EnvConfig(keep_together=False))
+    kept = ObservationBuilder(topo, perf, EnvConfig(keep_together=True))
     g_max, a = kept.pad[0], kept.n_agents
     first = {}
     for b in (free, kept):
@@ -105,7 +108,7 @@ def test_masks_fill_the_open_server_and_bar_forwarding():
 
 def test_the_option_is_recorded_and_served_from_the_manifest():
     topo, perf, sim = partly_occupied(TINY, seed=5)
-    builder = ObservationBuilder(topo, perf, keep_together=True)
+    builder = ObservationBuilder(topo, perf, EnvConfig(keep_together=True))
     manifest, weights = untrained_checkpoint(builder, {"hidden": 8, "layers": 1})
     # recorded by the checkpoint from the builder, not written here
     assert manifest["env"]["options"]["keep_together"] is True

@@ -17,7 +17,9 @@ TINY = str(REPO_ROOT / "configs" / "tiny.yaml")  # v100 and p100 servers
 
 def _busy(model_speed: bool = True):
     topo, perf, sim = partly_occupied(TINY, seed=5)
-    return ObservationBuilder(topo, perf, model_speed=model_speed, hints=("first-fit",)), sim
+    return ObservationBuilder(
+        topo, perf, EnvConfig(model_speed=model_speed, hints=("first-fit",))
+    ), sim
 
 
 def _col(builder, key: str, name: str) -> int:

@@ -39,7 +39,7 @@ def test_the_agents_place_workers_only_and_the_ps_follow_them(seed):
     view = sim.view()
     rng = np.random.default_rng(seed)
     for rule in (False, True):
-        builder = ObservationBuilder(topo, perf, ps_rule=rule)
+        builder = ObservationBuilder(topo, perf, EnvConfig(ps_rule=rule))
         for i, (workers, ps) in enumerate([(4, 2), (3, 1), (2, 2), (5, 1)]):
             job = Job(600 + i, f"p{i}", "vgg-16", workers, ps, 100.0, view.now, 10.0)
             session = PlacementSession(builder, job, view, i % builder.n_agents)
@@ -65,7 +65,7 @@ def test_the_agents_place_workers_only_and_the_ps_follow_them(seed):
 def test_option_recorded_and_served_from_the_manifest():
     assert "ps_rule" in DECISION_OPTIONS and EnvConfig().ps_rule is False
     topo, perf, _ = partly_occupied(TINY, seed=5)
-    builder = ObservationBuilder(topo, perf, ps_rule=True)
+    builder = ObservationBuilder(topo, perf, EnvConfig(ps_rule=True))
     manifest, weights = untrained_checkpoint(builder, {"hidden": 8, "layers": 1})
     # recorded by the checkpoint from the builder, not written here
     assert manifest["env"]["options"]["ps_rule"] is True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from envs.config import EnvConfig
 from envs.observations import FEATURES, ObservationBuilder
 from envs.session import PlacementSession
 from marl_sched.catalogue import CATALOGUE
@@ -18,7 +19,7 @@ COLUMN = len(FEATURES["group_x"])  # the column comes right after the base featu
 
 def _busy(resident_features: bool = True):
     topo, perf, sim = partly_occupied(TINY, seed=5)
-    return ObservationBuilder(topo, perf, resident_features=resident_features), sim
+    return ObservationBuilder(topo, perf, EnvConfig(resident_features=resident_features)), sim
 
 
 def test_column_is_the_log_harm_of_the_current_task_kind():

@@ -79,7 +79,7 @@ def test_random_legal_walks_stay_on_fast_gpus_while_they_have_room(keep_together
     on_k80 = {}
     for floor in (0.0, 0.9):
         builder = ObservationBuilder(
-            topo, perf, keep_together=keep_together, speed_floor=floor, consolidate=True
+            topo, perf, EnvConfig(keep_together=keep_together, speed_floor=floor, consolidate=True)
         )
         on_k80[floor] = 0
         for i, workers in enumerate([1, 2, 3, 4, 6, 8, 2, 5]):
@@ -99,7 +99,7 @@ def test_slow_gpus_are_allowed_once_the_fast_ones_lack_room():
     floor allows every server and the job is placed (mixing types)."""
     topo, perf = _cluster()
     view = _occupy(topo, perf, v100_gpus_left=3)
-    builder = ObservationBuilder(topo, perf, speed_floor=0.9)
+    builder = ObservationBuilder(topo, perf, EnvConfig(speed_floor=0.9))
     job = Job(7, "big", MODEL, 4, 1, 100.0, view.now, 10.0)
     session = PlacementSession(builder, job, view, 0)
     assert session.fast_servers().all()
@@ -115,7 +115,7 @@ def test_slow_gpus_are_allowed_once_the_fast_ones_lack_room():
 def test_the_floor_falls_to_the_slowest_gpu_the_job_holds():
     topo, perf = _cluster()
     view = _occupy(topo, perf, v100_gpus_left=32)
-    builder = ObservationBuilder(topo, perf, speed_floor=0.9)
+    builder = ObservationBuilder(topo, perf, EnvConfig(speed_floor=0.9))
     job = Job(8, "mixed", MODEL, 4, 1, 100.0, view.now, 10.0)
     session = PlacementSession(builder, job, view, 1)
     assert not session.fast_servers()[topo.server_subcluster == 1].any()
@@ -132,8 +132,8 @@ def test_option_validated_recorded_and_served_from_the_manifest():
         with pytest.raises(InputError, match=r"env.speed_floor: must be in \[0, 1\]"):
             env_config(cfg)
     with pytest.raises(ValueError, match="speed_floor"):
-        ObservationBuilder(*_cluster(), speed_floor=2.0)
-    builder = ObservationBuilder(*_cluster(), speed_floor=0.9)
+        ObservationBuilder(*_cluster(), EnvConfig(speed_floor=2.0))
+    builder = ObservationBuilder(*_cluster(), EnvConfig(speed_floor=0.9))
     manifest, weights = untrained_checkpoint(builder, {"hidden": 8, "layers": 1})
     # recorded by the checkpoint from the builder, not written here
     assert manifest["env"]["options"]["speed_floor"] == 0.9
@@ -146,7 +146,7 @@ def test_option_validated_recorded_and_served_from_the_manifest():
 def test_the_floor_binds_only_jobs_with_enough_work():
     topo, perf = _cluster()
     view = _occupy(topo, perf, v100_gpus_left=32)
-    builder = ObservationBuilder(topo, perf, speed_floor=0.9, speed_floor_min_work=1e5)
+    builder = ObservationBuilder(topo, perf, EnvConfig(speed_floor=0.9, speed_floor_min_work=1e5))
     short = Job(9, "short", MODEL, 2, 1, 10.0, view.now, 10.0)
     long = replace(short, iterations=1e7)
     assert short.num_workers * short.work_s < 1e5 <= long.num_workers * long.work_s

@@ -1,6 +1,6 @@
 """The number of agents as an env option (``env.subclusters_per_agent``): agent ``i``
 schedules subclusters ``i*k .. i*k+k-1``, so a topology's subclusters no longer fix the
-number of agents (issue 36)."""
+number of agents."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pettingzoo.test import parallel_api_test
 
 import envs
 from agents.policy import DEFAULT_CHECKPOINT, load_agents
+from envs.config import EnvConfig
 from envs.observations import ObservationBuilder
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT, load_config
@@ -21,7 +22,7 @@ DEFAULT = REPO_ROOT / "configs" / "default.yaml"
 
 def _builder(k: int) -> ObservationBuilder:
     topo, perf = build_cluster(load_config(DEFAULT))
-    return ObservationBuilder(topo, perf, subclusters_per_agent=k)
+    return ObservationBuilder(topo, perf, EnvConfig(subclusters_per_agent=k))
 
 
 @pytest.mark.parametrize(("k", "agents"), [(1, 4), (2, 2), (3, 2), (4, 1), (9, 1)])
@@ -76,3 +77,27 @@ def test_a_bad_count_is_one_line_exit_2(value, message, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
     assert not (tmp_path / "o").exists()
+
+
+def test_job_tasks_frac_counts_each_agent_s_own_scope_at_k_2():
+    """Hand-computed ``peers_x`` ``job_tasks_frac`` at k = 2 on the default topology:
+    agent 0 holds subclusters 0 and 1 (groups 0-95), agent 1 holds 2 and 3. One task of
+    a 10-task job on group 10 is 1/10 of the job in agent 0's scope and none in agent
+    1's: ``[0.1, 0]``. Fails on the code that reused the uplinks' per-subcluster starts
+    (0, 2) as group starts and showed ``[0, 0.1]``."""
+    from envs.session import PlacementSession
+    from marl_sched.jobs import Job
+    from marl_sched.simulator import Simulator
+
+    b = _builder(2)
+    t = b.topology
+    assert b.n_agents == 2 and b.group_scope[10] == 0 and b.scope_group_start[1] > 10
+    view = Simulator(t, [], perf=b.perf).view()
+    job = Job(0, "j", "resnet-50", 9, 1, 100.0, view.now, 10.0)
+    session = PlacementSession(b, job, view, 0)
+    session.act(int(np.searchsorted(b.scopes[0].groups, 10)))  # the first worker on group 10
+    assert session.workers == [10]
+    column = b.features["peers_x"].index("job_tasks_frac")
+    for agent in (0, 1):
+        peers = b.observe(session, agent)["peers_x"]
+        np.testing.assert_allclose(peers[:, column], [0.1, 0.0], atol=1e-7)

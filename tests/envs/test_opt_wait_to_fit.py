@@ -49,7 +49,7 @@ def _iso(perf, job):
 
 def test_a_job_that_one_server_could_hold_waits_until_its_time_is_up():
     topo, perf, view = _fragmented(free_per_server=3)
-    builder = ObservationBuilder(topo, perf, wait_to_fit=1.0)
+    builder = ObservationBuilder(topo, perf, EnvConfig(wait_to_fit=1.0))
     job = Job(1, "j", MODEL, 4, 1, 100.0, view.now, 10.0)
     assert PlacementSession(builder, job, view, 0).waits()
     # still waiting just before c x its isolated runtime has passed; not after
@@ -58,7 +58,7 @@ def test_a_job_that_one_server_could_hold_waits_until_its_time_is_up():
     late = replace(view, now=view.now + 1.01 * _iso(perf, job))
     assert not PlacementSession(builder, job, late, 0).waits()
     # twice the allowance: still waiting at 1.01 x
-    longer = ObservationBuilder(topo, perf, wait_to_fit=2.0)
+    longer = ObservationBuilder(topo, perf, EnvConfig(wait_to_fit=2.0))
     assert PlacementSession(longer, job, late, 0).waits()
     # a job a server can take now, one worker, or one larger than any server: no wait
     for other in (replace(job, num_workers=3), replace(job, num_workers=1)):
@@ -72,7 +72,7 @@ def test_a_job_that_one_server_could_hold_waits_until_its_time_is_up():
 def test_the_policy_declines_and_the_option_is_served_from_the_manifest():
     topo, perf, view = _fragmented(free_per_server=3)
     job = Job(1, "j", MODEL, 4, 1, 100.0, view.now, 10.0)
-    builder = ObservationBuilder(topo, perf, wait_to_fit=1.0)
+    builder = ObservationBuilder(topo, perf, EnvConfig(wait_to_fit=1.0))
     manifest, weights = untrained_checkpoint(builder, {"hidden": 8, "layers": 1})
     # recorded by the checkpoint from the builder, not written here
     assert manifest["env"]["options"]["wait_to_fit"] == 1.0
@@ -99,7 +99,7 @@ def test_no_job_is_split_before_its_wait_is_over(c):
     topo = tiny_topology()
     perf = PerformanceModel(topo)
     options = {"wait_to_fit": c, "keep_together": True, "consolidate": True}
-    builder = ObservationBuilder(topo, perf, **options)
+    builder = ObservationBuilder(topo, perf, EnvConfig(**options))
     manifest, weights = untrained_checkpoint(builder, {"hidden": 8, "layers": 1})
     manifest["env"]["options"].update(options)
     policy = MarlPolicy(agents=agents_from_weights(manifest, weights))
@@ -121,5 +121,7 @@ def test_the_option_is_validated():
     with pytest.raises(InputError, match="env.wait_to_fit: must be >= 0, got -1"):
         env_config(replace(tiny, env={"wait_to_fit": -1}))
     with pytest.raises(ValueError, match="wait_to_fit"):
-        ObservationBuilder(tiny_topology(), PerformanceModel(tiny_topology()), wait_to_fit=-1)
+        ObservationBuilder(
+            tiny_topology(), PerformanceModel(tiny_topology()), EnvConfig(wait_to_fit=-1)
+        )
     assert EnvConfig().wait_to_fit == 0.0
