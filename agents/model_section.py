@@ -1,0 +1,77 @@
+"""The ``model:`` section of an experiment config: the hierarchical GNN's shape.
+
+Parsed by :func:`agents.config.model_config`; every name here is also importable from
+:mod:`agents.config`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from marl_sched.config import check, check_bounds
+
+#: message-passing layers of the GNN (model.gnn.layer): today's hierarchy blocks, or a
+#: torch-geometric layer over the cluster tree (agents.gnn.TreeConvBlock)
+GNN_LAYERS = ("hierarchy", "GraphConv", "SAGEConv", "GATv2Conv")
+
+#: the widest layer and the deepest stack a network of this package may have (the
+#: shipped ones use 64 and 2): a 4,096-wide layer holds 16 M weights, 64 MB
+MAX_WIDTH = 4096
+MAX_LAYERS = 64
+
+
+@dataclass(frozen=True)
+class GNNConfig:
+    """The message-passing layer of the network (``model.gnn``).
+
+    Attributes:
+        layer: ``hierarchy`` (the default, :class:`agents.gnn.HierarchyBlock`: groups,
+            servers and racks each updated from their parent, siblings and children),
+            or a torch-geometric layer, ``GraphConv``, ``SAGEConv`` or ``GATv2Conv``,
+            applied ``model.layers`` times over the cluster tree (groups, servers and
+            racks as one graph, edges group–server, server–rack and rack–rack;
+            :class:`agents.gnn.TreeConvBlock`).
+    """
+
+    layer: str = "hierarchy"
+
+    def validate(self, where: str, key: str) -> None:
+        check(
+            self.layer in GNN_LAYERS,
+            where,
+            f"{key}.layer",
+            f"must be one of {', '.join(GNN_LAYERS)}, got {self.layer!r}",
+        )
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The hierarchical GNN (see :mod:`agents.gnn`).
+
+    Attributes:
+        hidden: width of every node, subcluster and peer embedding.
+        layers: hierarchy blocks (each: groups ← siblings + server, servers ← groups +
+            rack, racks ← servers); 2 lets information go up and back down twice.
+        exchange: mix the subcluster embeddings of all agents with attention
+            (false = each agent sees only its own summary: an ablation).
+        share_parameters: one module for all agents (``policy_mapping_fn`` → "shared");
+            false = one module per agent.
+        gnn: the message-passing layer (:class:`GNNConfig`).
+        raw_head: also score every GPU group from its own raw features, its server's,
+            its rack's and the job's, with one small MLP shared by every group, added
+            to the group head's score (and, averaged over a plan's groups, to a follow
+            action's): a per-node path beside the message passing, the way MLF-RL
+            scores servers (:mod:`agents.gnn`, step 6). Off for every checkpoint
+            trained before the option.
+    """
+
+    hidden: int = 64
+    layers: int = 2
+    exchange: bool = True
+    share_parameters: bool = True
+    gnn: GNNConfig = field(default_factory=GNNConfig)
+    raw_head: bool = False
+
+    def validate(self, where: str, key: str) -> None:
+        # checked before torch allocates anything: a width of 1e23 is no network
+        check_bounds(self, {"hidden": (4, MAX_WIDTH), "layers": (1, MAX_LAYERS)}, where, key)

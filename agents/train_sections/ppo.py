@@ -1,0 +1,270 @@
+"""The algorithm's part of ``train:``: which RLlib algorithm, its hyperparameters, the
+advantages and the critic, the env runners, and the RLlib passthrough (``train.rllib``).
+
+:class:`PPOSection` is one of the four bases of :class:`agents.config.TrainConfig`; its
+keys stay flat in the YAML (``train.lr``, ``train.rllib.training``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from marl_sched.config import check, check_bounds
+
+#: the algorithms of RLlib's new API stack (its registry, ``ray.rllib.algorithms.registry``)
+#: that train our RLModule on the multi-agent env with its discrete masked actions
+#: (train.algorithm): each one's Learner needs only the APIs
+#: :class:`agents.rl_module.HierarchicalGNNModule` implements (``ValueFunctionAPI``,
+#: ``TargetNetworkAPI``; RLlib's ``Learner.rl_module_required_apis``)
+ALGORITHMS = ("PPO", "APPO", "IMPALA")
+_OFFLINE = "offline: it learns from recorded episodes, not from the environment"
+_Q = (
+    "its Learner needs Q-networks (RLlib's QNetAPI); our RLModule outputs masked policy "
+    "logits and a state value"
+)
+#: the registry's other algorithms, and why train.algorithm refuses each
+#: (tests/agents/test_algorithm.py checks both tables against RLlib's own registry)
+REFUSED_ALGORITHMS = {
+    "DQN": _Q,
+    "SAC": _Q,
+    "BC": _OFFLINE,
+    "MARWIL": _OFFLINE,
+    "CQL": _OFFLINE,
+    "IQL": _OFFLINE,
+    "DreamerV3": "it trains its own world-model RLModule, not ours",
+}
+#: how the policy gradient's advantages are computed (train.advantage)
+ADVANTAGES = ("gae", "group", "job")
+#: how each training window's advantages are weighed (train.advantage_scale;
+#: agents.group_baseline, "Weighing the windows")
+ADVANTAGE_SCALES = ("batch", "window")
+#: what the value function sees (train.critic): the actor's observation, or that and
+#: training-time input the actor never sees (agents.rl_module)
+CRITICS = ("plain", "privileged")
+
+#: the range of each count of this section (the low end repeats the checks of
+#: :meth:`PPOSection.validate`, so the message names both limits), checked before Ray starts
+PPO_BOUNDS = {
+    "iterations": (1, 10**7),
+    "train_batch_size": (1, 10**7),
+    "minibatch_size": (1, 10**7),
+    "num_epochs": (1, 10**4),
+    "seed": (0, 2**32 - 1),
+    "num_env_runners": (0, 1024),
+    "num_envs_per_env_runner": (1, 1024),
+    "critic_jobs": (1, 256),  # envs.observations.MAX_CRITIC_JOBS
+}
+
+
+@dataclass(frozen=True)
+class RLlibConfig:
+    """Any ``AlgorithmConfig`` setting, passed through to RLlib (``train.rllib``).
+
+    Each mapping goes to the setter of the same name (``config.training(**training)``,
+    ``config.env_runners(...)``, ``config.learners(...)``) after the settings the
+    ``train:`` keys make, so a key here wins over its ``train:`` counterpart (e.g. an
+    ``lr`` schedule, ``[[0, 1e-3], [20000, 1e-4]]``, for ``train.lr``). RLlib's own
+    setters and ``AlgorithmConfig.validate()`` check them when the command starts
+    (:func:`agents.algorithm.apply_rllib`): an unknown key or a bad value exits 2 with
+    one line naming ``train.rllib.<setter>.<key>``.
+
+    Attributes:
+        training: e.g. ``vtrace_clip_rho_threshold`` (APPO/IMPALA), ``kl_target``,
+            ``use_critic``, ``entropy_coeff`` schedules.
+        env_runners: e.g. ``rollout_fragment_length``, ``batch_mode``
+            (``num_env_runners`` is ``train.num_env_runners``: Tune sizes each trial's
+            CPUs from it).
+        learners: e.g. ``num_learners``, ``num_gpus_per_learner``.
+    """
+
+    training: dict[str, Any] = field(default_factory=dict)
+    env_runners: dict[str, Any] = field(default_factory=dict)
+    learners: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self, where: str, key: str) -> None:
+        check(
+            "num_env_runners" not in self.env_runners,
+            where,
+            f"{key}.env_runners.num_env_runners",
+            "set train.num_env_runners instead (Tune reserves a CPU per env runner from it)",
+        )
+
+
+@dataclass(frozen=True)
+class PPOSection:
+    """Multi-agent PPO (or APPO, IMPALA) on RLlib's new API stack.
+
+    Attributes:
+        algorithm: the RLlib algorithm (:data:`ALGORITHMS`): ``PPO``, ``APPO``
+            (asynchronous PPO with a target network; with ``num_env_runners: 0`` it
+            samples in the driver) or ``IMPALA`` (v-trace actor-critic). Settings an
+            algorithm lacks (IMPALA: ``gae_lambda``, ``clip_param``, ``kl_coeff``;
+            APPO and IMPALA: ``vf_clip_param``) are refused when the config sets them.
+            The registry's other algorithms are refused with the reason
+            (:data:`REFUSED_ALGORITHMS`).
+        iterations: PPO iterations (``algo.train()`` calls) of a run.
+        lr: Adam learning rate.
+        gamma: discount per decision.
+        gae_lambda: GAE λ.
+        advantage: the policy gradient's advantages: ``gae`` (RLlib's GAE on the
+            learned value) or ``group`` (PPO only: the return-to-go against the mean of
+            the other rollouts of the same episode window, aligned by simulated time;
+            :mod:`agents.group_baseline`) or ``job`` (PPO only: the same groups, each
+            decision credited with its job's share of the team return and the
+            ``job_gamma``-discounted shares of the jobs after it, against the same job
+            in the other rollouts: MLF-RL's credit; :class:`agents.group_baseline.
+            JobBaselineAdvantages`).
+        group_size: with ``advantage: group`` or ``job``, rollouts of each training
+            window in a row (K of Mao et al.'s input-dependent baseline; >= 2).
+        job_gamma: with ``advantage: job``, the discount per job in arrival order
+            (0.9, MLF-RL's authors' ``gama``; in [0, 1]).
+        advantage_scale: with ``advantage: group`` or ``job``, how each window's
+            advantages are weighed before the batch's standardisation: ``batch`` (the
+            default: in seconds of average JCT, so the heaviest window of a batch
+            dominates) or ``window`` (divided by the window's mean ``|team return|``:
+            relative changes, every window alike, as the benchmark's geometric mean
+            weighs scenarios; :mod:`agents.group_baseline`).
+        critic: what the value function sees (PPO only): ``plain`` (the default, the
+            actor's observation) or ``privileged``: also the env's training-only
+            ``critic_x`` — the queue, the running jobs' true remaining work and the
+            next ``critic_jobs`` arrivals (:func:`envs.observations.critic_features`).
+            The actor's logits never depend on it; checkpoints keep the actor and
+            the plain value head, so inference needs no ``critic_x``. With ``gae``
+            the advantages are GAE on the privileged value; with ``group`` that
+            critic is only trained (:mod:`agents.rl_module`).
+        critic_jobs: with ``critic: privileged``, the upcoming arrivals ``critic_x``
+            describes (1..256).
+        critic_lr: Adam learning rate of the value heads (the GNN's and, with
+            ``privileged``, the privileged critic's); null (the default) = ``lr``.
+        train_batch_size: env steps (decisions, all agents) per iteration.
+        minibatch_size: SGD minibatch, in env steps.
+        num_epochs: SGD passes over each train batch.
+        entropy_coeff: entropy bonus.
+        clip_param: PPO ratio clip.
+        vf_loss_coeff: weight of the value loss.
+        vf_clip_param: clip of the value loss (in reward units).
+        grad_clip: global gradient-norm clip (null = none).
+        kl_coeff: weight of the KL penalty to the sampling policy in the loss. The KL
+            is computed and logged (``losses/approx_kl``) either way; 0 (the default)
+            leaves the loss as plain clipped PPO.
+        seed: seed of the environment's episode sampling and of torch.
+        num_env_runners: RLlib env runners (0 = sample in the driver; with
+            ``--ray-address`` set it to the number of remote workers wanted).
+        num_envs_per_env_runner: vectorised envs per runner.
+        rllib: any other RLlib setting (:class:`RLlibConfig`).
+    """
+
+    algorithm: str = "PPO"
+    iterations: int = 40
+    lr: float = 3e-5
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    advantage: str = "gae"
+    group_size: int = 4
+    job_gamma: float = 0.9
+    advantage_scale: str = "batch"
+    critic: str = "plain"
+    critic_jobs: int = 8
+    critic_lr: float | None = None
+    train_batch_size: int = 2000
+    minibatch_size: int = 250
+    num_epochs: int = 4
+    entropy_coeff: float = 0.0
+    clip_param: float = 0.1
+    vf_loss_coeff: float = 0.5
+    vf_clip_param: float = 10.0
+    grad_clip: float | None = 1.0
+    kl_coeff: float = 0.0
+    seed: int = 0
+    num_env_runners: int = 0
+    num_envs_per_env_runner: int = 1
+    rllib: RLlibConfig = field(default_factory=RLlibConfig)
+
+    def validate(self, where: str, key: str) -> None:
+        check_bounds(self, PPO_BOUNDS, where, key)
+        for name in ("iterations", "train_batch_size", "minibatch_size", "num_epochs",
+                     "num_envs_per_env_runner"):  # fmt: skip
+            value = getattr(self, name)
+            check(value >= 1, where, f"{key}.{name}", f"must be >= 1, got {value}")
+        for name in ("num_env_runners", "seed", "kl_coeff"):
+            value = getattr(self, name)
+            check(value >= 0, where, f"{key}.{name}", f"must be >= 0, got {value}")
+        check(
+            self.algorithm not in REFUSED_ALGORITHMS,
+            where,
+            f"{key}.algorithm",
+            f"{self.algorithm} cannot train this agent: "
+            f"{REFUSED_ALGORITHMS.get(self.algorithm)} (use one of {', '.join(ALGORITHMS)})",
+        )
+        check(
+            self.algorithm in ALGORITHMS,
+            where,
+            f"{key}.algorithm",
+            f"must be one of {', '.join(ALGORITHMS)}, got {self.algorithm!r}",
+        )
+        for name in ("lr", "clip_param", "vf_clip_param"):
+            value = getattr(self, name)
+            check(value > 0, where, f"{key}.{name}", f"must be > 0, got {value}")
+        self._validate_advantages(where, key)
+        if self.critic_lr is not None:
+            check(self.critic_lr > 0, where, f"{key}.critic_lr", "must be > 0 or null")
+        for name in ("gamma", "gae_lambda"):
+            value = getattr(self, name)
+            check(0 <= value <= 1, where, f"{key}.{name}", f"must be in [0, 1], got {value}")
+        check(
+            self.entropy_coeff >= 0,
+            where,
+            f"{key}.entropy_coeff",
+            f"must be >= 0, got {self.entropy_coeff}",
+        )
+        check(
+            self.minibatch_size <= self.train_batch_size,
+            where,
+            f"{key}.minibatch_size",
+            f"must be <= train_batch_size ({self.train_batch_size}), got {self.minibatch_size}",
+        )
+        if self.grad_clip is not None:
+            check(self.grad_clip > 0, where, f"{key}.grad_clip", "must be > 0 or null")
+
+    def _validate_advantages(self, where: str, key: str) -> None:
+        """``advantage``, ``critic`` and their settings (all but the defaults need PPO)."""
+        for name, choices, other in (
+            ("advantage", ADVANTAGES, "gae"),
+            ("critic", CRITICS, "plain"),
+        ):
+            value = getattr(self, name)
+            check(
+                value in choices,
+                where,
+                f"{key}.{name}",
+                f"must be one of {', '.join(choices)}, got {value!r}",
+            )
+            if value != other:
+                check(self.algorithm == "PPO", where, f"{key}.{name}", f"{value} needs PPO")
+        if self.advantage in ("group", "job"):
+            check(
+                self.group_size >= 2,
+                where,
+                f"{key}.group_size",
+                f"must be >= 2 with {self.advantage}",
+            )
+        check(
+            self.advantage_scale in ADVANTAGE_SCALES,
+            where,
+            f"{key}.advantage_scale",
+            f"must be one of {', '.join(ADVANTAGE_SCALES)}, got {self.advantage_scale!r}",
+        )
+        if self.advantage_scale != "batch":
+            check(
+                self.advantage in ("group", "job"),
+                where,
+                f"{key}.advantage_scale",
+                f"{self.advantage_scale} needs advantage: group or job, got {self.advantage}",
+            )
+        check(
+            0 <= self.job_gamma <= 1,
+            where,
+            f"{key}.job_gamma",
+            f"must be in [0, 1], got {self.job_gamma}",
+        )
