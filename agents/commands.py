@@ -39,7 +39,9 @@ def train_command(args: argparse.Namespace) -> int:
     from agents.run_folder import RunPaths, Stopped, resume_point
     from agents.training import Trainer
     from agents.tune import EXPERIMENT
+    from marl_sched.cli import refuse_shipped_folder
 
+    refuse_shipped_folder(args.out)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out: {out}: exists and is not a folder")
@@ -528,7 +530,7 @@ def _evaluate_run(args, cfg, name, workload, topo, perf, policy, out) -> dict:
             metrics.update(checkpoint_record(policy) or {"checkpoint": str(args.checkpoint)})
             if not metrics.get("checkpoint"):
                 metrics["checkpoint"] = str(args.checkpoint)
-            write_run(tmp, metrics, records, workload.resolved(cfg))
+            write_run(tmp, metrics, records, workload.resolved(cfg, name))
     finally:
         bar.close()
     return metrics

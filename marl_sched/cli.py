@@ -237,12 +237,36 @@ def build_parser() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------------- helpers
 
 
+#: the repository's folders of shipped files, which no command writes into
+SHIPPED_FOLDERS = ("checkpoints", "benchmarks", "configs")
+
+
+def refuse_shipped_folder(out: str | Path, flag: str = "--out") -> None:
+    """Refuse (``InputError``) an output folder inside the repository's
+    :data:`SHIPPED_FOLDERS` (links resolved): ``simulate --out checkpoints/marl-default``
+    would overwrite the shipped checkpoint's ``config.yaml``."""
+    from marl_sched.config import REPO_ROOT
+
+    try:
+        real = Path(out).resolve()
+    except (OSError, RuntimeError) as exc:
+        raise InputError(f"{flag}: {out}: cannot resolve ({exc})") from None
+    for name in SHIPPED_FOLDERS:
+        shipped = (REPO_ROOT / name).resolve()
+        if real == shipped or real.is_relative_to(shipped):
+            raise InputError(
+                f"{flag}: {out}: inside the repository's {name}/ (shipped files); "
+                "write the outputs somewhere else"
+            )
+
+
 def prepare_out(out: str | Path) -> Path:
     """The output folder; refuses a path that is an existing file or lies under one, or
     whose nearest existing folder cannot be written (an empty ``--out`` is refused for
     every command in :func:`_run`). A link to a folder is accepted (and the folder it
     names is checked and returned); a link to nothing is refused."""
 
+    refuse_shipped_folder(out)
     path = Path(out)
     if path.is_symlink():  # a link to a folder is that folder; anything else is refused
         if not path.exists():
@@ -380,7 +404,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             metrics, records, _ = simulate(
                 cfg, policy, workload, topo, perf, seed=args.seed, progress=bar
             )
-            write_run(tmp, metrics, records, workload.resolved(cfg))
+            write_run(tmp, metrics, records, workload.resolved(cfg, policy))
     finally:
         bar.close()
     print(f"cluster: {topo.describe()}")

@@ -97,7 +97,7 @@ def _run_one(task: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
         cfg, task["policy"], workload, topo, perf, seed=task["seed"], policy=policy
     )
     metrics.update(checkpoint_record(policy), seed=task["seed"])
-    write_run(Path(task["out"]), metrics, records, workload.resolved(cfg))
+    write_run(Path(task["out"]), metrics, records, workload.resolved(cfg, task["policy"]))
     return metrics, [r.jct for r in records]
 
 

@@ -83,12 +83,18 @@ class Workload:
     warmup: int = 0
     config: WorkloadConfig = dataclasses.field(default_factory=WorkloadConfig)
 
-    def resolved(self, cfg: ExperimentConfig) -> ExperimentConfig:
+    def resolved(self, cfg: ExperimentConfig, policy: str | None = None) -> ExperimentConfig:
         """``cfg`` with the workload this run read (after the command line's trace
-        options, the trace as an absolute path): what the run folder's ``config.yaml``
-        records, so that it reads the same file from anywhere."""
+        options, the trace as an absolute path) and, given, the ``policy`` that ran
+        (``simulation.policy``): what the run folder's ``config.yaml`` records, so that
+        it reads the same file from anywhere and names what it ran."""
         trace = str(Path(self.trace_path).resolve())
-        return dataclasses.replace(cfg, workload=dataclasses.replace(self.config, trace=trace))
+        cfg = dataclasses.replace(cfg, workload=dataclasses.replace(self.config, trace=trace))
+        if policy is not None:
+            cfg = dataclasses.replace(
+                cfg, simulation=dataclasses.replace(cfg.simulation, policy=policy)
+            )
+        return cfg
 
     def predictor(self) -> DurationPredictor:
         """A fresh duration predictor for one run over these jobs."""

@@ -163,6 +163,9 @@ def check_inputs(
     ckpts = {r: by_policy[split_row(r)[0]] for r in policies}
     if Path(out).exists() and not Path(out).is_dir():
         raise InputError(f"--out: {out}: exists and is not a folder")
+    from marl_sched.cli import refuse_shipped_folder
+
+    refuse_shipped_folder(out)
     check_owned_tree(out, "--out")  # cells/, ccdf/: no link, FIFO or device at any depth
     CellStore(out).claim(
         str(suite_path), split, duration_estimate, overrides, write=False, track=track
