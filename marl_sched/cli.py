@@ -586,6 +586,16 @@ def _main(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     except InputError as exc:
         print(f"marl-sched: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        from marl_sched.files import write_failure
+
+        # a full disk, a quota, a read-only or forbidden folder: one line naming the
+        # path (the atomic writers and staging folders removed what they staged)
+        failure = write_failure(exc)
+        if failure is None:
+            raise
+        print(f"marl-sched: error: {failure}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("marl-sched: interrupted", file=sys.stderr)
         return 130

@@ -16,6 +16,7 @@ checkpoint under 1 MB).
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -134,19 +135,43 @@ def new_file_mode() -> int:
     return 0o666 & ~umask
 
 
+#: errors of writing a file that say the place, not the program, is wrong (a full
+#: disk, a quota, a read-only or forbidden folder): the command line reports them as
+#: one line naming the path, exit status 2 (:func:`write_failure`)
+WRITE_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EACCES, errno.EPERM}
+)
+
+
+def write_failure(exc: OSError) -> InputError | None:
+    """The one line of a write that failed for the place (:data:`WRITE_ERRNOS`):
+    ``<path>: cannot write: No space left on device``; None for other errors."""
+    if exc.errno not in WRITE_ERRNOS:
+        return None
+    where = exc.filename if exc.filename is not None else "output"
+    return InputError(f"{os.fsdecode(where)}: cannot write: {exc.strerror or exc}")
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file in the same folder + rename;
-    the file gets the umask's mode (:func:`new_file_mode`)."""
+    the file gets the umask's mode (:func:`new_file_mode`). On any failure the
+    temporary file is removed; an ``OSError`` of :data:`WRITE_ERRNOS` is raised
+    again naming ``path`` (not the temporary name, nor none: a full disk's
+    ``write`` names no file)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
             os.fchmod(fh.fileno(), new_file_mode())
             fh.write(data)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS:
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         raise
 
 
