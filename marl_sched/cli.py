@@ -481,12 +481,6 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError(f"{command}: unrecognized arguments: {' '.join(args.overrides)}")
     if args.command in LOCAL_COMMANDS:
         return LOCAL_COMMANDS[args.command](args)
-    if args.command == "train":
-        # Ray's C++ failure-signal handler catches SIGTERM too: it dumps a stack and
-        # aborts (exit 134) after our handler ran. Without it SIGTERM is one line, exit
-        # 143, the run resumable. Set RAY_DISABLE_FAILURE_SIGNAL_HANDLER=0 to keep
-        # Ray's crash dumps; read when ray is first imported, so set before that.
-        os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     module, _, func = LAZY_COMMANDS[args.command].partition(":")
     try:
         handler = getattr(importlib.import_module(module), func)
@@ -560,6 +554,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``marl-sched`` console script."""
     import signal
 
+    # Ray's C++ failure-signal handler catches SIGTERM too: it dumps a stack and aborts
+    # (exit 134) after our handler ran. Without it SIGTERM is one line, exit 143, a run
+    # resumable. Read when ray is first imported (train, benchmark, evaluate of a run
+    # folder may import it), so set before any command runs; set
+    # RAY_DISABLE_FAILURE_SIGNAL_HANDLER=0 to keep Ray's crash dumps.
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     if argv is None:
         _fixed_hash_seed()
     parser = build_parser()

@@ -101,6 +101,48 @@ def _run_one(task: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
     return metrics, [r.jct for r in records]
 
 
+def _quiet_worker() -> None:
+    """A worker's start: SIGTERM and SIGHUP end it at once, silently (the command's
+    handler, inherited through fork, would raise in every worker and print a traceback
+    each); SIGINT is ignored (Ctrl-C reaches the whole group: the parent stops them)."""
+    import signal
+
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _run_pool(tasks: list[dict], n_workers: int, results: dict, progress) -> None:
+    """The tasks on ``n_workers`` worker processes (:func:`_quiet_worker`), their
+    results into ``results``. Stopped (a signal, Ctrl-C, an error), the workers are
+    terminated and the tasks not started dropped, so the parent reports one line; a
+    worker killed from outside is an ``InputError`` line, not a traceback."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    pool = ProcessPoolExecutor(max_workers=n_workers, initializer=_quiet_worker)
+    try:
+        futures = {pool.submit(_run_one, t): (t["policy"], t["seed"]) for t in tasks}
+        for fut in futures:
+            results[futures[fut]] = fut.result()
+            if progress:
+                progress(len(results))
+    except BrokenProcessPool:
+        _stop_workers(pool)
+        raise InputError("compare: a worker process was killed; nothing written") from None
+    except BaseException:
+        _stop_workers(pool)
+        raise
+    pool.shutdown()
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        if proc.is_alive():
+            proc.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
 OWN_CHECKPOINT_POLICIES = ("marl", "single-agent")
 
 
@@ -195,12 +237,7 @@ def run_compare(
             if progress:
                 progress(len(results))
     else:
-        with ProcessPoolExecutor(max_workers=n_workers) as pool:
-            futures = {pool.submit(_run_one, t): (t["policy"], t["seed"]) for t in tasks}
-            for fut in futures:
-                results[futures[fut]] = fut.result()
-                if progress:
-                    progress(len(results))
+        _run_pool(tasks, n_workers, results, progress)
     runs = [results[p, s][0] for p in policies for s in seed_list]
     rows = policy_rows(runs, policies)
     atomic_write_text(out / "runs.csv", csv_text(runs, RUN_FIELDS))
