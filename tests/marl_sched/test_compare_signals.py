@@ -22,8 +22,7 @@ def _children(pid: int) -> list[int]:
     return [int(c) for c in text.split()]
 
 
-def test_a_group_sigterm_mid_compare_is_one_line(tmp_path):
-    out = tmp_path / "cmp"
+def _compare(out: Path) -> subprocess.Popen:
     argv = [sys.executable, "-m", "marl_sched.cli", "compare", "--config",
             str(REPO_ROOT / "configs" / "default.yaml"), "--trace",
             str(REPO_ROOT / "configs" / "traces" / "philly_sample.csv"), "--max-jobs", "3000",
@@ -32,13 +31,26 @@ def test_a_group_sigterm_mid_compare_is_one_line(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while len(_children(proc.pid)) < 2 and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    assert len(_children(proc.pid)) >= 2, "the workers never started"
+    time.sleep(1.0)  # the workers are simulating
+    return proc
+
+
+def _gone(pid: int) -> bool:
     try:
-        deadline = time.monotonic() + 60
-        while len(_children(proc.pid)) < 2 and time.monotonic() < deadline:
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.05)
-        assert len(_children(proc.pid)) >= 2, "the workers never started"
-        time.sleep(1.0)  # the workers are simulating
+        return "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return True
+
+
+def test_a_group_sigterm_mid_compare_is_one_line(tmp_path):
+    out = tmp_path / "cmp"
+    proc = _compare(out)
+    try:
         workers = _children(proc.pid)
         os.killpg(proc.pid, signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
@@ -49,8 +61,23 @@ def test_a_group_sigterm_mid_compare_is_one_line(tmp_path):
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert err == "marl-sched: terminated by SIGTERM\n", err
     assert not out.exists() and list(tmp_path.iterdir()) == []
-    for pid in workers:
-        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
+    assert all(_gone(pid) for pid in workers)
+
+
+def test_compare_workers_die_with_a_killed_parent(tmp_path):
+    proc = _compare(tmp_path / "cmp")
+    workers = _children(proc.pid)
+    try:
+        proc.kill()  # SIGKILL to the parent alone
+        proc.communicate(timeout=60)
+        deadline = time.monotonic() + 10
+        while not all(_gone(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert all(_gone(pid) for pid in workers)
+    finally:
+        for pid in workers:
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_rays_stack_dump_is_off_before_any_command_runs(monkeypatch, capsys):
