@@ -434,8 +434,20 @@ def _evaluate_baseline(args: argparse.Namespace, kind: str) -> int:
     from marl_sched.policies import get_policy_class
     from marl_sched.runner import build_cluster, load_workload
 
+    try:
+        cls = get_policy_class(kind)
+    except InputError:
+        cls = None
+    code = getattr(cls.__init__, "__code__", None) if cls is not None else None
+    if code is None or cls.name in ("marl", "single-agent") or (
+        "checkpoint" not in code.co_varnames
+    ):  # fmt: skip
+        raise InputError(
+            f"--checkpoint: {args.checkpoint}: kind {kind!r} is not a baseline that loads a "
+            "checkpoint file (harmony, mlfs-rl)"
+        )
     cfg = load_config(args.config or REPO_ROOT / "configs" / "default.yaml", args.overrides)
-    policy = get_policy_class(kind)(checkpoint=args.checkpoint)
+    policy = cls(checkpoint=args.checkpoint)
     topo, perf = build_cluster(cfg)
     workload = load_workload(cfg, perf, trace_options(args))
     warn_if_test_workload(workload, "evaluate")

@@ -627,6 +627,14 @@ class MarlPolicy(Policy):
     def check_cluster(self, topology: Topology, perf) -> None:
         self._builder_for_topology(topology, perf)
 
+    def check_config(self, cfg) -> None:
+        """Refuse (``InputError`` naming the key) a run config whose ``env`` decision
+        options the checkpoint was not trained with (``env.migration: on`` for a v1
+        checkpoint, say): the agents would act as trained and ignore them."""
+        from envs.config import env_config
+
+        self.agents.check_env(env_config(cfg), f"{cfg.source}: env")
+
     def _complete(self, session: PlacementSession) -> bool:
         """Let the agents act in ``session`` until it is done (True) or the rest of
         the job no longer fits (False)."""

@@ -166,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint")
     p.add_argument("--out", required=True)
     p.add_argument(
-        "--seeds", type=int, default=1, help="runs per policy, seeds S, S+1, ... (default 1)"
+        "--seeds", type=int_arg, default=1, help="runs per policy, seeds S, S+1, ... (default 1)"
     )
     _trace_options(p)
 
