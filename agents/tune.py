@@ -165,7 +165,8 @@ def write_experiment(out: Path, base: dict, source: str, trials: list[dict]) -> 
     from marl_sched.metrics import write_json
 
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / EXPERIMENT, {"source": source, "config": base, "trials": trials})
+    path = owned_path(out, EXPERIMENT, "experiment folder")
+    write_json(path, {"source": source, "config": base, "trials": trials})
 
 
 def read_experiment(out: Path, where: str = "--resume") -> tuple[dict, str, list[dict]]:
@@ -251,7 +252,7 @@ def run_experiment(
             lines = [ln for ln in str(result.error).splitlines() if ln.strip()]
             raise TrialError(f"trial {name} failed: {lines[-1] if lines else result.error}")
     rows = results_rows(out, trials, grid)
-    write_results(out / RESULTS, rows)
+    write_results(owned_path(out, RESULTS, "experiment folder"), rows)
     return rows
 
 
