@@ -39,7 +39,9 @@ def train_command(args: argparse.Namespace) -> int:
     from agents.run_folder import RunPaths, Stopped, resume_point
     from agents.training import Trainer
     from agents.tune import EXPERIMENT
+    from marl_sched.cli import refuse_shipped_folder
 
+    refuse_shipped_folder(args.out)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out: {out}: exists and is not a folder")
@@ -432,8 +434,20 @@ def _evaluate_baseline(args: argparse.Namespace, kind: str) -> int:
     from marl_sched.policies import get_policy_class
     from marl_sched.runner import build_cluster, load_workload
 
+    try:
+        cls = get_policy_class(kind)
+    except InputError:
+        cls = None
+    code = getattr(cls.__init__, "__code__", None) if cls is not None else None
+    if code is None or cls.name in ("marl", "single-agent") or (
+        "checkpoint" not in code.co_varnames
+    ):  # fmt: skip
+        raise InputError(
+            f"--checkpoint: {args.checkpoint}: kind {kind!r} is not a baseline that loads a "
+            "checkpoint file (harmony, mlfs-rl)"
+        )
     cfg = load_config(args.config or REPO_ROOT / "configs" / "default.yaml", args.overrides)
-    policy = get_policy_class(kind)(checkpoint=args.checkpoint)
+    policy = cls(checkpoint=args.checkpoint)
     topo, perf = build_cluster(cfg)
     workload = load_workload(cfg, perf, trace_options(args))
     warn_if_test_workload(workload, "evaluate")
@@ -528,7 +542,7 @@ def _evaluate_run(args, cfg, name, workload, topo, perf, policy, out) -> dict:
             metrics.update(checkpoint_record(policy) or {"checkpoint": str(args.checkpoint)})
             if not metrics.get("checkpoint"):
                 metrics["checkpoint"] = str(args.checkpoint)
-            write_run(tmp, metrics, records, workload.resolved(cfg))
+            write_run(tmp, metrics, records, workload.resolved(cfg, name))
     finally:
         bar.close()
     return metrics

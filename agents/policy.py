@@ -71,7 +71,7 @@ from envs.rules import home_agent
 from envs.session import MoveBook, PlacementSession
 from marl_sched.config import REPO_ROOT
 from marl_sched.errors import InputError
-from marl_sched.files import read_input_text
+from marl_sched.files import check_owned_tree, read_input_text
 from marl_sched.jobs import Job, Placement
 from marl_sched.policies.base import Policy
 from marl_sched.policies.load_control import running_job, usable_groups
@@ -146,14 +146,25 @@ def agents_from_weights(manifest: dict[str, Any], weights: dict[str, dict]) -> T
 def resolve_checkpoint(path: str | Path) -> Path:
     """A checkpoint folder from a checkpoint, a pointer file (``checkpoints/latest``,
     ``checkpoints/best``) or a run folder: its ``best`` checkpoint (by validation),
-    else its ``latest`` (a run that never validated)."""
+    else its ``latest`` (a run that never validated). The folder found holds only
+    regular files and folders (no link, FIFO or device at any depth:
+    :func:`marl_sched.files.check_owned_tree`), and no pointer, ``checkpoints/`` or
+    named checkpoint on the way is a link; ``path`` itself may be one."""
     p = Path(path)
     if not p.exists() and not p.is_absolute() and (REPO_ROOT / p).exists():
         p = REPO_ROOT / p
-    if (target := _pointer_target(p)) is not None:
+    ckpt = _find_checkpoint(p, path)
+    check_owned_tree(ckpt, "--checkpoint")
+    return ckpt
+
+
+def _find_checkpoint(p: Path, path: str | Path) -> Path:
+    if (target := _pointer_target(p, followed=True)) is not None:
         return target
     for cand in (p, p / "checkpoints"):
-        if (cand / MANIFEST).is_file():
+        if cand is not p and cand.is_symlink():
+            raise InputError(f"--checkpoint: {cand}: a symbolic link (not followed)")
+        if (cand / MANIFEST).is_file() or (cand / MANIFEST).is_symlink():
             return cand
         for pointer in ("best", "latest"):
             if (target := _pointer_target(cand / pointer)) is not None:
@@ -161,12 +172,20 @@ def resolve_checkpoint(path: str | Path) -> Path:
     raise InputError(f"{path}: not a checkpoint (no {MANIFEST} and no checkpoints/latest)")
 
 
-def _pointer_target(p: Path) -> Path | None:
-    """The checkpoint a pointer file (a sibling folder's name) names, if ``p`` is one."""
+def _pointer_target(p: Path, followed: bool = False) -> Path | None:
+    """The checkpoint a pointer file (a sibling folder's name) names, if ``p`` is one;
+    a pointer found inside a run folder (not ``followed`` from the command line) that is
+    a link, or that names a link, is refused."""
+    if not followed and p.is_symlink():
+        raise InputError(f"--checkpoint: {p}: a symbolic link (not followed)")
     if not p.is_file() or p.stat().st_size >= 256:
         return None
     name = p.read_bytes().decode("utf-8", errors="replace").strip()
-    if name and "/" not in name and (p.parent / name / MANIFEST).is_file():
+    if name and "/" not in name and name not in (".", "..") and (
+        (p.parent / name / MANIFEST).is_file()
+    ):  # fmt: skip
+        if (p.parent / name).is_symlink():
+            raise InputError(f"--checkpoint: {p}: names {name}, a symbolic link (not followed)")
         return p.parent / name
     return None
 
@@ -609,6 +628,14 @@ class MarlPolicy(Policy):
 
     def check_cluster(self, topology: Topology, perf) -> None:
         self._builder_for_topology(topology, perf)
+
+    def check_config(self, cfg) -> None:
+        """Refuse (``InputError`` naming the key) a run config whose ``env`` decision
+        options the checkpoint was not trained with (``env.migration: on`` for a v1
+        checkpoint, say): the agents would act as trained and ignore them."""
+        from envs.config import env_config
+
+        self.agents.check_env(env_config(cfg), f"{cfg.source}: env")
 
     def _complete(self, session: PlacementSession) -> bool:
         """Let the agents act in ``session`` until it is done (True) or the rest of

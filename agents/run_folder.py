@@ -49,6 +49,7 @@ from typing import Any
 
 from agents.integrity import compare_tree, read_regular, sign_folder, tree, verify_folder
 from marl_sched.errors import InputError
+from marl_sched.files import check_owned_tree, owned_path
 from marl_sched.metrics import atomic_write_text
 
 CHECKPOINTS = "checkpoints"
@@ -73,29 +74,40 @@ def checkpoint_name(iteration: int) -> str:
 
 @dataclasses.dataclass
 class RunPaths:
+    """The paths of a run folder; each is checked when it is asked for
+    (:func:`marl_sched.files.owned_path`): no step of it a link, FIFO or device."""
+
     root: Path
+
+    def _owned(self, rel: str) -> Path:
+        return owned_path(self.root, rel, "run folder")
 
     @property
     def config(self) -> Path:
-        return self.root / "config.yaml"
+        return self._owned("config.yaml")
 
     @property
     def tb(self) -> Path:
-        return self.root / "tb"
+        return self._owned("tb")
 
     @property
     def prior(self) -> Path:
-        return self.root / PRIOR
+        return self._owned(PRIOR)
 
     @property
     def checkpoints(self) -> Path:
-        return self.root / CHECKPOINTS
+        return self._owned(CHECKPOINTS)
 
     def checkpoint(self, iteration: int) -> Path:
-        return self.checkpoints / checkpoint_name(iteration)
+        return self._owned(f"{CHECKPOINTS}/{checkpoint_name(iteration)}")
 
     def eval(self, iteration: int) -> Path:
-        return self.root / "evals" / checkpoint_name(iteration)
+        return self._owned(f"evals/{checkpoint_name(iteration)}")
+
+    def check_tree(self, where: str = "--resume") -> None:
+        """The whole run folder (config, ``tb/``, ``evals/``, ``prior/``, every
+        checkpoint) holds only regular files and folders: refused otherwise."""
+        check_owned_tree(self.root, where)
 
     def latest(self) -> Path | None:
         """The checkpoint ``checkpoints/latest`` names; None when there is no pointer
@@ -260,7 +272,9 @@ def check_config_data(ckpt: Path, data: dict) -> None:
 
 def resume_point(paths: RunPaths) -> tuple[Path, dict]:
     """(the checkpoint to resume from, its verified state): every check of the module
-    docstring, in order, before Ray starts."""
+    docstring, in order, before Ray starts: first that no entry of the run folder, at
+    any depth (``tb/`` and ``evals/`` too), is a link, FIFO or device."""
+    paths.check_tree()
     ckpt = paths.latest()
     if ckpt is None:
         raise InputError(f"--resume: {paths.root}: no checkpoint to resume from")

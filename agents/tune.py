@@ -40,6 +40,7 @@ import tempfile
 from pathlib import Path
 
 from marl_sched.errors import InputError
+from marl_sched.files import check_owned_tree, owned_path
 
 EXPERIMENT = "experiment.json"
 RESULTS = "results.csv"
@@ -130,7 +131,7 @@ def trainable(config: dict) -> None:
 
     trial = config["trials"][config["trial"]]
     cfg, mc, tc = trial_config(config["base"], trial, config["source"])
-    run = Path(config["root"]) / trial["name"]
+    run = owned_path(config["root"], trial["name"], "experiment folder")
     paths = RunPaths(run)
     latest = paths.latest()
     if latest is None and run.exists():  # never checkpointed: start over
@@ -164,15 +165,20 @@ def write_experiment(out: Path, base: dict, source: str, trials: list[dict]) -> 
     from marl_sched.metrics import write_json
 
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / EXPERIMENT, {"source": source, "config": base, "trials": trials})
+    path = owned_path(out, EXPERIMENT, "experiment folder")
+    write_json(path, {"source": source, "config": base, "trials": trials})
 
 
 def read_experiment(out: Path, where: str = "--resume") -> tuple[dict, str, list[dict]]:
     """The recorded base config, its source and trials (``InputError`` if unreadable,
     starting with ``where``)."""
-    path = out / EXPERIMENT
+    from marl_sched.files import read_input_text
+
+    # the trial folders and tune/ too: no link, FIFO or device at any depth
+    check_owned_tree(out, where)
+    path = owned_path(out, EXPERIMENT, where)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_input_text(path, "json", f"{where}: {path}"))
         base, source, trials = data["config"], str(data["source"]), list(data["trials"])
         names = [str(t["name"]) for t in trials]
         if (
@@ -205,7 +211,7 @@ def run_experiment(
     from ray import tune
     from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
-    storage = (out / "tune").resolve()
+    storage = owned_path(out, "tune", "experiment folder").resolve()
     storage.mkdir(parents=True, exist_ok=True)
     session = f"session_{len(list(storage.glob('session_*'))) + 1:02d}"
     resources = tune.PlacementGroupFactory([{"CPU": 1}] * (1 + env_runners))
@@ -246,7 +252,7 @@ def run_experiment(
             lines = [ln for ln in str(result.error).splitlines() if ln.strip()]
             raise TrialError(f"trial {name} failed: {lines[-1] if lines else result.error}")
     rows = results_rows(out, trials, grid)
-    write_results(out / RESULTS, rows)
+    write_results(owned_path(out, RESULTS, "experiment folder"), rows)
     return rows
 
 

@@ -166,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint")
     p.add_argument("--out", required=True)
     p.add_argument(
-        "--seeds", type=int, default=1, help="runs per policy, seeds S, S+1, ... (default 1)"
+        "--seeds", type=int_arg, default=1, help="runs per policy, seeds S, S+1, ... (default 1)"
     )
     _trace_options(p)
 
@@ -237,12 +237,36 @@ def build_parser() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------------- helpers
 
 
+#: the repository's folders of shipped files, which no command writes into
+SHIPPED_FOLDERS = ("checkpoints", "benchmarks", "configs")
+
+
+def refuse_shipped_folder(out: str | Path, flag: str = "--out") -> None:
+    """Refuse (``InputError``) an output folder inside the repository's
+    :data:`SHIPPED_FOLDERS` (links resolved): ``simulate --out checkpoints/marl-default``
+    would overwrite the shipped checkpoint's ``config.yaml``."""
+    from marl_sched.config import REPO_ROOT
+
+    try:
+        real = Path(out).resolve()
+    except (OSError, RuntimeError) as exc:
+        raise InputError(f"{flag}: {out}: cannot resolve ({exc})") from None
+    for name in SHIPPED_FOLDERS:
+        shipped = (REPO_ROOT / name).resolve()
+        if real == shipped or real.is_relative_to(shipped):
+            raise InputError(
+                f"{flag}: {out}: inside the repository's {name}/ (shipped files); "
+                "write the outputs somewhere else"
+            )
+
+
 def prepare_out(out: str | Path) -> Path:
     """The output folder; refuses a path that is an existing file or lies under one, or
     whose nearest existing folder cannot be written (an empty ``--out`` is refused for
     every command in :func:`_run`). A link to a folder is accepted (and the folder it
     names is checked and returned); a link to nothing is refused."""
 
+    refuse_shipped_folder(out)
     path = Path(out)
     if path.is_symlink():  # a link to a folder is that folder; anything else is refused
         if not path.exists():
@@ -380,7 +404,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             metrics, records, _ = simulate(
                 cfg, policy, workload, topo, perf, seed=args.seed, progress=bar
             )
-            write_run(tmp, metrics, records, workload.resolved(cfg))
+            write_run(tmp, metrics, records, workload.resolved(cfg, policy))
     finally:
         bar.close()
     print(f"cluster: {topo.describe()}")
@@ -457,12 +481,6 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError(f"{command}: unrecognized arguments: {' '.join(args.overrides)}")
     if args.command in LOCAL_COMMANDS:
         return LOCAL_COMMANDS[args.command](args)
-    if args.command == "train":
-        # Ray's C++ failure-signal handler catches SIGTERM too: it dumps a stack and
-        # aborts (exit 134) after our handler ran. Without it SIGTERM is one line, exit
-        # 143, the run resumable. Set RAY_DISABLE_FAILURE_SIGNAL_HANDLER=0 to keep
-        # Ray's crash dumps; read when ray is first imported, so set before that.
-        os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     module, _, func = LAZY_COMMANDS[args.command].partition(":")
     try:
         handler = getattr(importlib.import_module(module), func)
@@ -536,6 +554,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``marl-sched`` console script."""
     import signal
 
+    # Ray's C++ failure-signal handler catches SIGTERM too: it dumps a stack and aborts
+    # (exit 134) after our handler ran. Without it SIGTERM is one line, exit 143, a run
+    # resumable. Read when ray is first imported (train, benchmark, evaluate of a run
+    # folder may import it), so set before any command runs; set
+    # RAY_DISABLE_FAILURE_SIGNAL_HANDLER=0 to keep Ray's crash dumps.
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     if argv is None:
         _fixed_hash_seed()
     parser = build_parser()
@@ -561,6 +585,16 @@ def _main(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
         return status
     except InputError as exc:
         print(f"marl-sched: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        from marl_sched.files import write_failure
+
+        # a full disk, a quota, a read-only or forbidden folder: one line naming the
+        # path (the atomic writers and staging folders removed what they staged)
+        failure = write_failure(exc)
+        if failure is None:
+            raise
+        print(f"marl-sched: error: {failure}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("marl-sched: interrupted", file=sys.stderr)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -97,8 +98,64 @@ def _run_one(task: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
         cfg, task["policy"], workload, topo, perf, seed=task["seed"], policy=policy
     )
     metrics.update(checkpoint_record(policy), seed=task["seed"])
-    write_run(Path(task["out"]), metrics, records, workload.resolved(cfg))
+    write_run(Path(task["out"]), metrics, records, workload.resolved(cfg, task["policy"]))
     return metrics, [r.jct for r in records]
+
+
+def _quiet_worker(parent: int) -> None:
+    """A worker's start: SIGTERM and SIGHUP end it at once, silently (the command's
+    handler, inherited through fork, would raise in every worker and print a traceback
+    each); SIGINT is ignored (Ctrl-C reaches the whole group: the parent stops them).
+    On Linux the worker is killed when ``parent`` dies, even by SIGKILL (no worker
+    outlives the command, still writing into a staging folder the next run removes)."""
+    import signal
+
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            pr_set_pdeathsig = 1
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
+
+
+def _run_pool(tasks: list[dict], n_workers: int, results: dict, progress) -> None:
+    """The tasks on ``n_workers`` worker processes (:func:`_quiet_worker`), their
+    results into ``results``. Stopped (a signal, Ctrl-C, an error), the workers are
+    terminated and the tasks not started dropped, so the parent reports one line; a
+    worker killed from outside is an ``InputError`` line, not a traceback."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    pool = ProcessPoolExecutor(
+        max_workers=n_workers, initializer=_quiet_worker, initargs=(os.getpid(),)
+    )
+    try:
+        futures = {pool.submit(_run_one, t): (t["policy"], t["seed"]) for t in tasks}
+        for fut in futures:
+            results[futures[fut]] = fut.result()
+            if progress:
+                progress(len(results))
+    except BrokenProcessPool:
+        _stop_workers(pool)
+        raise InputError("compare: a worker process was killed; nothing written") from None
+    except BaseException:
+        _stop_workers(pool)
+        raise
+    pool.shutdown()
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        if proc.is_alive():
+            proc.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 OWN_CHECKPOINT_POLICIES = ("marl", "single-agent")
@@ -118,6 +175,8 @@ def checkpoints_by_policy(spec: str | None, policies: list[str]) -> dict[str, st
             raise InputError(f"--checkpoint: expected name=path, got {item!r}")
         if name not in policies:
             raise InputError(f"--checkpoint: {name!r} is not one of --policies")
+        if name in out:
+            raise InputError(f"--checkpoint: {name!r} is named twice")
         out[name] = path.strip()
     return out
 
@@ -145,7 +204,12 @@ def check_compare(
     warn_if_test_workload(workload, "compare")
     ckpts = checkpoints_by_policy(checkpoint, policies)
     for name in policies:
-        build_policy(name, ckpts.get(name), topo, perf)
+        policy = build_policy(name, ckpts.get(name), topo, perf)
+        # a learned policy refuses env options it was not trained with, as evaluate
+        # does (duck-typed: marl_sched imports no agents)
+        check_config = getattr(policy, "check_config", None)
+        if check_config is not None:
+            check_config(cfg)
     return workload.resolved(cfg), ckpts
 
 
@@ -195,12 +259,7 @@ def run_compare(
             if progress:
                 progress(len(results))
     else:
-        with ProcessPoolExecutor(max_workers=n_workers) as pool:
-            futures = {pool.submit(_run_one, t): (t["policy"], t["seed"]) for t in tasks}
-            for fut in futures:
-                results[futures[fut]] = fut.result()
-                if progress:
-                    progress(len(results))
+        _run_pool(tasks, n_workers, results, progress)
     runs = [results[p, s][0] for p in policies for s in seed_list]
     rows = policy_rows(runs, policies)
     atomic_write_text(out / "runs.csv", csv_text(runs, RUN_FIELDS))

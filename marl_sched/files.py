@@ -16,6 +16,7 @@ checkpoint under 1 MB).
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -134,22 +135,135 @@ def new_file_mode() -> int:
     return 0o666 & ~umask
 
 
+#: errors of writing a file that say the place, not the program, is wrong (a full
+#: disk, a quota, a read-only or forbidden folder): the command line reports them as
+#: one line naming the path, exit status 2 (:func:`write_failure`)
+WRITE_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EACCES, errno.EPERM}
+)
+
+
+def write_failure(exc: OSError) -> InputError | None:
+    """The one line of a write that failed for the place (:data:`WRITE_ERRNOS`):
+    ``<path>: cannot write: No space left on device``; None for other errors."""
+    if exc.errno not in WRITE_ERRNOS:
+        return None
+    where = exc.filename if exc.filename is not None else "output"
+    return InputError(f"{os.fsdecode(where)}: cannot write: {exc.strerror or exc}")
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file in the same folder + rename;
-    the file gets the umask's mode (:func:`new_file_mode`)."""
+    the file gets the umask's mode (:func:`new_file_mode`). On any failure the
+    temporary file is removed; an ``OSError`` of :data:`WRITE_ERRNOS` is raised
+    again naming ``path`` (not the temporary name, nor none: a full disk's
+    ``write`` names no file)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
             os.fchmod(fh.fileno(), new_file_mode())
             fh.write(data)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS:
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         raise
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write ``text`` (UTF-8, newlines as given) like :func:`atomic_write_bytes`."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+# ------------------------------------------------------------------ folders the tool owns
+
+#: the most entries :func:`check_owned_tree` walks (a run folder holds a few thousand)
+MAX_OWNED_ENTRIES = 200_000
+
+
+def _not_plain(mode: int) -> str | None:
+    """Why an entry of an owned folder is refused, or None for a file or folder."""
+    if stat.S_ISLNK(mode):
+        return "a symbolic link (not followed)"
+    if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
+        return None
+    return "not a regular file or folder (a FIFO, socket or device)"
+
+
+def _owned_refusal(where: str, path: Path, reason: str) -> InputError:
+    return InputError(f"{where}: {path}: {reason}; refusing")
+
+
+def check_owned_tree(
+    root: str | os.PathLike, where: str, *, max_entries: int = MAX_OWNED_ENTRIES
+) -> None:
+    """Refuse (``InputError``, one line naming the entry) a folder the tool owns (a run
+    or experiment folder, a benchmark ``--out``, a checkpoint) holding anything but
+    regular files and folders at any depth: a symbolic link (which would send a read
+    or a write outside it), a FIFO, a socket or a device. Walked with ``lstat``, links
+    never followed, at most ``max_entries`` entries. ``root`` itself may be a link the
+    user named; a missing ``root`` passes (nothing in it yet)."""
+    root = Path(root)
+    try:
+        info = os.stat(root)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise _owned_refusal(where, root, f"unreadable ({exc.strerror or exc})") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise _owned_refusal(where, root, "not a folder")
+    todo, seen = [root], 0
+    while todo:
+        folder = todo.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = list(it)
+        except OSError as exc:
+            raise _owned_refusal(where, folder, f"unreadable ({exc.strerror or exc})") from None
+        for entry in entries:
+            seen += 1
+            if seen > max_entries:
+                raise _owned_refusal(where, root, f"more than {max_entries:,} entries")
+            path = Path(entry.path)
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                continue  # removed while walked
+            except OSError as exc:
+                raise _owned_refusal(where, path, f"unreadable ({exc.strerror or exc})") from None
+            reason = _not_plain(mode)
+            if reason is not None:
+                raise _owned_refusal(where, path, reason)
+            if stat.S_ISDIR(mode):
+                todo.append(path)
+
+
+def owned_path(root: str | os.PathLike, rel: str | os.PathLike, where: str) -> Path:
+    """``root / rel`` for a writer or reader of a folder the tool owns, after checking
+    (``lstat``, at the moment of use) that each existing step of ``rel`` is a folder and
+    the last one, if it exists, a regular file or folder — never a link, FIFO or device
+    (``InputError`` naming the entry). ``rel`` is relative and has no ``..``."""
+    root = Path(root)
+    parts = Path(rel).parts
+    if Path(rel).is_absolute() or ".." in parts:
+        raise _owned_refusal(where, root / rel, "not inside the folder")
+    path = root
+    for i, part in enumerate(parts):
+        path = path / part
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            break
+        except OSError as exc:
+            raise _owned_refusal(where, path, f"unreadable ({exc.strerror or exc})") from None
+        reason = _not_plain(mode)
+        if reason is None and i < len(parts) - 1 and not stat.S_ISDIR(mode):
+            reason = "not a folder"
+        if reason is not None:
+            raise _owned_refusal(where, path, reason)
+    return root.joinpath(*parts)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import errno
 import io
 import json
 import math
@@ -18,6 +17,7 @@ import numpy as np
 
 from marl_sched.config import ExperimentConfig
 from marl_sched.errors import InputError
+from marl_sched.files import WRITE_ERRNOS as _WRITE_ERRNOS
 from marl_sched.files import atomic_write_bytes, atomic_write_text, new_file_mode  # noqa: F401
 from marl_sched.simulator import JobRecord, Simulator
 
@@ -305,11 +305,6 @@ def staged_folder(out: str | Path) -> Iterator[Path]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-
-#: errors of writing a file that say the place, not the program, is wrong
-_WRITE_ERRNOS = frozenset(
-    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EACCES, errno.EPERM}
-)
 
 
 def _json_safe(obj: Any) -> Any:

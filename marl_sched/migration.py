@@ -222,6 +222,30 @@ class MigrationCost:
         return self.scale * (restart_s(model) + move)
 
 
+#: a restart may cost at most this many times the longest job of the window (its
+#: isolated run time): a cost past it would stall every moved job for longer than
+#: the whole window runs (and a huge one overflows the event clock)
+MAX_COST_JOB_MULTIPLE = 10
+
+
+def check_cost_bound(cost: float | str, scale: float, longest_s: float, where: str) -> None:
+    """Refuse (``InputError`` naming ``simulation.migration_cost``) a restart rule
+    whose dearest restart (``scale`` x the flat cost, or x the dearest measured
+    restart) is more than :data:`MAX_COST_JOB_MULTIPLE` times ``longest_s``."""
+    rule = MigrationCost.parse(cost, scale)
+    dearest = rule.flat_s if rule.flat_s is not None else max(
+        float(m["restart_s"]) for m in model_restart_table().values()
+    )
+    worst = rule.scale * dearest
+    limit = MAX_COST_JOB_MULTIPLE * longest_s
+    if worst > limit:
+        raise InputError(
+            f"{where}: simulation.migration_cost: a restart of {worst:.6g} s (x "
+            f"migration_cost_scale) is more than {MAX_COST_JOB_MULTIPLE} times the longest "
+            f"job of the window ({longest_s:.6g} s alone)"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m marl_sched.migration --shared ../shared/data --out FILE``."""
     from marl_sched.files import atomic_write_text

@@ -18,6 +18,7 @@ from marl_sched.duration import DurationPredictor, workload_predictor
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, build_jobs
 from marl_sched.metrics import compute_metrics
+from marl_sched.migration import check_cost_bound
 from marl_sched.ordering import OWN, QueueOrdering, make_ordering
 from marl_sched.perf import PerformanceModel
 from marl_sched.policies.base import Policy
@@ -83,12 +84,18 @@ class Workload:
     warmup: int = 0
     config: WorkloadConfig = dataclasses.field(default_factory=WorkloadConfig)
 
-    def resolved(self, cfg: ExperimentConfig) -> ExperimentConfig:
+    def resolved(self, cfg: ExperimentConfig, policy: str | None = None) -> ExperimentConfig:
         """``cfg`` with the workload this run read (after the command line's trace
-        options, the trace as an absolute path): what the run folder's ``config.yaml``
-        records, so that it reads the same file from anywhere."""
+        options, the trace as an absolute path) and, given, the ``policy`` that ran
+        (``simulation.policy``): what the run folder's ``config.yaml`` records, so that
+        it reads the same file from anywhere and names what it ran."""
         trace = str(Path(self.trace_path).resolve())
-        return dataclasses.replace(cfg, workload=dataclasses.replace(self.config, trace=trace))
+        cfg = dataclasses.replace(cfg, workload=dataclasses.replace(self.config, trace=trace))
+        if policy is not None:
+            cfg = dataclasses.replace(
+                cfg, simulation=dataclasses.replace(cfg.simulation, policy=policy)
+            )
+        return cfg
 
     def predictor(self) -> DurationPredictor:
         """A fresh duration predictor for one run over these jobs."""
@@ -96,7 +103,10 @@ class Workload:
 
 
 def build_cluster(cfg: ExperimentConfig) -> tuple[Topology, PerformanceModel]:
-    topo = Topology.from_config(cfg.topology)
+    try:
+        topo = Topology.from_config(cfg.topology)
+    except InputError as exc:  # a server type's name: say which config
+        raise InputError(f"{cfg.source}: {exc}") from None
     topo = topo.with_network_efficiency(cfg.simulation.nic_efficiency_scale)
     return topo, PerformanceModel(topo)
 
@@ -140,6 +150,11 @@ def load_workload(
         raise InputError(
             f"{path}: window is empty: --start {wl.start} skips all {len(jobs)} jobs of the trace"
         )
+    longest = max(
+        j.iterations * perf.isolated_iteration_time(j.model, j.num_workers, j.num_ps) for j in jobs
+    )
+    sim = cfg.simulation
+    check_cost_bound(sim.migration_cost, sim.migration_cost_scale, longest, str(cfg.source))
     return Workload(jobs=jobs, trace_path=path, info=info, warmup=warmup, config=wl)
 
 

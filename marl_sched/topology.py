@@ -34,12 +34,17 @@ graph the GNN sees.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from marl_sched.catalogue import CALIBRATION, GPU_SPEED
 from marl_sched.config import TopologyConfig
+from marl_sched.errors import InputError
+
+#: a server type's name: an identifier (reports, observations and checkpoints name it)
+SERVER_TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 
 LINK_KINDS = ("pcie", "qpi", "nic", "rack_uplink", "sc_uplink")
 LINK_PCIE, LINK_QPI, LINK_NIC, LINK_RACK, LINK_SC = range(5)
@@ -71,6 +76,19 @@ class GraphArrays:
     group_ids: np.ndarray
 
 
+def check_server_type_names(names) -> None:
+    """Each name matches :data:`SERVER_TYPE_NAME` (ASCII, not blank, at most 64
+    characters) and none repeats (``InputError`` naming it)."""
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or not SERVER_TYPE_NAME.fullmatch(name):
+            raise InputError(
+                f"topology.server_types[{i}].name: {name!r} is not a name (a letter or _, "
+                "then letters, digits, _ . -; at most 64 characters)"
+            )
+        if name in names[:i]:
+            raise InputError(f"topology.server_types[{i}].name: {name!r} is named twice")
+
+
 class Topology:
     """A built datacenter. Construct with :meth:`from_config`.
 
@@ -86,6 +104,7 @@ class Topology:
         self.n_racks = c.subclusters * c.racks_per_subcluster
         self.n_servers = self.n_racks * c.servers_per_rack
         self.server_type_names = tuple(s.name for s in c.server_types)
+        check_server_type_names(self.server_type_names)
 
         # servers: types dealt in order, racks filled in order
         self.server_type = np.repeat(

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from marl_sched.errors import InputError
-from marl_sched.files import read_input, read_input_text
+from marl_sched.files import owned_path, read_input, read_input_text
 from marl_sched.metrics import atomic_write_text
 
 CELL_DIR = "cells"
@@ -134,7 +134,8 @@ class CellStore:
         self.dir = self.out / CELL_DIR
 
     def path(self, cell: Cell) -> Path:
-        return self.dir / f"{cell.key}.json"
+        """The cell's file, checked at each use (no step of it a link, FIFO or device)."""
+        return owned_path(self.out, f"{CELL_DIR}/{cell.key}.json", "--out")
 
     def done(self, cell: Cell) -> bool:
         path = self.path(cell)

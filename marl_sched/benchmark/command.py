@@ -44,6 +44,7 @@ from marl_sched.benchmark.cells import Cell, CellStore, checkpoint_id, run_cell,
 from marl_sched.benchmark.ledger import LEDGER
 from marl_sched.benchmark.suite import DEFAULT_SUITE, load_suite, resolve, track_overrides
 from marl_sched.errors import InputError
+from marl_sched.files import check_owned_tree
 
 # the Ray executor sits above marl_sched (which never imports ray): agents/
 RAY_EXECUTOR = "agents.benchmark_executor:run_all"
@@ -162,6 +163,10 @@ def check_inputs(
     ckpts = {r: by_policy[split_row(r)[0]] for r in policies}
     if Path(out).exists() and not Path(out).is_dir():
         raise InputError(f"--out: {out}: exists and is not a folder")
+    from marl_sched.cli import refuse_shipped_folder
+
+    refuse_shipped_folder(out)
+    check_owned_tree(out, "--out")  # cells/, ccdf/: no link, FIFO or device at any depth
     CellStore(out).claim(
         str(suite_path), split, duration_estimate, overrides, write=False, track=track
     )

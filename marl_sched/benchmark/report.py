@@ -386,7 +386,10 @@ def write_report(
 ) -> list[dict]:
     """Write every output of the module docstring from the cells' results; returns the
     summary rows (best first). ``ledger``: the test-split ledger entry to cite."""
+    from marl_sched.files import check_owned_tree
+
     out = Path(out)
+    check_owned_tree(out, "--out")  # again when writing: ccdf/ not a link, say
     rows = [r["row"] for r in results]
     extra = sorted({k for r in rows for k in r} - set(RUN_FIELDS))
     atomic_write_text(out / "runs.csv", csv_text(rows, [*RUN_FIELDS, *extra]))

@@ -481,11 +481,11 @@ def _symlink_a_copy(path: Path, outside: Path) -> None:
     [
         (_alter, "shared.pt", "shared.pt was changed"),
         (lambda p, _: p.unlink(), "shared.pt", "shared.pt was missing"),
-        (_symlink_a_copy, "shared.pt", "shared.pt is a symlink"),
+        (_symlink_a_copy, "shared.pt", "shared.pt: a symbolic link"),
         (lambda p, _: p.rename(p.with_name("x.pt")), "shared.pt", "shared.pt was missing"),
         (lambda p, _: (p / "extra.pt").write_bytes(b""), ".", "extra.pt was added"),
         (lambda p, _: (p / "state.json").write_text("{}"), ".", "state.json was added"),
-        (_symlink_a_copy, ".", "prior (train.prior_kl) is missing or not a folder"),
+        (_symlink_a_copy, ".", "prior: a symbolic link"),
         (lambda p, _: p.rename(p.with_name("gone")), ".", "prior (train.prior_kl) is missing"),
     ],
     ids="altered removed symlink renamed added added-state folder-symlink no-folder".split(),
