@@ -42,6 +42,16 @@ def test_fifo_and_smallest_first() -> None:
     assert _order("smallest-first", jobs, OrderingContext()) == [1, 2, 0]
 
 
+def test_smallest_first_serves_same_width_jobs_in_submit_order() -> None:
+    """Same width: first submitted, first served (ties at one instant by job id).
+    Catches a LIFO tie-break (``-job.submit_time`` in ``SmallestFirst.key``): the job
+    ids run against the submit order, so neither the id nor its reverse passes."""
+    jobs = [_job(0, 2, submit=9.0), _job(1, 2, submit=3.0), _job(2, 2, submit=6.0),
+            _job(3, 1, submit=8.0), _job(4, 2, submit=3.0)]  # fmt: skip
+    assert _order("smallest-first", jobs, OrderingContext()) == [3, 1, 4, 2, 0]
+    assert _order("smallest-first", jobs[::-1], OrderingContext()) == [3, 1, 4, 2, 0]
+
+
 def test_shortest_first_reads_the_estimate_not_the_truth() -> None:
     # true lengths ascend with the id; the estimates say the opposite
     jobs = [_job(i, iterations=100.0 * (i + 1), submit=float(i)) for i in range(4)]
