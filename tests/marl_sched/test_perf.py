@@ -137,7 +137,8 @@ def test_interference_of_a_job_across_groups_sockets_and_servers_by_hand(
     g[near.groups] += near.group_press
     s[near.sockets] += near.socket_press
     v[near.servers] += near.server_press
-    terms = dict(zip(("group", "socket", "server"), _hand_levels("resnet-50", "vgg-16"), strict=True))
+    names = ("group", "socket", "server")
+    terms = dict(zip(names, _hand_levels("resnet-50", "vgg-16"), strict=True))
     want = 1.0 + sum(terms[level] for level in levels.split())
     assert PERF.interference(spec, lay, g, s, v) == pytest.approx(want, rel=1e-12)
 
