@@ -71,7 +71,7 @@ from envs.rules import home_agent
 from envs.session import MoveBook, PlacementSession
 from marl_sched.config import REPO_ROOT
 from marl_sched.errors import InputError
-from marl_sched.files import read_input_text
+from marl_sched.files import read_input_text, resolve_checkpoint
 from marl_sched.jobs import Job, Placement
 from marl_sched.policies.base import Policy
 from marl_sched.policies.load_control import running_job, usable_groups
@@ -141,34 +141,6 @@ def agents_from_weights(manifest: dict[str, Any], weights: dict[str, dict]) -> T
         net.eval()
         nets[module_id] = net
     return TrainedAgents(manifest=manifest, nets=nets)
-
-
-def resolve_checkpoint(path: str | Path) -> Path:
-    """A checkpoint folder from a checkpoint, a pointer file (``checkpoints/latest``,
-    ``checkpoints/best``) or a run folder: its ``best`` checkpoint (by validation),
-    else its ``latest`` (a run that never validated)."""
-    p = Path(path)
-    if not p.exists() and not p.is_absolute() and (REPO_ROOT / p).exists():
-        p = REPO_ROOT / p
-    if (target := _pointer_target(p)) is not None:
-        return target
-    for cand in (p, p / "checkpoints"):
-        if (cand / MANIFEST).is_file():
-            return cand
-        for pointer in ("best", "latest"):
-            if (target := _pointer_target(cand / pointer)) is not None:
-                return target
-    raise InputError(f"{path}: not a checkpoint (no {MANIFEST} and no checkpoints/latest)")
-
-
-def _pointer_target(p: Path) -> Path | None:
-    """The checkpoint a pointer file (a sibling folder's name) names, if ``p`` is one."""
-    if not p.is_file() or p.stat().st_size >= 256:
-        return None
-    name = p.read_bytes().decode("utf-8", errors="replace").strip()
-    if name and "/" not in name and (p.parent / name / MANIFEST).is_file():
-        return p.parent / name
-    return None
 
 
 def load_checkpoint(path: str | Path) -> TrainedAgents:

@@ -8,7 +8,6 @@ import yaml
 
 from agents.config import model_config, train_config
 from agents.records import (
-    checkpoint_digest,
     hparams,
     module_scalars,
     phase_times,
@@ -21,6 +20,7 @@ from agents.records import (
 )
 from envs.config import env_config
 from marl_sched.config import REPO_ROOT, load_config
+from marl_sched.files import checkpoint_digest
 
 TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
 
