@@ -69,9 +69,10 @@ from envs.config import (
 from envs.observations import OBS_VERSION, ObservationBuilder, feature_dims
 from envs.rules import home_agent
 from envs.session import MoveBook, PlacementSession
+from marl_sched.checkpoints import resolve_checkpoint
 from marl_sched.config import REPO_ROOT
 from marl_sched.errors import InputError
-from marl_sched.files import read_input_text, resolve_checkpoint
+from marl_sched.files import read_input_text
 from marl_sched.jobs import Job, Placement
 from marl_sched.policies.base import Policy
 from marl_sched.policies.load_control import running_job, usable_groups

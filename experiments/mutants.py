@@ -21,7 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 T = "tests/marl_sched/"
-SIM = [T + "test_simulator.py", T + "test_simulation_events.py", T + "test_golden.py"]
+SIM = [T + "test_simulator.py", T + "test_simulation_events.py", T + "test_ordering.py",
+       T + "test_golden.py"]
 PERF = [T + "test_perf.py"]
 LEDGER = [T + "test_ledger.py"]
 INTEGRITY = ["tests/agents/test_integrity.py"]
@@ -63,7 +64,7 @@ MUTANTS = [
      "            if entry.is_symlink():\n                raise",
      "            if entry.is_symlink() and not entry.is_dir():\n                raise",
      INTEGRITY),
-    ("digest over every file", "marl_sched/files.py",
+    ("digest over every file", "marl_sched/checkpoints.py",
      "files = [(CHECKPOINT_MANIFEST, \"json\")]",
      "files = [(CHECKPOINT_MANIFEST, \"json\"), (\"README.md\", \"json\")]",
      [T + "test_checkpoint_digest.py"]),

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from marl_sched.checkpoints import checkpoint_digest
 from marl_sched.errors import InputError
-from marl_sched.files import checkpoint_digest, read_input, read_input_text
+from marl_sched.files import read_input, read_input_text
 from marl_sched.metrics import atomic_write_text
 
 CELL_DIR = "cells"
@@ -49,7 +50,7 @@ class Cell:
 
 
 def checkpoint_id(path: str | Path) -> str:
-    """The checkpoint's 12-hex content digest (:func:`marl_sched.files.checkpoint_digest`:
+    """The checkpoint's 12-hex content digest (:func:`marl_sched.checkpoints.checkpoint_digest`:
     the weights and the manifest, nothing beside them); InputError when the path does
     not exist or is a link."""
     return checkpoint_digest(path)[:12]

@@ -19,8 +19,8 @@ from agents.records import (
     timed,
 )
 from envs.config import env_config
+from marl_sched.checkpoints import checkpoint_digest
 from marl_sched.config import REPO_ROOT, load_config
-from marl_sched.files import checkpoint_digest
 
 TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
 

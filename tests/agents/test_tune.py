@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from agents.tune import make_trials, parse_grid, split_values
+from marl_sched.checkpoints import checkpoint_digest
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT, apply_overrides
 from marl_sched.errors import InputError
-from marl_sched.files import checkpoint_digest
 from tests.agents.test_train_e2e import scalar_steps
 
 TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")

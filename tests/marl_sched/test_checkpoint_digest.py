@@ -1,4 +1,4 @@
-"""The one checkpoint digest (marl_sched.files.checkpoint_digest): what the benchmark's
+"""The one checkpoint digest (marl_sched.checkpoints.checkpoint_digest): what the benchmark's
 cells are keyed by, what ``compare``/``evaluate`` record and what ``tune`` records,
 over the weights and the manifest only, reading only regular files under a size cap
 and following no link."""
@@ -12,9 +12,9 @@ import time
 import pytest
 
 from marl_sched.benchmark.cells import checkpoint_id
+from marl_sched.checkpoints import checkpoint_digest
 from marl_sched.config import REPO_ROOT
 from marl_sched.errors import InputError
-from marl_sched.files import checkpoint_digest
 
 SHIPPED = REPO_ROOT / "checkpoints" / "marl-default"
 BASELINE = REPO_ROOT / "checkpoints" / "baselines" / "mlfs_rl.pt"
