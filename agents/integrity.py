@@ -142,6 +142,14 @@ def tree(folder: Path, where: str, skip: str | None = SIGNED) -> dict[str, str]:
             else:
                 raise InputError(f"{where}: {rel} is not a regular file or folder; refusing")
 
+    try:
+        top = os.lstat(folder)
+    except OSError as exc:
+        raise InputError(f"{where}: unreadable ({exc.strerror or exc})") from None
+    if stat.S_ISLNK(top.st_mode):
+        raise InputError(f"{where}: {folder} is a symlink; refusing to follow it")
+    if not stat.S_ISDIR(top.st_mode):
+        raise InputError(f"{where}: not a folder; refusing")
     walk(Path(folder), "")
     return out
 

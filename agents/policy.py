@@ -69,9 +69,10 @@ from envs.config import (
 from envs.observations import OBS_VERSION, ObservationBuilder, feature_dims
 from envs.rules import home_agent
 from envs.session import MoveBook, PlacementSession
+from marl_sched.checkpoints import resolve_checkpoint
 from marl_sched.config import REPO_ROOT
 from marl_sched.errors import InputError
-from marl_sched.files import check_owned_tree, read_input_text
+from marl_sched.files import read_input_text
 from marl_sched.jobs import Job, Placement
 from marl_sched.policies.base import Policy
 from marl_sched.policies.load_control import running_job, usable_groups
@@ -141,53 +142,6 @@ def agents_from_weights(manifest: dict[str, Any], weights: dict[str, dict]) -> T
         net.eval()
         nets[module_id] = net
     return TrainedAgents(manifest=manifest, nets=nets)
-
-
-def resolve_checkpoint(path: str | Path) -> Path:
-    """A checkpoint folder from a checkpoint, a pointer file (``checkpoints/latest``,
-    ``checkpoints/best``) or a run folder: its ``best`` checkpoint (by validation),
-    else its ``latest`` (a run that never validated). The folder found holds only
-    regular files and folders (no link, FIFO or device at any depth:
-    :func:`marl_sched.files.check_owned_tree`), and no pointer, ``checkpoints/`` or
-    named checkpoint on the way is a link; ``path`` itself may be one."""
-    p = Path(path)
-    if not p.exists() and not p.is_absolute() and (REPO_ROOT / p).exists():
-        p = REPO_ROOT / p
-    ckpt = _find_checkpoint(p, path)
-    check_owned_tree(ckpt, "--checkpoint")
-    return ckpt
-
-
-def _find_checkpoint(p: Path, path: str | Path) -> Path:
-    if (target := _pointer_target(p, followed=True)) is not None:
-        return target
-    for cand in (p, p / "checkpoints"):
-        if cand is not p and cand.is_symlink():
-            raise InputError(f"--checkpoint: {cand}: a symbolic link (not followed)")
-        if (cand / MANIFEST).is_file() or (cand / MANIFEST).is_symlink():
-            return cand
-        for pointer in ("best", "latest"):
-            if (target := _pointer_target(cand / pointer)) is not None:
-                return target
-    raise InputError(f"{path}: not a checkpoint (no {MANIFEST} and no checkpoints/latest)")
-
-
-def _pointer_target(p: Path, followed: bool = False) -> Path | None:
-    """The checkpoint a pointer file (a sibling folder's name) names, if ``p`` is one;
-    a pointer found inside a run folder (not ``followed`` from the command line) that is
-    a link, or that names a link, is refused."""
-    if not followed and p.is_symlink():
-        raise InputError(f"--checkpoint: {p}: a symbolic link (not followed)")
-    if not p.is_file() or p.stat().st_size >= 256:
-        return None
-    name = p.read_bytes().decode("utf-8", errors="replace").strip()
-    if name and "/" not in name and name not in (".", "..") and (
-        (p.parent / name / MANIFEST).is_file()
-    ):  # fmt: skip
-        if (p.parent / name).is_symlink():
-            raise InputError(f"--checkpoint: {p}: names {name}, a symbolic link (not followed)")
-        return p.parent / name
-    return None
 
 
 def load_checkpoint(path: str | Path) -> TrainedAgents:

@@ -34,15 +34,12 @@ HParams (with the final and best validation figures).
   the averages over modules.
 - :func:`read_scalars` / :func:`read_tags`: a tag's (several tags') values read back
   from ``tb/`` (the learning curves).
-- :func:`checkpoint_digest`: the content digest of a checkpoint's inference files,
-  which ``results.csv`` records beside the checkpoint's path.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import math
 import time
 from collections.abc import Sequence
@@ -295,16 +292,3 @@ def module_scalars(learners: dict[str, dict]) -> dict[str, float]:
         for tag, key in MODULE_TAGS
         if _finite(figures.get(key))
     }
-
-
-def checkpoint_digest(folder: Path) -> str:
-    """SHA-256 over the inference files of a checkpoint folder (``manifest.json`` and
-    ``modules/*.pt``: what ``evaluate`` loads), each named by its relative path, in
-    sorted order: equal digests, equal policies."""
-    folder = Path(folder)
-    files = [folder / "manifest.json", *sorted((folder / "modules").glob("*.pt"))]
-    h = hashlib.sha256()
-    for path in files:
-        h.update(path.relative_to(folder).as_posix().encode("utf-8") + b"\0")
-        h.update(hashlib.sha256(path.read_bytes()).digest())
-    return h.hexdigest()

@@ -295,10 +295,10 @@ def results_rows(out: Path, trials: list[dict], grid) -> list[dict]:
     reported), and from the run folder's last checkpoint (``state.json``, which a
     resumed run carries on) the best checkpoint's validation figure under
     ``train.select_rule``, its path (relative to ``out``) and content digest
-    (:func:`agents.records.checkpoint_digest`), and the run's wall time over every
+    (:func:`marl_sched.checkpoints.checkpoint_digest`), and the run's wall time over every
     session."""
-    from agents.records import checkpoint_digest
     from agents.run_folder import RunPaths
+    from marl_sched.checkpoints import checkpoint_digest
 
     by_name = {r.config["trial"]: r for r in grid}
     rows = []

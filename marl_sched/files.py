@@ -36,6 +36,7 @@ SIZE_LIMITS = {
     "model": 512 * MIB,
     "json": 64 * MIB,
     "cell": 64 * MIB,
+    "ledger": 16 * MIB,  # an entry is about 1 KB
     "fitted-choice model": 64 << 10,  # ten weights and their fit's figures
 }
 
@@ -47,11 +48,14 @@ def _size_text(n: int) -> str:
     return f"{n:,} bytes"
 
 
-def open_input(path: str | os.PathLike, kind: str, where: str | None = None) -> BinaryIO:
+def open_input(
+    path: str | os.PathLike, kind: str, where: str | None = None, *, follow_links: bool = True
+) -> BinaryIO:
     """``path`` opened for binary reading, after checking that it is a regular file of at
     most ``SIZE_LIMITS[kind]`` bytes. The file is opened without blocking (a FIFO opens
     at once and is then refused) and checked on the opened descriptor, so a path
-    swapped between the check and the read cannot slip through.
+    swapped between the check and the read cannot slip through. ``follow_links``
+    False: a symlink (as the last component) is refused, never opened.
 
     Raises:
         InputError: ``<where>: cannot read <kind>: <reason>`` (``where`` defaults to
@@ -63,9 +67,14 @@ def open_input(path: str | os.PathLike, kind: str, where: str | None = None) -> 
     def refuse(reason: str) -> InputError:
         return InputError(f"{shown}: cannot read {kind}: {reason}")
 
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, flags)
     except OSError as exc:
+        if not follow_links and exc.errno == errno.ELOOP:
+            raise refuse("a symlink; refusing to follow it") from None
         raise refuse(exc.strerror or str(exc)) from None
     try:
         info = os.fstat(fd)
@@ -85,11 +94,13 @@ def open_input(path: str | os.PathLike, kind: str, where: str | None = None) -> 
         raise
 
 
-def read_input(path: str | os.PathLike, kind: str, where: str | None = None) -> bytes:
+def read_input(
+    path: str | os.PathLike, kind: str, where: str | None = None, *, follow_links: bool = True
+) -> bytes:
     """The bytes of a regular file checked by :func:`open_input` (at most the limit,
     even if the file grows while it is read)."""
     shown = os.fspath(path) if where is None else where
-    with open_input(path, kind, where) as fh:
+    with open_input(path, kind, where, follow_links=follow_links) as fh:
         try:
             data = fh.read(SIZE_LIMITS[kind] + 1)
         except OSError as exc:
@@ -102,11 +113,13 @@ def read_input(path: str | os.PathLike, kind: str, where: str | None = None) -> 
     return data
 
 
-def read_input_text(path: str | os.PathLike, kind: str, where: str | None = None) -> str:
+def read_input_text(
+    path: str | os.PathLike, kind: str, where: str | None = None, *, follow_links: bool = True
+) -> str:
     """:func:`read_input` decoded as UTF-8; a bad byte is an ``InputError`` naming the
     file and the line."""
     shown = os.fspath(path) if where is None else where
-    data = read_input(path, kind, where)
+    data = read_input(path, kind, where, follow_links=follow_links)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

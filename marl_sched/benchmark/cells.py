@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from marl_sched.checkpoints import checkpoint_digest
 from marl_sched.errors import InputError
 from marl_sched.files import owned_path, read_input, read_input_text
 from marl_sched.metrics import atomic_write_text
@@ -49,23 +50,10 @@ class Cell:
 
 
 def checkpoint_id(path: str | Path) -> str:
-    """A 12-hex content digest of a checkpoint file, or of every file under a
-    checkpoint folder (relative paths and bytes, in sorted order); InputError when the
-    path does not exist."""
-    root = Path(path)
-    if root.is_file():
-        files = [root]
-    elif root.is_dir():
-        files = sorted(p for p in root.rglob("*") if p.is_file())
-    else:
-        raise InputError(f"--checkpoint: {path}: no such file or folder")
-    h = hashlib.sha256()
-    for f in files:
-        h.update(str(f.relative_to(root) if f != root else f.name).encode() + b"\0")
-        with f.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()[:12]
+    """The checkpoint's 12-hex content digest (:func:`marl_sched.checkpoints.checkpoint_digest`:
+    the weights and the manifest, nothing beside them); InputError when the path does
+    not exist or is a link."""
+    return checkpoint_digest(path)[:12]
 
 
 def split_row(row: str) -> tuple[str, str | None]:

@@ -232,12 +232,14 @@ def run_benchmark(
     (None: no track override, as before tracks). A run touching the test split of the
     default suite appends an entry to ``ledger`` first (:mod:`marl_sched.benchmark.ledger`;
     None: not recorded, for tests only) and its summary cites it."""
+    from marl_sched.benchmark import ledger as ledger_check
     from marl_sched.benchmark.ledger import record_if_test
     from marl_sched.benchmark.report import write_report
 
     scenarios, ckpts = check_inputs(
         suite_path, split, policies, seeds, out, checkpoint, duration_estimate, overrides, track
     )
+    ledger_check.check(ledger, scenarios)  # before the output folder is claimed
     out = Path(out)
     store = CellStore(out)
     store.claim(str(suite_path), split, duration_estimate, overrides, track=track)
@@ -332,6 +334,9 @@ def benchmark_command(args: argparse.Namespace) -> int:
         args.overrides,
         args.track,
     )
+    from marl_sched.benchmark import ledger as ledger_check
+
+    ledger_check.check(LEDGER, scenarios)  # before Ray starts or anything is written
     executor = run_local if args.local else ray_executor(args.ray_address)
     if variants:
         for name, extra in variants:  # each variant's folder and overrides, checked now

@@ -9,8 +9,9 @@ checked and before any cell runs, so an interrupted or repeated look is recorded
 Fields:
 
 - ``id``: the entry's number (1, 2, ...); results pages cite ``ledger #N``;
-- ``date`` (UTC), ``commit`` (``git rev-parse HEAD``, ``+dirty`` when the work tree
-  has uncommitted changes, ``unknown`` outside a git checkout);
+- ``date`` (UTC), ``commit`` (``git rev-parse HEAD``; ``unknown`` outside a git
+  checkout; a run from a work tree with uncommitted changes is refused, so no new
+  entry says ``+dirty``);
 - ``suite``, ``suite_sha256``, ``split``, ``track``, ``seeds``, ``scenarios``
   (their count), ``overrides``, ``duration_estimate``;
 - ``policies``: the rows run; ``checkpoints``: per row with explicit checkpoints,
@@ -18,24 +19,38 @@ Fields:
 - ``out``: the output folder (absolute).
 
 Each run's ``summary.md`` names its entry (``Ledger entry: benchmarks/ledger.jsonl #N``).
+
+The ledger is an append-only log and is read as one: :func:`check` runs before any
+cell runs or any output is written, and refuses (exit 2, one line naming the file and
+line and how to repair it) a ledger that is a link, a folder, a FIFO or larger than
+``SIZE_LIMITS["ledger"]``, a line that is not UTF-8 or not one JSON object, or an
+entry numbered out of turn (two branches appending at once); and a test-split run from
+a work tree with uncommitted changes (an entry must name the commit that ran: commit
+first). An entry is appended under an exclusive ``flock`` and fsynced.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import hashlib
 import json
 import os
+import stat
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from marl_sched.config import REPO_ROOT
+from marl_sched.errors import InputError
+from marl_sched.files import read_input
 
 LEDGER = REPO_ROOT / "benchmarks" / "ledger.jsonl"
 #: the suite whose test split the ledger guards (None: the default suite)
 REFERENCE_SUITE: str | Path | None = None
+#: the checkout whose commit an entry names (and which must be clean to record one)
+REPO: Path = REPO_ROOT
 
 
 def git_commit(root: Path = REPO_ROOT) -> str:
@@ -55,11 +70,57 @@ def git_commit(root: Path = REPO_ROOT) -> str:
 
 
 def read_ledger(path: str | Path = LEDGER) -> list[dict[str, Any]]:
-    """Every entry, in order (none for a missing file)."""
+    """Every entry, in order (none for a missing file); ``InputError`` naming the file
+    and line, and how to repair it, for anything but a regular file of well-formed,
+    consecutively numbered entries (see the module docstring)."""
     p = Path(path)
-    if not p.is_file():
+    try:
+        info = os.lstat(p)
+    except FileNotFoundError:
         return []
-    return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line]
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read the ledger: {exc.strerror or exc}") from None
+    restore = f"it must be the regular file the repo keeps (restore it: git checkout {p})"
+    if stat.S_ISLNK(info.st_mode):
+        raise InputError(f"{p}: the ledger is a symlink; {restore}")
+    try:
+        data = read_input(p, "ledger", str(p), follow_links=False)
+    except InputError as exc:
+        raise InputError(f"{exc}; {restore}") from None
+    entries: list[dict[str, Any]] = []
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        if not raw.strip():
+            continue
+        repair = f"remove or fix line {n} (a merge conflict leaves such lines)"
+        try:
+            entry = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise InputError(f"{p}:{n}: not valid UTF-8; {repair}") from None
+        except (json.JSONDecodeError, RecursionError):
+            raise InputError(f"{p}:{n}: not a JSON object; {repair}") from None
+        if not isinstance(entry, dict):
+            raise InputError(f"{p}:{n}: not a JSON object; {repair}")
+        if entry.get("id") != len(entries) + 1 or isinstance(entry.get("id"), bool):
+            raise InputError(
+                f"{p}:{n}: entry id {entry.get('id')!r}, expected {len(entries) + 1}; renumber "
+                "the entries from this line on (two branches appended at once?)"
+            )
+        entries.append(entry)
+    return entries
+
+
+def check(ledger: str | Path | None, scenarios: Sequence[Any]) -> None:
+    """Before any work: when this run would be recorded (:func:`record_if_test`), the
+    ledger reads back whole and the work tree has no uncommitted changes
+    (``InputError`` otherwise, one line)."""
+    if ledger is None or not touches_test(scenarios):
+        return
+    read_ledger(ledger)
+    if git_commit(REPO).endswith("+dirty"):
+        raise InputError(
+            f"{REPO}: uncommitted changes; commit first (a test-split run is recorded in "
+            f"{ledger} against the commit that ran it)"
+        )
 
 
 def touches_test(scenarios: Sequence[Any]) -> bool:
@@ -78,15 +139,23 @@ def touches_test(scenarios: Sequence[Any]) -> bool:
 
 
 def append(path: str | Path, entry: dict[str, Any]) -> dict[str, Any]:
-    """Append ``entry`` (numbered after the last one) and flush it to disk; returns it
-    with its ``id``."""
+    """Append ``entry`` (numbered after the last one) under an exclusive lock and fsync
+    it; returns it with its ``id``."""
     p = Path(path)
-    entry = {"id": len(read_ledger(p)) + 1, **entry}
     p.parent.mkdir(parents=True, exist_ok=True)
-    with p.open("a", encoding="utf-8") as fh:
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(p, flags, 0o644)
+    except OSError as exc:
+        raise InputError(f"{p}: cannot append to the ledger: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "a", encoding="utf-8") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(f"{p}: the ledger is not a regular file")
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when the file closes
+        entry = {"id": len(read_ledger(p)) + 1, **entry}
         fh.write(json.dumps(entry, sort_keys=False) + "\n")
         fh.flush()
-        os.fsync(fh.fileno())
+        os.fsync(fd)
     return entry
 
 
@@ -124,7 +193,7 @@ def record_if_test(
         ledger,
         {
             "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "commit": git_commit(),
+            "commit": git_commit(REPO),
             "suite": str(suite_path),
             "suite_sha256": hashlib.sha256(resolve(suite_path).read_bytes()).hexdigest(),
             "split": split,

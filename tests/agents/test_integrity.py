@@ -60,6 +60,59 @@ def test_a_signed_folder_verifies_and_any_change_is_refused(tmp_path):
         verify_folder(f, record, {**STATE, "iteration": 2})
 
 
+@pytest.mark.parametrize("edit", ["add", "edit"])
+def test_a_nested_state_json_is_signed(tmp_path, edit):
+    """Only the top-level ``state.json`` (which holds the signature) is left out of the
+    tree: a ``state.json`` in a sub-folder is signed like any file, so adding or editing
+    one is refused. Catches the skip compared with the entry's name instead of its
+    path relative to the folder (``entry.name != skip`` in ``tree``)."""
+    f = _folder(tmp_path)
+    if edit == "edit":
+        (f / "rllib" / "state.json").write_text("{}")
+    record = sign_folder(f, STATE)
+    if edit == "edit":
+        assert "rllib/state.json" in record["tree"]
+    (f / "rllib" / "state.json").write_text('{"iteration": 9}')
+    what = "changed" if edit == "edit" else "added"
+    with pytest.raises(InputError, match=f"rllib/state.json was {what}"):
+        verify_folder(f, record, STATE)
+
+
+@pytest.mark.parametrize("depth", ["rllib", "rllib/env_runner", "rllib/env_runner/rl_module"])
+def test_a_folder_replaced_by_a_symlink_to_an_identical_copy_is_refused(tmp_path, depth):
+    """At any depth, a sub-folder swapped for a symlink to an exact copy of itself (so
+    every file's digest still matches) is refused naming the link, and the link is never
+    followed. Catches ``entry.is_dir()`` following links in ``tree`` (with or without
+    its ``is_symlink`` check)."""
+    import shutil
+
+    f = _folder(tmp_path)
+    (f / "rllib" / "env_runner" / "rl_module").mkdir(parents=True)
+    (f / "rllib" / "env_runner" / "rl_module" / "module_state.pkl").write_bytes(b"\x80\x04N.")
+    record = sign_folder(f, STATE)
+    verify_folder(f, record, STATE)
+    target = f / depth
+    copy = tmp_path / "copy"
+    shutil.copytree(target, copy)
+    shutil.rmtree(target)
+    target.symlink_to(copy, target_is_directory=True)
+    with pytest.raises(InputError, match=f"{depth} is a symlink") as info:
+        verify_folder(f, record, STATE)
+    assert "\n" not in str(info.value)
+    with pytest.raises(InputError, match="symlink"):
+        sign_folder(f, STATE)
+
+
+def test_a_signed_folder_that_is_itself_a_symlink_is_refused(tmp_path):
+    """The folder handed in is not followed either (the walk starts with ``lstat``)."""
+    f = _folder(tmp_path)
+    record = sign_folder(f, STATE)
+    link = tmp_path / "link"
+    link.symlink_to(f, target_is_directory=True)
+    with pytest.raises(InputError, match="is a symlink"):
+        verify_folder(link, record, STATE)
+
+
 def test_a_record_forged_without_the_key_is_refused(tmp_path, monkeypatch):
     f = _folder(tmp_path)
     record = sign_folder(f, STATE)

@@ -8,7 +8,6 @@ import yaml
 
 from agents.config import model_config, train_config
 from agents.records import (
-    checkpoint_digest,
     hparams,
     module_scalars,
     phase_times,
@@ -20,6 +19,7 @@ from agents.records import (
     timed,
 )
 from envs.config import env_config
+from marl_sched.checkpoints import checkpoint_digest
 from marl_sched.config import REPO_ROOT, load_config
 
 TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")

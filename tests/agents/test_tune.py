@@ -10,8 +10,8 @@ import time
 import pytest
 import yaml
 
-from agents.records import checkpoint_digest
 from agents.tune import make_trials, parse_grid, split_values
+from marl_sched.checkpoints import checkpoint_digest
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT, apply_overrides
 from marl_sched.errors import InputError

@@ -1,29 +1,25 @@
 """Golden decisions: the placements of every heuristic, control and ``+lc`` policy and of
 the shipped checkpoint on seeded windows, the learned interference model's feature rows
 of candidate and running jobs, and the environment's observations and rewards on a
-seeded random walk, exactly as they were before the hint paths were vectorised
-(``marl_sched/policies/heuristics.py``, ``marl_sched/interference/features.py``).
+seeded random walk.
 
-A speed-up of the hints must change no decision and no observation bit: each case is
-stored as the SHA-256 of its exact content (placements as integer tuples; observation
-arrays as dtype, shape and bytes), with a count that shows the case did something. A
-change that moves a decision on purpose must regenerate the file on purpose::
+A change that speeds up the hint paths (``marl_sched/policies/heuristics.py``,
+``marl_sched/interference/features.py``) or the simulator must change no decision and
+no observation bit. The data, in ``tests/envs/data/``:
+
+- ``golden_placements.json``: per case (``window/policy``), every placement the policy
+  made, in order, as ``[job id, [worker groups], [PS groups]]``; a failure names the
+  first decision that differs. The shipped checkpoint's cases are keyed by its weights
+  (``window/marl@<tag>``, :func:`checkpoint_tag`): a retrained checkpoint decides
+  otherwise and needs its own.
+- ``golden_decisions.json``: the walks' observations (each array's dtype, shape and
+  bytes) and the feature rows, as SHA-256 digests with counts that show each case did
+  something.
+
+A change that moves a decision or an observation on purpose regenerates both files on
+purpose, with the code before the change for a new checkpoint's cases::
 
     python -m tests.envs.test_golden_decisions --update
-
-The shipped checkpoint's placements are stored per checkpoint (:func:`checkpoint_tag`):
-``f5e97f68590e`` recorded with main at 53c1050, ``d8c6715bc733`` (its retrained
-successor) with main at 4622d35, each before the vectorised hint paths;
-``501290ee22c7`` (the recipe without the speed floor, PS rule and exchange) when it
-became the default. That change also moved the ``default``
-walk, whose environment is ``configs/default.yaml``'s (no floor, no PS rule): its
-observations were regenerated then, on purpose; the controls' placements did not move
-(they keep the pre-registered rules, :mod:`envs.controls`). ``ddfc256345ef`` (the recipe
-with the job's model's speeds and the train-split windows, ``checkpoints/marl-sw/seed0``)
-when it became the default, with main at b8c9cfd (no code change, only
-``configs/default.yaml``'s ``env.model_speed: true``): that moved the ``default`` walk's
-observations again (the speed columns are the job's model's), regenerated on purpose;
-no heuristic's, control's or earlier checkpoint's placement and no feature row moved.
 """
 
 from __future__ import annotations
@@ -43,6 +39,7 @@ from marl_sched.policies.base import control_names, load_control_names
 from marl_sched.runner import build_cluster, load_workload, simulate
 
 GOLDEN = REPO_ROOT / "tests" / "envs" / "data" / "golden_decisions.json"
+GOLDEN_PLACEMENTS = REPO_ROOT / "tests" / "envs" / "data" / "golden_placements.json"
 SHIPPED = REPO_ROOT / "checkpoints" / "marl-default"
 
 #: seeded windows: (config, jobs, load override, GPU sharing override)
@@ -204,15 +201,6 @@ def _obs_digest(obs: list[dict]) -> str:
     return h.hexdigest()
 
 
-def _digest(value) -> str:
-    return hashlib.sha256(json.dumps(value, separators=(",", ":")).encode()).hexdigest()
-
-
-def record_placements(window: str, policy: str) -> dict:
-    made = placements(window, policy)
-    return {"placed": len(made), "sha256": _digest(made)}
-
-
 def record_walk(walk: str) -> dict:
     obs, asked = observations(walk)
     return {"steps": len(obs), "hints_asked": asked, "sha256": _obs_digest(obs)}
@@ -222,17 +210,37 @@ def _stored() -> dict:
     return json.loads(GOLDEN.read_text())
 
 
+def first_difference(got: list, want: list) -> str | None:
+    """The first decision where ``got`` and ``want`` differ, as one line (None: equal)."""
+    for i, (g, w) in enumerate(zip(got, want, strict=False)):
+        if g != w:
+            return f"decision {i}: got {g}, golden {w}"
+    if len(got) != len(want):
+        same = min(len(got), len(want))
+        return f"{len(got)} decisions, golden {len(want)} (the first {same} equal)"
+    return None
+
+
+def test_a_failure_names_the_first_differing_decision():
+    want = [[0, [1], []], [1, [2, 3], [4]]]
+    assert first_difference(want, want) is None
+    moved = [[0, [1], []], [1, [2, 5], [4]]]
+    named = "decision 1: got [1, [2, 5], [4]], golden [1, [2, 3], [4]]"
+    assert first_difference(moved, want) == named
+    assert first_difference(want[:1], want) == "1 decisions, golden 2 (the first 1 equal)"
+
+
 @pytest.mark.parametrize(("window", "policy"), CASES)
 def test_placements_are_the_golden_ones(window, policy):
-    stored = _stored()["placements"]
+    stored = json.loads(GOLDEN_PLACEMENTS.read_text())
     key = case_key(window, policy)
     # a checkpoint without stored placements: record them with the code before the
     # change under test (see the module docstring), never with the code it tests
     assert key in stored, f"no golden placements for {key}"
-    want = stored[key]
-    got = record_placements(window, policy)
-    assert got["placed"] >= 10  # the case placed jobs (else it pins nothing)
-    assert got == want
+    got = placements(window, policy)
+    assert len(got) >= 10  # the case placed jobs (else it pins nothing)
+    difference = first_difference(got, stored[key])
+    assert difference is None, f"{key}: {difference}"
 
 
 @pytest.mark.parametrize("window", FEATURE_WINDOWS)
@@ -252,12 +260,14 @@ def test_observations_of_a_seeded_walk_are_the_golden_ones(walk):
 
 if __name__ == "__main__" and "--update" in sys.argv:
     GOLDEN.parent.mkdir(exist_ok=True)
+    cases = {case_key(w, p): placements(w, p) for w, p in CASES}
+    lines = [f"{json.dumps(k)}: {json.dumps(v, separators=(',', ':'))}" for k, v in cases.items()]
+    GOLDEN_PLACEMENTS.write_text("{\n" + ",\n".join(lines) + "\n}\n")
     out = {
-        "placements": {case_key(w, p): record_placements(w, p) for w, p in CASES},
         "observations": {w: record_walk(w) for w in sorted(WALKS)},
         "features": {
             w: dict(zip(("rows", "sha256"), feature_rows(w), strict=True)) for w in FEATURE_WINDOWS
         },
     }
     GOLDEN.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {GOLDEN}")
+    print(f"wrote {GOLDEN_PLACEMENTS} and {GOLDEN}")

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from marl_sched.benchmark.stats import (
+    _nan_trim_mean,
     _two_stage,
     interval,
     iqm,
@@ -21,6 +22,25 @@ from marl_sched.benchmark.stats import (
 
 def test_iqm_drops_a_quarter_at_each_end() -> None:
     assert iqm(np.array([100.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, -50.0])) == pytest.approx(3.5)
+
+
+def test_the_bootstraps_iqm_trims_floor_k_over_4_like_scipy() -> None:
+    """The resampled IQM of a NaN-padded row of ``k`` valid values trims ``floor(k/4)``
+    from each end, as ``scipy.stats.trim_mean(row, 0.25)`` does. Catches ``ceil(k/4)``
+    (or any other rounding) in ``_nan_trim_mean``: every ``k`` here but 4 and 8 is not
+    a multiple of 4."""
+    from scipy.stats import trim_mean
+
+    rng = np.random.default_rng(3)
+    width = 11
+    rows, want = [], []
+    for k in range(1, width + 1):
+        valid = rng.normal(size=k) * 10.0
+        row = np.full(width, np.nan)
+        row[rng.permutation(width)[:k]] = valid  # NaN anywhere in the row
+        rows.append(row)
+        want.append(trim_mean(valid, 0.25))
+    assert _nan_trim_mean(np.array(rows)) == pytest.approx(want, rel=1e-12, abs=1e-12)
 
 
 def _exact_two_stage(strata: list[np.ndarray]) -> list[float]:

@@ -42,6 +42,16 @@ def test_fifo_and_smallest_first() -> None:
     assert _order("smallest-first", jobs, OrderingContext()) == [1, 2, 0]
 
 
+def test_smallest_first_serves_same_width_jobs_in_submit_order() -> None:
+    """Same width: first submitted, first served (ties at one instant by job id).
+    Catches a LIFO tie-break (``-job.submit_time`` in ``SmallestFirst.key``): the job
+    ids run against the submit order, so neither the id nor its reverse passes."""
+    jobs = [_job(0, 2, submit=9.0), _job(1, 2, submit=3.0), _job(2, 2, submit=6.0),
+            _job(3, 1, submit=8.0), _job(4, 2, submit=3.0)]  # fmt: skip
+    assert _order("smallest-first", jobs, OrderingContext()) == [3, 1, 4, 2, 0]
+    assert _order("smallest-first", jobs[::-1], OrderingContext()) == [3, 1, 4, 2, 0]
+
+
 def test_shortest_first_reads_the_estimate_not_the_truth() -> None:
     # true lengths ascend with the id; the estimates say the opposite
     jobs = [_job(i, iterations=100.0 * (i + 1), submit=float(i)) for i in range(4)]
@@ -116,6 +126,31 @@ def _serve_in_order(sim: Simulator) -> list[int]:
     return order
 
 
+def test_without_backfill_the_head_of_the_queue_blocks_the_jobs_behind_it() -> None:
+    """Two GPUs, one held by a long job 0; job 1 (two workers) waits at the head of the
+    queue. Without backfill job 2 (one worker, submitted later) waits behind it until
+    job 0 ends; with backfill it takes the free GPU when it arrives. Catches the
+    scan going past a job that does not fit without backfill."""
+    topo = tiny_topology(subclusters=1, racks=1, servers=1, sockets=1, groups_per_socket=1,
+                         gpus_per_group=2)  # fmt: skip
+    perf = PerformanceModel(topo)
+    jobs = [_job(0, 1, iterations=1e4), _job(1, 2, iterations=100.0, submit=1.0),
+            _job(2, 1, iterations=100.0, submit=2.0)]  # fmt: skip
+
+    def serve(backfill: bool) -> list[tuple[int, float]]:
+        sim = Simulator(topo, jobs, perf=perf, backfill=backfill)
+        order = []
+        while (job := sim.next_decision()) is not None:
+            order.append((job.job_id, sim.now))
+            sim.apply(Placement((0,) * job.num_workers, ()))
+        return order
+
+    blocked, passed = serve(False), serve(True)
+    assert [j for j, _ in blocked] == [0, 1, 2]
+    assert blocked[1][1] > 2.0 and blocked[2][1] >= blocked[1][1]  # after job 0 ends
+    assert [j for j, _ in passed] == [0, 2, 1] and passed[1][1] == 2.0
+
+
 def test_simulator_orders_its_queue_by_the_estimate() -> None:
     topo, perf = _one_gpu_per_job_cluster()
     # job 0 holds the only GPU while 1..3 queue; truth says 1 < 2 < 3, estimate 3 < 2 < 1
@@ -178,6 +213,31 @@ def test_migrate_keeps_progress_and_charges_the_penalty() -> None:
     assert sim.records[0].finish_time == pytest.approx(n * tau + penalty)
     assert sim.stats.migrations == 1
     assert [j.job_id for j in sim.unplaceable] == [1]
+
+
+def test_a_migrated_job_progresses_only_after_its_restart_delay() -> None:
+    """Job 0 migrates at t = 100 with a 30 s restart delay; a neighbour placed on its
+    server at t = 200 brings its progress up to date: 70 s of work since the delay
+    ended, none during it. Catches progress counted through the delay (``_progress``
+    reading ``now - last_update`` when the restart ended between two updates)."""
+    topo = tiny_topology(subclusters=1, racks=1, servers=2, sockets=1, groups_per_socket=1,
+                         gpus_per_group=2)  # fmt: skip
+    perf = PerformanceModel(topo)
+    n, t_migrate, penalty, t_next = 5000.0, 100.0, 30.0, 200.0
+    jobs = [_job(0, iterations=n), _job(1, submit=t_migrate), _job(2, submit=t_next)]
+    sim = Simulator(topo, jobs, perf=perf, migration_cost=penalty)
+    assert sim.next_decision().job_id == 0
+    sim.apply(Placement((0,), ()))
+    tau = sim.running[0].iter_time
+    assert sim.next_decision().job_id == 1 and sim.now == t_migrate
+    sim.apply(None)
+    sim.migrate(0, Placement((1,), ()))
+    while sim.next_decision().job_id != 2:
+        sim.apply(None)  # job 1 only marked the moment to migrate
+    assert sim.now == t_next
+    sim.apply(Placement((1,), ()))  # the same server: job 0's speed is recomputed
+    done = t_migrate / tau + (t_next - t_migrate - penalty) / tau
+    assert sim.running[0].remaining == pytest.approx(n - done, rel=1e-12)
 
 
 class _OwnOrderingMover(Policy):

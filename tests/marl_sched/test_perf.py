@@ -96,6 +96,53 @@ def test_interference_grows_with_neighbours():
     assert factors[-1] < 2.0, "three neighbours should not halve the speed"
 
 
+def _hand_levels(job: str, other: str) -> tuple[float, float, float]:
+    """The group, socket and server terms of one ``other`` worker next to a ``job``
+    worker, by hand from the calibration: the group shares PCIe (resource 1), the
+    socket cpu and membw (0, 2), the server cpu, disk and net (0, 3, 4)."""
+    from marl_sched.catalogue import CALIBRATION
+
+    lam = CALIBRATION.level_coupling
+    s, p = CATALOGUE[job].sensitivity, CATALOGUE[other].pressure
+    group = lam["group"] * s[1] * p[1]
+    socket = lam["socket"] * (s[0] * p[0] + s[2] * p[2])
+    server = lam["server"] * (s[0] * p[0] + s[3] * p[3] + s[4] * p[4])
+    return group, socket, server
+
+
+@pytest.mark.parametrize(
+    ("workers", "neighbour", "levels"),
+    [
+        ([0], 0, "group socket server"),  # one worker group (the single-group fast path)
+        ([0], 1, "socket server"),
+        ([0], 2, "server"),  # the neighbour on the server's other socket
+        ([0, 1], 1, "group socket server"),  # two groups of one socket
+        ([0, 2], 3, "socket server"),  # two sockets of one server
+        ([0, 4], 2, "server"),  # two servers: only worker 0's server is shared
+        ([0, 4], 4, "group socket server"),  # ... or worker 4's group
+        ([0, 2], 4, ""),  # the neighbour on another server: no interference
+    ],
+)
+def test_interference_of_a_job_across_groups_sockets_and_servers_by_hand(
+    workers, neighbour, levels
+):
+    """``I = 1 + the terms of the worker nearest the neighbour`` (the max over the
+    job's worker groups), the terms computed by hand from the calibration constants.
+    In this topology groups 0-1 are socket 0, 2-3 socket 1 (both server 0), 4-5
+    socket 2 (server 1). Catches the socket and server levels swapped (their rows of
+    ``LEVEL_RESOURCES``, or the socket and server pressures read in each other's
+    place), the job's own pressure not subtracted, and a sum over workers for the max."""
+    spec, lay, g, s, v = _with_own_pressure("resnet-50", workers, [])
+    near = PERF.layout(CATALOGUE["vgg-16"], [neighbour], [])
+    g[near.groups] += near.group_press
+    s[near.sockets] += near.socket_press
+    v[near.servers] += near.server_press
+    names = ("group", "socket", "server")
+    terms = dict(zip(names, _hand_levels("resnet-50", "vgg-16"), strict=True))
+    want = 1.0 + sum(terms[level] for level in levels.split())
+    assert PERF.interference(spec, lay, g, s, v) == pytest.approx(want, rel=1e-12)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     model=st.sampled_from(MODEL_NAMES),
