@@ -1,6 +1,7 @@
 """Room above masked:lookahead: each rule's geomean avg-JCT ratio over it, paired.
 
-Reads ``noisy/runs.csv`` and ``oracle/runs.csv`` (``marl-sched benchmark`` folders)
+Reads the cells of ``noisy/`` and ``oracle/`` (``marl-sched benchmark`` folders; their
+``cells.csv`` when the cells are gone)
 and writes ``room.csv`` and ``room.md`` here. Per comparison, per load tier and over
 all scenarios: the geomean of avg JCT(rule) / avg JCT(masked:lookahead) paired on
 scenario and seed, its hierarchical-bootstrap 95 % interval
@@ -15,6 +16,7 @@ JCT and mean slowdown (JCT over isolated run time). Run from the repository root
 from __future__ import annotations
 
 import csv
+import json
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -30,17 +32,33 @@ RULES = ("length-aware", "defer-long", "first-fit")
 TIERS = ("light", "medium", "heavy", "all")
 
 
+FIELDS = ("scenario", "policy", "seed", "tier", "avg_jct_s", "avg_queue_s", "avg_slowdown")
+
+
 def read(mode: str) -> dict[tuple[str, str, int], dict]:
-    path = HERE / mode / "runs.csv"
-    with path.open() as fh:
-        return {(r["scenario"], r["policy"], int(r["seed"])): r for r in csv.DictReader(fh)}
+    """Every finished cell of the folder (``cells/*.json``, written to ``cells.csv``
+    beside it, which is read when the cells are not there), by (scenario, policy, seed)."""
+    folder = HERE / mode
+    if (folder / "cells").is_dir():
+        cells = sorted((folder / "cells").glob("*.json"))
+        rows = [{k: json.loads(p.read_text())["row"][k] for k in FIELDS} for p in cells]
+        with (folder / "cells.csv").open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=FIELDS)
+            w.writeheader()
+            w.writerows(rows)
+    else:
+        with (folder / "cells.csv").open() as fh:
+            rows = list(csv.DictReader(fh))
+    return {(r["scenario"], r["policy"], int(r["seed"])): r for r in rows}
 
 
-def compare(rule_rows: dict, rule_key: str, ref_rows: dict, tier: str) -> dict | None:
+def compare(
+    rule_rows: dict, rule_key: str, ref_rows: dict, tier: str, ref_key: str = REF
+) -> dict | None:
     by_sc: dict[str, list[float]] = defaultdict(list)
     q_rule, q_ref, s_rule, s_ref = [], [], [], []
     for (sc, pol, seed), row in sorted(ref_rows.items()):
-        if pol != REF or (tier != "all" and row["tier"] != tier):
+        if pol != ref_key or (tier != "all" and row["tier"] != tier):
             continue
         other = rule_rows.get((sc, rule_key, seed))
         if other is None:
@@ -65,6 +83,7 @@ def compare(rule_rows: dict, rule_key: str, ref_rows: dict, tier: str) -> dict |
         "ci_high": est.high,
         "mde_pairs_pct": 100 * as_ratio_change(mde_log(flat)),
         "mde_scenarios_pct": 100 * as_ratio_change(mde_log_clustered(scores)),
+        # mean over cells of avg queue time / avg JCT, and of avg JCT / isolated run time
         "queue_share_rule": float(np.mean(q_rule)),
         "queue_share_ref": float(np.mean(q_ref)),
         "slowdown_rule": float(np.mean(s_rule)),
@@ -73,18 +92,28 @@ def compare(rule_rows: dict, rule_key: str, ref_rows: dict, tier: str) -> dict |
 
 
 def main() -> None:
-    runs = {mode: read(mode) for mode in ("noisy", "oracle") if (HERE / mode / "runs.csv").exists()}
-    # (label, rule rows, reference rows)
+    runs = {mode: read(mode) for mode in ("noisy", "oracle") if (HERE / mode).is_dir()}
+    # (label, rule, its mode, reference mode, reference policy)
     plans = []
     for rule in RULES:
-        plans.append((f"{rule} (noisy) / lookahead (noisy)", rule, "noisy", "noisy"))
+        plans.append((f"{rule} (noisy) / lookahead (noisy)", rule, "noisy", "noisy", REF))
         if "oracle" in runs:
-            plans.append((f"{rule} (oracle) / lookahead (noisy)", rule, "oracle", "noisy"))
-            plans.append((f"{rule} (oracle) / lookahead (oracle)", rule, "oracle", "oracle"))
+            plans.append((f"{rule} (oracle) / lookahead (noisy)", rule, "oracle", "noisy", REF))
+            plans.append((f"{rule} (oracle) / lookahead (oracle)", rule, "oracle", "oracle", REF))
+    # the levers one at a time: deferral on top of length-aware, exact lengths over noisy
+    plans.append(
+        ("defer-long / length-aware (noisy)", "defer-long", "noisy", "noisy", "length-aware")
+    )
+    plans.append(
+        ("length-aware / first-fit (noisy)", "length-aware", "noisy", "noisy", "first-fit")
+    )
+    if "oracle" in runs:
+        for rule in RULES[:2]:
+            plans.append((f"{rule} (oracle) / {rule} (noisy)", rule, "oracle", "noisy", rule))
     out = []
-    for label, rule, mode, ref_mode in plans:
+    for label, rule, mode, ref_mode, ref_key in plans:
         for tier in TIERS:
-            row = compare(runs[mode], rule, runs[ref_mode], tier)
+            row = compare(runs[mode], rule, runs[ref_mode], tier, ref_key)
             if row is not None:
                 out.append({"comparison": label, **row})
     with (HERE / "room.csv").open("w", newline="") as fh:
@@ -94,7 +123,7 @@ def main() -> None:
             w.writerow({k: f"{v:.4f}" if isinstance(v, float) else v for k, v in r.items()})
     lines = [
         "| comparison | tier | n (sc x seeds) | geomean ratio [95 % CI] | MDE pairs / scenarios "
-        "| queue share rule / ref | slowdown rule / ref |",
+        "| queue share rule / ref | JCT/isolated rule / ref |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in out:

@@ -28,9 +28,11 @@ def main() -> None:
             pred = wl.predictor()
             work += [pred.visible_job(j).work_s for j in wl.jobs if j.job_id >= wl.warmup]
         w = np.asarray(work)
-        print(f"{estimate}: {len(w)} jobs of {len(suite.split('train'))} train scenarios, "
-              f"median work_s {np.median(w):.1f}, quartiles {np.percentile(w, 25):.1f} "
-              f"{np.percentile(w, 75):.1f}")
+        print(
+            f"{estimate}: {len(w)} jobs of {len(suite.split('train'))} train scenarios, "
+            f"median work_s {np.median(w):.1f}, quartiles {np.percentile(w, 25):.1f} "
+            f"{np.percentile(w, 75):.1f}"
+        )
 
 
 if __name__ == "__main__":
