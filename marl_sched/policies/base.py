@@ -105,8 +105,17 @@ def register_lazy(name: str, description: str, target: str, kind: str = "learned
 #: no checkpoint), ``teacher`` (the rule our recipe's warm start imitates, inside the
 #: agents' masks under their default env rules: no learning, but it moves with our
 #: recipe, so it is not among the pre-registered controls that ``rules`` stands for)
-#: and ``learned`` (loads a checkpoint)
-KINDS = ("heuristic", "control", "load-control", "published-heuristic", "teacher", "learned")
+#: and ``learned`` (loads a checkpoint); ``lever`` (a rule measuring what a scheduling
+#: lever adds, marl_sched/policies/levers.py: named explicitly, in no enumeration)
+KINDS = (
+    "heuristic",
+    "control",
+    "load-control",
+    "published-heuristic",
+    "teacher",
+    "learned",
+    "lever",
+)
 
 
 def policy_entries() -> dict[str, PolicyEntry]:
@@ -253,4 +262,20 @@ register_lazy(
     "single-agent",
     "one trained centralised hierarchical-GNN agent (checkpoint)",
     "agents.policy:SingleAgentPolicy",
+)
+
+# lever rules (heterogeneity by job length, deferral): measured against masked:lookahead
+# in docs/room.md; kind ``lever``, so neither ``rules`` nor the golden enumerations of
+# heuristics and controls pick them up
+register_lazy(
+    "length-aware",
+    "long jobs packed on their model's fastest GPU type, short ones on slower adequate types",
+    "marl_sched.policies.levers:LengthAwarePolicy",
+    kind="lever",
+)
+register_lazy(
+    "defer-long",
+    "length-aware that holds a long job for its preferred GPUs (defer_bound_s, default 1 h)",
+    "marl_sched.policies.levers:DeferLongPolicy",
+    kind="lever",
 )

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 ARRIVAL, COMPLETION, TICK = "arrival", "completion", "tick"
+RECHECK = "recheck"  # a TICK's payload tag: offer a queued job again (recheck_at)
 # a tick (a running job's attained service crossing a preemptive ordering's
 # threshold) only wakes the scan up, after the arrivals of its time
 _PRIORITY = {COMPLETION: 0, ARRIVAL: 1, TICK: 2}
@@ -101,7 +102,10 @@ class EventsMixin:
 
     def _on_tick(self, payload) -> None:
         """A running job crossed an attained-service threshold: the next scan
-        re-ranks it (nothing else to do here)."""
+        re-ranks it (nothing else to do here); or a queued job's recheck came due
+        (payload ``(RECHECK, job id)``, :meth:`recheck_at`)."""
+        if type(payload) is tuple:
+            self._recheck(payload[1])
 
     def wake_at(self, when: float) -> None:
         """Push a TICK event at ``when`` (>= now): an event time at which

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from marl_sched.jobs import Job, Placement
 from marl_sched.ordering import OrderingContext, QueueOrdering, make_ordering
+from marl_sched.simulation.events import RECHECK, TICK
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -220,6 +221,23 @@ class QueueMixin:
         self._made_room.discard(job.job_id)
         self._start(job, placement)
         return True
+
+    def recheck_at(self, job_id: int, when: float) -> None:
+        """Offer queued job ``job_id`` again at ``when`` (or now, if earlier), even if
+        no resources came back by then: a policy that leaves a job queued on purpose
+        (``defer-long``) bounds its wait with it. A job placed or gone by then is
+        left alone; with nothing free then, it waits for a return of resources."""
+        self._push(max(float(when), self.now), TICK, (RECHECK, int(job_id)))
+
+    def _recheck(self, job_id: int) -> None:
+        """A recheck came due: forget ``job_id``'s decline and put it in the next
+        scan (as an arrival is), if it is still queued."""
+        job = next((j for j in self.queue if j.job_id == job_id), None)
+        if job is None:
+            return
+        self._declined.pop(job_id, None)
+        if all(j is not job for j in self._arrived):
+            self._arrived.append(job)
 
     def _finish_unplaceable(self) -> None:
         """Jobs still queued when no event is left can never be placed."""

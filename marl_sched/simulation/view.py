@@ -80,6 +80,9 @@ class ClusterView:
             job's usable GPUs were its own released; load control needs it, as free
             slots alone do not say which GPUs a job may use); None without.
         running_fn: the running jobs (:meth:`running`), computed when asked.
+        recheck_at: :meth:`Simulator.recheck_at`, ``f(job_id, when)``: offer a queued
+            job that a policy leaves queued again at ``when`` at the latest (else it
+            waits for the next return of resources); None on a view without it.
     """
 
     topology: Topology
@@ -106,6 +109,7 @@ class ClusterView:
     group_free_for: Callable[[int], np.ndarray] | None = field(
         default=None, repr=False, compare=False
     )
+    recheck_at: Callable[[int, float], None] | None = field(default=None, repr=False, compare=False)
 
     def running(self) -> tuple[RunningInfo, ...]:
         """The running jobs, by job id: placement, slowdown, attained service."""
@@ -164,6 +168,7 @@ class ViewMixin:
             gpu_load=None if self.gpu_load is None else _ro(self.gpu_load),
             gpu_pressure=None if self.gpu_pressure is None else _ro(self.gpu_pressure),
             group_free_for=None if self.gpu_load is None else self.group_free_for,
+            recheck_at=self.recheck_at,
         )
 
     def running_info(self) -> tuple[RunningInfo, ...]:
