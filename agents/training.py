@@ -57,6 +57,7 @@ from agents.run_folder import (
 from agents.selection import evaluate_weights, is_new_best, validation_runs
 from agents.warm_start import behaviour_cloning, imitation_weights, teacher_decisions
 from marl_sched.config import ExperimentConfig
+from marl_sched.errors import InputError
 from marl_sched.metrics import atomic_write_text
 
 __all__ = [
@@ -108,6 +109,24 @@ def _reseed_env_runner(env_runner, seed: int, it: int) -> None:
         env.reseed(s + i)
     env_runner._seed = None
     env_runner._needs_initial_reset = True
+
+
+def check_updated(result: dict, it: int, tc: TrainConfig, before: float | None) -> float:
+    """The env steps the learners have trained on so far, after iteration ``it``'s
+    ``algo.train()`` ``result``; ``InputError`` (exit 2) when the iteration made no
+    learner update (no env steps trained this iteration, or no more than ``before``,
+    the count after the previous one): a run whose weights never change is not a
+    success."""
+    figures = result.get("learners", {}).get("__all_modules__", {})
+    now = float(figures.get("num_env_steps_trained") or 0)
+    total = float(figures.get("num_env_steps_trained_lifetime") or 0)
+    if now <= 0 or (before is not None and total <= before):
+        raise InputError(
+            f"train: iteration {it}: {tc.algorithm} made no learner update (0 env steps "
+            f"trained of train.train_batch_size {tc.train_batch_size}); check "
+            "train.train_batch_size and train.rllib.env_runners"
+        )
+    return total
 
 
 def _on_learners(algo, fn: Callable[[Any], Any]) -> Any:
@@ -232,6 +251,7 @@ class Trainer:
                     algo, 0, warm, wall0 + time.perf_counter() - t_run, writer, summary,
                     force=True,
                 )  # fmt: skip
+            trained = None  # the learners' env steps so far, once an iteration ran
             for it in range(start + 1, iterations + 1):
                 update_global_seed_if_necessary("torch", iteration_seed(tc.seed, it))
                 algo.env_runner_group.foreach_env_runner(
@@ -241,6 +261,7 @@ class Trainer:
                 cpu = time.process_time()
                 result = algo.train()
                 cpu = time.process_time() - cpu
+                trained = check_updated(result, it, tc, trained)
                 # RLlib's timers are moving averages over iterations: dropped, so that
                 # the next result's are that iteration's own (agents.records.phase_times)
                 algo.metrics.delete("timers", key_error=False)
