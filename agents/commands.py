@@ -427,7 +427,13 @@ def _baseline_kind(path: str) -> str | None:
 def _evaluate_baseline(args: argparse.Namespace, kind: str) -> int:
     """Roll a Harmony or MLF-RL checkpoint out like ``simulate`` (same outputs)."""
     from marl_sched.benchmark.suite import warn_if_test_workload
-    from marl_sched.cli import RESULT_COLUMNS, format_table, prepare_out, trace_options
+    from marl_sched.cli import (
+        RESULT_COLUMNS,
+        format_table,
+        prepare_out,
+        trace_options,
+        window_line,
+    )
     from marl_sched.config import REPO_ROOT, load_config
     from marl_sched.policies import get_policy_class
     from marl_sched.runner import build_cluster, load_workload
@@ -440,6 +446,7 @@ def _evaluate_baseline(args: argparse.Namespace, kind: str) -> int:
     out = prepare_out(args.out)
     metrics = _evaluate_run(args, cfg, kind, workload, topo, perf, policy, out)
     if not args.quiet:
+        print(window_line(workload))
         print(format_table([metrics], RESULT_COLUMNS))
         print(f"wrote {out / 'metrics.json'} and {out / 'jobs.csv'}")
     return 0
@@ -479,7 +486,13 @@ def evaluate_command(args: argparse.Namespace) -> int:
     from agents.policy import MarlPolicy, SingleAgentPolicy, load_checkpoint
     from envs.config import env_config
     from marl_sched.benchmark.suite import warn_if_test_workload
-    from marl_sched.cli import RESULT_COLUMNS, format_table, prepare_out, trace_options
+    from marl_sched.cli import (
+        RESULT_COLUMNS,
+        format_table,
+        prepare_out,
+        trace_options,
+        window_line,
+    )
     from marl_sched.config import config_from_dict, load_config
     from marl_sched.runner import build_cluster, load_workload
 
@@ -503,8 +516,8 @@ def evaluate_command(args: argparse.Namespace) -> int:
     out = prepare_out(args.out)
     metrics = _evaluate_run(args, cfg, cls.name, workload, topo, perf, policy, out)
     if not args.quiet:
+        print(window_line(workload))
         print(f"cluster: {topo.describe()}")
-        print(f"trace:   {workload.trace_path} ({len(workload.jobs)} jobs)")
         print(format_table([metrics], RESULT_COLUMNS))
         print(f"wrote {out / 'metrics.json'}, {out / 'jobs.csv'} and {out / 'config.yaml'}")
     return 0

@@ -350,6 +350,7 @@ def trace_options(args: argparse.Namespace):
         args.load,
         args.seed,
         drop_unplaceable=getattr(args, "drop_unplaceable", False),
+        own_window=args.command in ("simulate", "evaluate"),  # compare: marl_sched.compare
     )
 
 
@@ -383,9 +384,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             write_run(tmp, metrics, records, workload.resolved(cfg))
     finally:
         bar.close()
+    print(window_line(workload))
     print(f"cluster: {topo.describe()}")
-    warm = f", the first {workload.warmup} warm-up, not scored" if workload.warmup else ""
-    print(f"trace:   {workload.trace_path} ({len(workload.jobs)} jobs{warm})")
     print(format_table([metrics], RESULT_COLUMNS))
     print(f"wrote {out / 'metrics.json'}, {out / 'jobs.csv'} and {out / 'config.yaml'}")
     return 0
@@ -498,6 +498,13 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> a
         raise InputError(f"{command}: unrecognized arguments: {' '.join(bad)}")
     args.overrides = extra
     return args
+
+
+def window_line(workload) -> str:
+    """The first line a run prints: the jobs it scores (after any warm-up) and of which trace."""
+    wl, n = workload.config, len(workload.jobs) - workload.warmup
+    warm = f", after {workload.warmup} warm-up jobs" if workload.warmup else ""
+    return f"scored:  {workload.trace_path} jobs {wl.start}–{wl.start + n - 1} ({n} jobs{warm})"
 
 
 class Terminated(BaseException):  # noqa: N818 (a signal, like KeyboardInterrupt)
