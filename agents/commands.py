@@ -425,7 +425,9 @@ def _baseline_kind(path: str) -> str | None:
 
 
 def _evaluate_baseline(args: argparse.Namespace, kind: str) -> int:
-    """Roll a Harmony or MLF-RL checkpoint out like ``simulate`` (same outputs)."""
+    """Roll a Harmony or MLF-RL checkpoint, or ``--policy`` given ``--checkpoint``
+    (a registered name or ``module:Class``; docs/extending.md), out like ``simulate``
+    (same outputs)."""
     from marl_sched.benchmark.suite import warn_if_test_workload
     from marl_sched.cli import (
         RESULT_COLUMNS,
@@ -435,11 +437,12 @@ def _evaluate_baseline(args: argparse.Namespace, kind: str) -> int:
         window_line,
     )
     from marl_sched.config import REPO_ROOT, load_config
-    from marl_sched.policies import get_policy_class
+    from marl_sched.policies import build_policy, get_policy_class
     from marl_sched.runner import build_cluster, load_workload
 
     cfg = load_config(args.config or REPO_ROOT / "configs" / "default.yaml", args.overrides)
-    policy = get_policy_class(kind)(checkpoint=args.checkpoint)
+    get_policy_class(kind)  # an unknown name or bad module:Class: exit 2 before any work
+    policy = build_policy(kind, args.checkpoint)
     topo, perf = build_cluster(cfg)
     workload = load_workload(cfg, perf, trace_options(args))
     warn_if_test_workload(workload, "evaluate")
@@ -480,8 +483,8 @@ def check_layer(manifest: dict, cfg, checkpoint: str) -> None:
 def evaluate_command(args: argparse.Namespace) -> int:
     """``marl-sched evaluate``: a MARL/single-agent run folder or checkpoint, or a
     Harmony / MLF-RL checkpoint file (``checkpoints/baselines/*.pt``)."""
-    kind = _baseline_kind(args.checkpoint)
-    if kind is not None:
+    kind = getattr(args, "policy", None) or _baseline_kind(args.checkpoint)
+    if kind is not None:  # a baseline's file, or --policy (docs/extending.md)
         return _evaluate_baseline(args, kind)
     from agents.policy import MarlPolicy, SingleAgentPolicy, load_checkpoint
     from envs.config import env_config

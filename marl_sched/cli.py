@@ -154,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluate", help="roll a checkpoint out on a trace window", epilog=OVERRIDE_HELP
     )
     p.add_argument("--checkpoint", required=True)
+    p.add_argument("--policy", help="the policy that loads it: a name or module:Class "
+                   "(default: what the checkpoint is)")  # fmt: skip
     p.add_argument("--config")
     p.add_argument("--out", required=True)
     _trace_options(p)

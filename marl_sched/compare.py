@@ -326,12 +326,13 @@ def compare_command(args: argparse.Namespace) -> int:
         raise InputError("--policies: empty list")
     if len(set(policies)) != len(policies):
         raise InputError(f"--policies: duplicate name in {args.policies!r}")
-    from marl_sched.policies import policy_entries
+    from marl_sched.policies import get_policy_class
 
-    known = policy_entries()
-    for name in policies:
-        if name not in known:
-            raise InputError(f"--policies: unknown policy {name!r} (known: {', '.join(known)})")
+    for name in policies:  # a registered name or a module:Class path (docs/extending.md)
+        try:
+            get_policy_class(name)
+        except InputError as exc:
+            raise InputError(f"--policies: {str(exc).removeprefix('--policy: ')}") from None
     out = prepare_out(args.out)
     opts = {
         "trace": args.trace,
