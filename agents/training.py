@@ -129,6 +129,45 @@ def check_updated(result: dict, it: int, tc: TrainConfig, before: float | None) 
     return total
 
 
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def _rank(part: str) -> int:
+    """How long a figure of the progress line stays when the line is too wide (the
+    lowest goes first): the phase times, steps/s, the step count, the wall time, the
+    return, the validation's average JCT."""
+    for rank, match in enumerate((
+        lambda p: p.startswith("("),
+        lambda p: p.endswith(" steps/s"),
+        lambda p: p.startswith("steps "),
+        lambda p: p.endswith(" s") and p[:-2].isdigit(),
+        lambda p: p.startswith("return "),
+    )):  # fmt: skip
+        if match(part):
+            return rank
+    return 5
+
+
+def iteration_line(it: int, total: int, line: str, eta_s: float | None, width: int) -> str:
+    """``iteration k/N, ETA …`` and the figures of ``line``
+    (:func:`agents.records.progress_line`, without its own ``iter k``) on one line of
+    at most ``width`` characters: the figures that do not fit are dropped, the least
+    telling first (:func:`_rank`)."""
+    head = f"iteration {it}/{total}"
+    if eta_s is not None and it < total:
+        head += f", ETA {_duration(eta_s)}"
+    parts = line.split("  ")[1:]
+    while parts and len("  ".join([head, *parts])) > width:
+        parts.remove(min(parts, key=_rank))
+    return "  ".join([head, *parts])[: max(width, 1)]
+
+
 def _on_learners(algo, fn: Callable[[Any], Any]) -> Any:
     """``fn(learner)`` on every learner (``LearnerGroup.foreach_learner``), a learner's
     error raised; the first learner's result."""
@@ -252,6 +291,7 @@ class Trainer:
                     force=True,
                 )  # fmt: skip
             trained = None  # the learners' env steps so far, once an iteration ran
+            self._pace = (iterations, start, time.perf_counter())  # for the ETA
             for it in range(start + 1, iterations + 1):
                 update_global_seed_if_necessary("torch", iteration_seed(tc.seed, it))
                 algo.env_runner_group.foreach_env_runner(
@@ -339,12 +379,24 @@ class Trainer:
                 state["scores"][name] = None
             folder = self._checkpoint(algo, it, weights, manifest)
             self._prune()
-        self.log(progress_line(it, state["env_steps"], scalars, wall, eval_m))
+        self.log(self._line(it, progress_line(it, state["env_steps"], scalars, wall, eval_m)))
         if self.on_result is not None:
             metrics = {"iteration": it, "env_steps": state["env_steps"], **scalars}
             if eval_m is not None:
                 metrics["validation_avg_jct_s"] = eval_m["avg_jct_s"]
             self.on_result(metrics, folder)
+
+    def _line(self, it: int, line: str) -> str:
+        """The progress line as ``iteration k/N, ETA …`` fitting the terminal, the ETA
+        from this process's iterations so far (none before the first)."""
+        import shutil
+
+        total, start, t0 = getattr(self, "_pace", (self.tc.iterations, it, 0.0))
+        eta = None
+        if it > start:
+            eta = (time.perf_counter() - t0) / (it - start) * (total - it)
+        width = shutil.get_terminal_size((100, 24)).columns - 1
+        return iteration_line(it, total, line, eta, width)
 
     def _manifest(self, builder, model, ids, it, steps, wall) -> dict[str, Any]:
         from agents.policy import manifest_for
