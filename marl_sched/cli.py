@@ -20,10 +20,14 @@ Every command that takes ``--config`` also takes ``key=value`` overrides of the
 config's keys anywhere on its line (``train.lr=1e-4 env.hints=[first-fit]``), applied
 after the file's ``defaults:`` are composed and checked like the file
 (:func:`marl_sched.config.load_config`). Trace options: ``--trace-format``,
-``--start``, ``--max-jobs``, ``--load``, ``--seed``, ``--drop-unplaceable``.
-Exit status 0 on success, 2 on bad input with one line on stderr naming the file,
-line or key and the problem; nothing is left half-written. The commands that need
-torch or Ray import them only when they run, so ``simulate`` starts fast.
+``--start``, ``--max-jobs``, ``--load``, ``--seed``, ``--drop-unplaceable``; with
+``--trace F`` the window is F's own jobs, all of them, unless ``--start`` /
+``--max-jobs`` say otherwise (the config's window belongs to its own trace).
+``--policy`` / ``--policies`` take a registered name or a ``module:Class`` path
+(docs/extending.md). Exit status 0 on success, 2 on bad input with one line on
+stderr naming the file, line or key and the problem; nothing is left half-written.
+The commands that need torch or Ray import them only when they run, so ``simulate``
+starts fast.
 """
 
 from __future__ import annotations
@@ -95,7 +99,11 @@ def _short(text: str, limit: int = 40) -> str:
 
 
 def _trace_options(p: argparse.ArgumentParser, trace_required: bool = False) -> None:
-    p.add_argument("--trace", required=trace_required, help="trace file (default: the config's)")
+    p.add_argument(
+        "--trace",
+        required=trace_required,
+        help="trace file (default: the config's); all its jobs unless --start / --max-jobs",
+    )
     p.add_argument(
         "--trace-format",
         choices=["auto", "canonical", "philly", "alibaba", "pollux"],

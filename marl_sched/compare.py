@@ -1,7 +1,11 @@
 """``marl-sched compare``: several policies on the same trace window, side by side.
 
 Each policy runs in its own worker process (as many at once as there are cores), on
-the same jobs, topology and seed. Outputs, each written atomically:
+the same jobs, topology and seed. With ``--seeds N`` run ``k`` (seed ``S + k``) also
+draws the workload with the workload seed ``+ k``, as a benchmark cell does (arrival
+jitter, noisy duration estimates, the model fill rule), so the interval over seeds
+covers what the benchmark's does. ``--trace F`` scores F's own jobs unless
+``--start`` / ``--max-jobs`` give a window. Outputs, each written atomically:
 
 - ``DIR/<policy>/metrics.json``, ``DIR/<policy>/jobs.csv`` and
   ``DIR/<policy>/config.yaml`` (as ``simulate``; with ``--seeds N`` > 1, one
@@ -14,7 +18,9 @@ the same jobs, topology and seed. Outputs, each written atomically:
   decision latency, the ratio of the average JCT to the best *baseline* (every policy
   but ``marl``), the seeds, the half-width of the average JCT's 95 % Student-t
   interval over seeds (empty for one seed: no interval from one sample), and the
-  checkpoint and its digest;
+  checkpoint and its digest; ``results.md`` and the screen table give the average JCT
+  as ``mean ± half-width`` and say over how many seeds (``N seeds, identical: no
+  interval`` when no seed changed any run);
 - ``DIR/jct_cdf.png`` (first seed) and ``DIR/avg_jct.png`` (mean, error bars with
   two seeds or more; policies more than twice the best in a panel of their own).
 
