@@ -231,6 +231,7 @@ def algorithm_base(tc, training: dict[str, Any], where: str, agent_ids: list[str
         },
     )
     if isinstance(config, IMPALAConfig):  # APPO too
+        refuse_whole_episodes(tc, where)
         # an iteration = train_batch_size env steps, as with PPO (their default is "as
         # many as 10 s allow"); the learner in this process, as with PPO (their
         # default is one remote learner actor, which a Tune trial has no CPU for)
@@ -239,6 +240,24 @@ def algorithm_base(tc, training: dict[str, Any], where: str, agent_ids: list[str
             min_sample_timesteps_per_iteration=tc.train_batch_size,
         ).learners(num_learners=0)
     return config, kept
+
+
+def refuse_whole_episodes(tc, where: str) -> None:
+    """APPO and IMPALA refuse ``train.rllib.env_runners.batch_mode: complete_episodes``.
+
+    Their ``training_step`` (RLlib 2.60) sends the learner one batch per
+    ``train_batch_size / rollout_fragment_length`` ``sample()`` calls, counting every
+    call as ``rollout_fragment_length`` steps; with whole episodes one call returns one
+    episode (hundreds of steps), so an iteration of ``train_batch_size`` steps ends long
+    before that many calls and most iterations make no update at all (an iteration
+    without one is an error anyway: :func:`agents.training.check_updated`).
+    ``truncate_episodes`` (RLlib's default) trains every iteration."""
+    if tc.rllib.env_runners.get("batch_mode") == "complete_episodes":
+        raise InputError(
+            f"{where}: train.rllib.env_runners.batch_mode: complete_episodes cannot be used "
+            f"with {tc.algorithm} (its learner would get a batch only every few iterations; "
+            "set train.rllib.env_runners.batch_mode=truncate_episodes)"
+        )
 
 
 def apply_rllib(config, rllib, where: str):

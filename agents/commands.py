@@ -427,11 +427,19 @@ def _baseline_kind(path: str) -> str | None:
 
 
 def _evaluate_baseline(args: argparse.Namespace, kind: str) -> int:
-    """Roll a Harmony or MLF-RL checkpoint out like ``simulate`` (same outputs)."""
+    """Roll a Harmony or MLF-RL checkpoint, or ``--policy`` given ``--checkpoint``
+    (a registered name or ``module:Class``; docs/extending.md), out like ``simulate``
+    (same outputs)."""
     from marl_sched.benchmark.suite import warn_if_test_workload
-    from marl_sched.cli import RESULT_COLUMNS, format_table, prepare_out, trace_options
+    from marl_sched.cli import (
+        RESULT_COLUMNS,
+        format_table,
+        prepare_out,
+        trace_options,
+        window_line,
+    )
     from marl_sched.config import REPO_ROOT, load_config
-    from marl_sched.policies import get_policy_class
+    from marl_sched.policies import build_policy, get_policy_class
     from marl_sched.runner import build_cluster, load_workload
 
     try:
@@ -447,13 +455,14 @@ def _evaluate_baseline(args: argparse.Namespace, kind: str) -> int:
             "checkpoint file (harmony, mlfs-rl)"
         )
     cfg = load_config(args.config or REPO_ROOT / "configs" / "default.yaml", args.overrides)
-    policy = cls(checkpoint=args.checkpoint)
+    policy = build_policy(kind, args.checkpoint)
     topo, perf = build_cluster(cfg)
     workload = load_workload(cfg, perf, trace_options(args))
     warn_if_test_workload(workload, "evaluate")
     out = prepare_out(args.out)
     metrics = _evaluate_run(args, cfg, kind, workload, topo, perf, policy, out)
     if not args.quiet:
+        print(window_line(workload))
         print(format_table([metrics], RESULT_COLUMNS))
         print(f"wrote {out / 'metrics.json'} and {out / 'jobs.csv'}")
     return 0
@@ -487,13 +496,19 @@ def check_layer(manifest: dict, cfg, checkpoint: str) -> None:
 def evaluate_command(args: argparse.Namespace) -> int:
     """``marl-sched evaluate``: a MARL/single-agent run folder or checkpoint, or a
     Harmony / MLF-RL checkpoint file (``checkpoints/baselines/*.pt``)."""
-    kind = _baseline_kind(args.checkpoint)
-    if kind is not None:
+    kind = getattr(args, "policy", None) or _baseline_kind(args.checkpoint)
+    if kind is not None:  # a baseline's file, or --policy (docs/extending.md)
         return _evaluate_baseline(args, kind)
     from agents.policy import MarlPolicy, SingleAgentPolicy, load_checkpoint
     from envs.config import env_config
     from marl_sched.benchmark.suite import warn_if_test_workload
-    from marl_sched.cli import RESULT_COLUMNS, format_table, prepare_out, trace_options
+    from marl_sched.cli import (
+        RESULT_COLUMNS,
+        format_table,
+        prepare_out,
+        trace_options,
+        window_line,
+    )
     from marl_sched.config import config_from_dict, load_config
     from marl_sched.runner import build_cluster, load_workload
 
@@ -517,8 +532,8 @@ def evaluate_command(args: argparse.Namespace) -> int:
     out = prepare_out(args.out)
     metrics = _evaluate_run(args, cfg, cls.name, workload, topo, perf, policy, out)
     if not args.quiet:
+        print(window_line(workload))
         print(f"cluster: {topo.describe()}")
-        print(f"trace:   {workload.trace_path} ({len(workload.jobs)} jobs)")
         print(format_table([metrics], RESULT_COLUMNS))
         print(f"wrote {out / 'metrics.json'}, {out / 'jobs.csv'} and {out / 'config.yaml'}")
     return 0

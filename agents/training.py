@@ -57,6 +57,7 @@ from agents.run_folder import (
 from agents.selection import evaluate_weights, is_new_best, validation_runs
 from agents.warm_start import behaviour_cloning, imitation_weights, teacher_decisions
 from marl_sched.config import ExperimentConfig
+from marl_sched.errors import InputError
 from marl_sched.metrics import atomic_write_text
 
 __all__ = [
@@ -106,6 +107,63 @@ def _reseed_env_runner(env_runner, seed: int, it: int) -> None:
         env.reseed(s + i)
     env_runner._seed = None
     env_runner._needs_initial_reset = True
+
+
+def check_updated(result: dict, it: int, tc: TrainConfig, before: float | None) -> float:
+    """The env steps the learners have trained on so far, after iteration ``it``'s
+    ``algo.train()`` ``result``; ``InputError`` (exit 2) when the iteration made no
+    learner update (no env steps trained this iteration, or no more than ``before``,
+    the count after the previous one): a run whose weights never change is not a
+    success."""
+    figures = result.get("learners", {}).get("__all_modules__", {})
+    now = float(figures.get("num_env_steps_trained") or 0)
+    total = float(figures.get("num_env_steps_trained_lifetime") or 0)
+    if now <= 0 or (before is not None and total <= before):
+        raise InputError(
+            f"train: iteration {it}: {tc.algorithm} made no learner update (0 env steps "
+            f"trained of train.train_batch_size {tc.train_batch_size}); check "
+            "train.train_batch_size and train.rllib.env_runners"
+        )
+    return total
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def _rank(part: str) -> int:
+    """How long a figure of the progress line stays when the line is too wide (the
+    lowest goes first): the phase times, steps/s, the step count, the wall time, the
+    return, the validation's average JCT."""
+    for rank, match in enumerate((
+        lambda p: p.startswith("("),
+        lambda p: p.endswith(" steps/s"),
+        lambda p: p.startswith("steps "),
+        lambda p: p.endswith(" s") and p[:-2].isdigit(),
+        lambda p: p.startswith("return "),
+    )):  # fmt: skip
+        if match(part):
+            return rank
+    return 5
+
+
+def iteration_line(it: int, total: int, line: str, eta_s: float | None, width: int) -> str:
+    """``iteration k/N, ETA …`` and the figures of ``line``
+    (:func:`agents.records.progress_line`, without its own ``iter k``) on one line of
+    at most ``width`` characters: the figures that do not fit are dropped, the least
+    telling first (:func:`_rank`)."""
+    head = f"iteration {it}/{total}"
+    if eta_s is not None and it < total:
+        head += f", ETA {_duration(eta_s)}"
+    parts = line.split("  ")[1:]
+    while parts and len("  ".join([head, *parts])) > width:
+        parts.remove(min(parts, key=_rank))
+    return "  ".join([head, *parts])[: max(width, 1)]
 
 
 def _on_learners(algo, fn: Callable[[Any], Any]) -> Any:
@@ -230,6 +288,8 @@ class Trainer:
                     algo, 0, warm, wall0 + time.perf_counter() - t_run, writer, summary,
                     force=True,
                 )  # fmt: skip
+            trained = None  # the learners' env steps so far, once an iteration ran
+            self._pace = (iterations, start, time.perf_counter())  # for the ETA
             for it in range(start + 1, iterations + 1):
                 update_global_seed_if_necessary("torch", iteration_seed(tc.seed, it))
                 algo.env_runner_group.foreach_env_runner(
@@ -239,6 +299,7 @@ class Trainer:
                 cpu = time.process_time()
                 result = algo.train()
                 cpu = time.process_time() - cpu
+                trained = check_updated(result, it, tc, trained)
                 # RLlib's timers are moving averages over iterations: dropped, so that
                 # the next result's are that iteration's own (agents.records.phase_times)
                 algo.metrics.delete("timers", key_error=False)
@@ -316,12 +377,24 @@ class Trainer:
                 state["scores"][name] = None
             folder = self._checkpoint(algo, it, weights, manifest)
             self._prune()
-        self.log(progress_line(it, state["env_steps"], scalars, wall, eval_m))
+        self.log(self._line(it, progress_line(it, state["env_steps"], scalars, wall, eval_m)))
         if self.on_result is not None:
             metrics = {"iteration": it, "env_steps": state["env_steps"], **scalars}
             if eval_m is not None:
                 metrics["validation_avg_jct_s"] = eval_m["avg_jct_s"]
             self.on_result(metrics, folder)
+
+    def _line(self, it: int, line: str) -> str:
+        """The progress line as ``iteration k/N, ETA …`` fitting the terminal, the ETA
+        from this process's iterations so far (none before the first)."""
+        import shutil
+
+        total, start, t0 = getattr(self, "_pace", (self.tc.iterations, it, 0.0))
+        eta = None
+        if it > start:
+            eta = (time.perf_counter() - t0) / (it - start) * (total - it)
+        width = shutil.get_terminal_size((100, 24)).columns - 1
+        return iteration_line(it, total, line, eta, width)
 
     def _manifest(self, builder, model, ids, it, steps, wall) -> dict[str, Any]:
         from agents.policy import manifest_for

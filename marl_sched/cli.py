@@ -20,10 +20,14 @@ Every command that takes ``--config`` also takes ``key=value`` overrides of the
 config's keys anywhere on its line (``train.lr=1e-4 env.hints=[first-fit]``), applied
 after the file's ``defaults:`` are composed and checked like the file
 (:func:`marl_sched.config.load_config`). Trace options: ``--trace-format``,
-``--start``, ``--max-jobs``, ``--load``, ``--seed``, ``--drop-unplaceable``.
-Exit status 0 on success, 2 on bad input with one line on stderr naming the file,
-line or key and the problem; nothing is left half-written. The commands that need
-torch or Ray import them only when they run, so ``simulate`` starts fast.
+``--start``, ``--max-jobs``, ``--load``, ``--seed``, ``--drop-unplaceable``; with
+``--trace F`` the window is F's own jobs, all of them, unless ``--start`` /
+``--max-jobs`` say otherwise (the config's window belongs to its own trace).
+``--policy`` / ``--policies`` take a registered name or a ``module:Class`` path
+(docs/extending.md). Exit status 0 on success, 2 on bad input with one line on
+stderr naming the file, line or key and the problem; nothing is left half-written.
+The commands that need torch or Ray import them only when they run, so ``simulate``
+starts fast.
 """
 
 from __future__ import annotations
@@ -95,7 +99,11 @@ def _short(text: str, limit: int = 40) -> str:
 
 
 def _trace_options(p: argparse.ArgumentParser, trace_required: bool = False) -> None:
-    p.add_argument("--trace", required=trace_required, help="trace file (default: the config's)")
+    p.add_argument(
+        "--trace",
+        required=trace_required,
+        help="trace file (default: the config's); all its jobs unless --start / --max-jobs",
+    )
     p.add_argument(
         "--trace-format",
         choices=["auto", "canonical", "philly", "alibaba", "pollux"],
@@ -154,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluate", help="roll a checkpoint out on a trace window", epilog=OVERRIDE_HELP
     )
     p.add_argument("--checkpoint", required=True)
+    p.add_argument("--policy", help="the policy that loads it: a name or module:Class "
+                   "(default: what the checkpoint is)")  # fmt: skip
     p.add_argument("--config")
     p.add_argument("--out", required=True)
     _trace_options(p)
@@ -374,6 +384,7 @@ def trace_options(args: argparse.Namespace):
         args.load,
         args.seed,
         drop_unplaceable=getattr(args, "drop_unplaceable", False),
+        own_window=args.command in ("simulate", "evaluate"),  # compare: marl_sched.compare
     )
 
 
@@ -407,9 +418,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             write_run(tmp, metrics, records, workload.resolved(cfg, policy))
     finally:
         bar.close()
+    print(window_line(workload))
     print(f"cluster: {topo.describe()}")
-    warm = f", the first {workload.warmup} warm-up, not scored" if workload.warmup else ""
-    print(f"trace:   {workload.trace_path} ({len(workload.jobs)} jobs{warm})")
     print(format_table([metrics], RESULT_COLUMNS))
     print(f"wrote {out / 'metrics.json'}, {out / 'jobs.csv'} and {out / 'config.yaml'}")
     return 0
@@ -516,6 +526,13 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> a
         raise InputError(f"{command}: unrecognized arguments: {' '.join(bad)}")
     args.overrides = extra
     return args
+
+
+def window_line(workload) -> str:
+    """The first line a run prints: the jobs it scores (after any warm-up) and of which trace."""
+    wl, n = workload.config, len(workload.jobs) - workload.warmup
+    warm = f", after {workload.warmup} warm-up jobs" if workload.warmup else ""
+    return f"scored:  {workload.trace_path} jobs {wl.start}–{wl.start + n - 1} ({n} jobs{warm})"
 
 
 class Terminated(BaseException):  # noqa: N818 (a signal, like KeyboardInterrupt)

@@ -1,7 +1,11 @@
 """``marl-sched compare``: several policies on the same trace window, side by side.
 
 Each policy runs in its own worker process (as many at once as there are cores), on
-the same jobs, topology and seed. Outputs, each written atomically:
+the same jobs, topology and seed. With ``--seeds N`` run ``k`` (seed ``S + k``) also
+draws the workload with the workload seed ``+ k``, as a benchmark cell does (arrival
+jitter, noisy duration estimates, the model fill rule), so the interval over seeds
+covers what the benchmark's does. ``--trace F`` scores F's own jobs unless
+``--start`` / ``--max-jobs`` give a window. Outputs, each written atomically:
 
 - ``DIR/<policy>/metrics.json``, ``DIR/<policy>/jobs.csv`` and
   ``DIR/<policy>/config.yaml`` (as ``simulate``; with ``--seeds N`` > 1, one
@@ -14,7 +18,9 @@ the same jobs, topology and seed. Outputs, each written atomically:
   decision latency, the ratio of the average JCT to the best *baseline* (every policy
   but ``marl``), the seeds, the half-width of the average JCT's 95 % Student-t
   interval over seeds (empty for one seed: no interval from one sample), and the
-  checkpoint and its digest;
+  checkpoint and its digest; ``results.md`` and the screen table give the average JCT
+  as ``mean ± half-width`` and say over how many seeds (``N seeds, identical: no
+  interval`` when no seed changed any run);
 - ``DIR/jct_cdf.png`` (first seed) and ``DIR/avg_jct.png`` (mean, error bars with
   two seeds or more; policies more than twice the best in a panel of their own).
 
@@ -243,13 +249,15 @@ def run_compare(
         {
             "config": config,
             "policy": p,
-            "trace_options": trace_options,
+            # run k also draws the workload with seed + k, as a benchmark cell does:
+            # arrival jitter, noisy duration estimates, the model fill rule
+            "trace_options": {**trace_options, "seed": cfg.workload.seed + k},
             "checkpoint": ckpts.get(p),
             "seed": s,
             "out": str(out / p / (f"seed{s}" if seeds > 1 else "")),
         }
         for p in policies
-        for s in seed_list
+        for k, s in enumerate(seed_list)
     ]
     n_workers = max(1, min(len(tasks), workers or os.cpu_count() or 1))
     results: dict[tuple[str, int], tuple[dict, list[float]]] = {}
@@ -266,32 +274,57 @@ def run_compare(
     atomic_write_text(out / "results.csv", csv_text(rows, RESULT_FIELDS))
     workload = cfg.workload  # the trace options applied, the trace's absolute path
     atomic_write_text(out / "config.yaml", cfg.to_yaml())
-    atomic_write_text(out / "results.md", results_markdown(rows, trace_options, cfg.source))
     wl = workload
     split = split_of(wl.trace, wl.start, wl.max_jobs, warmup_jobs=wl.warmup_jobs)
     where = (wl.trace, wl.start, wl.max_jobs, wl.load, split)
+    note = seeds_note(seed_list, rows)
+    md = results_markdown(rows, window_title("Comparison", *where), cfg.source, note)
+    atomic_write_text(out / "results.md", md)
+    first_seed = f" (seed {first} of {seeds})" if seeds > 1 else ""
     jct_cdf(
         {p: results[p, first][1] for p in policies},
         out / "jct_cdf.png",
-        title=window_title("JCT CDF", *where),
+        title=window_title("JCT CDF", *where) + first_seed,
     )
     bars(
         {r["policy"]: r["avg_jct_s"] for r in rows},
         out / "avg_jct.png",
         ylabel="average JCT (s)",
-        title=window_title("Average JCT", *where) + f"\n{seeds_note(seed_list)}",
+        title=window_title("Average JCT", *where) + f"\n{note}",
         highlight="marl",
-        errors={r["policy"]: r["avg_jct_ci95_s"] for r in rows} if seeds > 1 else None,
+        errors={r["policy"]: r["avg_jct_ci95_s"] for r in rows} if has_interval(rows) else None,
         outlier_ratio=2.0,
     )
     return rows
 
 
-def seeds_note(seed_list: list[int]) -> str:
-    """What an interval covers: ``seeds 1-3: mean, 95 % CI`` or ``1 seed: no interval``."""
-    if len(seed_list) == 1:
-        return f"seed {seed_list[0]}: 1 seed, no interval"
-    return f"seeds {seed_list[0]}–{seed_list[-1]}: mean and 95 % CI over seeds"
+def has_interval(rows: list[dict[str, Any]]) -> bool:
+    """Do the seeds give an interval: several of them, and some policy's average JCT
+    differs between two (else every half-width is 0, which says nothing)?"""
+    return any(r.get("avg_jct_ci95_s") for r in rows)
+
+
+def seeds_note(seed_list: list[int], rows: list[dict[str, Any]]) -> str:
+    """What the ± covers: ``3 seeds (1–3): mean ± 95 % CI``, ``1 seed (5): no
+    interval`` or, when no seed changed any policy's average JCT, ``3 seeds,
+    identical: no interval``."""
+    n = len(seed_list)
+    if n == 1:
+        return f"1 seed ({seed_list[0]}): no interval"
+    if not has_interval(rows):
+        return f"{n} seeds, identical: no interval"
+    return f"{n} seeds ({seed_list[0]}–{seed_list[-1]}): mean ± 95 % CI over seeds"
+
+
+def with_interval(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with ``avg_jct`` a printable ``mean ± half-width`` (or the mean alone
+    when the seeds give no interval), for the screen table."""
+    show = has_interval(rows)
+    return [
+        {**r, "avg_jct": f"{r['avg_jct_s']:.0f} ± {r['avg_jct_ci95_s'] or 0:.0f}"
+         if show else f"{r['avg_jct_s']:.0f}"}
+        for r in rows
+    ]  # fmt: skip
 
 
 def policy_rows(runs: list[dict[str, Any]], policies: list[str]) -> list[dict[str, Any]]:
@@ -322,21 +355,24 @@ def policy_rows(runs: list[dict[str, Any]], policies: list[str]) -> list[dict[st
     return rows
 
 
-def results_markdown(rows: list[dict[str, Any]], trace_options: dict, config: str) -> str:
+def results_markdown(rows: list[dict[str, Any]], title: str, config: str, note: str) -> str:
+    """``results.md``: ``title`` (the trace and window scored), the config, ``note``
+    (the seeds and what the ± covers) and one row per policy."""
     head = (
         "| policy | jobs | avg JCT (s) | p50 | p95 | p99 | queue (s) | slowdown | GPU util "
         "| decision p50 / p99 (ms) | avg JCT / best baseline |"
     )
     lines = [
-        f"# Comparison on `{trace_options.get('trace') or 'the config trace'}` "
-        f"({Path(config).name})",
+        f"# {title}",
+        "",
+        f"Config `{Path(config).name}`; {note}.",
         "",
         head,
         "|" + "---|" * 11,
     ]
-    for r in rows:
+    for r in with_interval(rows):
         lines.append(
-            f"| {r['policy']} | {r['jobs_completed']} | {r['avg_jct_s']:.0f} | "
+            f"| {r['policy']} | {r['jobs_completed']} | {r['avg_jct']} | "
             f"{r['p50_jct_s']:.0f} | {r['p95_jct_s']:.0f} | {r['p99_jct_s']:.0f} | "
             f"{r['avg_queue_s']:.0f} | {r['avg_slowdown']:.3f} | {r['gpu_utilization']:.3f} | "
             f"{r['decision_ms_p50']:.3f} / {r['decision_ms_p99']:.3f} | "
@@ -355,12 +391,13 @@ def compare_command(args: argparse.Namespace) -> int:
         raise InputError("--policies: empty list")
     if len(set(policies)) != len(policies):
         raise InputError(f"--policies: duplicate name in {args.policies!r}")
-    from marl_sched.policies import policy_entries
+    from marl_sched.policies import get_policy_class
 
-    known = policy_entries()
-    for name in policies:
-        if name not in known:
-            raise InputError(f"--policies: unknown policy {name!r} (known: {', '.join(known)})")
+    for name in policies:  # a registered name or a module:Class path (docs/extending.md)
+        try:
+            get_policy_class(name)
+        except InputError as exc:
+            raise InputError(f"--policies: {str(exc).removeprefix('--policy: ')}") from None
     out = prepare_out(args.out)
     opts = {
         "trace": args.trace,
@@ -370,6 +407,7 @@ def compare_command(args: argparse.Namespace) -> int:
         "load": args.load,
         "seed": args.seed,
         "drop_unplaceable": args.drop_unplaceable,
+        "own_window": True,  # --trace F: F's own jobs unless --start / --max-jobs
     }
     config = load_config(args.config, args.overrides)
     checked = check_compare(config, policies, opts, args.checkpoint)  # before the bar
@@ -385,7 +423,16 @@ def compare_command(args: argparse.Namespace) -> int:
             )  # fmt: skip
     finally:
         bar.close()
-    print(format_table(rows, RESULT_COLUMNS + (("ratio_to_best_baseline", "/ best", ".3f"),)))
+    from marl_sched.plots import window_title
+
+    cfg = checked[0]
+    wl, first = cfg.workload, cfg.simulation.seed if args.seed is None else args.seed
+    seed_list = [first + k for k in range(args.seeds)]
+    print(f"{window_title('compare', wl.trace, wl.start, wl.max_jobs, wl.load)}; "
+          f"{seeds_note(seed_list, rows)}")  # fmt: skip
+    columns = tuple(("avg_jct", c[1], "") if c[0] == "avg_jct_s" else c for c in RESULT_COLUMNS)
+    columns += (("ratio_to_best_baseline", "/ best", ".3f"),)
+    print(format_table(with_interval(rows), columns))
     print(
         f"wrote {out / 'results.md'}, {out / 'results.csv'}, {out / 'jct_cdf.png'}, "
         f"{out / 'avg_jct.png'}"

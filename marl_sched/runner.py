@@ -37,9 +37,13 @@ class TraceOptions:
     load: float | None = None
     seed: int | None = None
     drop_unplaceable: bool = False
+    #: ``--trace F`` of simulate, evaluate and compare: without ``start`` / ``max_jobs``
+    #: the window is F's own jobs, all of them (not the config's window of its trace)
+    own_window: bool = False
 
     def apply(self, workload: WorkloadConfig) -> WorkloadConfig:
-        changes = {
+        own = {"start": 0, "max_jobs": None} if self.own_window and self.trace else {}
+        changes = own | {
             k: v
             for k, v in (
                 ("trace", self.trace),

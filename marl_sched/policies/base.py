@@ -106,21 +106,62 @@ def register_lazy(name: str, description: str, target: str, kind: str = "learned
 #: agents' masks under their default env rules: no learning, but it moves with our
 #: recipe, so it is not among the pre-registered controls that ``rules`` stands for)
 #: and ``learned`` (loads a checkpoint); ``lever`` (a rule measuring what a scheduling
-#: lever adds, marl_sched/policies/levers.py: named explicitly, in no enumeration)
+#: lever adds, marl_sched/policies/levers.py: named explicitly, in no enumeration);
+#: ``plugin``: an installed package's, through the :data:`ENTRY_POINT_GROUP` entry points
+#: (docs/extending.md)
 KINDS = (
-    "heuristic",
-    "control",
-    "load-control",
-    "published-heuristic",
-    "teacher",
-    "learned",
-    "lever",
-)
+    "heuristic", "control", "load-control", "published-heuristic", "teacher", "learned",
+    "lever", "plugin",
+)  # fmt: skip
+
+#: the entry-point group in which an installed package names its policies:
+#: ``name = "package.module:Class"`` (docs/extending.md)
+ENTRY_POINT_GROUP = "marl_sched.policies"
+_PLUGINS: list[bool] = []  # [True] once the entry points are registered
+
+
+def _register_plugins() -> None:
+    """Register every :data:`ENTRY_POINT_GROUP` entry point (once; a name already
+    registered keeps its own policy), imported only when used."""
+    if _PLUGINS:
+        return
+    _PLUGINS.append(True)
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name not in _REGISTRY:
+            _REGISTRY[ep.name] = PolicyEntry(ep.name, f"entry point {ep.value}", "plugin", ep.value)
 
 
 def policy_entries() -> dict[str, PolicyEntry]:
     """All registered policies, by name, in the order of :data:`KINDS`."""
+    _register_plugins()
     return dict(sorted(_REGISTRY.items(), key=lambda kv: (KINDS.index(kv[1].kind), kv[0])))
+
+
+def is_policy_path(name: str) -> bool:
+    """Is ``name`` a ``module:Class`` import path (``my_pkg.policies:Patient``) rather
+    than a registered name (``masked:first-fit`` is one; it is looked up first)?"""
+    module, sep, attr = name.partition(":")
+    parts = module.split(".")
+    return bool(sep) and attr.isidentifier() and all(p.isidentifier() for p in parts)
+
+
+def import_policy(target: str, name: str) -> type[Policy]:
+    """The :class:`Policy` subclass at ``target`` (``module:Class``); ``InputError``
+    naming ``name`` when the module does not import, has no such attribute, or it is
+    not a policy."""
+    module, _, attr = target.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), attr)
+    except ImportError as exc:
+        raise InputError(f"--policy: {name}: cannot import {module}: {exc}") from None
+    except AttributeError:
+        raise InputError(f"--policy: {name}: module {module} has no {attr}") from None
+    if not (isinstance(found, type) and issubclass(found, Policy)):
+        what = "a subclass of marl_sched.policies.Policy"
+        raise InputError(f"--policy: {name}: {target} is not a policy ({what})")
+    return found
 
 
 def control_names() -> list[str]:
@@ -139,11 +180,18 @@ def heuristic_names() -> list[str]:
 
 
 def get_policy_class(name: str) -> type[Policy]:
+    """The class of the registered policy ``name``, or of the ``module:Class`` import
+    path ``name`` (docs/extending.md); ``InputError`` for anything else."""
     entries = policy_entries()
     if name not in entries:
+        if is_policy_path(name):
+            return import_policy(name, name)
         raise InputError(f"--policy: unknown policy {name!r} (known: {', '.join(entries)})")
-    target = entries[name].target
+    entry = entries[name]
+    target = entry.target
     if isinstance(target, str):
+        if entry.kind == "plugin":  # someone else's code: checked to be a policy
+            return import_policy(target, name)
         module, _, attr = target.partition(":")
         try:
             target = getattr(importlib.import_module(module), attr)

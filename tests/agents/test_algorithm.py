@@ -74,6 +74,10 @@ def test_train_rllib_settings_reach_the_built_config():
       "train.rllib.env_runners.num_env_runners: set train.num_env_runners instead"),
      (["train.algorithm=IMPALA", "train.clip_param=0.2"],
       "train.clip_param: IMPALA has no such setting"),
+     (["train.algorithm=APPO", "train.rllib.env_runners.batch_mode=complete_episodes"],
+      "train.rllib.env_runners.batch_mode: complete_episodes cannot be used with APPO"),
+     (["train.algorithm=IMPALA", "train.rllib.env_runners.batch_mode=complete_episodes"],
+      "train.rllib.env_runners.batch_mode: complete_episodes cannot be used with IMPALA"),
      (["train.algorithm=DQN"], "train.algorithm: DQN cannot train this agent: its Learner "
       "needs Q-networks (RLlib's QNetAPI)"),
      (["train.algorithm=BC"], "train.algorithm: BC cannot train this agent: offline"),
@@ -85,6 +89,33 @@ def test_a_bad_algorithm_setting_exits_2_naming_the_key(tmp_path, capsys, overri
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
     assert not out.exists()
+
+
+def test_appo_on_the_smoke_config_is_refused_before_any_work(tmp_path, capsys):
+    """The smoke config samples whole episodes, with which APPO would make no update."""
+    out = tmp_path / "o"
+    smoke = str(REPO_ROOT / "configs" / "learn_smoke.yaml")
+    args = ["train", "--config", smoke, "--out", str(out), "--iterations", "4",
+            "train.algorithm=APPO", "train.advantage=gae"]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "learn_smoke.yaml: train.rllib.env_runners.batch_mode: complete_episodes" in err
+    assert not out.exists()
+
+
+def test_an_iteration_without_a_learner_update_is_an_error():
+    from agents.config import TrainConfig
+    from agents.training import check_updated
+    from marl_sched.errors import InputError
+
+    tc = TrainConfig(algorithm="APPO")
+    figures = {"num_env_steps_trained": 200, "num_env_steps_trained_lifetime": 400}
+    trained = {"learners": {"__all_modules__": figures}}
+    assert check_updated(trained, 2, tc, 200.0) == 400.0
+    for result, before in (({}, None), ({"learners": {}}, 100.0), (trained, 400.0)):
+        with pytest.raises(InputError, match="iteration 3: APPO made no learner update"):
+            check_updated(result, 3, tc, before)
 
 
 def test_a_bad_passthrough_in_one_grid_trial_exits_2_before_ray(tmp_path, capsys):

@@ -1,0 +1,104 @@
+"""docs/extending.md: its example policy, written to a module, runs through
+``simulate --policy module:Class`` and ``compare --policies``; a bad ``module:Class``
+exits 2 with one line; an entry point of the ``marl_sched.policies`` group is listed
+and used by its name."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import sys
+
+import pytest
+
+from marl_sched.cli import main
+from marl_sched.config import REPO_ROOT
+
+DOC = REPO_ROOT / "docs" / "extending.md"
+DEFAULT = str(REPO_ROOT / "configs/default.yaml")
+WINDOW = ["--max-jobs", "30", "--start", "0"]
+
+
+@pytest.fixture
+def patient(tmp_path, monkeypatch):
+    """The doc's first Python block as ``patient.py`` on ``sys.path``."""
+    (block,) = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
+    assert block.startswith("# patient.py")
+    (tmp_path / "patient.py").write_text(block)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "patient:PatientFirstFit"
+    sys.modules.pop("patient", None)
+
+
+def test_the_docs_policy_runs_in_simulate_and_compare(patient, tmp_path, capsys):
+    out = tmp_path / "sim"
+    assert main(["simulate", "--config", DEFAULT, "--policy", patient, *WINDOW,
+                 "--out", str(out), "--quiet"]) == 0  # fmt: skip
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["policy"] == patient and metrics["jobs_completed"] == 30
+    cmp = tmp_path / "cmp"
+    assert main(["compare", "--config", DEFAULT, "--policies", f"first-fit,{patient}",
+                 *WINDOW, "--out", str(cmp), "--quiet"]) == 0  # fmt: skip
+    rows = {r["policy"]: r for r in csv.DictReader((cmp / "results.csv").open())}
+    assert set(rows) == {"first-fit", patient}
+
+
+def test_evaluate_builds_a_policy_path_with_its_checkpoint(patient, tmp_path, capsys):
+    """``evaluate --policy module:Class`` passes ``--checkpoint`` to a class that takes one."""
+    (tmp_path / "loading.py").write_text(
+        "from patient import PatientFirstFit\n\n\n"
+        "class Loading(PatientFirstFit):\n"
+        "    def __init__(self, checkpoint=None):\n"
+        "        self.path = checkpoint\n"
+    )
+    ckpt = tmp_path / "weights.bin"
+    ckpt.write_bytes(b"w")
+    out = tmp_path / "ev"
+    assert main(["evaluate", "--checkpoint", str(ckpt), "--policy", "loading:Loading",
+                 "--config", DEFAULT, *WINDOW, "--out", str(out), "--quiet"]) == 0  # fmt: skip
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["policy"] == "loading:Loading" and metrics["jobs_completed"] == 30
+    assert metrics["checkpoint"].endswith("weights.bin")
+    sys.modules.pop("loading", None)
+    assert main(["evaluate", "--checkpoint", str(ckpt), "--policy", "loading:Nope",
+                 "--out", str(tmp_path / "x")]) == 2  # fmt: skip
+    assert "--policy: loading:Nope: module loading has no Nope" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [("no_such_module_x:Policy", "cannot import no_such_module_x"),
+     ("patient:Nope", "module patient has no Nope"),
+     ("patient:np", "patient:np is not a policy")],
+)  # fmt: skip
+@pytest.mark.parametrize("command", ["simulate", "compare"])
+def test_a_bad_policy_path_exits_2_with_one_line(patient, tmp_path, capsys, spec, message,
+                                                 command):  # fmt: skip
+    flag = "--policy" if command == "simulate" else "--policies"
+    out = tmp_path / "o"
+    assert main([command, "--config", DEFAULT, flag, spec, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{flag}: {spec}: {message}" in err, err
+    assert not out.exists()
+
+
+def test_an_entry_point_is_listed_and_used_by_name(patient, tmp_path, capsys, monkeypatch):
+    from importlib import metadata
+
+    from marl_sched.policies import base
+
+    point = metadata.EntryPoint("patient-first-fit", patient, base.ENTRY_POINT_GROUP)
+
+    def entry_points(group=None):
+        return [point] if group == base.ENTRY_POINT_GROUP else []
+
+    monkeypatch.setattr(metadata, "entry_points", entry_points)
+    monkeypatch.setattr(base, "_PLUGINS", [])
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+    assert main(["policies"]) == 0
+    listed = [ln for ln in capsys.readouterr().out.splitlines() if "patient" in ln]
+    assert len(listed) == 1 and listed[0].split()[:2] == ["patient-first-fit", "plugin"]
+    out = tmp_path / "sim"
+    assert main(["simulate", "--config", DEFAULT, "--policy", "patient-first-fit", *WINDOW,
+                 "--out", str(out), "--quiet"]) == 0  # fmt: skip
