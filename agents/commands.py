@@ -442,10 +442,13 @@ def _evaluate_baseline(args: argparse.Namespace, kind: str) -> int:
     from marl_sched.policies import build_policy, get_policy_class
     from marl_sched.runner import build_cluster, load_workload
 
-    try:
+    if ":" in kind:  # a module:Class path: its own one-line error if it is no policy
         cls = get_policy_class(kind)
-    except InputError:
-        cls = None
+    else:
+        try:
+            cls = get_policy_class(kind)
+        except InputError:
+            cls = None
     code = getattr(cls.__init__, "__code__", None) if cls is not None else None
     if code is None or cls.name in ("marl", "single-agent") or (
         "checkpoint" not in code.co_varnames

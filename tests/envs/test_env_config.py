@@ -41,8 +41,13 @@ def test_default_recipe_section_parses_with_its_options_on():
     assert ec.consolidate and ec.resident_features and ec.keep_together and ec.job_length
     assert not ec.ps_rule and ec.speed_floor == 0.0 and ec.speed_floor_min_work == 1e5
     assert ec.wait_to_fit == 1.0 and ec.forward_rule == "must" and ec.model_speed
-    # the rules recipe the controls keep (envs/controls.py)
-    rules = env_config(load_config(REPO_ROOT / "configs" / "recipes" / "dagger.yaml"))
+    # the pre-registered rules the controls keep (envs/controls.py)
+    import dataclasses
+
+    from envs.controls import CONTROL_RULES
+
+    base = load_config(DEFAULT)
+    rules = env_config(dataclasses.replace(base, env={**base.env, **CONTROL_RULES}))
     assert rules.ps_rule and rules.speed_floor == 0.9 and rules.speed_floor_min_work == 1e5
     assert not rules.model_speed
     differ = ("ps_rule", "speed_floor", "model_speed")
