@@ -42,7 +42,7 @@ from marl_sched.errors import InputError
 
 KEY_ENV = "MARL_SCHED_KEY_FILE"
 SIGNED = "state.json"  # holds the signature; its other fields are signed in canonical form
-FORMAT = 2  # 1 (before issue 35) signed file contents only: refused, it cannot be trusted
+FORMAT = 2  # 1 (an older format) signed file contents only: refused, it cannot be trusted
 KEY_BYTES = 32
 MAX_KEY_BYTES = 4096
 #: a checkpoint tree larger than this is not one this tool wrote

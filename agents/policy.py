@@ -463,7 +463,7 @@ def greedy_scope_action(net: HierarchicalGNN, scope: ScopeInput, obs: dict[str, 
 #: ``cat([z, 0])`` buffer, the layer norm after it overwrites that slice in place, and the
 #: cat buffer, freed once the ``Linear`` over it has run, is handed to the next ``(2, 64)``
 #: result (the peer embeddings) while ``z`` still lives in it (docs/agents.md, "A
-#: miscompile, found in session 6"). Either option alone avoids it; eager is untouched.
+#: miscompile"). Either option alone avoids it; eager is untouched.
 COMPILE_OPTIONS = {"inplace_buffers": False, "allow_buffer_reuse": False}
 
 
@@ -550,7 +550,7 @@ class MarlPolicy(Policy):
         eager ones (atol and rtol 1e-4; rounding is ~1e-6). On a mismatch the network
         decides eagerly from then on, with a warning: a safety net, as Inductor (torch
         2.13, CPU) has miscompiled a network before (the exchange-less default of
-        session 6, without :data:`COMPILE_OPTIONS`: values off by 0.7)."""
+        without :data:`COMPILE_OPTIONS`: values off by 0.7)."""
         net = self.agents.net_for(agent)
         if self._compiled.get(id(net)) is net:
             return  # already found wrong: eager

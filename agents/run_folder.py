@@ -20,7 +20,7 @@ A checkpoint folder is written under a temporary name, signed, and renamed into 
 before ``latest`` points at it, so an interrupted run resumes from its last complete
 checkpoint; a signal arriving during that last step waits until it is done.
 
-What ``--resume`` trusts (issue 35), all checked before Ray starts or anything is
+What ``--resume`` trusts, all checked before Ray starts or anything is
 unpickled (:func:`resume_point`): ``latest`` is a small ASCII regular file naming one
 ``iter_NNNNNN`` folder of ``checkpoints/`` (not a symlink); that folder's signature
 covers its whole tree and its ``state.json`` (:mod:`agents.integrity`), and the

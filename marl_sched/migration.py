@@ -15,7 +15,7 @@ modelled, so no move is charged). ``simulation.migration_cost`` chooses the rule
   shared data by ``tests/marl_sched/test_migration.py``); ``move_s`` is
   :func:`state_move_s`.
 - a number of seconds: a flat restart delay for every model, no state move (the
-  simulator's rule before issue 33 was 60 s flat).
+  simulator's earlier rule was 60 s flat).
 
 **Catalogue model → measured application** (:data:`MODEL_APPLICATION`). The six
 Pollux models are Sia's applications themselves (measured). The others go through the

@@ -36,7 +36,7 @@ def _resume_key(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def _benchmark_tracks_until_migration(monkeypatch) -> None:
-    """Until ``simulation.migration`` exists (issue 33, branch migsim), the benchmark
+    """Until ``simulation.migration`` exists, the benchmark
     tracks (``marl_sched.benchmark.suite.TRACKS``) run with stand-in overrides of
     another key (placement: backfill on, full: off), so the tracks' plumbing and every
     ``marl-sched benchmark`` call are tested; once the key exists this does nothing

@@ -30,7 +30,7 @@ and seeds.
   scenarios (paired: X and Y draw the same ones), then X's and Y's runs and seeds
   independently within each.
 
-Why not rliable itself (tried, issue 36): rliable 1.2.0 (the newest) pins
+Why not rliable itself (tried): rliable 1.2.0 (the newest) pins
 ``arch < 8``; ``arch`` 7.2 does not import beside pandas 3 in this environment, and
 with ``arch`` 8.0.0 installed beside pandas 3.1 rliable's ``get_interval_estimates``
 fails at once (``TypeError``: arch 8 no longer accepts the ``random_state`` keyword

@@ -48,7 +48,7 @@ class ExperimentConfig:
         config file it was loaded from (``source``); a config file inside the repo may
         also name a file relative to the repo root (the shipped configs, checkpoints and
         suites do), but a config from anywhere else never reads the checkout's files
-        (issue 36: a copied config silently read the original checkout's trace). A
+        (a copied config silently read the original checkout's trace). A
         config that is not a file (built in code, the defaults) resolves against the
         repo root. Run folders record the resolved, absolute paths."""
         p = Path(path)

@@ -168,7 +168,7 @@ def test_resume_refuses_a_crafted_run_folder_without_unpickling_it(tmp_path, cap
 
 
 def test_a_run_folder_resolves_to_its_best_checkpoint_then_its_latest(tmp_path):
-    """``evaluate RUN_DIR`` acts with the run's best checkpoint, not its last (issue 36)."""
+    """``evaluate RUN_DIR`` acts with the run's best checkpoint, not its last."""
     from agents.policy import MANIFEST, resolve_checkpoint
 
     run = tmp_path / "run"

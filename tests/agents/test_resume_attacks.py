@@ -1,5 +1,5 @@
 """A crafted or edited run folder can neither run code nor touch anything outside it
-on ``train --resume`` (issue 35). No Ray: the run folder is written by the trainer's
+on ``train --resume``. No Ray: the run folder is written by the trainer's
 own checkpoint code with a stand-in algorithm, and Ray's start is replaced by a
 sentinel, so every attack must be refused before Ray would start (and long before
 RLlib unpickles anything)."""
@@ -240,7 +240,7 @@ def test_a_signature_block_missing_its_field_is_refused(tmp_path, capsys, ray_ca
 
     def edit(state):
         record = state["integrity"]
-        if drop == "listing":  # the entries it signs ("tree"; "files" before issue 35)
+        if drop == "listing":  # the entries it signs ("tree"; "files" in the older format)
             del record["tree" if "tree" in record else "files"]
         else:
             del record[drop]

@@ -237,11 +237,11 @@ def test_a_masked_teacher_labels_its_own_placement_on_the_whole_view():
     assert all(o["action_mask"][a] == 1.0 for o, a in zip(obs, actions, strict=True))
 
 
-#: the recipe without the rules (the default from session 6 to 11) is ``learn.yaml``
-#: plus these (since session 12 the recipe sees the job's model's speeds and trains on
+#: the recipe without the rules (an earlier default) is ``learn.yaml``
+#: plus these (today's recipe sees the job's model's speeds and trains on
 #: the benchmark's train windows too)
 NORULES = ["env.model_speed=false", "train.split_share=0"]
-#: the rules recipe (the default until session 6) is that plus these
+#: the rules recipe (the first default) is that plus these
 RULES = [*NORULES, "env.speed_floor=0.9", "env.ps_rule=true", "model.exchange=true"]
 
 

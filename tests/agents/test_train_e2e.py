@@ -169,7 +169,7 @@ def _assert_identical(a, b) -> None:
 
 
 def test_same_seed_and_resumed_runs_give_identical_weights(run, tmp_path):
-    """Issue 27: a second same-seed run gives the same weights bit for bit, and one
+    """A second same-seed run gives the same weights bit for bit, and one
     interrupted after iteration 1 and resumed to 2 equals the uninterrupted run."""
     other = tmp_path / "other"
     args = ["train", "--config", TINY, "--out", str(other), "--quiet"]

@@ -9,7 +9,7 @@ import pytest
 
 from envs import EnvConfig, env_config, make_env
 from envs.config import DECISION_OPTIONS, RewardConfig
-from marl_sched.config import REPO_ROOT, load_config
+from marl_sched.config import load_config
 from marl_sched.errors import InputError
 from tests.envs.helpers import DEFAULT, TINY
 

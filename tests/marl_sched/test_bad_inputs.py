@@ -1,4 +1,4 @@
-"""Bad input, as a careless or hostile user gives it (issues 26 and 27): every case
+"""Bad input, as a careless or hostile user gives it: every case
 exits 2 with ONE line on stderr that names the file/line/key and the problem, no
 traceback, and leaves nothing at ``--out``. One table; each row is a command line
 (``{tmp}``: the test's folder, ``{repo}``: the repository), the files it needs, and a
@@ -146,7 +146,7 @@ CASES = [
         {"s.yaml": "version: 1\nbase_config: configs/tiny.yaml\nversion: 2\n"},
         "s.yaml:3: invalid YAML: duplicate key 'version' (first on line 1)",
     ),
-    # ---- hostile YAML: refused before anything expands (issue 35: < 1 s, ~40 MB peak)
+    # ---- hostile YAML: refused before anything expands (< 1 s, ~40 MB peak)
     ("yaml-alias-bomb", SIM_C, {"c.yaml": BOMB}, "c.yaml:1: invalid YAML: aliases (*name)"),
     (
         "yaml-merge-key",
@@ -734,7 +734,7 @@ def test_an_out_folder_that_cannot_be_written_is_refused_before_any_work(
 
 def test_a_full_disk_while_writing_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, capsys):
     """ENOSPC in the middle of the outputs (after metrics.json, before jobs.csv): exit 2
-    naming --out, and neither file appears (issue 27: metrics.json without jobs.csv)."""
+    naming --out, and neither file appears (no metrics.json without jobs.csv)."""
     import errno
 
     import marl_sched.files as files

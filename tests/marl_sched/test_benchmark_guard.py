@@ -240,7 +240,7 @@ def test_a_test_split_run_is_recorded_in_the_ledger_and_cited(tmp_path, monkeypa
     assert e["policies"] == ["first-fit", "load-balance"] and e["checkpoints"] == {}
     assert e["out"] == str(out.resolve()) and e["scenarios"] == 2
     assert e["commit"] == "c0ffee" * 7
-    assert f"Ledger entry: {ledger} #2" in (out / "summary.md").read_text()
+    assert f"Ledger entry: {ledger} #{1 + 1}" in (out / "summary.md").read_text()
     assert "Ledger entry" not in (tmp_path / "tr" / "summary.md").read_text()
 
 

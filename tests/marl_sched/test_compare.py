@@ -127,7 +127,7 @@ def test_an_interrupted_compare_leaves_nothing(tmp_path, monkeypatch):
 def test_compare_seeds_records_every_run_an_interval_and_the_checkpoint(tmp_path, capsys):
     """--seeds 2: one run per policy and seed, the mean and a 95 % half-width over the
     seeds; a learned policy's checkpoint path and content digest in runs.csv,
-    results.csv and its metrics.json (issue 36)."""
+    results.csv and its metrics.json."""
     import json
 
     from marl_sched.benchmark.cells import checkpoint_id

@@ -51,7 +51,7 @@ def test_checking_every_section_loads_neither_torch_nor_ray():
 
 
 def test_a_relative_path_resolves_against_the_config_files_folder(tmp_path):
-    """Issue 36: a copied config read the original checkout's trace."""
+    """A copied config must not read the original checkout's trace."""
     import shutil
 
     sample = REPO_ROOT / "configs" / "traces" / "philly_sample.csv"

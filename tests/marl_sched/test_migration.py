@@ -1,4 +1,4 @@
-"""Migration as a simulator mechanism (issue 33): the measured cost, the per-job cap and
+"""Migration as a simulator mechanism: the measured cost, the per-job cap and
 interval, the one hook every policy migrates through, and the invariants a migration
 must keep (hypothesis)."""
 

@@ -79,7 +79,7 @@ def test_bars_put_pathological_policies_in_a_panel_of_their_own(tmp_path):
 
 @pytest.mark.parametrize(("lo", "hi"), [(0.7, 7.0), (0.78, 1.1), (0.5, 40.0)])
 def test_log_ticks_are_plain_numbers(lo, hi):
-    """No ``8×10⁻¹``, and more than the decades labelled (issue 36)."""
+    """No ``8×10⁻¹``, and more than the decades labelled."""
     plt = plots._figure()
     fig, ax = plt.subplots()
     ax.set_xscale("log")
