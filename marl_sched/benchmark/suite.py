@@ -517,21 +517,41 @@ def _cache_dir() -> Path:
     return Path(root) / "marl_sched" / "test_rows"
 
 
+def _cache_check(digest: str, first: int, end: int | None, values: np.ndarray) -> np.uint64:
+    """The check word a cached fingerprint set is stored with: the SHA-256 of the test
+    file's digest, the region and the values, so a cache file that was emptied, edited
+    or written for another file or region is recomputed, never trusted."""
+    h = hashlib.sha256(f"{digest}:{first}:{end}:{SHINGLE}:".encode())
+    h.update(np.ascontiguousarray(values, dtype=np.uint64).tobytes())
+    return np.uint64(int.from_bytes(h.digest()[:8], "little"))
+
+
 @functools.cache
 def _region_shingles(trace: str, first: int, end: int | None, digest: str) -> frozenset:
     """The fingerprints of one region, cached per file content in this process and
     on disk (``$XDG_CACHE_HOME/marl_sched/test_rows``: a plain ``.npy`` array of
-    integers, read with ``allow_pickle=False``; the test files take seconds to parse)."""
+    integers, read with ``allow_pickle=False``; the test files take seconds to parse).
+    The file's first value checks the rest (:func:`_cache_check`); an empty region
+    is never cached."""
     path = _cache_dir() / f"{digest[:32]}_{first}_{end}_k{SHINGLE}.npy"
     try:
-        return frozenset(int(x) for x in np.load(path, allow_pickle=False))
+        stored = np.load(path, allow_pickle=False)
+        if (
+            stored.dtype == np.uint64 and stored.ndim == 1 and len(stored) > 1
+            and stored[0] == _cache_check(digest, first, end, stored[1:])
+        ):  # fmt: skip
+            return frozenset(int(x) for x in stored[1:])
     except (OSError, ValueError):
         pass
     out = frozenset(_shingles(_load_rows(trace, first, end)))
+    if not out:
+        return out
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
-        np.save(tmp, np.array(sorted(out), dtype=np.uint64), allow_pickle=False)
+        values = np.array(sorted(out), dtype=np.uint64)
+        stored = np.concatenate([[_cache_check(digest, first, end, values)], values])
+        np.save(tmp, stored.astype(np.uint64), allow_pickle=False)
         os.replace(tmp, path)
     except OSError:  # a read-only home: compute again next time
         pass

@@ -104,9 +104,31 @@ def test_the_fingerprint_cache_is_plain_numbers_and_reused(tmp_path) -> None:
     files = list((tmp_path / "cache" / "marl_sched" / "test_rows").glob("*.npy"))
     assert len(files) == 1
     cached = np.load(files[0], allow_pickle=False)
-    assert cached.dtype == np.uint64 and len(cached) == 20 - 6 + 1
+    # a check word, then one fingerprint per run of the region's rows
+    assert cached.dtype == np.uint64 and len(cached) == 1 + 20 - 6 + 1
     suite_mod._region_shingles.cache_clear()
     assert copied_test_rows(copy, suite=suite)[1] == 12 - 6  # read back from disk
+
+
+@pytest.mark.parametrize("tamper", ["empty", "edited", "check-only"])
+def test_an_emptied_or_edited_fingerprint_cache_is_recomputed_not_trusted(tmp_path, tamper):
+    """Emptying the cache (or editing it) must not let copied test rows through: the
+    file's check word covers the test file's digest, the region and every value."""
+    suite = load_suite(_suite(tmp_path))
+    copy = _copy_rows(tmp_path / "slice.csv", 22, 34)
+    suite_mod._region_shingles.cache_clear()
+    assert copied_test_rows(copy, suite=suite) is not None
+    (cache,) = (tmp_path / "cache" / "marl_sched" / "test_rows").glob("*.npy")
+    stored = np.load(cache, allow_pickle=False)
+    forged = {
+        "empty": np.array([], dtype=np.uint64),
+        "edited": np.concatenate([stored[:1], stored[1:] + np.uint64(1)]),
+        "check-only": stored[:1],
+    }[tamper]
+    np.save(cache, forged, allow_pickle=False)
+    suite_mod._region_shingles.cache_clear()
+    region, hits = copied_test_rows(copy, suite=suite)
+    assert hits == 12 - 6
 
 
 @pytest.mark.shared_data
