@@ -6,8 +6,8 @@ there unmutated (they must pass), then each mutant is applied alone, its tests r
 (``pytest -x``) and the file restored. A mutant is *killed* when its tests fail,
 *survived* when they pass (a gap in the tests, or an equivalent mutant: read it).
 
-    python experiments/mutants.py            # every mutant
-    python experiments/mutants.py ledger     # the mutants whose name contains "ledger"
+    python tests/mutants.py            # every mutant
+    python tests/mutants.py ledger     # the mutants whose name contains "ledger"
 """
 
 from __future__ import annotations
