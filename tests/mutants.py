@@ -79,6 +79,11 @@ def _pytest(copy: Path, tests: list[str]) -> int:
 
 def main(argv: list[str]) -> int:
     chosen = [m for m in MUTANTS if not argv or any(a in m[0] for a in argv)]
+    if not chosen:
+        names = ", ".join(m[0] for m in MUTANTS)
+        print(f"mutants: no mutant's name contains {' or '.join(argv)!r} (names: {names})",
+              file=sys.stderr)  # fmt: skip
+        return 2
     files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
                            check=True).stdout.decode().split("\0")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
