@@ -88,6 +88,12 @@ def train_command(args: argparse.Namespace) -> int:
         print(f"marl-sched: train: stopped by {stop}; {_after_stop(out, existed, args.resume)}",
               file=sys.stderr)  # fmt: skip
         return 128 + stop.signum
+    except OSError as exc:
+        if exc.filename is not None:
+            raise
+        # a writer that names no file (TensorBoard's event writer on a full disk): the
+        # run folder it writes in; the last complete checkpoint resumes with --resume
+        raise OSError(exc.errno, exc.strerror, str(out)) from exc
     if not args.quiet:
         print(
             f"trained iterations {summary['start_iteration'] + 1}..{iterations} "

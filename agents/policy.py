@@ -37,6 +37,7 @@ serves (:func:`check_env`):
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from dataclasses import dataclass, field
@@ -711,7 +712,17 @@ def save_weights(folder: Path, weights: dict[str, dict]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for module_id, state in weights.items():
         tensors = {k: torch.as_tensor(np.asarray(v)).clone() for k, v in state.items()}
-        torch.save(tensors, folder / f"{module_id}.pt")
+        # serialised in memory, then written as bytes: a full disk or a read-only
+        # filesystem is then an OSError naming the file (torch.save's own writer turns
+        # it into a RuntimeError without the path)
+        buf = io.BytesIO()
+        torch.save(tensors, buf)
+        path = folder / f"{module_id}.pt"
+        try:
+            with open(path, "wb") as fh:
+                fh.write(buf.getbuffer())
+        except OSError as exc:  # write() names no file: name it
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 def save_modules(folder: Path, weights: dict[str, dict], manifest: dict[str, Any]) -> None:

@@ -457,6 +457,11 @@ def write_checkpoint(
             if state["best"] is not None:
                 atomic_write_text(paths.checkpoints / BEST, state["best"][0] + "\n")
             atomic_write_text(paths.checkpoints / LATEST, final.name + "\n")
+    except OSError as exc:
+        _remove_inside(tmp, paths.checkpoints)
+        if exc.filename is None:  # a writer that named no file: the checkpoint's
+            raise OSError(exc.errno, exc.strerror, str(final)) from exc
+        raise
     except BaseException:
         _remove_inside(tmp, paths.checkpoints)
         raise

@@ -588,7 +588,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(sig, handler)
 
 
+def _quiet_thread_write_errors() -> None:
+    """A background writer thread (TensorBoard's event writer) that hits a full disk or a
+    read-only folder hands its error to the thread that owns it, which reports it as
+    one line: its own traceback is not printed too."""
+    import threading
+
+    from marl_sched.files import WRITE_ERRNOS
+
+    default = threading.excepthook
+
+    def hook(args) -> None:
+        if isinstance(args.exc_value, OSError) and args.exc_value.errno in WRITE_ERRNOS:
+            return
+        default(args)
+
+    threading.excepthook = hook
+
+
 def _main(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
+    _quiet_thread_write_errors()
     try:
         with warnings.catch_warnings(record=True) as caught:
             try:
