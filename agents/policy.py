@@ -40,7 +40,7 @@ from __future__ import annotations
 import io
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,7 @@ from envs.observations import OBS_VERSION, ObservationBuilder, feature_dims
 from envs.rules import home_agent
 from envs.session import MoveBook, PlacementSession
 from marl_sched.checkpoints import resolve_checkpoint
-from marl_sched.config import REPO_ROOT
+from marl_sched.config import REPO_ROOT, parse_section
 from marl_sched.errors import InputError
 from marl_sched.files import read_input_text
 from marl_sched.jobs import Job, Placement
@@ -212,12 +212,26 @@ def load_weights(data: bytes) -> dict:
     return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
 
 
-#: the keys every manifest holds, with their JSON types
-MANIFEST_KEYS = {
-    "format": str, "env": dict, "obs_version": int, "features": dict, "dims": dict,
-    "central": bool, "share_parameters": bool, "model": dict, "agents": list,
-    "modules": list, "topology": dict,
-}  # fmt: skip
+@dataclass(frozen=True)
+class ManifestKeys:
+    """The keys every manifest holds, typed as the config parser types a section
+    (:func:`marl_sched.config.parse_section`: the one validator of typed keys); a
+    manifest may hold more (the run's config, its figures), which are not checked here."""
+
+    format: str
+    env: dict
+    obs_version: int
+    features: dict
+    dims: dict
+    central: bool
+    share_parameters: bool
+    model: dict
+    agents: tuple[str, ...]
+    modules: tuple[str, ...]
+    topology: dict
+
+
+MANIFEST_KEYS = tuple(f.name for f in fields(ManifestKeys))
 _MODULE_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -228,11 +242,8 @@ def check_manifest_schema(manifest: Any, path: str) -> None:
     where = f"{path}: manifest.json"
     if not isinstance(manifest, dict):
         raise InputError(f"{where}: expected a JSON object")
-    for key, kind in MANIFEST_KEYS.items():
-        if key not in manifest:
-            raise InputError(f"{where}: {key}: required key is missing")
-        if not isinstance(manifest[key], kind) or (kind is int and isinstance(manifest[key], bool)):
-            raise InputError(f"{where}: {key}: expected {kind.__name__}")
+    parse_section(ManifestKeys, {k: v for k, v in manifest.items() if k in MANIFEST_KEYS},
+                  where, "")  # fmt: skip
     modules, agent_ids = manifest["modules"], manifest["agents"]
     if not modules:
         raise InputError(f"{where}: modules: empty (a checkpoint holds at least one module)")

@@ -156,7 +156,7 @@ def _tampered(tmp_path, change):
         (lambda m: m.update(agents=["central"]), "agents: expected sc0"),
         (lambda m: m.update(share_parameters=False), "per-agent modules must be named"),
         (lambda m: m["dims"].update(Fg="16"), "dims.Fg: expected an integer"),
-        (lambda m: m.update(modules="shared"), "modules: expected list"),
+        (lambda m: m.update(modules="shared"), "modules: expected a list"),
     ],
 )
 def test_a_malformed_manifest_is_one_line_not_a_traceback(tmp_path, capsys, change, message):
