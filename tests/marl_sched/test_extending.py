@@ -20,12 +20,17 @@ DEFAULT = str(REPO_ROOT / "configs/default.yaml")
 WINDOW = ["--max-jobs", "30", "--start", "0"]
 
 
+def doc_block(first_line: str, language: str = "python") -> str:
+    """The doc's one fenced ``language`` block that starts with ``first_line``."""
+    blocks = re.findall(rf"```{language}\n(.*?)```", DOC.read_text(), re.S)
+    (block,) = [b for b in blocks if b.startswith(first_line)]
+    return block
+
+
 @pytest.fixture
 def patient(tmp_path, monkeypatch):
     """The doc's first Python block as ``patient.py`` on ``sys.path``."""
-    (block,) = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
-    assert block.startswith("# patient.py")
-    (tmp_path / "patient.py").write_text(block)
+    (tmp_path / "patient.py").write_text(doc_block("# patient.py"))
     monkeypatch.syspath_prepend(str(tmp_path))
     yield "patient:PatientFirstFit"
     sys.modules.pop("patient", None)
