@@ -176,3 +176,56 @@ def test_a_bad_key_of_the_docs_topology_names_the_file_and_key(tmp_path, capsys)
     assert main(["simulate", "--config", str(path), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{path}: topology.subclusters: must be >= 1, got 0" in err
+
+
+def _golden_suite(tmp_path) -> str:
+    import yaml
+
+    from tests.marl_sched.benchmark_helpers import golden_suite_data
+
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump(golden_suite_data(), sort_keys=False))
+    return str(path)
+
+
+def _benchmark(suite: str, policies: str, out, *extra: str) -> int:
+    return main(["benchmark", "--suite", suite, "--split", "test", "--policies", policies,
+                 "--seeds", "1", "--out", str(out), "--quiet", *extra])  # fmt: skip
+
+
+def test_benchmark_runs_a_policy_path_locally(patient, tmp_path, capsys):
+    out = tmp_path / "bench"
+    assert _benchmark(_golden_suite(tmp_path), f"first-fit,{patient}", out, "--local") == 0
+    with (out / "runs.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["policy"] for r in rows} == {"first-fit", patient} and len(rows) == 2 * 2
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [("no_such_module_x:Policy", "cannot import no_such_module_x"),
+     ("patient:Nope", "module patient has no Nope"),
+     ("patient:np", "patient:np is not a policy")],
+)  # fmt: skip
+def test_benchmark_refuses_a_bad_policy_path_before_any_cell(patient, tmp_path, capsys, spec,
+                                                             message):  # fmt: skip
+    out = tmp_path / "bench"
+    assert _benchmark(_golden_suite(tmp_path), f"first-fit,{spec}", out, "--local") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--policies: {spec}: {message}" in err, err
+    assert not (out / "cells").exists()
+
+
+@pytest.mark.ray
+def test_benchmark_runs_a_policy_path_on_ray(patient, tmp_path, capsys, monkeypatch):
+    """The module is on the driver's ``sys.path`` only (not on ``PYTHONPATH``): the Ray
+    workers import it from the folder the driver did."""
+    from marl_sched.benchmark.command import policy_import_roots
+
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    assert policy_import_roots([patient, "first-fit"]) == [str(tmp_path.resolve())]
+    out = tmp_path / "bench"
+    assert _benchmark(_golden_suite(tmp_path), patient, out) == 0, capsys.readouterr().err
+    with (out / "runs.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["policy"] for r in rows} == {patient} and len(rows) == 2
