@@ -22,6 +22,12 @@ from marl_sched.config import REPO_ROOT, load_config
 DOC = REPO_ROOT / "docs" / "extending.md"
 DEFAULT = str(REPO_ROOT / "configs/default.yaml")
 WINDOW = ["--max-jobs", "30", "--start", "0"]
+#: (a bad module:Class path, what its one line says)
+BAD_PATHS = [
+    ("no_such_module_x:Policy", "cannot import no_such_module_x"),
+    ("patient:Nope", "module patient has no Nope"),
+    ("patient:np", "patient:np is not a policy"),
+]
 
 
 def doc_block(first_line: str, language: str = "python") -> str:
@@ -75,12 +81,7 @@ def test_evaluate_builds_a_policy_path_with_its_checkpoint(patient, tmp_path, ca
     assert "--policy: loading:Nope: module loading has no Nope" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(
-    ("spec", "message"),
-    [("no_such_module_x:Policy", "cannot import no_such_module_x"),
-     ("patient:Nope", "module patient has no Nope"),
-     ("patient:np", "patient:np is not a policy")],
-)  # fmt: skip
+@pytest.mark.parametrize(("spec", "message"), BAD_PATHS)
 @pytest.mark.parametrize("command", ["simulate", "compare"])
 def test_a_bad_policy_path_exits_2_with_one_line(patient, tmp_path, capsys, spec, message,
                                                  command):  # fmt: skip
@@ -201,12 +202,7 @@ def test_benchmark_runs_a_policy_path_locally(patient, tmp_path, capsys):
     assert {r["policy"] for r in rows} == {"first-fit", patient} and len(rows) == 2 * 2
 
 
-@pytest.mark.parametrize(
-    ("spec", "message"),
-    [("no_such_module_x:Policy", "cannot import no_such_module_x"),
-     ("patient:Nope", "module patient has no Nope"),
-     ("patient:np", "patient:np is not a policy")],
-)  # fmt: skip
+@pytest.mark.parametrize(("spec", "message"), BAD_PATHS)
 def test_benchmark_refuses_a_bad_policy_path_before_any_cell(patient, tmp_path, capsys, spec,
                                                              message):  # fmt: skip
     out = tmp_path / "bench"
