@@ -3,12 +3,17 @@
 Ray is started the way training starts it (:func:`agents.commands.start_ray`): a fresh
 local instance that never attaches to another cluster on this machine (nor to a stale
 pointer file), without token authentication; or the cluster at ``--ray-address``,
-refused in one line when nothing answers there."""
+refused in one line when nothing answers there.
+
+A cell spec names its policy by string, a ``module:Class`` path too, and the worker
+imports it (:func:`marl_sched.benchmark.cells.run_cell`): the workers get the driver's
+``PYTHONPATH`` with the folders the driver imported those modules from first
+(``import_roots``; on a cluster the module must be at the same path on every node)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ray
@@ -24,12 +29,14 @@ def run_all(
     address: str | None = None,
     num_cpus: int | None = None,
     quiet: bool = True,
+    import_roots: Sequence[str] = (),
 ) -> None:
     """Submit every cell, hand each result to ``on_done`` as it finishes (in the
     driver, so the cell store is written by one process)."""
     started = not ray.is_initialized()
     if started:
-        pythonpath = {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+        parts = [*import_roots, *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+        pythonpath = {"PYTHONPATH": os.pathsep.join(dict.fromkeys(p for p in parts if p))}
         start_ray(address, quiet=quiet, num_cpus=num_cpus, env_vars=pythonpath)
     try:
         task = ray.remote(num_cpus=1)(run_cell)

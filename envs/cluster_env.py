@@ -306,9 +306,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envs.config import ENV_ID, ENV_NAME, ENV_VERSION, EnvConfig, env_config
+from envs.config import ENV_ID, ENV_NAME, ENV_VERSION, EnvConfig, env_config, reward_shorthand
 from envs.observations import CRITIC_KEY, ObservationBuilder, critic_features, critic_space
-from envs.rewards import TeamReward
+from envs.rewards import CustomReward, TeamReward, episode_reward
 from envs.rules import home_agent
 from envs.session import MoveBook, PlacementSession, placement_steps
 from marl_sched.config import REPO_ROOT, ExperimentConfig, load_config, parse_section
@@ -346,8 +346,8 @@ def resolve_config(config: Any) -> tuple[ExperimentConfig, dict]:
 
 def with_overrides(cfg: ExperimentConfig, overrides: Mapping | None) -> EnvConfig:
     """``cfg``'s env section with ``overrides`` applied (checked like the YAML)."""
-    raw = dict(cfg.env or {})
-    for key, value in (overrides or {}).items():
+    raw = reward_shorthand(dict(cfg.env or {}))
+    for key, value in reward_shorthand(dict(overrides or {})).items():
         if key == "reward" and isinstance(value, Mapping):
             value = {**(raw.get("reward") or {}), **value}
         raw[key] = value
@@ -425,7 +425,7 @@ class ClusterPlacementCore:
         self.rng = np.random.default_rng(seed)
         self.sim: Simulator | None = None
         self.session: PlacementSession | None = None
-        self.reward: TeamReward | None = None
+        self.reward: TeamReward | CustomReward | None = None
         self.window_start = 0
         self.source = 0
         self._last_obs: dict[str, dict] = {}
@@ -467,9 +467,7 @@ class ClusterPlacementCore:
         if self.critic_jobs:
             self._arrivals = sorted(self.sim.jobs, key=lambda j: j.submit_time)
             self._submits = np.array([j.submit_time for j in self._arrivals])
-        self.reward = TeamReward(self.sim, self.env_config.reward.time_scale_s,
-                                 self.env_config.reward.interference,
-                                 scored_from=self.warmup)  # fmt: skip
+        self.reward = episode_reward(self.sim, self.env_config.reward, self.warmup)
         self._last_obs = {}
         self._reset_moves()
         if not self._next_session():

@@ -39,11 +39,16 @@ class RewardConfig:
             decision does to the rewards paid at the other agents' steps; RLlib sums
             what an agent is paid between two of its decisions). The PettingZoo env
             pays every agent the team reward either way.
+        function: ``module:function``, your own reward instead of the team reward
+            (:mod:`envs.rewards`, "Your own reward": called once per env step as
+            ``reward(sim, since)``; docs/extending.md); ``env.reward: module:function``
+            is short for it. Empty (the default): the team reward.
     """
 
     time_scale_s: float = 3600.0
     interference: str = "simulator"
     credit: str = "actor"
+    function: str = ""
 
     def validate(self, where: str, key: str) -> None:
         check(
@@ -64,6 +69,10 @@ class RewardConfig:
             f"{key}.credit",
             f"must be one of {', '.join(CREDITS)}, got {self.credit!r}",
         )
+        if self.function:
+            from envs.rewards import reward_function
+
+            reward_function(self.function, where, f"{key}.function")
 
 
 @dataclass(frozen=True)
@@ -277,9 +286,16 @@ def _plain(value):
     return list(value) if isinstance(value, tuple) else value
 
 
+def reward_shorthand(env: dict) -> dict:
+    """``env`` with ``reward: module:function`` spelt out as ``reward: {function: ...}``."""
+    if isinstance(env.get("reward"), str):
+        return {**env, "reward": {"function": env["reward"]}}
+    return env
+
+
 def env_config(cfg: ExperimentConfig) -> EnvConfig:
     """Parse ``cfg.env``; a bad key raises ``InputError`` naming ``env.<key>``."""
-    return parse_section(EnvConfig, cfg.env, cfg.source, "env")
+    return parse_section(EnvConfig, reward_shorthand(dict(cfg.env or {})), cfg.source, "env")
 
 
 def env_id(migration: bool) -> tuple[str, int]:

@@ -31,21 +31,38 @@ The interference in ``W``'s seconds per iteration comes from ``reward.interferen
   seconds per iteration = the job's same-placement-alone time × the model's predicted
   slowdown (:func:`marl_sched.interference.job_features`), recomputed whenever the
   set of running jobs changes. A missing model file is an input error.
+
+Your own reward: ``env.reward: module:function`` (or ``env.reward.function:
+module:function`` beside ``credit``) replaces the team reward above with a function of
+the signature :data:`REWARD_SIGNATURE`, ``reward(sim, since) -> float``: called once per
+env step, after the step's decision is applied, with the episode's
+:class:`~marl_sched.simulator.Simulator` (read it, never change it: ``sim.now``,
+``sim.jobs``, ``sim.records``, ``sim.running``, ``sim.view()``) and the simulated time
+of the previous step (the episode's start for the first); what it returns is the
+step's reward (``time_scale_s`` and ``interference`` are then unused; ``credit`` still
+says which agents are paid). The module must import where the env is built (RLlib's
+env runners too: the current folder or ``PYTHONPATH``); one that does not, a name that
+is not callable, or a function that cannot be called as ``reward(sim, since)`` is an
+input error naming the key (:func:`reward_function`). docs/extending.md has an example.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
 import numpy as np
 
 from marl_sched.catalogue import CATALOGUE
-from marl_sched.errors import InputError
+from marl_sched.errors import InputError, import_target
 from marl_sched.simulator import Simulator
 
 INTERFERENCE_SOURCES = ("simulator", "learned")
+#: what a custom reward (``env.reward: module:function``) is called with, once per env step
+REWARD_SIGNATURE = "reward(sim, since) -> float"
 
 
 class JobSeconds:
@@ -189,3 +206,52 @@ class TeamReward:
         self._potential = p
         self.total += r
         return r
+
+
+def reward_function(path: str, where: str, key: str) -> Callable[[Simulator, float], float]:
+    """The function at ``path`` (``module:function``), checked to be callable as
+    :data:`REWARD_SIGNATURE`; ``InputError(f"{where}: {key}: ...")`` otherwise."""
+    module, sep, attr = path.partition(":")
+    if not (sep and attr.isidentifier() and all(p.isidentifier() for p in module.split("."))):
+        raise InputError(f"{where}: {key}: must be module:function, got {path!r}")
+    found = import_target(path, f"{where}: {key}: {path}")
+    if not callable(found):
+        raise InputError(f"{where}: {key}: {path} is not callable ({REWARD_SIGNATURE})")
+    try:
+        inspect.signature(found).bind(None, 0.0)
+    except TypeError:
+        raise InputError(
+            f"{where}: {key}: {path}{inspect.signature(found)} cannot be called as "
+            f"{REWARD_SIGNATURE}"
+        ) from None
+    except ValueError:  # no signature to inspect (some builtins): called as given
+        pass
+    return found
+
+
+class CustomReward:
+    """A custom reward (``env.reward: module:function``, module docstring) with
+    :class:`TeamReward`'s interface: :meth:`step` pays ``function(sim, since)``."""
+
+    def __init__(self, sim: Simulator, function: Callable[[Simulator, float], float]) -> None:
+        self.sim = sim
+        self.function = function
+        self._since = sim.now
+        self.total = 0.0
+
+    def step(self) -> float:
+        r = float(self.function(self.sim, self._since))
+        self._since = self.sim.now
+        self.total += r
+        return r
+
+    def job_shares(self) -> list[tuple[int, float]]:
+        raise InputError("env.reward.function: a custom reward has no per-job shares")
+
+
+def episode_reward(sim: Simulator, config: Any, scored_from: int = 0) -> TeamReward | CustomReward:
+    """The reward of an episode on ``sim`` under ``env.reward`` (``config``: an
+    :class:`envs.config.RewardConfig`): the team reward, or the custom function."""
+    if config.function:
+        return CustomReward(sim, reward_function(config.function, "env", "env.reward.function"))
+    return TeamReward(sim, config.time_scale_s, config.interference, scored_from=scored_from)

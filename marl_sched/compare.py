@@ -355,34 +355,68 @@ def policy_rows(runs: list[dict[str, Any]], policies: list[str]) -> list[dict[st
     return rows
 
 
+def _compare_columns() -> tuple[tuple[str, str, str], ...]:
+    """``simulate``'s columns (:data:`marl_sched.cli.RESULT_COLUMNS`) with the mean ±
+    interval for the average JCT, p99 and the decision p99 beside their p50/p95, no
+    wall time (``results.csv`` has it) and the ratio to the best baseline last."""
+    from marl_sched.cli import RESULT_COLUMNS
+
+    beside = {"p95_jct_s": ("p99_jct_s", "p99 (s)", ".0f"),
+              "decision_ms_p50": ("decision_ms_p99", "dec p99 (ms)", ".3f")}  # fmt: skip
+    out = []
+    for key, head, spec in RESULT_COLUMNS:
+        if key != "wall_s":
+            out.append(("avg_jct", head, "") if key == "avg_jct_s" else (key, head, spec))
+        if key in beside:
+            out.append(beside[key])
+    return (*out, ("ratio_to_best_baseline", "/ best baseline", ".3f"))
+
+
+#: the columns of ``compare``'s screen table and of ``results.md``, the same in both:
+#: (row key, header, format); ``avg_jct`` is :func:`with_interval`'s ``mean ± half-width``
+COMPARE_COLUMNS = _compare_columns()
+#: what the two utilisation columns measure (:func:`marl_sched.metrics.compute_metrics`)
+UTILISATION_NOTE = (
+    "GPU util: busy GPU-seconds over the makespan (the window's first submit to its last "
+    "finish, the drain at the end included); util steady: the same over the arrival period "
+    "only (first to last submit), the steady state a load tier is named after. queued: the "
+    "share of jobs that waited before they started; / best baseline: avg JCT over the best "
+    "baseline's."
+)
+
+
+def table_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
+    """Each row's :data:`COMPARE_COLUMNS` as printed (screen table and results.md)."""
+    out = []
+    for r in with_interval(rows):
+        line = []
+        for key, _, spec in COMPARE_COLUMNS:
+            v = r.get(key, "")
+            line.append(format(v, spec) if isinstance(v, int | float) and spec else str(v))
+        out.append(line)
+    return out
+
+
 def results_markdown(rows: list[dict[str, Any]], title: str, config: str, note: str) -> str:
     """``results.md``: ``title`` (the trace and window scored), the config, ``note``
-    (the seeds and what the ± covers) and one row per policy."""
-    head = (
-        "| policy | jobs | avg JCT (s) | p50 | p95 | p99 | queue (s) | slowdown | GPU util "
-        "| decision p50 / p99 (ms) | avg JCT / best baseline |"
-    )
+    (the seeds and what the ± covers), one row per policy (:data:`COMPARE_COLUMNS`) and
+    a footnote on the columns (:data:`UTILISATION_NOTE`)."""
     lines = [
         f"# {title}",
         "",
         f"Config `{Path(config).name}`; {note}.",
         "",
-        head,
-        "|" + "---|" * 11,
+        "| " + " | ".join(h for _, h, _ in COMPARE_COLUMNS) + " |",
+        "|" + "---|" * len(COMPARE_COLUMNS),
+        *("| " + " | ".join(cells) + " |" for cells in table_cells(rows)),
+        "",
+        UTILISATION_NOTE,
     ]
-    for r in with_interval(rows):
-        lines.append(
-            f"| {r['policy']} | {r['jobs_completed']} | {r['avg_jct']} | "
-            f"{r['p50_jct_s']:.0f} | {r['p95_jct_s']:.0f} | {r['p99_jct_s']:.0f} | "
-            f"{r['avg_queue_s']:.0f} | {r['avg_slowdown']:.3f} | {r['gpu_utilization']:.3f} | "
-            f"{r['decision_ms_p50']:.3f} / {r['decision_ms_p99']:.3f} | "
-            f"{r['ratio_to_best_baseline']:.3f} |"
-        )
     return "\n".join(lines) + "\n"
 
 
 def compare_command(args: argparse.Namespace) -> int:
-    from marl_sched.cli import RESULT_COLUMNS, Progress, format_table, prepare_out
+    from marl_sched.cli import Progress, format_table, prepare_out
     from marl_sched.config import load_config
     from marl_sched.metrics import staged_folder
 
@@ -430,9 +464,9 @@ def compare_command(args: argparse.Namespace) -> int:
     seed_list = [first + k for k in range(args.seeds)]
     print(f"{window_title('compare', wl.trace, wl.start, wl.max_jobs, wl.load)}; "
           f"{seeds_note(seed_list, rows)}")  # fmt: skip
-    columns = tuple(("avg_jct", c[1], "") if c[0] == "avg_jct_s" else c for c in RESULT_COLUMNS)
-    columns += (("ratio_to_best_baseline", "/ best", ".3f"),)
-    print(format_table(with_interval(rows), columns))
+    shown = [{h: c for (_, h, _), c in zip(COMPARE_COLUMNS, cells, strict=True)}
+             for cells in table_cells(rows)]  # fmt: skip
+    print(format_table(shown, [(h, h, "") for _, h, _ in COMPARE_COLUMNS]))
     print(
         f"wrote {out / 'results.md'}, {out / 'results.csv'}, {out / 'jct_cdf.png'}, "
         f"{out / 'avg_jct.png'}"

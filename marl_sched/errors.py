@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 
 class InputError(Exception):
     """Bad input from a user: a config key, a trace row, a checkpoint, an argument.
@@ -29,3 +32,16 @@ def printable(text: str) -> str:
 def _shown_as_is(c: str) -> bool:
     """Printable: not a C0/C1 control character, DEL, or a Unicode line separator."""
     return " " <= c < "\x7f" or (c > "\x9f" and c not in "\u2028\u2029")
+
+
+def import_target(target: str, label: str) -> Any:
+    """The object at ``target`` (``module:name``); ``InputError`` starting with ``label``
+    (``--policy: x``, ``configs/a.yaml: env.reward.function: x``) when the module does not
+    import or has no such name."""
+    module, _, attr = target.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except ImportError as exc:
+        raise InputError(f"{label}: cannot import {module}: {exc}") from None
+    except AttributeError:
+        raise InputError(f"{label}: module {module} has no {attr}") from None

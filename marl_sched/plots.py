@@ -39,22 +39,79 @@ def _finish_lines(plt, fig, ax, path, xlabel: str, ylabel: str, title: str) -> N
     plt.close(fig)
 
 
-def jct_cdf(jcts: Mapping[str, Sequence[float]], path: str | Path, title: str = "") -> None:
-    """One CDF line of job completion times per policy (log x axis)."""
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for name, values in jcts.items():
-        v = np.sort(np.asarray(values, dtype=float))
+#: the JCT CDF's line colours (matplotlib's tab10) and styles, cycled together: policy
+#: ``i`` gets colour ``i mod 10`` and style ``i mod 4``, so up to lcm(10, 4) = 20
+#: policies each look unlike every other, and neighbours differ in both
+CDF_COLOURS = tuple(f"C{i}" for i in range(10))
+CDF_STYLES = ("-", "--", ":", "-.")
+#: the JCT CDF's x axis ends at this percentile of every policy's JCTs together, so a
+#: few pathological jobs do not squash the curves into the left of the figure
+CDF_X_PERCENTILE = 99.5
+
+
+def cdf_style(i: int) -> tuple[str, str]:
+    """(colour, line style) of the ``i``-th line of a JCT CDF (:data:`CDF_COLOURS`)."""
+    return CDF_COLOURS[i % len(CDF_COLOURS)], CDF_STYLES[i % len(CDF_STYLES)]
+
+
+def draw_jct_cdf(ax, jcts: Mapping[str, Sequence[float]], title: str = "") -> None:
+    """On ``ax``: one CDF line of job completion times per policy, each its own
+    (colour, style) pair (:func:`cdf_style`); a log x axis from the shortest JCT to the
+    longest, or, when the longest is over twice the :data:`CDF_X_PERCENTILE`-th
+    percentile of all of them (outliers), to that percentile (the label says how many
+    jobs are cut); every decade labelled."""
+    pooled = []
+    for i, (name, values) in enumerate(jcts.items()):
+        v = np.sort(np.maximum(np.asarray(values, dtype=float), 1e-3))
         if len(v) == 0:
             continue
-        ax.plot(np.maximum(v, 1e-3), np.arange(1, len(v) + 1) / len(v), label=name, lw=1.6)
+        pooled.append(v)
+        colour, style = cdf_style(i)
+        ax.plot(v, np.arange(1, len(v) + 1) / len(v), label=name, lw=1.6, color=colour, ls=style)
     ax.set_xscale("log")
-    ax.set_xlabel("job completion time (s, log scale)")
+    xlabel = "job completion time (s, log scale)"
+    if pooled:
+        every = np.concatenate(pooled)
+        lo, top = float(every.min()), float(every.max())
+        hi = float(np.percentile(every, CDF_X_PERCENTILE))
+        if top <= 2 * hi:  # no outliers to speak of: every job shown
+            hi = top
+        else:
+            xlabel = (
+                f"job completion time (s, log scale; to the {CDF_X_PERCENTILE:g}th percentile, "
+                f"{hi:,.0f} s: {int(np.sum(every > hi)):,} longer jobs not shown)"
+            )
+        hi = max(hi, lo * 10**0.5)  # at least half a decade wide
+        ax.set_xlim(lo / 10**0.05, hi * 10**0.05)
+        _decade_ticks(ax.xaxis)
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("fraction of jobs")
     ax.set_ylim(0, 1.0)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="lower right", ncol=2 if len(jcts) > 10 else 1)
     ax.set_title(title or "JCT CDF")
+
+
+def _decade_ticks(axis) -> None:
+    """Every decade of a log axis labelled as a plain number (``1,000``); an axis of
+    under two decades gets :func:`log_ticks`' 1-2-5 steps instead."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    lo, hi = sorted(axis.get_view_interval())
+    if hi / max(lo, 1e-12) < 100:
+        log_ticks(axis)
+        return
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0,)))
+    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}" if x >= 1 else f"{x:g}"))
+    axis.set_minor_locator(LogLocator(base=10, subs=tuple(np.arange(2.0, 10.0))))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def jct_cdf(jcts: Mapping[str, Sequence[float]], path: str | Path, title: str = "") -> None:
+    """``jct_cdf.png``: :func:`draw_jct_cdf` written to ``path``."""
+    plt = _figure()
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    draw_jct_cdf(ax, jcts, title)
     _save(fig, path)
     plt.close(fig)
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -58,13 +59,41 @@ def run_local(specs: list[dict[str, Any]], on_done: Callable[[dict, dict], None]
         on_done(spec, run_cell(spec))
 
 
-def ray_executor(address: str | None) -> Executor:
+def ray_executor(address: str | None, import_roots: Sequence[str] = ()) -> Executor:
+    """Cells as Ray tasks; ``import_roots``: folders the workers put first on their
+    ``PYTHONPATH`` (:func:`policy_import_roots`)."""
     module, _, func = RAY_EXECUTOR.partition(":")
     try:
         run_all = getattr(importlib.import_module(module), func)
     except ImportError as exc:
         raise InputError(f"benchmark: Ray executor not available ({exc}); use --local") from None
-    return lambda specs, on_done: run_all(specs, on_done, address=address)
+    roots = list(import_roots)
+    return lambda specs, on_done: run_all(specs, on_done, address=address, import_roots=roots)
+
+
+def policy_import_roots(rows: Sequence[str]) -> list[str]:
+    """The folders from which this process imports the ``module:Class`` policies of
+    ``rows`` (docs/extending.md): each module's top package's parent. A worker given
+    them on its ``PYTHONPATH`` imports the class from its path as the driver did (the
+    cell specs carry the path, never the class); registered names need none."""
+    from marl_sched.policies import policy_entries
+    from marl_sched.policies.base import is_policy_path
+
+    roots: list[str] = []
+    for name in base_policies(list(rows)):
+        if name in policy_entries() or not is_policy_path(name):
+            continue
+        module = name.partition(":")[0]
+        found = sys.modules.get(module) or importlib.import_module(module)
+        origin = getattr(found, "__file__", None)
+        if origin is None:  # a namespace package: nothing to point at
+            continue
+        path = Path(origin).resolve()
+        depth = module.count(".") + (2 if path.name == "__init__.py" else 1)
+        root = str(path.parents[depth - 1])
+        if root not in roots:
+            roots.append(root)
+    return roots
 
 
 def parse_policies(text: str) -> list[str]:
@@ -88,7 +117,10 @@ def parse_policies(text: str) -> list[str]:
         raise InputError(f"--policies: a policy is named twice in {text!r}")
     for name in names:
         policy, ordering = split_row(name)
-        get_policy_class(policy)  # InputError naming the unknown policy
+        try:
+            get_policy_class(policy)  # a registered name, or a module:Class that imports
+        except InputError as exc:
+            raise InputError(f"--policies: {str(exc).removeprefix('--policy: ')}") from None
         if ordering is not None and ordering not in (*ORDERINGS, OWN):
             known = ", ".join([*ORDERINGS, OWN])
             raise InputError(f"--policies: {name}: unknown ordering {ordering!r} (known: {known})")
@@ -337,7 +369,9 @@ def benchmark_command(args: argparse.Namespace) -> int:
     from marl_sched.benchmark import ledger as ledger_check
 
     ledger_check.check(LEDGER, scenarios)  # before Ray starts or anything is written
-    executor = run_local if args.local else ray_executor(args.ray_address)
+    executor = (
+        run_local if args.local else ray_executor(args.ray_address, policy_import_roots(policies))
+    )
     if variants:
         for name, extra in variants:  # each variant's folder and overrides, checked now
             check_inputs(suite_path, args.split, policies, args.seeds, Path(args.out) / name,

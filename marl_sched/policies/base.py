@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from marl_sched.errors import InputError
+from marl_sched.errors import InputError, import_target
 from marl_sched.jobs import Job, Placement
 from marl_sched.ordering import QueueOrdering
 from marl_sched.simulator import ClusterView
@@ -151,13 +151,7 @@ def import_policy(target: str, name: str) -> type[Policy]:
     """The :class:`Policy` subclass at ``target`` (``module:Class``); ``InputError``
     naming ``name`` when the module does not import, has no such attribute, or it is
     not a policy."""
-    module, _, attr = target.partition(":")
-    try:
-        found = getattr(importlib.import_module(module), attr)
-    except ImportError as exc:
-        raise InputError(f"--policy: {name}: cannot import {module}: {exc}") from None
-    except AttributeError:
-        raise InputError(f"--policy: {name}: module {module} has no {attr}") from None
+    found = import_target(target, f"--policy: {name}")
     if not (isinstance(found, type) and issubclass(found, Policy)):
         what = "a subclass of marl_sched.policies.Policy"
         raise InputError(f"--policy: {name}: {target} is not a policy ({what})")

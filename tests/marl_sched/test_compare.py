@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 
 import pytest
 
@@ -52,7 +53,23 @@ def test_compare_writes_every_output(tmp_path, capsys):
     assert jcts == sorted(jcts) and float(rows[0]["ratio_to_best_baseline"]) == 1.0
     for p in ("random", "first-fit", "interference-aware"):
         assert (out / p / "metrics.json").exists() and (out / p / "jobs.csv").exists()
-    assert "| first-fit |" in (out / "results.md").read_text()
+    md = (out / "results.md").read_text()
+    assert "| first-fit |" in md
+    # the screen table and results.md: the same columns, the same figures in each row
+    from marl_sched.compare import COMPARE_COLUMNS, UTILISATION_NOTE
+
+    headers = [h for _, h, _ in COMPARE_COLUMNS]
+    assert "GPU util" in headers and "util steady" in headers
+    table = [ln.split("|")[1:-1] for ln in md.splitlines() if ln.startswith("| ")]
+    assert [c.strip() for c in table[0]] == headers
+    screen = capsys.readouterr().out.splitlines()
+    (i,) = [k for k, ln in enumerate(screen) if ln.split()[:2] == ["policy", "jobs"]]
+    assert re.split(r"\s{2,}", screen[i].strip()) == headers
+    md_rows = {r[0].strip(): [c.strip() for c in r] for r in table[1:]}
+    for ln in screen[i + 2 : i + 5]:
+        cells = re.split(r"\s{2,}", ln.strip())
+        assert md_rows[cells[0]] == cells
+    assert UTILISATION_NOTE in md and "util steady:" in UTILISATION_NOTE
 
 
 def test_compare_unknown_policy_fails_cleanly(tmp_path, capsys):

@@ -106,3 +106,50 @@ def test_interval_panels_move_pathological_policies_to_their_own_row(tmp_path):
     assert groups == [["mlfs-rl", "marl", "first-fit"], ["load-balance", "random"]]
     assert plots.interval_panels(rows[:3], metrics, tmp_path / "j.png", "t") == [groups[0]]
     assert (tmp_path / "i.png").read_bytes()[:8] == PNG
+
+
+def _twenty_policies_with_outliers() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    jcts = {f"policy-{i}": rng.lognormal(8.0, 1.5, size=300) for i in range(20)}
+    jcts["policy-3"][:2] = 1e9  # two pathological jobs
+    return jcts
+
+
+def test_jct_cdf_lines_each_look_unlike_the_others_and_outliers_are_cut(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    jcts = _twenty_policies_with_outliers()
+    fig, ax = plt.subplots()
+    plots.draw_jct_cdf(ax, jcts)
+    looks = [(to_hex(line.get_color()), line.get_linestyle()) for line in ax.lines]
+    assert len(looks) == 20 and len(set(looks)) == 20, looks
+    assert [line.get_label() for line in ax.lines] == list(jcts)
+    every = np.concatenate(list(jcts.values()))
+    lo, hi = ax.get_xlim()
+    assert ax.get_xscale() == "log"
+    assert np.percentile(every, plots.CDF_X_PERCENTILE) <= hi < every.max()
+    assert lo <= every.min()
+    assert "longer jobs not shown" in ax.get_xlabel()
+    fig.canvas.draw()  # the decades inside the range are labelled as plain numbers
+    shown = {t.get_text() for t in ax.get_xticklabels() if lo <= t.get_position()[0] <= hi}
+    decades = [10**k for k in range(int(np.ceil(np.log10(lo))), int(np.floor(np.log10(hi))) + 1)]
+    assert len(decades) >= 3 and {f"{d:,.0f}" if d >= 1 else f"{d:g}" for d in decades} <= shown
+    plt.close(fig)
+    plots.jct_cdf(jcts, tmp_path / "jct_cdf.png")
+    assert (tmp_path / "jct_cdf.png").stat().st_size > 0
+
+
+def test_jct_cdf_without_outliers_shows_every_job():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    plots.draw_jct_cdf(ax, {"a": [10.0, 20.0, 30.0], "b": [15.0]})
+    assert ax.get_xlim()[1] >= 30.0 and "not shown" not in ax.get_xlabel()
+    plt.close(fig)
