@@ -157,7 +157,13 @@ def check_algorithm(cfg, mc, tc) -> None:
     ``train.rllib``), so that a bad key exits 2 before Ray starts or anything is
     written."""
     from agents.algorithm import needs_check
+    from envs.config import env_config
 
+    if tc.advantage in ("group", "job") and env_config(cfg).reward.function:
+        raise InputError(
+            f"{cfg.source}: train.advantage: {tc.advantage} credits each job's share of the "
+            "team reward, which a custom env.reward.function does not give; use gae"
+        )
     if needs_check(tc):
         import logging
 

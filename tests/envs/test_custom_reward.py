@@ -74,3 +74,25 @@ def test_a_bad_reward_exits_2_with_one_line_naming_the_key(throughput, tmp_path,
     assert not out.exists()
     with pytest.raises(Exception, match="env.reward.function"):
         envs.make_env(TINY, env={"reward": {"function": value}})
+
+
+@pytest.mark.parametrize("advantage", ["group", "job"])
+def test_a_custom_reward_with_per_job_credit_is_refused_before_ray(throughput, tmp_path,
+                                                                   capsys, advantage):  # fmt: skip
+    """The group and job credits split the team reward by job, which a custom reward does
+    not give: refused in one line naming ``train.advantage`` before Ray starts (it used
+    to fail only when an episode ended inside Ray)."""
+    import agents.commands
+
+    def no_ray(*_a, **_k):
+        raise AssertionError("Ray started")
+
+    out = tmp_path / "run"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(agents.commands, "start_ray", no_ray)
+        rc = main(["train", "--config", str(REPO_ROOT / "configs" / "train_tiny.yaml"),
+                   "--out", str(out), "--quiet", f"env.reward={throughput}",
+                   f"train.advantage={advantage}"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "train.advantage" in err, err
+    assert not out.exists()
