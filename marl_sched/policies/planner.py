@@ -75,6 +75,7 @@ class PlannerPolicy(Policy):
             future and lengths: the oracle).
         model: a :class:`~marl_sched.workload_model.WorkloadModel` (default: the
             shipped one, ``marl_sched/data/workload_model.json``).
+        defer: whether leaving the job queued is a candidate.
     """
 
     name = "planner"
@@ -91,12 +92,14 @@ class PlannerPolicy(Policy):
         candidates: tuple[str, ...] = CANDIDATES,
         future: str = "sampled",
         model=None,
+        defer: bool = True,
     ) -> None:
         self.k = _option("k", k, 0, integer=True)
         self.horizon_s = _option("horizon_s", horizon_s, 0.0)
         if future not in ("sampled", "true"):
             raise InputError(f"future: must be 'sampled' or 'true', got {future!r}")
         self.future = future
+        self.defer = bool(defer)
         self.base = make_policy(base)
         self.candidates = [make_policy(c) for c in candidates]
         if model is None and future == "sampled":
@@ -125,7 +128,7 @@ class PlannerPolicy(Policy):
             p = c.place(job, view)
             if p is not None and p not in options:
                 options.append(p)
-        if sim.running:  # a completion will offer the job again
+        if self.defer and sim.running:  # a completion will offer the job again
             options.append(DEFER)
         choice = options[0] if len(options) == 1 else None
         if len(options) > 1:

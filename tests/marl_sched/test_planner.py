@@ -102,3 +102,11 @@ def test_workload_model_draws():
     times = [j.submit_time for j in future]
     assert times == sorted(times) and times[0] > 10.0
     assert [j.job_id for j in future] == list(range(5))
+
+
+def test_without_defer_every_decision_places():
+    pol = PlannerPolicy(k=1, horizon_s=300.0, defer=False)
+    drive(pol, jobs(8))
+    assert pol.decisions and all(p is not None for _, _, p in pol.decisions)
+    with pytest.raises(InputError, match=r"^future: must be"):
+        PlannerPolicy(future="past")
