@@ -59,10 +59,10 @@ def test_planner_never_reads_the_true_future():
 
 
 class AlwaysDefer(PlannerPolicy):
-    """Defer wins whenever it is a candidate."""
+    """Defer wins whenever it is a candidate (no playouts)."""
 
-    def playout(self, start, job_id, p, until):
-        return -1.0 if p is None else super().playout(start, job_id, p, until)
+    def _best(self, job, sim, options):
+        return None if None in options else options[0]
 
 
 def test_a_deferred_job_is_placed_eventually():
