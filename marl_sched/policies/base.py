@@ -108,10 +108,11 @@ def register_lazy(name: str, description: str, target: str, kind: str = "learned
 #: and ``learned`` (loads a checkpoint); ``lever`` (a rule measuring what a scheduling
 #: lever adds, marl_sched/policies/levers.py: named explicitly, in no enumeration);
 #: ``plugin``: an installed package's, through the :data:`ENTRY_POINT_GROUP` entry points
-#: (docs/extending.md)
+#: (docs/extending.md); ``planner``: references that use the simulator itself as their
+#: model (marl_sched/policies/planner.py, docs/planner.md): named explicitly, in no enumeration
 KINDS = (
     "heuristic", "control", "load-control", "published-heuristic", "teacher", "learned",
-    "lever", "plugin",
+    "lever", "plugin", "planner",
 )  # fmt: skip
 
 #: the entry-point group in which an installed package names its policies:
@@ -320,4 +321,21 @@ register_lazy(
     "length-aware that holds a long job for its preferred GPUs (defer_bound_s, default 1 h)",
     "marl_sched.policies.levers:DeferLongPolicy",
     kind="lever",
+)
+
+# references, not contenders: model-predictive control with the simulator as its model
+# (docs/planner.md); kind ``planner``, in no enumeration
+register_lazy(
+    "planner",
+    "reference, not a contender: model-predictive control over the heuristics' proposals "
+    "and defer, played out on the simulator over K sampled futures",
+    "marl_sched.policies.planner:PlannerPolicy",
+    kind="planner",
+)
+register_lazy(
+    "oracle",
+    "bound, never a policy claim: the planner on the trace's true future arrivals and "
+    "true lengths (K = 1)",
+    "marl_sched.policies.planner:OraclePolicy",
+    kind="planner",
 )

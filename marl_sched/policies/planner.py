@@ -1,0 +1,223 @@
+"""An online planner (model-predictive control): the upper reference for what a learned
+policy could amortise, not a contender — it uses the simulator itself as its model.
+
+At each decision the :class:`PlannerPolicy` takes every candidate: the distinct
+placements the heuristics of :data:`CANDIDATES` propose for the job on the whole view
+(the proposers of ``masked:lookahead``; that teacher also asks them on each subcluster,
+which lives in ``envs`` and is not asked here), plus *defer* (leave it queued) when a
+running job's completion will offer it again. Each candidate is played out on the same
+``k`` sampled futures (common random numbers): a fork of the simulator whose
+
+- future arrivals are replaced by a draw of :class:`marl_sched.workload_model.WorkloadModel`
+  (exponential gaps at the window's own observed rate so far, sizes, models and
+  lengths from the train split; as many jobs as the trace window still holds, with
+  their ids: the window's size is known, not when or what they are);
+- not-yet-finished jobs (running, queued and the job itself) get lengths drawn from
+  their duration estimate times the fitted ratio true / estimate (a running job's
+  conditioned on what it has done), never the trace's true length.
+
+In a playout every later job is placed by the ``base`` heuristic. A playout runs
+to ``now + max(horizon_s, the job's estimated isolated run time)``; its score is the
+end-of-horizon estimate :meth:`Simulator.estimated_total_jct` of the jobs submitted
+by then (finished ones exactly, running ones at their current speed, queued ones as if
+they started at the horizon's end in isolation: a lower bound). The lowest mean score
+wins (ties: proposal order, defer last).
+
+:class:`OraclePolicy` (``oracle``) is the same planner on the trace's true future and
+true lengths, K = 1: a bound, never a policy claim.
+
+The planner needs the simulator whose pending decision the job is, as
+:class:`agents.teachers.RolloutTeacher` does: ``place(job, view, sim=...)``. Called as
+a plain policy (``marl-sched simulate --policy planner``, whose runner hands policies
+only the view), it takes the simulator the view was made by (the one its
+``recheck_at`` hook is bound to) and checks that its pending job is ``job``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from marl_sched.errors import InputError
+from marl_sched.jobs import Job, Placement
+from marl_sched.policies.base import Policy, make_policy
+from marl_sched.simulator import ClusterView, Simulator
+from marl_sched.topology import Topology
+
+#: the proposers (those of ``masked:lookahead``, agents/teachers.py LOOKAHEAD_CANDIDATES)
+CANDIDATES = (
+    "locality", "tetris", "interference-aware", "first-fit", "congestion-aware", "load-balance",
+)  # fmt: skip
+DEFER = None
+
+
+def _option(name: str, value, lowest: float, integer: bool = False):
+    """``value`` checked: a finite number above ``lowest`` (an integer with ``integer``)."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value <= lowest or (integer and value != int(value)):
+        what = f"an integer >= {int(lowest) + 1}" if integer else f"a number > {lowest:g}"
+        raise InputError(f"{name}: must be {what}, got {value!r}")
+    return int(value) if integer else float(value)
+
+
+class PlannerPolicy(Policy):
+    """Model-predictive placement over sampled futures (see the module docstring).
+
+    Args:
+        k: futures per decision (>= 1).
+        horizon_s: playout horizon in simulated seconds (> 0); at least the job's
+            estimated isolated run time.
+        base: the registered heuristic that places later jobs in a playout.
+        candidates: the heuristics that propose placements.
+        future: ``"sampled"`` (the workload model) or ``"true"`` (the trace's own
+            future and lengths: the oracle).
+        model: a :class:`~marl_sched.workload_model.WorkloadModel` (default: the
+            shipped one, ``marl_sched/data/workload_model.json``).
+        defer: whether leaving the job queued is a candidate.
+    """
+
+    name = "planner"
+    description = (
+        "reference, not a contender: model-predictive control over the heuristics' "
+        "proposals and defer, played out on the simulator over K sampled futures"
+    )
+
+    def __init__(
+        self,
+        k: int = 4,
+        horizon_s: float = 3600.0,
+        base: str = "first-fit",
+        candidates: tuple[str, ...] = CANDIDATES,
+        future: str = "sampled",
+        model=None,
+        defer: bool = True,
+    ) -> None:
+        self.k = _option("k", k, 0, integer=True)
+        self.horizon_s = _option("horizon_s", horizon_s, 0.0)
+        if future not in ("sampled", "true"):
+            raise InputError(f"future: must be 'sampled' or 'true', got {future!r}")
+        self.future = future
+        self.defer = bool(defer)
+        self.base = make_policy(base)
+        self.candidates = [make_policy(c) for c in candidates]
+        if model is None and future == "sampled":
+            from marl_sched.workload_model import WorkloadModel
+
+            model = WorkloadModel.load()
+        self.model = model
+        self.rng = np.random.default_rng(0)
+        self.decisions: list[tuple[float, int, Placement | None]] = []
+
+    def reset(self, topology: Topology, seed: int = 0) -> None:
+        super().reset(topology, seed)
+        for p in (self.base, *self.candidates):
+            p.reset(topology, seed)
+        self.rng = np.random.default_rng(seed)
+        self.decisions = []
+
+    def place(self, job: Job, view: ClusterView, sim: Simulator | None = None):
+        if sim is None:
+            sim = getattr(view.recheck_at, "__self__", None)
+        pending = getattr(sim, "pending", None)
+        if not isinstance(sim, Simulator) or pending is None or pending.job_id != job.job_id:
+            raise ValueError("planner: needs the simulator whose pending job it is (sim=...)")
+        options: list[Placement | None] = []
+        for c in self.candidates:
+            p = c.place(job, view)
+            if p is not None and p not in options:
+                options.append(p)
+        if self.defer and sim.running:  # a completion will offer the job again
+            options.append(DEFER)
+        choice = options[0] if len(options) == 1 else None
+        if len(options) > 1:
+            choice = self._best(job, sim, options)
+        if choice is DEFER and view.recheck_at is not None:
+            view.recheck_at(job.job_id, view.now + self.horizon_s)
+        self.decisions.append((view.now, job.job_id, choice))
+        return choice
+
+    def _best(self, job: Job, sim: Simulator, options: list) -> Placement | None:
+        est_s = job.iterations * sim.perf.isolated_iteration_time(
+            job.model, job.num_workers, job.num_ps
+        )
+        until = sim.now + max(self.horizon_s, est_s if math.isfinite(est_s) else 0.0)
+        seeds = self.rng.integers(2**63, size=self.k)
+        scores = np.zeros(len(options))
+        for seed in seeds:  # the same future for every candidate
+            start = self._splice(sim, job, np.random.default_rng(seed))
+            for i, p in enumerate(options):
+                scores[i] += self.playout(start, job.job_id, p, until)
+        return options[int(np.argmin(scores))]
+
+    def playout(self, start: Simulator, job_id: int, p: Placement | None, until: float) -> float:
+        """Estimated total JCT (s) of the jobs submitted by ``until`` when the pending
+        job is placed as ``p`` (``None``: deferred) and ``base`` places the rest."""
+        f = start.fork()
+        f.apply(p)
+        if p is None:
+            f.recheck_at(job_id, f.now + self.horizon_s)
+        while (nxt := f.next_decision()) is not None and f.now <= until:
+            f.apply(self.base.place(nxt, f.view()))
+        return f.estimated_total_jct(until)
+
+    def _splice(self, sim: Simulator, job: Job, rng: np.random.Generator) -> Simulator:
+        """A fork of ``sim`` with one sampled future (``future="true"``: the trace's)."""
+        f = sim.fork()
+        f.jobs = list(f.jobs)  # replace_arrivals writes into the job list
+        if self.future == "true":
+            return f
+        model = self.model
+        pending = f.pending_arrivals()
+        first = sim.jobs[0].submit_time
+        rate = model.rate(len(sim.jobs) - len(pending), sim.now - first)
+        f.replace_arrivals(model.sample_future(pending, f.now, rate, rng))
+        estimate = getattr(sim, "_estimate", None)
+
+        def draw(j: Job, done: float) -> float:
+            e = job.iterations if j.job_id == job.job_id else math.nan
+            if estimate is not None and j.job_id != job.job_id:
+                e = estimate(j)
+            return model.true_total(e, done, rng, model.prior_iterations(j.model, rng))
+
+        for run in f.running.values():
+            f._progress(run)
+            done = run.job.iterations - run.remaining
+            run.remaining = max(draw(run.job, done) - done, 1e-6)
+        if f.running:  # new completion events at the drawn lengths
+            f._refresh(set(f.running), set(), set())
+        new = {j.job_id: replace(j, iterations=draw(j, 0.0)) for j in f.queue}
+        self._swap(f, new)
+        return f
+
+    @staticmethod
+    def _swap(f: Simulator, new: dict[int, Job]) -> None:
+        """Put ``new`` (by job id) in place of the queued jobs everywhere ``f`` holds them."""
+
+        def sub(seq: list[Job]) -> list[Job]:
+            return [new.get(j.job_id, j) for j in seq]
+
+        for jid, j in new.items():
+            f.jobs[jid] = j
+        f.queue = sub(f.queue)
+        f._arrived = sub(f._arrived)
+        f._widths = {w: sub(b) for w, b in f._widths.items()}
+        if f._scan is not None:
+            f._scan = sub(f._scan)
+        if f._pending is not None:
+            f._pending = new.get(f._pending.job_id, f._pending)
+
+
+class OraclePolicy(PlannerPolicy):
+    """The planner on the trace's true future arrivals and true lengths, K = 1."""
+
+    name = "oracle"
+    description = (
+        "bound, never a policy claim: the planner on the trace's true future "
+        "arrivals and true lengths (K = 1)"
+    )
+
+    def __init__(self, horizon_s: float = 3600.0, base: str = "first-fit", **options) -> None:
+        options.pop("k", None)
+        super().__init__(k=1, horizon_s=horizon_s, base=base, future="true", **options)
