@@ -22,6 +22,17 @@ from agents.commands import start_ray, stop_ray
 from marl_sched.benchmark.cells import run_cell
 
 
+def _run_cell_from(spec: dict[str, Any], import_roots: list[str]) -> dict:
+    """:func:`run_cell` in a Ray worker whose ``sys.path`` starts with the folders the
+    driver imported the suite's ``module:Class`` policies from."""
+    import sys
+
+    for root in reversed(import_roots):
+        if root not in sys.path:
+            sys.path.insert(0, root)
+    return run_cell(spec)
+
+
 def run_all(
     specs: list[dict[str, Any]],
     on_done: Callable[[dict, dict], None],
@@ -39,8 +50,11 @@ def run_all(
         pythonpath = {"PYTHONPATH": os.pathsep.join(dict.fromkeys(p for p in parts if p))}
         start_ray(address, quiet=quiet, num_cpus=num_cpus, env_vars=pythonpath)
     try:
-        task = ray.remote(num_cpus=1)(run_cell)
-        pending = {task.remote(spec): spec for spec in specs}
+        # the roots also go on each task's sys.path: a Ray started before this call
+        # (another command's, a test session's) has workers without the PYTHONPATH above
+        task = ray.remote(num_cpus=1)(_run_cell_from)
+        roots = list(import_roots)
+        pending = {task.remote(spec, roots): spec for spec in specs}
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
