@@ -12,12 +12,11 @@ from marl_sched.config import REPO_ROOT
 
 #: the only files that may tell the project's development history
 HISTORY_FILES = {"docs/history.md", "benchmarks/ledger.jsonl"}
-#: and this file, whose own examples of the pattern are not history
-SELF = "tests/test_docs.py"
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
-#: "session 12", "sessions 14–16", "issue 34", "issue #24", and "#18" standing alone in
-#: prose (not a colour, an HTML entity, a linter directive or part of a word)
+#: the word session or issue followed by a number (plural, and "#" before the number,
+#: allowed), and "#" with a number standing alone in prose (not a colour, an HTML entity, a linter
+#: directive or part of a word)
 HISTORY = re.compile(
     r"\bsessions? \d+|\bissues? #?\d+|(?<![\w&#/])#\d{1,4}\b(?![\w-])", re.IGNORECASE
 )
@@ -81,11 +80,14 @@ def test_the_entry_pages_stay_short():
 
 
 def test_history_pattern_finds_sessions_and_issues_and_not_code():
-    assert history_mentions("in session 12 and sessions 14-16") == ["session 12", "sessions 14"]
-    assert history_mentions("see issue 34, Issue #24 and ledger #18.") == [
-        "issue 34",
-        "Issue #24",
-        "#18",
+    # the examples are assembled, so this file does not itself match the pattern
+    session, issue, h = "sess" + "ion", "iss" + "ue", "#"
+    text = f"in {session} 12 and {session}s 14-16"
+    assert history_mentions(text) == [f"{session} 12", f"{session}s 14"]
+    assert history_mentions(f"see {issue} 34, I{issue[1:]} {h}24 and ledger {h}18.") == [
+        f"{issue} 34",
+        f"I{issue[1:]} {h}24",
+        f"{h}18",
     ]
     code = 'x = 1  # noqa: E501\ncolor="#1f77b4"; c = "#123abc"; s = "&#38;"; a/#2x #1-2 ##3'
     assert history_mentions(code) == []
@@ -94,7 +96,7 @@ def test_history_pattern_finds_sessions_and_issues_and_not_code():
 def test_no_file_but_the_history_names_sessions_or_issues():
     found = {}
     for rel in _tracked():
-        if rel in HISTORY_FILES or rel == SELF:
+        if rel in HISTORY_FILES:
             continue
         text = _text(REPO_ROOT / rel)
         if text is not None and (hits := history_mentions(text)):
