@@ -11,3 +11,7 @@ class Payload:
 
     def __reduce__(self):
         return (open, (str(self.marker), "w"))
+
+
+class ReachedRay(Exception):
+    """A command got past every check and would start Ray (then unpickle)."""

@@ -15,31 +15,14 @@ from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT
 from tests.agents.test_resume_attacks import (
     _assert_refused,
-    _ReachedRay,
     _resume,
     _signed_run,
     _snapshot,
 )
 
+pytestmark = pytest.mark.usefixtures("own_key")
+
 SHIPPED = REPO_ROOT / "checkpoints" / "marl-default"
-
-
-@pytest.fixture(autouse=True)
-def own_key(tmp_path, monkeypatch):
-    monkeypatch.setenv("MARL_SCHED_KEY_FILE", str(tmp_path / "keys" / "resume.key"))
-
-
-@pytest.fixture
-def ray_calls(monkeypatch):
-    """Ray's start replaced: records the call and stops the command there."""
-    calls = []
-
-    def fake_start(*args, **kwargs):
-        calls.append(args)
-        raise _ReachedRay
-
-    monkeypatch.setattr("agents.commands.start_ray", fake_start)
-    return calls
 
 
 def _elsewhere(tmp_path: Path) -> Path:

@@ -21,13 +21,9 @@ from agents.training import Trainer, resolved_config
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.metrics import atomic_write_text
-from tests.agents.crafted import Payload
+from tests.agents.crafted import Payload, ReachedRay
 
 TINY = REPO_ROOT / "configs" / "train_tiny.yaml"
-
-
-class _ReachedRay(Exception):
-    """The resume got past every check and would start Ray (then unpickle)."""
 
 
 class _FakeAlgo:
@@ -41,22 +37,7 @@ class _FakeAlgo:
         (root / "rllib_checkpoint.json").write_text("{}")
 
 
-@pytest.fixture(autouse=True)
-def own_key(tmp_path, monkeypatch):
-    monkeypatch.setenv("MARL_SCHED_KEY_FILE", str(tmp_path / "keys" / "resume.key"))
-
-
-@pytest.fixture
-def ray_calls(monkeypatch):
-    """Ray's start replaced: records the call and stops the command there."""
-    calls = []
-
-    def fake_start(*args, **kwargs):
-        calls.append(args)
-        raise _ReachedRay
-
-    monkeypatch.setattr("agents.commands.start_ray", fake_start)
-    return calls
+pytestmark = pytest.mark.usefixtures("own_key")
 
 
 def _trainer(run: Path, **train) -> Trainer:
@@ -127,7 +108,7 @@ def _resume(run: Path, capsys, *extra: str):
             "--iterations", "3", "--quiet", *extra]  # fmt: skip
     try:
         rc = main(args)
-    except _ReachedRay:
+    except ReachedRay:
         rc = "ray"
     return rc, capsys.readouterr().err
 
@@ -365,7 +346,7 @@ def test_a_key_path_that_is_a_folder_is_refused_before_any_output(tmp_path, caps
     out = tmp_path / "fresh"
     try:
         rc = main(["train", "--config", str(TINY), "--out", str(out), "--quiet"])
-    except _ReachedRay:
+    except ReachedRay:
         rc = "ray"
     err = capsys.readouterr().err
     _assert_refused(rc, err, ray_calls)
