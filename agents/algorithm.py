@@ -67,6 +67,7 @@ def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int
 
 TEAM_RETURN = "team_return"
 TEAM_AVG_JCT = "team_avg_jct_s"
+NORMALISED_RETURN = "normalised_return"
 
 
 def log_team_return(*, episode, metrics_logger=None, **kwargs) -> None:
@@ -82,6 +83,9 @@ def log_team_return(*, episode, metrics_logger=None, **kwargs) -> None:
         if TEAM_RETURN in info:
             metrics_logger.log_value(TEAM_RETURN, float(info[TEAM_RETURN]), window=100)
             metrics_logger.log_value(TEAM_AVG_JCT, float(info["avg_jct_s"]), window=100)
+            metrics_logger.log_value(
+                NORMALISED_RETURN, float(info["normalised_return"]), window=100
+            )
             return
 
 

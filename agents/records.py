@@ -4,7 +4,8 @@ tags of validation runs, and the progress line.
 
 TensorBoard (``DIR/tb/``): charts/episode_return (RLlib's: the sum over agents),
 charts/team_return and charts/episode_avg_jct_s (the team's, from the env's final info,
-whatever ``env.reward.credit`` pays each agent),
+whatever ``env.reward.credit`` pays each agent), charts/normalised_return (-avg JCT over
+the window's mean isolated run time: comparable across windows, where the return is not),
 charts/avg_jct_s (validation), validation/<window> (each validation run),
 losses/policy_loss, losses/value_loss, losses/total_loss, losses/entropy,
 losses/approx_kl, losses/explained_variance, losses/clip_fraction (PPO), losses/prior_kl
@@ -112,7 +113,8 @@ def scalars_from_result(result: dict, last_steps: float) -> tuple[dict[str, floa
     for tag, key in (("charts/episode_return", "episode_return_mean"),
                      ("charts/episode_length", "episode_len_mean"),
                      ("charts/team_return", "team_return"),
-                     ("charts/episode_avg_jct_s", "team_avg_jct_s")):  # fmt: skip
+                     ("charts/episode_avg_jct_s", "team_avg_jct_s"),
+                     ("charts/normalised_return", "normalised_return")):  # fmt: skip
         if _finite(runners.get(key)):
             out[tag] = float(runners[key])
     for group, prefix in (("agent_episode_returns_mean", "agent_return"),

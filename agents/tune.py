@@ -122,6 +122,21 @@ def trial_config(base: dict, trial: dict, source: str):
 # ------------------------------------------------------------------- the trainable
 
 
+#: the columns of Tune's live progress table: the training iteration a trial reached (its
+#: own count: Tune's ``training_iteration`` counts reports, and the warm start's
+#: validation is one more), its env steps and last validation figure
+PROGRESS_COLUMNS = {
+    "iteration": "iteration", "env_steps": "env steps", METRIC: "validation avg JCT (s)"
+}
+
+
+def progress_reporter():
+    """Tune's progress table with :data:`PROGRESS_COLUMNS` only."""
+    from ray.tune import CLIReporter
+
+    return CLIReporter(metric_columns=PROGRESS_COLUMNS, max_report_frequency=30)
+
+
 def trainable(config: dict) -> None:
     """One Tune trial: train (or resume) its run folder, reporting every iteration."""
     from ray import tune
@@ -239,10 +254,13 @@ def run_experiment(
             ),
             failure_config=tune.FailureConfig(max_failures=0),
             verbose=0 if quiet else 1,
+            progress_reporter=progress_reporter(),
         ),
     )
     with (
-        _env(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1"),  # no TBXLoggerCallback added
+        # no TBXLoggerCallback added; the table of progress_reporter(), not the new
+        # output's (whose "iter" counts reports, one more than the iterations trained)
+        _env(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", RAY_AIR_NEW_OUTPUT="0"),
         contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext(),
     ):
         grid = tuner.fit()  # Tune prints its header whatever the verbosity

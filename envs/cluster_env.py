@@ -677,9 +677,16 @@ class ClusterPlacementCore:
         )
 
     def final_info(self) -> dict[str, Any]:
+        """The episode's figures; ``normalised_return`` is ``-avg JCT`` over the mean
+        isolated run time of the scored jobs (the default reward's team return in
+        units of the window's own job length, so windows of short and long jobs read
+        alike: -1 = every job ran alone at once)."""
         m = self.metrics()
+        scored = [r for r in self.sim.result() if r.job.job_id >= self.warmup]
+        iso = sum(r.isolated_runtime for r in scored) / max(len(scored), 1)
         return {
             "avg_jct_s": m["avg_jct_s"],
+            "normalised_return": -m["avg_jct_s"] / iso if iso > 0 else 0.0,
             "team_return": self.reward.total,
             "window_start": self.window_start,
             "source": self.source,

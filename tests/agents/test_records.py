@@ -163,3 +163,17 @@ def test_a_resumed_runs_purged_steps_are_dropped_and_every_point_is_kept(tmp_pat
     assert read_scalars(run, "charts/episode_return") == {}
     both = read_tags(run, [TAG, "charts/episode_return"])
     assert both == {TAG: values, "charts/episode_return": {}}
+
+
+def test_the_episode_figures_of_the_env_runners_become_chart_scalars():
+    """The team return, the team's avg JCT and the per-window normalised return that
+    ``log_team_return`` logs from the env's final info reach TensorBoard; a missing or
+    non-finite one gives no scalar."""
+    runners = {"team_return": -2.5, "team_avg_jct_s": 9000.0, "normalised_return": -1.75,
+               "episode_len_mean": float("nan")}  # fmt: skip
+    result = {"env_runners": runners}
+    scalars, _ = scalars_from_result(result, 0.0)
+    assert scalars["charts/team_return"] == -2.5
+    assert scalars["charts/episode_avg_jct_s"] == 9000.0
+    assert scalars["charts/normalised_return"] == -1.75
+    assert "charts/episode_length" not in scalars

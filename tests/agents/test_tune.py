@@ -237,3 +237,14 @@ def test_resuming_an_experiment_refuses_a_crafted_trial_folder(tmp_path, capsys)
     assert not marker.exists()
     assert main(["train", "--config", TINY, "--out", str(out), "--resume", "--seeds", "2"]) == 2
     assert "keeps its trials" in capsys.readouterr().err
+
+
+def test_the_progress_table_shows_the_iteration_reached_not_tunes_report_count():
+    """Tune's own ``training_iteration`` counts reports (the warm start's validation is
+    one more than the iterations trained): the table shows the trial's iteration."""
+    from agents.tune import METRIC, progress_reporter
+
+    reporter = progress_reporter()
+    columns = reporter._metric_columns
+    assert list(columns) == ["iteration", "env_steps", METRIC]
+    assert "training_iteration" not in columns

@@ -43,6 +43,9 @@ def test_full_episode_returns_minus_avg_jct_over_the_time_scale(source):
     assert m["jobs_completed"] == 40 and m["jobs_unplaceable"] == 0
     assert info["avg_jct_s"] == m["avg_jct_s"] == info["metrics"]["avg_jct_s"]
     assert info["avg_jct_s"] == pytest.approx(np.mean([r.jct for r in env.sim.result()]), rel=1e-12)
+    iso = np.mean([r.isolated_runtime for r in env.sim.result()])
+    assert info["normalised_return"] == pytest.approx(-info["avg_jct_s"] / iso, rel=1e-12)
+    assert info["normalised_return"] <= -1.0  # no job beats running alone at once
     expected = -info["avg_jct_s"] / 3600.0
     assert _rllib_return(trail) == pytest.approx(expected, rel=1e-9)
     assert info["team_return"] == pytest.approx(expected, rel=1e-9)
