@@ -31,6 +31,7 @@ from envs.rules import placement_key
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import REPO_ROOT
 from marl_sched.jobs import Job, Placement
+from marl_sched.policies.lookahead import fastest, predicted_iteration_time
 from marl_sched.simulator import ClusterView, Simulator, harm_to_residents
 
 LOOKAHEAD_CANDIDATES = (
@@ -61,22 +62,6 @@ def proposals(candidates, job: Job, views, legal=None) -> list[Placement]:
     return out
 
 
-def predicted_iteration_time(job: Job, view: ClusterView, p: Placement) -> float:
-    """The job's iteration time right after placing it as ``p`` on ``view`` (its own
-    pressure and link use added, as the simulator would)."""
-    spec, perf = CATALOGUE[job.model], view.perf
-    lay = perf.layout(spec, p.worker_groups, p.ps_groups)
-    gp = np.array(view.group_pressure)
-    gp[lay.groups] += lay.group_press
-    sp = np.array(view.socket_pressure)
-    sp[lay.sockets] += lay.socket_press
-    vp = np.array(view.server_pressure)
-    vp[lay.servers] += lay.server_press
-    load = np.array(view.link_load)
-    load[lay.link_ids] += lay.link_util
-    return perf.iteration_time(spec, lay, job.num_ps, load, gp, sp, vp)
-
-
 def total_slowdown(job: Job, view: ClusterView, p: Placement, harms=None) -> float:
     """The slowed progress, in GPU-equivalents, that placing ``job`` as ``p`` costs right
     away: its own workers at their predicted slowdown (``workers`` × the predicted
@@ -97,16 +82,6 @@ def residents_harm(job: Job, view: ClusterView) -> tuple[np.ndarray, np.ndarray]
     more of its parameter servers, would add to the running jobs near it."""
     pressure = CATALOGUE[job.model].pressure
     return harm_to_residents(view, pressure), harm_to_residents(view, pressure, ps=True)
-
-
-def fastest(job: Job, view: ClusterView, placements) -> Placement | None:
-    """The placement with the lowest predicted iteration time (ties: the first)."""
-    best, best_time = None, math.inf
-    for p in placements:
-        t = predicted_iteration_time(job, view, p)
-        if t < best_time - 1e-12:
-            best, best_time = p, t
-    return best
 
 
 def horizon_end(sim: Simulator, horizon_jobs: int) -> float:

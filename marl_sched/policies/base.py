@@ -333,6 +333,13 @@ register_lazy(
     kind="planner",
 )
 register_lazy(
+    "lookahead",
+    "reference, not a contender: the heuristics' proposals scored by the simulator's "
+    "performance model, one step (masked:lookahead without masks)",
+    "marl_sched.policies.lookahead:LookaheadPolicy",
+    kind="planner",
+)
+register_lazy(
     "oracle",
     "bound, never a policy claim: the planner on the trace's true future arrivals and "
     "true lengths (K = 1)",
