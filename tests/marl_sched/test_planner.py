@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.duration import DurationPredictor
 from marl_sched.errors import InputError
@@ -205,3 +206,60 @@ def test_without_defer_every_decision_places():
     assert pol.decisions and all(p is not None for _, _, p in pol.decisions)
     with pytest.raises(InputError, match=r"^future: must be"):
         PlannerPolicy(future="past")
+
+
+# ------------------------------------------------- the command line's planner.* keys
+
+
+@pytest.fixture
+def built(monkeypatch) -> list[tuple]:
+    """(name, k, horizon_s, base, defer) of every planner or oracle built."""
+    seen: list[tuple] = []
+    init = PlannerPolicy.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        seen.append((type(self).name, self.k, self.horizon_s, self.base.name, self.defer))
+
+    monkeypatch.setattr(PlannerPolicy, "__init__", spy)
+    return seen
+
+
+TINY = str(REPO_ROOT / "configs" / "tiny.yaml")
+
+
+def test_simulate_takes_planner_overrides(tmp_path, built, capsys):
+    out = tmp_path / "out"
+    argv = ["simulate", "--config", TINY, "--policy", "planner", "--out", str(out), "--quiet",
+            "--max-jobs", "14", "planner.k=1", "planner.horizon_s=150",
+            "planner.defer=false"]  # fmt: skip
+    assert main(argv) == 0
+    assert built == [("planner", 1, 150.0, "first-fit", False)]
+    recorded = load_config(out / "config.yaml")
+    assert recorded.planner == {"k": 1, "horizon_s": 150, "defer": False}
+
+
+def test_compare_takes_planner_overrides(tmp_path, built, capsys):
+    out = tmp_path / "out"
+    argv = ["compare", "--config", TINY, "--policies", "oracle", "--out", str(out),
+            "--max-jobs", "14", "planner.horizon_s=150", "planner.base=tetris"]  # fmt: skip
+    assert main(argv) == 0
+    assert built and set(built) == {("oracle", 1, 150.0, "tetris", True)}
+    assert load_config(out / "oracle" / "config.yaml").planner["base"] == "tetris"
+
+
+def test_benchmark_takes_planner_overrides(tmp_path, built, capsys):
+    trace, base = REPO_ROOT / "tests/data/golden_trace.csv", REPO_ROOT / "tests/data/golden.yaml"
+    (tmp_path / "s.yaml").write_text(
+        f"version: 1\nbase_config: {base}\ntiers: {{medium: 0.6}}\n"
+        f"topologies: {{small: {base}}}\nregions: [{{trace: {trace}, split: train}}]\n"
+        f"scenarios:\n  train:\n    - {{name: early, trace: {trace}, start: 5, max_jobs: 5, "
+        f"load: 1.0, tier: medium, topology: small}}\n"
+    )
+    out = tmp_path / "out"
+    argv = ["benchmark", "--suite", str(tmp_path / "s.yaml"), "--split", "train",
+            "--policies", "planner", "--seeds", "1", "--out", str(out), "--local", "--quiet",
+            "planner.k=2", "planner.horizon_s=300"]  # fmt: skip
+    assert main(argv) == 0
+    assert built and set(built) == {("planner", 2, 300.0, "first-fit", True)}
+    assert len(list((out / "cells").glob("early__planner*.json"))) == 1
