@@ -393,6 +393,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from marl_sched.config import load_config
     from marl_sched.metrics import staged_folder, write_run
     from marl_sched.policies import get_policy_class
+    from marl_sched.policies.planner import check_horizon
     from marl_sched.runner import build_cluster, load_workload, simulate
 
     cfg = load_config(args.config, args.overrides)
@@ -408,6 +409,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     out = prepare_out(args.out)
     topo, perf = build_cluster(cfg)
     workload = load_workload(cfg, perf, trace_options(args))
+    check_horizon(cfg, policy, workload.jobs)
     warn_if_test_workload(workload, "simulate")
     bar = Progress(len(workload.jobs), f"simulate {policy}", args.quiet)
     try:

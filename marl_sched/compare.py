@@ -99,7 +99,7 @@ def _run_one(task: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
     cfg = load_config(task["config"])
     topo, perf = build_cluster(cfg)
     workload = load_workload(cfg, perf, TraceOptions(**task["trace_options"]))
-    policy = build_policy(task["policy"], task["checkpoint"], topo, perf)
+    policy = build_policy(task["policy"], task["checkpoint"], topo, perf, config=cfg)
     metrics, records, _ = simulate(
         cfg, task["policy"], workload, topo, perf, seed=task["seed"], policy=policy
     )
@@ -200,6 +200,7 @@ def check_compare(
     from marl_sched.benchmark.suite import warn_if_test_workload
     from marl_sched.config import load_config
     from marl_sched.policies import build_policy, get_policy_class
+    from marl_sched.policies.planner import check_horizon
     from marl_sched.runner import TraceOptions, build_cluster, load_workload
 
     cfg = load_config(config)
@@ -207,10 +208,12 @@ def check_compare(
         get_policy_class(name)
     topo, perf = build_cluster(cfg)
     workload = load_workload(cfg, perf, TraceOptions(**trace_options))
+    for name in policies:
+        check_horizon(cfg, name, workload.jobs)
     warn_if_test_workload(workload, "compare")
     ckpts = checkpoints_by_policy(checkpoint, policies)
     for name in policies:
-        policy = build_policy(name, ckpts.get(name), topo, perf)
+        policy = build_policy(name, ckpts.get(name), topo, perf, config=cfg)
         # a learned policy refuses env options it was not trained with, as evaluate
         # does (duck-typed: marl_sched imports no agents)
         check_config = getattr(policy, "check_config", None)

@@ -263,19 +263,22 @@ def simulate(
 
     The policy sees each job through the workload's duration predictor
     (:meth:`DurationPredictor.visible_job`), never its true length unless the
-    workload says ``duration_estimate: oracle``. Records cover every job, warm-up
-    included; the metrics score the window only.
+    workload says ``duration_estimate: oracle``. Without ``policy`` it is built from
+    the config (the ``planner:`` section for the planner); a policy that says it
+    needs the simulator (:attr:`Policy.needs_simulator`) is handed it, ``sim=``.
+    Records cover every job, warm-up included; the metrics score the window only.
     """
-    from marl_sched.policies import make_policy
+    from marl_sched.policies import build_policy
 
-    pol = policy if policy is not None else make_policy(policy_name)
+    pol = policy if policy is not None else build_policy(policy_name, config=cfg)
     pol.reset(topo, cfg.simulation.seed if seed is None else seed)
     predictor = workload.predictor()
     sim = make_simulator(cfg, topo, perf, workload.jobs, predictor, pol)
+    hand = {"sim": sim} if getattr(pol, "needs_simulator", False) else {}
 
     def place(job: Job, view):
         predictor.sync(sim.records)
-        return pol.place(predictor.visible_job(job), view)
+        return pol.place(predictor.visible_job(job), view, **hand)
 
     t0 = time.perf_counter()
     records = run_policy(sim, place, progress)

@@ -25,6 +25,7 @@ Fit (once; the file records the command, split and seed)::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -140,15 +141,17 @@ def fit(seed: int = 0) -> dict:
 
 def latency(config: str, k: int, decisions: int, policy: str) -> float:
     """Mean wall ms per decision of ``policy`` over the first ``decisions`` jobs of
-    ``config``'s window (K = ``k`` futures)."""
+    ``config``'s window (K = ``k`` futures; the other options the config's ``planner:``
+    section)."""
     from marl_sched.config import load_config
-    from marl_sched.policies import make_policy
+    from marl_sched.policies import build_policy
     from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
 
     cfg = load_config(config)
+    cfg = dataclasses.replace(cfg, planner={**cfg.planner, "k": k})
     topo, perf = build_cluster(cfg)
     wl = load_workload(cfg, perf, TraceOptions(max_jobs=decisions))
-    pol = make_policy(policy, k=k)
+    pol = build_policy(policy, config=cfg)
     t0 = time.perf_counter()
     _, _, sim = simulate(cfg, policy, wl, topo, perf, policy=pol)
     return 1000.0 * (time.perf_counter() - t0) / max(1, sim.stats.decisions)

@@ -92,7 +92,7 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
         )
     topo, perf = build_cluster(cfg)
     workload = load_workload(cfg, perf)
-    policy = build_policy(name, spec.get("checkpoint"))
+    policy = build_policy(name, spec.get("checkpoint"), config=cfg)
     metrics, records, sim = simulate(
         cfg, spec["policy"], workload, topo, perf, seed=spec["seed"], policy=policy
     )

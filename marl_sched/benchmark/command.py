@@ -191,7 +191,7 @@ def check_inputs(
     base = base_policies(policies)
     by_policy = checkpoint_runs(checkpoints_by_policy(checkpoint, base), base)
     clusters = _check_policies_serve(suite, scenarios, base, by_policy)
-    _check_scenarios_load(suite, scenarios, clusters)
+    _check_scenarios_load(suite, scenarios, clusters, base, seeds)
     ckpts = {r: by_policy[split_row(r)[0]] for r in policies}
     if Path(out).exists() and not Path(out).is_dir():
         raise InputError(f"--out: {out}: exists and is not a folder")
@@ -222,22 +222,33 @@ def _check_policies_serve(suite, scenarios, policies: list[str], ckpts: dict[str
         for name in policies:
             for _, path in ckpts[name]:
                 try:
-                    build_policy(name, path, topo, perf)
+                    build_policy(name, path, topo, perf, config=cfg)
                 except InputError as exc:
                     raise InputError(f"--policies: {name} on scenario {sc.name}: {exc}") from None
     return seen
 
 
-def _check_scenarios_load(suite, scenarios, clusters: dict) -> None:
+def _check_scenarios_load(
+    suite, scenarios, clusters: dict, policies: Sequence[str] = (), seeds: int = 1
+) -> None:
     """Every scenario's window is read (streamed: only the window is held) at its load
     and checked against its topology, as its cells will read it, so a window past the
     trace's end, a load out of range or a job its cluster cannot hold is refused before
-    the first cell runs and nothing is written."""
+    the first cell runs and nothing is written. With a planner among ``policies``,
+    each seed's window must also span its ``planner.horizon_s``
+    (:func:`marl_sched.policies.planner.check_horizon`; the seed jitters arrivals)."""
+    from marl_sched.policies import get_policy_class
+    from marl_sched.policies.planner import PlannerPolicy, check_horizon
     from marl_sched.runner import load_workload
 
+    planners = [p for p in policies if issubclass(get_policy_class(p), PlannerPolicy)]
     for sc in scenarios:
         try:
-            load_workload(suite.config_for(sc), clusters[sc.topology][1])
+            for seed in range(seeds if planners else 1):
+                cfg = suite.config_for(sc, seed=seed)
+                workload = load_workload(cfg, clusters[sc.topology][1])
+                for name in planners:
+                    check_horizon(cfg, name, workload.jobs)
         except InputError as exc:
             raise InputError(f"{suite.path}: scenario {sc.name}: {exc}") from None
 

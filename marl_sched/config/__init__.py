@@ -9,6 +9,8 @@ An experiment config is a YAML mapping with these sections::
     model:       mapping            the GNN (validated by agents)
     train:       mapping            the RL trainer (validated by agents)
     interference: mapping           the learned interference model (validated by agents)
+    planner:     mapping            the online planner's options (validated by
+                                    marl_sched.policies.planner)
 
 A file may name parents (``defaults: [../base.yaml]``): :func:`compose_file` merges
 them with OmegaConf, the file's own keys on top; :func:`load_config` then applies
@@ -19,10 +21,10 @@ Every key is checked: an unknown key, a missing required key, a key given twice 
 value of the wrong type or range raises :class:`~marl_sched.errors.InputError` with
 one line naming the file (and line) or ``command line`` and the dotted key, e.g.
 ``configs/x.yaml: topology.racks_per_subcluster: must be >= 1, got 0``. Sections owned
-by the heavier packages (env, model, train, interference) are kept as plain mappings
-here and parsed with :func:`parse_section` by their owners, whose parsers
-:func:`config_from_dict` runs by name (:data:`OWNED_SECTIONS`), so this package imports
-nothing from them while every command checks every section.
+by the heavier packages (env, model, train, interference) or by the policies (planner)
+are kept as plain mappings here and parsed with :func:`parse_section` by their owners,
+whose parsers :func:`config_from_dict` runs by name (:data:`OWNED_SECTIONS`), so this
+package imports nothing from them while every command checks every section.
 
 The package, one idea per module (every public name is importable from here):
 

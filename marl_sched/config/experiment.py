@@ -29,6 +29,7 @@ class ExperimentConfig:
     model: dict[str, Any] = field(default_factory=dict)
     train: dict[str, Any] = field(default_factory=dict)
     interference: dict[str, Any] = field(default_factory=dict)
+    planner: dict[str, Any] = field(default_factory=dict)
     source: str = "<defaults>"
 
     def to_dict(self) -> dict[str, Any]:
@@ -108,18 +109,23 @@ def plain(obj: Any) -> Any:
     return obj
 
 
-_SECTIONS = ("topology", "workload", "simulation", "env", "model", "train", "interference")
+_SECTIONS = (
+    "topology", "workload", "simulation", "env", "model", "train", "interference", "planner",
+)  # fmt: skip
 
-#: the sections whose schema lives in a heavier package, and the parser that checks each
-#: (``"module:function"`` taking the :class:`ExperimentConfig`). They are named by string
-#: and imported only when a config has the section, the way the CLI names its lazy
-#: commands, so this module imports nothing from envs/agents while every command
-#: (``simulate`` included) still refuses an unknown or ill-typed key in any section.
+#: the sections whose schema lives in a heavier package (or, for ``planner``, beside the
+#: policy registry it checks ``planner.base`` against, which imports this package), and
+#: the parser that checks each (``"module:function"`` taking the :class:`ExperimentConfig`).
+#: They are named by string and imported only when a config has the section, the way the
+#: CLI names its lazy commands, so this module imports nothing from envs/agents/policies
+#: while every command (``simulate`` included) still refuses an unknown or ill-typed key
+#: in any section.
 OWNED_SECTIONS = {
     "env": "envs.config:env_config",
     "model": "agents.config:model_config",
     "train": "agents.config:train_config",
     "interference": "agents.config:interference_config",
+    "planner": "marl_sched.policies.planner:planner_config",
 }
 
 
@@ -163,6 +169,7 @@ def config_from_dict(data: Any, where: str = "<config>") -> ExperimentConfig:
         model=_section(data, "model", where),
         train=_section(data, "train", where),
         interference=_section(data, "interference", where),
+        planner=_section(data, "planner", where),
         source=where,
     )
     _check_owned_sections(cfg)

@@ -32,6 +32,9 @@ class Policy(ABC):
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    #: a policy that plans on the simulator itself (the planner) sets this: the runner
+    #: then calls ``place(job, view, sim=simulator)``, the simulator whose pending job it is
+    needs_simulator: ClassVar[bool] = False
 
     def reset(self, topology: Topology, seed: int = 0) -> None:
         """Prepare for a run on ``topology``."""
@@ -201,15 +204,24 @@ def make_policy(name: str, **kwargs: Any) -> Policy:
 
 
 def build_policy(
-    name: str, checkpoint: str | None = None, topology: Topology | None = None, perf: Any = None
+    name: str,
+    checkpoint: str | None = None,
+    topology: Topology | None = None,
+    perf: Any = None,
+    *,
+    config: Any = None,
 ) -> Policy:
     """The registered policy ``name``, given ``checkpoint`` when it takes one; with a
     ``topology`` it is reset on it and checked against it (:meth:`Policy.check_cluster`),
-    so a checkpoint that cannot serve the cluster raises ``InputError`` here."""
+    so a checkpoint that cannot serve the cluster raises ``InputError`` here. With the
+    experiment ``config``, a policy class that reads options from it (a classmethod
+    ``config_options(config)``: the planner's ``planner:`` section) is built with them."""
     cls = get_policy_class(name)
     kwargs = {}
     if checkpoint and "checkpoint" in cls.__init__.__code__.co_varnames:
         kwargs["checkpoint"] = checkpoint
+    if config is not None and hasattr(cls, "config_options"):
+        kwargs.update(cls.config_options(config))
     policy = cls(**kwargs)
     if topology is not None:
         policy.reset(topology, 0)

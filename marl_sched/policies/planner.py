@@ -27,22 +27,28 @@ wins (ties: proposal order, defer last).
 true lengths, K = 1: a bound, never a policy claim.
 
 The planner needs the simulator whose pending decision the job is, as
-:class:`agents.teachers.RolloutTeacher` does: ``place(job, view, sim=...)``. Called as
-a plain policy (``marl-sched simulate --policy planner``, whose runner hands policies
-only the view), it takes the simulator the view was made by (the one its
-``recheck_at`` hook is bound to) and checks that its pending job is ``job``.
+:class:`agents.teachers.RolloutTeacher` does: ``place(job, view, sim=...)``. It says so
+(:attr:`PlannerPolicy.needs_simulator`), and the runner
+(:func:`marl_sched.runner.simulate`) hands the simulator to every policy that does.
+
+Its options are the experiment config's ``planner:`` section (:class:`PlannerConfig`,
+checked when the config is loaded: :data:`marl_sched.config.OWNED_SECTIONS`);
+:func:`check_horizon` refuses a run whose window is shorter than the horizon.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from marl_sched.config.parse import check, parse_section
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement
-from marl_sched.policies.base import Policy, make_policy
+from marl_sched.policies.base import Policy, get_policy_class, heuristic_names, make_policy
 from marl_sched.simulator import ClusterView, Simulator
 from marl_sched.topology import Topology
 
@@ -51,6 +57,61 @@ CANDIDATES = (
     "locality", "tetris", "interference-aware", "first-fit", "congestion-aware", "load-balance",
 )  # fmt: skip
 DEFER = None
+
+if TYPE_CHECKING:
+    from marl_sched.config import ExperimentConfig
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    """The ``planner:`` section of an experiment config: the options of ``planner``
+    and ``oracle`` (which ignores ``k``; docs/planner.md).
+
+    Attributes:
+        k: futures per decision (>= 1).
+        horizon_s: playout horizon in simulated seconds (> 0); a run's window must
+            span at least this long (:func:`check_horizon`).
+        base: the registered heuristic that places later jobs in a playout.
+        defer: whether leaving the job queued is a candidate.
+    """
+
+    k: int = 4
+    horizon_s: float = 3600.0
+    base: str = "first-fit"
+    defer: bool = True
+
+    def validate(self, where: str, key: str) -> None:
+        check(self.k >= 1, where, f"{key}.k", f"must be an integer >= 1, got {self.k}")
+        check(self.horizon_s > 0, where, f"{key}.horizon_s", f"must be > 0, got {self.horizon_s:g}")
+        names = heuristic_names()
+        check(
+            self.base in names,
+            where,
+            f"{key}.base",
+            f"must be a registered heuristic ({', '.join(names)}), got {self.base!r}",
+        )
+
+
+def planner_config(cfg: ExperimentConfig) -> PlannerConfig:
+    """The config's ``planner:`` section, typed and checked (InputError naming the key)."""
+    return parse_section(PlannerConfig, cfg.planner, cfg.source, "planner")
+
+
+def check_horizon(cfg: ExperimentConfig, policy: str, jobs: Sequence[Job]) -> None:
+    """A run of ``policy`` over ``jobs`` (every simulated job, warm-up included), if
+    ``policy`` is a planner: InputError naming ``planner.horizon_s`` when the window's
+    span (last submit - first submit) is shorter than the horizon, which would play
+    every decision out past the trace's end. Checked before the run starts."""
+    if not issubclass(get_policy_class(policy), PlannerPolicy) or not jobs:
+        return
+    horizon = planner_config(cfg).horizon_s
+    span = jobs[-1].submit_time - jobs[0].submit_time
+    if span < horizon:
+        raise InputError(
+            f"{cfg.source}: planner.horizon_s: {horizon:g} s is longer than the window's "
+            f"span, {span:g} s (first to last submit of its {len(jobs)} jobs); set a "
+            f"shorter planner.horizon_s or a longer window"
+        )
 
 
 def _option(name: str, value, lowest: float, integer: bool = False):
@@ -83,6 +144,13 @@ class PlannerPolicy(Policy):
         "reference, not a contender: model-predictive control over the heuristics' "
         "proposals and defer, played out on the simulator over K sampled futures"
     )
+    needs_simulator = True  # the runner hands place() the simulator (sim=)
+
+    @classmethod
+    def config_options(cls, cfg: ExperimentConfig) -> dict[str, Any]:
+        """The constructor's options from the config's ``planner:`` section
+        (:func:`marl_sched.policies.build_policy` with ``config=``)."""
+        return asdict(planner_config(cfg))
 
     def __init__(
         self,
@@ -118,8 +186,6 @@ class PlannerPolicy(Policy):
         self.decisions = []
 
     def place(self, job: Job, view: ClusterView, sim: Simulator | None = None):
-        if sim is None:
-            sim = getattr(view.recheck_at, "__self__", None)
         pending = getattr(sim, "pending", None)
         if not isinstance(sim, Simulator) or pending is None or pending.job_id != job.job_id:
             raise ValueError("planner: needs the simulator whose pending job it is (sim=...)")

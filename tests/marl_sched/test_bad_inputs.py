@@ -56,6 +56,7 @@ def _config(body: str) -> dict[str, str]:
 
 SIM_C = ["simulate", "--config", "{tmp}/c.yaml", "--out", OUT, "--quiet"]
 SIM_T = [*SIM, "--trace", "{tmp}/t.csv", "--start", "0"]
+SIM_P = [*SIM, "--policy", "planner"]
 LONG = "x" * 131_073
 
 #: a file value that is not text: made by the test itself (:func:`_make`)
@@ -443,6 +444,70 @@ CASES = [
         SIM_C,
         _config("simulation:\n  policy: nope\n"),
         "c.yaml: simulation.policy: unknown policy 'nope'",
+    ),
+    # ---- the planner's options (the planner: section) and its horizon
+    ("planner-k-0", [*SIM_P, "planner.k=0"], {}, "command line: planner.k: must be an integer >= "),
+    ("planner-k-float", [*SIM_P, "planner.k=1.5"], {}, "command line: planner.k: expected an"),
+    (
+        "planner-horizon-0",
+        [*SIM_P, "planner.horizon_s=0"],
+        {},
+        "command line: planner.horizon_s: must be > 0, got 0",
+    ),
+    (
+        "planner-horizon-negative",
+        [*SIM_C, "--policy", "oracle"],
+        _config("planner:\n  horizon_s: -5\n"),
+        "c.yaml: planner.horizon_s: must be > 0, got -5",
+    ),
+    (
+        "planner-base",
+        [*SIM_P, "planner.base=nope"],
+        {},
+        "command line: planner.base: must be a registered heuristic (",
+    ),
+    (
+        "planner-base-not-a-heuristic",
+        [*SIM_P, "planner.base=oracle"],
+        {},
+        "command line: planner.base: must be a registered heuristic (",
+    ),
+    ("planner-key", [*SIM_P, "planner.kk=2"], {}, "command line: planner.kk: unknown key"),
+    (
+        "planner-window-shorter-than-horizon",
+        SIM_P,
+        {},
+        "tiny.yaml: planner.horizon_s: 3600 s is longer than the window's span, 2477 s",
+    ),
+    (
+        "oracle-window-shorter-than-horizon",
+        [*SIM, "--policy", "oracle", "planner.horizon_s=1200", "--max-jobs", "10"],
+        {},
+        "tiny.yaml: planner.horizon_s: 1200 s is longer than the window's span, 13.5 s",
+    ),
+    (
+        "compare-planner-window",
+        ["compare", "--config", TINY, "--policies", "first-fit,planner", "--out", OUT],
+        {},
+        "tiny.yaml: planner.horizon_s: 3600 s is longer than the window's span, 2477 s",
+    ),
+    (
+        "compare-planner-k",
+        ["compare", "--config", TINY, "--policies", "planner", "--out", OUT, "planner.k=-1"],
+        {},
+        "command line: planner.k: must be an integer >= 1, got -1",
+    ),
+    (
+        "benchmark-planner-window",
+        [*BENCH[:6], "first-fit,planner", *BENCH[7:]],
+        _suite(),
+        "tests/data/golden.yaml: planner.horizon_s: 3600 s is longer than the window's span, 543 s",
+    ),
+    (
+        "benchmark-planner-base",
+        [*BENCH[:6], "planner", *BENCH[7:], "planner.base=marl"],
+        _suite(),
+        "command line: planner.base: must be a registered heuristic (",
     ),
     # ---- overrides: validated like the file, named by key
     ("override-unknown", [*SIM, "train.lrr=1"], {}, "command line: train.lrr: unknown key"),

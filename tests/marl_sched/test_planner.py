@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
 
+from marl_sched.cli import main
+from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.duration import DurationPredictor
 from marl_sched.errors import InputError
 from marl_sched.perf import PerformanceModel
-from marl_sched.policies import make_policy
+from marl_sched.policies import build_policy, make_policy
 from marl_sched.policies.base import heuristic_names, policy_entries
-from marl_sched.policies.planner import OraclePolicy, PlannerPolicy
+from marl_sched.policies.planner import PlannerPolicy
+from marl_sched.runner import build_cluster, load_workload, simulate
 from marl_sched.simulator import Simulator
 from marl_sched.workload_model import WorkloadModel
 from tests.helpers import random_jobs, tiny_topology
@@ -20,13 +24,30 @@ TOPO = tiny_topology(subclusters=1, racks=2, servers=2)
 PERF = PerformanceModel(TOPO)
 
 
-def drive(policy, jobs, seed: int = 0) -> Simulator:
-    """Run ``policy`` over ``jobs`` as ``marl-sched simulate`` does (noisy estimates)."""
-    pred = DurationPredictor("noisy", seed=0)
+class FixedEstimates:
+    """A duration predictor whose estimates are a table by job id, whatever the true
+    lengths: what lets a test change a job's true length and nothing the policy sees."""
+
+    kind = "fixed"
+
+    def __init__(self, table: dict[int, float]) -> None:
+        self.table = table
+
+    def est_iterations(self, job) -> float:
+        return self.table[job.job_id]
+
+    def visible_job(self, job):
+        return replace(job, iterations=self.table[job.job_id], duration=math.nan)
+
+
+def drive(policy, jobs, seed: int = 0, pred=None) -> Simulator:
+    """Run ``policy`` over ``jobs`` as ``marl-sched simulate`` does (noisy estimates,
+    the simulator handed to ``place``)."""
+    pred = pred or DurationPredictor("noisy", seed=0)
     sim = Simulator(TOPO, jobs, perf=PERF, estimate=pred.est_iterations)
     policy.reset(TOPO, seed)
     while (job := sim.next_decision()) is not None:
-        sim.apply(policy.place(pred.visible_job(job), sim.view()))
+        sim.apply(policy.place(pred.visible_job(job), sim.view(), sim=sim))
     return sim
 
 
@@ -34,28 +55,103 @@ def jobs(n: int = 12, seed: int = 3):
     return random_jobs(PERF, n, seed, max_workers=8, mean_gap=150.0)
 
 
-def test_planner_on_the_true_future_is_the_oracle():
+def _tiny(*overrides: str):
+    """configs/tiny.yaml's first 14 jobs and its cluster."""
+    cfg = load_config(REPO_ROOT / "configs" / "tiny.yaml", ["workload.max_jobs=14", *overrides])
+    topo, perf = build_cluster(cfg)
+    return cfg, topo, perf, load_workload(cfg, perf)
+
+
+def _scores(metrics: dict) -> dict:
+    """The metrics without the policy's name and wall-clock timings and rates."""
+    return {k: v for k, v in metrics.items()
+            if k != "policy" and not k.startswith(("wall", "decision_ms"))
+            and not k.endswith("_per_s")}  # fmt: skip
+
+
+def test_planner_with_one_true_future_makes_the_oracles_decisions():
+    """K = 1 on the true future is the oracle: the same decisions and the same metrics.
+    The oracle is built from the config's planner section (its k ignored), as the
+    command line builds it, and both are handed the simulator by the runner."""
+    cfg, topo, perf, wl = _tiny("planner.horizon_s=600", "planner.k=3")
     a = PlannerPolicy(k=1, horizon_s=600.0, future="true")
-    b = OraclePolicy(horizon_s=600.0)
-    drive(a, jobs())
-    drive(b, jobs())
-    assert a.decisions and a.decisions == b.decisions
+    b = build_policy("oracle", config=cfg)
+    assert (b.k, b.horizon_s, b.future) == (1, 600.0, "true")
+    ma, _, _ = simulate(cfg, "x", wl, topo, perf, policy=a)
+    mb, _, _ = simulate(cfg, "x", wl, topo, perf, policy=b)
+    assert len(a.decisions) >= len(wl.jobs) and a.decisions == b.decisions
+    assert _scores(ma) == _scores(mb)
 
 
-def test_planner_never_reads_the_true_future():
+class ReadsTrueLengths(PlannerPolicy):
+    """A planner whose playouts draw every unfinished job's length from its true one:
+    the leak the next test must see."""
+
+    def _splice(self, sim, job, rng):
+        estimate = sim._estimate
+        sim._estimate = lambda j: sim.jobs[j.job_id].iterations
+        try:
+            return super()._splice(sim, job, rng)
+        finally:
+            sim._estimate = estimate
+
+
+def _decisions_up_to_t(cls) -> tuple[list, list]:
+    """``cls``'s decisions up to ``t`` (job 6's submit time) on a trace and on the same
+    trace with every job submitted after ``t`` replaced by another (model, size,
+    length, time) and the true length of every job still queued or running at ``t``
+    made 20 times longer, its estimate kept."""
     base = jobs(14)
     t = base[6].submit_time
-    other = base[:7] + [
+    assert base[7].submit_time > t
+    factor = DurationPredictor("noisy", seed=0)._factor
+    table = {j.job_id: j.iterations * factor(j) for j in base}
+    first = cls(k=2, horizon_s=600.0)
+    sim = drive(first, base, pred=FixedEstimates(table))
+    unfinished = {j.job_id for j in base[:7] if sim.records[j.job_id].finish_time > t}
+    assert unfinished  # some true lengths are changed
+    other = [replace(j, iterations=j.iterations * 20.0) if j.job_id in unfinished else j
+             for j in base[:7]] + [
         replace(j, model="bert" if j.model != "bert" else "ncf", num_workers=1,
                 num_ps=0, iterations=j.iterations * 7.0, submit_time=j.submit_time + 90.0,
                 name=f"other{j.job_id}")
         for j in base[7:]
     ]  # fmt: skip
-    a, b = PlannerPolicy(k=2, horizon_s=600.0), PlannerPolicy(k=2, horizon_s=600.0)
-    drive(a, base)
-    drive(b, other)
-    before = [d for d in a.decisions if d[0] <= t]
-    assert before and before == [d for d in b.decisions if d[0] <= t]
+    second = cls(k=2, horizon_s=600.0)
+    drive(second, other, pred=FixedEstimates(table))
+    return [d for d in first.decisions if d[0] <= t], [d for d in second.decisions if d[0] <= t]
+
+
+def test_planner_never_reads_the_true_future():
+    """Neither the arrivals after ``t`` nor the true lengths of the jobs not finished
+    by ``t`` change a decision up to ``t`` (the planner reads estimates only); a
+    planner that reads the true lengths is caught by the same construction."""
+    before, again = _decisions_up_to_t(PlannerPolicy)
+    assert len(before) >= 7 and before == again
+    leaky, changed = _decisions_up_to_t(ReadsTrueLengths)
+    assert leaky != changed
+
+
+def test_without_the_simulator_place_refuses():
+    """No back door: a planner handed only the view says what it needs."""
+    pol = PlannerPolicy(k=1, horizon_s=300.0)
+    pol.reset(TOPO, 0)
+    sim = Simulator(TOPO, jobs(3), perf=PERF)
+    job = sim.next_decision()
+    with pytest.raises(ValueError, match=r"^planner: needs the simulator"):
+        pol.place(job, sim.view())
+    assert PlannerPolicy.needs_simulator and not make_policy("first-fit").needs_simulator
+
+
+def test_the_config_section_reaches_the_planner():
+    tiny = REPO_ROOT / "configs" / "tiny.yaml"
+    options = ["planner.k=8", "planner.horizon_s=900", "planner.base=tetris", "planner.defer=false"]
+    pol = build_policy("planner", config=load_config(tiny, options))
+    assert (pol.k, pol.horizon_s, pol.base.name, pol.defer) == (8, 900.0, "tetris", False)
+    default = build_policy("planner", config=load_config(tiny))
+    assert (default.k, default.horizon_s, default.base.name, default.defer) == (
+        4, 3600.0, "first-fit", True,
+    )  # fmt: skip
 
 
 class AlwaysDefer(PlannerPolicy):
@@ -110,3 +206,60 @@ def test_without_defer_every_decision_places():
     assert pol.decisions and all(p is not None for _, _, p in pol.decisions)
     with pytest.raises(InputError, match=r"^future: must be"):
         PlannerPolicy(future="past")
+
+
+# ------------------------------------------------- the command line's planner.* keys
+
+
+@pytest.fixture
+def built(monkeypatch) -> list[tuple]:
+    """(name, k, horizon_s, base, defer) of every planner or oracle built."""
+    seen: list[tuple] = []
+    init = PlannerPolicy.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        seen.append((type(self).name, self.k, self.horizon_s, self.base.name, self.defer))
+
+    monkeypatch.setattr(PlannerPolicy, "__init__", spy)
+    return seen
+
+
+TINY = str(REPO_ROOT / "configs" / "tiny.yaml")
+
+
+def test_simulate_takes_planner_overrides(tmp_path, built, capsys):
+    out = tmp_path / "out"
+    argv = ["simulate", "--config", TINY, "--policy", "planner", "--out", str(out), "--quiet",
+            "--max-jobs", "14", "planner.k=1", "planner.horizon_s=150",
+            "planner.defer=false"]  # fmt: skip
+    assert main(argv) == 0
+    assert built == [("planner", 1, 150.0, "first-fit", False)]
+    recorded = load_config(out / "config.yaml")
+    assert recorded.planner == {"k": 1, "horizon_s": 150, "defer": False}
+
+
+def test_compare_takes_planner_overrides(tmp_path, built, capsys):
+    out = tmp_path / "out"
+    argv = ["compare", "--config", TINY, "--policies", "oracle", "--out", str(out),
+            "--max-jobs", "14", "planner.horizon_s=150", "planner.base=tetris"]  # fmt: skip
+    assert main(argv) == 0
+    assert built and set(built) == {("oracle", 1, 150.0, "tetris", True)}
+    assert load_config(out / "oracle" / "config.yaml").planner["base"] == "tetris"
+
+
+def test_benchmark_takes_planner_overrides(tmp_path, built, capsys):
+    trace, base = REPO_ROOT / "tests/data/golden_trace.csv", REPO_ROOT / "tests/data/golden.yaml"
+    (tmp_path / "s.yaml").write_text(
+        f"version: 1\nbase_config: {base}\ntiers: {{medium: 0.6}}\n"
+        f"topologies: {{small: {base}}}\nregions: [{{trace: {trace}, split: train}}]\n"
+        f"scenarios:\n  train:\n    - {{name: early, trace: {trace}, start: 5, max_jobs: 5, "
+        f"load: 1.0, tier: medium, topology: small}}\n"
+    )
+    out = tmp_path / "out"
+    argv = ["benchmark", "--suite", str(tmp_path / "s.yaml"), "--split", "train",
+            "--policies", "planner", "--seeds", "1", "--out", str(out), "--local", "--quiet",
+            "planner.k=2", "planner.horizon_s=300"]  # fmt: skip
+    assert main(argv) == 0
+    assert built and set(built) == {("planner", 2, 300.0, "first-fit", True)}
+    assert len(list((out / "cells").glob("early__planner*.json"))) == 1
