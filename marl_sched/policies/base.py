@@ -248,6 +248,13 @@ register_lazy(
     kind="teacher",
 )
 register_lazy(
+    "masked:lookahead-learned",
+    "masked:lookahead scoring each proposal by profiled GPU speed times the learned "
+    "interference model's slowdown (no performance-model call on a hypothetical placement)",
+    "agents.teachers:MaskedLookaheadLearned",
+    kind="teacher",
+)
+register_lazy(
     "masked:lookahead-harm",
     "masked:lookahead choosing the proposal with the least total slowdown "
     "(its own plus what it adds to running jobs)",
