@@ -18,7 +18,8 @@ name               rule
                    remaining run exceeds the measured restart it would pay
 =================  =====================================================================
 
-What the rules read (no call of the performance model on any placement):
+What ``length-aware`` and ``defer-long`` read (no call of the performance model on any
+placement):
 
 - the job's estimated length: ``Job.work_s``, the estimated iterations times the
   model's compute per iteration on the reference GPU (seconds of V100 compute per
