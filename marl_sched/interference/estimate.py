@@ -29,6 +29,9 @@ the performance model's alone time on that placement, so it is replaced by bytes
 bandwidth over the profiled alone time above. It enters the features
 ``log_link_<kind>_shared_s`` (the job's transfer time under the links' total load,
 its own included); every other feature is exactly the training features' formula.
+
+With GPU sharing (``topology.gpu_sharing`` > 1) the learned model's samples never
+shared a GPU, so the estimate does not see the contention of two jobs on one GPU.
 """
 
 from __future__ import annotations

@@ -372,19 +372,26 @@ def test_upgrade_keeps_a_job_whose_remaining_run_cannot_repay_the_restart():
     assert sim.stats.migrations == 0
 
 
+def _heavy_window():
+    """The default config and cluster, and a heavy window of its trace: long jobs land
+    on slower GPU types, and faster ones free later."""
+    from marl_sched.config import REPO_ROOT, load_config
+    from marl_sched.runner import TraceOptions, build_cluster, load_workload
+
+    cfg = load_config(REPO_ROOT / "configs/default.yaml")
+    cluster = build_cluster(cfg)
+    window = load_workload(cfg, cluster[1], TraceOptions(start=2200, max_jobs=100, load=12.0))
+    return cfg, cluster, window
+
+
 def test_upgrade_never_moves_a_job_with_migration_off():
     """The runner's placement track (``simulation.migration: off``, the default)
     never calls the rule; with ``on`` the same window has upgrades."""
     import dataclasses
 
-    from marl_sched.config import REPO_ROOT, load_config
-    from marl_sched.runner import TraceOptions, build_cluster, load_workload
     from marl_sched.runner import simulate as run_simulate
 
-    cfg = load_config(REPO_ROOT / "configs/default.yaml")
-    cluster = build_cluster(cfg)
-    # a heavy window: long jobs land on slower GPU types, and faster ones free later
-    window = load_workload(cfg, cluster[1], TraceOptions(start=2200, max_jobs=100, load=12.0))
+    cfg, cluster, window = _heavy_window()
     assert cfg.simulation.migration == "off"
     off, _, sim = run_simulate(cfg, "upgrade", window, *cluster, seed=0)
     assert (off["migrations"], off["migrations_declined"], sim.stats.migrations) == (0, 0, 0)
@@ -392,6 +399,32 @@ def test_upgrade_never_moves_a_job_with_migration_off():
                                                                      migration="on"))  # fmt: skip
     on, _, _ = run_simulate(on_cfg, "upgrade", window, *cluster, seed=0)
     assert on["migrations"] > 0
+
+
+def test_upgrade_moves_respect_gpu_sharing():
+    """With ``gpu_sharing: 2`` (two jobs' workers per GPU): the upgrade case with each
+    V100 server held by two 8-worker jobs; when server 0's two end, the long job moves
+    there, and the simulator's per-GPU bookkeeping stays consistent (at most two jobs'
+    workers per GPU, never two of one job, every slot back at the end)."""
+    import dataclasses
+
+    from marl_sched.runner import rebalance
+    from tests.marl_sched.test_sharing import check_sharing
+
+    topo = Topology(dataclasses.replace(TOPO.config, gpu_sharing=2))
+    jobs, _ = _upgrade_case()
+    jobs.insert(2, _job(3, "vgg-16", 8, 2000.0))
+    jobs.insert(3, _job(4, "vgg-16", 8, DAYS))
+    blockers = {0: _on(0, 8), 1: _on(1, 8), 3: _on(0, 8), 4: _on(1, 8)}
+    policy = make_policy("upgrade")
+    policy.reset(topo, 0)
+    sim = Simulator(topo, jobs)
+    sim.after_completions = lambda s: (rebalance(s, policy), check_sharing(s))
+    while (job := sim.next_decision()) is not None:
+        sim.apply(blockers.get(job.job_id) or policy.place(job, sim.view()))
+        check_sharing(sim)
+    assert len(sim.result()) == len(jobs) and sim.stats.migrations == 1
+    np.testing.assert_array_equal(sim.group_unused, topo.group_slots)
 
 
 def test_upgrade_is_a_lever_and_its_bad_options_name_the_key():
