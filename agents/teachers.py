@@ -118,12 +118,16 @@ class LookaheadTeacher:
         for c in self.candidates:
             c.reset(topology, seed)
 
+    def fastest(self, job: Job, view: ClusterView, placements: list) -> Placement | None:
+        """The placement this teacher predicts fastest for the job (:func:`fastest`)."""
+        return fastest(job, view, placements)
+
     def place(self, job, view, legal=None, views=None, sim=None):
         """The fastest proposal, or the least total slowdown with ``harm`` (``sim`` is
         not needed and ignored)."""
         found = proposals(self.candidates, job, views or [view], legal)
         if not self.harm:
-            return fastest(job, view, found)
+            return self.fastest(job, view, found)
         harms = residents_harm(job, view)
         costs = [total_slowdown(job, view, p, harms) for p in found]
         return found[int(np.argmin(costs))] if found else None
@@ -243,8 +247,8 @@ def _hint_plan(teacher, session) -> Placement | None:
         for i, (name, p) in enumerate(zip(b.hints, session.plans(k), strict=True))
         if p is not None and (k != home or mask[first + i] > 0)
     ]
-    if type(teacher) is LookaheadTeacher:
-        return fastest(session.job, session.view, (p for _, p in plans))
+    if isinstance(teacher, LookaheadTeacher) and not isinstance(teacher, RolloutTeacher):
+        return teacher.fastest(session.job, session.view, [p for _, p in plans])
     return next((p for name, p in plans if name == getattr(teacher, "name", None)), None)
 
 
@@ -416,3 +420,55 @@ class MaskedLookaheadHarm(MaskedLookahead):
         "(its own plus what it adds to running jobs)"
     )
     harm = True
+
+
+class LearnedLookaheadTeacher(LookaheadTeacher):
+    """:class:`LookaheadTeacher` scoring each proposal with an estimate a real
+    scheduler could compute instead of the performance model
+    (:func:`marl_sched.interference.estimate.estimated_iteration_times`: the job's
+    profiled speed on the proposal's slowest GPU type and its bytes over the links'
+    bandwidths, times the shipped learned interference model's predicted slowdown).
+    The same proposals; the lowest estimate wins (ties: proposal order)."""
+
+    name = "lookahead-learned"
+
+    def __init__(self, candidates: tuple[str, ...] = LOOKAHEAD_CANDIDATES) -> None:
+        from marl_sched.interference.estimate import load_predictor
+
+        super().__init__(candidates)
+        self.model = load_predictor()
+
+    def fastest(self, job: Job, view: ClusterView, placements: list) -> Placement | None:
+        from marl_sched.interference.estimate import estimated_iteration_times
+
+        if not placements:
+            return None
+        times = estimated_iteration_times(view, job, placements, self.model)
+        return placements[int(np.argmin(times))]
+
+
+class MaskedLookaheadLearned(MaskedLookahead):
+    """:class:`MaskedLookahead` with no call of the performance model on a placement
+    that has not happened: the same proposals (the heuristics' on the whole view and
+    on each subcluster that can hold the job, the forward rule's reachable ones), the
+    same views, masks and env rules, but each proposal is scored by
+    :class:`LearnedLookaheadTeacher`'s estimate. What it reads to score: the catalogue
+    (the model's compute, size, pressure, sensitivity and per-GPU-type speed), the
+    topology (links, bandwidths), the view's state (residents' pressures, busy GPUs,
+    link use) and the shipped learned interference model
+    (``checkpoints/interference/model.npz``); the placement's geometry through
+    :meth:`~marl_sched.perf.PerformanceModel.layout`, whose alone-time-derived link
+    share it replaces by bytes over bandwidth over the profiled alone time (the one
+    approximated feature input, :mod:`marl_sched.interference.estimate`). A
+    contender: what a one-step lookahead is worth when it must estimate, as a real
+    scheduler must."""
+
+    name = "masked:lookahead-learned"
+    description = (
+        "masked:lookahead scoring each proposal by profiled GPU speed and bandwidths "
+        "times the learned interference model's predicted slowdown (no performance-model "
+        "call on a hypothetical placement)"
+    )
+
+    def _make_planner(self):
+        return LearnedLookaheadTeacher()

@@ -16,6 +16,10 @@ each (every public name is re-exported here, ``marl_sched.interference.X``):
 - :mod:`~marl_sched.interference.model`: :class:`InterferenceModel`, the MLP forward
   in numpy, read from one ``.npz`` file (no pickle) that the trainer in
   ``agents/interference`` writes, and :func:`load_default`;
+- :mod:`~marl_sched.interference.estimate`: :func:`estimated_iteration_times`, an
+  iteration time a real scheduler could estimate for a placement not yet made
+  (profiled speed and bandwidths times the learned model's predicted slowdown; no
+  call of the performance model's iteration-time functions);
 - :mod:`~marl_sched.interference.samples`: :class:`Samples` and
   :func:`generate_samples`, random but realistic co-locations from the simulator;
 - :mod:`~marl_sched.interference.real_data`: loaders turning the real measurements of
@@ -55,6 +59,7 @@ read-only :class:`~marl_sched.simulator.ClusterView` exposes occupancy, not job
 identities, and the pressures the simulator sums are per task anyway.
 """
 
+from marl_sched.interference.estimate import estimated_iteration_times
 from marl_sched.interference.features import (
     COLOCATION_LEVELS,
     FEATURE_NAMES,
@@ -64,6 +69,7 @@ from marl_sched.interference.features import (
     candidate_features,
     colocation_level,
     job_features,
+    layout_features,
     true_slowdown,
 )
 from marl_sched.interference.model import (
@@ -95,8 +101,10 @@ __all__ = [
     "candidate_features",
     "colocation_level",
     "default_model_path",
+    "estimated_iteration_times",
     "generate_samples",
     "job_features",
+    "layout_features",
     "load_default",
     "load_dl2_speeds",
     "load_gavel_colocations",

@@ -249,7 +249,7 @@ def candidate_features(
     Returns:
         (F,) for one placement, (K, F) for K candidates.
     """
-    perf, topo = view.perf, view.topology
+    perf = view.perf
     spec = CATALOGUE[job.model]
     batch = len(worker_groups) > 0 and not np.isscalar(worker_groups[0])
     wgs = list(worker_groups) if batch else [worker_groups]
@@ -257,6 +257,17 @@ def candidate_features(
     if len(wgs) != len(pgs):
         raise ValueError(f"{len(wgs)} worker-group lists but {len(pgs)} PS-group lists")
     layouts = [perf.layout(spec, wg, pg) for wg, pg in zip(wgs, pgs, strict=True)]
+    out = layout_features(view, job, layouts)
+    return out if batch else out[0]
+
+
+def layout_features(view: ClusterView, job: Job, layouts: Sequence[JobLayout]) -> np.ndarray:
+    """``(K, F)`` features of hypothetical placements of ``job`` given as their
+    layouts (:func:`candidate_features` once it has built them). A layout's
+    ``link_util`` (the share of each of its links the job would use alone) is read
+    for the link load it would add: a caller may hand in layouts whose ``link_util``
+    it estimated itself."""
+    perf, topo = view.perf, view.topology
     g = np.concatenate([layout.groups for layout in layouts])
     sockets = np.concatenate([layout.worker_sockets for layout in layouts])
     servers = np.concatenate([layout.worker_servers for layout in layouts])
@@ -272,8 +283,7 @@ def candidate_features(
     ids = np.concatenate([layout.link_ids for layout in layouts])
     util = np.concatenate([layout.link_util for layout in layouts])
     total = np.asarray(view.link_load)[ids] + util  # what the simulator will add
-    out = _assemble(perf, job, layouts, nbr, busy, np.asarray(view.link_jobs)[ids], total)
-    return out if batch else out[0]
+    return _assemble(perf, job, layouts, nbr, busy, np.asarray(view.link_jobs)[ids], total)
 
 
 def true_slowdown(view: ClusterView, job: Job, layout: JobLayout) -> float:

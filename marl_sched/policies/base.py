@@ -260,6 +260,13 @@ register_lazy(
     kind="teacher",
 )
 register_lazy(
+    "masked:lookahead-learned",
+    "masked:lookahead scoring each proposal by profiled GPU speed times the learned "
+    "interference model's slowdown (no performance-model call on a hypothetical placement)",
+    "agents.teachers:MaskedLookaheadLearned",
+    kind="teacher",
+)
+register_lazy(
     "masked:lookahead-harm",
     "masked:lookahead choosing the proposal with the least total slowdown "
     "(its own plus what it adds to running jobs)",
@@ -319,9 +326,9 @@ register_lazy(
     "agents.policy:SingleAgentPolicy",
 )
 
-# lever rules (heterogeneity by job length, deferral): measured against masked:lookahead
-# in docs/room.md; kind ``lever``, so neither ``rules`` nor the golden enumerations of
-# heuristics and controls pick them up
+# lever rules (heterogeneity by job length, deferral, upgrade migration): measured
+# against masked:lookahead in docs/room.md; kind ``lever``, so neither ``rules`` nor
+# the golden enumerations of heuristics and controls pick them up
 register_lazy(
     "length-aware",
     "long jobs packed on their model's fastest GPU type, short ones on slower adequate types",
@@ -332,6 +339,13 @@ register_lazy(
     "defer-long",
     "length-aware that holds a long job for its preferred GPUs (defer_bound_s, default 1 h)",
     "marl_sched.policies.levers:DeferLongPolicy",
+    kind="lever",
+)
+register_lazy(
+    "upgrade",
+    "length-aware that moves a long running job to faster GPUs or one whole server when "
+    "the estimated saving beats the measured restart (simulation.migration: on)",
+    "marl_sched.policies.levers:UpgradePolicy",
     kind="lever",
 )
 

@@ -11,9 +11,15 @@ name               rule
                    (left queued) until it is offered again — at the next completion, or
                    ``defer_bound_s`` after it was first held at the latest — and then
                    placed where first-fit would (its preferred GPUs if they came free)
+``upgrade``        length-aware placement, plus a migration rule (``simulation.migration:
+                   on``): after completions free GPUs, a running job whose estimated
+                   remaining work is long moves to its model's fastest GPU type, or onto
+                   one whole server, when the time it is estimated to save over its
+                   remaining run exceeds the measured restart it would pay
 =================  =====================================================================
 
-What the rules read (no call of the performance model on any placement):
+What ``length-aware`` and ``defer-long`` read (no call of the performance model on any
+placement):
 
 - the job's estimated length: ``Job.work_s``, the estimated iterations times the
   model's compute per iteration on the reference GPU (seconds of V100 compute per
@@ -32,6 +38,24 @@ A short job's GPU type is *adequate* when the model runs there at least
 ``adequate`` (default 0.5) times as fast as on its fastest type in the cluster: "the
 slowest first" without a floor would put a short cifar10 job on a K80, 11 times slower.
 
+``upgrade`` reads, for a running job (:meth:`ClusterView.running`): its placement,
+its measured iteration time now and its attained service; and the job as the policy
+placed it (its estimated iterations, kept at placement). Its estimated remaining
+iterations are the estimate less ``attained_gpu_s / workers / iter_time`` (time held
+over the current iteration time: restart pauses count as progress, so it errs towards
+less left and fewer moves). A move's saving is that remainder times the measured
+iteration time times ``1 - est(new) / est(now)``, both estimates by
+:func:`marl_sched.interference.estimate.estimated_iteration_times` (profiled speed and
+bandwidths times the learned interference model's slowdown) on the view with the job
+taken out (its GPUs, cores, memory, pressure and estimated link use). Its cost is the
+restart the simulator charges under the default rule (``simulation.migration_cost:
+measured``, scale ``restart_scale``; :meth:`marl_sched.migration.MigrationCost.migration_s`:
+the model's measured restart plus the state's move over the bottleneck link). Only a
+move to a faster GPU type, or from several servers onto one, is considered; at most
+``max_moves`` per call. It proposes through the one migration hook
+(:meth:`~marl_sched.policies.Policy.rebalance`), which the runner calls only with
+``simulation.migration: on``; the simulator prices, caps and applies every move.
+
 Held jobs are re-offered at their bound through the view's ``recheck_at`` hook
 (:meth:`marl_sched.simulation.queueing.QueueMixin.recheck_at`); a view without it (none
 from the simulator) holds nothing.
@@ -45,10 +69,17 @@ import numpy as np
 
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.errors import InputError
+from marl_sched.interference.estimate import (
+    estimated_iteration_times,
+    load_predictor,
+    without_job,
+)
 from marl_sched.jobs import Job, Placement
+from marl_sched.migration import MigrationCost
 from marl_sched.policies.base import Policy
 from marl_sched.policies.heuristics import FirstFitPolicy, _Draft, _server_free
-from marl_sched.simulator import ClusterView
+from marl_sched.policies.load_control import released_view
+from marl_sched.simulator import ClusterView, RunningInfo
 from marl_sched.topology import Topology
 
 #: median estimated work per worker (V100 seconds) of the train split's scored jobs
@@ -57,6 +88,10 @@ LONG_WORK_S = 460.0
 ADEQUATE = 0.5
 #: the longest a long job is held for its preferred GPUs (s)
 DEFER_BOUND_S = 3600.0
+#: migrations one ``upgrade`` call proposes at most (MLFS's load control: 1 too)
+UPGRADE_MOVES = 1
+#: running jobs (longest estimated remainder first) one ``upgrade`` call tries
+UPGRADE_TRIES = 8
 
 
 def _positive(key: str, value: float) -> float:
@@ -204,3 +239,121 @@ class DeferLongPolicy(LengthAwarePolicy):
         self._held[job.job_id] = view.now
         view.recheck_at(job.job_id, view.now + self.defer_bound_s)
         return None
+
+
+class UpgradePolicy(LengthAwarePolicy):
+    """``length-aware`` placement with an upgrade migration rule (see the module
+    docstring).
+
+    Args:
+        restart_scale: the scale of the measured restart the rule expects to pay
+            (``simulation.migration_cost_scale``; >= 0, default 1).
+        max_moves: migrations proposed per call (>= 1; default :data:`UPGRADE_MOVES`).
+        long_work_s, adequate: as :class:`LengthAwarePolicy`; a running job is a
+            candidate when its estimated remaining work is at least ``long_work_s``.
+    """
+
+    name = "upgrade"
+    description = "length-aware that moves a long running job to faster GPUs or one server"
+
+    def __init__(
+        self, restart_scale: float = 1.0, max_moves: int = UPGRADE_MOVES, **options
+    ) -> None:
+        super().__init__(**options)
+        scale = float(restart_scale)
+        if not scale >= 0 or not math.isfinite(scale):
+            raise InputError(f"restart_scale: must be a number >= 0, got {restart_scale!r}")
+        if int(max_moves) != max_moves or max_moves < 1:
+            raise InputError(f"max_moves: must be a whole number >= 1, got {max_moves!r}")
+        self.cost = MigrationCost(scale=scale)
+        self.max_moves = int(max_moves)
+        self._placed: dict[int, Job] = {}  # job id -> the job as placed (its estimate)
+        self._model = None
+
+    def reset(self, topology: Topology, seed: int = 0) -> None:
+        super().reset(topology, seed)
+        self._placed = {}
+        self._model = load_predictor()
+
+    def place(self, job: Job, view: ClusterView) -> Placement | None:
+        placement = super().place(job, view)
+        if placement is not None:
+            self._placed[job.job_id] = job
+        return placement
+
+    def remaining_iterations(self, job: Job, info: RunningInfo) -> float:
+        """The job's estimated iterations less those it is estimated to have done
+        (module docstring); nan without an estimate."""
+        if math.isnan(job.iterations):
+            return math.nan
+        done = info.attained_gpu_s / max(info.num_workers, 1) / info.iter_time
+        return max(job.iterations - done, 0.0)
+
+    def rebalance(self, view: ClusterView) -> list[tuple[int, Placement]]:
+        running = view.running()
+        alive = {info.job_id for info in running}
+        self._placed = {k: j for k, j in self._placed.items() if k in alive}
+        candidates = []
+        for info in running:
+            job = self._placed.get(info.job_id)
+            if job is None or info.next_move_at > view.now or info.paused_until > view.now:
+                continue
+            left = self.remaining_iterations(job, info)
+            work = left * CATALOGUE[job.model].compute_s
+            if not math.isnan(work) and work >= self.long_work_s:
+                candidates.append((-work, info.job_id, info, job, left))
+        candidates.sort(key=lambda c: c[:2])
+        moves: list[tuple[int, Placement]] = []
+        for _, job_id, info, job, left in candidates[:UPGRADE_TRIES]:
+            placement = self.upgrade_for(view, info, job, left)
+            if placement is not None:
+                moves.append((job_id, placement))
+                if len(moves) >= self.max_moves:
+                    break
+        return moves
+
+    def options_for(self, view: ClusterView, info: RunningInfo, job: Job) -> list[Placement]:
+        """Where ``job`` could move on ``view`` (its own resources given back): its
+        preferred GPUs (:meth:`preferred`), and the fastest whole server at least as
+        fast as its slowest worker now; only those that put it on a faster GPU type
+        or from several servers onto one."""
+        topo = view.topology
+        speed, levels = self._server_speed(topo, job.model)
+        servers_now = topo.group_server[np.asarray(info.placement.worker_groups)]
+        speed_now = float(speed[servers_now].min())
+        found = [self.preferred(job, view)]
+        free = _server_free(view)
+        for level in (lv for lv in levels if lv >= speed_now):
+            on = self._on_type(job, view, np.flatnonzero(speed == level), free, whole_only=True)
+            if on is not None:
+                found.append(on)
+                break
+        out = []
+        for p in found:
+            if p is None or any(p == q for q in out):
+                continue
+            servers = topo.group_server[np.asarray(p.worker_groups)]
+            faster = float(speed[servers].min()) > speed_now
+            if faster or (len(set(servers.tolist())) == 1 < len(set(servers_now.tolist()))):
+                out.append(p)
+        return out
+
+    def upgrade_for(
+        self, view: ClusterView, info: RunningInfo, job: Job, left: float
+    ) -> Placement | None:
+        """The option saving the most over its cost, when it saves more than its cost
+        (module docstring); else None."""
+        released = released_view(view, info, np.zeros(view.topology.n_servers, dtype=bool))
+        base = without_job(released, job, info.placement)
+        options = self.options_for(base, info, job)
+        if not options:
+            return None
+        times = estimated_iteration_times(base, job, [info.placement, *options], self._model)
+        best, best_gain = None, 0.0
+        for p, t in zip(options, times[1:], strict=True):
+            saved = left * info.iter_time * (1.0 - t / times[0])
+            cost = self.cost.migration_s(view.perf, base.link_jobs, job.model,
+                                         info.placement.worker_groups, p.worker_groups)  # fmt: skip
+            if saved - cost > best_gain:
+                best, best_gain = p, saved - cost
+        return best

@@ -37,6 +37,11 @@ NO_SHIPPED_CHECKPOINT = {"single-agent"}  # trained by experiments/exp_convergen
 # heuristics' proposals, which this loop checks, and tests/marl_sched/test_planner.py
 # runs them through the simulator's own capacity checks
 NO_SHIPPED_CHECKPOINT |= {"planner", "oracle"}
+# a migration rule that finds no move in this window: ``upgrade`` moves only a long job
+# off a slower GPU type or several servers, and here every long job already sits whole
+# on its fastest type; its moves under GPU sharing are checked on a heavier window in
+# tests/marl_sched/test_levers.py
+NO_MOVE_HERE = {"upgrade"}
 
 
 @pytest.mark.parametrize("name", [n for n in policy_entries() if n not in NO_SHIPPED_CHECKPOINT])
@@ -71,7 +76,7 @@ def test_policy_respects_gpu_sharing(name):
         sim.apply(policy.place(job, sim.view()))
         check_sharing(sim)
     assert sorted(r.job.job_id for r in sim.result()) == [j.job_id for j in JOBS]
-    assert not controls or sim.stats.migrations > 0
+    assert not controls or name in NO_MOVE_HERE or sim.stats.migrations > 0
     np.testing.assert_array_equal(sim.group_unused, SHARED_TOPO.group_slots)
 
 

@@ -173,25 +173,36 @@ def test_rules_never_call_the_performance_model(monkeypatch):
     def refuse(*_a, **_k):
         raise AssertionError("a lever rule called the performance model")
 
-    for name in ("length-aware", "defer-long"):
+    for name in ("length-aware", "defer-long", "upgrade"):
         policy = make_policy(name)
         policy.reset(TOPO, 0)
         sim = Simulator(TOPO, jobs, perf=PerformanceModel(TOPO))
         held = 0
 
-        def place(job, view, policy=policy):
-            nonlocal held
+        def guarded(decide):
             with monkeypatch.context() as m:
                 for fn in PERF_ITERATION_FNS:
                     m.setattr(PerformanceModel, fn, refuse)
-                placement = policy.place(job, view)
+                return decide()
+
+        def place(job, view, policy=policy):
+            nonlocal held
+            placement = guarded(lambda: policy.place(job, view))
             held += placement is None
             return placement
 
+        def rebalance(s, policy=policy):  # the rule decides guarded; the simulator moves
+            for move in guarded(lambda: policy.rebalance(s.view())):
+                s.migrate(*move)
+
+        if name == "upgrade":
+            sim.after_completions = rebalance
         records = run_policy(sim, place)
         assert len(records) == len(jobs)
         if name == "defer-long":
             assert held > 0  # the hold path ran
+        if name == "upgrade":
+            assert sim.stats.migrations > 0  # the migration rule ran and moved
 
 
 def test_refuse_helper_really_refuses(monkeypatch):
@@ -236,3 +247,193 @@ def test_mde_against_a_hand_computation():
     assert math.isnan(mde_log([0.1]))
     with pytest.raises(ValueError):
         z_sum(alpha=0)
+
+
+# --------------------------------------------------------------------- deferral bound
+
+
+@pytest.mark.parametrize("bound", [0.0, 250.0, 1800.0])
+def test_a_held_job_is_placed_by_its_bound_when_its_preferred_gpus_never_free(bound):
+    """Both V100 servers stay busy for months; short jobs come and go on the other
+    servers meanwhile (each completion offers the held job again). Every held long
+    job starts no later than when it was first held plus ``defer_bound_s``, in the
+    runner's loop (:func:`run_policy`)."""
+    blockers = {0: _on(0, 6), 1: _on(1, 6)}
+    jobs = [_job(0, "vgg-16", 6, DAYS), _job(1, "vgg-16", 6, DAYS)]
+    jobs += [_job(2 + k, "vgg-16", 4, LONG, 5.0 + 400.0 * k) for k in range(3)]
+    jobs += [_job(5 + k, "ncf", 1, SHORT, 7.0 + 90.0 * k) for k in range(20)]
+    jobs.sort(key=lambda j: j.submit_time)
+    policy = DeferLongPolicy(defer_bound_s=bound)
+    policy.reset(TOPO, 0)
+    held: dict[int, float] = {}
+    placed: dict[int, Placement] = {}
+
+    def place(job, view):
+        if job.job_id in blockers:
+            return blockers[job.job_id]
+        placement = policy.place(job, view)
+        if placement is None and job.job_id in policy._held:
+            held.setdefault(job.job_id, view.now)
+        if placement is not None:
+            placed[job.job_id] = placement
+        return placement
+
+    sim = Simulator(TOPO, jobs)
+    records = {r.job.job_id: r for r in run_policy(sim, place)}
+    assert set(held) == {2, 3, 4}  # every long job was held (its V100 server never frees)
+    for job_id, when in held.items():
+        assert records[job_id].start_time <= when + bound + 1e-9
+        assert job_id in placed
+
+
+# --------------------------------------------------------------------- upgrade migration
+
+
+def _upgrade_case() -> tuple[list[Job], dict[int, Placement]]:
+    """Both V100 servers full (one blocker ends at ~2,000 s, one runs for months) and
+    a long 4-worker vgg-16 job arriving at 1 s."""
+    jobs = [_job(0, "vgg-16", 8, 2000.0), _job(1, "vgg-16", 8, DAYS),
+            _job(2, "vgg-16", 4, 200 * LONG, 1.0)]  # fmt: skip
+    return jobs, {0: _on(0, 8), 1: _on(1, 8)}
+
+
+def _upgrade_run(cost):
+    """A long vgg-16 job placed while both V100 servers are full (length-aware: the
+    P100 server whole); a V100 blocker ends at ~2,000 s and ``upgrade`` moves it there.
+    ``cost``: the simulator's restart rule."""
+    from marl_sched.runner import rebalance
+
+    jobs, blockers = _upgrade_case()
+    policy = make_policy("upgrade")
+    policy.reset(TOPO, 0)
+    sim = Simulator(TOPO, jobs, migration_cost=cost)
+    sim.after_completions = lambda s: rebalance(s, policy)
+    moves = []
+    real = Simulator.migrate
+
+    def spy(self, job_id, placement):
+        link_jobs = self.link_jobs.copy()  # the job's own links still counted
+        ok = real(self, job_id, placement)
+        moves.append((self.now, job_id, placement, self.running[job_id].paused_until, link_jobs))
+        return ok
+
+    def place(job, view):
+        return blockers.get(job.job_id) or policy.place(job, view)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(Simulator, "migrate", spy)
+        records = {r.job.job_id: r for r in run_policy(sim, place)}
+    return sim, records, moves
+
+
+def test_an_upgrade_pays_the_measured_restart_the_simulator_charges():
+    from marl_sched.migration import MigrationCost, restart_s, state_move_s
+
+    sim, records, moves = _upgrade_run(MigrationCost())
+    assert len(moves) == 1 and sim.stats.migrations == 1
+    now, job_id, placement, paused_until, link_jobs = moves[0]
+    assert job_id == 2 and _servers(placement) == {0}  # from the P100 server to a V100 one
+    old = _on(2, 4).worker_groups
+    # the moving job's own links are released first: the state shares none with it
+    own = PerformanceModel(TOPO).layout(CATALOGUE["vgg-16"], old, ()).link_ids
+    link_jobs[own] -= 1
+    delay = restart_s("vgg-16") + state_move_s(
+        PerformanceModel(TOPO), link_jobs, "vgg-16", old, placement.worker_groups
+    )
+    assert sim.stats.migration_delay_s == pytest.approx(delay, rel=1e-12)
+    assert paused_until - now == pytest.approx(delay, rel=1e-12)
+    # the same move at no cost: the job finishes exactly the restart earlier
+    free_sim, free_records, free_moves = _upgrade_run(MigrationCost(flat_s=0.0))
+    assert [(m[0], m[1], m[2]) for m in free_moves] == [(now, job_id, placement)]
+    late = records[2].finish_time - free_records[2].finish_time
+    assert late == pytest.approx(delay, rel=1e-9)
+    assert records[2].finish_time < _no_upgrade_finish()  # the move paid for itself
+
+
+def _no_upgrade_finish() -> float:
+    """The long job's finish without migration (``length-aware``: it stays on P100)."""
+    jobs, blockers = _upgrade_case()
+    policy = LengthAwarePolicy()
+    sim = Simulator(TOPO, jobs)
+    records = run_policy(sim, lambda j, v: blockers.get(j.job_id) or policy.place(j, v))
+    return next(r.finish_time for r in records if r.job.job_id == 2)
+
+
+def test_upgrade_keeps_a_job_whose_remaining_run_cannot_repay_the_restart():
+    """With a restart a million times the measured one, no saving repays it: no move."""
+    from marl_sched.runner import rebalance
+
+    jobs, blockers = _upgrade_case()
+    policy = make_policy("upgrade", restart_scale=1e6)
+    policy.reset(TOPO, 0)
+    sim = Simulator(TOPO, jobs)
+    sim.after_completions = lambda s: rebalance(s, policy)
+    run_policy(sim, lambda j, v: blockers.get(j.job_id) or policy.place(j, v))
+    assert sim.stats.migrations == 0
+
+
+def _heavy_window():
+    """The default config and cluster, and a heavy window of its trace: long jobs land
+    on slower GPU types, and faster ones free later."""
+    from marl_sched.config import REPO_ROOT, load_config
+    from marl_sched.runner import TraceOptions, build_cluster, load_workload
+
+    cfg = load_config(REPO_ROOT / "configs/default.yaml")
+    cluster = build_cluster(cfg)
+    window = load_workload(cfg, cluster[1], TraceOptions(start=2200, max_jobs=100, load=12.0))
+    return cfg, cluster, window
+
+
+def test_upgrade_never_moves_a_job_with_migration_off():
+    """The runner's placement track (``simulation.migration: off``, the default)
+    never calls the rule; with ``on`` the same window has upgrades."""
+    import dataclasses
+
+    from marl_sched.runner import simulate as run_simulate
+
+    cfg, cluster, window = _heavy_window()
+    assert cfg.simulation.migration == "off"
+    off, _, sim = run_simulate(cfg, "upgrade", window, *cluster, seed=0)
+    assert (off["migrations"], off["migrations_declined"], sim.stats.migrations) == (0, 0, 0)
+    on_cfg = dataclasses.replace(cfg, simulation=dataclasses.replace(cfg.simulation,
+                                                                     migration="on"))  # fmt: skip
+    on, _, _ = run_simulate(on_cfg, "upgrade", window, *cluster, seed=0)
+    assert on["migrations"] > 0
+
+
+def test_upgrade_moves_respect_gpu_sharing():
+    """With ``gpu_sharing: 2`` (two jobs' workers per GPU): the upgrade case with each
+    V100 server held by two 8-worker jobs; when server 0's two end, the long job moves
+    there, and the simulator's per-GPU bookkeeping stays consistent (at most two jobs'
+    workers per GPU, never two of one job, every slot back at the end)."""
+    import dataclasses
+
+    from marl_sched.runner import rebalance
+    from tests.marl_sched.test_sharing import check_sharing
+
+    topo = Topology(dataclasses.replace(TOPO.config, gpu_sharing=2))
+    jobs, _ = _upgrade_case()
+    jobs.insert(2, _job(3, "vgg-16", 8, 2000.0))
+    jobs.insert(3, _job(4, "vgg-16", 8, DAYS))
+    blockers = {0: _on(0, 8), 1: _on(1, 8), 3: _on(0, 8), 4: _on(1, 8)}
+    policy = make_policy("upgrade")
+    policy.reset(topo, 0)
+    sim = Simulator(topo, jobs)
+    sim.after_completions = lambda s: (rebalance(s, policy), check_sharing(s))
+    while (job := sim.next_decision()) is not None:
+        sim.apply(blockers.get(job.job_id) or policy.place(job, sim.view()))
+        check_sharing(sim)
+    assert len(sim.result()) == len(jobs) and sim.stats.migrations == 1
+    np.testing.assert_array_equal(sim.group_unused, topo.group_slots)
+
+
+def test_upgrade_is_a_lever_and_its_bad_options_name_the_key():
+    from marl_sched.runner import has_migration_rule
+
+    assert policy_entries()["upgrade"].kind == "lever"
+    assert "upgrade" not in heuristic_names() + control_names()
+    assert has_migration_rule(make_policy("upgrade"))
+    with pytest.raises(InputError, match="^restart_scale: "):
+        make_policy("upgrade", restart_scale=-1)
+    with pytest.raises(InputError, match="^max_moves: "):
+        make_policy("upgrade", max_moves=0)
