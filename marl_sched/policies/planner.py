@@ -16,7 +16,8 @@ running job's completion will offer it again. Each candidate is played out on th
   their duration estimate times the fitted ratio true / estimate (a running job's
   conditioned on what it has done), never the trace's true length.
 
-In a playout every later job is placed by the ``base`` heuristic. A playout runs
+In a playout every later job is placed by the ``base`` policy (``lookahead``, the
+reference's scoring, by default: a rollout improves on its base). A playout runs
 to ``now + max(horizon_s, the job's estimated isolated run time)``; its score is the
 end-of-horizon estimate :meth:`Simulator.estimated_total_jct` of the jobs submitted
 by then (finished ones exactly, running ones at their current speed, queued ones as if
@@ -57,6 +58,8 @@ CANDIDATES = (
     "locality", "tetris", "interference-aware", "first-fit", "congestion-aware", "load-balance",
 )  # fmt: skip
 DEFER = None
+#: the base policies besides the heuristics (:class:`PlannerConfig`)
+BASES = ("lookahead",)
 
 if TYPE_CHECKING:
     from marl_sched.config import ExperimentConfig
@@ -71,24 +74,26 @@ class PlannerConfig:
         k: futures per decision (>= 1).
         horizon_s: playout horizon in simulated seconds (> 0); a run's window must
             span at least this long (:func:`check_horizon`).
-        base: the registered heuristic that places later jobs in a playout.
+        base: the policy that places later jobs in a playout: ``lookahead`` (the
+            reference's one-step scoring, the default: a rollout improves on its base,
+            so this base measures room above the reference) or a registered heuristic.
         defer: whether leaving the job queued is a candidate.
     """
 
     k: int = 4
     horizon_s: float = 3600.0
-    base: str = "first-fit"
+    base: str = "lookahead"
     defer: bool = True
 
     def validate(self, where: str, key: str) -> None:
         check(self.k >= 1, where, f"{key}.k", f"must be an integer >= 1, got {self.k}")
         check(self.horizon_s > 0, where, f"{key}.horizon_s", f"must be > 0, got {self.horizon_s:g}")
-        names = heuristic_names()
+        names = [*BASES, *heuristic_names()]
         check(
             self.base in names,
             where,
             f"{key}.base",
-            f"must be a registered heuristic ({', '.join(names)}), got {self.base!r}",
+            f"must be one of {', '.join(names)}, got {self.base!r}",
         )
 
 
@@ -130,7 +135,8 @@ class PlannerPolicy(Policy):
         k: futures per decision (>= 1).
         horizon_s: playout horizon in simulated seconds (> 0); at least the job's
             estimated isolated run time.
-        base: the registered heuristic that places later jobs in a playout.
+        base: the policy that places later jobs in a playout (``lookahead`` or a
+            registered heuristic).
         candidates: the heuristics that propose placements.
         future: ``"sampled"`` (the workload model) or ``"true"`` (the trace's own
             future and lengths: the oracle).
@@ -156,7 +162,7 @@ class PlannerPolicy(Policy):
         self,
         k: int = 4,
         horizon_s: float = 3600.0,
-        base: str = "first-fit",
+        base: str = "lookahead",
         candidates: tuple[str, ...] = CANDIDATES,
         future: str = "sampled",
         model=None,
@@ -284,6 +290,6 @@ class OraclePolicy(PlannerPolicy):
         "arrivals and true lengths (K = 1)"
     )
 
-    def __init__(self, horizon_s: float = 3600.0, base: str = "first-fit", **options) -> None:
+    def __init__(self, horizon_s: float = 3600.0, base: str = "lookahead", **options) -> None:
         options.pop("k", None)
         super().__init__(k=1, horizon_s=horizon_s, base=base, future="true", **options)

@@ -150,7 +150,7 @@ def test_the_config_section_reaches_the_planner():
     assert (pol.k, pol.horizon_s, pol.base.name, pol.defer) == (8, 900.0, "tetris", False)
     default = build_policy("planner", config=load_config(tiny))
     assert (default.k, default.horizon_s, default.base.name, default.defer) == (
-        4, 3600.0, "first-fit", True,
+        4, 3600.0, "lookahead", True,
     )  # fmt: skip
 
 
@@ -234,7 +234,7 @@ def test_simulate_takes_planner_overrides(tmp_path, built, capsys):
             "--max-jobs", "14", "planner.k=1", "planner.horizon_s=150",
             "planner.defer=false"]  # fmt: skip
     assert main(argv) == 0
-    assert built == [("planner", 1, 150.0, "first-fit", False)]
+    assert built == [("planner", 1, 150.0, "lookahead", False)]
     recorded = load_config(out / "config.yaml")
     assert recorded.planner == {"k": 1, "horizon_s": 150, "defer": False}
 
@@ -261,5 +261,5 @@ def test_benchmark_takes_planner_overrides(tmp_path, built, capsys):
             "--policies", "planner", "--seeds", "1", "--out", str(out), "--local", "--quiet",
             "planner.k=2", "planner.horizon_s=300"]  # fmt: skip
     assert main(argv) == 0
-    assert built and set(built) == {("planner", 2, 300.0, "first-fit", True)}
+    assert built and set(built) == {("planner", 2, 300.0, "lookahead", True)}
     assert len(list((out / "cells").glob("early__planner*.json"))) == 1
