@@ -80,14 +80,8 @@ class JobLayout:
 
 
 def overlap_time(compute, comm, gamma: float):
-    """Compute and communication of one iteration, partly overlapped (Pollux's form)::
-
-        (compute^γ + comm^γ)^(1/γ),   γ ≥ 1
-
-    γ = 1: no overlap, their sum; γ → ∞: the larger of the two. Never below either
-    term, so overlap never makes an iteration faster than its compute alone. Works
-    on floats and numpy arrays alike.
-    """
+    """``(compute^γ + comm^γ)^(1/γ)``, γ ≥ 1 (Pollux's overlap): their sum at γ = 1,
+    never below either term; floats or numpy arrays."""
     if gamma == 1.0:
         return compute + comm
     if isinstance(compute, float) and isinstance(comm, float):  # the simulator's hot path
@@ -252,14 +246,9 @@ class PerformanceModel:
     def _traffic(
         self, spec: ModelSpec, groups: np.ndarray, counts: np.ndarray, ps_groups: np.ndarray
     ) -> dict[int, float]:
-        """Bytes per iteration on every link the job's transfers cross.
-
-        PS jobs: every (PS, worker) pair moves ``2·model_bytes / p`` from the worker's
-        GPU through its group's PCIe link to the PS (host memory). All-reduce jobs
-        (no PS, ≥ 2 workers): a ring over the workers in group order (so each server's
-        workers are contiguous); each ring edge carries ``2(n-1)/n · model_bytes``
-        from one worker to the next, through both workers' PCIe links.
-        """
+        """Bytes per iteration on every link the job's transfers cross: per (PS, worker)
+        pair ``2·model_bytes / p`` from the worker to the PS; all-reduce, a ring over the
+        workers in group order, ``2(n-1)/n · model_bytes`` per edge through both PCIe links."""
         p = len(ps_groups)
         if p == 0:
             n = int(counts.sum())
@@ -336,11 +325,8 @@ class PerformanceModel:
         server_pressure: np.ndarray,
         gpu_pressure: np.ndarray | None = None,
     ) -> float:
-        """The interference factor ``I`` ≥ 1 given the cluster's summed pressures.
-
-        The pressure arrays include this job's own tasks; they are subtracted here.
-        ``gpu_pressure`` (per GPU, GPU sharing only) is read when the layout has GPUs.
-        """
+        """The interference factor ``I`` ≥ 1 given the cluster's summed pressures (which
+        include this job's own tasks, subtracted here; ``gpu_pressure`` with GPU sharing)."""
         w = layout.weights
         unit = layout.single_unit
         if unit is not None and (layout.gpus is None or gpu_pressure is None):
@@ -381,12 +367,8 @@ class PerformanceModel:
         server_pressure: np.ndarray,
         gpu_pressure: np.ndarray | None = None,
     ) -> float:
-        """Seconds per iteration of a placed job in the current cluster state.
-
-        ``n_ps`` is kept for callers; whether the job synchronises is read from its
-        layout (PS shards, or an all-reduce over ≥ 2 workers). ``gpu_pressure``: see
-        :meth:`interference`.
-        """
+        """Seconds per iteration of a placed job in the current cluster state (``n_ps``
+        unused: the layout says whether the job synchronises)."""
         interference = self.interference(
             spec, layout, group_pressure, socket_pressure, server_pressure, gpu_pressure
         )
@@ -396,10 +378,8 @@ class PerformanceModel:
     def combine(
         self, spec: ModelSpec, layout: JobLayout, interference: float, comm: float
     ) -> float:
-        """Seconds per iteration from the two state-dependent terms: the interference
-        factor (:meth:`interference`) and the communication time (:meth:`comm_time`).
-        The simulator caches each term per running job and recomputes only the one
-        whose inputs changed; :meth:`iteration_time` is this with both fresh."""
+        """Seconds per iteration from the interference factor and the communication time
+        (the simulator caches each term per job); :meth:`iteration_time` with both fresh."""
         compute = spec.compute_s / layout.speed * interference
         if not layout.links:
             return compute
@@ -418,16 +398,10 @@ class PerformanceModel:
         return self._alone(spec, layout.speed, layout.link_cost)
 
     def isolated_iteration_time(self, model: str, num_workers: int, num_ps: int) -> float:
-        """A lower bound on the iteration time of the job under any placement.
-
-        Compute on the fastest GPU type for the model, no interference, and the
-        smallest communication any placement can achieve. PS job: each worker's
-        ``2·model_bytes`` cross its group's PCIe link, and when the workers cannot all
-        share one server with a PS, that PS's NIC carries the remote workers' shards.
-        All-reduce job (no PS, ≥ 2 workers): each worker's PCIe link carries its
-        ring edges in and out, ``2 · 2(n-1)/n · model_bytes``, and when the workers
-        span servers some server's NIC carries one edge in and one out, as much.
-        """
+        """A lower bound on the iteration time under any placement: the fastest GPU type,
+        no interference, and the least communication any placement needs (PCIe always; a
+        NIC's share when the workers cannot share one server with a PS, or span servers for
+        all-reduce)."""
         spec = CATALOGUE[model]
         compute = spec.compute_s / self.best_speed(spec)
         if num_ps >= 1:
