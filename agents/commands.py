@@ -1,15 +1,6 @@
 """``marl-sched train`` and ``marl-sched evaluate`` (dispatched lazily by the CLI).
-
-::
-
-    marl-sched train    --config C --out DIR [--iterations N] [--ray-address A] [--resume]
-                        [--seed S] [--seeds N] [--grid key=v1,v2 ...] [--quiet]
-    marl-sched evaluate --checkpoint P --trace F --out DIR [--config C] [trace options]
-
-Every bad input (config key, non-empty DIR without ``--resume``, missing or corrupt
-or incompatible checkpoint) raises :class:`~marl_sched.errors.InputError` before any
-output is written: exit status 2 with one line on stderr.
-"""
+Every bad input raises :class:`~marl_sched.errors.InputError` before any output is
+written (exit 2, one line)."""
 
 from __future__ import annotations
 
@@ -104,8 +95,7 @@ def train_command(args: argparse.Namespace) -> int:
 
 def _stoppable(args, run):
     """``run()`` with Ray started and stopped; SIGTERM, SIGHUP and SIGINT raise
-    :class:`agents.run_folder.Stopped` (a checkpoint being written is finished or
-    removed, never left half-made: :func:`agents.run_folder.write_checkpoint`)."""
+    :class:`agents.run_folder.Stopped`."""
     import signal
 
     from agents.run_folder import Stopped, stop_on_signals
@@ -125,9 +115,8 @@ def _stoppable(args, run):
 
 
 def _after_stop(out: Path, existed: bool, resumed: bool) -> str:
-    """What a stopped run leaves: its last checkpoint to resume from; or, stopped
-    before the first one, nothing (the fresh run's folder is removed, so the same
-    command can start it again)."""
+    """What a stopped run leaves: its last checkpoint, or, stopped before the first,
+    nothing (the fresh run's folder is removed)."""
     import shutil
 
     from agents.run_folder import RunPaths
@@ -153,9 +142,7 @@ def _after_stop(out: Path, existed: bool, resumed: bool) -> str:
 
 def check_algorithm(cfg, mc, tc) -> None:
     """Build (not run) the run's RLlib ``AlgorithmConfig`` when it may be invalid
-    (:func:`agents.algorithm.needs_check`: another algorithm than PPO, or
-    ``train.rllib``), so that a bad key exits 2 before Ray starts or anything is
-    written."""
+    (:func:`agents.algorithm.needs_check`), so a bad key exits 2 before Ray starts."""
     from agents.algorithm import needs_check
     from envs.config import env_config
 
@@ -344,14 +331,10 @@ def start_ray(
     num_cpus: int | None = None,
     env_vars: dict[str, str] | None = None,
 ) -> None:
-    """Connect to ``address``, or start a fresh small local Ray (no dashboard) that
-    never attaches to another cluster on this machine (``address="local"``: neither a
-    ``ray start`` cluster, nor ``RAY_ADDRESS``, nor a stale pointer file is used).
-
-    Our own local Ray runs without token authentication (``RAY_AUTH_MODE=disabled``
-    unless set): it listens on this machine only. With ``--quiet`` Ray's own log lines
-    below errors are dropped. ``num_cpus`` sizes the local Ray (default: every core);
-    ``env_vars`` reach every worker. Training and the benchmark both start Ray here."""
+    """Connect to ``address``, or start a fresh small local Ray (no dashboard, no
+    token auth unless ``RAY_AUTH_MODE`` is set) that never attaches to another cluster.
+    ``--quiet`` drops Ray's log lines below errors; ``num_cpus`` sizes it (default every
+    core); ``env_vars`` reach every worker."""
     global _RAY_STARTED
     import logging
 
@@ -439,9 +422,8 @@ def _baseline_kind(path: str) -> str | None:
 
 
 def _evaluate_baseline(args: argparse.Namespace, kind: str) -> int:
-    """Roll a Harmony or MLF-RL checkpoint, or ``--policy`` given ``--checkpoint``
-    (a registered name or ``module:Class``; docs/extending.md), out like ``simulate``
-    (same outputs)."""
+    """Roll a Harmony or MLF-RL checkpoint, or ``--policy`` given ``--checkpoint``, out
+    like ``simulate``."""
     from marl_sched.benchmark.suite import warn_if_test_workload
     from marl_sched.cli import (
         RESULT_COLUMNS,
@@ -484,9 +466,8 @@ def _evaluate_baseline(args: argparse.Namespace, kind: str) -> int:
 
 
 def check_layer(manifest: dict, cfg, checkpoint: str) -> None:
-    """A config that names ``model.gnn.layer`` or ``model.raw_head`` must name the
-    checkpoint's (a manifest without them was trained with ``hierarchy`` and no raw
-    head); ``InputError`` otherwise."""
+    """A config naming ``model.gnn.layer`` or ``model.raw_head`` must name the
+    checkpoint's (none recorded: ``hierarchy``, no raw head); ``InputError`` otherwise."""
     from agents.config import model_config
     from agents.gnn import gnn_layer
 

@@ -1,18 +1,10 @@
 """The ``model:``, ``train:`` and ``interference:`` sections of an experiment config.
 
-Each is parsed with :func:`marl_sched.config.parse_section`, so an unknown key or a
-value of the wrong type or range raises :class:`~marl_sched.errors.InputError` with
-one line naming the file and the dotted key (``configs/x.yaml: train.lr: must be > 0,
-got -1``), which the CLI turns into exit status 2.
-
-The sections' schemas live beside this module: ``model:`` in :mod:`agents.model_section`,
-``interference:`` in :mod:`agents.interference_section`, and ``train:`` in four parts
-under :mod:`agents.train_sections` (the algorithm, the data windows, checkpoint
-selection, the warm start) that :class:`TrainConfig` joins. The ``train:`` keys stay
-flat in the YAML and on the object (``train.lr``, ``tc.bc_episodes``). This module
-keeps the parsers, the checks across sections and the tables that read signed configs
-of older runs; every name the sections define is importable from here.
-"""
+Each is parsed with :func:`marl_sched.config.parse_section` (a bad key or value is one
+``InputError`` line naming the dotted key). Schemas: :mod:`agents.model_section`,
+:mod:`agents.interference_section`, and :mod:`agents.train_sections` (joined by
+:class:`TrainConfig`, keys flat). This module keeps the parsers, cross-section checks
+and the tables for older runs' signed configs."""
 
 from __future__ import annotations
 
@@ -98,15 +90,9 @@ LATER_MODEL_FIELDS = {"raw_head": False}
 # furthest back in the MRO, so the fields run algorithm, data, selection, warm start
 @dataclass(frozen=True)
 class TrainConfig(WarmStartSection, SelectionSection, DataSection, PPOSection):
-    """Multi-agent PPO on RLlib's new API stack, and the run's bookkeeping (``train:``).
-
-    Every key is one section's attribute, documented there: the algorithm and its
-    hyperparameters (:class:`~agents.train_sections.ppo.PPOSection`), the training and
-    validation windows (:class:`~agents.train_sections.data.DataSection`), validation,
-    checkpoints and the best one
-    (:class:`~agents.train_sections.selection.SelectionSection`), and the warm start
-    (:class:`~agents.train_sections.warm_start.WarmStartSection`).
-    """
+    """Multi-agent PPO on RLlib's new API stack, and the run's bookkeeping (``train:``):
+    the attributes of :mod:`agents.train_sections`' ``PPOSection``, ``DataSection``,
+    ``SelectionSection`` and ``WarmStartSection``."""
 
     def validate(self, where: str, key: str) -> None:
         """Each section's own checks, then those that read two sections."""

@@ -1,77 +1,22 @@
-"""Group-baseline advantages (``train.advantage: group``): an input-dependent baseline.
+"""Group-baseline advantages (``train.advantage: group`` / ``job``): an input-dependent
+baseline (Mao et al., ICLR 2019; docs/agents.md, "Advantages", is the reference).
 
-In ``ClusterPlacement-v1`` the job arrivals, not the agents, cause most of the
-return's variance: an episode with a burst of big jobs returns far less than a quiet
-one whatever the agents do. A value function that does not see the future arrivals
-cannot tell them apart, so its GAE advantages carry that variance. Mao et al.
-("Variance reduction for reinforcement learning in input-driven environments",
-ICLR 2019) and Decima (Mao et al., SIGCOMM 2019) instead roll out the same input
-sequence several times and subtract, at each time, the mean return of the other
-rollouts of that input: the baseline then depends on the arrivals, not only on the
-state.
-
-Here
-- **a group** is every complete episode of one training batch with the same
-  episode key ``(source, window_start, jobs)`` (the env's ``episode_key``): the
-  same jobs, arrival times and duration estimates (the predictor is seeded by
-  the workload), so the same input; the rollouts differ only by the sampled actions.
-  :class:`envs.group_rollouts.GroupRolloutEnv` serves every window ``group_size`` times in a row
-  (``train.group_size`` = K) so that groups form;
-- **the return** of a decision is the team's discounted return-to-go over the
-  episode's decisions in order (all agents; ``G_t = Σ_k γ^k r_{t+k}``, ``γ`` =
-  ``train.gamma``), the cooperative return the team reward defines;
-- **time-step alignment** is by *simulated* time, as Decima aligns by wall-clock
-  time: rollouts of one input make different numbers of decisions (forwards, jobs
-  that wait), so decision ``t`` of one rollout and decision ``t`` of another are not
-  the same moment of the input. The baseline of a decision taken at simulated time
-  ``τ`` is the mean, over the *other* rollouts of its group, of their return-to-go
-  from their first decision at or after ``τ`` (0 if a rollout made none after ``τ``:
-  it had nothing left to earn); the decisions at one simulated time (a job's tasks)
-  are matched in their order, the j-th to the j-th. Leaving the rollout itself out
-  keeps the baseline independent of its own actions (Mao et al.'s unbiased form);
-  with the rollout in, every advantage would shrink by the same factor ``(K-1)/K``;
-- **advantage** = return-to-go − baseline, standardised over the batch's grouped
-  decisions (as RLlib standardises GAE's). With ``train.advantage_scale: window`` each
-  group's advantages are first divided by its rollouts' mean absolute team return
-  (:func:`window_weights`; below). A decision of an episode that is not in a
-  group of at least two complete rollouts (cut at the end of the iteration, or
-  alone) gets advantage 0: it trains the critic, not the policy. The critic keeps
-  GAE's value targets (it is not used for the advantages, only trained, so that a
-  checkpoint can switch back to GAE).
-
-**The job-aligned form** (``train.advantage: job``; :class:`JobBaselineAdvantages`).
-The same groups, another credit: MLF-RL's (``docs/baselines.md``: per job, its own
-outcome plus the discounted outcomes of the jobs placed after it, against the same
-job's mean over the other rollouts of the window), on our objective. The team return
-is ``-Σ_k T_k / (time_scale_s · n)`` (``T_k`` job ``k``'s time in the system), so it
-splits into one share per job (:meth:`envs.rewards.TeamReward.job_shares`). A
-decision about job ``j`` — any of its tasks, a forward of it — is credited with
-``G_j = Σ_{k ≥ j} γ_job^(k-j) s_k`` over the jobs in arrival order, less the mean of
-``G_j`` in the other rollouts. A job is the same job in every rollout of its input,
-so no alignment by time is needed, and a decision is no longer charged with the
-noise of jobs that had finished before it, nor (through ``γ_job``) much of that of
-jobs far after it. The measured reason: the same simulator's MLF-RL, trained with
-this credit, improves on its imitation warm start (0.780 → 0.696 of first-fit on
-its validation scenarios), while PPO on the time-aligned team return never has.
-
-**Weighing the windows** (``train.advantage_scale``). The team return is ``-avg JCT /
-time_scale_s``, so a group's advantages are in seconds of its window's average JCT, and
-the training windows' average JCTs span two orders of magnitude (about 700 s to
-53,000 s per episode in one run of the default recipe): after the batch's one
-standardisation, the heaviest window of a batch carries nearly all of its gradient
-(:func:`top_window_share`, logged as ``losses/top_window_share_raw``). The benchmark
-scores the geometric mean of per-scenario ratios, which weighs every window alike.
-``advantage_scale: window`` divides each group's advantages by its rollouts' mean
-``|team return|`` before the standardisation: an advantage is then a relative change
-of the window's average JCT, the first-order change of its log, the benchmark's own
-measure. ``batch`` (the default) leaves them as
-they are. ``losses/top_window_share`` is the share after the weighing.
-
-:class:`GroupBaselineAdvantages` is the learner connector (a subclass of RLlib's
-``GeneralAdvantageEstimation`` that replaces its advantages);
-:class:`agents.learner.ClipFractionPPOLearner` puts it in place of GAE when the
-learner config says ``advantage: group``.
-"""
+- **a group** is every complete episode of one batch with the same ``episode_key``
+  ``(source, window_start, jobs)``: the same input, differing only by the sampled
+  actions (:class:`envs.group_rollouts.GroupRolloutEnv` serves each window
+  ``train.group_size`` times);
+- ``group``: a decision's team return-to-go ``G_t`` (discount ``train.gamma``) less the
+  mean, over the *other* rollouts of its group, of their return-to-go from their first
+  decision at or after its simulated time (decisions at one time matched by rank; 0 if
+  a rollout made none after it);
+- ``job`` (:class:`JobBaselineAdvantages`): a decision about job ``j`` is credited with
+  ``G_j = Σ_{k ≥ j} γ_job^(k-j) s_k`` over per-job shares of the team return
+  (:meth:`envs.rewards.TeamReward.job_shares`), less the same job's mean in the other
+  rollouts;
+- advantages are standardised over the batch; ``train.advantage_scale: window`` first
+  divides each group's by its rollouts' mean ``|team return|`` (:func:`window_weights`).
+  A decision outside a group of >= 2 complete rollouts gets advantage 0. The critic
+  keeps GAE's value targets."""
 
 from __future__ import annotations
 
@@ -108,7 +53,7 @@ def returns_to_go(rewards: np.ndarray, gamma: float) -> np.ndarray:
 def group_advantages(
     rollouts: Sequence[tuple[np.ndarray, np.ndarray]], gamma: float
 ) -> list[np.ndarray]:
-    """Per rollout, the advantage of each decision against its group (module docstring).
+    """Per rollout, the advantage of each decision against its group.
 
     Args:
         rollouts: K ≥ 2 rollouts of one input, each ``(times, rewards)``: the simulated
@@ -116,8 +61,7 @@ def group_advantages(
         gamma: discount per decision.
 
     Returns:
-        K arrays: ``G_t − mean_{other rollouts n} G_n(first decision at or after τ_t)``
-        (at equal times, by rank: :func:`_time_keys`).
+        K arrays: ``G_t − mean_{other rollouts n} G_n(first decision at or after τ_t)``.
     """
     if len(rollouts) < 2:
         raise ValueError(f"a group needs at least 2 rollouts, got {len(rollouts)}")
@@ -136,9 +80,7 @@ def group_advantages(
 
 
 def _time_keys(times: np.ndarray) -> list[tuple[float, int]]:
-    """``(time, rank among the decisions at that time)`` per decision: the tasks of one
-    job are placed at one simulated time, so the j-th decision at ``τ`` of one rollout
-    meets the j-th decision at ``τ`` of another (identical rollouts: zero advantage)."""
+    """``(time, rank among the decisions at that time)`` per decision."""
     if np.any(np.diff(times) < 0):
         raise ValueError("decision times must not decrease")
     keys, rank = [], 0
@@ -150,8 +92,7 @@ def _time_keys(times: np.ndarray) -> list[tuple[float, int]]:
 
 def _decisions(episode) -> tuple[dict[Any, list], list[tuple[Any, int]]]:
     """(each agent's infos, (agent, agent step) of every real decision in env order) of
-    a multi-agent episode (the artificial last step RLlib's learner adds to every
-    agent's episode is left out: an agent episode of length L has L-1)."""
+    a multi-agent episode, without RLlib's artificial last step."""
     infos = {a: sa.get_infos() for a, sa in episode.agent_episodes.items()}
     index = [(a, i) for a, sa in episode.agent_episodes.items() for i in range(len(sa) - 1)]
     index.sort(key=lambda d: infos[d[0]][d[1]][ENV_T])
@@ -175,9 +116,7 @@ def episode_group_advantages(episodes: Sequence, gamma: float) -> dict[tuple, np
 
 def job_returns(shares: Sequence[tuple[int, float]], gamma: float) -> dict[int, float]:
     """``{job id: G_j}``, ``G_j = Σ_{k ≥ j} γ^(k-j) s_k`` over the jobs in arrival
-    order (``shares`` as :meth:`envs.rewards.TeamReward.job_shares` gives them): the
-    job's own share of the team return and the discounted shares of the jobs that
-    arrive after it (MLF-RL's per-job return, discounted over jobs)."""
+    order (``shares`` from :meth:`envs.rewards.TeamReward.job_shares`)."""
     ids = [int(j) for j, _ in shares]
     g = returns_to_go(np.array([float(s) for _, s in shares]), gamma)
     return dict(zip(ids, g.tolist(), strict=True))
@@ -190,15 +129,12 @@ def job_advantages(
     rollouts of its group (``train.advantage: job``).
 
     Args:
-        rollouts: K ≥ 2 rollouts of one input, each ``(job ids, shares)``: the job each
-            decision was about, in decision order, and the episode's per-job shares
-            of the team return in arrival order (the same jobs in every rollout).
+        rollouts: K ≥ 2 rollouts of one input, each ``(job ids, shares)``: each
+            decision's job, in decision order, and the per-job shares in arrival order.
         gamma: discount per job (``train.job_gamma``).
 
     Returns:
-        K arrays: ``G_j − mean_{other rollouts n} G_j^n`` for each decision's job ``j``
-        (:func:`job_returns`). The rollouts share their input, so a job is the same
-        job in each of them: no alignment by time is needed.
+        K arrays: ``G_j − mean_{other rollouts n} G_j^n`` for each decision's job ``j``.
     """
     if len(rollouts) < 2:
         raise ValueError(f"a group needs at least 2 rollouts, got {len(rollouts)}")
@@ -238,9 +174,8 @@ def _groups(episodes: Sequence) -> list[list]:
 
 
 def _by_episode(episodes: Sequence, unpack, advantages) -> dict[tuple, np.ndarray]:
-    """``{(episode id, agent id): advantages of its real steps}``: each group's
-    episodes unpacked (``unpack(ep)`` = (a, b, (agent, agent step) per decision)), their
-    ``(a, b)`` given to ``advantages``, and the per-decision results put back per agent."""
+    """``{(episode id, agent id): advantages of its real steps}`` from each group's
+    episodes (``unpack(ep)`` = (a, b, (agent, agent step) per decision))."""
     out: dict[tuple, np.ndarray] = {}
     for members in _groups(episodes):
         rollouts = [unpack(ep) for ep in members]
@@ -267,10 +202,8 @@ def _check_scale(scale: str) -> None:
 
 
 def window_weights(totals: Sequence[Sequence[float]], scale: str) -> list[float]:
-    """Per group, the factor its advantages are multiplied by before the batch's
-    standardisation: 1 with ``batch``; with ``window``, 1 / the mean ``|team return|``
-    of the group's rollouts (``totals``: each group's rollouts' team returns), so an
-    advantage is a change relative to the window's average JCT (module docstring)."""
+    """Per group, the factor on its advantages before standardisation: 1 with
+    ``batch``; with ``window``, 1 / the mean ``|team return|`` of its rollouts."""
     _check_scale(scale)
     if scale == "batch":
         return [1.0 for _ in totals]
@@ -278,9 +211,8 @@ def window_weights(totals: Sequence[Sequence[float]], scale: str) -> list[float]
 
 
 def top_window_share(groups: Sequence[Sequence[np.ndarray]], weights: Sequence[float]) -> float:
-    """The largest group's share of the batch's sum of squared advantages (each group's
-    advantage arrays, times its weight): how much of the policy gradient's signal one
-    training window carries. 0 for a batch without advantages."""
+    """The largest group's share of the batch's sum of squared (weighted) advantages;
+    0 for a batch without advantages."""
     energy = [
         w * w * sum(float(np.square(a).sum()) for a in g)
         for g, w in zip(groups, weights, strict=True)
@@ -296,9 +228,8 @@ def team_return(episode) -> float:
 
 
 class GroupBaselineAdvantages(GeneralAdvantageEstimation):
-    """Learner connector: GAE's value targets, group-baseline advantages (module
-    docstring). Must sit where RLlib's PPO learner puts GAE (after the episodes got
-    their artificial last step). ``scale``: ``train.advantage_scale``."""
+    """Learner connector: GAE's value targets, group-baseline advantages. Sits where
+    RLlib's PPO learner puts GAE. ``scale``: ``train.advantage_scale``."""
 
     def __init__(self, *args, scale: str = "batch", **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -366,9 +297,7 @@ class GroupBaselineAdvantages(GeneralAdvantageEstimation):
 
 
 class JobBaselineAdvantages(GroupBaselineAdvantages):
-    """Learner connector for ``train.advantage: job``: the group's rollouts, each
-    decision credited with its job's discounted per-job return against the same job in
-    the other rollouts (:func:`job_advantages`; the module docstring's last section)."""
+    """Learner connector for ``train.advantage: job`` (:func:`job_advantages`)."""
 
     def __init__(self, *args, job_gamma: float, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -1,30 +1,12 @@
 """Resume never runs foreign code: run-folder checkpoints are signed by this tool.
 
-``marl-sched train --resume`` restores RLlib's algorithm state, which RLlib stores with
-pickle — loading a crafted file executes code, and RLlib restores any optional
-sub-folder that exists (``env_runner/rl_module``, say). So every checkpoint folder a
-run writes carries, in its ``state.json``, a signature: the whole tree under the
-folder (every sub-folder, every file name and the SHA-256 of its content) and the
-rest of ``state.json`` itself (iteration, scores, best: what steers a resumed run),
-with an HMAC-SHA256 over both keyed by a secret of this user (:func:`key_path`: a
-32-byte random key created on first use with mode 0600, outside any run folder).
-
-Before anything is unpickled, :func:`verify_folder` checks the HMAC, then walks the
-folder without following links (``os.scandir``/``lstat``): a symlink, FIFO, socket or
-device anywhere is refused, as is a file or folder added, removed or changed, an
-edited ``state.json``, or a folder signed with another key (someone else's run, a
-hand-made folder) — each with one line. A run folder copied from another machine
-cannot be resumed (retrain, or evaluate its ``modules/*.pt``, which load without
-pickle). The walk is one pass of ``os.scandir`` per folder; files are opened with
-``O_NOFOLLOW | O_NONBLOCK`` and checked with ``fstat`` before they are read, so a
-FIFO is never waited on and a link swapped in after the walk is not followed.
-
-What the signature cannot stop: someone who can write the run folder *while* the
-resume runs (between the check and RLlib's reads). A run folder is as private as the
-user's home; the check is against folders handed over or edited, not a live attacker.
-
-Python's ``hmac``/``hashlib`` are the kept libraries here; there is nothing to add.
-"""
+RLlib restores its state with pickle, so each checkpoint's ``state.json`` carries an
+HMAC-SHA256 (keyed by this user's secret, :func:`key_path`: 32 random bytes, mode 0600)
+over the whole tree (names and SHA-256 of every file) and the rest of ``state.json``.
+:func:`verify_folder` checks it before anything is unpickled, walking without following
+links: a symlink, special file, added, removed or changed entry, or another key is
+refused with one line. Files are opened ``O_NOFOLLOW | O_NONBLOCK`` and ``fstat``-checked.
+A writer racing the resume is out of scope."""
 
 from __future__ import annotations
 
@@ -59,10 +41,8 @@ def key_path() -> Path:
 
 
 def check_key(create: bool) -> bytes | None:
-    """This user's key (created when absent and ``create``; None when absent and not);
-    ``InputError`` naming the path when it is a folder, not a regular file, unreadable
-    or of an odd size. ``train`` calls it before Ray starts, so a bad key path leaves
-    no run folder behind (it would fail only at the first checkpoint)."""
+    """This user's key (created when absent and ``create``; else None); ``InputError``
+    naming the path when it is not a readable regular file of the right size."""
     path = key_path()
     where = f"{path} (the resume key; {KEY_ENV} to move it)"
     try:
@@ -119,9 +99,7 @@ def read_regular(path: Path, where: str, limit: int) -> bytes:
 
 def tree(folder: Path, where: str, skip: str | None = SIGNED) -> dict[str, str]:
     """``{relative path: "dir" | sha256}`` of every entry under ``folder`` but the
-    top-level ``skip`` (``state.json``, which holds the signature; None: nothing);
-    ``InputError`` on a symlink or an entry that is neither a regular file nor a
-    folder (never followed, never opened)."""
+    top-level ``skip``; ``InputError`` on a symlink or special file."""
     out: dict[str, str] = {}
 
     def walk(here: Path, prefix: str) -> None:
@@ -182,9 +160,8 @@ def sign_folder(folder: Path, state: dict) -> dict:
 
 
 def verify_folder(folder: Path, record: object, state: dict) -> None:
-    """Refuse (``InputError``) unless ``record`` is a signature block made with this
-    user's key over exactly the tree under ``folder`` and ``state`` (the other fields
-    of its ``state.json``); symlinks and special files anywhere are refused."""
+    """Refuse (``InputError``) unless ``record`` is this user's signature over exactly
+    the tree under ``folder`` and ``state``."""
     folder = Path(folder)
     where = f"--resume: {folder}"
     if not isinstance(record, dict):

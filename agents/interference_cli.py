@@ -5,15 +5,9 @@
     marl-sched interference fit --config C --out DIR [--samples N] [--seed S] [--quiet]
     marl-sched interference report --model P
 
-``fit`` reads the config's ``interference:`` section (:class:`InterferenceConfig`;
-an unknown key or a bad value exits with status 2), mixes the config's topology into
-sample generation, and writes ``DIR/model.npz``, ``DIR/report.json`` and
-``DIR/scatter.png`` together: all three are written to a temporary folder beside
-them and renamed into place only once every one is complete, so a failure leaves
-nothing partial behind. ``report`` prints the accuracy stored with a model (its
-sibling ``report.json`` when present, else the summary in the ``.npz``) and warns
-when the calibration the model was fitted on differs from the current one.
-"""
+``fit`` writes ``DIR/model.npz``, ``DIR/report.json`` and ``DIR/scatter.png`` together
+(staged, then renamed); ``report`` prints a model's stored accuracy and warns when its
+calibration differs from the current one."""
 
 from __future__ import annotations
 

@@ -1,16 +1,9 @@
-"""Decision latency of a MARL policy on a simulated cluster, by size: the probe behind
-``experiments/speed_policy.py`` (docs/agents.md, "Measured").
+"""Decision latency of a MARL policy on a simulated cluster, by size
+(``experiments/speed_policy.py``; docs/agents.md, "Measured").
 
-Clusters of ``n`` servers shaped like ``configs/large.yaml`` (250 servers = 1,000 GPU
-groups per subcluster; V100/P100/K80 mix), driven by the Philly export sped up so the
-cluster fills; every job is placed by the policy's own decision path
-(:class:`agents.policy.MarlPolicy`, greedy). **A decision** is one agent step (build the
-acting agent's observation with its hints, the GNN forward and arg-max, apply the
-action: place or forward one task); **a job** is all the decisions of one job's
-placement. Each is timed in wall and in process CPU time (steadier on a shared
-machine), with the mean CPU split per decision (hints / rest of observe / forward /
-act).
-"""
+Clusters of ``n`` servers shaped like ``configs/large.yaml`` under a sped-up Philly
+export; each decision (one agent step) and job is timed in wall and process CPU time,
+the mean CPU split per decision (hints / observe / forward / act)."""
 
 from __future__ import annotations
 

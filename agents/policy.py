@@ -1,39 +1,19 @@
 """Trained agents: checkpoint loading, the inference API and the ``marl`` policies.
 
-- :func:`load_agents` returns :class:`TrainedAgents`, whose ``act(observations)``
-  takes the dict ``make_parallel_env`` (or ``make_env``) returns — agent id →
-  observation — and returns the greedy action of every agent present (the arg-max of
-  the masked logits), deterministically, with plain torch (no Ray).
-- ``MarlPolicy`` (name ``marl``) and ``SingleAgentPolicy`` (``single-agent``) place a
-  whole job through ``Policy.place(job, view)`` by driving the environment's own core
-  (:class:`envs.session.PlacementSession` and
-  :class:`envs.observations.ObservationBuilder`, with the options the checkpoint was
-  trained with), so ``simulate`` / ``compare`` / ``evaluate`` make exactly the
-  decisions the agents make stepping through ``ClusterPlacement-v1``.
+- :func:`load_agents` returns :class:`TrainedAgents`, whose ``act(observations)`` takes
+  the dict ``make_parallel_env`` / ``make_env`` returns and gives every agent's greedy
+  action (arg-max of the masked logits), with plain torch (no Ray).
+- ``MarlPolicy`` (``marl``) and ``SingleAgentPolicy`` (``single-agent``) place a job
+  through ``Policy.place(job, view)`` by driving the environment's own
+  :class:`envs.session.PlacementSession` with the checkpoint's options, so ``simulate``
+  / ``compare`` make the decisions the agents make in ``ClusterPlacement-v1``.
 
-A checkpoint folder (written by :mod:`agents.training`) holds ``manifest.json`` and
-``modules/<module_id>.pt`` (the torch state dict of each module's network). The
-manifest records the environment the networks were trained in: ``env.id``
-(``marl_sched/ClusterPlacement-v1``, or ``-v2`` when trained with ``env.migration:
-on``), ``env.version`` and ``env.options`` (every decision option,
-:data:`envs.config.DECISION_OPTIONS`; a v1 manifest, written before migration, records
-no ``migration*`` option and was trained with migration off). What a checkpoint
-serves (:func:`check_env`):
-
-- served: other topologies (any number of GPU groups, servers and racks per scope,
-  link speeds, GPU mixes, oversubscription; with shared parameters any number of
-  subclusters: the GNN has no size-dependent parameter and every feature is a ratio
-  or a small count), other padding (``env.pad``), episode cutting
-  (``env.window_jobs``) and reward settings (``env.reward``): none of them changes
-  what an agent observes or may do;
-- refused (exit 2, naming the option): another env id or version, any decision
-  option set differently (hints, rules, ``central``, ``migration``, ...), other
-  feature dimensions, per-agent modules with another number of subclusters. In
-  particular ``env.migration: on`` with a checkpoint trained without it (v1) is
-  refused naming ``env.migration`` (its networks never saw a move, nor the migration
-  features); the cadence options (``migration_tick_s``, ...) are compared only when
-  migration is on.
-"""
+A checkpoint folder holds ``manifest.json`` (``env.id``, ``env.version``,
+``env.options``: every :data:`envs.config.DECISION_OPTIONS`) and
+``modules/<module_id>.pt``. :func:`check_env` serves other topologies, padding,
+``env.window_jobs`` and ``env.reward``; it refuses (exit 2, naming the option) another
+env id or version, a decision option set differently, other feature dimensions, or
+per-agent modules with another number of subclusters. A v1 manifest has migration off."""
 
 from __future__ import annotations
 
@@ -388,15 +368,9 @@ def greedy_action(net: HierarchicalGNN, obs: dict[str, np.ndarray]) -> int:
 
 class ScopeInput:
     """What one agent's network input holds that never changes on one topology: its
-    scope's sizes and hierarchy indices as tensors, the child counts the poolings
-    divide by, and which levels are regular (:class:`agents.gnn.RegularClusterBatch`).
-
-    :meth:`batch` turns an observation of that agent (:meth:`ObservationBuilder.observe`)
-    into the network's input without padding, gathering or index building:
-    :func:`greedy_scope_action` gives the same logits, bit for bit, as
-    :func:`greedy_action` on the padded observation (``tests/agents/test_inference_speed.py``),
-    with less fixed cost per call (no padding, gathering or index building).
-    """
+    scope's sizes and hierarchy indices as tensors and the poolings' child counts.
+    :meth:`batch` turns an observation of that agent into the network's input without
+    padding; :func:`greedy_scope_action` gives the same logits as :func:`greedy_action`."""
 
     def __init__(self, builder: ObservationBuilder, agent: int) -> None:
         sc = builder.scopes[agent]
@@ -486,14 +460,9 @@ class MarlPolicy(Policy):
         checkpoint: checkpoint folder, run folder (its ``best``) or pointer (default:
             ``checkpoints/marl-default``).
         agents: already loaded agents (takes precedence over ``checkpoint``).
-        compile: decide through ``torch.compile``'d networks (Inductor, CPU, with
-            :data:`COMPILE_OPTIONS`): about half the forward time at 1,000 GPU groups
-            per agent, after a one-off compile of tens of seconds per network and scope
-            shape (``experiments/speed_policy.py --compile``). Each agent's first
-            decision checks the compiled logits against the eager ones and falls back to
-            eager, with a warning, when they differ beyond rounding
-            (:meth:`_check_compiled`). Where they agree (~1e-6) a near-tie may still
-            break the other way: off by default, and the benchmark's figures are eager.
+        compile: decide through ``torch.compile``'d networks (:data:`COMPILE_OPTIONS`);
+            each agent's first decision checks them against eager and falls back to eager,
+            with a warning, on a mismatch (:meth:`_check_compiled`). Off by default.
     """
 
     name = "marl"
@@ -523,9 +492,8 @@ class MarlPolicy(Policy):
 
     @property
     def migrates(self) -> bool:
-        """A checkpoint trained with the migration decision (``env.migration: on``,
-        ClusterPlacement-v2) has a migration rule (:meth:`rebalance`); a v1 one has
-        none (:func:`marl_sched.runner.has_migration_rule`)."""
+        """True for a checkpoint trained with ``env.migration: on`` (v2): it has a
+        :meth:`rebalance` rule."""
         return bool(self.agents.env_options().get("migration"))
 
     def _builder_for_topology(self, topology: Topology, perf) -> ObservationBuilder:
@@ -558,11 +526,9 @@ class MarlPolicy(Policy):
         return greedy_scope_action(self.network(agent), scope, obs)
 
     def _check_compiled(self, agent: int, scope: ScopeInput, obs: dict[str, np.ndarray]) -> None:
-        """On ``agent``'s first decision, its compiled network's logits against the
-        eager ones (atol and rtol 1e-4; rounding is ~1e-6). On a mismatch the network
-        decides eagerly from then on, with a warning: a safety net, as Inductor (torch
-        2.13, CPU) has miscompiled a network before (the exchange-less default of
-        without :data:`COMPILE_OPTIONS`: values off by 0.7)."""
+        """On ``agent``'s first decision, compare its compiled network's logits with the
+        eager ones (atol, rtol 1e-4); on a mismatch decide eagerly from then on, with a
+        warning."""
         net = self.agents.net_for(agent)
         if self._compiled.get(id(net)) is net:
             return  # already found wrong: eager
@@ -624,21 +590,10 @@ class MarlPolicy(Policy):
         return placement
 
     def rebalance(self, view: ClusterView):
-        """The agents' moves after a batch of completions (``simulation.migration:
-        on``; only a checkpoint trained with ``env.migration: on``), offered as the
-        environment offers them (:mod:`envs.cluster_env`, "Migration"; the same
-        :class:`envs.session.MoveBook`): each agent whose scope held a worker of a
-        job that has just completed, in agent order, is offered its most slowed
-        movable running job, and the agents re-place it through the masks or keep it
-        (the offered agent's own forward slot). A generator
-        (:func:`marl_sched.runner.rebalance`): each move it yields is applied by the
-        simulator before the next agent is offered one, on the view it is sent back.
-
-        Served as in the environment with ``migration_tick_s: 0``: the simulator
-        calls this after completions only, so a checkpoint trained with ticks moves
-        only then. Not reproduced: under a preemptive ordering a preempted job counts
-        as finished here (the view shows no queue); with ``duration_estimate:
-        history`` a moved job's length is its estimate when it was placed."""
+        """The agents' moves after a batch of completions (``simulation.migration: on``,
+        a v2 checkpoint), offered as the environment offers them (:class:`envs.session.MoveBook`,
+        no ticks). A generator (:func:`marl_sched.runner.rebalance`): each yielded move is
+        applied before the next agent is offered one, on the view sent back."""
         if not self.migrates:
             return []
         return self._moves(view)

@@ -1,41 +1,15 @@
-"""What a training run records and shows, besides its checkpoints: the resolved config,
-TensorBoard scalars from RLlib's results, HParams and the hyperparameter table, the
-tags of validation runs, and the progress line.
+"""What a training run records besides its checkpoints: the resolved config,
+TensorBoard scalars (``charts/*``, ``losses/*``, ``time/*``, ``imitation/*``,
+``validation/<window>``; x axis = env steps), HParams and the progress line.
 
-TensorBoard (``DIR/tb/``): charts/episode_return (RLlib's: the sum over agents),
-charts/team_return and charts/episode_avg_jct_s (the team's, from the env's final info,
-whatever ``env.reward.credit`` pays each agent), charts/normalised_return (-avg JCT over
-the window's mean isolated run time: comparable across windows, where the return is not),
-charts/avg_jct_s (validation), validation/<window> (each validation run),
-losses/policy_loss, losses/value_loss, losses/total_loss, losses/entropy,
-losses/approx_kl, losses/explained_variance, losses/clip_fraction (PPO), losses/prior_kl
-(PPO with ``train.prior_kl``), losses/top_window_share_raw and losses/top_window_share
-(the group baseline),
-losses/grad_norm, charts/learning_rate, charts/env_steps_per_s, charts/episode_length,
-charts/agent_return/<agent>, imitation/loss and imitation/accuracy (the warm start's
-epochs), and where the time goes (:func:`phase_times`, :func:`timed`): time/sample_s,
-time/learn_s, time/iteration_s and time/train_cpu_s (the driver's CPU over the
-iteration's ``algo.train()``: all of it with ``num_env_runners: 0`` and no remote
-learners, as then the driver samples and learns; remote workers' CPU is not in it)
-every iteration, time/validate_s and time/validate_cpu_s when it validates,
-time/warm_start_s and time/warm_start_cpu_s once (step 0); the x axis is environment
-steps. Hyperparameters as a text table and as
-HParams (with the final and best validation figures).
+TensorBoard's ``charts/normalised_return`` is -avg JCT over the window's mean isolated
+run time: comparable across windows, where the return is not (docs/agents.md lists
+every tag).
 
-- :func:`resolved_config`: ``config.yaml``, every section with its defaults filled in
-  (the environment's options included, parsed by :func:`envs.config.env_config`) and
-  the iterations the run was asked for (``--iterations`` overrides ``train.iterations``:
-  the record says what ran, not what the file said).
-- :func:`hparams`: that config flattened for TensorBoard's HParams dashboard, every
-  section (topology, workload, simulation, env, model, train, interference) with dotted
-  keys (``topology.server_types[0].count``, ``env.reward.time_scale_s``), plus the number
-  of agents and of policy modules, so runs can be filtered on any of them.
-- :func:`module_scalars`: the learner's figures of each policy module
-  (``losses/<module>/policy_loss`` ...) and of each agent of a shared module, beside
-  the averages over modules.
-- :func:`read_scalars` / :func:`read_tags`: a tag's (several tags') values read back
-  from ``tb/`` (the learning curves).
-"""
+- :func:`resolved_config`: ``config.yaml``, every section with defaults filled in.
+- :func:`hparams`: that config flattened for TensorBoard's HParams dashboard.
+- :func:`module_scalars`: per-module and per-agent learner figures.
+- :func:`read_tags`: tags' values read back from ``tb/``."""
 
 from __future__ import annotations
 
@@ -62,10 +36,8 @@ MODULE_TAGS = (
 
 
 def resolved_config(cfg: ExperimentConfig, mc, tc, iterations: int | None = None) -> dict:
-    """Every section of the experiment with its defaults filled in (``env`` included)
-    and every path absolute (:func:`marl_sched.config.absolute_paths`);
-    ``iterations``: the iterations the run trains to, recorded as ``train.iterations``
-    (None: the config's)."""
+    """Every section of the experiment with defaults filled in and paths absolute;
+    ``iterations`` (None: the config's) recorded as ``train.iterations``."""
     from envs.config import env_config
 
     data = cfg.to_dict()
@@ -101,13 +73,9 @@ def _finite(value: Any) -> bool:
 
 
 def scalars_from_result(result: dict, last_steps: float) -> tuple[dict[str, float], float]:
-    """TensorBoard scalars from one ``algo.train()`` result, and the env steps so far.
-
-    The learner metrics RLlib reports (policy, value and total loss, entropy, the KL
-    to the sampling policy, the value function's explained variance, the global
-    gradient norm before clipping, the learning rate; averaged over the modules),
-    the episode return, length and per-agent returns, and env steps per second; for
-    PPO the clip fraction (:mod:`agents.learner`: RLlib 2.60 does not report it)."""
+    """TensorBoard scalars from one ``algo.train()`` result (learner figures averaged
+    over modules, episode return, length, per-agent returns, env steps per second, PPO's
+    clip fraction), and the env steps so far."""
     out: dict[str, float] = {}
     runners = result.get("env_runners", {})
     for tag, key in (("charts/episode_return", "episode_return_mean"),
@@ -146,15 +114,9 @@ PHASE_TIMERS = (
 
 
 def phase_times(result: dict) -> dict[str, float]:
-    """Wall seconds of one ``algo.train()`` by phase, from RLlib's own timers
-    (:data:`PHASE_TIMERS`), and of the whole call (``time_this_iter_s`` →
-    ``time/iteration_s``; the rest of it is mostly the weight sync to the env runners).
-
-    RLlib 2.60 reduces its ``timers`` as an exponential moving average over iterations
-    (coefficient 0.01), so a result's timer is mostly the first iteration's time, not
-    this one's. The loop therefore drops them after each iteration
-    (``algo.metrics.delete("timers")``, :class:`agents.training.Trainer`), and each
-    result's timer is that iteration's own."""
+    """Wall seconds of one ``algo.train()`` by phase (:data:`PHASE_TIMERS`) and of the
+    whole call. The loop deletes RLlib's EMA timers after each iteration, so each is that
+    iteration's own."""
     timers = result.get("timers") or {}
     out = {}
     for tag, keys in PHASE_TIMERS:
@@ -169,26 +131,17 @@ def phase_times(result: dict) -> dict[str, float]:
 @contextlib.contextmanager
 def timed(scalars: dict[str, float], phase: str):
     """Time the block into ``scalars``: ``time/<phase>_s`` (wall) and
-    ``time/<phase>_cpu_s`` (this process's CPU over every thread: validation and the
-    warm start run in the driver). Nothing is recorded when the block raises."""
+    ``time/<phase>_cpu_s`` (process CPU). Nothing is recorded when the block raises."""
     wall, cpu = time.perf_counter(), time.process_time()
     yield
     scalars[f"time/{phase}_s"] = time.perf_counter() - wall
     scalars[f"time/{phase}_cpu_s"] = time.process_time() - cpu
 
 
-def read_scalars(run: Path, tag: str) -> dict[int, float]:
-    """``{env step: value}`` of ``tag`` in a run folder's ``tb/`` (:func:`read_tags`)."""
-    return read_tags(run, [tag])[tag]
-
-
 def read_tags(run: Path, tags: Sequence[str]) -> dict[str, dict[int, float]]:
     """``{tag: {env step: value}}`` for each of ``tags`` in a run folder's ``tb/``
-    (``{}`` for a tag the run never logged), the folder read once, as TensorBoard
-    reads it: its own ``EventAccumulator`` over the whole folder (every event file in
-    order, dropping the steps a resumed run purged), every point kept (by default it
-    keeps a sample of 10,000 per tag). Not tbparse: it reads each file on its own,
-    purged steps included, and TensorBoard is already a dependency."""
+    (``{}`` for a tag never logged), read once with TensorBoard's ``EventAccumulator``,
+    every point kept and purged steps dropped."""
     from tensorboard.backend.event_processing import event_accumulator as ea
 
     acc = ea.EventAccumulator(str(Path(run) / "tb"), size_guidance={ea.SCALARS: 0})
@@ -213,10 +166,8 @@ def _flatten(value: Any, key: str, out: dict[str, Any]) -> None:
 
 
 def hparams(data: dict, agents: int | None = None, modules: int | None = None) -> dict[str, Any]:
-    """Every section of a resolved config flattened to ``section.key[.sub]`` (lists of
-    mappings by index, ``[i]``; lists of plain values and null as text), for
-    TensorBoard's HParams dashboard; ``agents`` / ``modules``: the number of agents and
-    of policy modules, as ``agents.count`` and ``agents.modules``."""
+    """A resolved config flattened to ``section.key[.sub]`` for HParams (lists of
+    mappings by ``[i]``), plus ``agents.count`` and ``agents.modules``."""
     out: dict[str, Any] = {}
     _flatten(data, "", out)
     if agents is not None:
@@ -275,11 +226,8 @@ class _Silent:
 
 
 def module_scalars(learners: dict[str, dict]) -> dict[str, float]:
-    """``losses/<module>/<figure>`` for each policy module of a learner result
-    (``result["learners"]`` minus ``__all_modules__``) when there are several (with
-    one module the averages over modules are already its own figures), and
-    ``losses/agent/<agent>/<figure>``, each agent's entropy and KL, which a module
-    serving several agents logs (:class:`agents.learner.PerAgentFigures`)."""
+    """``losses/<module>/<figure>`` per policy module (when several) and
+    ``losses/agent/<agent>/<figure>`` (:class:`agents.learner.PerAgentFigures`)."""
     out = {
         f"losses/{key}": float(value)
         for figures in learners.values()

@@ -1,36 +1,23 @@
 """The run folder of a training run: its paths, records and checkpoints.
 
-One run folder per training run::
+::
 
-    DIR/config.yaml                     the resolved experiment config (every section)
+    DIR/config.yaml                     the resolved experiment config
     DIR/tb/events.out.tfevents.*        TensorBoard (:mod:`agents.records`)
-    DIR/checkpoints/iter_000010/        rllib/ (Algorithm.save_to_path, for --resume),
-                                        modules/<id>.pt + manifest.json (plain torch, for
-                                        inference without Ray), config.yaml (the run's,
-                                        signed), state.json (iteration, env steps, scores,
-                                        best; and the signature, :mod:`agents.integrity`)
-    DIR/prior/<id>.pt                   with train.prior_kl: the prior (the warm start
-                                        the learner froze), written once before
-                                        iteration 0; every state.json signs its digests
-    DIR/checkpoints/latest              name of the newest complete checkpoint (atomic)
-    DIR/checkpoints/best                name of the checkpoint with the best validation
-    DIR/evals/iter_000010/metrics.json  greedy rollout on the evaluation window (+ jobs.csv)
+    DIR/checkpoints/iter_000010/        rllib/ (for --resume), modules/<id>.pt +
+                                        manifest.json (inference without Ray),
+                                        config.yaml, state.json (signed,
+                                        :mod:`agents.integrity`)
+    DIR/prior/<id>.pt                   with train.prior_kl: the frozen prior
+    DIR/checkpoints/latest              name of the newest complete checkpoint
+    DIR/checkpoints/best                name of the best-validated checkpoint
+    DIR/evals/iter_000010/metrics.json  greedy rollout on the evaluation window
 
-A checkpoint folder is written under a temporary name, signed, and renamed into place
-before ``latest`` points at it, so an interrupted run resumes from its last complete
-checkpoint; a signal arriving during that last step waits until it is done.
-
-What ``--resume`` trusts, all checked before Ray starts or anything is
-unpickled (:func:`resume_point`): ``latest`` is a small ASCII regular file naming one
-``iter_NNNNNN`` folder of ``checkpoints/`` (not a symlink); that folder's signature
-covers its whole tree and its ``state.json`` (:mod:`agents.integrity`), and the
-state's iteration is the folder's number; ``DIR/config.yaml`` is byte for byte the
-signed copy in the checkpoint (edits are refused, as are overrides); with a prior,
-``DIR/prior/`` is a folder (not a symlink) holding exactly the files, with the
-digests, the checkpoint's state signed (:func:`check_prior`). Every name that
-reaches a delete is an ``iter_NNNNNN`` entry of ``checkpoints/`` itself (never a
-symlink, never outside the run folder).
-"""
+A checkpoint is written under a temporary name, signed and renamed into place before
+``latest`` points at it; stop signals wait for that. ``--resume`` checks everything
+before Ray starts or anything is unpickled (:func:`resume_point`): pointers, signatures,
+the config copy, the prior (:func:`check_prior`); deletes touch only ``iter_NNNNNN``
+entries of ``checkpoints/``."""
 
 from __future__ import annotations
 
@@ -110,9 +97,8 @@ class RunPaths:
         check_owned_tree(self.root, where)
 
     def latest(self) -> Path | None:
-        """The checkpoint ``checkpoints/latest`` names; None when there is no pointer
-        yet. ``InputError`` for a pointer that is not a small ASCII regular file
-        naming an ``iter_NNNNNN`` folder of ``checkpoints/`` (:func:`read_pointer`)."""
+        """The checkpoint ``checkpoints/latest`` names, None without a pointer;
+        ``InputError`` for a bad pointer (:func:`read_pointer`)."""
         return read_pointer(self.checkpoints / LATEST)
 
 
@@ -200,9 +186,8 @@ def _check_state(state: Any, path: Path) -> dict:
 
 
 def read_state(ckpt: Path) -> dict:
-    """The checkpoint's ``state.json`` fields (without the signature), checked
-    (``InputError``), and the folder's signature verified (:mod:`agents.integrity`)
-    — before Ray starts or anything is unpickled."""
+    """The checkpoint's ``state.json`` fields (without the signature), checked and
+    signature-verified (``InputError``)."""
     ckpt = Path(ckpt)
     path = ckpt / STATE
     if not _is_real_dir(ckpt):
@@ -238,11 +223,9 @@ def check_run_config(paths: RunPaths, ckpt: Path) -> None:
 
 
 def check_config_data(ckpt: Path, data: dict) -> None:
-    """The resolved config a resumed run is about to train must equal the one its
-    checkpoint signed (a Tune trial's config comes from ``experiment.json``); decision
-    options, ``model:`` and ``train:`` fields added since the run started count as their
-    old behaviour (:data:`envs.config.LATER_OPTIONS`, :data:`agents.config.LATER_MODEL_FIELDS`,
-    :data:`agents.config.LATER_TRAIN_FIELDS`), so a code update does not strand a run."""
+    """Refuse a resumed run whose resolved config differs from its checkpoint's
+    signed one; options and fields added since count as their old behaviour
+    (``LATER_OPTIONS``, ``LATER_MODEL_FIELDS``, ``LATER_TRAIN_FIELDS``)."""
     import yaml
 
     from agents.config import LATER_MODEL_FIELDS, LATER_TRAIN_FIELDS, drop_retired
@@ -271,9 +254,8 @@ def check_config_data(ckpt: Path, data: dict) -> None:
 
 
 def resume_point(paths: RunPaths) -> tuple[Path, dict]:
-    """(the checkpoint to resume from, its verified state): every check of the module
-    docstring, in order, before Ray starts: first that no entry of the run folder, at
-    any depth (``tb/`` and ``evals/`` too), is a link, FIFO or device."""
+    """(the checkpoint to resume from, its verified state), after every check of the
+    module docstring, starting with no link, FIFO or device anywhere in the run folder."""
     paths.check_tree()
     ckpt = paths.latest()
     if ckpt is None:
@@ -295,10 +277,8 @@ def check_prior(paths: RunPaths, signed: dict[str, str]) -> None:
 
 
 def read_prior(paths: RunPaths, state: dict) -> dict[str, dict]:
-    """``{module id: weights}`` of the prior in ``DIR/prior/`` that ``state`` signed
-    (:func:`check_prior`), loaded as tensors only (``weights_only``): what a resumed
-    run's learner freezes again. ``InputError`` for a run whose checkpoints sign no
-    prior (started before the prior was written to the run folder)."""
+    """``{module id: weights}`` of the signed prior in ``DIR/prior/``, tensors only;
+    ``InputError`` when the checkpoints sign no prior."""
     from agents.policy import MAX_MODULE_BYTES, load_weights
 
     signed = state.get(PRIOR)
@@ -331,9 +311,8 @@ def write_run_config(paths: RunPaths, data: dict) -> None:
 
 
 class Stopped(BaseException):
-    """A stop signal arrived (:func:`stop_on_signals`); ``signum`` names it. A
-    ``BaseException``, like ``KeyboardInterrupt``: library code catching ``Exception``
-    does not swallow it."""
+    """A stop signal arrived (``signum``); a ``BaseException``, so ``except
+    Exception`` does not swallow it."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -352,10 +331,8 @@ def _on_stop(signum, frame) -> None:
 
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[None]:
-    """While the block runs (in the main thread), :data:`STOP_SIGNALS` raise
-    :class:`Stopped` where the program is (Ray's driver would ``sys.exit`` from inside
-    its C++ core instead: exit 134 with a stack dump), except inside
-    :func:`deferred_signals`, which holds them to its end."""
+    """While the block runs (main thread), :data:`STOP_SIGNALS` raise
+    :class:`Stopped`, except inside :func:`deferred_signals`."""
     old = {s: signal.signal(s, _on_stop) for s in STOP_SIGNALS}
     try:
         yield
@@ -366,9 +343,7 @@ def stop_on_signals() -> Iterator[None]:
 
 @contextlib.contextmanager
 def deferred_signals() -> Iterator[None]:
-    """Hold stop signals until the block ends, then raise :class:`Stopped`: a
-    checkpoint's rename and pointers are never left half-done. (Python-level: the
-    C-level signal mask would not help, Ray's threads would take the signal.)"""
+    """Hold stop signals until the block ends, then raise :class:`Stopped`."""
     global _held
     outer = _held is not None
     if not outer:
@@ -438,9 +413,8 @@ def write_prior(paths: RunPaths, save: Callable[[Path], None]) -> dict[str, str]
 def write_checkpoint(
     paths: RunPaths, iteration: int, state: dict, save: Callable[[Path], None]
 ) -> Path:
-    """``checkpoints/iter_X``: ``save(folder)`` writes its files under a temporary
-    name; then ``state.json`` with the signature, the rename, ``best`` and ``latest``.
-    Stopped before the rename, nothing of it remains."""
+    """``checkpoints/iter_X``: ``save(folder)`` under a temporary name, then
+    ``state.json`` with the signature, the rename, ``best`` and ``latest``."""
     final = paths.checkpoint(iteration)
     tmp = final.with_name(f".{final.name}.tmp")
     paths.checkpoints.mkdir(parents=True, exist_ok=True)
@@ -469,10 +443,9 @@ def write_checkpoint(
 
 
 def prune(paths: RunPaths, state: dict, keep: int) -> None:
-    """With ``keep`` = ``train.keep_checkpoints`` (0: keep all), delete the
-    checkpoints that are neither among the ``keep`` with the lowest validation figure
-    (unevaluated ones rank last), nor the newest, nor ``best`` — Tune's
-    ``CheckpointConfig`` rule. Drops them from ``state["scores"]``."""
+    """Delete the checkpoints outside the ``keep`` best-validated, the newest and
+    ``best`` (``keep`` = ``train.keep_checkpoints``, 0 = keep all); drop them from
+    ``state["scores"]``."""
     if not keep:
         return
     scores = state["scores"]

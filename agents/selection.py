@@ -22,16 +22,12 @@ def evaluate_weights(
     out: Path | None = None,
     progress=no_progress,
 ) -> dict[str, Any]:
-    """Greedy rollout of ``weights`` on the validation windows; metrics (and files).
+    """Greedy rollout of ``weights`` on the validation windows; its metrics (and files).
 
-    One run (one window, no ``train.eval_loads``): that run's simulator metrics
-    (``out/metrics.json``, ``jobs.csv``). Several (``train.eval_extra_windows``, and
-    each window once per load of ``train.eval_loads``): the first run goes to
-    ``out/``, the others to ``out/extra_<k>/`` (window k of the extra ones) or
-    ``out/<main|extra_<k>>_load_<L>/`` (with loads), and the result is
-    ``{"avg_jct_s": average JCT over the jobs of all runs, "jobs": their number,
-    "windows": [per run: trace, start, load, jobs, avg_jct_s]}``, also written to
-    ``out/validation.json``. ``progress(total, label)``: a bar over each run's jobs."""
+    One run: its metrics in ``out/``. Several (``train.eval_extra_windows``,
+    ``train.eval_loads``): ``out/``, ``out/extra_<k>/``, ``out/<main|extra_<k>>_load_<L>/``,
+    and ``{"avg_jct_s", "jobs", "windows": [...]}`` over all runs, also in
+    ``out/validation.json``. ``progress(total, label)``: a bar per run."""
     from agents.policy import MarlPolicy, SingleAgentPolicy, agents_from_weights
     from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
 
@@ -99,11 +95,8 @@ def is_new_best(
     tc: TrainConfig, avg: float, runs: list[float], best: list | None, best_runs: list | None
 ) -> bool:
     """Does a checkpoint with validation ``avg`` (per run: ``runs``) replace ``best``
-    (``[name, avg]``, per run ``best_runs``) under ``train.select_rule``?
-
-    ``mean``: a lower average. ``dominate``: a lower average and, on every run, at
-    most ``1 + select_tolerance`` times the best's figure (a best without per-run
-    figures, from a run folder older than the rule, is compared on the average)."""
+    under ``train.select_rule``? ``mean``: a lower average; ``dominate``: also at most
+    ``1 + select_tolerance`` times the best on every run."""
     if best is None:
         return True
     if avg >= best[1]:

@@ -17,21 +17,14 @@ def teacher_decisions(
     cfg, mc, tc, seed: int, student=None, first_episode: int = 0, progress=None
 ) -> tuple[list[dict], list[int], list[float], list[float]]:
     """Roll ``tc.bc_teacher`` out through the environment: (observations, actions,
-    discounted returns of each acting agent's own trajectory, the GPU work of the job
-    each decision places — workers × iterations × reference compute per iteration).
+    discounted returns of each acting agent's trajectory, the GPU work of each decision's
+    job).
 
-    ``student`` (a GNN): DAgger relabelling instead — the student acts (greedy) and
-    the teacher labels every state it visits: per job, the teacher plans the whole
-    placement on the view the job arrives on; each task is labelled with the action
-    that puts it where that plan puts it (when the masks allow it; else the state is
-    not labelled): the follow action of a hint that plans exactly the teacher's
-    placement (``env.hints``), else the group slot or forward. A move
-    (``env.migration: on``) is labelled with :func:`agents.teachers.teacher_move`'s
-    decision: load control's rule says whether to move the offered job, the teacher
-    where (its placement's actions, as for an arrival), else keep (the acting agent's
-    own forward slot). Returns are those of the student's trajectory.
-    ``first_episode``: episode seeds ``seed * 1000 + first_episode + k``.
-    ``progress(done)``: called after each episode (a :class:`marl_sched.cli.Progress`)."""
+    ``student`` (a GNN): DAgger instead: the student acts greedily and the teacher labels
+    each visited state with the action towards its plan (a matching hint's follow action,
+    else the slot or forward; unlabelled when masked); moves are labelled by
+    :func:`agents.teachers.teacher_move`. ``first_episode``: episode seeds
+    ``seed * 1000 + first_episode + k``; ``progress(done)`` after each episode."""
     import numpy as np
 
     if student is not None:
@@ -116,12 +109,7 @@ def teacher_decisions(
 
 
 def imitation_weights(works, power: float):
-    """Per-decision weights of the imitation loss: ``work ** power``, scaled to mean 1.
-
-    ``power = 0`` weighs every decision alike; at ``power > 0`` a decision counts more
-    the more GPU work its job carries, so the few giant jobs that set a window's
-    average JCT are not drowned by thousands of one-GPU placements.
-    """
+    """Per-decision weights of the imitation loss: ``work ** power``, scaled to mean 1."""
     import numpy as np
 
     works = np.nan_to_num(np.asarray(works, dtype=np.float64), nan=1.0)  # no estimate: 1
@@ -130,9 +118,8 @@ def imitation_weights(works, power: float):
 
 
 def imitation_tensors(observations, actions, returns, works, power: float):
-    """The warm start's supervised data as tensors: (the observations stacked per key,
-    the labels, the returns, each label's weight by :func:`imitation_weights`), as
-    :func:`imitation_epoch` takes them."""
+    """The warm start's data as tensors: (observations per key, labels, returns,
+    weights)."""
     import numpy as np
     import torch
 
@@ -143,10 +130,8 @@ def imitation_tensors(observations, actions, returns, works, power: float):
 
 
 def imitation_epoch(net, opt, data: dict, act, ret, weight, rng, batch: int = 256):
-    """One pass of the warm start's supervised fit over the teacher's decisions, in a
-    random order drawn from ``rng``: per batch the weighted cross-entropy of the labels
-    plus half the value MSE on the returns, one Adam step. Returns (the mean weighted
-    loss, the share of labels the network's argmax hit during the pass)."""
+    """One pass of the weighted cross-entropy plus half the value MSE over the
+    teacher's decisions in an order from ``rng``; returns (mean weighted loss, accuracy)."""
     import torch
 
     order = torch.as_tensor(rng.permutation(len(act)))
@@ -168,12 +153,9 @@ def imitation_epoch(net, opt, data: dict, act, ret, weight, rng, batch: int = 25
 def behaviour_cloning(
     cfg, mc, tc, seed: int, log: Callable[[str], None], progress=no_progress, on_epoch=None
 ) -> dict:
-    """A GNN state dict (``gnn.``-prefixed, as the RLModule's) imitating the teacher.
-
-    ``progress(total, label)``: a progress bar factory (:class:`marl_sched.cli.Progress`
-    signature) for the teacher's episodes, every relabelling round and the epochs;
-    ``on_epoch(epoch, loss, accuracy)``: called after every epoch (numbered on across
-    DAgger rounds), with the epoch's mean weighted loss and its imitation accuracy."""
+    """A GNN state dict (``gnn.``-prefixed) imitating the teacher. ``progress(total,
+    label)``: a progress bar factory; ``on_epoch(epoch, loss, accuracy)``: after every
+    epoch."""
     import numpy as np
     import torch
 

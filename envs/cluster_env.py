@@ -1,197 +1,110 @@
 """``marl_sched/ClusterPlacement-v1``: cooperative multi-agent task placement;
 ``marl_sched/ClusterPlacement-v2``: the same with migration (``env.migration: on``).
 
-This docstring is the environment's reference. It is the one decision process of the
-project: the agents are trained in it (``marl-sched train``), the behaviour-cloning
-teachers label it, and the trained agents act in it behind ``simulate`` / ``compare``
-/ ``evaluate`` (:class:`agents.policy.MarlPolicy` drives the same
-:class:`~envs.session.PlacementSession` and :class:`~envs.observations.ObservationBuilder`
-this env wraps). RLlib ``MultiAgentEnv`` (new API stack):
-:class:`envs.rllib_env.ClusterPlacementEnv` (this module's Ray-free
-:class:`ClusterPlacementCore` with RLlib's base), built by ``envs.make_env(config)``;
-PettingZoo ``ParallelEnv``:
-``envs.make_parallel_env(config)`` (:mod:`envs.parallel`). ``config`` is a YAML
-experiment config path or a loaded ``ExperimentConfig``; its ``env:`` section
-(:class:`envs.config.EnvConfig`) holds every option below.
-
-Code layout: :mod:`envs.observations` (scopes, features, spaces), :mod:`envs.session`
-(one job's tentative placement and the masks), :mod:`envs.rules` (capacity checks,
-forward rule, home agent), :mod:`envs.rewards` (the team reward), this module (the
-episode loop).
+This docstring is the environment's reference; its options are ``env:``
+(:class:`envs.config.EnvConfig`). RLlib: ``envs.make_env(config)``
+(:class:`envs.rllib_env.ClusterPlacementEnv`, this module's :class:`ClusterPlacementCore`
+with RLlib's base); PettingZoo: ``envs.make_parallel_env(config)`` (:mod:`envs.parallel`).
+``config`` is a YAML path or an ``ExperimentConfig``. :class:`agents.policy.MarlPolicy`
+drives the same :class:`~envs.session.PlacementSession` behind ``simulate`` / ``compare``.
 
 Agents
 ------
-One per subcluster: ``"sc0"``, ``"sc1"``, ... (``A`` = ``topology.subclusters``); with
-``env.subclusters_per_agent: k``, one per ``k`` consecutive subclusters (agent ``i`` over
-subclusters ``i*k .. i*k+k-1``, ``A`` = ceil(subclusters / k)); or, with
-``env.central``, one agent ``"central"`` whose scope is the whole datacenter (``A`` = 1;
-the single-agent variant). Agents never leave before the episode ends.
+One per subcluster (``"sc0"``, ``"sc1"``, ...); with ``env.subclusters_per_agent: k`` one
+per ``k`` consecutive subclusters; with ``env.central`` one agent ``"central"`` over the
+whole datacenter. ``A`` = the agent count.
 
 Decisions
 ---------
-The simulator (:class:`marl_sched.simulator.Simulator`, ordering and backfill from
-``simulation:``; ``ordering: own`` is FIFO here, the agents having no ordering of
-their own; length orderings read the workload's duration estimate, as the agents do)
-offers the next queued job that could fit; simulated time advances
-inside it, between decisions. A job's tasks are placed **one per env step, workers
-first, then parameter servers**; exactly one agent acts per step and only it appears
-in the RLlib obs dict. The first task goes to the job's **home agent**
-(``crc32(vc) mod A``; a job without a virtual cluster: ``job_id mod A``), each later
-task starts at the agent that placed the previous one. When every task is placed the
-env applies the placement (``sim.apply``). When the next task fits nowhere (cores or
-memory), or the job waits (``wait_to_fit``), the job stays queued
-(``sim.apply(None)``) and is offered again after the next event; no agent acts on it.
+The simulator (ordering and backfill from ``simulation:``; ``ordering: own`` is FIFO)
+offers the next queued job that could fit. Its tasks are placed **one per step, workers
+first, then parameter servers**; exactly one agent acts per step. The first task goes
+to the job's home agent (``crc32(vc) mod A``, else ``job_id mod A``); each later task
+starts at the agent that placed the previous one. When every task is placed the env
+calls ``sim.apply``; when the next task fits nowhere, or the job waits
+(``wait_to_fit``), it stays queued (``sim.apply(None)``).
 
-Actions and cooperation
------------------------
-Every agent has the same space ``Discrete(G + A + H)``, ``G`` = the padded group count
-(``env.pad[0]``, default the largest scope's), ``H`` = ``len(env.hints)``:
+Actions
+-------
+``Discrete(G + A + H)`` for every agent, ``G`` = padded group count (``env.pad[0]``),
+``H`` = ``len(env.hints)``:
 
-- ``0 .. G-1``: put the task on GPU-group slot ``i`` of the agent's scope (slot ``i`` =
-  the scope's ``i``-th group in id order);
-- ``G + k``: **forward** the task to agent ``k``; agent ``k`` acts on it next, with its
-  own observation. The rule (``env.forward_rule: must``, :func:`envs.rules.forward_targets`)
-  is **forward when you must**: legal only to an agent the task has not visited and
-  (a) the acting scope cannot host the task and ``k``'s can; or (b) it can host the
-  task but not all of the job's remaining tasks and ``k``'s can host them all; or
-  (c) no task of the job is placed yet and ``k``'s scope can host the whole job. A job
-  one scope can hold is never split over scopes. ``free``: to any unvisited agent whose
-  scope has room for the task. Forward to self (``G + k`` for agent ``k``) is the
-  **no-op** slot: never legal for the acting agent; the only legal action of an idle
-  agent (PettingZoo adapter) and of terminal observations;
-- in a move (``env.migration: on``, below), before its first task: ``G + k`` for the
-  acting agent ``k`` is **keep** (leave the running job where it is);
-- ``G + A + i`` (with hints): **follow** hint ``i``: put the task where heuristic
-  ``env.hints[i]``'s plan for the job in this scope puts its next task of that kind —
-  legal while every task placed so far agrees with that plan and the group has room.
+- ``0 .. G-1``: put the task on the scope's ``i``-th GPU group (id order);
+- ``G + k``: forward the task to agent ``k``. ``env.forward_rule: must``
+  (:func:`envs.rules.forward_targets`): only to an unvisited agent when (a) this scope
+  cannot host the task and ``k``'s can, (b) it can host the task but not the job's
+  remaining tasks and ``k``'s can host them all, or (c) no task is placed yet and
+  ``k``'s scope can host the whole job. ``free``: any unvisited agent with room.
+  ``G + k`` for the acting agent is the no-op slot (never legal for it; the only legal
+  action of an idle agent and of terminal observations); in a move, before its first
+  task, it is **keep**;
+- ``G + A + i``: follow hint ``i``: where heuristic ``env.hints[i]``'s plan for the job
+  in this scope puts its next task of that kind, while every placed task agrees with
+  that plan and the group has room.
 
-``action_mask`` is 1 exactly for the legal actions. Slot ``i`` is legal iff it is a
-real group with room for the task (a worker: a free GPU, ``cpu_worker`` cores and
-``mem_gb`` GB on its server, counting the job's tasks already placed; a PS: cores and
-memory), narrowed by the rule options:
+``action_mask`` is 1 exactly for legal actions. A slot is legal iff it is a real group
+with room for the task (worker: a free GPU slot, ``cpu_worker`` cores, ``mem_gb``
+memory on its server, counting the job's tasks placed; PS: cores and memory), narrowed
+by the rule options:
 
 - ``consolidate``: a multi-worker job's first task at an agent none of whose servers
-  can take all of its workers, while an unvisited agent's scope has such a server, may
-  only be forwarded, to those agents;
-- ``keep_together``: while a server of the scope already holding the job's workers has
-  a worker slot, the next worker goes to one of them and cannot be forwarded; when the
-  job opens a server, it must take every remaining worker if the scope has such a one;
-- ``speed_floor = f``: with ``v*`` the speed of the fastest GPU type that (over the
-  whole datacenter) still has worker slots for all remaining workers (lowered to the
-  slowest GPU the job holds), a worker goes only to servers with GPUs at ``>= f · v*``;
-  an agent with none forwards to any unvisited scope that has one; lifted for the task
-  if it leaves no legal action. ``speed_floor_min_work = T``: only jobs of at least
-  ``T`` GPU-seconds (workers × iterations × reference seconds per iteration);
-- ``wait_to_fit = c``: a job of at least 2 workers that an empty server could hold
-  (GPUs, cores, memory) but no server can take whole now stays queued while it has
-  waited less than ``c ×`` its isolated runtime. A declined job is offered again at
-  the simulator's next job completion (``Simulator.apply(None)``), so its wait can
-  run past ``c ×`` its runtime until a job completes;
-- ``ps_rule``: after the last worker, the job's PS go where every heuristic puts them
-  (:func:`marl_sched.policies.heuristics.ps_near_workers`), unless they do not fit.
+  takes all its workers, while an unvisited scope has one, may only be forwarded there;
+- ``keep_together``: while a server of the job's scope has a worker slot, the next
+  worker goes there and cannot be forwarded; a newly opened server must take every
+  remaining worker if the scope has such a server;
+- ``speed_floor = f``: with ``v*`` the fastest GPU type with worker slots for all
+  remaining workers (capped at the slowest GPU the job holds), workers go only to GPUs
+  of speed ``>= f · v*`` (lifted if nothing is legal); ``speed_floor_min_work = T``:
+  only for jobs of at least ``T`` estimated GPU-seconds;
+- ``wait_to_fit = c``: a job of >= 2 workers that an empty server could hold but no
+  server can take now stays queued while it has waited less than ``c ×`` its isolated
+  runtime (re-offered at the next job completion);
+- ``ps_rule``: after the last worker, PS go where
+  :func:`marl_sched.policies.heuristics.ps_near_workers` puts them, if they fit.
 
-Migration (``env.migration: on``, ``ClusterPlacement-v2``)
------------------------------------------------------------
-**Triggers.** After every simulated event time at which jobs complete, each agent
-whose scope held a worker of a completed job (in agent order) is offered one move;
-with ``env.migration_tick_s = T > 0`` every agent also is, at every multiple of ``T``
-seconds while jobs run (a tick is an event of its own:
-``Simulator.wake_at``). Moves come before the queue is offered again at that time
-(the simulator stops between event times: ``Simulator.next_decision_or_stop``), as
-MLF-H's load control runs after completions before the next placement.
+An illegal action (masked, out of range, or from an agent not acting) raises
+``ValueError``. ``action_spaces[agent].sample()`` draws a legal action
+(:class:`MaskedDiscrete`).
 
-**Which job.** Of the running jobs with a worker in the agent's scope that may move —
-not paying a restart delay now, moved fewer than ``env.migration_max_moves`` times
-(default 1, as MLF-H: no ping-pong), not moved in the last
-``env.migration_min_interval_s`` seconds, not offered to another agent at this
-trigger — the one with the highest current slowdown (iteration time over isolated,
-capped at 100), then the lowest id. No such job: no offer. The cap and interval are
-the env's own rules, on top of the simulator's where it has them
-(``RunningInfo.next_move_at``; a move it declines is a keep); a job the simulator
-stops (preemptive orderings) is not running and so not offered.
-
-**The move.** A move is a placement session like an arrival's (the same rules,
-masks, hints and forwarding; the first task at the agent offered the job), on the
-cluster with the job's own GPUs, cores and memory counted free
-(``Simulator.group_free_for``: GPU memory and sharing rules included). Until its first
-task is placed, the acting agent's own forward slot is **keep**: the job stays, nothing
-changes. Once a task is placed the agent is committed: when the last task is placed
-the env calls ``Simulator.migrate`` (the job keeps its progress and pays the
-simulator's restart delay, whatever the ``simulation:`` section prices it at, holding
-its new GPUs; the simulator decides when the old ones are free); a placement on the
-same groups as now (as multisets) is no move. A move whose next task fits nowhere is
-abandoned (the job stays).
-Pressures, link counts and exposures in a move's observation still count the job
-where it runs.
-
-**What the agents see of the running jobs** (every running job, the mover included):
-per GPU group the worker-weighted mean slowdown (ln) and mean attained GPU-seconds
-per worker of the jobs with a worker there; per server MLF-H's overload signal (ln of
-the worker-weighted mean slowdown of the jobs with workers on it,
-``agents.baselines.load_control.server_slowdown``); for the job of a move its
-current workers per group, its slowdown, attained service and moves so far. That is
-what MLF-H's load control reads (placement, slowdown, attained service:
-``ClusterView.running``), which every policy's ``rebalance`` may read as well. The
-columns exist only with migration on (the observation space of v1 is unchanged);
-the action space is the same.
-
-**Reward.** The potential ``W`` counts what is left of a running job's restart delay,
-so the step that makes a move pays its delay at once (with the change of speed of
-the job and its old and new neighbours), and the delay is in the moved job's JCT
-(:mod:`envs.rewards`): the return is still ``-avg JCT / time_scale_s``.
-
-**Who else.** ``masked:<heuristic>`` controls and the heuristics are policies, not
-agents of this env: they never get an offer (a control stepped through v2 would keep:
-it has no migration rule). Behind ``simulate`` / ``compare``, a v2 checkpoint places
-arriving jobs and, with ``simulation.migration: on``, moves running ones through the
-policies' common migration hook (``MarlPolicy.rebalance``): after each batch of
-completions the same agents are offered the same jobs through the same
-:class:`envs.session.MoveBook` (no ticks: the simulator's cadence is completions).
-PettingZoo: an idle agent's no-op is its own forward slot, as before; for the agent
-acting in a move that slot is keep.
-
-What the agents know of a job's length is the workload's duration estimate
-(``workload.duration_estimate``, :mod:`marl_sched.duration`): the session holds the job
-as ``DurationPredictor.visible_job`` returns it (estimated iterations, no trace
-duration), as every policy sees it. ``job_length`` reads the estimated work (0 when
-there is none), ``wait_to_fit`` the estimated runtime (no wait without an estimate),
-and the speed-floor gate the estimated GPU work (the floor binds a job without one).
-Only the simulator, and the behaviour-cloning teacher that forks it (a privileged
-teacher, training only), see true lengths.
-
-An illegal action (masked, out of range, or from an agent that is not acting) raises
-``ValueError`` naming the agent and the action. ``action_spaces[agent].sample()``
-without a mask draws a legal action for the acting agent (:class:`MaskedDiscrete`).
+Migration (v2)
+--------------
+After every event time with job completions, each agent whose scope held a worker of a
+completed job (in agent order) is offered one move; with ``env.migration_tick_s = T > 0``
+every agent also is at each multiple of ``T`` while jobs run. The job offered: of the
+running jobs with a worker in the scope, not paying a restart delay, moved fewer than
+``env.migration_max_moves`` times, not moved in the last ``env.migration_min_interval_s``
+and not offered to another agent at this trigger, the one of highest slowdown (capped
+at 100), then lowest id (:class:`envs.session.MoveBook`). A move is a placement session
+on the cluster with the job's own resources counted free (``Simulator.group_free_for``);
+the own forward slot is keep until a task is placed. After the last task the env calls
+``Simulator.migrate`` (the job keeps its progress and pays the restart delay); the same
+groups as now is no move; a next task that fits nowhere abandons the move. Behind
+``simulate``, ``MarlPolicy.rebalance`` offers the same moves at completions (no ticks).
 
 Observation (``gymnasium.spaces.Dict``, the same space for every agent)
 ----------------------------------------------------------------------------
-The acting agent's scope as a padded hierarchical graph, the pending task's job and a
-summary row per scope (the exchange). ``G, S, R`` = padded group, server, rack counts;
-padding rows are 0 with mask 0; features are float32 ratios or small counts, so a
-network trained on one topology reads another. Column names:
-``ObservationBuilder.features`` (:data:`envs.observations.FEATURES` plus the options'
-columns); "tentative" = counting the job's tasks placed so far; pressure = the
-catalogue's per-task pressure units of resident running jobs. GPU speed (V100 = 1) is
-the GPU type's catalogue-wide figure, or with ``model_speed`` the job's own model's
-speed on that type (the speed it will run at; columns ``model_speed`` and
-``free_model_speed``).
+The acting agent's scope as a padded graph, the pending task's job and one row per
+scope. ``G, S, R`` = padded group, server, rack counts; padding rows are 0 with mask 0.
+Column names: ``ObservationBuilder.features``. "Tentative" = counting the job's tasks
+placed so far; pressure = the catalogue's per-task pressure units of resident jobs; GPU
+speed (V100 = 1) is the type's, or with ``model_speed`` the job's model's on that type.
+Lengths are the workload's duration estimate (:mod:`marl_sched.duration`), never the
+trace's.
 
 ================  ===========  ===  ==============================================
 key               shape        dt   content
 ================  ===========  ===  ==============================================
 ``group_x``       (G, 10+)     f32  per GPU group: tentative free GPU fraction; free
-                                    GPUs / 8; GPU speed (V100 = 1); a worker fits
-                                    (0/1); a PS fits (0/1); interference the task
-                                    would suffer; interference it would cause (both
-                                    pressure · level weights · the job's sensitivity
-                                    / pressure); ln(1 + jobs on its PCIe link); job's
-                                    tasks in the group / its tasks; job's tasks in its
-                                    socket / its tasks. ``+resident_features``:
-                                    ln(1 + worker-weighted slowdown added to residents).
-                                    ``+migration``: ln(mean slowdown of running jobs'
-                                    workers here); log10(1 + their mean attained
-                                    GPU-s per worker)/7; the moving job's workers here
-                                    / its workers (0 for an arrival).
+                                    GPUs / 8; GPU speed; a worker fits (0/1); a PS
+                                    fits (0/1); interference the task would suffer;
+                                    interference it would cause; ln(1 + jobs on its
+                                    PCIe link); job's tasks in the group / its tasks;
+                                    job's tasks in its socket / its tasks.
+                                    ``+resident_features``: ln(1 + worker-weighted
+                                    slowdown added to residents). ``+migration``:
+                                    ln(mean slowdown of running workers here);
+                                    log10(1 + their mean attained GPU-s per worker)/7;
+                                    the moving job's workers here / its workers.
                                     ``+hints``: per hint, tasks of the current kind
                                     the plan still puts here / the job's tasks of
                                     that kind
@@ -216,8 +129,8 @@ key               shape        dt   content
                                     pressure (5). ``+job_length``: log10(1 + work
                                     s)/7. ``+migration``: is a move; ln(slowdown);
                                     log10(1 + attained GPU-s per worker)/7; moves so
-                                    far (0 for an arrival). ``+hints``: per hint, 1
-                                    while the job agrees with its plan
+                                    far. ``+hints``: per hint, 1 while the job agrees
+                                    with its plan
 ``peers_x``       (A, 9+)      f32  per scope: free GPU fraction; ln(1 + free GPUs);
                                     mean speed of free GPUs; best server's free GPUs
                                     / 8; ln(1 + jobs on its uplink); job's tasks there
@@ -229,67 +142,34 @@ key               shape        dt   content
 ``action_mask``   (G + A + H,) f32  legal actions (above)
 ================  ===========  ===  ==============================================
 
-Reward (cooperative; :mod:`envs.rewards`)
------------------------------------------
-One team reward per env step, ``r = -(ΔC + ΔW) / (time_scale_s · n)``: ``C`` the
-job-seconds spent in the system, ``W`` the predicted remaining run time of the running
-jobs, ``n`` the jobs of the episode. An episode run to its end returns exactly
-``-avg JCT / env.reward.time_scale_s``. ``W``'s interference comes from
-``env.reward.interference``: ``simulator`` (default: the performance model's iteration
-times, the env's own dynamics) or ``learned`` (the learned interference model's
-predicted slowdowns, as in the paper). RLlib: with ``env.reward.credit: actor`` (the
-default) the step's reward goes to the agent that acted, so RLlib's episode return
-(the sum over agents) is the team return for any number of agents; with ``team``
-every agent observed so far is paid it (each agent's return is then the team's from
-its first decision; the team return is one agent's, not the sum). PettingZoo: every
-agent receives the team reward every step.
+Reward (:mod:`envs.rewards`)
+----------------------------
+One team reward per step, ``r = -(ΔC + ΔW) / (time_scale_s · n)``: ``C`` the
+job-seconds spent in the system, ``W`` the predicted remaining run time (and restart
+delay) of the running jobs, ``n`` the episode's jobs; an episode run to its end returns
+``-avg JCT / env.reward.time_scale_s``. ``env.reward.interference``: ``simulator``
+(default) or ``learned``. ``env.reward.credit: actor`` (default) pays the agent that
+acted; ``team`` pays every agent observed so far. PettingZoo: every agent gets the team
+reward every step.
 
 Episodes
 --------
-The config's workload window is loaded once; an episode is ``env.window_jobs``
-consecutive jobs of it (null = the whole window: what ``marl-sched evaluate`` runs),
-starting where ``reset(options={"window_start": i})`` says or at a start drawn from the
-``reset`` seed (0 for the whole window). A whole-window episode keeps the workload's
-warm-up (``workload.warmup_jobs``): those jobs are simulated and placed by the agents
-but not scored — the reward and the final metrics count the window's jobs only; a
-slice is an episode of its own, every job scored, after the
-``env.window_warmup_jobs`` jobs before it (placed by the agents, not scored; fewer near
-the window's start). Extra episode sources (training's ``train.extra_windows``) come in
-as ``windows=``. A slice's jobs are renumbered
-``0..n-1`` with submit times relative to its first job. ``terminated`` when every job
-is done or can never be placed. The terminal ``infos[agent]`` carries
-``avg_jct_s``, ``team_return`` and ``metrics`` (``marl_sched.metrics.compute_metrics``);
-RLlib's final dicts hold the agents that acted in the episode. The return identity
-holds when every job completes; a job that can never be placed counts its time in
-the system in ``C`` but not in ``avg_jct_s``.
+An episode is ``env.window_jobs`` consecutive jobs of the config's window (null = the
+whole window, keeping ``workload.warmup_jobs`` placed but not scored), starting at
+``reset(options={"window_start": i})`` or a start drawn from the seed. A slice is
+renumbered ``0..n-1`` from its first job's submit time, after ``env.window_warmup_jobs``
+unscored jobs before it. ``terminated`` when every job is done or can never be placed;
+the terminal ``infos[agent]`` carries ``avg_jct_s``, ``team_return`` and ``metrics``.
 
 Arguments
 ---------
-``ClusterPlacementEnv(config, *, env=None, jobs=None, windows=None, seed=0)``:
-``env`` a dict of ``env:`` overrides; ``jobs`` the jobs of the window (instead of
-the config's workload); ``windows`` more episode sources beside the config's own, each
-``(jobs, share)`` or a trace window ``{"trace", "start", "max_jobs", "load",
-"share"}``; an episode picks its source in proportion to the shares (the config's own
-weighs ``workload_share``, default 1). RLlib passes one dict: ``{"config": ...,
-"env": {...}, "seed": s, "windows": [...], "workload_share": x}``. Training only,
-``"critic_jobs": N`` (``train.critic: privileged``; absent = 0) adds the key
-``critic_x`` to every observation: the queue, the running jobs' true remaining work and
-the next ``N`` arrivals (:func:`envs.observations.critic_features`), for a critic the
-agents never see; without it the observations and their space are as above.
-
-Version history
----------------
-- v2: v1 + the migration decision (``env.migration: on``; "Migration" above): moves
-  offered at job completions and ticks, keep or re-place task by task, the running
-  jobs' features, the restart delay in the reward's potential. With migration off the
-  environment is v1, bit for bit, and v1 checkpoints serve it; a checkpoint records
-  ``-v2`` and the migration options when trained with it on.
-- v1: the agents' decision process becomes the environment: hints, follow
-  actions and every rule option; the potential-based reward with a documented
-  interference source; ``window_sampling``, ``home_rule``, ``max_sim_time``,
-  ``max_placed_jobs``, ``slowdown_weight`` and ``use_learned_reward`` of v0 are gone.
-- v0: a separate environment with its own features and a slowdown-shaping reward; no
-  shipped checkpoint acted in it.
+``ClusterPlacementEnv(config, *, env=None, jobs=None, windows=None, seed=0)``: ``env``
+``env:`` overrides; ``jobs`` the window's jobs instead of the workload's; ``windows``
+more episode sources, each ``(jobs, share)`` or ``{"trace", "start", "max_jobs",
+"load", "share"}`` (the config's own weighs ``workload_share``, default 1). RLlib
+passes one dict ``{"config", "env", "seed", "windows", "workload_share"}``; training
+only, ``"critic_jobs": N`` adds ``critic_x`` (:func:`envs.observations.critic_features`)
+for a privileged critic.
 """
 
 from __future__ import annotations

@@ -1,39 +1,17 @@
 """Controls without learning: a heuristic inside the agents' action masks.
 
-``masked:<heuristic>`` (e.g. ``masked:speed-aware``) is what the MARL agents could do
-with no learning at all: it opens the same :class:`~envs.session.PlacementSession` the
-agents act in, with the benchmark's pre-registered decision options (:data:`CONTROL_RULES`:
-keep-together, speed floor, wait-to-fit, PS rule, forward rule, consolidate),
-and at each step takes the first *legal* action of
+``masked:<heuristic>`` opens the agents' :class:`~envs.session.PlacementSession` with
+the benchmark's pre-registered options (:data:`CONTROL_RULES`, pinned here) and takes
+the first legal action of:
 
-1. forward to the subcluster where the heuristic's plan for the job **in the whole
-   datacenter** puts the current task (:func:`envs.session.action_towards`) — the job
-   goes where the heuristic would send it, as far as the forward rule allows;
-2. the **follow** action of the heuristic's plan inside the acting agent's scope (the
-   agents' hint for it);
-3. the local slot of the group the datacenter-wide plan puts the task on;
-4. the acting scope's first legal GPU-group slot, else its first legal forward.
+1. forward towards the heuristic's datacenter-wide plan for the task
+   (:func:`envs.session.action_towards`);
+2. the follow action of its plan inside the acting scope;
+3. the local slot of the group the datacenter-wide plan uses;
+4. the first legal GPU-group slot, else the first legal forward.
 
-(The order of 2 and 3 was compared on ``configs/default.yaml``'s window, train split:
-average JCT within 1 % either way.)
-
-A job the session declines (``wait_to_fit``, or a task that fits nowhere) stays
-queued, as in the environment. Migration: a control has no rule of its own for it, so
-it never moves a running job (it would answer every move the environment offers
-with keep); paired with a load-control rule, the rule's moves are that rule's. The
-control thus gets the rules and the information the agents get, and no network: a
-learned policy should beat it.
-
-The rules are pinned here, not read from ``configs/default.yaml``: they are those of
-the recipe the benchmark was pre-registered with (speed floor 0.9 for jobs of >= 1e5
-GPU-seconds, the PS rule), the ``env:`` block that recipe resolved to. The default
-recipe has no speed floor and no PS rule; the controls keep them: the benchmark's
-no-learning target does not move with our recipe, and a mask only takes actions
-away, so an agent without one can still learn what the control does.
-
-Registered lazily by import path (``marl_sched`` may not import ``envs``), as kind
-``control``: see :mod:`marl_sched.policies.base`.
-"""
+A declined job stays queued; a control never moves a running job. Registered lazily by
+import path as kind ``control`` (:mod:`marl_sched.policies.base`)."""
 
 from __future__ import annotations
 
@@ -72,10 +50,8 @@ CONTROL_RULES = {
 
 
 class MaskedHeuristic(Policy):
-    """A heuristic's plan followed inside the agents' masks (module docstring).
-
-    Subclasses set ``heuristic`` (a registered heuristic's name).
-    """
+    """A heuristic's plan followed inside the agents' masks; subclasses set
+    ``heuristic``."""
 
     heuristic: ClassVar[str] = ""
     #: the config whose ``env:`` decision options the masks follow (None:
@@ -123,9 +99,8 @@ class MaskedHeuristic(Policy):
         return PlacementSession(b, job, view, home_agent(job, b.n_agents))
 
     def follow_plan(self, session: PlacementSession, plan: Placement | None) -> Placement | None:
-        """Play ``session`` (fresh, feasible, not waiting) to its end following
-        ``plan`` inside the masks (module docstring); the placement made, or None when
-        a task stops fitting on the way."""
+        """Play ``session`` to its end following ``plan`` inside the masks; the placement,
+        or None when a task stops fitting."""
         b = session.builder
         order = [] if plan is None else [*plan.worker_groups, *plan.ps_groups]
         g_max, n_agents = b.pad[0], b.n_agents
@@ -196,12 +171,8 @@ class MaskedFirstFit(MaskedHeuristic):
 
 
 class MaskedMlfsRl(MaskedHeuristic):
-    """A probe of the agents' action space, not a control: MLF-RL's placement (its
-    shipped node network, ``checkpoints/baselines/mlfs_rl.pt``) followed inside the
-    masks of the shipped agents' own rules (``configs/default.yaml``'s ``env:``), by
-    forwards and GPU-group slots (MLF-RL is not a heuristic, so it is no hint and has
-    no follow action). Against ``mlfs-rl`` itself it measures what the masks cost the
-    one placement policy that beats our agents (docs/agents.md, "Eight readings")."""
+    """A probe, not a control: MLF-RL's shipped placement followed inside the masks of
+    ``configs/default.yaml``'s ``env:`` rules, by forwards and group slots."""
 
     name = "masked:mlfs-rl"
     description = "probe: MLF-RL's placement followed inside the agents' masks (default rules)"

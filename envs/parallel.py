@@ -1,30 +1,11 @@
-"""PettingZoo ``ParallelEnv`` adapter of ``marl_sched/ClusterPlacement-v1``.
+"""PettingZoo ``ParallelEnv`` adapter of ``marl_sched/ClusterPlacement-v1``
+(:mod:`envs.cluster_env` is the reference), Ray-free.
 
-Same agents, decisions, observations and rewards as
-:class:`envs.rllib_env.ClusterPlacementEnv` (:mod:`envs.cluster_env` is the reference),
-with the parallel API's conventions:
-
-- every live agent gets an observation, a reward and flags every cycle; agents stay
-  live until the episode ends, then all leave together (``agents`` becomes empty);
-- only the acting agent decides and only it observes the cluster: its observation is
-  the RLlib env's; every other agent gets an all-zero observation whose
-  ``action_mask`` allows only its **no-op** slot ``G + k`` (forward to itself). The
-  actions of non-acting agents are ignored; the acting agent's is checked as in the
-  RLlib env (``ValueError`` if illegal or missing). The acting agent is the one whose
-  mask is not the no-op one, or ``env.acting_agent``;
-- ``action_mask`` is ``int8`` (PettingZoo's convention, what
-  ``Discrete.sample(mask=...)`` takes); the other fields are the RLlib env's;
-- ``action_space(agent).sample()`` draws a legal action: the acting agent's under its
-  mask, any other live agent's no-op;
-- the adapter wraps the Ray-free core (:class:`envs.cluster_env.ClusterPlacementCore`):
-  ``import envs; envs.make_parallel_env(...)`` does not import Ray;
-- every agent receives the step's team reward (the sum over steps is the team return
-  ``-avg JCT / time_scale_s`` for each agent);
-- at the end every agent's ``infos[agent]`` carries ``avg_jct_s``, ``team_return``
-  and ``metrics``;
-- with ``env.migration: on`` the agent offered a move keeps the job through its own
-  no-op slot, so its mask may look like an idle agent's: read ``acting_agent``.
-"""
+Every live agent gets an observation, the team reward and flags every cycle; all leave
+together at the end. Only the acting agent observes the cluster; the others get an
+all-zero observation whose ``action_mask`` (``int8``) allows only their no-op slot, and
+their actions are ignored. ``action_space(agent).sample()`` is legal. In a move the
+acting agent's keep is also its own slot: read ``acting_agent``."""
 
 from __future__ import annotations
 

@@ -1,50 +1,21 @@
-"""The team reward of ``ClusterPlacement-v1``: average JCT, paid as it accrues, with
-a potential that credits a placement at once with the run time it adds.
+"""The team reward of ``ClusterPlacement-v1``: average JCT, paid as it accrues.
 
-With ``n`` the jobs of the episode, ``C(t)`` the job-seconds spent in the system up to
-``t`` (Σ over submitted jobs of ``min(finish, t) - submit``) and ``W(t)`` the
-predicted remaining run time of the running jobs (Σ remaining iterations × predicted
-seconds per iteration), every env step pays::
+With ``n`` the episode's jobs, ``C(t)`` the job-seconds spent in the system up to ``t``
+and ``W(t)`` the predicted remaining run time (and restart delay) of the running jobs,
+every step pays::
 
     r = -(ΔC + ΔW) / (time_scale_s · n)
 
-``C`` at the end of an episode run to completion is ``Σ JCT``, and ``W`` is 0 at both
-ends (an episode starts from an empty cluster and ends when every job is done), so
-the team return is exactly ``-avg JCT / time_scale_s`` whatever ``W`` predicts.
-``ΔW`` is potential-based shaping (Ng et al., 1999): it changes which step is paid,
-not what the episode is worth. On the step that applies a placement it charges the
-job's own predicted run time and the slowdown it causes its neighbours; later steps
-pay back the difference between prediction and what happened. On the step that
-moves a running job (``env.migration: on``) ``ΔW`` charges its restart delay at once
-(and the change of speed of the job and its old and new neighbours); while the job
-then waits, ``C``'s growth and the fall of ``W``'s delay term cancel, so the delay is
-paid once, at the move, and the return stays ``-avg JCT`` with the delay in the moved
-job's JCT.
+``W`` is 0 at both ends, so a full episode returns ``-avg JCT / time_scale_s``; ``ΔW``
+is potential-based shaping (Ng et al., 1999). ``reward.interference``: ``simulator``
+(``RunningJob.iter_time``) or ``learned`` (the alone time × the learned model's
+slowdown, ``checkpoints/interference/model.npz``).
 
-The interference in ``W``'s seconds per iteration comes from ``reward.interference``:
-
-- ``simulator`` — the performance model's own iteration times
-  (``RunningJob.iter_time``): the environment's dynamics, so ``ΔW`` is the exact
-  instantaneous cost of a placement;
-- ``learned`` — the learned interference model of the paper
-  (``marl_sched.interference``, file ``checkpoints/interference/model.npz``):
-  seconds per iteration = the job's same-placement-alone time × the model's predicted
-  slowdown (:func:`marl_sched.interference.job_features`), recomputed whenever the
-  set of running jobs changes. A missing model file is an input error.
-
-Your own reward: ``env.reward: module:function`` (or ``env.reward.function:
-module:function`` beside ``credit``) replaces the team reward above with a function of
-the signature :data:`REWARD_SIGNATURE`, ``reward(sim, since) -> float``: called once per
-env step, after the step's decision is applied, with the episode's
-:class:`~marl_sched.simulator.Simulator` (read it, never change it: ``sim.now``,
-``sim.jobs``, ``sim.records``, ``sim.running``, ``sim.view()``) and the simulated time
-of the previous step (the episode's start for the first); what it returns is the
-step's reward (``time_scale_s`` and ``interference`` are then unused; ``credit`` still
-says which agents are paid). The module must import where the env is built (RLlib's
-env runners too: the current folder or ``PYTHONPATH``); one that does not, a name that
-is not callable, or a function that cannot be called as ``reward(sim, since)`` is an
-input error naming the key (:func:`reward_function`). docs/extending.md has an example.
-"""
+Your own reward: ``env.reward: module:function``, called as ``reward(sim, since)``
+(:data:`REWARD_SIGNATURE`) after each step's decision with the episode's simulator
+(read only) and the previous step's time; ``credit`` still applies. A module that does
+not import or a function of another signature is an input error
+(:func:`reward_function`; docs/extending.md)."""
 
 from __future__ import annotations
 
@@ -67,8 +38,7 @@ REWARD_SIGNATURE = "reward(sim, since) -> float"
 
 class JobSeconds:
     """``C(now)``: Σ over submitted scored jobs (ids ``>= scored_from``) of
-    ``min(finish, now) - submit`` (exact, incremental over the simulator's completion
-    records)."""
+    ``min(finish, now) - submit``, incremental."""
 
     def __init__(self, submit_times: np.ndarray, scored_from: int = 0) -> None:
         self.scored_from = int(scored_from)
@@ -137,13 +107,6 @@ class RemainingWork:
             total += left * tau + max(run.paused_until - now, 0.0)
         return total
 
-    def predicted_iteration_times(self, sim: Simulator) -> dict[int, float]:
-        """Per running job id: the seconds per iteration ``W`` uses."""
-        if self.source == "learned":
-            self._refresh(sim)
-            return dict(self._pred)
-        return {jid: run.iter_time for jid, run in sim.running.items()}
-
     def _refresh(self, sim: Simulator) -> None:
         key = tuple(sorted(sim.running))
         if key == self._key:
@@ -163,9 +126,8 @@ class RemainingWork:
 
 
 class TeamReward:
-    """``r = -(ΔC + ΔW) / (time_scale_s · n)`` over one episode's simulator; with a
-    warm-up (jobs ``0 .. scored_from - 1``, simulated but not scored) ``C``, ``W`` and
-    ``n`` count the scored jobs only."""
+    """``r = -(ΔC + ΔW) / (time_scale_s · n)`` over one episode's simulator, counting
+    scored jobs only (ids ``>= scored_from``)."""
 
     def __init__(
         self, sim: Simulator, time_scale_s: float, interference: str, scored_from: int = 0
@@ -182,12 +144,9 @@ class TeamReward:
         return self.c.value(self.sim) + self.w.value(self.sim)
 
     def job_shares(self) -> list[tuple[int, float]]:
-        """``(job id, share)`` for every job of the episode in arrival order (submit
-        time, then id): a scored job's share is ``-T / (time_scale_s · n)`` with ``T``
-        its time in the system so far (``min(finish, now) - submit``, 0 before it is
-        submitted), an unscored (warm-up) job's 0. The shares are ``-C(now) / scale``
-        split by job, so at the end of an episode whose jobs all completed they sum
-        to :attr:`total` (``W`` is 0 at both ends)."""
+        """``(job id, share)`` for every job in arrival order: ``-T / (time_scale_s · n)``
+        with ``T`` its time in the system so far (0 for a warm-up job); at the end of a
+        completed episode they sum to :attr:`total`."""
         now, records, first = self.sim.now, self.sim.records, self.c.scored_from
         out = []
         for job in sorted(self.sim.jobs, key=lambda j: (j.submit_time, j.job_id)):

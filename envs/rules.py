@@ -1,10 +1,6 @@
-"""The rules of ``ClusterPlacement-v1`` that are not a feature: capacity checks,
-the cooperative forward rule, scope views and home agents.
-
-Pure functions over arrays (no session state), shared by the placement session
-(:mod:`envs.session`), the heuristics' hints and the teachers. The rules themselves are
-documented in :mod:`envs.cluster_env` ("Actions and cooperation").
-"""
+"""The rules of ``ClusterPlacement-v1`` that are not a feature: capacity checks, the
+forward rule, scope views and home agents (pure functions; :mod:`envs.cluster_env`
+documents the rules)."""
 
 from __future__ import annotations
 
@@ -22,9 +18,8 @@ _EPS = 1e-9  # the simulator's capacity tolerance (Simulator._check)
 
 
 class ScopeMap(Protocol):
-    """Which agent owns each GPU group and server (an
-    :class:`envs.observations.ObservationBuilder` is one); a protocol, so that the
-    rules import nothing of the environment above them."""
+    """Which agent owns each GPU group and server (a protocol:
+    :class:`envs.observations.ObservationBuilder` is one)."""
 
     topology: Topology
     group_scope: np.ndarray  # (n_groups,) owning agent of each GPU group
@@ -70,15 +65,10 @@ def scopes_can_host_rest(
 ) -> np.ndarray:
     """(A,) bool: can scope ``a`` alone host all of a job's remaining tasks.
 
-    Scopes are contiguous group ranges starting at ``group_start`` (length A, first
-    0). ``group_free``/``cpu_free``/``mem_free`` are the tentative free GPUs per group
-    and free cores / GB per server; ``demands`` = (cores per worker, cores per PS, GB
-    per task). A greedy capacity check: per server, worker slots = min(free GPUs,
-    cores // cpu_worker, memory // mem_gb); the workers fill the servers with the most
-    slots first, and the parameter servers must fit in the cores and memory left. It
-    may say "no" for a job that a cleverer packing would fit, never "yes" for one that
-    cannot fit (GPU groups of a server share its cores and memory only).
-    """
+    Scopes are contiguous group ranges from ``group_start``; ``demands`` = (cores per
+    worker, cores per PS, GB per task). Greedy: workers fill the servers with the most
+    slots (min of free GPUs, cores and memory) first, PS take the cores and memory left.
+    Never "yes" for a job that cannot fit."""
     t = topology
     cw, cp, m = demands
     n = len(group_start)
@@ -107,22 +97,9 @@ def forward_targets(
     allowed: np.ndarray,
     whole: bool = False,
 ) -> np.ndarray:
-    """(A,) bool: the agents ``agent`` may forward the current task to.
-
-    The cooperative rule, **forward when you must** (split a job only when you must):
-
-    - the acting agent's scope cannot host the current task: to any ``allowed``
-      agent whose scope can;
-    - it can, but cannot host all of the job's remaining tasks while some
-      ``allowed`` agent's scope can host them all: to those;
-    - ``whole`` (no task of the job is placed yet): to any ``allowed`` agent whose
-      scope can host the whole job — a job moves whole (load balancing), it is not
-      spread;
-    - otherwise nowhere: the agent places the task itself.
-
-    ``allowed`` excludes the agents the task may not go to (visited / forward budget
-    used up); the acting agent itself is never a target.
-    """
+    """(A,) bool: the agents ``agent`` may forward the current task to, among
+    ``allowed`` (never itself): forward when you must (:mod:`envs.cluster_env`,
+    "Actions"). ``whole``: no task of the job is placed yet."""
     allowed = np.asarray(allowed, dtype=bool).copy()
     allowed[agent] = False
     if not can_task[agent]:

@@ -1,17 +1,12 @@
 """Regenerate every generated table and figure of README.md and docs/ from the
-committed results files, so that no figure in them is typed by hand.
+committed results files.
 
     python -m experiments.make_docs           # rewrite the blocks and the figures
     python -m experiments.make_docs --check   # exit 1 if a block differs from its files,
                                               # or one of BLOCKS is used by no document
 
 A block is the text between ``<!-- generated:NAME -->`` and ``<!-- /generated -->``;
-:data:`BLOCKS` renders each NAME from ``results/default-window/`` (``marl-sched
-compare``, without its ``jobs.csv`` files), ``results/benchmark-test-*/`` (``marl-sched
-benchmark --split test``, once per final recipe), ``results/baselines/``
-(``experiments/train_baselines.py``) and ``benchmarks/ledger.jsonl``. After a new run
-into one of these, run this script and commit both.
-"""
+:data:`BLOCKS` renders each NAME from ``results/`` and ``benchmarks/ledger.jsonl``."""
 
 from __future__ import annotations
 
@@ -181,11 +176,9 @@ def _iqm(r: dict, m: str) -> str:
 
 
 def benchmark_test(root: Path = RESULTS, track: str = "placement", run: str = "") -> str:
-    """One track's test-split table from ``root / run`` (default
-    ``benchmark-test-<track>``): per policy the IQM of each metric normalised by
-    first-fit (95 % hierarchical-bootstrap intervals, or "no interval"), the mean and
-    the worst-case scenario of normalised average JCT, the run's date in the ledger,
-    and P(marl has a lower average JCT than each other policy)."""
+    """One track's test-split table from ``root / run``: per policy the IQM of each
+    metric over first-fit's (with intervals), the mean and worst-case normalised average
+    JCT, the run's ledger date and P(marl is better)."""
     folder = root / (run or f"benchmark-test-{track}")
     if not (folder / "summary.csv").is_file():
         return (
@@ -240,9 +233,8 @@ def benchmark_test(root: Path = RESULTS, track: str = "placement", run: str = ""
 
 
 def shipped_vs_rule(root: Path = RESULTS) -> str:
-    """The README's sentence on the shipped agents and the rule they imitate, from the
-    test run that has both: each one's IQM of average JCT over first-fit's, and the
-    shipped agents over the rule, paired by scenario and seed."""
+    """The README's sentence on the shipped agents vs the rule they imitate, from the
+    test run that has both."""
     run = "benchmark-test-placement-lookahead"
     iqm = {r["policy"]: _iqm(r, "avg_jct_s") for r in read_rows(root / run / "summary.csv")}
     table = family_table([("", run)], run, root, policy=RULE)

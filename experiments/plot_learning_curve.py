@@ -1,20 +1,13 @@
-"""Learning curves of training runs, read back from their TensorBoard files: the mean
-over seeds with a 95 % confidence band, against environment steps.
+"""Learning curves of training runs from their TensorBoard files: the mean over
+seeds with a 95 % band, against environment steps.
 
 ::
 
     python experiments/plot_learning_curve.py RUN_OR_EXPERIMENT [...]
         [--out docs/figures/learning_curve.png] [--tag charts/avg_jct_s] [--together]
 
-Each argument is a run folder (``marl-sched train --out DIR``) or an experiment
-folder (``--seeds N [--grid ...]``: its trials), read back with
-:func:`agents.records.read_tags`. Runs are grouped by their name without the
-``seedN`` suffix (one group per grid point; ``--together``: one group); per group the
-mean over its runs on the steps they all cover (:func:`marl_sched.plots.align`), with
-a 95 % Student-t band from two runs on ("1 seed: no interval" otherwise); the
-printout names the runs each band covers. One PNG per tag (default: validation
-average JCT and training episode return).
-"""
+Runs are grouped by name without the ``seedN`` suffix (``--together``: one group);
+one PNG per tag."""
 
 from __future__ import annotations
 

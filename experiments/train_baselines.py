@@ -4,20 +4,11 @@
         [--seed S] [--set key=value ...] [--wall-cap SECONDS] [--patience N]
         [--iterations N] [--search [--grid KEY=V1,V2 ...]] [--quiet]
 
-Episodes, selection on the validation scenarios and the stopping rules:
-``docs/baselines.md``, "Training". ``--set`` overrides a field of ``HarmonyConfig`` /
-``MlfsConfig`` (e.g. ``--set lr=3e-3``). Writes, each atomically, ``DIR/harmony.pt`` or
-``DIR/mlfs_rl.pt`` (what ``HarmonyPolicy`` / ``MlfsRlPolicy`` load), the run's summary
-``DIR/<learner>_s<seed>.json`` (config, validation history, wall time, why it stopped)
-and its TensorBoard curve ``DIR/tb/<learner>_s<seed>/``. ``--search`` instead runs
-the learner's grid (``GRID``), each point with the same seed and caps into
-``DIR/points/<point>/``, and writes ``DIR/search_<learner>.json`` (every point's best
-validation score, wall time and stop reason; the chosen point); ``--grid`` replaces
-``GRID`` (``agents/baselines/search.py``) with the given dimensions (each
-``KEY=V1,V2,...``, KEY a numeric config field), e.g. to extend a search past the edge
-of the first grid. Bad input: one line on
-stderr, exit status 2.
-"""
+docs/baselines.md, "Training", is the reference. Writes ``DIR/harmony.pt`` or
+``DIR/mlfs_rl.pt``, ``DIR/<learner>_s<seed>.json`` and ``DIR/tb/<learner>_s<seed>/``;
+``--search`` runs the grid (``agents/baselines/search.py``; ``--grid`` replaces it)
+into ``DIR/points/<point>/`` and writes ``DIR/search_<learner>.json``. Bad input: one
+line, exit 2."""
 
 from __future__ import annotations
 

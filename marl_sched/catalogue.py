@@ -1,19 +1,9 @@
-"""The workload catalogue: models, their resource profiles, and GPU speeds.
+"""The workload catalogue: models, their resource profiles, and GPU speeds, all read
+from ``marl_sched/data/calibration.json`` (docs/performance-model.md).
 
-Every figure here is read from ``marl_sched/data/calibration.json``, which
-``marl_sched.calibration`` fits from the measured data in ``../shared/data/profiles``
-and the published figures in ``../shared/data/PROVENANCE.md``; each model entry
-carries a ``source`` string naming where its numbers come from. See
-``docs/performance-model.md`` for the whole derivation.
-
-Resources, in this order in every vector (``RESOURCES``):
-
-- ``cpu``    CPU cores and caches (data loading, augmentation, PS aggregation);
-- ``pcie``   the GPU group's PCIe switch (host↔GPU copies, gradients to the PS);
-- ``membw``  the socket's memory bandwidth and QPI/UPI link;
-- ``disk``   the server's disk I/O (reading the data set);
-- ``net``    the server's NIC (gradients to remote parameter servers).
-"""
+Resources, in this order in every vector (``RESOURCES``): ``cpu`` (cores and caches),
+``pcie`` (the group's PCIe switch), ``membw`` (the socket's memory bandwidth and QPI),
+``disk`` (the server's disk I/O), ``net`` (the server's NIC)."""
 
 from __future__ import annotations
 
@@ -149,11 +139,3 @@ CALIBRATION = load_calibration()
 GPU_SPEED: dict[str, float] = CALIBRATION.gpu_speed
 CATALOGUE: dict[str, ModelSpec] = CALIBRATION.models
 MODEL_NAMES: tuple[str, ...] = tuple(sorted(CATALOGUE))
-
-
-def get_model(name: str) -> ModelSpec:
-    """The catalogue entry for ``name``; ``KeyError`` lists the known names."""
-    try:
-        return CATALOGUE[name]
-    except KeyError:
-        raise KeyError(f"unknown model {name!r} (known: {', '.join(MODEL_NAMES)})") from None

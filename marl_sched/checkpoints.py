@@ -18,12 +18,9 @@ CHECKPOINT_MANIFEST = "manifest.json"
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
-    """A checkpoint folder from a checkpoint, a pointer file (``checkpoints/latest``,
-    ``checkpoints/best``) or a run folder: its ``best`` checkpoint (by validation),
-    else its ``latest`` (a run that never validated). The folder found holds only
-    regular files and folders (no link, FIFO or device at any depth:
-    :func:`marl_sched.files.check_owned_tree`), and no pointer, ``checkpoints/`` or
-    named checkpoint on the way is a link; ``path`` itself may be one."""
+    """A checkpoint folder from a checkpoint, a pointer file or a run folder (its
+    ``best``, else ``latest``), checked by :func:`marl_sched.files.check_owned_tree`; no
+    pointer or folder on the way may be a link (``path`` itself may)."""
     p = Path(path)
     if not p.exists() and not p.is_absolute() and (REPO_ROOT / p).exists():
         p = REPO_ROOT / p
@@ -49,9 +46,8 @@ def _find_checkpoint(p: Path, path: str | Path) -> Path:
 
 
 def _pointer_target(p: Path, followed: bool = False) -> Path | None:
-    """The checkpoint a pointer file (a sibling folder's name) names, if ``p`` is one;
-    a pointer found inside a run folder (not ``followed`` from the command line) that is
-    a link, or that names a link, is refused."""
+    """The checkpoint a pointer file names, if ``p`` is one; inside a run folder, a
+    pointer that is or names a link is refused."""
     if not followed and p.is_symlink():
         raise InputError(f"--checkpoint: {p}: a symbolic link (not followed)")
     if not p.is_file() or p.stat().st_size >= 256:
@@ -80,14 +76,10 @@ def _sha256_of(path: Path, kind: str, where: str) -> str:
 
 
 def checkpoint_digest(path: str | Path) -> str:
-    """The content digest (64 hex) of a learned policy's checkpoint: what it acts with,
-    nothing beside it. A checkpoint file (``mlfs_rl.pt``): SHA-256 of its name, a NUL
-    and its bytes. A checkpoint folder (or a run folder or pointer, resolved as
-    :func:`resolve_checkpoint` does): SHA-256 over ``manifest.json`` and
-    ``modules/*.pt``, each as its relative path, a NUL and the SHA-256 of its bytes,
-    in that order — a README, config or warm start beside them does not count. Only
-    regular files under their size limit are read and no link is followed (a link
-    or a special file among them is refused, ``InputError`` naming it, unopened)."""
+    """The SHA-256 content digest of what a learned policy acts with: for a file, of its
+    name, a NUL and its bytes; for a checkpoint folder (resolved as
+    :func:`resolve_checkpoint`), over ``manifest.json`` and ``modules/*.pt`` (path, NUL,
+    SHA-256 each). Links and special files are refused (``InputError``)."""
     root = Path(path)
     where = f"--checkpoint: {path}"
     try:

@@ -1,4 +1,4 @@
-"""``marl-sched``: the command line.
+"""``marl-sched``: the command line (reference: docs/guide.md).
 
 ::
 
@@ -9,26 +9,15 @@
     marl-sched compare  --config C [--trace F] --policies a,b,... [--checkpoint P]
                         [--seeds N] [...] --out DIR
     marl-sched benchmark [--suite S] --split train|validation|test --policies a,b,...
-                        [--track placement|full] [--checkpoint P] [--seeds N] --out DIR
-                        [--migration-cost-scale 0.5,1,2,5] [--gavel-spread]
-                        [--ray-address A] [--local]
+                        [...] --out DIR
     marl-sched interference fit --config C --out DIR | interference report --model P
     marl-sched trace inspect F [--trace-format ...]
     marl-sched policies
 
-Every command that takes ``--config`` also takes ``key=value`` overrides of the
-config's keys anywhere on its line (``train.lr=1e-4 env.hints=[first-fit]``), applied
-after the file's ``defaults:`` are composed and checked like the file
-(:func:`marl_sched.config.load_config`). Trace options: ``--trace-format``,
-``--start``, ``--max-jobs``, ``--load``, ``--seed``, ``--drop-unplaceable``; with
-``--trace F`` the window is F's own jobs, all of them, unless ``--start`` /
-``--max-jobs`` say otherwise (the config's window belongs to its own trace).
-``--policy`` / ``--policies`` take a registered name or a ``module:Class`` path
-(docs/extending.md). Exit status 0 on success, 2 on bad input with one line on
-stderr naming the file, line or key and the problem; nothing is left half-written.
-The commands that need torch or Ray import them only when they run, so ``simulate``
-starts fast.
-"""
+Commands with ``--config`` take ``key=value`` overrides anywhere on the line, checked
+like the file. With ``--trace F`` the window is all of F's jobs unless ``--start`` /
+``--max-jobs`` say otherwise. Exit 0 on success, 2 on bad input with one line naming
+the file, line or key; torch and Ray are imported only by the commands that need them."""
 
 from __future__ import annotations
 
@@ -252,9 +241,8 @@ SHIPPED_FOLDERS = ("checkpoints", "benchmarks", "configs")
 
 
 def refuse_shipped_folder(out: str | Path, flag: str = "--out") -> None:
-    """Refuse (``InputError``) an output folder inside the repository's
-    :data:`SHIPPED_FOLDERS` (links resolved): ``simulate --out checkpoints/marl-default``
-    would overwrite the shipped checkpoint's ``config.yaml``."""
+    """Refuse (``InputError``) an output folder inside :data:`SHIPPED_FOLDERS` (links
+    resolved)."""
     from marl_sched.config import REPO_ROOT
 
     try:
@@ -271,10 +259,8 @@ def refuse_shipped_folder(out: str | Path, flag: str = "--out") -> None:
 
 
 def prepare_out(out: str | Path) -> Path:
-    """The output folder; refuses a path that is an existing file or lies under one, or
-    whose nearest existing folder cannot be written (an empty ``--out`` is refused for
-    every command in :func:`_run`). A link to a folder is accepted (and the folder it
-    names is checked and returned); a link to nothing is refused."""
+    """The output folder; refuses an existing file or a path under one, an unwritable
+    nearest folder and a dangling link (a link to a folder resolves to it)."""
 
     refuse_shipped_folder(out)
     path = Path(out)
@@ -502,11 +488,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _fixed_hash_seed() -> None:
-    """``marl-sched train`` from the shell runs with a fixed ``PYTHONHASHSEED``: RLlib
-    gathers a multi-agent batch by iterating sets of agent ids, whose order follows the
-    string hash seed, so two same-seed runs would otherwise sum their gradients in a
-    different order and drift apart (~1e-4 after one PPO update, measured). Re-executes
-    the process once with ``PYTHONHASHSEED=0`` unless the caller fixed one."""
+    """Re-execute ``marl-sched train`` once with ``PYTHONHASHSEED=0`` unless the caller
+    fixed one: RLlib's batch order follows the string hash seed."""
 
     if sys.argv[1:2] == ["train"] and os.environ.get("PYTHONHASHSEED", "random") == "random":
         os.environ["PYTHONHASHSEED"] = "0"
@@ -553,9 +536,8 @@ def _raise_terminated(signum: int, frame) -> None:
 
 
 def _install_signal_handlers() -> dict:
-    """SIGTERM and SIGHUP raise :class:`Terminated` (the default action kills the
-    process at once, leaving ``.NAME.tmp-PID`` staging folders behind); returns the
-    previous handlers."""
+    """SIGTERM and SIGHUP raise :class:`Terminated` (so staging folders are cleaned up);
+    returns the previous handlers."""
     import signal
     import threading
 
@@ -591,9 +573,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _quiet_thread_write_errors() -> None:
-    """A background writer thread (TensorBoard's event writer) that hits a full disk or a
-    read-only folder hands its error to the thread that owns it, which reports it as
-    one line: its own traceback is not printed too."""
+    """A background writer thread's (TensorBoard's) disk error is reported once, by
+    the thread that owns it, without its own traceback."""
     import threading
 
     from marl_sched.files import WRITE_ERRNOS

@@ -1,34 +1,20 @@
 """``marl-sched compare``: several policies on the same trace window, side by side.
 
-Each policy runs in its own worker process (as many at once as there are cores), on
-the same jobs, topology and seed. With ``--seeds N`` run ``k`` (seed ``S + k``) also
-draws the workload with the workload seed ``+ k``, as a benchmark cell does (arrival
-jitter, noisy duration estimates, the model fill rule), so the interval over seeds
-covers what the benchmark's does. ``--trace F`` scores F's own jobs unless
-``--start`` / ``--max-jobs`` give a window. Outputs, each written atomically:
+Each policy runs in its own worker process on the same jobs, topology and seed; with
+``--seeds N`` run ``k`` uses seed ``S + k`` and workload seed ``+ k``, as a benchmark
+cell does. Outputs, each written atomically:
 
-- ``DIR/<policy>/metrics.json``, ``DIR/<policy>/jobs.csv`` and
-  ``DIR/<policy>/config.yaml`` (as ``simulate``; with ``--seeds N`` > 1, one
-  ``DIR/<policy>/seed<S>/`` folder per seed), and ``DIR/config.yaml`` (the resolved
-  config every policy ran);
-- ``DIR/runs.csv``: one row per policy and seed (every metric, the seed, and a learned
-  policy's checkpoint path and content digest);
+- ``DIR/<policy>/{metrics.json,jobs.csv,config.yaml}`` (as ``simulate``; one
+  ``seed<S>/`` folder per seed with ``--seeds`` > 1) and ``DIR/config.yaml``;
+- ``DIR/runs.csv``: one row per policy and seed (metrics, seed, checkpoint and digest);
 - ``DIR/results.csv`` and ``DIR/results.md``: one row per policy, each metric the mean
-  over its seeds: avg / p50 / p95 / p99 JCT, queueing, slowdown, utilisation,
-  decision latency, the ratio of the average JCT to the best *baseline* (every policy
-  but ``marl``), the seeds, the half-width of the average JCT's 95 % Student-t
-  interval over seeds (empty for one seed: no interval from one sample), and the
-  checkpoint and its digest; ``results.md`` and the screen table give the average JCT
-  as ``mean ± half-width`` and say over how many seeds (``N seeds, identical: no
-  interval`` when no seed changed any run);
-- ``DIR/jct_cdf.png`` (first seed) and ``DIR/avg_jct.png`` (mean, error bars with
-  two seeds or more; policies more than twice the best in a panel of their own).
+  over seeds, the ratio of the average JCT to the best baseline (every policy but
+  ``marl``) and the 95 % Student-t half-width over seeds (none for one seed);
+- ``DIR/jct_cdf.png`` (first seed) and ``DIR/avg_jct.png`` (mean, error bars).
 
-Learned policies are found through the policy registry, so this module does not
-import their frameworks. ``--checkpoint P`` goes to ``marl`` and ``single-agent``;
-``--checkpoint marl=P1,harmony=P2`` names one per policy. A learned policy without
-one loads its shipped checkpoint.
-"""
+``--checkpoint P`` goes to ``marl`` and ``single-agent``; ``--checkpoint
+marl=P1,harmony=P2`` names one per policy; otherwise a learned policy loads its shipped
+checkpoint."""
 
 from __future__ import annotations
 
@@ -72,11 +58,9 @@ OURS = ("marl",)
 
 
 def checkpoint_record(policy) -> dict[str, str]:
-    """The checkpoint a built policy acts with (relative to the repo when inside it, else
-    absolute) and its 12-hex content digest
-    (:func:`marl_sched.benchmark.cells.checkpoint_id`); empty for a heuristic. Learned
-    policies keep the path they loaded as ``path`` (agents.baselines.checkpoint) or
-    ``agents.path`` (agents.policy): duck-typed, since marl_sched imports no agents."""
+    """The checkpoint a built policy acts with (repo-relative when inside it) and its
+    12-hex digest (:func:`marl_sched.benchmark.cells.checkpoint_id`); empty for a
+    heuristic. Duck-typed (``path`` or ``agents.path``): marl_sched imports no agents."""
     from marl_sched.benchmark.cells import checkpoint_id
 
     path = getattr(policy, "path", None) or getattr(getattr(policy, "agents", None), "path", None)
@@ -109,11 +93,8 @@ def _run_one(task: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
 
 
 def _quiet_worker(parent: int) -> None:
-    """A worker's start: SIGTERM and SIGHUP end it at once, silently (the command's
-    handler, inherited through fork, would raise in every worker and print a traceback
-    each); SIGINT is ignored (Ctrl-C reaches the whole group: the parent stops them).
-    On Linux the worker is killed when ``parent`` dies, even by SIGKILL (no worker
-    outlives the command, still writing into a staging folder the next run removes)."""
+    """A worker's start: SIGTERM and SIGHUP end it silently, SIGINT is ignored, and
+    on Linux it dies with ``parent``."""
     import signal
 
     for name in ("SIGTERM", "SIGHUP"):
@@ -133,10 +114,9 @@ def _quiet_worker(parent: int) -> None:
 
 
 def _run_pool(tasks: list[dict], n_workers: int, results: dict, progress) -> None:
-    """The tasks on ``n_workers`` worker processes (:func:`_quiet_worker`), their
-    results into ``results``. Stopped (a signal, Ctrl-C, an error), the workers are
-    terminated and the tasks not started dropped, so the parent reports one line; a
-    worker killed from outside is an ``InputError`` line, not a traceback."""
+    """The tasks on ``n_workers`` worker processes, their results into ``results``.
+    Stopped, the workers are terminated and unstarted tasks dropped; a worker killed from
+    outside is an ``InputError``."""
     from concurrent.futures.process import BrokenProcessPool
 
     pool = ProcessPoolExecutor(
@@ -193,10 +173,8 @@ def check_compare(
     trace_options: dict[str, Any],
     checkpoint: str | None,
 ):
-    """Every input of a comparison checked before any work: the config, the trace
-    window, each policy name and each learned policy's checkpoint against the cluster
-    (``InputError``). Returns ``(config, checkpoints by policy)``, the config with the
-    command line's trace options applied and the trace as an absolute path."""
+    """Check every input of a comparison before any work (``InputError``). Returns
+    ``(config, checkpoints by policy)``, the config with the trace options applied."""
     from marl_sched.benchmark.suite import warn_if_test_workload
     from marl_sched.config import load_config
     from marl_sched.policies import build_policy, get_policy_class
@@ -234,10 +212,9 @@ def run_compare(
     checked: tuple | None = None,
     seeds: int = 1,
 ) -> list[dict[str, Any]]:
-    """Run every policy under ``seeds`` seeds (``seed``, ``seed + 1``, ...; ``seed``
-    defaults to the config's); write results; return the result rows (best first).
-    ``checked``: what :func:`check_compare` returned for these inputs (else it runs
-    here)."""
+    """Run every policy under ``seeds`` seeds from ``seed`` (default the config's),
+    write results and return the rows, best first. ``checked``: :func:`check_compare`'s
+    result for these inputs."""
     from marl_sched.benchmark.suite import split_of
     from marl_sched.metrics import atomic_write_text, csv_text
     from marl_sched.plots import bars, jct_cdf, window_title
@@ -309,8 +286,7 @@ def has_interval(rows: list[dict[str, Any]]) -> bool:
 
 def seeds_note(seed_list: list[int], rows: list[dict[str, Any]]) -> str:
     """What the ± covers: ``3 seeds (1–3): mean ± 95 % CI``, ``1 seed (5): no
-    interval`` or, when no seed changed any policy's average JCT, ``3 seeds,
-    identical: no interval``."""
+    interval`` or ``3 seeds, identical: no interval``."""
     n = len(seed_list)
     if n == 1:
         return f"1 seed ({seed_list[0]}): no interval"
@@ -331,9 +307,9 @@ def with_interval(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def policy_rows(runs: list[dict[str, Any]], policies: list[str]) -> list[dict[str, Any]]:
-    """One row per policy from its runs (one per seed): each metric the mean over
-    seeds, ``seeds``, ``avg_jct_ci95_s`` (Student-t half-width; None for one seed),
-    the checkpoint, and ``ratio_to_best_baseline``; best first."""
+    """One row per policy from its runs: each metric the mean over seeds, ``seeds``,
+    ``avg_jct_ci95_s`` (None for one seed), the checkpoint and ``ratio_to_best_baseline``;
+    best first."""
     from marl_sched.plots import mean_ci
 
     rows = []
@@ -359,9 +335,8 @@ def policy_rows(runs: list[dict[str, Any]], policies: list[str]) -> list[dict[st
 
 
 def _compare_columns() -> tuple[tuple[str, str, str], ...]:
-    """``simulate``'s columns (:data:`marl_sched.cli.RESULT_COLUMNS`) with the mean ±
-    interval for the average JCT, p99 and the decision p99 beside their p50/p95, no
-    wall time (``results.csv`` has it) and the ratio to the best baseline last."""
+    """``simulate``'s columns with mean ± interval beside the JCT and decision
+    percentiles, no wall time, and the ratio to the best baseline last."""
     from marl_sched.cli import RESULT_COLUMNS
 
     beside = {"p95_jct_s": ("p99_jct_s", "p99 (s)", ".0f"),
@@ -401,9 +376,8 @@ def table_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
 
 
 def results_markdown(rows: list[dict[str, Any]], title: str, config: str, note: str) -> str:
-    """``results.md``: ``title`` (the trace and window scored), the config, ``note``
-    (the seeds and what the ± covers), one row per policy (:data:`COMPARE_COLUMNS`) and
-    a footnote on the columns (:data:`UTILISATION_NOTE`)."""
+    """``results.md``: ``title``, the config, ``note`` (seeds, what ± covers), one row
+    per policy and the columns' footnote."""
     lines = [
         f"# {title}",
         "",

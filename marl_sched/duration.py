@@ -1,37 +1,21 @@
-"""What a scheduler may know about a job's length: one documented duration predictor.
+"""What a scheduler may know about a job's length: one duration predictor.
 
-No real scheduler knows how long a job will run. Every policy — heuristics, Harmony,
-MLFS, the MARL agents — sees a job through :meth:`DurationPredictor.visible_job`: the
-same :class:`~marl_sched.jobs.Job` with ``iterations`` replaced by the predictor's
-estimate (``nan`` when it has none) and ``duration`` (the trace's run time) by
-``nan``. ``Job.work_s`` and ``Job.gpu_work_s`` of a visible job are therefore
-estimates too. The simulator alone keeps the true iterations.
-
-``workload.duration_estimate`` picks the predictor:
+Every policy sees a job through :meth:`DurationPredictor.visible_job`: ``iterations``
+replaced by the estimate (``nan`` without one) and ``duration`` by ``nan`` (so
+``work_s`` / ``gpu_work_s`` are estimates too); only the simulator keeps the truth.
+``workload.duration_estimate``:
 
 ``none``
-    no estimate: ``iterations`` is ``nan`` for every job.
+    no estimate.
 ``oracle``
-    the true iterations (an upper-bound ablation, never a default).
+    the true iterations (an upper-bound ablation).
 ``noisy``
-    the true iterations times a log-normal error ``exp(sigma * z)``, ``z`` a standard
-    normal drawn from ``numpy.random.default_rng([seed, crc32(job name)])``: a job's
-    estimate depends on the seed and the job, not on the window or the run.
-    ``sigma`` = ``workload.duration_noise_sigma`` (default :data:`NOISY_SIGMA`).
+    the truth times ``exp(sigma * z)``, ``z`` standard normal from
+    ``default_rng([seed, crc32(job name)])``; ``sigma`` = ``workload.duration_noise_sigma``
+    (default :data:`NOISY_SIGMA` = 1.0, an assumption: half the estimates within ~2x).
 ``history``
-    the running median of the work (iterations x the model's compute per iteration,
-    reference-GPU seconds) of the jobs *completed so far* with the same virtual
-    cluster and model, else the same model, else all completed jobs; converted back
-    to iterations of the job's model. ``nan`` until the first job completes. This is
-    what a production scheduler has (Tiresias and Themis schedule without lengths;
-    Helios' QSSF and Lucid predict from per-user/per-VC history).
-
-:data:`NOISY_SIGMA` = 1.0 (ln-space): half of the estimates are within a factor
-``e^0.674`` ≈ 2 of the truth. It is an assumption of this project, chosen to match the
-order of error the duration-prediction literature reports for history-based
-estimates of cluster jobs (e.g. 3Sigma, Park et al., EuroSys'18, which schedules from
-distributions because point estimates are often off by 2x or more); it is not fitted
-to a published table. The ablation axis ``none / noisy / history / oracle`` brackets it.
+    the running median work of the jobs completed so far with the same virtual
+    cluster and model, else model, else all; ``nan`` until the first completion.
 """
 
 from __future__ import annotations
@@ -52,15 +36,14 @@ NOISY_SIGMA = 1.0
 
 
 class DurationPredictor:
-    """The job-length estimate every policy gets (see the module docstring).
+    """The job-length estimate every policy gets.
 
     Args:
         kind: one of :data:`DURATION_ESTIMATES`.
         sigma: ln-space standard deviation of the ``noisy`` error.
         seed: seed of the ``noisy`` error.
 
-    A predictor holds the history of one run: make a new one per simulation.
-    """
+    One predictor per simulation (it holds the run's history)."""
 
     def __init__(self, kind: str = "noisy", *, sigma: float = NOISY_SIGMA, seed: int = 0) -> None:
         if kind not in DURATION_ESTIMATES:
@@ -85,11 +68,6 @@ class DurationPredictor:
             return work / CATALOGUE[job.model].compute_s
         return math.nan
 
-    def est_work_s(self, job: Job) -> float:
-        """Estimated work per worker in reference-GPU seconds (what ``Job.work_s``
-        is for the true length); ``nan`` when there is no estimate."""
-        return self.est_iterations(job) * CATALOGUE[job.model].compute_s
-
     def visible_job(self, job: Job) -> Job:
         """``job`` as a policy may see it: estimated iterations, no trace duration."""
         if self.kind == "oracle":
@@ -107,9 +85,8 @@ class DurationPredictor:
             self._work[key].append(work)
 
     def sync(self, completed: Sequence[Job] | dict) -> None:
-        """Observe the jobs completed since the last call: ``completed`` is the
-        simulator's ``records`` (job id -> record, in completion order) or a list of
-        jobs in completion order."""
+        """Observe the jobs completed since the last call (the simulator's ``records`` or a
+        list of jobs, in completion order)."""
         if self.kind != "history" or len(completed) == self._seen:
             return
         items = list(completed.values()) if isinstance(completed, dict) else list(completed)

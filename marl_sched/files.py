@@ -1,18 +1,9 @@
 """Opening input files: regular files only, their size checked before a byte is read.
 
-Every file a command reads from a user (a trace, a config, a suite, a checkpoint's
-weights) or reads back from a folder it wrote (a benchmark cell, ``benchmark.json``)
-goes through :func:`open_input` or :func:`read_input`: a FIFO would block the command
-forever, ``/dev/zero`` would be read until memory runs out, and a folder or a huge file
-would fail deep inside a parser. Each is refused with one line naming the file:
-
-    ``/dev/zero: cannot read trace: not a regular file``
-    ``big.yaml: cannot read config: 2,000,000,000 bytes, more than the 1 MiB a config may have``
-
-The limits (:data:`SIZE_LIMITS`) are per kind of file, far above every real input
-(the shipped Philly trace is 3.4 MB, the largest config a few KB, a baseline
-checkpoint under 1 MB).
-"""
+Every file read from a user or read back from a folder the tool wrote goes through
+:func:`open_input` or :func:`read_input`; anything else (FIFO, device, folder, a file
+over :data:`SIZE_LIMITS` for its kind) is refused with one line naming the file, e.g.
+``/dev/zero: cannot read trace: not a regular file``."""
 
 from __future__ import annotations
 
@@ -51,15 +42,12 @@ def _size_text(n: int) -> str:
 def open_input(
     path: str | os.PathLike, kind: str, where: str | None = None, *, follow_links: bool = True
 ) -> BinaryIO:
-    """``path`` opened for binary reading, after checking that it is a regular file of at
-    most ``SIZE_LIMITS[kind]`` bytes. The file is opened without blocking (a FIFO opens
-    at once and is then refused) and checked on the opened descriptor, so a path
-    swapped between the check and the read cannot slip through. ``follow_links``
-    False: a symlink (as the last component) is refused, never opened.
+    """``path`` opened for binary reading, non-blocking, once the opened descriptor is a
+    regular file of at most ``SIZE_LIMITS[kind]`` bytes. ``follow_links`` False refuses a
+    symlink.
 
     Raises:
-        InputError: ``<where>: cannot read <kind>: <reason>`` (``where`` defaults to
-            the path as given).
+        InputError: ``<where>: cannot read <kind>: <reason>``.
     """
     shown = os.fspath(path) if where is None else where
     limit = SIZE_LIMITS[kind]
@@ -166,11 +154,9 @@ def write_failure(exc: OSError) -> InputError | None:
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same folder + rename;
-    the file gets the umask's mode (:func:`new_file_mode`). On any failure the
-    temporary file is removed; an ``OSError`` of :data:`WRITE_ERRNOS` is raised
-    again naming ``path`` (not the temporary name, nor none: a full disk's
-    ``write`` names no file)."""
+    """Write ``data`` to ``path`` via a temporary file in the same folder + rename
+    (umask mode). On failure the temporary file is removed and an ``OSError`` of
+    :data:`WRITE_ERRNOS` is raised again naming ``path``."""
     path = Path(path)
     tmp = None
     try:
@@ -215,12 +201,9 @@ def _owned_refusal(where: str, path: Path, reason: str) -> InputError:
 def check_owned_tree(
     root: str | os.PathLike, where: str, *, max_entries: int = MAX_OWNED_ENTRIES
 ) -> None:
-    """Refuse (``InputError``, one line naming the entry) a folder the tool owns (a run
-    or experiment folder, a benchmark ``--out``, a checkpoint) holding anything but
-    regular files and folders at any depth: a symbolic link (which would send a read
-    or a write outside it), a FIFO, a socket or a device. Walked with ``lstat``, links
-    never followed, at most ``max_entries`` entries. ``root`` itself may be a link the
-    user named; a missing ``root`` passes (nothing in it yet)."""
+    """Refuse (``InputError`` naming the entry) a folder the tool owns that holds a
+    symlink, FIFO, socket or device at any depth (``lstat``, at most ``max_entries``). A
+    missing ``root`` passes."""
     root = Path(root)
     try:
         info = os.stat(root)
@@ -257,10 +240,9 @@ def check_owned_tree(
 
 
 def owned_path(root: str | os.PathLike, rel: str | os.PathLike, where: str) -> Path:
-    """``root / rel`` for a writer or reader of a folder the tool owns, after checking
-    (``lstat``, at the moment of use) that each existing step of ``rel`` is a folder and
-    the last one, if it exists, a regular file or folder — never a link, FIFO or device
-    (``InputError`` naming the entry). ``rel`` is relative and has no ``..``."""
+    """``root / rel`` after checking (``lstat``, now) that each existing step is a folder
+    and the last a regular file or folder (``InputError`` naming the entry). ``rel`` is
+    relative, without ``..``."""
     root = Path(root)
     parts = Path(rel).parts
     if Path(rel).is_absolute() or ".." in parts:

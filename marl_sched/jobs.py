@@ -1,21 +1,13 @@
 """Jobs, placements, and the fill rules that turn trace rows into jobs.
 
-A job is a PS/worker data-parallel training job: ``num_workers`` worker tasks (one
-GPU each) and ``num_ps`` parameter-server tasks (CPU only), training a catalogue
-model for ``iterations`` synchronous iterations.
+A job has ``num_workers`` worker tasks (one GPU each) and ``num_ps`` parameter-server
+tasks (CPU only), training a catalogue model for ``iterations`` iterations. Fill rules
+for fields a trace lacks (seeded):
 
-Fill rules for fields a trace lacks (seeded, documented in the README):
-
-- ``model``: drawn uniformly from the catalogue (:data:`FILL_MODELS`) with
-  ``numpy.random.default_rng(seed)`` consumed in trace order. The draw never looks
-  at the job's duration (a model picked by GPU-time bucket would leak the length to
-  every policy that reads the model) nor at anything else of the job.
-- ``num_ps``: 0 for a single-worker job (it trains locally), else
-  ``ceil(num_workers / 4)`` (one PS shard per four workers, the ratio DL2's profiled
-  jobs cluster around).
-- ``iterations``: ``duration / isolated_iteration_time``, so that the job, alone on
-  its best placement, runs exactly as long as the trace says it ran.
-"""
+- ``model``: uniform over :data:`FILL_MODELS`, ``default_rng(seed)`` in trace order,
+  independent of the job's duration;
+- ``num_ps``: 0 for a single-worker job, else ``ceil(num_workers / 4)``;
+- ``iterations``: ``duration / isolated_iteration_time``."""
 
 from __future__ import annotations
 
@@ -69,9 +61,8 @@ class Job:
 
     @property
     def work_s(self) -> float:
-        """Requested training work per worker in reference-GPU seconds: iterations ×
-        the model's compute per iteration on the reference GPU (what MLF-H ranks jobs
-        by)."""
+        """Training work per worker in reference-GPU seconds (iterations × compute per
+        iteration)."""
         return self.iterations * CATALOGUE[self.model].compute_s
 
     @property

@@ -95,22 +95,14 @@ def compute_metrics(
     jobs_total: int | None = None,
     warmup: int = 0,
 ) -> dict[str, Any]:
-    """The design's metrics of a finished simulation.
+    """The metrics of a finished simulation, over the jobs after the first ``warmup``
+    (simulated, not scored).
 
-    The first ``warmup`` jobs (job ids ``0 .. warmup-1``) were simulated to populate
-    the cluster and are not scored: every job figure is over the others (the
-    window), and the makespan runs from the window's first submit to its last
-    finish. ``gpu_utilization`` is busy GPU-seconds of every job over that makespan;
-    ``gpu_utilization_steady`` the same over the window's arrival period (its first
-    to its last submit, warm-up and window jobs alike holding GPUs), the steady state
-    a load tier is named after; ``jobs_queued_frac`` the share of scored jobs that
-    waited before they started (queue time > 1 ms). Busy GPU-seconds count each job's
-    workers, so with GPU sharing (``topology.gpu_sharing`` k > 1) two jobs on one GPU
-    count twice and the utilisations can reach k: GPU time demanded per GPU.
-    ``migrations`` and ``migration_delay_s`` (their total restart + state-move delay)
-    count every migration of the run; ``migrations_declined`` the proposals the
-    simulator refused (per-job cap, interval).
-    """
+    The makespan runs from the window's first submit to its last finish;
+    ``gpu_utilization`` is busy GPU-seconds over it, ``gpu_utilization_steady`` over the
+    window's arrival period (counting each worker, so up to k with GPU sharing);
+    ``jobs_queued_frac`` the share of scored jobs that waited > 1 ms; ``migrations``,
+    ``migration_delay_s`` and ``migrations_declined`` count the whole run."""
     every = sim.result()
     recs = [r for r in every if r.job.job_id >= warmup]
     scored = [j for j in sim.jobs if j.job_id >= warmup]
@@ -193,9 +185,8 @@ def job_rows(records: Sequence[JobRecord]) -> list[dict[str, Any]]:
 
 
 def move_into(tmp: Path, out: Path) -> None:
-    """Put ``tmp``'s entries into ``out`` (renamed whole when ``out`` is absent or empty;
-    otherwise each entry replaces its namesake). ``out`` may be a link to a folder: the
-    entries go into the folder it names, and the link stays."""
+    """Put ``tmp``'s entries into ``out`` (renamed whole when ``out`` is absent or
+    empty; else entry by entry; a link to a folder stays a link)."""
     out = real_out(out)
     if not out.exists() or (out.is_dir() and not any(out.iterdir())):
         if out.exists():
@@ -223,9 +214,8 @@ _STAGING_TAG = ".tmp-"
 
 
 def staging_prefix(out: Path) -> str:
-    """The name every staging folder of ``out`` starts with, ``.NAME.tmp-`` (the PID
-    follows); a long ``NAME`` is cut and given a digest of the whole name, so the
-    staging name stays within :data:`NAME_MAX` bytes whenever ``out``'s own does."""
+    """``.NAME.tmp-``, the prefix of ``out``'s staging folders (a long ``NAME`` cut and
+    digested to stay within :data:`NAME_MAX`)."""
     import hashlib
 
     name = out.name
@@ -238,9 +228,8 @@ def staging_prefix(out: Path) -> str:
 
 
 def remove_stale_staging(out: Path) -> list[Path]:
-    """Remove the staging folders of ``out`` left by runs that were killed (``.NAME.tmp-PID``
-    whose process no longer runs: SIGKILL, a power cut); a live process's is left alone.
-    Only plain folders of exactly that name are touched. Returns what was removed."""
+    """Remove ``out``'s staging folders (``.NAME.tmp-PID``) whose process no longer
+    runs; returns what was removed."""
     parent, prefix = out.parent, staging_prefix(out)
     removed = []
     try:
@@ -270,13 +259,9 @@ def _running(pid: int) -> bool:
 
 @contextmanager
 def staged_folder(out: str | Path) -> Iterator[Path]:
-    """A temporary folder beside ``out`` for a command's outputs: when the block ends
-    normally they move into ``out`` at once (:func:`move_into`); when it fails or is
-    interrupted (an exception, Ctrl-C, SIGTERM or SIGHUP: the CLI turns those into
-    exceptions) the folder goes and ``out`` is left as it was. Staging folders of
-    earlier runs on the same ``out`` that were killed outright are removed first
-    (:func:`remove_stale_staging`). An ``out`` that cannot be written is an
-    ``InputError`` naming ``--out``."""
+    """A temporary folder beside ``out`` for a command's outputs, moved into ``out``
+    when the block ends normally (:func:`move_into`) and removed otherwise; stale staging
+    folders go first. An unwritable ``out`` is an ``InputError`` naming ``--out``."""
     shown = Path(out)
     out = real_out(shown)
     remove_stale_staging(out)
@@ -348,9 +333,8 @@ def write_run(
     records: Sequence[JobRecord],
     config: ExperimentConfig | None = None,
 ) -> None:
-    """Write ``metrics.json`` and ``jobs.csv`` (each atomically), and the run's resolved
-    ``config.yaml`` when ``config`` is given; ``jobs.csv`` holds the scored jobs
-    (warm-up jobs, ``metrics["jobs_warmup"]`` of them, are left out)."""
+    """Write ``metrics.json`` and ``jobs.csv`` (scored jobs only; each atomically), and
+    ``config.yaml`` when ``config`` is given."""
     out = Path(out_dir)
     if config is not None:
         atomic_write_text(out / "config.yaml", config.to_yaml())

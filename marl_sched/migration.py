@@ -1,49 +1,17 @@
-"""What a migration costs: a measured restart delay plus the time to move the job's state.
+"""What a migration costs (docs/performance-model.md §9 is the reference).
 
-A migrated job (:meth:`marl_sched.simulator.Simulator.migrate`) makes no progress for
+A migrated job makes no progress for ``scale · (restart_s(model) + move_s)`` while it
+holds its new GPUs; a resumed job pays ``scale · restart_s(model)``.
+``simulation.migration_cost``: ``measured`` (default: ``restart_s`` from Sia/Pollux's
+measured restart delays, :data:`RESTART_FILE`, via :data:`MODEL_APPLICATION`, which marks
+the assumed mappings; ``move_s`` from :func:`state_move_s`) or a flat number of seconds
+(no state move).
 
-    delay = scale · (restart_s(model) + move_s)
-
-while it holds its new GPUs; a preempted job that resumes pays ``scale ·
-restart_s(model)`` (its state was saved when it stopped; where it was kept is not
-modelled, so no move is charged). ``simulation.migration_cost`` chooses the rule:
-
-- ``measured`` (default): ``restart_s`` is the restart delay the Sia/Pollux simulator
-  charges the model's application on a re-allocation
-  (``../shared/data/profiles/restart_times.csv``, 15–250 s; PROVENANCE.md), shipped as
-  :data:`RESTART_FILE` (derived by :func:`derive_restart_table`, re-derived from the
-  shared data by ``tests/marl_sched/test_migration.py``); ``move_s`` is
-  :func:`state_move_s`.
-- a number of seconds: a flat restart delay for every model, no state move (the
-  simulator's earlier rule was 60 s flat).
-
-**Catalogue model → measured application** (:data:`MODEL_APPLICATION`). The six
-Pollux models are Sia's applications themselves (measured). The others go through the
-family the calibration already maps them to for interference (Gavel job types,
-``docs/performance-model.md``): ResNet-50 family → ``imagenet`` (Sia's imagenet *is*
-ResNet-50), ResNet-18 family → ``cifar10`` (ResNet-18), Transformer → ``bert``,
-Recommendation → ``ncf``, LM → ``deepspeech2``; ``cnn-text-classification`` (Gavel's
-A3C) has no Sia counterpart and takes Sia's own default for an unprofiled application,
-``other``. Every one of those eight is an **assumption** (a different framework and
-data set than the measured run); :func:`model_restart_table` marks them.
-
-**State move** (:func:`state_move_s`), a documented simple form of the topology's link
-model. The state is the model and its optimizer: :data:`STATE_COPIES` × the model's
-bytes (weights plus Adam's two moments; an assumption, an upper bound for momentum
-SGD, which keeps one). Every data-parallel worker holds a full replica: workers that
-stay in their GPU group move nothing; each of the others carries one state from an old
-group to a new one (the leftover old and new groups paired in ascending order). A
-transfer crosses the links of :mod:`marl_sched.perf`'s path between the two groups
-(both PCIe links, the QPI link across sockets, both NICs across servers, both rack
-uplinks across racks, both subcluster uplinks across subclusters); link ``l`` carries
-the bytes ``B_l`` of every transfer crossing it at ``bw_l / (1 + n_l)``, its
-effective bandwidth shared with the ``n_l`` jobs whose traffic already crosses it
-(``Simulator.link_jobs`` when the job moves, itself excluded). The move takes
-``max_l B_l (1 + n_l) / bw_l``: its bottleneck link. The transfer does not slow the
-jobs it shares links with (one-sided, an assumption: it lasts seconds against their
-hours). Parameter servers move nothing of their own: the parameters they hold are in
-every worker's replica.
-"""
+:func:`state_move_s`: each worker that leaves its GPU group carries
+:data:`STATE_COPIES` × the model's bytes from an old group to a new one (leftovers paired
+in ascending order) over :mod:`marl_sched.perf`'s links; link ``l`` gives
+``bw_l / (1 + n_l)`` with ``n_l`` the jobs already crossing it, so the move takes
+``max_l B_l (1 + n_l) / bw_l``. PS move nothing."""
 
 from __future__ import annotations
 
@@ -161,9 +129,7 @@ def state_move_s(
     new_groups: Sequence[int],
 ) -> float:
     """Seconds to move the state of a job's workers from ``old_groups`` to
-    ``new_groups`` (module docstring): ``max_l B_l (1 + n_l) / bw_l``, the bytes ``B_l``
-    on each link summed by the performance model's own path accounting
-    (:meth:`marl_sched.perf.PerformanceModel.charge`, both PCIe links)."""
+    ``new_groups``: ``max_l B_l (1 + n_l) / bw_l``."""
     pairs = moved_pairs(old_groups, new_groups)
     if not pairs:
         return 0.0

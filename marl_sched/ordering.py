@@ -1,37 +1,23 @@
 """Queue orderings: which waiting job the simulator offers a placement policy first.
 
-An ordering is an object with a ``key(job, ctx)`` (lower = served first), a ``name``
-and a ``dynamic`` flag. A *static* ordering's key is fixed when the job arrives, so
-the simulator keeps its queue sorted by insertion; a *dynamic* one's key may change
-while jobs wait (it reads the clock, the predictor's estimate or the service a job
-has attained), so the simulator re-sorts the queue at every scan. A *preemptive*
-ordering (``preemptive = True``) also lets a waiting job displace running jobs that
-rank below it (see :meth:`marl_sched.simulator.Simulator.next_decision`).
-
-What a key may read is an :class:`OrderingContext`: the clock, the duration
-predictor's estimate of the job's *remaining* time (never the true length unless the
-workload's ``duration_estimate`` is ``oracle``) and the GPU-seconds a job has attained
-so far. A job's true ``iterations`` and ``duration`` are never read here.
+An ordering has ``key(job, ctx)`` (lower = first), ``name`` and ``dynamic`` (re-sort
+at every scan); ``preemptive = True`` lets a waiting job displace lower-ranked running
+ones. A key reads only an :class:`OrderingContext`, never a job's true length.
 
 Built-in orderings (:data:`ORDERINGS`):
 
 ``fifo``
-    submit time, then job id (the default; with backfill).
+    submit time, then job id (the default).
 ``smallest-first``
     fewest workers first, then FIFO.
 ``shortest-first``
-    least estimated remaining time first (shortest-remaining-first by the estimate);
-    jobs without an estimate (``nan``) come after every job with one, in FIFO order.
+    least estimated remaining time first; jobs without an estimate last, FIFO.
 ``las-2d``
-    Tiresias' discretised two-dimensional least-attained-service (Gu et al., NSDI'19):
-    a job's attained service is its GPU-seconds (GPUs x time run); jobs sit in
-    :data:`LAS_THRESHOLDS`-separated priority queues, FIFO inside a queue; a waiting
-    job preempts running jobs of a lower queue. Tiresias' starvation guard (promote a
-    job that waited ``k`` times its attained run time) is available
-    (``Las2D(promote_knob=k)``), off by default (:data:`LAS_PROMOTE_KNOB`).
+    Tiresias' discretised 2D least-attained-service (NSDI'19): GPU-seconds attained,
+    :data:`LAS_THRESHOLDS`-separated queues, FIFO inside, preemptive; the starvation
+    guard ``Las2D(promote_knob=k)`` is off by default.
 ``mlfs-priority``
-    MLF-H's priority (MLFS, CoNEXT'20): remaining work by the estimate and job size,
-    equal weights, then FIFO; a job without an estimate counts as the largest work.
+    MLF-H's priority (estimated remaining work and job size), then FIFO.
 """
 
 from __future__ import annotations
@@ -200,11 +186,6 @@ ORDERINGS: dict[str, Callable[[], QueueOrdering]] = {
 
 #: the ``simulation.ordering`` value that asks for each policy's own ordering
 OWN = "own"
-
-
-def register_ordering(name: str, factory: Callable[[], QueueOrdering]) -> None:
-    """Add an ordering under ``name`` (``factory()`` makes a fresh one)."""
-    ORDERINGS[name] = factory
 
 
 def make_ordering(name: str | QueueOrdering) -> QueueOrdering:

@@ -1,65 +1,16 @@
-"""The placement-aware performance model: the simulator's ground truth.
+"""The placement-aware performance model: the simulator's ground truth
+(docs/performance-model.md, §1, is its reference).
 
-For a job with model ``m``, ``w`` workers on GPU groups ``G`` and ``p`` parameter
-servers, one synchronous iteration takes::
+One synchronous iteration of a job on worker groups ``G`` takes::
 
     T = (c^γ + C^γ)^(1/γ)  +  sync_overhead·[the job communicates],
-    c = compute_s(m) / min_{g∈G} speed(m, g) × I
+    c = compute_s(m) / min_{g∈G} speed(m, g) × I,   C = max_l B_l / bw_l · max(1, U_l)
 
-**Compute** ``c``. ``compute_s`` is the catalogue's time on the reference GPU (V100 =
-1); ``speed(m, g)`` is model ``m``'s relative speed on the GPU type of group ``g``:
-its own Gavel-measured figure where the catalogue maps it to a Gavel job type or
-family, else the type's figure (:meth:`PerformanceModel.type_speeds`). Synchronous
-training waits for the slowest worker.
-
-**Overlap.** Communication hides partly behind the backward pass: Pollux's form
-``(c^γ + C^γ)^(1/γ)`` with the calibrated ``overlap_gamma`` γ ≥ 1 (1 = no overlap;
-never below ``c`` nor ``C``).
-
-**Communication** ``C``. A PS job (``p ≥ 1``): every iteration each worker pushes its
-gradients to, and pulls parameters from, every PS shard: ``2 · model_bytes / p`` per
-(PS, worker) pair. A pair's bytes cross the links on its path: the worker group's
-PCIe link always (the PS lives in host memory); the server's QPI link if the PS is on
-the other socket; both servers' NICs if the PS is on another server; both racks'
-uplinks if on another rack; both subclusters' uplinks if in another subcluster. An
-all-reduce job (``p = 0``, ``w ≥ 2``): a ring over the workers in group order, each
-edge carrying ``2(w-1)/w · model_bytes`` from one worker to the next over the same
-kinds of links, through both ends' PCIe links; a server holding some of the workers
-sees one edge in and one out on its NIC, however many workers it holds. With ``B_l`` the job's
-bytes per iteration on link ``l`` and ``bw_l`` its effective bandwidth, the job alone
-would keep the link busy a fraction ``u_l = (B_l / bw_l) / T⁰`` of the time, where
-``T⁰`` is its iteration time with no other job anywhere. A link's load is the sum
-``U_l = Σ_j u_{j,l}`` over the jobs crossing it; while ``U_l ≤ 1`` the link keeps up
-with everyone, beyond that every transfer on it stretches by ``U_l`` (proportional
-sharing of an oversubscribed link)::
-
-    C = max_l  B_l / bw_l · max(1, U_l)
-
-**Interference** ``I``. Tasks of *other* jobs near a worker press on shared
-resources; with ``P^L`` the summed pressure vectors (cpu, pcie, membw, disk, net) of
-the other jobs' tasks in the worker's GPU group (L = group), CPU socket (L = socket)
-and server (L = server), ``s`` the job's sensitivity vector and ``M^L`` the
-resources each level shares::
-
-    I = max_{g∈G} 1 + Σ_L λ_L · Σ_r s_r · M^L_r · P^L_r(g)
-
-so interference grows with the number of neighbours and depends on both sides'
-profiles. With GPU sharing (``topology.gpu_sharing`` > 1) a worker's own GPU is a
-fourth level: the other jobs' workers on that GPU press with the weights
-``λ_gpu,r = 1 − Σ_L λ_L M^L_r`` (:attr:`PerformanceModel.gpu_coupling`), so that a
-lone same-GPU neighbour ``j`` slows job ``i`` by exactly ``1 + s_i · p_j``, the level
-the vectors are fitted at (Gavel's same-GPU pairs); ``I`` is then the max over the
-job's workers. ``λ_L`` and every vector are fitted in :mod:`marl_sched.calibration`; a
-PS task presses only on cpu, membw and net.
-
-The isolated iteration time (alone on an empty cluster) uses a provable lower bound
-of the communication term, so that no placement, however lucky, beats it and
-``JCT ≥ isolated runtime`` holds for every job.
-
-**GPU memory.** A model whose worker does not fit a GPU type's memory (measured by
-Gavel: ``ModelSpec.gpu_unfit``) cannot run there: :meth:`PerformanceModel.group_fits`
-is the per-group mask the simulator enforces and shows policies through
-``group_free``.
+``I`` the interference of other jobs' tasks in the workers' group, socket, server (and
+GPU, with sharing), ``B_l`` the job's bytes per iteration on link ``l`` (PS push/pull
+or ring all-reduce), ``U_l`` the link's summed load. The isolated time uses a lower
+bound of ``C``, so ``JCT ≥ isolated runtime`` for every job; :meth:`PerformanceModel.group_fits`
+masks GPU types whose memory the model does not fit.
 """
 
 from __future__ import annotations
@@ -129,14 +80,8 @@ class JobLayout:
 
 
 def overlap_time(compute, comm, gamma: float):
-    """Compute and communication of one iteration, partly overlapped (Pollux's form)::
-
-        (compute^γ + comm^γ)^(1/γ),   γ ≥ 1
-
-    γ = 1: no overlap, their sum; γ → ∞: the larger of the two. Never below either
-    term, so overlap never makes an iteration faster than its compute alone. Works
-    on floats and numpy arrays alike.
-    """
+    """``(compute^γ + comm^γ)^(1/γ)``, γ ≥ 1 (Pollux's overlap): their sum at γ = 1,
+    never below either term; floats or numpy arrays."""
     if gamma == 1.0:
         return compute + comm
     if isinstance(compute, float) and isinstance(comm, float):  # the simulator's hot path
@@ -179,7 +124,6 @@ class PerformanceModel:
         self.gpu_coupling = np.maximum(1.0 - self.level_weights.sum(axis=0), 0.0)
         self.sync_overhead_s = calibration.sync_overhead_s
         self.overlap_gamma = calibration.overlap_gamma
-        self._max_speed = float(topology.server_gpu_speed.max())
         self._group_type = topology.server_type[topology.group_server]
         # charge's lookups as Python lists (a job's few transfers walk them one by one)
         self._charge_tables = (
@@ -302,14 +246,9 @@ class PerformanceModel:
     def _traffic(
         self, spec: ModelSpec, groups: np.ndarray, counts: np.ndarray, ps_groups: np.ndarray
     ) -> dict[int, float]:
-        """Bytes per iteration on every link the job's transfers cross.
-
-        PS jobs: every (PS, worker) pair moves ``2·model_bytes / p`` from the worker's
-        GPU through its group's PCIe link to the PS (host memory). All-reduce jobs
-        (no PS, ≥ 2 workers): a ring over the workers in group order (so each server's
-        workers are contiguous); each ring edge carries ``2(n-1)/n · model_bytes``
-        from one worker to the next, through both workers' PCIe links.
-        """
+        """Bytes per iteration on every link the job's transfers cross: per (PS, worker)
+        pair ``2·model_bytes / p`` from the worker to the PS; all-reduce, a ring over the
+        workers in group order, ``2(n-1)/n · model_bytes`` per edge through both PCIe links."""
         p = len(ps_groups)
         if p == 0:
             n = int(counts.sum())
@@ -386,11 +325,8 @@ class PerformanceModel:
         server_pressure: np.ndarray,
         gpu_pressure: np.ndarray | None = None,
     ) -> float:
-        """The interference factor ``I`` ≥ 1 given the cluster's summed pressures.
-
-        The pressure arrays include this job's own tasks; they are subtracted here.
-        ``gpu_pressure`` (per GPU, GPU sharing only) is read when the layout has GPUs.
-        """
+        """The interference factor ``I`` ≥ 1 given the cluster's summed pressures (which
+        include this job's own tasks, subtracted here; ``gpu_pressure`` with GPU sharing)."""
         w = layout.weights
         unit = layout.single_unit
         if unit is not None and (layout.gpus is None or gpu_pressure is None):
@@ -431,12 +367,8 @@ class PerformanceModel:
         server_pressure: np.ndarray,
         gpu_pressure: np.ndarray | None = None,
     ) -> float:
-        """Seconds per iteration of a placed job in the current cluster state.
-
-        ``n_ps`` is kept for callers; whether the job synchronises is read from its
-        layout (PS shards, or an all-reduce over ≥ 2 workers). ``gpu_pressure``: see
-        :meth:`interference`.
-        """
+        """Seconds per iteration of a placed job in the current cluster state (``n_ps``
+        unused: the layout says whether the job synchronises)."""
         interference = self.interference(
             spec, layout, group_pressure, socket_pressure, server_pressure, gpu_pressure
         )
@@ -446,10 +378,8 @@ class PerformanceModel:
     def combine(
         self, spec: ModelSpec, layout: JobLayout, interference: float, comm: float
     ) -> float:
-        """Seconds per iteration from the two state-dependent terms: the interference
-        factor (:meth:`interference`) and the communication time (:meth:`comm_time`).
-        The simulator caches each term per running job and recomputes only the one
-        whose inputs changed; :meth:`iteration_time` is this with both fresh."""
+        """Seconds per iteration from the interference factor and the communication time
+        (the simulator caches each term per job); :meth:`iteration_time` with both fresh."""
         compute = spec.compute_s / layout.speed * interference
         if not layout.links:
             return compute
@@ -468,16 +398,10 @@ class PerformanceModel:
         return self._alone(spec, layout.speed, layout.link_cost)
 
     def isolated_iteration_time(self, model: str, num_workers: int, num_ps: int) -> float:
-        """A lower bound on the iteration time of the job under any placement.
-
-        Compute on the fastest GPU type for the model, no interference, and the
-        smallest communication any placement can achieve. PS job: each worker's
-        ``2·model_bytes`` cross its group's PCIe link, and when the workers cannot all
-        share one server with a PS, that PS's NIC carries the remote workers' shards.
-        All-reduce job (no PS, ≥ 2 workers): each worker's PCIe link carries its
-        ring edges in and out, ``2 · 2(n-1)/n · model_bytes``, and when the workers
-        span servers some server's NIC carries one edge in and one out, as much.
-        """
+        """A lower bound on the iteration time under any placement: the fastest GPU type,
+        no interference, and the least communication any placement needs (PCIe always; a
+        NIC's share when the workers cannot share one server with a PS, or span servers for
+        all-reduce)."""
         spec = CATALOGUE[model]
         compute = spec.compute_s / self.best_speed(spec)
         if num_ps >= 1:

@@ -55,11 +55,8 @@ def cdf_style(i: int) -> tuple[str, str]:
 
 
 def draw_jct_cdf(ax, jcts: Mapping[str, Sequence[float]], title: str = "") -> None:
-    """On ``ax``: one CDF line of job completion times per policy, each its own
-    (colour, style) pair (:func:`cdf_style`); a log x axis from the shortest JCT to the
-    longest, or, when the longest is over twice the :data:`CDF_X_PERCENTILE`-th
-    percentile of all of them (outliers), to that percentile (the label says how many
-    jobs are cut); every decade labelled."""
+    """On ``ax``: one JCT CDF per policy (:func:`cdf_style`), log x axis, cut at the
+    :data:`CDF_X_PERCENTILE`-th percentile when outliers would squash it."""
     pooled = []
     for i, (name, values) in enumerate(jcts.items()):
         v = np.sort(np.maximum(np.asarray(values, dtype=float), 1e-3))
@@ -125,15 +122,10 @@ def bars(
     errors: Mapping[str, float | None] | None = None,
     outlier_ratio: float | None = None,
 ) -> list[list[str]]:
-    """A bar per policy, sorted ascending, value printed on each bar; returns the
-    names drawn in each panel.
-
-    ``errors``: half-widths of each bar's interval (e.g. a 95 % CI), drawn as error
-    bars (a missing or None half-width: no bar). When the bars differ by less than a
-    fifth of the largest, the y axis starts near the smallest bar instead of at 0 (and
-    says so), so a 2 % gap shows. ``outlier_ratio``: bars more than this many times the
-    smallest go to a second panel with an axis of their own, so that a pathological
-    policy does not squash the ones that matter."""
+    """A bar per policy, sorted ascending, value on each bar; returns the names drawn
+    in each panel. ``errors``: half-widths drawn as error bars (None: none); y starts near
+    the smallest bar when the differences are small (:func:`y_limits`); bars above
+    ``outlier_ratio`` × the smallest go to a second panel."""
     plt = _figure()
     items = sorted(values.items(), key=lambda kv: kv[1])
     low = min(v for _, v in items)
@@ -197,9 +189,8 @@ def log_ticks(axis) -> None:
 
 
 def y_limits(values: Sequence[float], errors: Sequence[float] = ()) -> tuple[float, float] | None:
-    """Y limits that show small differences between positive bars: None (start at 0)
-    unless the lowest bar is above 80 % of the highest; then a margin of a third of
-    the span (errors included) below and above."""
+    """Y limits that show small differences between positive bars: None (from 0) unless
+    the lowest bar is above 80 % of the highest; then a third of the span as margin."""
     if not values:
         return None
     errs = list(errors) or [0.0] * len(values)
@@ -222,37 +213,10 @@ def window_title(what: str, trace: str, start: int, jobs: int | None, load: floa
     return f"{what} — {', '.join(parts)}"
 
 
-def curve(
-    xs: Sequence[float],
-    ys: Mapping[str, Sequence[float] | Mapping[float, float]],
-    path: str | Path,
-    xlabel: str,
-    ylabel: str,
-    title: str = "",
-) -> None:
-    """Lines over a shared x axis (learning curves, scaling).
-
-    Each series is a sequence with one value per ``xs`` (else ``ValueError``), or a
-    mapping ``{x: y}`` of the points it has: a series measured at other x values is
-    drawn at its own x values, never shifted onto the first ones."""
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for name, y in ys.items():
-        if isinstance(y, Mapping):
-            px = sorted(y)
-            py = [y[x] for x in px]
-        else:
-            px, py = list(xs), list(y)
-            if len(px) != len(py):
-                raise ValueError(f"curve {name!r}: {len(py)} values for {len(px)} x values")
-        ax.plot(px, py, marker="o", ms=3, label=name)
-    _finish_lines(plt, fig, ax, path, xlabel, ylabel, title)
-
-
 def align(runs: Sequence[Mapping[float, float]]) -> tuple[np.ndarray, np.ndarray]:
-    """Runs evaluated at different x values (env steps) on common ones: every x any run
-    was measured at, inside the range all runs cover, each run linearly interpolated
-    there. Returns ``(xs (n,), values (runs, n))``; a run with no point → ValueError."""
+    """Runs measured at different x values on common ones (inside the range all cover,
+    linearly interpolated). Returns ``(xs (n,), values (runs, n))``; ValueError for an
+    empty run."""
     if not runs or any(len(r) == 0 for r in runs):
         raise ValueError("align: every run needs at least one point")
     lo = max(min(r) for r in runs)
@@ -285,9 +249,8 @@ def band_curves(
     ylabel: str,
     title: str = "",
 ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Learning curves: per group (a config or grid point), the mean over its runs
-    (seeds) and a 95 % confidence band, on the steps :func:`align` gives. Returns
-    ``{group: (xs, mean, half-width)}`` — what is drawn."""
+    """Learning curves: per group, the mean over its runs and a 95 % band on the steps
+    :func:`align` gives. Returns ``{group: (xs, mean, half-width)}``."""
     plt = _figure()
     fig, ax = plt.subplots(figsize=(7, 4))
     drawn = {}
@@ -316,13 +279,10 @@ def interval_panels(
     labels: Mapping[str, str] | None = None,
     outlier_ratio: float = 2.0,
 ) -> list[list[str]]:
-    """Interval estimates, one panel per metric (log x axis, readable ticks): each
-    policy's IQM as a tick and its 95 % interval as a band (none when ``ci_low_<m>`` is
-    None: no interval from one sample). Policies whose IQM of the first metric is above
-    ``outlier_ratio`` (pathological, e.g. random at 6.7x) are drawn in a lower row of
-    panels with their own axis, so that they do not squash the policies near 1.
-    ``summary``: rows with ``policy``, ``iqm_<m>``, ``ci_low_<m>``, ``ci_high_<m>``, best
-    first. Returns the policies of each row of panels."""
+    """Interval estimates, one log-x panel per metric: each policy's IQM as a tick and
+    its 95 % interval as a band (none when ``ci_low_<m>`` is None); policies above
+    ``outlier_ratio`` in a lower row. ``summary``: rows with ``policy``, ``iqm_<m>``,
+    ``ci_low_<m>``, ``ci_high_<m>``. Returns the policies of each row."""
     plt = _figure()
     first = metrics[0][0]
     order = [str(r["policy"]) for r in summary]

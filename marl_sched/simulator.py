@@ -1,54 +1,24 @@
-"""The discrete-event cluster simulator.
+"""The discrete-event cluster simulator (docs/performance-model.md describes its model).
 
-Scheduling is driven from outside, one decision at a time, so the same engine
-serves ``marl-sched simulate`` (a :class:`~marl_sched.policies.Policy` places whole
-jobs) and the multi-agent environment (agents place task by task)::
+Scheduling is driven from outside, one decision at a time::
 
     sim = Simulator(topology, jobs)
     while (job := sim.next_decision()) is not None:
         sim.apply(policy.place(job, sim.view()))   # None = leave it queued
     result = sim.result()
 
-``next_decision`` advances simulated time until some queued job could fit (enough
-free GPUs) and returns it; the queue is scanned in the configured ordering
-(:mod:`marl_sched.ordering`: keys read the duration predictor's estimate handed in as
-``estimate``, never a job's true length), and with ``backfill`` a job that cannot be
-placed does not block those behind it. Scans are incremental (only what could have
-changed since the last one, :meth:`Simulator._begin_scan`). Load control moves a
-running job with :meth:`Simulator.migrate`; a preemptive ordering (``las-2d``)
-suspends and resumes jobs with :meth:`Simulator.preempt`, both keeping progress and
-charging a restart priced by :class:`~marl_sched.migration.MigrationCost` (a
-migration: the model's measured restart plus moving its state; a resume: the restart).
-A migrated job holds its new GPUs through its delay; its old ones are free at once
-(see :meth:`Simulator.migrate`). The simulator enforces a per-job cap on migrations
-and a minimum interval between two of one job; a proposal breaking either is declined
-and counted (:attr:`SimStats.migrations_declined`).
+``next_decision`` advances simulated time until a queued job could fit, scanning the
+queue in the configured ordering (:mod:`marl_sched.ordering`, on the estimate, never the
+true length; ``backfill`` lets later jobs pass). :meth:`Simulator.migrate` moves a
+running job and :meth:`Simulator.preempt` suspends one, both keeping progress and paying
+a :class:`~marl_sched.migration.MigrationCost` restart; proposals over the per-job cap
+or interval are declined (:attr:`SimStats.migrations_declined`). Progress is exact
+between events; stale completion events are skipped by version.
 
-Progress is integrated exactly: a running job's iteration time changes only at
-events, so remaining iterations fall linearly in between. Whenever a job starts or
-ends, the jobs whose neighbourhood changed (sharing a server or a link with it) are
-brought up to date and get a new iteration time and completion event; stale
-completion events are skipped by a version number. GPU sharing (``topology.gpu_sharing``
-k > 1, opt-in) is described in :mod:`marl_sched.simulation.accounting`.
-
-:class:`Simulator` is one object put together from one part per idea, each in its
-own module of :mod:`marl_sched.simulation` and each owning the state its docstring
-names (all of it lives on the simulator, so the parts read one another's directly):
-
-- :class:`~marl_sched.simulation.events.EventsMixin`: the clock, the event heap
-  (``ARRIVAL``, ``COMPLETION``, ``TICK``) and progress integration;
-- :class:`~marl_sched.simulation.accounting.AccountingMixin`: cluster state and
-  capacity accounting, placing and removing jobs;
-- :class:`~marl_sched.simulation.queueing.QueueMixin`: the queue, its ordering and
-  the scan that offers decisions;
-- :class:`~marl_sched.simulation.moves.MovesMixin`: migration and preemption;
-- :class:`~marl_sched.simulation.fork.ForkMixin`: copies and spliced futures for
-  what-if rollouts;
-- :class:`~marl_sched.simulation.view.ViewMixin`: the read-only views for policies.
-
-The names other modules use (records, views, errors, event kinds) are re-exported
-here.
-"""
+The parts, one module each in :mod:`marl_sched.simulation`: ``events`` (clock, heap,
+progress), ``accounting`` (capacity, placing and removing), ``queueing`` (queue and
+scan), ``moves`` (migration, preemption), ``fork`` (what-if copies), ``view`` (the
+read-only views for policies). Their public names are re-exported here."""
 
 from __future__ import annotations
 
@@ -99,18 +69,15 @@ class Simulator(EventsMixin, AccountingMixin, QueueMixin, MovesMixin, ForkMixin,
         topology: the datacenter.
         jobs: jobs sorted by submit time with dense ``job_id`` 0..n-1.
         perf: performance model (default: calibrated model on ``topology``).
-        ordering: queue ordering, a name in :data:`marl_sched.ordering.ORDERINGS`
-            or a :class:`~marl_sched.ordering.QueueOrdering`.
+        ordering: a name in :data:`marl_sched.ordering.ORDERINGS` or a
+            :class:`~marl_sched.ordering.QueueOrdering`.
         backfill: skip over queued jobs that cannot be placed now.
-        estimate: the duration predictor's estimated *total* iterations of a job
-            (``nan`` = no estimate), what length-aware orderings read; without it
-            every estimate is ``nan`` (such orderings fall back to FIFO). The true
-            length is never read for ordering.
-        migration_cost: the restart rule of migrated and resumed jobs (a
-            :class:`~marl_sched.migration.MigrationCost`, ``"measured"`` or flat seconds).
+        estimate: a job's estimated *total* iterations (``nan`` = none), what
+            length-aware orderings read (FIFO without it).
+        migration_cost: a :class:`~marl_sched.migration.MigrationCost`, ``"measured"``
+            or flat seconds.
         max_migrations_per_job: moves one job may make; more are declined.
-        min_migration_interval_s: seconds between two moves of one job; sooner ones
-            are declined.
+        min_migration_interval_s: seconds between two moves of one job.
     """
 
     def __init__(

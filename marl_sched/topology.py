@@ -9,10 +9,9 @@ With ``topology.gpu_sharing`` k > 1 a GPU holds up to k jobs' workers (space
 sharing): a group offers ``group_slots`` = GPUs × k worker slots, and the simulator
 gives each worker a concrete GPU of its group (:mod:`marl_sched.simulator`).
 
-Every entity of a level has a dense integer id; the parent of each entity is an
-array (``rack_subcluster``, ``server_rack``, ``socket_server``, ``group_socket``,
-``gpu_group``), and derived maps (``group_server``, ``group_rack``, ...) are
-precomputed, so a 4,000-server, 32,000-GPU datacenter builds in well under a second.
+Each entity has a dense integer id; parents are arrays (``rack_subcluster``,
+``server_rack``, ``socket_server``, ``group_socket``, ``gpu_group``) and derived maps
+(``group_server``, ``group_rack``, ...) are precomputed.
 
 Links, each with a bandwidth in bytes/s (nominal Gbit/s × the calibrated efficiency
 of that link kind, see :mod:`marl_sched.catalogue`):
@@ -27,15 +26,12 @@ kind               one per                nominal bandwidth
 ``sc_uplink``      subcluster             ``topology.subcluster_uplink_gbps``
 =================  =====================  ================================================
 
-The same object feeds the simulator, the heuristics and (through :meth:`graph`) the
-graph the GNN sees.
 """
 
 from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -49,31 +45,6 @@ SERVER_TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 LINK_KINDS = ("pcie", "qpi", "nic", "rack_uplink", "sc_uplink")
 LINK_PCIE, LINK_QPI, LINK_NIC, LINK_RACK, LINK_SC = range(5)
 GBPS = 1e9 / 8.0  # bytes per second in one Gbit/s
-
-
-@dataclass(frozen=True)
-class GraphArrays:
-    """A (sub)graph of the hierarchy as arrays, for the environment and the GNN.
-
-    Node order: GPU groups, then servers, then racks, then subclusters (of the
-    selection). ``node_level`` is 0, 1, 2, 3 for those. Edges are child → parent
-    (``edge_type`` = level of the child) plus the reverse (``edge_type`` + 4), and
-    group ↔ group edges within a server (type 8) and server ↔ server within a rack
-    (type 9).
-
-    Attributes:
-        node_level: (N,) int8.
-        node_entity: (N,) int64, the entity id within its level.
-        edge_index: (2, E) int64, local node indices.
-        edge_type: (E,) int8.
-        group_ids: (G,) the selection's GPU-group ids (= the first G nodes).
-    """
-
-    node_level: np.ndarray
-    node_entity: np.ndarray
-    edge_index: np.ndarray
-    edge_type: np.ndarray
-    group_ids: np.ndarray
 
 
 def check_server_type_names(names) -> None:
@@ -201,17 +172,11 @@ class Topology:
     def pcie_link(self, group: int) -> int:
         return int(group)
 
-    def qpi_link(self, server: int) -> int:
-        return int(self.link_offset[1] + server)
-
     def nic_link(self, server: int) -> int:
         return int(self.link_offset[2] + server)
 
     def rack_link(self, rack: int) -> int:
         return int(self.link_offset[3] + rack)
-
-    def sc_link(self, subcluster: int) -> int:
-        return int(self.link_offset[4] + subcluster)
 
     # ------------------------------------------------------------------ summaries
 
@@ -230,65 +195,3 @@ class Topology:
             f"[{types}], {self.n_sockets} sockets, {self.n_groups} GPU groups, {self.n_gpus} GPUs"
             + (f", up to {self.gpu_sharing} jobs per GPU" if self.gpu_sharing > 1 else "")
         )
-
-    def graph(self, subcluster: int | None = None) -> GraphArrays:
-        """The hierarchy (of one subcluster, or all) as typed edges.
-
-        Args:
-            subcluster: restrict to this subcluster's entities; ``None`` = whole DC.
-        """
-        if subcluster is None:
-            groups = np.arange(self.n_groups)
-        else:
-            groups = self.subcluster_groups(subcluster)
-        servers = np.unique(self.group_server[groups])
-        racks = np.unique(self.server_rack[servers])
-        scs = np.unique(self.rack_subcluster[racks])
-        g, s, r = len(groups), len(servers), len(racks)
-        level = np.concatenate(
-            [np.zeros(g), np.ones(s), np.full(r, 2), np.full(len(scs), 3)]
-        ).astype(np.int8)
-        entity = np.concatenate([groups, servers, racks, scs]).astype(np.int64)
-        g_parent = g + np.searchsorted(servers, self.group_server[groups])
-        s_parent = g + s + np.searchsorted(racks, self.server_rack[servers])
-        r_parent = g + s + r + np.searchsorted(scs, self.rack_subcluster[racks])
-        child = np.concatenate([np.arange(g), g + np.arange(s), g + s + np.arange(r)])
-        parent = np.concatenate([g_parent, s_parent, r_parent])
-        up_type = np.concatenate([np.zeros(g), np.ones(s), np.full(r, 2)]).astype(np.int8)
-        src = [child, parent]
-        dst = [parent, child]
-        types = [up_type, up_type + 4]
-        # siblings: groups within a server (type 8), servers within a rack (type 9)
-        for parents, etype, base in ((g_parent, 8, 0), (s_parent, 9, g)):
-            u, v = _sibling_pairs(parents)
-            src.append(base + u)
-            dst.append(base + v)
-            types.append(np.full(len(u), etype, dtype=np.int8))
-        edge_index = np.stack([np.concatenate(src), np.concatenate(dst)]).astype(np.int64)
-        return GraphArrays(
-            node_level=level,
-            node_entity=entity,
-            edge_index=edge_index,
-            edge_type=np.concatenate(types).astype(np.int8),
-            group_ids=groups.astype(np.int64),
-        )
-
-
-def _sibling_pairs(parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """All ordered pairs (u, v), u != v, of indices that share a parent."""
-    order = np.argsort(parents, kind="stable")
-    _, starts, counts = np.unique(parents[order], return_index=True, return_counts=True)
-    us, vs = [], []
-    for k in np.unique(counts):
-        if k < 2:
-            continue
-        block_starts = starts[counts == k]
-        idx = block_starts[:, None] + np.arange(k)[None, :]  # (B, k) positions in order
-        a = np.repeat(idx, k, axis=1)
-        b = np.tile(idx, (1, k))
-        keep = a != b
-        us.append(order[a[keep]])
-        vs.append(order[b[keep]])
-    if not us:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return np.concatenate(us), np.concatenate(vs)

@@ -8,18 +8,10 @@ A checkpoint is one ``torch.save`` of a plain mapping, readable with
      "metadata": str,                   # JSON: feature layout, config, training
      "state": {name: state_dict, ...}}  # one torch state_dict per network
 
-Every problem reading one (missing, not a torch file, truncated, another kind,
-another feature layout, weights that do not fit the network) raises
-:class:`~marl_sched.errors.InputError` with ``"<path>: <problem>"``.
-
-The networks score servers one at a time with shared weights on features that mean the
-same on every cluster (fractions of a server's capacity, the job's model's speed on the
-server's GPU type relative to a V100, hop counts), so a checkpoint serves any topology.
-What it cannot serve is another *feature layout*: other feature names or order, or
-another model catalogue (Harmony's job features one-hot the catalogue's models). The
-checkpoint records its layout (:func:`layout_signature`) and
-:meth:`CheckpointPolicy.check_cluster` refuses a mismatch with one line.
-"""
+Any problem reading one raises :class:`~marl_sched.errors.InputError` ``"<path>:
+<problem>"``. A checkpoint serves any topology (per-server networks on capacity
+fractions); another feature layout (:func:`layout_signature`) is refused by
+:meth:`CheckpointPolicy.check_cluster`."""
 
 from __future__ import annotations
 
@@ -164,10 +156,8 @@ def load_network(
     state_key: str,
 ) -> tuple[Path, torch.nn.Module, dict[str, Any], dict[str, Any]]:
     """Resolve, read and check a checkpoint, and rebuild its network in eval mode.
-
     Returns ``(path, network, metadata, state)``; ``build(hidden)`` makes the empty
-    network; ``state`` holds every network's weights (for a policy with more than one).
-    """
+    network."""
     path = resolve_checkpoint(checkpoint, filename)
     state, metadata = load_checkpoint(path, kind, layout_version)
     hidden = metadata.get("hidden")
@@ -186,19 +176,13 @@ def load_network(
 class CheckpointPolicy(Policy):
     """A learned baseline acting with the network of one checkpoint file.
 
-    Subclasses set ``checkpoint_file``, ``kind``, ``layout_version``, ``net_class``
-    (built from the checkpoint's ``hidden``), ``state_key`` (the network's entry in
-    the checkpoint's ``state``) and implement :meth:`layout` (the feature names their
-    networks read).
+    Subclasses set ``checkpoint_file``, ``kind``, ``layout_version``, ``net_class``,
+    ``state_key`` and implement :meth:`layout` (the feature names their networks read).
 
     Args:
         checkpoint: the checkpoint file, a folder holding ``checkpoint_file``, or
             ``None`` for the shipped one in ``checkpoints/baselines/``.
         net: use this network instead of loading one (for training and tests).
-
-    A loaded checkpoint serves any topology; one whose recorded feature layout differs
-    from this code's is refused (``InputError``) by :meth:`check_cluster` and
-    :meth:`reset`.
     """
 
     checkpoint_file: ClassVar[str]

@@ -1,16 +1,8 @@
-"""Task-by-task placement of one job, with its own copy of free capacity.
+"""Task-by-task placement of one job, with its own copy of free capacity (torch-free).
 
-Harmony and MLFS both place a job's tasks one at a time: each step picks a *server*
-for the next task (a worker or a parameter server), and the step after sees the
-capacity that task used. :class:`TaskDraft` is that loop's state. It is torch-free,
-so the MLF-H heuristic (:mod:`agents.baselines.mlf_h`) imports fast.
-
-Within a chosen server a worker takes a GPU of the GPU group with the most free GPUs
-(ties: lowest group id); a parameter server sits on the group holding most of the
-job's workers on that server (its socket then shares their memory bus), else on the
-server's first group. Both rules are the issue's scaling choice: the learners score
-servers, never individual GPU groups, so any server count works.
-"""
+Each step picks a server for the next task; a worker takes a GPU of the server's group
+with the most free GPUs (ties: lowest id); a PS sits on the group holding most of the
+job's workers on that server, else its first group."""
 
 from __future__ import annotations
 
@@ -29,16 +21,13 @@ class TaskDraft:
     Args:
         job: the job to place.
         view: the simulator's read-only view at the decision.
-        ps_first: order of the tasks: every PS then every worker (MLFS: workers near
-            their PS), or every worker then every PS (Harmony).
+        ps_first: every PS then every worker (MLFS), or workers first (Harmony).
 
     Attributes:
         group_free, cpu_free, mem_free: remaining capacity after the tasks so far.
         server_workers, server_ps: this job's tasks already on each server.
         tasks: the task kinds still to place, in order (``WORKER`` / ``PS``).
-        speed: per server, the job's model's speed on the server's GPU type relative
-            to a V100 (the performance model's per-model figure; the same on any
-            topology).
+        speed: per server, the job's model's speed on its GPU type (V100 = 1).
     """
 
     def __init__(self, job: Job, view: ClusterView, ps_first: bool = False) -> None:
@@ -118,19 +107,14 @@ class TaskDraft:
             self.mem_free[s] += self.mem
 
     def set_group_free(self, group_free: np.ndarray) -> None:
-        """Set the free GPUs per group, and per server from them (at the start: the
-        view's; with GPU sharing, after :meth:`release`, the simulator's
-        ``group_free_for`` says which GPUs the running job may use; free slots alone
-        do not)."""
+        """Set the free GPUs per group, and per server from them."""
         self.group_free = np.array(group_free, dtype=np.int64)
         self.server_free_gpus = np.bincount(
             self.topo.group_server, weights=self.group_free, minlength=self.topo.n_servers
         ).astype(np.int64)
 
     def forbid_groups(self, groups: np.ndarray) -> None:
-        """Take the GPUs of the groups flagged in ``groups`` (bool per group) out of
-        the draft (the view offers a pending job only groups its model fits in; load
-        control, between decisions, must filter itself)."""
+        """Take the GPUs of the flagged groups (bool per group) out of the draft."""
         gone = np.where(groups, self.group_free, 0)
         self.group_free -= gone
         self.server_free_gpus -= np.bincount(

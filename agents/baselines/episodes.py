@@ -1,13 +1,6 @@
-"""Training windows, episodes and evaluation runs shared by the learned baselines.
-
-The learners train on the benchmark's *train* split (``benchmarks/default.yaml``,
-:func:`load_split`) and pick their kept weights and hyperparameters on fixed
-*validation* scenarios (:data:`VALIDATION_SCENARIOS`, :func:`score_runs`); loading
-refuses the test split and any window touching it. A training *episode* is one
-simulator run over a window of consecutive jobs of one train scenario (its load
-applied, warm-up jobs included), re-indexed (dense ``job_id`` 0..n-1) and rebased to
-start at time 0, as the simulator expects.
-"""
+"""Training windows, episodes and evaluation runs shared by the learned baselines:
+train-split windows (:func:`load_split`, refusing the test split) and fixed validation
+scenarios (:data:`VALIDATION_SCENARIOS`, :func:`score_runs`)."""
 
 from __future__ import annotations
 
@@ -82,9 +75,7 @@ class ScenarioRun:
     def simulator(
         self, jobs: Sequence[Job], predictor: DurationPredictor, policy: Policy | None = None
     ) -> Simulator:
-        """A simulator over ``jobs`` as the benchmark builds one (``make_simulator``:
-        the run's queue ordering reading lengths through ``predictor``, the policy's
-        load control after completions)."""
+        """A simulator over ``jobs`` as the benchmark builds one (``make_simulator``)."""
         from marl_sched.runner import make_simulator
 
         return make_simulator(self.cfg, self.topology, self.perf, list(jobs), predictor, policy)
@@ -97,12 +88,11 @@ def load_split(
     seed: int = 0,
     suite: str | Path | None = None,
 ) -> list[ScenarioRun]:
-    """The scenarios of a train or validation split (``names``: only these, in this
-    order), each loaded as the benchmark loads it with ``seed`` as the workload seed.
+    """The scenarios of a train or validation split (``names``: only these, in order),
+    loaded as the benchmark loads them with ``seed``.
 
     Raises:
-        InputError: the test split, an unknown scenario name, or a window that touches
-            the test split (``marl_sched.benchmark.check_not_test``).
+        InputError: the test split, an unknown name, or a window touching the test split.
     """
     from marl_sched.benchmark import DEFAULT_SUITE, check_not_test, load_suite
     from marl_sched.benchmark.suite import resolve
@@ -136,10 +126,8 @@ def sample_episode(
 
 
 def score_runs(runs: Sequence[ScenarioRun], policy: Policy, name: str, seed: int = 0) -> dict:
-    """Greedy evaluation as the benchmark runs a cell: every scenario simulated with
-    its warm-up, the policy seeing jobs through the duration predictor. Returns
-    ``{"score": geometric mean over scenarios of avg JCT / first-fit's, "per": {...}}``
-    (``score`` < 1: better than first-fit)."""
+    """Greedy evaluation as a benchmark cell runs: ``{"score": geometric mean over
+    scenarios of avg JCT / first-fit's, "per": {...}}`` (< 1: better)."""
     from marl_sched.runner import simulate
 
     per = {}

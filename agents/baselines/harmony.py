@@ -1,31 +1,12 @@
-"""Harmony (Bao, Peng, Wu, INFOCOM 2019): deep-RL placement of PS/worker tasks.
+"""Harmony (Bao, Peng, Wu, INFOCOM 2019): deep-RL placement of PS/worker tasks
+(docs/baselines.md, "Harmony", lists the choices).
 
-Harmony places the tasks of a job one at a time with an actor-critic network whose
-state is the cluster as *resource vectors* (no topology graph): job types, per-task
-demands, worker/PS counts, free resources of every server and the current placement.
-Its reward comes from a reward-prediction network trained on historical
-(co-location → speed) samples (:mod:`agents.baselines.reward_model`); training uses
-experience replay, entropy regularisation, and exploration that falls back to
-bin-packing or load-balancing actions (:mod:`agents.baselines.harmony_train`).
-
-This module is the network and the policy. Scaling to our cluster sizes: instead of
-one output per (server, task kind) the actor scores every server with one shared
-per-server network on ``[server features ‖ job features]`` (so any server count works),
-the task goes to the highest-scoring server with room, and within that server a worker
-takes the GPU group with the most free GPUs (:class:`~agents.baselines.draft.TaskDraft`).
-Workers are placed first, then parameter servers (the placement-so-far features let
-the network put a PS beside its workers).
-
-State, per server (``SERVER_FEATURES``): free GPU / CPU / memory fractions, the job's
-model's speed on the server's GPU type (V100 = 1, so the same on every topology),
-the residents' summed pressure on cpu, pcie, membw, disk, net (``log1p``),
-the jobs crossing its NIC (``log1p``), this job's workers and PSs already there (the
-job's row of Harmony's placement matrix; other jobs' rows are summarised by the
-pressure features, since the policy sees only the read-only ``ClusterView``), its hop
-distance to the job's first task, and whether it can still take all remaining workers.
-Per job (``JOB_FEATURES``): the model type (one-hot over the catalogue), workers, PSs,
-the kind of task being placed, tasks left, model size and compute time.
-"""
+An actor-critic places a job's tasks one at a time, workers first, then PS; its reward
+comes from a reward-prediction network (:mod:`agents.baselines.reward_model`); training
+is :mod:`agents.baselines.harmony_train`. The actor scores every server with one shared
+per-server network on ``[SERVER_FEATURES ‖ JOB_FEATURES]`` (any server count); the task
+goes to the best server with room, a worker to its group with the most free GPUs
+(:class:`~agents.baselines.draft.TaskDraft`)."""
 
 from __future__ import annotations
 
@@ -171,11 +152,8 @@ def save_harmony(
 
 class HarmonyPolicy(CheckpointPolicy):
     """Harmony's trained actor, acting greedily (highest-scoring server with room).
-
-    Args: as :class:`~agents.baselines.checkpoint.CheckpointPolicy` (``checkpoint``: a
-    ``harmony.pt`` file, or a folder holding one as written by
-    ``experiments/train_baselines.py --out DIR``).
-    """
+    Args: as :class:`~agents.baselines.checkpoint.CheckpointPolicy` (a ``harmony.pt`` file
+    or a folder holding one)."""
 
     name = "harmony"
     description = "Harmony (INFOCOM'19): actor-critic over per-server resource vectors"

@@ -1,29 +1,19 @@
-"""Training Harmony: reward model first, then actor-critic with replay.
+"""Training Harmony: reward model first, then actor-critic with replay
+(docs/baselines.md, "Harmony", lists the choices).
 
-Reads top to bottom: config → seed → historical samples → reward model → episodes
-(ε-heuristic exploration, predicted rewards) → replay updates → periodic greedy
-validation on the validation split, keeping the best weights
-(:class:`~agents.baselines.selection.Selection`: wall-time cap, early stopping,
-TensorBoard). Episodes are windows of the benchmark's train-split scenarios; the
-policy sees each job through the scenario's duration predictor, as in the benchmark.
-
-Per job, the reward (given at the job's last task; the other task steps get 0) is
-Harmony's "sum of the jobs' normalised speeds" restricted to what the placement
-changes::
+Config → seed → historical samples → reward model → episodes (ε-heuristic exploration,
+predicted rewards) → replay updates → periodic greedy validation, keeping the best
+weights (:class:`~agents.baselines.selection.Selection`). Episodes are windows of the
+train-split scenarios, jobs seen through the scenario's duration predictor. Per job
+(at its last task; other steps get 0)::
 
     r = ŝ(job) + λ_n · Σ_{k ∈ neighbours} (ŝ_k after − ŝ_k before)
 
-with ŝ the reward model's normalised speed in (0, 1] and the neighbours the running
-jobs sharing a server or a link with the new job. Returns are discounted over task
-steps (γ). The actor-critic loss on a replayed batch is::
+ŝ the reward model's normalised speed, neighbours the running jobs sharing a server or
+link. Loss on a replayed batch, ``Â = G − V(s)`` normalised per batch, no importance
+correction::
 
     L = −E[Â · log π(a|s)] + c_v · E[(G − V(s))²] − β · E[H(π(·|s))]
-
-with ``Â = G − V(s)`` normalised per batch. Replayed steps, including the heuristic
-actions of ε-exploration, enter without an importance correction: Harmony describes
-none, and the heuristics' good actions are meant to be learned from (an importance
-weight min(1, π/μ) would all but erase them early on; we tried it: the policy stayed
-near uniform).
 """
 
 from __future__ import annotations
@@ -67,37 +57,27 @@ class HarmonyConfig:
 
     Attributes:
         iterations: training episodes (at most; see ``wall_cap_s`` and ``patience``).
-        episode_jobs: jobs per episode window (consecutive jobs of a train scenario).
-        validate_init: score the untrained network too (the learning curve's start).
+        episode_jobs: jobs per episode window.
+        validate_init: score the untrained network too.
         eval_every: greedy validation every this many episodes (0 = only at the end).
-        wall_cap_s: stop after this much wall time (0 = none); the default is the
-            MARL agents' per-seed training time (~47 min).
+        wall_cap_s: stop after this much wall time (0 = none).
         patience: stop after this many validations without improvement (0 = never).
         hidden: width of the per-server encoder and the critic.
         lr: Adam learning rate of the actor-critic.
         gamma: discount per task step.
         entropy_coef: weight β of the entropy bonus.
         value_coef: weight c_v of the critic loss.
-        epsilon_start, epsilon_end: probability of a heuristic action, decayed
-            linearly over the first ``epsilon_decay`` share of the iterations.
-        epsilon_decay: share of the iterations over which ε decays.
+        epsilon_start, epsilon_end: probability of a heuristic action, decayed linearly
+            over the first ``epsilon_decay`` share of the iterations.
         replay_capacity: task steps kept in the replay buffer.
         batch_size: task steps per update.
         updates_per_episode: replayed batches after each episode.
-        neighbour_weight: weight λ_n of the neighbours' predicted speed change
-            (``reward="placement"``).
-        reward: ``"cluster-speed"`` (the summed predicted speed of every running job
-            after a job's placement, times the time until the next placement, in
-            hours) or ``"placement"`` (the job's own predicted speed plus λ_n times
-            its neighbours' change).
-        bc_windows, bc_epochs, bc_lr: the warm start (0 windows = none): windows
-            placed by the bin-packing exploration heuristic, epochs of cross-entropy
-            on its choices (40, as MLF-RL's cloning), and the Adam learning rate.
-            Not in Harmony's paper; ours,
-            so that Harmony starts from a heuristic as MLF-RL (cloning MLF-H) and our
-            agents (imitation of heuristic plans) do.
-        reward_windows: training windows replayed by each heuristic for the reward
-            model's historical samples.
+        neighbour_weight: λ_n (``reward="placement"``).
+        reward: ``"cluster-speed"`` (summed predicted speed of the running jobs times the
+            time to the next placement, hours) or ``"placement"`` (the formula above).
+        bc_windows, bc_epochs, bc_lr: the warm start (0 windows = none): cross-entropy on
+            the bin-packing heuristic's choices.
+        reward_windows: windows replayed by each heuristic for the reward model's samples.
         reward_hidden, reward_epochs: the reward model's width and training epochs.
         seed: root seed (windows, exploration, initial weights).
     """
@@ -170,12 +150,8 @@ class ReplayBuffer:
 
 def heuristic_actions(draft: TaskDraft, mask: np.ndarray) -> tuple[int, int]:
     """(bin-packing, load-balancing) choice of server for the draft's next task.
-
-    Bin-packing (best fit, the job as the item): beside the job's own tasks; else on a
-    server that can take all of the job's remaining workers, of the GPU type fastest
-    for the job's model, the fullest such server; when no server can take them all,
-    the one with the most free GPUs (fewest servers spanned). The speed tier and the
-    whole-job fit are our reading of "bin-packing" on heterogeneous multi-GPU servers.
+    Bin-packing: beside the job's own tasks, else the fullest server that takes all
+    remaining workers on the model's fastest GPU type, else the most free GPUs.
     Load-balancing: the server with the most free capacity."""
     topo = draft.topo
     if draft.next_kind == WORKER:
@@ -334,9 +310,7 @@ def train_harmony(
     reward_fit: RewardFit | None = None,
 ) -> TrainResult:
     """Train Harmony on episodes of ``train_runs``; keep the best on ``val_runs``.
-    ``reward_fit``: a reward model fitted before with the same seed and reward
-    settings (a hyperparameter search shares one; its windows are drawn regardless,
-    so the episodes are the same as without it)."""
+    ``reward_fit``: a reward model fitted before with the same seed and reward settings."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(cfg.seed)
     torch.manual_seed(cfg.seed)

@@ -1,16 +1,6 @@
-"""MLF-H's and MLF-RL's own load control: MLFS's rule with their task-by-task placement.
-
-The rule itself — which servers are overloaded, which running jobs move first, how
-many per call, never one the simulator would decline — is
-:func:`marl_sched.policies.load_control.plan_moves`, shared with every ``+lc`` row
-(``first-fit+lc``, ...). What MLF-H and MLF-RL keep of their own is *where to*: the
-policy's per-task server chooser over a :class:`~agents.baselines.draft.TaskDraft`
-(parameter servers first, workers near them) with the job's own capacity released and
-every overloaded server excluded. They propose through the same hook
-(:meth:`~marl_sched.policies.Policy.rebalance`), called only with
-``simulation.migration: on``, and every move is priced and capped by the simulator
-(:meth:`marl_sched.simulator.Simulator.migrate`) as for any policy.
-"""
+"""MLF-H's and MLF-RL's own load control: MLFS's rule
+(:func:`marl_sched.policies.load_control.plan_moves`) with the policy's task-by-task
+chooser deciding where to (own capacity released, overloaded servers excluded)."""
 
 from __future__ import annotations
 

@@ -1,49 +1,18 @@
-"""MLF-H, the heuristic half of MLFS (Wang, Liu, Shen, CoNEXT 2020), torch-free.
+"""MLF-H, the heuristic half of MLFS (Wang, Liu, Shen, CoNEXT 2020), torch-free
+(docs/baselines.md, "MLF-H", lists the choices).
 
-MLFS ("ML job Feature based Scheduling") orders jobs by a priority built from ML
-features of the job and places each task on an *ideal host*; a load controller keeps
-servers below a utilisation threshold. What this module implements, and how it maps
-onto our simulator (the full list of choices, with what the paper does and does not
-fix, is in ``docs/baselines.md``):
+Priority (:func:`mlfs_priority`, lower = sooner; ordering ``mlfs-priority``)::
 
-**Job priority** (:func:`mlfs_priority`, lower = scheduled sooner; the queue ordering
-``mlfs-priority`` of :mod:`marl_sched.ordering` computes the same value)::
+    P(j) = 0.5 · min(1, ln(1 + work) / ln(1 + 1e7)) + 0.5 · min(1, log2(tasks) / 10)
 
-    P(j) = W_ml · u_ml(j) + W_c · u_c(j),           W_ml = W_c = 0.5
-    u_ml = min(1, ln(1 + work) / ln(1 + 1e7))   # estimated remaining work, ref-GPU s
-    u_c  = min(1, log2(num_workers + num_ps) / 10)                  # job size (tasks)
-
-The ML-aware term is convergence-aware urgency reduced to what a queued job has: the
-training it still needs by the duration predictor's *estimate* (never the true
-length), iterations × per-iteration time on the reference GPU. The compute term is the
-job's size in tasks. The equal weights 0.5 are the ones in the authors' released
-simulator (``W_q_* = 0.5``); the log scales map both terms to [0, 1] without looking at
-the rest of the queue. :meth:`MlfHPolicy.ordering` is this priority as a queue ordering
-(used when a run asks for each policy's own ordering, ``simulation.ordering: own``).
-
-**Placement** (per task, parameter servers first, then workers near them)::
+``work`` the estimated remaining reference-GPU seconds. Placement per task, PS first::
 
     score(s) = Σ_r |free_r(s) − demand_r(s)|  +  λ_loc · hops(s, anchor)
                + 1e3 · [load(s) > θ]
 
-``free_r`` and ``demand_r`` are the server's free GPUs, CPU cores and memory and the
-job's still-unplaced demand of each, both as fractions of the server's capacity (the
-authors' code uses this unweighted L1 distance, named "similarity"), plus GPU speed as
-a fourth dimension while workers remain (``1 − speed(model, s) / best``: the ideal
-host runs the model on its fastest GPU type; see :func:`ideal_host_distance`); ``hops`` counts
-hierarchy levels (server, rack, subcluster) between the server and the job's first
-task; ``λ_loc = 1``. **Load control** at placement: ``load(s)`` is the largest used
-fraction of GPUs, CPU or
-memory *before* this job (θ = 0.8, the authors' "available ≥ 0.2" test); overloaded
-servers are used only when no other server has room. **Load control with migration**
-(:meth:`MlfHPolicy.rebalance`, :mod:`agents.baselines.load_control`): after
-completions, jobs on servers whose residents are slowed by interference move to
-underloaded servers, lowest priority first — MLFS's rule of
-:mod:`marl_sched.policies.load_control`, the one every ``+lc`` row uses, called only
-with ``simulation.migration: on`` and priced and capped by the simulator alike.
-Dropping tasks that no longer improve accuracy is not expressible (the simulator has
-no accuracy model).
-"""
+(:func:`ideal_host_distance`; θ = 0.8, λ_loc = 1). Load control with migration
+(:meth:`MlfHPolicy.rebalance`, :mod:`agents.baselines.load_control`) only with
+``simulation.migration: on``."""
 
 from __future__ import annotations
 
@@ -89,15 +58,9 @@ def server_load(view: ClusterView) -> np.ndarray:
 
 
 def ideal_host_distance(draft: TaskDraft, speed_weight: float = SPEED_WEIGHT) -> np.ndarray:
-    """L1 distance between each server and the ideal host of the job's unplaced tasks.
-
-    Resource dimensions: free GPUs, CPU cores and memory against the unplaced demand,
-    as fractions of the server's capacity (the authors' unweighted L1 "similarity").
-    GPU speed is one more dimension while workers remain: the ideal host runs the
-    job's model at the best speed any GPU type of the cluster offers it, so a server
-    is ``speed_weight · (1 − speed(model, server) / best)`` further away (the
-    performance model's per-model speed; 0 on the fastest type).
-    """
+    """L1 distance between each server and the ideal host of the job's unplaced tasks:
+    free GPUs, cores and memory against the demand (fractions of capacity), plus
+    ``speed_weight · (1 − speed(model, server) / best)`` while workers remain."""
     topo = draft.topo
     rw, rp = draft.remaining_workers, draft.remaining_ps
     gpus = np.maximum(topo.server_gpus, 1)
@@ -127,14 +90,9 @@ def mlf_h_scores(
 
 
 class MlfsPolicy(Policy):
-    """What MLF-H and MLF-RL share: task-by-task placement with a per-task chooser,
-    MLF-H's priority as queue ordering, and load control with migration.
-
-    Subclasses implement :meth:`chooser` (the server for the draft's next task).
-
-    Args:
-        load_control: migrate jobs off overloaded servers (:meth:`rebalance`).
-    """
+    """What MLF-H and MLF-RL share: task-by-task placement with a per-task chooser
+    (:meth:`chooser`), MLF-H's priority as ordering, and load control
+    (``load_control``: :meth:`rebalance`)."""
 
     def __init__(self, load_control: bool = True) -> None:
         self.load_control = load_control

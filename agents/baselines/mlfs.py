@@ -1,33 +1,12 @@
-"""MLFS (Wang, Liu, Shen, CoNEXT 2020): MLF-H and the MLF-RL policy-gradient scheduler.
+"""MLF-RL, the learned half of MLFS (Wang, Liu, Shen, CoNEXT 2020): its networks and
+policy (docs/baselines.md, "MLF-RL"). MLF-H is :mod:`agents.baselines.mlf_h`
+(re-exported here); training is :mod:`agents.baselines.mlfs_train`.
 
-MLFS runs its heuristic MLF-H first, trains a deep-RL model on the heuristic's
-decisions, and switches to the RL model (MLF-RL) once it is trained. MLF-H lives in
-the torch-free :mod:`agents.baselines.mlf_h` (re-exported here); this module is
-MLF-RL's network and policy, and :mod:`agents.baselines.mlfs_train` its training
-(behaviour cloning on MLF-H, then REINFORCE with a baseline on a multi-part reward).
-
-MLF-RL's node network scores every server for the next task (the authors' state per
-node is the job's tasks already on it and its distance to the ideal host; we add the
-rest of what MLF-H looks at and the node's status):
-``FEATURES`` = this job's workers and PSs already there, the ideal-host distance, the
-hop distance to the job's first task, the load before the job and whether it is over
-the threshold, free GPU / CPU / memory fractions, the job's model's speed on the
-server's GPU type (V100 = 1), whether it can
-still take all remaining workers, the kind of task, and the residents' summed pressure.
-One network shared by all servers (so any server count works); tasks go PS first,
-then workers, as in MLF-H.
-
-MLF-RL's second network orders the queue (:class:`MlfsOrderNet`, exposed as
-:meth:`MlfsRlPolicy.ordering`, used when a run asks for each policy's own ordering).
-The authors' order network reads, per queued task, its priority, its input size and
-its waiting time, and picks the queue slot to serve; ours scores each queued job with
-one shared MLP on ``ORDER_FEATURES`` (MLF-H's priority by the duration estimate, the
-job's size in tasks, its waiting time), and the queue is served highest score first,
-so any queue length works. It is trained by cloning MLF-H's choice of the next job
-(:mod:`agents.baselines.mlfs_train`). Load control with migration is MLF-H's
-(:mod:`agents.baselines.load_control`), with this policy's node network choosing the
-new servers.
-"""
+The node network scores every server for the next task from :data:`FEATURES` (one
+network shared by all servers; PS first, then workers). The order network
+(:class:`MlfsOrderNet`, :meth:`MlfsRlPolicy.ordering`) scores each queued job from
+:data:`ORDER_FEATURES`, highest served first. Load control is MLF-H's, with the node
+network choosing the new servers."""
 
 from __future__ import annotations
 
@@ -99,9 +78,8 @@ ORDER_FEATURES = ("mlfs_priority", "tasks", "waiting_h")
 
 
 def order_features(job: Job, ctx: OrderingContext) -> np.ndarray:
-    """(len(ORDER_FEATURES),) float32 of a queued job: MLF-H's priority from the
-    estimated remaining work (``nan`` estimate = the most work), log2 of its tasks /
-    10, and log1p of its waiting time in hours."""
+    """(len(ORDER_FEATURES),) float32 of a queued job: MLF-H's priority (``nan``
+    estimate = the most work), log2(tasks) / 10, log1p(waiting hours)."""
     work = ctx.est_iterations(job) * CATALOGUE[job.model].compute_s
     return np.array(
         [
@@ -114,9 +92,7 @@ def order_features(job: Job, ctx: OrderingContext) -> np.ndarray:
 
 
 class LearnedOrdering(QueueOrdering):
-    """The queue served by :class:`MlfsOrderNet`'s score, highest first (dynamic: the
-    score reads the waiting time and the estimate). Evaluated in numpy: the simulator
-    scores every queued job at every scan."""
+    """The queue served by :class:`MlfsOrderNet`'s score, highest first, in numpy."""
 
     name = "mlfs-rl-order"
     dynamic = True
@@ -209,14 +185,11 @@ def save_mlfs(
 
 
 class MlfsRlPolicy(CheckpointPolicy, MlfsPolicy):
-    """MLF-RL: its node network places tasks greedily, its order network orders the
-    queue (:meth:`ordering`), and MLF-H's load control migrates jobs off overloaded
-    servers (:meth:`rebalance`) with the node network choosing where.
+    """MLF-RL: the node network places tasks greedily, the order network orders the
+    queue, MLF-H's load control migrates jobs (:meth:`rebalance`).
 
-    Args: those of :class:`~agents.baselines.checkpoint.CheckpointPolicy`
-    (``checkpoint``: an ``mlfs_rl.pt`` file or a folder holding one), and
-        overload_threshold: the load-control threshold of the ``overloaded`` feature
-            (a loaded checkpoint's own threshold takes precedence).
+    Args: those of :class:`~agents.baselines.checkpoint.CheckpointPolicy`, and
+        overload_threshold: the ``overloaded`` feature's threshold (a checkpoint's wins).
         order_net: the order network to use with ``net`` (training, tests).
         load_control: migrate jobs off overloaded servers.
     """

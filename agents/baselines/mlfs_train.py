@@ -1,24 +1,17 @@
-"""Training MLF-RL: behaviour cloning on MLF-H, then REINFORCE with a baseline.
+"""Training MLF-RL: behaviour cloning on MLF-H, then REINFORCE with a baseline
+(docs/baselines.md, "MLF-RL", lists the choices).
 
-Reads top to bottom: config → seed → MLF-H's decisions on training windows → cloning
-(cross-entropy on MLF-H's server choice for every task) → policy-gradient iterations →
-periodic greedy validation on the validation split, keeping the best weights (the
-cloned policy included; :class:`~agents.baselines.selection.Selection`: wall-time cap,
-early stopping, TensorBoard). Windows come from the benchmark's train-split scenarios;
-the policy sees each job through the scenario's duration predictor.
+Config → seed → MLF-H's decisions on training windows → cloning → policy-gradient
+iterations → periodic greedy validation, keeping the best weights
+(:class:`~agents.baselines.selection.Selection`). Each iteration rolls one training
+window out ``rollouts`` times. The reward of job ``j``, at its placement::
 
-Each policy-gradient iteration draws one training window and rolls it out ``rollouts``
-times with sampled actions. The reward of job ``j`` (given at its placement)::
+    r_j = − w_jct · ln(JCT_j / isolated_runtime_j)
+          − w_bal · std_s(GPU used fraction of server s after j)
+          − w_ovl · (tasks of j on overloaded servers) / (tasks of j)
 
-    r_j = − w_jct · ln(JCT_j / isolated_runtime_j)              # JCT / progress term
-          − w_bal · std_s(GPU used fraction of server s after j) # load-balance term
-          − w_ovl · (tasks of j on overloaded servers) / (tasks of j)  # overload penalty
-
-with ``w_jct = 1``, ``w_bal = w_ovl = 0.5`` (the authors' code weighs its reward parts
-0.5 each). Returns are discounted over the jobs in the order they were placed
-(γ = 0.9, the authors' ``gama``); the baseline of job ``j`` is the mean of its return
-over the iteration's rollouts (the authors' per-step average over episodes — here the
-same job across rollouts of the same window), so::
+Returns are discounted over jobs (γ); the baseline of job ``j`` is its mean return over
+the iteration's rollouts::
 
     L = − Σ_j (G_j − b_j)/σ · Σ_{tasks t of j} log π(a_t|s_t) / n_jobs − β · E[H(π)]
 """
@@ -55,9 +48,8 @@ class MlfsConfig:
     """MLF-RL's training settings (defaults: the shipped checkpoint's).
 
     Attributes:
-        iterations: policy-gradient iterations (one window, ``rollouts`` rollouts each;
-            at most: see ``wall_cap_s`` and ``patience``).
-        episode_jobs: jobs per training window (consecutive jobs of a train scenario).
+        iterations: policy-gradient iterations (at most: see ``wall_cap_s``, ``patience``).
+        episode_jobs: jobs per training window.
         rollouts: rollouts of each window (the baseline averages over them).
         bc_windows: training windows replayed by MLF-H for behaviour cloning.
         bc_epochs: passes over MLF-H's decisions.
@@ -71,10 +63,9 @@ class MlfsConfig:
         order_hidden: hidden width of the queue-ordering network.
         order_queue, order_samples: the largest queue, and queues per window, of the
             order network's cloning data.
-        validate_init: score the untrained network too (the learning curve's start).
+        validate_init: score the untrained network too.
         eval_every: greedy validation every this many iterations (0 = only at the end).
-        wall_cap_s: stop after this much wall time (0 = none); the default is the
-            MARL agents' per-seed training time (~47 min).
+        wall_cap_s: stop after this much wall time (0 = none).
         patience: stop after this many validations without improvement (0 = never).
         seed: root seed.
     """
@@ -125,9 +116,8 @@ def rollout(
     controller: MlfsPolicy | None = None,
 ) -> Rollout:
     """Run ``jobs`` of ``run`` with ``choose(x, mask, draft, overloaded) -> server`` per
-    task; the policy sees each job through the scenario's duration predictor, and
-    ``controller``'s load control (if any) migrates jobs after completions when the
-    scenario's config says ``simulation.migration: on``."""
+    task, jobs seen through the scenario's predictor; ``controller`` migrates after
+    completions when the scenario has ``simulation.migration: on``."""
     predictor = run.workload.predictor()
     if controller is not None:
         controller.reset(run.topology, 0)
@@ -178,13 +168,8 @@ def clone_order(
     cfg: MlfsConfig,
     rng: np.random.Generator,
 ) -> float:
-    """Fit the order network to MLF-H's choice of the next job; returns its agreement.
-
-    Queues are drawn from the training windows: at a random job's submit time, up to
-    ``order_queue`` of the jobs submitted before it (as the policy sees them: the
-    duration predictor's estimates), waiting since their submit times; MLF-H serves
-    the one with the lowest priority (then FIFO). Cross-entropy of the network's
-    softmax over the queue against that job."""
+    """Fit the order network to MLF-H's choice of the next job (lowest priority,
+    then FIFO) on queues drawn from the training windows; returns its agreement."""
     xs, masks, targets = [], [], []
     q = cfg.order_queue
     for run, jobs in windows:
@@ -219,9 +204,8 @@ def fit_choices(
     cfg: MlfsConfig,
     rng: np.random.Generator,
 ) -> float:
-    """Cross-entropy of ``net``'s masked softmax against the demonstrated choices
-    (``cfg.bc_epochs`` epochs, batches of 256, Adam ``cfg.bc_lr``); returns the share
-    of choices the greedy network reproduces."""
+    """Cross-entropy of ``net``'s masked softmax against the demonstrated choices;
+    returns the share the greedy network reproduces."""
     opt = torch.optim.Adam(net.parameters(), lr=cfg.bc_lr)
     for _ in range(cfg.bc_epochs):
         perm = torch.from_numpy(rng.permutation(len(target)))

@@ -1,22 +1,9 @@
 """Harmony's reward-prediction network: co-location → training speed.
 
-Harmony cannot try every placement on the real cluster, so it fits a network on
-*historical* samples — placements that ran, with the speed each job reached — and
-asks it for the reward of placements it has not seen. Here the history is what a
-cluster running ordinary schedulers would have logged: runs of the heuristics (random,
-first-fit, load-balance, tetris, locality, MLF-H) over the training windows; each time
-a job starts, the job and every running job whose neighbourhood changed give one
-sample. The label is the job's *normalised speed* at that moment,
-``ln(isolated iteration time / iteration time)`` ≤ 0, read from the simulator's log of
-iteration times (the ground truth a real cluster would measure).
-
-Features of one placed job (:func:`colocation_features`, ``N_FEATURES`` values): the
-job's model type (one-hot), workers and PSs, how many servers / racks / subclusters
-its tasks span, the share of workers on a server that also holds a PS, its slowest
-GPU's relative speed, the largest pressure the *other* jobs put on cpu, pcie, membw,
-disk and net in any of its workers' GPU group, socket and server (15 values), and the
-most jobs sharing one of its links, per link kind (5 values).
-"""
+Fitted on historical samples: the heuristics' runs over the training windows, one
+sample per job (and per running job whose neighbourhood changed) each time a job
+starts, labelled ``ln(isolated iteration time / iteration time)`` ≤ 0. Features:
+:func:`colocation_features` (``N_FEATURES`` values)."""
 
 from __future__ import annotations
 

@@ -25,13 +25,8 @@ GRID = {
 
 
 def search_grid(learner: str, items: Sequence[str] = ()) -> dict[str, list[float]]:
-    """The grid a search runs: the dimensions ``items`` give (each ``KEY=V1,V2,...``,
-    KEY a numeric field of the learner's config), else :data:`GRID`.
-
-    Raises:
-        InputError: naming the item, for an unknown or non-numeric key, a key given
-            twice, a value that is not a number of the field's type, a repeated value.
-    """
+    """The grid a search runs: the dimensions ``items`` give (``KEY=V1,V2,...``, KEY a
+    numeric config field), else :data:`GRID`; ``InputError`` naming a bad item."""
     if not items:
         return GRID[learner]
     fields = {f.name: str(f.type) for f in dataclasses.fields(learner_configs()[learner])}

@@ -1,15 +1,7 @@
-"""Checkpoint selection on the validation split, under a wall-time cap with early stopping.
-
-Both learned baselines train the same way around their own update rule: every
-``eval_every`` iterations the greedy policy is scored on the fixed validation
-scenarios (:func:`agents.baselines.episodes.score_runs`: geometric mean over scenarios
-of average JCT / first-fit's); the best weights so far are kept; training stops at the
-iteration budget, when the wall time reaches ``wall_cap_s`` (checked after every
-iteration; the validation run then in progress finishes), or when ``patience``
-validations in a row have not improved the best score. Every score, loss and the wall
-time go to TensorBoard (``torch.utils.tensorboard.SummaryWriter``) and to the history
-saved in the checkpoint.
-"""
+"""Checkpoint selection on the validation split, under a wall-time cap with early
+stopping: every ``eval_every`` iterations the greedy policy is scored
+(:func:`agents.baselines.episodes.score_runs`), the best weights kept; training stops at
+the budget, ``wall_cap_s`` or ``patience``. Scores go to TensorBoard and the history."""
 
 from __future__ import annotations
 
@@ -37,8 +29,7 @@ class Selection:
         writer: a TensorBoard ``SummaryWriter`` or ``None``.
         progress: called with ``(iteration, row)`` after each validation.
         seed: the evaluation seed (workload noise, policy).
-        t0: ``time.perf_counter()`` at the start of the run (default: now), so that
-            work before the selection starts (Harmony's reward model) counts too.
+        t0: ``time.perf_counter()`` at the start of the run (default: now).
     """
 
     def __init__(

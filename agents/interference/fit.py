@@ -1,10 +1,6 @@
-"""Fit the interference MLP on simulated co-locations and measure it.
-
-Reads top to bottom: config → samples → seeded split (by simulation, so correlated
-snapshots of one run never straddle train and test) → training with early stopping
-on the validation loss → export to numpy → accuracy on held-out simulated samples
-and on real measurements → throughput → report.
-"""
+"""Fit the interference MLP on simulated co-locations and measure it: samples →
+split by simulation → training with early stopping → numpy export → accuracy on
+held-out and real samples → report."""
 
 from __future__ import annotations
 
@@ -84,13 +80,8 @@ def train_mlp(
     cfg: InterferenceConfig,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[InterferenceMLP, list[dict[str, float]]]:
-    """Fit ln(slowdown) by MSE with Adam; keep the weights of the best validation epoch.
-
-    Args:
-        x_train, x_val: (n, F) features; y_train, y_val: (n,) slowdowns (>= 1).
-        cfg: hidden sizes, epochs, patience, lr, batch size, seed.
-        progress: called with (epoch, max epochs).
-    """
+    """Fit ln(slowdown) by MSE with Adam; keep the best validation epoch's weights.
+    ``progress(epoch, max epochs)``."""
     threads = torch.get_num_threads()
     # a 2×64 MLP gains nothing from intra-op threads, and on a shared machine they
     # thrash (a 10× slowdown was measured with other jobs running); one is also
@@ -207,10 +198,8 @@ REAL_NOTES = {
 
 
 def real_report(pred: np.ndarray, real: Samples) -> dict[str, Any]:
-    """Accuracy on real measurements: learned model and simulator, per source.
-
-    ``pred`` is already multiplied by each row's ``reference`` factor.
-    """
+    """Accuracy on real measurements per source, learned model and simulator (``pred``
+    already times each row's ``reference``)."""
     out: dict[str, Any] = error_summary(pred, real.y)
     out["simulator"] = error_summary(real.simulated, real.y)
     out["notes"] = {k: v for k, v in REAL_NOTES.items() if np.any(real.source == k)}

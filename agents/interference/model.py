@@ -1,10 +1,6 @@
-"""The interference MLP in torch, and its export to the numpy ``.npz`` format.
-
-Shapes: input (n, F) raw features (:data:`marl_sched.interference.FEATURE_NAMES`),
-output (n,) predicted ``ln(slowdown)``. Standardisation of the inputs and scaling of
-the output are buffers of the module, so the torch forward and the numpy forward of
-:class:`marl_sched.interference.InterferenceModel` compute the same function.
-"""
+"""The interference MLP in torch, and its export to the numpy ``.npz`` format: input
+(n, F) raw features, output (n,) ``ln(slowdown)``, standardisation as buffers, so it
+matches :class:`marl_sched.interference.InterferenceModel`."""
 
 from __future__ import annotations
 

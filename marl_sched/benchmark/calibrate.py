@@ -1,11 +1,6 @@
-"""Load tiers: the arrival-rate multiplier that gives a window a target steady-state
-GPU utilisation under first-fit (``gpu_utilization_steady``, marl_sched.metrics).
-
-Utilisation grows with load until the cluster saturates (fragmentation keeps the
-Philly sample below ~0.87 on the default cluster), so the search is a bisection on
-log(load) between :data:`LOAD_RANGE`; when the target is out of reach, the load that
-came closest is returned with the utilisation it gave.
-"""
+"""Load tiers: the arrival-rate multiplier that gives a window a target steady GPU
+utilisation under first-fit, by bisection on log(load) within :data:`LOAD_RANGE` (the
+closest load when out of reach)."""
 
 from __future__ import annotations
 

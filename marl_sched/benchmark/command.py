@@ -1,4 +1,5 @@
-"""``marl-sched benchmark``: every policy x scenario x seed of one split of a suite.
+"""``marl-sched benchmark``: every policy x scenario x seed of one split of a suite
+(docs/benchmark.md is the reference).
 
 ::
 
@@ -8,28 +9,12 @@
                          [--ray-address A] [--local] [--quiet]
                          [--duration-estimate none|oracle|noisy|history]
 
-``--split`` has no default: the test split is run only when asked for, and every run
-that touches it is recorded in ``benchmarks/ledger.jsonl``
-(:mod:`marl_sched.benchmark.ledger`). ``--track`` (default ``placement``) applies the
-track's config overrides (:data:`marl_sched.benchmark.suite.TRACKS`) to every cell; the
-track is in every cell's key, in ``runs.csv`` and in every title. ``--migration-cost-scale``
-and ``--gavel-spread`` run the sensitivity variants instead, one benchmark folder each
-under ``--out``, and write ``sensitivity.md`` (:mod:`marl_sched.benchmark.sensitivity`).
-
-``--checkpoint`` is a path for our agents or ``name=path,...`` per policy; a path may
-be ``A+B+C``, one checkpoint per training run (seed) of the policy: each runs every
-scenario x seed, and the report pools them, so the policy's IQM and its interval are
-over training runs x seeds x scenarios (rliable's "runs"), not over one run's seeds.
-
-Each cell runs as a Ray task (a local Ray started by the command, or the cluster at
-``--ray-address``; ``--local`` runs the cells one after another in this process, no
-Ray). ``--duration-estimate`` overrides the base config's (e.g. ``oracle``, the
-upper-bound ablation; a folder holds one estimate). Finished cells are kept in
-``DIR/cells`` and not run again, so a rerun resumes.
-Bad input (suite file, split, policy, checkpoint spec, seeds, a scenario's missing
-trace) exits 2 with one line before any cell runs. Outputs:
-:mod:`marl_sched.benchmark.report`.
-"""
+A test-split run is recorded in ``benchmarks/ledger.jsonl``. ``--track`` applies
+:data:`~marl_sched.benchmark.suite.TRACKS`' overrides; the sensitivity flags write one
+folder per variant and ``sensitivity.md``. ``--checkpoint`` is a path or
+``name=path,...``; ``A+B+C`` is one checkpoint per training run, pooled in the report.
+Cells run as Ray tasks (``--local``: in this process); finished cells in ``DIR/cells``
+are not run again. Bad input exits 2 before any cell runs."""
 
 from __future__ import annotations
 
@@ -72,10 +57,8 @@ def ray_executor(address: str | None, import_roots: Sequence[str] = ()) -> Execu
 
 
 def policy_import_roots(rows: Sequence[str]) -> list[str]:
-    """The folders from which this process imports the ``module:Class`` policies of
-    ``rows`` (docs/extending.md): each module's top package's parent. A worker given
-    them on its ``PYTHONPATH`` imports the class from its path as the driver did (the
-    cell specs carry the path, never the class); registered names need none."""
+    """The folders (each ``module:Class`` policy's top package's parent) a worker
+    needs on its path to import the policies of ``rows``."""
     from marl_sched.policies import policy_entries
     from marl_sched.policies.base import is_policy_path
 
@@ -97,11 +80,8 @@ def policy_import_roots(rows: Sequence[str]) -> list[str]:
 
 
 def parse_policies(text: str) -> list[str]:
-    """``--policies``: comma-separated rows, each a policy name, or ``POLICY@ORDERING``
-    to run it under another queue ordering (``interference-aware@las-2d``,
-    ``mlfs-h@own``); rows without ``@`` run under the suite config's ordering. The
-    item ``rules`` stands for every registered heuristic and control (the baselines
-    without learning), so a table never misses one."""
+    """``--policies``: comma-separated names, each optionally ``POLICY@ORDERING``;
+    ``rules`` stands for every registered heuristic and control."""
     from marl_sched.ordering import ORDERINGS, OWN
     from marl_sched.policies import control_names, get_policy_class, heuristic_names
 
@@ -143,9 +123,8 @@ NO_CHECKPOINT: Runs = [(None, None)]
 
 
 def checkpoint_runs(by_policy: dict[str, str], policies: list[str]) -> dict[str, Runs]:
-    """Per policy, its training runs: its ``A+B+...`` checkpoint spec split, each path
-    with its content digest (a checkpoint named twice, same content, is refused), or
-    :data:`NO_CHECKPOINT` for a policy given none."""
+    """Per policy, its training runs: each path of its ``A+B+...`` spec with its
+    content digest (the same content twice is refused), or :data:`NO_CHECKPOINT`."""
     out: dict[str, Runs] = dict.fromkeys(policies, NO_CHECKPOINT)
     for policy, spec in by_policy.items():
         paths = [p.strip() for p in spec.split("+")]
@@ -231,12 +210,9 @@ def _check_policies_serve(suite, scenarios, policies: list[str], ckpts: dict[str
 def _check_scenarios_load(
     suite, scenarios, clusters: dict, policies: Sequence[str] = (), seeds: int = 1
 ) -> None:
-    """Every scenario's window is read (streamed: only the window is held) at its load
-    and checked against its topology, as its cells will read it, so a window past the
-    trace's end, a load out of range or a job its cluster cannot hold is refused before
-    the first cell runs and nothing is written. With a planner among ``policies``,
-    each seed's window must also span its ``planner.horizon_s``
-    (:func:`marl_sched.policies.planner.check_horizon`; the seed jitters arrivals)."""
+    """Read every scenario's window at its load and check it against its topology (and,
+    with a planner among ``policies``, each seed's window against ``planner.horizon_s``),
+    so a bad window is refused before the first cell runs."""
     from marl_sched.policies import get_policy_class
     from marl_sched.policies.planner import PlannerPolicy, check_horizon
     from marl_sched.runner import load_workload
@@ -270,11 +246,9 @@ def run_benchmark(
     track: str | None = None,
     ledger: str | Path | None = LEDGER,
 ) -> tuple[list[dict], dict[str, Any]]:
-    """Run the missing cells, then write the report (``figures``: and its PNGs);
-    returns (summary rows, timing). ``track``: :data:`~marl_sched.benchmark.suite.TRACKS`
-    (None: no track override, as before tracks). A run touching the test split of the
-    default suite appends an entry to ``ledger`` first (:mod:`marl_sched.benchmark.ledger`;
-    None: not recorded, for tests only) and its summary cites it."""
+    """Run the missing cells, then write the report; returns (summary rows, timing).
+    A run touching the default suite's test split appends to ``ledger`` first (None: not
+    recorded, tests only)."""
     from marl_sched.benchmark import ledger as ledger_check
     from marl_sched.benchmark.ledger import record_if_test
     from marl_sched.benchmark.report import write_report

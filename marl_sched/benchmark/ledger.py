@@ -1,33 +1,16 @@
 """The test-split ledger: one line per benchmark run that looked at the test split.
 
-``benchmarks/ledger.jsonl`` (kept in the repo, append-only, one JSON object a line)
-records every ``marl-sched benchmark`` run whose scenarios touch the test split of the
-default suite (by row range, or by content for copied rows:
-:func:`marl_sched.benchmark.suite.in_test_split`) — in practice every
-``--split test`` run. The entry is appended when the run starts, after its inputs are
-checked and before any cell runs, so an interrupted or repeated look is recorded too.
-Fields:
+``benchmarks/ledger.jsonl`` (append-only JSON lines) records every ``marl-sched
+benchmark`` run touching the default suite's test split
+(:func:`marl_sched.benchmark.suite.in_test_split`), appended after the inputs are
+checked and before any cell runs. Fields: ``id`` (1, 2, ...; cited as ``ledger #N``),
+``date`` (UTC), ``commit``, ``suite``, ``suite_sha256``, ``split``, ``track``,
+``seeds``, ``scenarios``, ``overrides``, ``duration_estimate``, ``policies``,
+``checkpoints`` (``[{path, digest}]`` per row), ``out``.
 
-- ``id``: the entry's number (1, 2, ...); results pages cite ``ledger #N``;
-- ``date`` (UTC), ``commit`` (``git rev-parse HEAD``; ``unknown`` outside a git
-  checkout; a run from a work tree with uncommitted changes is refused, so no new
-  entry says ``+dirty``);
-- ``suite``, ``suite_sha256``, ``split``, ``track``, ``seeds``, ``scenarios``
-  (their count), ``overrides``, ``duration_estimate``;
-- ``policies``: the rows run; ``checkpoints``: per row with explicit checkpoints,
-  ``[{path, digest}]`` (the 12-hex content digest the cells are keyed by);
-- ``out``: the output folder (absolute).
-
-Each run's ``summary.md`` names its entry (``Ledger entry: benchmarks/ledger.jsonl #N``).
-
-The ledger is an append-only log and is read as one: :func:`check` runs before any
-cell runs or any output is written, and refuses (exit 2, one line naming the file and
-line and how to repair it) a ledger that is a link, a folder, a FIFO or larger than
-``SIZE_LIMITS["ledger"]``, a line that is not UTF-8 or not one JSON object, or an
-entry numbered out of turn (two branches appending at once); and a test-split run from
-a work tree with uncommitted changes (an entry must name the commit that ran: commit
-first). An entry is appended under an exclusive ``flock`` and fsynced.
-"""
+:func:`check` refuses (exit 2, one line) a ledger that is not a small regular file of
+consecutively numbered JSON objects, and a test-split run from a work tree with
+uncommitted changes. Entries are appended under ``flock`` and fsynced."""
 
 from __future__ import annotations
 
@@ -71,8 +54,7 @@ def git_commit(root: Path = REPO_ROOT) -> str:
 
 def read_ledger(path: str | Path = LEDGER) -> list[dict[str, Any]]:
     """Every entry, in order (none for a missing file); ``InputError`` naming the file
-    and line, and how to repair it, for anything but a regular file of well-formed,
-    consecutively numbered entries (see the module docstring)."""
+    and line for anything malformed."""
     p = Path(path)
     try:
         info = os.lstat(p)
@@ -110,9 +92,8 @@ def read_ledger(path: str | Path = LEDGER) -> list[dict[str, Any]]:
 
 
 def check(ledger: str | Path | None, scenarios: Sequence[Any]) -> None:
-    """Before any work: when this run would be recorded (:func:`record_if_test`), the
-    ledger reads back whole and the work tree has no uncommitted changes
-    (``InputError`` otherwise, one line)."""
+    """Before any work: when this run would be recorded, the ledger must read back
+    whole and the work tree be clean (``InputError``)."""
     if ledger is None or not touches_test(scenarios):
         return
     read_ledger(ledger)
@@ -182,9 +163,8 @@ def record_if_test(
     overrides: Sequence[str] = (),
     duration_estimate: str | None = None,
 ) -> str | None:
-    """Append this run's entry when it touches the test split (see the module
-    docstring); returns its citation, or None (not a test-split run, or ``ledger``
-    None)."""
+    """Append this run's entry when it touches the test split; returns its citation,
+    or None."""
     from marl_sched.benchmark.suite import resolve
 
     if ledger is None or not touches_test(scenarios):

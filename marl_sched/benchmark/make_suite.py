@@ -3,15 +3,9 @@
     python -m marl_sched.benchmark.make_suite [--out benchmarks/default.yaml]
         [--reuse benchmarks/default.yaml]
 
-The splits and windows below were fixed before any policy was run on them (see
-docs/benchmark.md, which also records every later change and why); the script only
-measures, for each window and tier, the load at which first-fit reaches the tier's
-steady-state GPU utilisation (marl_sched.benchmark.calibrate, on the trace's own
-arrival times at seed 0). Slow (a few hundred short simulations). ``--reuse FILE``
-takes the load and utilisation of every scenario whose window, tier and topology are
-unchanged from FILE instead of measuring them again, so a change of the splits leaves
-the other scenarios exactly as registered.
-"""
+Measures, per window and tier, the load at which first-fit reaches the tier's steady
+utilisation (:mod:`marl_sched.benchmark.calibrate`); ``--reuse FILE`` keeps the load
+of every unchanged scenario of FILE (docs/benchmark.md)."""
 
 from __future__ import annotations
 

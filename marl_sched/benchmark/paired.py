@@ -1,8 +1,6 @@
-"""Paired comparisons of benchmark runs for reports: per scenario, the cells of one
-policy (training run, seed) → average JCT, two policies' paired geometric-mean ratio
-with its hierarchical interval and P(lower), and the same per group of scenarios and
-per training slot. Each function reads a benchmark folder's ``runs.csv``.
-"""
+"""Paired comparisons of benchmark runs (each from a folder's ``runs.csv``): geometric-
+mean ratios with hierarchical intervals and P(lower), per scenario group and training
+slot."""
 
 from __future__ import annotations
 
@@ -33,9 +31,8 @@ def _paired_logs(
     scenarios: set[str] | None = None,
     seeds: set[str] | None = None,
 ) -> tuple[list[str], list[list[list[float]]]]:
-    """The scenarios, and per scenario, training-run slot and seed the log of the
-    candidate's average JCT over the reference's (``Scores`` layout), from their
-    :func:`_cells`, on the cells both have; ``scenarios`` / ``seeds`` keep only those."""
+    """The scenarios, and the candidate's log average-JCT ratio over the reference's in
+    ``Scores`` layout, on the cells both have."""
     names, logs = [], []
     for sc in sorted(set(new) & set(old)):
         if scenarios is not None and sc not in scenarios:
@@ -49,9 +46,8 @@ def _paired_logs(
 
 
 def policies_paired(folder: str, new: str, old: str, root: Path) -> str:
-    """One line comparing two policies of one benchmark run (``folder``'s
-    ``runs.csv``) cell by cell: the paired geometric-mean ratio of ``new``'s average
-    JCT over ``old``'s with its hierarchical interval, and P(``new`` lower)."""
+    """One line comparing ``new`` with ``old`` in one run: the paired geometric-mean
+    ratio with its interval, and P(``new`` lower)."""
     rows = read_rows(root / folder / "runs.csv")
     n, ratio, p = _paired(_cells(rows, new), _cells(rows, old), _cells(rows, "first-fit"))
     return (
@@ -61,9 +57,8 @@ def policies_paired(folder: str, new: str, old: str, root: Path) -> str:
 
 
 def _paired(new, old, ff) -> tuple[int, str, str]:
-    """(scenarios, the paired geometric-mean ratio [interval], P(new lower) [interval])
-    of two policies' :func:`_cells` on the cells both have, normalised by first-fit's
-    mean per scenario for the probability."""
+    """(scenarios, paired geometric-mean ratio [interval], P(new lower) [interval]) on
+    the cells both have (first-fit-normalised for the probability)."""
     import numpy as np
 
     from marl_sched.benchmark.stats import geomean_ratio, probability_of_improvement
@@ -80,9 +75,8 @@ def _paired(new, old, ff) -> tuple[int, str, str]:
 
 
 def scenario_group(row: dict[str, str]) -> str:
-    """A benchmark row's group for :func:`family_table`: its trace family (the scenario
-    name's first word: philly, pollux, sia, alibaba) on the default topology, else the
-    topology variant's name."""
+    """A row's group for :func:`family_table`: its trace family on the default topology,
+    else the topology variant's name."""
     if row["topology"] != "default":
         return row["topology"]
     return row["scenario"].split("-")[0]
@@ -108,12 +102,9 @@ def family_table(
     root: Path,
     policy: str = "masked:mlfs-rl",
 ) -> str:
-    """The table of where candidates lose to the policy they imitate: per
-    group of scenarios (:func:`scenario_group`), per training slot and over all, each
-    candidate's ``marl`` average JCT over ``policy``'s (one checkpoint,
-    ``<probe>/runs.csv``), paired by scenario and seed: the geometric mean with its
-    hierarchical interval (a lone scenario: its point, no interval). ``candidates``:
-    (label, folder of a benchmark run with ``marl`` rows)."""
+    """Per scenario group, training slot and overall, each candidate's ``marl`` average
+    JCT over ``policy``'s (``<probe>/runs.csv``), paired by scenario and seed, as a
+    geometric mean with its interval. ``candidates``: (label, benchmark folder)."""
     from marl_sched.benchmark.stats import geomean_ratio
 
     rows = read_rows(root / probe / "runs.csv")

@@ -1,22 +1,10 @@
-"""Power of a paired comparison: the minimum detectable effect (MDE) of a geomean ratio.
-
-A paired comparison of a candidate with a reference gives one log-ratio
-``d = log(score_candidate / score_reference)`` per scenario x seed (the same workload
-seed for both). With ``n`` such pairs of standard deviation ``s``, a two-sided test of
-mean 0 at level ``alpha`` has power ``power`` against a true mean log-ratio of
+"""Power of a paired comparison: the minimum detectable effect (MDE) of a geomean
+ratio. With ``n`` paired log-ratios of standard deviation ``s``::
 
     MDE = (z_{1 - alpha/2} + z_{power}) * s / sqrt(n)
 
-(the normal approximation; ``z`` the standard normal quantile: 2.80 s / sqrt(n) at
-alpha 0.05 and 80 % power). As a ratio of geometric means, a comparison can see an
-effect of ``1 - exp(-MDE)`` (a candidate that many per cent better, or worse).
-
-:func:`mde_log` treats the pairs as independent ("over scenarios x seeds"). The
-benchmark's hierarchical interval also resamples scenarios, so pairs of one scenario
-are not independent: :func:`mde_log_clustered` takes one mean log-ratio per scenario
-and their spread over scenarios (``n`` = scenarios), the more honest figure when
-scenarios differ more than seeds do.
-"""
+detectable as a ratio change of ``1 - exp(-MDE)``. :func:`mde_log` treats pairs as
+independent; :func:`mde_log_clustered` uses one mean per scenario."""
 
 from __future__ import annotations
 

@@ -1,24 +1,14 @@
-"""A finished benchmark grid as tables and figures.
+"""A finished benchmark grid as tables and figures (docs/benchmark.md). Outputs in
+``DIR``, each written atomically:
 
-Outputs in ``DIR`` (each written atomically):
-
-- ``runs.csv``: one row per cell (scenario, split, track, policy, queue ordering, seed,
-  training run, checkpoint, tier, topology, load and every metric of ``metrics.json``);
-- ``summary.csv`` / ``summary.md``: per policy, the IQM over scenarios x seeds (x its
-  training runs, for a learned policy given several checkpoints) of average JCT, median
-  JCT, p95 JCT and average slowdown, each normalised per scenario by the reference
-  policy's mean (first-fit when it ran, else the first policy; < 1 = better than the
-  reference), with 95 % hierarchical-bootstrap CIs (none for one seed: "1 seed: no
-  interval"); next to it the mean and the worst-case scenario of normalised average
-  JCT, the seeds the intervals cover, the zero-width strata (flagged, not averaged in
-  silently), the probability of improvement of each policy over each other, and a
-  per-scenario table (:mod:`marl_sched.benchmark.stats`); every title names the split
-  and the track;
-- ``scenarios.md``: per scenario, each policy's mean over seeds of the same metrics
-  plus steady utilisation and queued share;
-- ``interval_estimates.png``, ``performance_profile.png`` and
-  ``ccdf/<scenario>.png`` (JCT CCDF per policy, log-log, pooled over seeds).
-"""
+- ``runs.csv``: one row per cell (its key fields and every metric);
+- ``summary.csv`` / ``summary.md``: per policy the IQM over scenarios x seeds (x runs)
+  of average, median and p95 JCT and average slowdown, each normalised per scenario by
+  the reference policy (first-fit when it ran), with 95 % hierarchical-bootstrap CIs,
+  the mean and worst-case normalised average JCT, zero-width strata, the probability
+  of improvement and a per-scenario table (:mod:`marl_sched.benchmark.stats`);
+- ``scenarios.md``: per scenario, each policy's mean over seeds;
+- ``interval_estimates.png``, ``performance_profile.png``, ``ccdf/<scenario>.png``."""
 
 from __future__ import annotations
 
@@ -100,9 +90,8 @@ def seed_span(seeds) -> str:
 
 
 def summarize(rows: Sequence[dict[str, Any]], policies: Sequence[str], reps: int = 2000):
-    """(summary rows, improvement rows) of the grid (:mod:`marl_sched.benchmark.stats`):
-    per policy the IQM of every scored metric, the mean and the worst-case scenario of
-    normalised average JCT, the seeds the intervals cover and the zero-width strata."""
+    """(summary rows, improvement rows) of the grid: per policy the IQM of every scored
+    metric, mean and worst-case normalised average JCT, seeds and zero-width strata."""
     summary = []
     scores = {m: normalised(rows, policies, m) for m, _ in SCORED}
     names = scenario_names(rows)
@@ -175,9 +164,8 @@ def summary_markdown(
     scores: dict[str, list] | None = None,
     ledger: str | None = None,
 ) -> str:
-    """``summary.md``; ``rows`` name the split, track and scenarios, ``scores`` (the
-    normalised average JCTs, :func:`normalised`) fill the per-scenario table and
-    ``ledger`` names the test-split ledger entry."""
+    """``summary.md`` from ``rows``, ``scores`` (:func:`normalised`) and the ``ledger``
+    entry."""
     ref = reference_policy(policies)
     pooled = {p: n for p, n in (runs or {}).items() if n > 1}
     where = f"{split_name(rows)}, {track_name(rows)}: " if rows else ""

@@ -1,23 +1,12 @@
 """Does the benchmark's ranking survive the costs the data leave uncertain?
 
-``marl-sched benchmark ... --track full --migration-cost-scale 0.5,1,2,5 [--gavel-spread]``
-runs the whole benchmark once per variant, each in its own folder under ``--out`` with
-its own report, and writes ``sensitivity.md`` / ``sensitivity.csv`` there: per variant,
-each policy's IQM of normalised average JCT and its rank, Kendall's τ between the
-variant's ranking and the nominal one (``scipy.stats.kendalltau`` on the IQMs), and
-whether the winner changes. Variants:
-
-- ``cost-xK``: the migration cost (``simulation.migration_cost``, measured or fixed)
-  times K, through the override ``simulation.migration_cost_scale=K``
-  (:data:`COST_SCALE_KEY`); ``cost-x1`` is the nominal (added when not listed). Only
-  the ``full`` track migrates, so only it takes the scales.
-- ``spread-gavel`` (``--gavel-spread``): the network links' efficiency times
-  :data:`GAVEL_NIC_SCALE`, the factor at which the simulator's median spread/packed
-  iteration-time ratio over Gavel's 27 V100 pairs equals Gavel's measured 1.38 (the
-  calibration charges 2.29; docs/performance-model.md §3.2, §6.1), through the
-  override ``simulation.nic_efficiency_scale``. Without cost scales the nominal is
-  the plain run (``nominal``).
-"""
+``--migration-cost-scale 0.5,1,2,5 [--gavel-spread]`` runs the benchmark once per
+variant (own folder and report) and writes ``sensitivity.md`` / ``.csv``: per variant
+each policy's IQM and rank, Kendall's τ against the nominal ranking, and whether the
+winner changes. ``cost-xK``: ``simulation.migration_cost_scale=K`` (``full`` track
+only; ``cost-x1`` is the nominal). ``spread-gavel``: network efficiency times
+:data:`GAVEL_NIC_SCALE`, which matches Gavel's measured spread/packed ratio
+(docs/performance-model.md §6.1)."""
 
 from __future__ import annotations
 
@@ -85,9 +74,8 @@ def check_sensitivity(
 
 
 def compare_rankings(scores: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
-    """Per variant (the first is the nominal): Kendall's τ of its policies' scores
-    (lower is better) against the nominal's, and its winner. ``scores``: variant ->
-    policy -> IQM."""
+    """Per variant (the first is the nominal): Kendall's τ of its IQMs against the
+    nominal's, and its winner. ``scores``: variant -> policy -> IQM."""
     from scipy.stats import kendalltau
 
     names = list(scores)

@@ -1,45 +1,19 @@
-"""Interval estimates over scenarios, training runs and seeds, after Agarwal et al.,
-"Deep RL at the Edge of the Statistical Precipice" (NeurIPS'21; rliable's definitions),
-with a hierarchical bootstrap in place of rliable's stratified one.
+"""Interval estimates over scenarios, training runs and seeds, after Agarwal et al.
+(NeurIPS'21; rliable's definitions), with a hierarchical bootstrap.
 
-Scores are lower-is-better (normalised average JCT). A policy's scores are given per
-scenario, each either one array over seeds (one training run) or a list of such arrays,
-one per training run (:data:`Scores`); scenarios may hold different numbers of runs
-and seeds.
+Scores are lower-is-better; a policy's scores are given per scenario, as one array over
+seeds or a list of such arrays, one per training run (:data:`Scores`).
 
-- IQM: the interquartile mean of all scores pooled over scenarios, runs and seeds
-  (``scipy.stats.trim_mean(..., 0.25)``, rliable's ``aggregate_iqm``); the mean is
-  the plain mean of the same pool.
-- Worst case: the largest per-scenario mean score (the scenario where the policy is
-  furthest behind the reference), with the scenario's index.
-- 95 % confidence intervals: a **hierarchical** percentile bootstrap. Each replicate
-  draws the scenarios with replacement (as many as there are), then, inside each drawn
-  scenario, its training runs with replacement and each run's seeds with
-  replacement; the statistic is taken over the replicate's pooled scores. So the
-  interval covers which scenarios were drawn, which training runs and which seeds,
-  not seed noise alone (Davison & Hinkley 1997, §3.8, two-stage sampling). Scenarios
-  with one seed and scenarios with several mix freely.
-- No interval from one sample: when every scenario holds a single score (one seed,
-  one run) the interval is ``None`` ("1 seed: no interval"), never the degenerate
-  ``[x, x]`` — resampling one value per scenario would describe scenario choice only
-  and be read as a seed interval.
-- Zero-width strata: a scenario whose several scores are all equal gives the seed
-  level nothing to resample (:func:`zero_width_strata`); reports flag them.
-- Probability of improvement P(X < Y): per scenario the share of (x, y) score pairs
-  with ``x < y`` (ties count 1/2), averaged over scenarios; its interval resamples
-  scenarios (paired: X and Y draw the same ones), then X's and Y's runs and seeds
-  independently within each.
+- IQM: the interquartile mean of all scores pooled (``trim_mean(..., 0.25)``).
+- Worst case: the largest per-scenario mean score, with the scenario's index.
+- 95 % CIs: a hierarchical percentile bootstrap: scenarios with replacement, then each
+  drawn scenario's runs, then each run's seeds. ``None`` when every scenario holds a
+  single score. :func:`zero_width_strata` flags scenarios whose scores are all equal.
+- P(X < Y): per scenario the share of pairs with ``x < y`` (ties 1/2), averaged over
+  scenarios; its interval resamples scenarios paired, runs and seeds independently.
 
-Why not rliable itself (tried): rliable 1.2.0 (the newest) pins
-``arch < 8``; ``arch`` 7.2 does not import beside pandas 3 in this environment, and
-with ``arch`` 8.0.0 installed beside pandas 3.1 rliable's ``get_interval_estimates``
-fails at once (``TypeError``: arch 8 no longer accepts the ``random_state`` keyword
-rliable passes to ``IIDBootstrap``). rliable also needs a rectangular
-runs x tasks matrix (one seed count for every scenario) and only resamples runs within
-tasks, never tasks, so it could not give the hierarchical interval above even where it
-imports. The definitions (IQM, P(X < Y), profiles) are rliable's; the bootstrap is
-written here in NumPy, vectorised over replicates.
-"""
+rliable itself is not used: it does not import beside pandas 3 here and cannot resample
+scenarios."""
 
 from __future__ import annotations
 
@@ -145,9 +119,8 @@ def _within(runs: list[np.ndarray], reps: int, rng: np.random.Generator) -> np.n
 
 
 def _two_stage(strata: list[list[np.ndarray]], reps: int, rng) -> np.ndarray:
-    """(reps, S, n_max) hierarchical resamples, NaN-padded to the largest scenario:
-    each replicate's S slots draw a scenario with replacement, and every slot resamples
-    its scenario's runs and seeds afresh (a scenario drawn twice gets two resamples)."""
+    """(reps, S, n_max) hierarchical resamples, NaN-padded: each slot draws a scenario
+    with replacement and resamples its runs and seeds afresh."""
     n_max = max(sum(r.size for r in runs) for runs in strata)
     drawn = rng.integers(0, len(strata), size=(reps, len(strata)))
     out = np.full((reps, len(strata), n_max), np.nan)
@@ -206,11 +179,9 @@ def iqm_interval(scores: Scores, *, reps: int = 2000, seed: int = 0) -> Estimate
 
 
 def geomean_ratio(log_ratios: Scores, *, reps: int = 2000, seed: int = 0) -> Estimate:
-    """The geometric mean of paired ratios (a candidate's score over a reference's in
-    the same scenario, training seed and evaluation seed), given as their logs in
-    :data:`Scores` layout, with the hierarchical interval of the mean log mapped through
-    ``exp`` (monotone, so the percentile interval maps exactly). What a recipe change
-    is judged by: below 1 is better, and an interval that holds 1 does not say which."""
+    """The geometric mean of paired ratios (given as logs in :data:`Scores` layout)
+    with the hierarchical interval of the mean log mapped through ``exp``. Below 1 is
+    better."""
     point, low, high = interval(log_ratios, "mean", reps=reps, seed=seed)
     return Estimate(
         float(np.exp(point)),

@@ -1,40 +1,17 @@
 """Benchmark suites: pre-registered scenarios in train / validation / test splits.
 
-A suite file (``benchmarks/default.yaml``; the protocol is ``docs/benchmark.md``) is a
-YAML mapping::
+A suite file (``benchmarks/default.yaml``; docs/benchmark.md is the reference) holds
+``version``, ``base_config``, ``tiers``, optional ``arrival_jitter``, ``topologies``,
+``regions`` (which split owns which jobs of which trace: ``jobs: [a, b]`` = jobs
+``a .. b-1``, none = the whole file) and ``scenarios`` per split. Paths are relative to
+the repo root; every scenario's window, warm-up included, lies inside one region of its
+split.
 
-    version: 1
-    base_config: configs/default.yaml      # simulation + workload defaults
-    tiers: {light: 0.30, medium: 0.60, heavy: 0.85}   # target steady GPU utilisation
-    arrival_jitter: 0.2                    # optional: workload.arrival_jitter of every cell
-    topologies: {default: configs/default.yaml, k80-heavy: benchmarks/topologies/...}
-    regions:                               # which split owns which jobs of which file
-      - {trace: ../shared/data/traces/philly.csv, jobs: [0, 50000], split: train}
-      - {trace: ../shared/data/traces/pollux_workloads/workload-1.csv, split: validation}
-    scenarios:
-      test:
-        - {name: philly-62200-heavy, trace: ../shared/data/traces/philly.csv,
-           start: 62200, max_jobs: 1000, warmup_jobs: 200, load: 2.1, tier: heavy,
-           topology: default, util: 0.85}
-
-Paths are relative to the repo root. A region without ``jobs`` owns the whole file;
-``jobs: [a, b]`` owns jobs ``a .. b-1`` in submit order (``b`` null = to the end).
-Every scenario's window, warm-up included (jobs ``start - warmup_jobs`` ..
-``start + max_jobs - 1``), must lie inside one region of its own split. ``util`` is
-the first-fit steady utilisation measured when the load was calibrated
-(documentation; ``marl_sched/benchmark/make_suite.py``).
-
-The test split is recognised by trace source and row range, and by content
-(:func:`in_test_split`): a file the suite names (by path, or a renamed copy) by
-the row ranges of its regions; any other file by its rows — a window that repeats
-:data:`SHINGLE` consecutive jobs of a test region (submission gaps, durations, GPUs,
-models) holds copied test rows. Training and checkpoint selection refuse such windows
-(:func:`check_not_test`); ``compare``, ``evaluate`` and ``simulate`` warn
-(:func:`warn_if_test`).
-
-Every problem raises :class:`~marl_sched.errors.InputError` with one line naming the
-file and the dotted key.
-"""
+The test split is recognised by path and row range, and by content
+(:func:`in_test_split`: a window repeating :data:`SHINGLE` consecutive jobs of a test
+region). Training and selection refuse such windows (:func:`check_not_test`);
+``compare``, ``evaluate`` and ``simulate`` warn (:func:`warn_if_test`). Problems raise
+:class:`~marl_sched.errors.InputError` naming the file and the dotted key."""
 
 from __future__ import annotations
 
@@ -161,11 +138,9 @@ class Suite:
     arrival_jitter: float = 0.0
 
     def with_overrides(self, overrides: Sequence[str], track: str | None = None) -> Suite:
-        """This suite with ``key=value`` overrides of its base config, checked now, after
-        the overrides of ``track`` (:data:`TRACKS`; a user override of the same key
-        wins). Keys every scenario sets itself (the topology, the trace window, the
-        load, the seed; the duration estimate has ``--duration-estimate``) are refused:
-        the override would be silently lost."""
+        """This suite with ``key=value`` overrides of its base config, applied after
+        ``track``'s (:data:`TRACKS`) and checked now. Keys every scenario sets itself are
+        refused."""
         overrides = (*track_overrides(track), *overrides)
         for item in overrides:
             key = item.partition("=")[0]
@@ -188,10 +163,8 @@ class Suite:
         self, scenario: Scenario, seed: int = 0, duration_estimate: str | None = None
     ) -> ExperimentConfig:
         """The experiment config of one cell: the base config with the scenario's
-        topology and window, ``seed`` as the fill, duration-noise and arrival-jitter
-        seed, the suite's ``arrival_jitter``, and
-        ``duration_estimate`` (None = the base config's) as what policies know of
-        job lengths."""
+        topology and window, ``seed`` for every seeded draw, the suite's ``arrival_jitter``,
+        and ``duration_estimate`` (None = the base config's)."""
         base = _load_config_cached(self.base_config, self.overrides)
         topology = _load_config_cached(self.topologies[scenario.topology]).topology
         workload = dataclasses.replace(
@@ -252,9 +225,8 @@ def _stamp(path: str | Path) -> tuple[str, int, int] | None:
 
 
 def _digest(path: Path) -> str | None:
-    """SHA-256 of a file's bytes, once per file version (:func:`_stamp`); None when
-    it is not a regular file within the trace size cap or cannot be read (whoever
-    reads it reports that)."""
+    """SHA-256 of a file's bytes, cached per file version; None when it is not a
+    readable regular file within the trace size cap."""
     stamp = _stamp(path)
     return None if stamp is None else _digest_of(*stamp)
 
@@ -439,9 +411,8 @@ def split_of(
     warmup_jobs: int = 0,
     suite: Suite | str | Path = DEFAULT_SUITE,
 ) -> str | None:
-    """The split of the suite region holding the whole window (for titles and
-    reports), or None when the suite does not name the file or the window spans
-    regions of different splits."""
+    """The split of the suite region holding the whole window, or None (not named,
+    or spanning splits)."""
     first, end = _window_rows(start, max_jobs, warmup_jobs)
     splits = {r.split for r in _regions_of(trace, suite) if r.overlaps(first, end)}
     return splits.pop() if len(splits) == 1 else None
@@ -480,9 +451,7 @@ def _shingles(jobs) -> set[int]:
 
 
 def _load_rows(trace: str | Path, first: int, end: int | None):
-    """Jobs ``first .. end-1`` of ``trace``, from its rows read once per file version
-    (:func:`_trace_rows`): a config's every window is checked, and each window of a
-    large trace would otherwise parse the whole file again."""
+    """Jobs ``first .. end-1`` of ``trace``, its rows read once per file version."""
     from marl_sched.traces import load_trace, window_of
 
     n = None if end is None else end - first
@@ -518,9 +487,8 @@ def _cache_dir() -> Path:
 
 
 def _cache_check(digest: str, first: int, end: int | None, values: np.ndarray) -> np.uint64:
-    """The check word a cached fingerprint set is stored with: the SHA-256 of the test
-    file's digest, the region and the values, so a cache file that was emptied, edited
-    or written for another file or region is recomputed, never trusted."""
+    """The check word a cached fingerprint set is stored with (SHA-256 of the file's
+    digest, the region and the values): a cache file not matching it is recomputed."""
     h = hashlib.sha256(f"{digest}:{first}:{end}:{SHINGLE}:".encode())
     h.update(np.ascontiguousarray(values, dtype=np.uint64).tobytes())
     return np.uint64(int.from_bytes(h.digest()[:8], "little"))
@@ -528,11 +496,9 @@ def _cache_check(digest: str, first: int, end: int | None, values: np.ndarray) -
 
 @functools.cache
 def _region_shingles(trace: str, first: int, end: int | None, digest: str) -> frozenset:
-    """The fingerprints of one region, cached per file content in this process and
-    on disk (``$XDG_CACHE_HOME/marl_sched/test_rows``: a plain ``.npy`` array of
-    integers, read with ``allow_pickle=False``; the test files take seconds to parse).
-    The file's first value checks the rest (:func:`_cache_check`); an empty region
-    is never cached."""
+    """The fingerprints of one region, cached per file content in memory and on disk
+    (``$XDG_CACHE_HOME/marl_sched/test_rows``, ``.npy``, ``allow_pickle=False``; checked by
+    :func:`_cache_check`); an empty region is never cached."""
     path = _cache_dir() / f"{digest[:32]}_{first}_{end}_k{SHINGLE}.npy"
     try:
         stored = np.load(path, allow_pickle=False)
@@ -565,15 +531,9 @@ def copied_test_rows(
     *,
     suite: Suite | str | Path = DEFAULT_SUITE,
 ) -> tuple[Region, int] | None:
-    """Do jobs ``first .. end-1`` (None = to the end, submit order) of ``trace`` repeat
-    rows of a test region of the suite? The
-    suite's test windows are recognised by content, not by file: every run of
-    :data:`SHINGLE` consecutive jobs of a test region is fingerprinted (submission
-    gap, duration, GPUs, model, iterations), and a window sharing any fingerprint with
-    it holds copied test rows (a window's first job has no known gap, so a copy is
-    recognised from ``SHINGLE + 1`` consecutive rows on). Returns (that test region,
-    how many runs match), or None. A file the suite names (by path or content) is
-    judged by its regions instead (:func:`check_not_test`)."""
+    """(the test region, how many runs match) when jobs ``first .. end-1`` (None = to
+    the end) of ``trace`` repeat runs of :data:`SHINGLE` consecutive jobs (gap, duration,
+    GPUs, model, iterations) of a test region; else None."""
     suite = _suite(suite)
     rows = _shingles(_load_rows(trace, first, end))
     if not rows:
@@ -600,11 +560,8 @@ def in_test_split(
     warmup_jobs: int = 0,
     suite: Suite | str | Path = DEFAULT_SUITE,
 ) -> str | None:
-    """Why the window of ``trace`` belongs to the suite's test split (``jobs a..b
-    overlap the test split of S (region)`` or ``jobs a..b repeat N runs of rows of
-    the test split of S (region)``), or None when it does not. A file the suite names
-    (by path or content) is judged by its regions' row ranges; any other file by its
-    rows' content (:func:`copied_test_rows`)."""
+    """Why the window of ``trace`` belongs to the suite's test split (overlapping
+    rows of a file the suite names, or repeated rows of any other), or None."""
     suite = _suite(suite)
     first, end = _window_rows(start, max_jobs, warmup_jobs)
     shown = "end" if end is None else end - 1
@@ -636,18 +593,12 @@ def check_not_test(
     suite: Suite | str | Path = DEFAULT_SUITE,
     where: str | None = None,
 ) -> None:
-    """Refuse a window that touches the suite's test split (training, selection).
-
-    The window is jobs ``start - warmup_jobs`` .. ``start + max_jobs - 1`` (``max_jobs``
-    None = to the end) of ``trace``. A file the suite names (by path, or a renamed
-    copy by content) is refused when the window overlaps a test region's rows; any
-    other file when its rows repeat rows of a test region (a slice of test rows
-    copied into another file; :func:`copied_test_rows`).
+    """Refuse a window (jobs ``start - warmup_jobs`` .. ``start + max_jobs - 1``) that
+    touches the suite's test split (training, selection).
 
     Raises:
         InputError: ``<where or trace>: jobs a..b overlap (or repeat rows of) the test
-            split of <suite> (<region>); training and checkpoint selection may not use
-            it``.
+            split of <suite> (<region>); ...``.
     """
     problem = in_test_split(trace, start, max_jobs, warmup_jobs=warmup_jobs, suite=suite)
     if problem:
@@ -673,10 +624,8 @@ def warn_if_test(
     suite: Suite | str | Path = DEFAULT_SUITE,
     command: str = "",
 ) -> str | None:
-    """For ``compare``, ``evaluate`` and ``simulate``: one warning line on stderr when
-    the window is (or copies) test-split rows, returned too; nothing otherwise. A
-    figure from the test split is reported once, through ``benchmark --split test``
-    and its ledger (docs/benchmark.md)."""
+    """One warning line on stderr (and returned) when the window is or copies test
+    rows; None otherwise (``compare``, ``evaluate``, ``simulate``)."""
     import sys
 
     problem = in_test_split(trace, start, max_jobs, warmup_jobs=warmup_jobs, suite=suite)

@@ -1,44 +1,13 @@
-"""Fit every constant of ``marl_sched/data/calibration.json`` from measured data.
+"""Fit every constant of ``marl_sched/data/calibration.json`` from measured data
+(docs/performance-model.md; ``python -m marl_sched.calibration --help``).
 
-Run ``python -m marl_sched.calibration --shared ../shared/data --out
-marl_sched/data/calibration.json``; the inputs and the approach are described in
-:mod:`marl_sched.calibration.cli` (its docstring is the ``--help`` text) and the whole
-derivation in ``docs/performance-model.md``. Every public name of the submodules is
-re-exported here, so ``from marl_sched import calibration as cal; cal.fit_all(...)``
-works as it did when this was one module.
-
-Submodules, in the order the data flows:
-
-- :mod:`~marl_sched.calibration.constants`: model lists, the published DL2 catalogue,
-  parameter counts, model → Gavel job type and family-prior tables, fit targets;
-- :mod:`~marl_sched.calibration.data`: loaders of the Gavel, Pollux and DL2 profiles
-  (:class:`PolluxRow`, :class:`PolluxProfile`, :class:`DL2Row`);
-- :mod:`~marl_sched.calibration.numerics`: geometric mean, log-space scalar search,
-  NNLS, relative errors;
-- :mod:`~marl_sched.calibration.topologies`: the Pollux and DL2 testbeds as
-  topologies and the per-link-kind byte accounting through perf.py;
-- :mod:`~marl_sched.calibration.speed`: ``gpu_speed`` (:func:`fit_gpu_speed`), the
-  per-model ``gpu_speed_by_model`` (:func:`fit_model_gpu_speed`) and the GPU-memory
-  limits ``gpu_unfit`` (:func:`gavel_unfit`);
-- :mod:`~marl_sched.calibration.spread`: Gavel's consolidated vs unconsolidated
-  pairs under perf.py (:class:`GavelSpread`);
-- :mod:`~marl_sched.calibration.pollux`: link efficiencies and the overlap exponent
-  (jointly with Gavel's spread pairs), sync overhead, Pollux model sizes and compute
-  times (:func:`fit_links`, :func:`pollux_compute`);
-- :mod:`~marl_sched.calibration.dl2`: CPU use and the DL2 testbed bandwidth
-  (:func:`dl2_cpu`, :func:`fit_dl2_bandwidth`);
-- :mod:`~marl_sched.calibration.gavel`: interference vectors from Gavel's same-GPU
-  pairs (:func:`fit_gavel_interference`, :func:`catalogue_vectors`);
-- :mod:`~marl_sched.calibration.coupling`: the level couplings λ_L
-  (:func:`fit_level_coupling`);
-- :mod:`~marl_sched.calibration.checks`: Pollux sync errors, the Gavel consolidation
-  check, noise floors;
-- :mod:`~marl_sched.calibration.assemble`: :func:`fit` (every fit and check) and
-  :func:`fit_all` (the ``calibration.json`` content, with its notes);
-- :mod:`~marl_sched.calibration.cli`: :func:`main` of ``python -m marl_sched.calibration``;
-- :mod:`~marl_sched.calibration.report`: ``python -m marl_sched.calibration report``,
-  every calibration point of the shipped model with its error (imported on demand).
-"""
+Submodules (public names re-exported here), in the order the data flows:
+``constants``, ``data`` (Gavel, Pollux, DL2 loaders), ``numerics``, ``topologies``
+(the testbeds, byte accounting), ``speed`` (GPU speeds, memory limits), ``spread``
+(Gavel's consolidation pairs), ``pollux`` (link efficiencies, overlap, sync, model
+sizes), ``dl2`` (CPU use, testbed bandwidth), ``gavel`` (interference vectors),
+``coupling`` (λ_L), ``checks``, ``assemble`` (:func:`fit`, :func:`fit_all`), ``cli``
+and ``report`` (imported on demand)."""
 
 from marl_sched.calibration.assemble import MIN_PS_CPU, SIG_DIGITS, Fit, fit, fit_all, mem_rule
 from marl_sched.calibration.checks import (

@@ -2,33 +2,19 @@
 
 Run::
 
-    python -m marl_sched.calibration --shared ../shared/data \\
+    python -m marl_sched.calibration --shared ../shared/data \
         --out marl_sched/data/calibration.json
 
-and ``python -m marl_sched.calibration report [--shared ../shared/data]`` for the
-table of every calibration point with its error against the shipped file
-(:mod:`marl_sched.calibration.report`; last line: one JSON object).
+and ``python -m marl_sched.calibration report [--shared ../shared/data]`` for every
+calibration point's error against the shipped file (last line: one JSON object).
 
-Inputs (``<shared>/profiles``, see ``<shared>/PROVENANCE.md``):
-
-- ``gavel_simulation_throughputs.json``: isolated throughputs of 26 job types on
-  K80/P100/V100 (→ ``gpu_speed``), throughputs of job pairs sharing one GPU
-  (→ the interference vectors), consolidated vs ``*_unconsolidated`` (a check);
-- ``pollux/<model>/placements.csv`` + ``scalability.csv``: T4 step and sync times of
-  six models over placements on 4-GPU AWS g4dn.12xlarge nodes (→ ``gpu_speed.t4``,
-  ``link_efficiency``, ``sync_overhead_s``, Pollux ``compute_s`` / ``model_mb``);
-- ``dl2_ps_worker_config_speed.txt``: MXNet PS/worker speeds and CPU use
-  (→ ``cpu_worker``/``cpu_ps``; a check of PS-bound scaling);
-- the DL2/Harmony published catalogue (model size, compute time) quoted in
-  PROVENANCE.md (→ the eight DL2 models' ``model_mb`` and ``compute_s``).
-
-Everything is pure numpy/stdlib and deterministic: ``fit_all(shared)`` run twice
-gives the same dictionary, and ``tests/marl_sched/test_calibration.py`` checks that
-the shipped file equals a fresh refit. The link fits and the checks go through the
-real :class:`~marl_sched.perf.PerformanceModel` code path (``layout`` on a small
-:class:`~marl_sched.topology.Topology`) so they fit the code, not a copy of its
-formula. The whole derivation is written up in ``docs/performance-model.md``.
-"""
+Inputs (``<shared>/profiles``, see ``<shared>/PROVENANCE.md``): Gavel's
+``gavel_simulation_throughputs.json`` (GPU speeds, interference vectors, a
+consolidation check), Pollux's ``pollux/<model>/placements.csv`` + ``scalability.csv``
+(link efficiencies, sync overhead, Pollux compute and sizes), DL2's
+``dl2_ps_worker_config_speed.txt`` (CPU use, a PS-scaling check) and the published DL2
+catalogue. Deterministic, pure numpy; fits go through the real
+:class:`~marl_sched.perf.PerformanceModel` (docs/performance-model.md)."""
 
 from __future__ import annotations
 

@@ -22,11 +22,8 @@ from marl_sched.perf import LEVEL_RESOURCES, PS_PRESSURE_MASK
 def neighbour_slowdown(
     coupling: np.ndarray, sens: np.ndarray, press: np.ndarray, level: str
 ) -> float:
-    """Slowdown of a worker from one other job's worker at ``level``.
-
-    A neighbour in the same group also shares the socket and server; one on the same
-    socket also shares the server (exactly as perf.py sums the three levels).
-    """
+    """Slowdown of a worker from one other job's worker at ``level`` (nearer levels
+    include the farther ones, as perf.py sums them)."""
     levels = {"server": [2], "socket": [1, 2], "group": [0, 1, 2]}[level]
     w = sum(coupling[k] * LEVEL_RESOURCES[k] for k in levels)
     return 1.0 + float(np.sum(sens * w * press))
@@ -87,15 +84,11 @@ def coupling_stats(
 def fit_level_coupling(
     vectors: dict[str, tuple[np.ndarray, np.ndarray]],
 ) -> tuple[dict[str, float], dict[str, Any]]:
-    """λ_group, λ_socket, λ_server scaled down from the same-GPU (Gavel) level 1.
-
-    With ratios ``GROUP_TO_SERVER : SOCKET_TO_SERVER : 1``, λ is the smaller of
-    (a) the λ giving a median one-neighbour server-level slowdown of
-    ``TARGET_SERVER_NEIGHBOUR`` over all ordered catalogue pairs and (b) the λ at
-    which 7 workers of the heaviest model on a full 8-GPU server slow the median
-    victim by ``PACKED_CEILING``. Interference is linear in λ, so both are exact.
-    The statistics carry both candidates (``lambda_target`` (a), ``lambda_cap`` (b)).
-    """
+    """λ_group, λ_socket, λ_server (ratios ``GROUP_TO_SERVER : SOCKET_TO_SERVER : 1``):
+    the smaller of (a) the λ giving a median one-neighbour server-level slowdown of
+    ``TARGET_SERVER_NEIGHBOUR`` and (b) the λ at which a full 8-GPU server of the heaviest
+    model slows the median victim by ``PACKED_CEILING`` (``lambda_target``,
+    ``lambda_cap``)."""
     ratio = np.array([GROUP_TO_SERVER, SOCKET_TO_SERVER, 1.0])
     unit = coupling_stats(ratio, vectors)
     lam_target = (TARGET_SERVER_NEIGHBOUR - 1.0) / (unit["median_server_neighbour"] - 1.0)

@@ -63,15 +63,9 @@ def fit_pair_factors(
     ridge: float = ANLS_RIDGE,
     scale: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """Rank-5 non-negative fit ``slowdown_ij - 1 ≈ c · s_i · p_j`` by alternating NNLS.
-
-    Rows are weighted by ``1/slowdown_ij`` (relative error), and a ridge of weight
-    ``ridge`` pulls each factor towards its family prior so the five columns keep
-    their resource meaning. ``scale`` (one fixed ``c`` per pair, e.g. per GPU type;
-    default 1) multiplies the product; it is not fitted here: fitted jointly, the
-    prior ridge drives it off (three identical copies of one GPU's pairs give scales
-    of 4, not 1). Returns S, P (rows = types) and fit errors.
-    """
+    """Rank-5 non-negative fit ``slowdown_ij - 1 ≈ c · s_i · p_j`` by alternating NNLS,
+    rows weighted by ``1/slowdown_ij``, a ``ridge`` towards each family prior; ``scale``
+    is the fixed ``c`` per pair (default 1). Returns S, P (rows = types) and fit errors."""
     n, r = len(types), len(RESOURCES)
     prior = np.array([FAMILY_PRIOR[_family(t)] for t in types], dtype=np.float64)
     ii = np.array([i for i, _, _ in pairs])
@@ -131,12 +125,9 @@ def catalogue_vectors(
     p_mat: np.ndarray,
     sizes: dict[str, tuple[float, float]],
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Pressure and sensitivity of each catalogue model from its Gavel type.
-
-    The ``net`` column gets no signal from same-GPU pairs, so it is set from the
-    model's communication intensity (MB per compute-second), as a square-root ratio
-    to the catalogue median (clipped to [0.25, 3]) times the median fitted entry.
-    """
+    """Pressure and sensitivity of each catalogue model from its Gavel type; ``net``
+    from the model's MB per compute-second relative to the catalogue median (sqrt,
+    clipped to [0.25, 3]) times the median fitted entry."""
     net = RESOURCES.index("net")
     intens = {m: net_intensity(mb, c) for m, (mb, c) in sizes.items()}
     mid = statistics.median(intens.values())

@@ -1,21 +1,8 @@
-"""Fit and held-out error per source: every fitted constant refitted on a FIT subset
-of its source, its error reported on the HELD-OUT rest of that source.
-
-The shipped ``calibration.json`` is fitted on all the data (:func:`~marl_sched.
-calibration.assemble.fit`); this module runs the same fits on about three quarters of
-each source and measures the remaining quarter, which no constant saw. The splits are
-fixed, deterministic and by *group*, so correlated rows never straddle them:
-
-- Pollux: by (model, placement class), the class being the placement's digits sorted
-  (``1122`` and ``1212`` are one class): :func:`pollux_held_out`;
-- Gavel spread pairs: by job type; the held-out types are the middle batch size of
-  each architecture (ResNet-18 and ResNet-50 at batch 64): :func:`spread_held_out`;
-- Gavel co-location pairs: by unordered job-type pair (``a`` with ``b`` and ``b`` with
-  ``a`` together): :func:`gavel_pair_held_out`;
-- DL2: by (model, PS count): :func:`dl2_held_out`.
-
-A group is held out when the CRC-32 of its key is divisible by :data:`HOLD_EVERY`.
-"""
+"""Fit and held-out error per source: every constant refitted on about three
+quarters of its source and measured on the rest, split by group (a group is held out
+when the CRC-32 of its key is divisible by :data:`HOLD_EVERY`): Pollux by (model,
+placement class), Gavel spread pairs by job type, Gavel co-location pairs by unordered
+pair, DL2 by (model, PS count)."""
 
 from __future__ import annotations
 

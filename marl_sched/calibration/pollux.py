@@ -70,15 +70,10 @@ def _one_gpu_compute(prof: PolluxProfile):
 def pollux_sync_points(
     pollux: dict[str, PolluxProfile], every_batch: bool = False
 ) -> list[SyncPoint]:
-    """Every (model, placement with ≥ 2 GPUs) with its perf.py byte accounting.
-
-    The job is an all-reduce job (no PS): perf.py's ring over its workers, so a
-    worker's PCIe link carries ``4M(n-1)/n`` (its ring edges in and out) and a node
-    holding some but not all of the GPUs as much on its NIC. One point per
-    placement at its smallest local batch, or with ``every_batch`` one per
-    (placement, local batch) row (placements.csv first, then scalability.csv rows
-    not in it). ``compute`` is the 1-GPU compute at that local batch.
-    """
+    """Every (model, placement with ≥ 2 GPUs) with its perf.py byte accounting for an
+    all-reduce job; one point per placement at its smallest local batch, or with
+    ``every_batch`` one per (placement, local batch). ``compute``: the 1-GPU compute at that
+    batch."""
     topology = pollux_topology()
     perf = PerformanceModel(topology)
     spec = unit_spec()
@@ -163,22 +158,12 @@ def fit_links(
 ) -> tuple[dict[str, float], dict[str, float], dict[str, Any]]:
     """PCIe and NIC efficiencies, the overlap exponent γ, and the model sizes.
 
-    One loss per source, each a mean squared log error, summed with equal weight:
-    Pollux's exposed sync times of the four models with a known parameter count, at
-    every placement with ≥ 2 GPUs and every profiled local batch (the batch varies
-    the compute the all-reduce hides behind: that is what identifies γ), its
-    single-node and multi-node placements weighted half each; and, when ``spread``
-    is given, Gavel's consolidated/unconsolidated throughput ratios (the cost of
-    spreading on V100 servers). The two sources disagree (Pollux alone fits a
-    spread/packed ratio of 2.8 on Gavel's pairs, against 1.38 measured; matching
-    Gavel breaks Pollux's in-node sync): the equal weights are the compromise. For each γ of
-    :data:`GAMMA_GRID`, PCIe and NIC efficiencies by coordinate descent (three
-    rounds of a log-scalar search each); γ = the grid value with the least loss.
-    Then ``model_mb`` of every model is refitted from its multi-node rows at those
-    constants (the only size estimate for deepspeech2 and ncf). ``keep(model,
-    placement)``, when given, restricts every Pollux row used to those it accepts
-    (the FIT subset of :mod:`~marl_sched.calibration.holdout`).
-    """
+    The loss: Pollux's exposed sync (mean squared log error over every ≥ 2-GPU placement
+    and local batch, single- and multi-node weighted half each) plus, with ``spread``,
+    Gavel's consolidation ratios, with equal weight. Per γ of :data:`GAMMA_GRID`, the
+    efficiencies by coordinate descent; γ the least-loss value; then ``model_mb`` refitted
+    from the multi-node rows. ``keep(model, placement)`` restricts the Pollux rows (the
+    holdout's FIT subset)."""
     points = pollux_sync_points(pollux, every_batch=True)
     if keep is not None:
         points = [p for p in points if keep(p.model, p.placement)]

@@ -1,33 +1,13 @@
 """``python -m marl_sched.calibration report``: the shipped performance model against
-every calibration point of the measured data, per source.
+every calibration point of the measured data, per source (docs/performance-model.md).
 
-Each table goes through the real :class:`~marl_sched.perf.PerformanceModel` with the
-shipped ``calibration.json`` (nothing is refitted, except DL2's unrecorded testbed
-bandwidth, which is part of that check). The last line printed is one JSON object
-with the headline errors (:func:`summary`); ``tests/marl_sched/test_calibration.py``
-asserts a tolerance on each.
-
-Sources and points:
-
-- ``pollux_sync``: every (model, placement with ≥ 2 GPUs) of Pollux's placements.csv
-  and scalability.csv at its smallest local batch; the job is an all-reduce job on
-  g4dn.12xlarge servers whose compute is the measured 1-GPU compute at that batch;
-  the model's exposed sync = its iteration time - that compute.
-- ``gavel_spread``: Gavel's V100 consolidated/unconsolidated throughput ratio of
-  ResNet-18/50 at 2, 4, 8 GPUs vs the model's alone iteration times of an all-reduce
-  job spread one GPU per server over packed on one default server.
-- ``dl2_speed``: DL2's per-worker speed at ``w`` workers relative to 1 worker (same
-  PS count), PS job spread one task per server, local compute ``compute_s / w``.
-- ``gavel_colocation``: Gavel's same-GPU pairs (physical cluster, K80/P100/V100)
-  vs the simulator's slowdown of the same two jobs on one GPU of a cluster with
-  ``gpu_sharing`` 2 (:func:`marl_sched.interference.load_gavel_colocations`); the
-  per-GPU-type errors are ``gavel_colocation_mre_<gpu>`` in the summary.
-- ``gavel_colocation_vectors``: the same-GPU pairs on V100 vs the fitted interference
-  vectors themselves (``1 + s_i · p_j``), the level the vectors are fitted at.
-- ``gpu_speed``: Gavel's isolated throughput ratios P100/V100 and K80/V100 of the 26
-  job types at scale 1 vs the catalogue model mapped to each (per-model figure),
-  and vs the per-type figure alone (what the model gave before per-model speeds).
-"""
+Each point goes through :class:`~marl_sched.perf.PerformanceModel` with the shipped
+``calibration.json``; the last line is one JSON object of headline errors
+(:func:`summary`). Sources: ``pollux_sync`` (exposed sync of Pollux's placements),
+``gavel_spread`` (consolidated/unconsolidated ratios), ``dl2_speed`` (per-worker
+speed scaling), ``gavel_colocation`` (same-GPU pairs through the simulator with
+``gpu_sharing`` 2), ``gavel_colocation_vectors`` (the same pairs vs ``1 + s_i · p_j``)
+and ``gpu_speed`` (P100/K80 ÷ V100 ratios)."""
 
 from __future__ import annotations
 
@@ -154,9 +134,7 @@ def gavel_colocation_rows(shared: Path) -> list[Row]:
 
 
 def gavel_vector_rows(shared: Path) -> list[Row]:
-    """``gavel_colocation_vectors``: Gavel's V100 same-GPU pairs vs ``1 + s_i · p_j``
-    of the interference vectors fitted on all of them (the fit behind the shipped
-    pressure and sensitivity; no simulator level involved)."""
+    """``gavel_colocation_vectors``: Gavel's V100 same-GPU pairs vs ``1 + s_i · p_j``."""
     gavel = load_gavel(shared)
     types, s_mat, p_mat, _ = fit_gavel_interference(gavel)
     pred, meas = gavel_prediction(types, s_mat, p_mat, gavel)
@@ -241,11 +219,8 @@ def summary(rows: list[Row]) -> dict[str, Any]:
 
 
 def format_report(rows: list[Row], holdout: HoldoutErrors | None = None) -> str:
-    """Every point (source, label, model, measured, relative error), then per source
-    count / median / mean relative error, then (with ``holdout``, from
-    :func:`~marl_sched.calibration.holdout.holdout_errors`) each figure refitted on
-    its source's FIT subset with its fit and held-out value, then the JSON summary
-    line (with the ``*_fit`` / ``*_heldout`` keys when ``holdout`` is given)."""
+    """Every point, then per source count / median / mean relative error, then (with
+    ``holdout``) each figure's fit and held-out value, then the JSON summary line."""
     lines = [f"{'source':<24} {'point':<52} {'model':>10} {'measured':>10} {'rel.err':>8}"]
     for source, label, m, y in rows:
         lines.append(f"{source:<24} {label:<52} {m:>10.4g} {y:>10.4g} {abs(m - y) / y:>8.3f}")

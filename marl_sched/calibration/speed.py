@@ -54,12 +54,9 @@ def fit_gpu_speed(
 def fit_model_gpu_speed(
     gavel: dict[str, dict[tuple[str, int], dict[Any, Any]]], models: Any
 ) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
-    """Per-model P100 and K80 speeds (V100 = 1) from Gavel's isolated throughputs.
-
-    Each model in :data:`GAVEL_SPEED_MAP` takes the ratio of its Gavel job type, or the
-    geometric mean of its family's types; the others get no entry (the per-type
-    ``gpu_speed`` applies). Returns the table and, per model, where it came from.
-    """
+    """Per-model P100 and K80 speeds (V100 = 1) from Gavel's isolated throughputs (its
+    job type's ratio, or its family's geometric mean; unmapped models get none). Returns
+    the table and each entry's source."""
     v100 = {job: row[None] for (job, scale), row in gavel["v100"].items() if scale == 1}
     table: dict[str, dict[str, float]] = {}
     how: dict[str, str] = {}
@@ -80,17 +77,9 @@ def fit_model_gpu_speed(
 def gavel_unfit(
     gavels: Any, models: Any
 ) -> tuple[dict[str, list[str]], dict[str, list[tuple[str, str]]]]:
-    """GPU types each model does not fit on (its memory), from Gavel's measurements.
-
-    A Gavel job type does not fit a GPU type when any of Gavel's throughput files
-    records a zero isolated throughput for it there, at any scale factor (a worker's
-    memory does not depend on how many workers there are): ResNet-50 at batch 128 on
-    the K80 (12 GB per GPU). A catalogue model inherits it through
-    :data:`GAVEL_SPEED_MAP` when mapped to that exact job type (memory depends on the
-    architecture *and* the batch; a family mapping says nothing about it).
-
-    Returns ``{model: [gpu types]}`` and the evidence ``{model: [(file gpu, job)]}``.
-    """
+    """GPU types each model's memory does not fit, from Gavel's zero isolated throughputs
+    (any scale factor), inherited only through an exact job-type mapping of
+    :data:`GAVEL_SPEED_MAP`. Returns ``{model: [gpu types]}`` and the evidence."""
     zero: dict[str, set[str]] = {}
     for gavel in gavels:
         for gpu, table in gavel.items():
@@ -108,15 +97,8 @@ def gavel_unfit(
 
 
 def gavel_share_conflicts(gavels: Any, models: Any) -> dict[str, list[list[str]]]:
-    """Pairs of catalogue models that cannot share one GPU, per GPU type.
-
-    Gavel records ``[0, 0]`` for a scale-1 pair of job types that cannot run together
-    on one GPU (their memory); any of the throughput files recording it is enough. As
-    for :func:`gavel_unfit`, a catalogue model inherits it only through an exact
-    job-type mapping of :data:`GAVEL_SPEED_MAP`. Returns ``{gpu: [[a, b], ...]}``
-    (each pair sorted, ``a <= b``; a model may conflict with itself), GPU types with
-    no conflict left out.
-    """
+    """Pairs of catalogue models that cannot share one GPU (Gavel's ``[0, 0]`` scale-1
+    pairs, exact mappings only), per GPU type: ``{gpu: [[a, b], ...]}``, each pair sorted."""
     exact: dict[str, list[str]] = {}
     for model in models:
         kind, job = GAVEL_SPEED_MAP.get(model, ("none", ""))

@@ -1,29 +1,16 @@
 """The learned interference model's numpy side: features, forward pass, samples.
 
-The RL reward cannot ask a real cluster how slow each tried placement would be, so
-(as in Zhao & Wu's paper) a learned model predicts each job's **slowdown** from its
-co-location features::
+A learned model predicts each job's **slowdown** from its co-location features::
 
     slowdown = iteration_time / iteration_time_alone_on_the_same_placement   (>= 1)
 
-where the alone time is the performance model's time with empty cluster pressures
-and no other job on its links. This package holds what needs no torch, one submodule
-each (every public name is re-exported here, ``marl_sched.interference.X``):
-
-- :mod:`~marl_sched.interference.features`: the feature layout
-  (:data:`FEATURE_NAMES`, :func:`job_features`, :func:`candidate_features`), shared by
-  training, the environment's reward and the interference-aware heuristic;
-- :mod:`~marl_sched.interference.model`: :class:`InterferenceModel`, the MLP forward
-  in numpy, read from one ``.npz`` file (no pickle) that the trainer in
-  ``agents/interference`` writes, and :func:`load_default`;
-- :mod:`~marl_sched.interference.estimate`: :func:`estimated_iteration_times`, an
-  iteration time a real scheduler could estimate for a placement not yet made
-  (profiled speed and bandwidths times the learned model's predicted slowdown; no
-  call of the performance model's iteration-time functions);
-- :mod:`~marl_sched.interference.samples`: :class:`Samples` and
-  :func:`generate_samples`, random but realistic co-locations from the simulator;
-- :mod:`~marl_sched.interference.real_data`: loaders turning the real measurements of
-  ``../shared/data/profiles`` into samples of the same form (:func:`real_samples`).
+Submodules (public names re-exported here): ``features`` (:data:`FEATURE_NAMES`,
+:func:`job_features`, :func:`candidate_features`), ``model`` (:class:`InterferenceModel`,
+numpy forward from one ``.npz``; :func:`load_default`), ``estimate``
+(:func:`estimated_iteration_times`: what a real scheduler could estimate for a placement
+not yet made, no call of the performance model's iteration-time functions), ``samples``
+(:func:`generate_samples` from the simulator), ``real_data`` (:func:`real_samples` from
+``../shared/data/profiles``).
 
 **Feature layout** (schema version :data:`FEATURE_SCHEMA_VERSION`; ``r`` runs over
 the resources cpu, pcie, membw, disk, net; ``L`` over the levels group, socket,
@@ -42,22 +29,16 @@ name                               meaning
 ``racks``, ``subclusters``         racks, subclusters holding any task
 ``nbr_L_r_max``, ``nbr_L_r_mean``  other jobs' summed pressure on resource r at level L
   (30)                             around each of the job's worker groups: max and mean over
-                                   those groups (what the job's own tasks add is excluded)
+                                   those groups (the job's own tasks excluded)
 ``nbr_L_workers_max/_mean`` (6)    other jobs' workers (busy GPUs) at level L around each
                                    worker group, max and mean over the groups
 ``link_k_jobs_max`` (5)            most other jobs on any of the job's own links of kind k
-``link_k_load_max`` (5)            largest load other jobs put on one of those links: the
-                                   sum of the shares of it they would use alone
+``link_k_load_max`` (5)            largest load other jobs put on one of those links
 ``log_link_k_alone_s`` (5)         ln(1e-4 + t), t = the job's transfer time on its busiest
                                    link of kind k when alone (bytes / bandwidth)
 ``log_link_k_shared_s`` (5)        the same under the links' current total load ``U``:
                                    ln(1e-4 + max_l bytes / bandwidth · max(1, U_l))
-=================================  ==========================================================
-
-The "number of jobs per level" is counted in other jobs' *workers* (busy GPUs): the
-read-only :class:`~marl_sched.simulator.ClusterView` exposes occupancy, not job
-identities, and the pressures the simulator sums are per task anyway.
-"""
+=================================  =========================================================="""
 
 from marl_sched.interference.estimate import estimated_iteration_times
 from marl_sched.interference.features import (

@@ -60,10 +60,8 @@ def _busy_prefix(topo: Topology, view: ClusterView) -> np.ndarray:
 def _busy_around(
     topo: Topology, view: ClusterView, g: np.ndarray, spans: tuple[np.ndarray, ...]
 ) -> np.ndarray:
-    """``(N, 3)`` busy GPUs (with GPU sharing: workers) in each group ``g``, its socket
-    and its server (``spans``: :func:`_level_spans`). Whole numbers, so summing only the
-    server's groups gives the prefix-sum differences exactly; with GPU sharing, those
-    differences (its per-group counts come from every GPU anyway)."""
+    """``(N, 3)`` busy GPUs (with sharing: workers) in each group ``g``, its socket and
+    its server; whole numbers, so the prefix-sum differences are exact."""
     s_lo, s_hi, v_lo, v_hi = spans
     if view.gpu_load is not None:
         prefix = _busy_prefix(topo, view)
@@ -103,12 +101,8 @@ def _own_workers(layout: JobLayout, lo: np.ndarray, hi: np.ndarray) -> np.ndarra
 
 
 def _segment_max_mean(rows: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per segment of ``rows`` (N, C), C >= 2 (consecutive runs of ``counts`` rows, each
-    >= 1), the column max and the column mean, equal bit for bit to ``seg.max(axis=0)``
-    and ``seg.mean(axis=0)`` on each segment alone: numpy's mean over axis 0 of a 2-D
-    array of several columns adds the rows in order, as the sum over the zero-padded
-    axis 1 here does (zeros after the rows change no partial sum); the max does not
-    depend on order. (One column would be summed pairwise, as a 1-D array is.)"""
+    """Per segment of ``rows`` (N, C), C >= 2 (consecutive runs of ``counts`` rows),
+    the column max and mean, bit for bit ``seg.max(axis=0)`` / ``seg.mean(axis=0)``."""
     assert rows.shape[1] >= 2
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     top = np.maximum.reduceat(rows, starts, axis=0)
@@ -128,16 +122,11 @@ def _assemble(
     link_others: np.ndarray,
     link_total_load: np.ndarray,
 ) -> np.ndarray:
-    """``(K, F)`` feature rows of K layouts of ``job`` from their neighbours' state.
-
-    ``nbr`` (N, 15): per worker group of every layout in turn (N = their summed
-    group counts), the other jobs' pressure at its group, socket and server; ``busy``
-    (N, 3): the other jobs' workers there. ``link_others`` (other jobs) and
-    ``link_total_load`` (``U_l``, this job included) are aligned with the layouts'
-    concatenated ``link_ids``. Every column is what the same formula gives one layout
-    at a time (the means as :func:`_segment_max_mean` says; the busy counts are whole
-    numbers, so their sums are exact in any order).
-    """
+    """``(K, F)`` feature rows of K layouts of ``job`` from their neighbours' state:
+    ``nbr`` (N, 15) the other jobs' pressure at each worker group's group, socket and
+    server, ``busy`` (N, 3) their workers there, ``link_others`` / ``link_total_load``
+    aligned with the layouts' concatenated ``link_ids``; each row equals the one-layout
+    result."""
     topo = perf.topology
     spec = CATALOGUE[job.model]
     k = len(layouts)
@@ -232,13 +221,8 @@ def candidate_features(
     worker_groups: Sequence[int] | Sequence[Sequence[int]],
     ps_groups: Sequence[int] | Sequence[Sequence[int]],
 ) -> np.ndarray:
-    """Features of *hypothetical* placements of ``job``, before they are applied.
-
-    Equal to what :func:`job_features` gives once the simulator has applied the
-    placement (the job's own pressure and link use are exactly what the simulator
-    would add, and are excluded from the neighbour features either way). The K
-    candidates' rows are assembled together (:func:`_assemble`), each equal to what
-    it gives alone.
+    """Features of *hypothetical* placements of ``job``, equal to :func:`job_features`
+    once the simulator has applied them.
 
     Args:
         view: the current cluster state, without the job.
@@ -303,12 +287,8 @@ def true_slowdown(view: ClusterView, job: Job, layout: JobLayout) -> float:
 
 
 def colocation_level(x: np.ndarray) -> np.ndarray:
-    """Index into :data:`COLOCATION_LEVELS` of feature rows (n, F) or (F,).
-
-    The closest level at which the job meets other jobs' tasks: their workers or
-    pressure in one of its GPU groups (group), its sockets (socket), its servers
-    (server); else sharing one of its links (cross-server); else none.
-    """
+    """Index into :data:`COLOCATION_LEVELS` of feature rows (n, F) or (F,): the closest
+    level (group, socket, server, cross-server link, none) at which the job meets others."""
     x = np.atleast_2d(x)
     idx = {n: i for i, n in enumerate(FEATURE_NAMES)}
     out = np.zeros(len(x), dtype=np.int8)

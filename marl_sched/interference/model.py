@@ -27,10 +27,8 @@ SHARING_ONLY_KEYS = ("gpu_share_conflicts",)
 
 
 def calibration_sha256(path: str | Path = CALIBRATION_FILE) -> str:
-    """sha256 of the calibration file the performance model was built from, as the
-    calibration fit writes it without :data:`SHARING_ONLY_KEYS` (and their notes):
-    the constants the learned model's samples depend on. A file without those keys
-    hashes as its bytes, so a model fitted before GPU sharing existed still matches."""
+    """sha256 of the calibration file without :data:`SHARING_ONLY_KEYS` (and their
+    notes): the constants the model's samples depend on."""
     raw = Path(path).read_bytes()
     data = json.loads(raw)
     if not any(key in data for key in SHARING_ONLY_KEYS):
@@ -237,11 +235,8 @@ class InterferenceModel:
 
 @lru_cache(maxsize=1)
 def load_default() -> InterferenceModel:
-    """The shipped model (:func:`default_model_path`), loaded once.
-
-    Warns (``UserWarning``) when it was fitted on another calibration than the
-    current ``calibration.json``: its predictions then describe an older simulator.
-    """
+    """The shipped model (:func:`default_model_path`), loaded once; ``UserWarning``
+    when it was fitted on another calibration."""
     path = default_model_path()
     model = InterferenceModel.load(path)
     if model.calibration_sha256 != calibration_sha256():

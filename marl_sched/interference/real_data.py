@@ -67,16 +67,10 @@ def _features_alone(topo_cfg: TopologyConfig, job: Job, placement: Placement):
 
 
 def load_gavel_colocations(path: str | Path) -> Samples:
-    """Gavel's measured same-GPU co-location pairs as slowdown samples.
-
-    Gavel measures two single-GPU jobs *sharing one GPU*; so does the simulator
-    here: both jobs' single workers on the one GPU of a one-server cluster of that
-    GPU type with ``gpu_sharing`` 2 (same GPU, PCIe switch, socket and server), the
-    simulated slowdown coming through the GPU level of :mod:`marl_sched.perf`.
-    Target: the job's isolated / co-located throughput. Only scale-factor-1 pairs of
-    the job types in :data:`GAVEL_MODELS` are used; ``[0, 0]`` entries (cannot run
-    together) are skipped.
-    """
+    """Gavel's measured same-GPU co-location pairs as slowdown samples: both jobs'
+    workers on one GPU of a one-server cluster with ``gpu_sharing`` 2. Target: isolated /
+    co-located throughput. Scale-factor-1 pairs of :data:`GAVEL_MODELS` only; ``[0, 0]``
+    entries are skipped."""
     where = str(path)
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -130,18 +124,10 @@ def _pollux_placement(digits: str) -> tuple[Placement, int]:
 
 
 def load_pollux_placements(root: str | Path) -> Samples:
-    """Pollux's step times by placement → the slowdown of spreading a job.
-
-    For each model, local batch size and GPU count, the reference is the measured
-    placement on the fewest nodes (fastest among those); every placement on more
-    nodes gives ``step_time / reference step_time``. This is *not* a co-location
-    slowdown (the job runs alone in both): the model's prediction for the spread
-    placement (≈ 1, no neighbours) is multiplied by the simulator's alone-time
-    ratio of the two placements (``reference`` column), so the comparison checks the
-    performance model's communication term more than the learned model. The jobs
-    are all-reduce jobs (a ring, no PS) on g4dn.12xlarge-like servers
-    (:data:`POLLUX_SERVER`).
-    """
+    """Pollux's step times by placement → the slowdown of spreading a job: each
+    placement on more nodes than the fewest-node reference gives ``step_time / reference``.
+    The prediction is multiplied by the simulator's alone-time ratio (``reference``
+    column); all-reduce jobs on :data:`POLLUX_SERVER`-like servers."""
     root = Path(root)
     rows, ys, models, groups, refs, sims = [], [], [], [], [], []
     for mi, model_dir in enumerate(sorted(p for p in root.iterdir() if p.is_dir())):
@@ -209,19 +195,10 @@ def _dl2_spread(model: str, workers: int, ps: int, servers: int) -> tuple[np.nda
 
 
 def load_dl2_speeds(path: str | Path) -> Samples:
-    """DL2's PS/worker speed table → the slowdown of adding workers to the PS.
-
-    Each line ``(model, 'dist_sync', tot_batch, p, w, [worker speeds], [PS cpu],
-    [worker cpu])`` measures a job alone; all-zero speed rows are failed runs and
-    skipped. DL2 splits a fixed global batch over the workers and reports each
-    worker's speed (the reading :mod:`marl_sched.calibration` uses), so the
-    iteration time with ``w`` workers relative to one, at the same ``p``, is
-    ``speed(1) / (w · speed(w))``: the sample's target. As with Pollux this is a
-    placement effect, not a co-location one: the model's prediction (≈ 1, alone) is
-    multiplied by the simulator's ratio (``reference``) of the same two iteration
-    times, the job spread one task per server (as DL2 ran it) with its local
-    compute shrunk to ``compute_s / w``.
-    """
+    """DL2's PS/worker speed table → the slowdown of adding workers: target
+    ``speed(1) / (w · speed(w))`` at the same ``p`` (all-zero rows skipped); the
+    prediction is multiplied by the simulator's ratio (``reference``) with the job spread
+    one task per server and local compute ``compute_s / w``."""
     where = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")

@@ -220,13 +220,9 @@ def generate_samples(
     topology_fraction: float = 1.0,
     progress: Callable[[int], None] | None = None,
 ) -> Samples:
-    """``n`` simulated co-location samples (features, true slowdown), seeded.
-
-    Each simulation draws a topology (from ``topologies`` for a fraction
-    ``topology_fraction`` of simulations when given, else :func:`random_topology`),
-    random jobs of every catalogue model at a random load (0.6–3× capacity), and a
-    mix of 1–3 registered heuristics (``random``, which spreads, weighted up); at
-    decision points it snapshots a few running jobs' features and true slowdowns.
+    """``n`` simulated co-location samples (features, true slowdown), seeded: each
+    simulation draws a topology, random jobs at 0.6–3× capacity and 1–3 heuristics, and
+    snapshots running jobs at decision points.
 
     Args:
         n: number of samples.

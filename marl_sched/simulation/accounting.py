@@ -1,19 +1,11 @@
-"""Cluster state and capacity accounting: free GPUs, cores and memory, summed
-pressures and exposure, link loads, which jobs share each server and link, and
-placing, checking and removing jobs.
+"""Cluster state and capacity accounting: free GPUs, cores and memory, pressures and
+exposure, link loads, who shares each server and link; placing and removing jobs.
 
-**GPU sharing** (``topology.gpu_sharing`` k > 1, opt-in): a GPU holds up to k jobs'
-workers. Each worker gets a concrete GPU of the group its placement names, the least
-loaded first, then the lowest GPU id; two workers of one job never share a GPU, and
-neither do workers of two models that cannot (Gavel's ``[0, 0]`` pairs,
-:meth:`~marl_sched.catalogue.Calibration.can_share`). Free capacity is then counted
-in worker slots (``free_gpus``, :attr:`AccountingMixin.group_unused`), while
-:attr:`AccountingMixin.group_free` counts the GPUs a (pending) job may still use, one
-worker each: never more than the group's GPUs, so masks, heuristics and observations
-that read it respect the limit unchanged. Same-GPU neighbours interfere through the
-GPU level of :mod:`marl_sched.perf`. With k = 1 none of this state exists and every
-run is what it was without the option.
-"""
+With ``topology.gpu_sharing`` k > 1 a GPU holds up to k jobs' workers: each worker gets
+a GPU of its group (least loaded, then lowest id; never two of one job, never models
+that cannot share, :meth:`~marl_sched.catalogue.Calibration.can_share`). Free capacity
+is then in worker slots (``free_gpus``, ``group_unused``), while ``group_free`` counts
+the GPUs a job may still use, one worker each. With k = 1 none of this state exists."""
 
 from __future__ import annotations
 
@@ -31,16 +23,8 @@ _SHARED_FREE = " (GPU sharing: GPUs with a free slot, no worker of a model it ca
 
 
 class AccountingMixin:
-    """What the cluster has free and who runs where.
-
-    Owns the capacity arrays (``_group_free``, ``server_cpu_free``,
-    ``server_mem_free``, ``free_gpus``), the pressure, exposure and link arrays, the
-    GPU-sharing state (``gpu_load``, ``gpu_pressure``, ``_gpu_models``, ``_gpu_type``,
-    ``_busy_gpus``, ``_no_share``), the server and link memberships, ``running`` and
-    ``records``. Placing a job reads the preemption bookkeeping
-    (:class:`~marl_sched.simulation.moves.MovesMixin`) to resume a preempted one;
-    removing one counts a return of resources for the scan.
-    """
+    """What the cluster has free and who runs where: the capacity, pressure, exposure,
+    link and GPU-sharing arrays, memberships, ``running`` and ``records``."""
 
     def _init_cluster(self) -> None:
         """An empty cluster: everything free, nothing running."""
@@ -77,13 +61,9 @@ class AccountingMixin:
 
     @property
     def group_free(self) -> np.ndarray:
-        """Free GPUs per GPU group; while a job is pending, only those it can use:
-        groups whose GPU memory cannot hold one of its workers
-        (:meth:`PerformanceModel.group_fits`) show 0, so masks and policies that read
-        it respect the constraint. With GPU sharing: the GPUs with a free slot (for a
-        pending job, also holding no worker of a model it cannot share with), one
-        worker of a job each, so never more than the group's GPUs. Read it, never
-        write it."""
+        """Free GPUs per GPU group (read-only); while a job is pending, only those it can use
+        (0 where its workers do not fit the GPU memory; with sharing, GPUs with a slot and no
+        incompatible model, one worker each)."""
         if self.gpu_load is not None:
             return self._usable_gpus(self._pending)
         if self._pending is not None:
@@ -94,9 +74,8 @@ class AccountingMixin:
 
     @property
     def group_unused(self) -> np.ndarray:
-        """Free GPUs per GPU group whatever job is pending (capacity accounting; the
-        masked figure policies read is :attr:`group_free`); free worker slots with GPU
-        sharing. Read it, never write it."""
+        """Free GPUs (with sharing: worker slots) per group whatever job is pending
+        (read-only)."""
         return self._group_free
 
     def jobs_near(self, layout: JobLayout) -> set[int]:
@@ -167,9 +146,8 @@ class AccountingMixin:
         return (spec.cpu_worker, spec.cpu_ps), spec.mem_gb
 
     def _take(self, job: Job, placement: Placement, sign: int) -> None:
-        """Give back (``sign`` +1) or take (-1) the GPUs, cores and memory of ``job``
-        at ``placement``, task by task in placement order (plain Python: a few tasks;
-        the same float operations in the same order as ``np.add.at``)."""
+        """Give back (``sign`` +1) or take (-1) the GPUs, cores and memory of ``job`` at
+        ``placement``, task by task (the same float operations as ``np.add.at``)."""
         server = self.topology.group_server
         gf, cpu_free, mem_free = self._group_free, self.server_cpu_free, self.server_mem_free
         (cpu_w, cpu_p), mem = self.task_demands(job)
@@ -197,11 +175,8 @@ class AccountingMixin:
     def _occupy(
         self, job: Job, placement: Placement, layout: JobLayout
     ) -> tuple[set[int], set[int], set[int]]:
-        """Take the resources of ``job`` at ``placement``; the running jobs (not
-        ``job`` itself) on its servers, whose pressures changed, those on its links,
-        whose link loads changed, and those on its links that are oversubscribed
-        (load > 1) before or after: only theirs can another job's communication time
-        change (``max(1, U)`` stays 1 on the others)."""
+        """Take the resources of ``job`` at ``placement``; return the other running jobs
+        whose pressures, link loads or oversubscribed links changed."""
         self._take(job, placement, -1)
         if layout.gpus is not None:
             self._take_gpus(job, layout, +1)
@@ -225,10 +200,8 @@ class AccountingMixin:
         return near_srv, near_link, near_sat
 
     def _shift_link_load(self, layout: JobLayout, sign: float) -> list[bool]:
-        """Add (``sign`` +1) or remove (-1) the job's share of each of its links; per
-        link, whether it is oversubscribed (load > 1) before or after. A link the job
-        leaves to nobody goes back to exactly 0 (no float dust); call it before
-        ``link_jobs`` is decremented."""
+        """Add (+1) or remove (-1) the job's share of its links; per link, whether it is
+        oversubscribed before or after. Call before ``link_jobs`` is decremented."""
         ids = layout.link_ids
         if not len(ids):
             return []
@@ -256,9 +229,8 @@ class AccountingMixin:
             self.gpu_pressure[g[load[g] == 0]] = 0.0  # no float dust on idle GPUs
 
     def _no_share_gpus(self, model: str, gpu_models: np.ndarray | None = None) -> np.ndarray | None:
-        """GPU sharing: per GPU, whether it holds a worker of a model that cannot
-        share a GPU of its type with ``model`` (residents per GPU and catalogue model:
-        ``gpu_models``, default the current ones); None if ``model`` shares with all."""
+        """GPU sharing: per GPU, whether it holds a worker of a model that cannot share
+        with ``model``; None if ``model`` shares with all."""
         table = self._no_share.get(model)
         if table is None:  # (server type, catalogue model): cannot share
             can = self.perf.calibration.can_share
@@ -278,17 +250,14 @@ class AccountingMixin:
         gpu_load: np.ndarray | None = None,
         gpu_models: np.ndarray | None = None,
     ) -> np.ndarray:
-        """GPU sharing: per GPU, whether it has a free slot (and, for ``job``, holds
-        no worker of a model ``job``'s cannot share with), in the current state or in
-        the one ``gpu_load`` / ``gpu_models`` give."""
+        """GPU sharing: per GPU, a free slot and (for ``job``) no incompatible model."""
         ok = (self.gpu_load if gpu_load is None else gpu_load) < self._sharing
         blocked = None if job is None else self._no_share_gpus(job.model, gpu_models)
         return ok if blocked is None else ok & ~blocked
 
     def _usable_gpus(self, job: Job | None, usable: np.ndarray | None = None) -> np.ndarray:
-        """GPU sharing: per group, the GPUs ``job`` may still put one worker on
-        (any job's when None): :meth:`_usable` (or ``usable``), with its model's
-        memory fit."""
+        """GPU sharing: per group, the GPUs ``job`` (any job's when None) may still put
+        one worker on, memory fit included."""
         t = self.topology
         ok = self._usable(job) if usable is None else usable
         free = np.bincount(t.gpu_group, weights=ok, minlength=t.n_groups)
@@ -296,10 +265,8 @@ class AccountingMixin:
         return free if job is None else np.where(self.perf.group_fits(job.model), free, 0)
 
     def group_free_for(self, job_id: int) -> np.ndarray:
-        """Per GPU group, the GPUs the running job ``job_id`` could put one worker on
-        were its own workers released (load control: where could it go instead?).
-        With GPU sharing: a free slot, no worker of a model it cannot share with, its
-        model fits; without: free GPUs plus its own, where its model fits."""
+        """Per GPU group, the GPUs the running job ``job_id`` could put one worker on were
+        its own workers released (where its model fits)."""
         run = self.running[job_id]
         if self.gpu_load is None:
             free = self._group_free.copy()
@@ -312,9 +279,8 @@ class AccountingMixin:
         return self._usable_gpus(run.job, self._usable(run.job, load, models))
 
     def _with_gpus(self, job: Job, layout: JobLayout) -> JobLayout:
-        """GPU sharing: ``layout`` with a GPU for each worker (checked to exist by
-        :meth:`_check`): in each group the usable GPUs, least loaded first, then
-        lowest id, one worker each. Without sharing, ``layout`` itself."""
+        """GPU sharing: ``layout`` with a GPU for each worker (usable, least loaded, then
+        lowest id); without sharing, ``layout`` itself."""
         if self.gpu_load is None:
             return layout
         t = self.topology
@@ -353,9 +319,8 @@ class AccountingMixin:
             self._schedule_tick(run)
 
     def _release(self, run: RunningJob) -> tuple[set[int], set[int], set[int]]:
-        """Give back the resources of ``run``; the running jobs on its servers and
-        those on its links, as :meth:`_occupy` (not ``run`` itself, which stays in
-        :attr:`running`)."""
+        """Give back the resources of ``run``; return the affected running jobs, as
+        :meth:`_occupy`."""
         job, layout = run.job, run.layout
         self._take(job, run.placement, +1)
         if layout.gpus is not None:
@@ -431,9 +396,8 @@ class AccountingMixin:
 
 
 def _add_rows(target: np.ndarray, rows: np.ndarray, values: np.ndarray) -> None:
-    """``target[rows] += values`` for distinct ``rows``: the same additions, row by row
-    for the few rows of one job (cheaper than fancy indexing); ``values`` is one row
-    per index or one row for all."""
+    """``target[rows] += values`` for distinct ``rows``, row by row (``values``: one row
+    per index or one for all)."""
     if len(rows) > 4:
         target[rows] += values
     elif values.ndim == 1:

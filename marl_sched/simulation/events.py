@@ -1,14 +1,6 @@
 """The event engine: simulated time, the event heap and its handlers, and exact
-progress integration.
-
-Events are ``(time, priority, seq, kind, payload)`` on a heap, with a counter for
-deterministic ties. Completions at a given time are handled before arrivals, so
-freed GPUs are visible to the jobs arriving then; a tick only wakes the scan up.
-A running job's iteration time changes only at events, so its remaining iterations
-fall linearly in between; whenever its neighbourhood changes it is brought up to
-date and gets a new completion event, and stale ones are skipped by a version
-number.
-"""
+progress integration. Events are ``(time, priority, seq, kind, payload)``; completions
+at a time come before arrivals; stale completion events are skipped by version."""
 
 from __future__ import annotations
 
@@ -33,13 +25,8 @@ _COMPLETION_PRIORITY = _PRIORITY[COMPLETION]
 
 
 class EventsMixin:
-    """The clock, the event heap and progress integration.
-
-    Owns ``now``, ``stats``, the heap (``_events``, ``_seq``, ``_compact_at``), the
-    busy-GPU integral's last time (``_last_busy_t``), the handlers and the
-    :attr:`after_completions` hook. Reads ``running`` and the pressures and link
-    loads of the cluster state to price jobs.
-    """
+    """The clock, the event heap and progress integration (``now``, ``stats``, the heap,
+    the busy-GPU integral, the handlers and :attr:`after_completions`)."""
 
     def _init_events(self) -> None:
         """The clock at 0 and every job's arrival on the heap (call last: the
@@ -72,11 +59,9 @@ class EventsMixin:
         self.now = when
 
     def step(self) -> bool:
-        """Handle every event at the next event time; False when none is left.
-
-        After completions, :attr:`after_completions` (if set) is called with the
-        simulator: the runner's hook for a policy's load control
-        (:meth:`migrate`): set only when ``simulation.migration`` is on."""
+        """Handle every event at the next event time; False when none is left. After
+        completions, :attr:`after_completions` (the load-control hook) is called with the
+        simulator."""
         if not self._events:
             return False
         when = self._events[0][0]
@@ -101,9 +86,8 @@ class EventsMixin:
         self._remove(run)
 
     def _on_tick(self, payload) -> None:
-        """A running job crossed an attained-service threshold: the next scan
-        re-ranks it (nothing else to do here); or a queued job's recheck came due
-        (payload ``(RECHECK, job id)``, :meth:`recheck_at`)."""
+        """An attained-service threshold crossed (the next scan re-ranks), or a queued
+        job's recheck (payload ``(RECHECK, job id)``)."""
         if type(payload) is tuple:
             self._recheck(payload[1])
 
@@ -122,15 +106,9 @@ class EventsMixin:
         fresh: int | None = None,
     ) -> None:
         """Bring affected jobs to ``now`` and give them a new speed and completion.
-
-        ``near_srv``: jobs on a server whose pressures changed (their interference
-        factor is recomputed); ``near_link``: jobs on a link whose load changed;
-        ``near_sat``: those of them on such a link that is or was oversubscribed (their
-        communication time is recomputed); ``fresh``: a job with a new layout (both). A term not
-        recomputed keeps its cached value, which is what recomputing it would give bit
-        for bit: its inputs, or all the ``max(1, U)`` it reads, did not change. Every
-        affected job still gets its progress and completion event anew, as before the
-        cache, so that event times stay the same to the last bit."""
+        ``near_srv``: interference recomputed; ``near_link``: link load changed; ``near_sat``:
+        communication recomputed (oversubscribed link); ``fresh``: new layout (both). A term
+        not recomputed keeps its cached value, bit for bit what recomputing would give."""
         now = self.now
         perf = self.perf
         interference, comm_time, combine = perf.interference, perf.comm_time, perf.combine
@@ -178,12 +156,8 @@ class EventsMixin:
             self._compact()
 
     def _compact(self) -> None:
-        """Drop superseded completion events from the heap (every new speed of a job
-        pushes a new completion and leaves the old one behind; on the whole Philly
-        export the heap would grow to millions). The valid events keep their keys, so
-        they come out in the same order; the dropped ones count as handled events, as
-        they would have been when popped. The clock no longer stops at their times,
-        which only splits the busy-GPU integral at fewer points."""
+        """Drop superseded completion events from the heap, keeping the valid ones'
+        order; the dropped ones count as handled."""
         running = self.running
 
         def live(e: tuple) -> bool:

@@ -18,9 +18,8 @@ if TYPE_CHECKING:
 
 
 class ForkMixin:
-    """Copying the state and splicing the future. Owns no state; :meth:`fork` is the
-    one place that knows every piece of mutable state the other parts own, so a new
-    piece must be copied there."""
+    """Copying the state and splicing the future; :meth:`fork` must copy every piece of
+    mutable state the other parts own."""
 
     def pending_arrivals(self) -> list[Job]:
         """The jobs whose arrival has not been handled yet, in the order they arrive."""
@@ -28,11 +27,8 @@ class ForkMixin:
         return [e[4] for e in arrivals]
 
     def replace_arrivals(self, jobs: Sequence[Job]) -> None:
-        """Replace the pending arrivals (:meth:`pending_arrivals`) by ``jobs``: as many,
-        with the same job ids in the same order, none submitted before now, in
-        submit order (``ValueError`` otherwise). The same state with another future:
-        what-if rollouts over a sampled future instead of the trace's. Afterwards the
-        simulator runs as one built with the spliced job list would from here."""
+        """Replace the pending arrivals by ``jobs``: as many, same ids in the same order,
+        none before now, in submit order (``ValueError`` otherwise)."""
         old = self.pending_arrivals()
         if [j.job_id for j in jobs] != [j.job_id for j in old]:
             raise ValueError("replace_arrivals: the job ids must be the pending arrivals' ids")
@@ -46,12 +42,8 @@ class ForkMixin:
             self._push(job.submit_time, ARRIVAL, job)
 
     def fork(self) -> Self:
-        """An independent copy of the current state (for what-if rollouts).
-
-        Topology, performance model and jobs (immutable) are shared; every piece of
-        mutable state is copied, so driving the fork never changes ``self``. The
-        fork's decision statistics start empty and it has no completion hook.
-        """
+        """An independent copy of the current state (immutable parts shared), with empty
+        decision statistics and no completion hook."""
         f = object.__new__(type(self))
         f.__dict__.update(self.__dict__)
         for name in (
@@ -87,10 +79,8 @@ class ForkMixin:
         return f
 
     def estimated_total_jct(self, until: float) -> float:
-        """Σ over jobs submitted by ``until`` of their completion time, as far as it
-        is known now: finished jobs exactly, running ones at their current speed, and
-        queued ones as if they started now at their isolated speed (a lower bound).
-        The objective of what-if rollouts (:class:`agents.teachers.RolloutTeacher`)."""
+        """Σ over jobs submitted by ``until`` of their completion time as known now
+        (running ones at their current speed, queued ones starting now at isolated speed)."""
         total = 0.0
         for job in self.jobs:
             if job.submit_time > until:

@@ -1,9 +1,5 @@
-"""Moving running jobs: migration (load control) and preemption (a preemptive
-ordering such as ``las-2d``). Both keep a job's progress and charge a restart priced
-by :class:`~marl_sched.migration.MigrationCost`: a migration, the model's measured
-restart plus moving its state; a resume, the restart. The simulator caps the
-migrations of one job and the interval between two of them; a proposal breaking
-either is declined and counted (``SimStats.migrations_declined``)."""
+"""Moving running jobs: migration (load control) and preemption (``las-2d``), both
+keeping progress and paying a :class:`~marl_sched.migration.MigrationCost` restart."""
 
 from __future__ import annotations
 
@@ -21,14 +17,8 @@ DEFAULT_MIGRATION_COST = MigrationCost()
 
 
 class MovesMixin:
-    """Migration and preemption.
-
-    Owns the migration rule and limits (``migration_cost``,
-    ``max_migrations_per_job``, ``min_migration_interval_s``), each job's moves
-    (``_moves``, ``_last_move``) and the preemption bookkeeping: ``_suspended``
-    (preempted jobs' remaining iterations, first start and event version),
-    ``_attained`` (GPU-s of finished stints), ``_last_stop`` and ``_made_room``.
-    """
+    """Migration and preemption: the restart rule and limits, each job's moves and the
+    preemption bookkeeping (``_suspended``, ``_attained``, ``_last_stop``, ``_made_room``)."""
 
     def _init_moves(
         self,
@@ -58,24 +48,12 @@ class MovesMixin:
         self._made_room: set[int] = set()  # waiting jobs that already preempted others
 
     def migrate(self, job_id: int, placement: Placement) -> bool:
-        """Move the running job ``job_id`` to ``placement``; False if declined.
-
-        A proposal is declined (state unchanged, counted in
-        :attr:`SimStats.migrations_declined`) when the job has made
-        ``max_migrations_per_job`` moves or its last one was less than
-        ``min_migration_interval_s`` ago. Otherwise the job keeps its progress
-        (remaining iterations) and makes none for its migration delay
-        (:meth:`MigrationCost.migration_s`: its model's restart plus moving its state
-        over the bottleneck link of the old→new path, sharing that link with the jobs
-        on it now), holding its new GPUs throughout; every job whose neighbourhood
-        changed (old or new) gets a new speed.
-
-        The old GPUs are free at once, as in the Sia simulator the restart delays
-        were measured by: the job stops and checkpoints first (part of the measured
-        restart), and its state then moves from the old servers' host memory, not
-        from their GPUs. Holding them too would charge the stop twice. Raises
-        :class:`PlacementError` (state unchanged) if ``placement`` does not fit once
-        the job's own resources are released."""
+        """Move the running job ``job_id`` to ``placement``; False if declined (at
+        ``max_migrations_per_job`` or within ``min_migration_interval_s``; counted in
+        :attr:`SimStats.migrations_declined`). The job keeps its progress and makes none for
+        :meth:`MigrationCost.migration_s`, holding its new GPUs; its old ones are free at once.
+        Raises :class:`PlacementError` (state unchanged) if ``placement`` does not fit once the
+        job's own resources are released."""
         if self._pending is not None:
             raise RuntimeError("migrate() between decisions, not while a job is pending")
         run = self.running.get(job_id)
@@ -117,9 +95,8 @@ class MovesMixin:
         return True
 
     def next_move_at(self, job_id: int) -> float:
-        """Earliest time the simulator lets ``job_id`` migrate: ``inf`` once it has
-        made ``max_migrations_per_job`` moves, else its last move plus
-        ``min_migration_interval_s`` (0 if it never moved)."""
+        """Earliest time ``job_id`` may migrate: ``inf`` at the cap, else its last move
+        plus ``min_migration_interval_s`` (0 if it never moved)."""
         moves = self._moves.get(job_id, 0)
         if moves >= self.max_migrations_per_job:
             return math.inf
@@ -148,14 +125,10 @@ class MovesMixin:
         self._refresh(near_srv, near_link, sat)
 
     def _preempt_for_waiting(self, ctx: OrderingContext) -> None:
-        """Tiresias-style preemption. Waiting jobs are taken in key order; one that
-        needs more GPUs than are free (counting those already promised to the
-        waiting jobs before it) preempts running jobs of a strictly worse priority
-        class (the key's first element: las-2d's queue), worst first, when that makes
-        room for it by GPU count; otherwise nobody. Inside a class: FIFO without
-        preemption. A waiting job declined since resources last came back preempts
-        nobody, and a job preempts at most once until it is placed (a policy may
-        decline it on the GPUs freed for it: waiting for a whole server, say)."""
+        """Tiresias-style preemption: in key order, a waiting job that needs more GPUs than
+        are free (net of earlier waiting jobs' claims) preempts running jobs of a strictly
+        worse class, worst first, when that makes room; a declined job preempts nobody, and a
+        job preempts at most once until placed."""
         key = self.ordering.key
         free = self.free_gpus
         victims = sorted(

@@ -1,10 +1,5 @@
-"""The queue, its ordering, and the scan that offers one decision at a time.
-
-The queue is kept in the configured ordering (:mod:`marl_sched.ordering`: keys read
-the duration predictor's estimate, never a job's true length); with ``backfill`` a
-job that cannot be placed does not block those behind it. Scans are incremental:
-only what could have changed since the last one (:meth:`QueueMixin._begin_scan`).
-"""
+"""The queue, its ordering (:mod:`marl_sched.ordering`), backfill, and the
+incremental scan that offers one decision at a time."""
 
 from __future__ import annotations
 
@@ -21,15 +16,8 @@ if TYPE_CHECKING:
 
 
 class QueueMixin:
-    """The queue and the decisions offered from it.
-
-    Owns the ordering settings (``ordering``, ``backfill``, ``_estimate``), ``queue``,
-    ``unplaceable``, the scan (``_scan``, ``_scan_pos``, ``_pending``, ``_arrived``,
-    ``_scanned_at``, ``_declined``), the static orderings' per-width lists and keys
-    (``_widths``, ``_keys``) and ``_completions``, the count of returns of resources
-    (completions, migrations, preemptions) that tells a scan what may fit again.
-    Reads the preemption bookkeeping for the ordering's attained service.
-    """
+    """The queue and the decisions offered from it: the ordering settings, ``queue``,
+    ``unplaceable``, the scan state and ``_completions`` (returns of resources)."""
 
     def _init_queue(
         self,
@@ -121,15 +109,10 @@ class QueueMixin:
         return self.next_decision_or_stop(None)
 
     def next_decision_or_stop(self, stop: Callable[[Self], bool] | None) -> Job | None:
-        """:meth:`next_decision` that also hands control back between event times:
-        after each event time (its events handled, the scan of the queue begun),
-        ``stop(self)`` is asked; when it answers True this returns None with no job
-        pending and the run not over (the caller knows why it stopped), and the next
-        call carries on with the same scan. While ``stop`` answers False, the same
-        jobs are offered at the same times as by :meth:`next_decision`. The
-        environment's migration triggers (``envs.cluster_env``) stop here to let an
-        agent :meth:`migrate` a running job before the queue is offered. ``stop``
-        None: never (:meth:`next_decision`)."""
+        """:meth:`next_decision` that asks ``stop(self)`` after each event time; on True it
+        returns None with no job pending and the next call resumes the same scan (the env's
+        migration triggers). With ``stop`` False or None, the same offers as
+        :meth:`next_decision`."""
         if self._pending is not None:
             raise RuntimeError("apply() a decision for the pending job first")
         while True:
@@ -153,17 +136,10 @@ class QueueMixin:
                 return None
 
     def _begin_scan(self) -> None:
-        """The jobs to offer after an event time, in queue order.
-
-        A job already scanned since resources last came back (a completion, a
-        migration, a preemption) was either declined or needed more GPUs than were
-        free, and free GPUs only shrank since: offering it again cannot change a
-        thing. So after an event time with arrivals only, just the arrivals are
-        scanned (in queue order); a full scan follows any return of resources, and
-        every scan is full without backfill or under a dynamic ordering. With
-        backfill, a scan skips the jobs that need more GPUs than are free (free GPUs
-        only shrink while it runs). None of this changes which job is offered when:
-        the FIFO golden trace is the same bit for bit."""
+        """The jobs to offer after an event time, in queue order: only the arrivals after
+        arrivals-only events, a full scan after any return of resources (always full without
+        backfill or under a dynamic ordering); with backfill, skipping jobs that need more GPUs
+        than are free. Offers are the same as a full scan's."""
         if self.ordering.dynamic and self.queue:
             key, ctx = self.ordering.key, self.ordering_context()
             self.queue.sort(key=lambda j: key(j, ctx))
@@ -223,10 +199,8 @@ class QueueMixin:
         return True
 
     def recheck_at(self, job_id: int, when: float) -> None:
-        """Offer queued job ``job_id`` again at ``when`` (or now, if earlier), even if
-        no resources came back by then: a policy that leaves a job queued on purpose
-        (``defer-long``) bounds its wait with it. A job placed or gone by then is
-        left alone; with nothing free then, it waits for a return of resources."""
+        """Offer queued job ``job_id`` again at ``when`` (or now, if earlier) even if no
+        resources come back (``defer-long`` bounds its waits with it)."""
         self._push(max(float(when), self.now), TICK, (RECHECK, int(job_id)))
 
     def _recheck(self, job_id: int) -> None:

@@ -51,38 +51,26 @@ def _no_running() -> tuple[RunningInfo, ...]:
 
 @dataclass(frozen=True)
 class ClusterView:
-    """A read-only snapshot view of the cluster for policies.
-
-    Arrays are views with the write flag off; they reflect the simulator at the
-    moment :meth:`Simulator.view` was called and must not be kept across decisions.
+    """A read-only snapshot of the cluster for policies (arrays with the write flag off,
+    valid for the current decision only).
 
     Attributes:
         now: simulated time (s).
-        group_free: free GPUs per GPU group (while a job is pending: that the
-            pending job's model fits in; see :meth:`Simulator.view`).
+        group_free: free GPUs per GPU group (while a job is pending: only those its
+            model fits in).
         server_cpu_free, server_mem_free: free CPU cores / memory (GB) per server.
         group_pressure, socket_pressure, server_pressure: summed pressure vectors of
             resident tasks, (n, 5) in resource order cpu, pcie, membw, disk, net.
         link_jobs: jobs whose traffic crosses each link.
-        link_load: summed share of each link the jobs crossing it would use alone
-            (``U_l`` of :mod:`marl_sched.perf`; > 1 = oversubscribed).
-        group_exposure, socket_exposure, server_exposure: what resident jobs stand to
-            lose to more pressure there, (n, 5): Σ over running jobs with a worker in
-            the unit of ``num_workers · λ_L · M^L ⊙ s`` (their level-weighted
-            sensitivity, times the GPUs that wait when one of their workers slows —
-            a synchronous job runs at its slowest worker's pace). What a scheduler
-            knows of its residents (where they run, how big they are, their model);
-            :func:`harm_to_residents` turns it into a cost.
+        link_load: ``U_l`` of :mod:`marl_sched.perf` (> 1 = oversubscribed).
+        group_exposure, socket_exposure, server_exposure: (n, 5) Σ over running jobs
+            with a worker there of ``num_workers · λ_L · M^L ⊙ s``
+            (:func:`harm_to_residents` turns it into a cost).
         free_gpus: total free GPUs (worker slots with GPU sharing).
-        gpu_load, gpu_pressure: with GPU sharing, workers and their summed pressure
-            per GPU (None without).
-        group_free_for: with GPU sharing, :meth:`Simulator.group_free_for` (a running
-            job's usable GPUs were its own released; load control needs it, as free
-            slots alone do not say which GPUs a job may use); None without.
+        gpu_load, gpu_pressure: with GPU sharing, workers and summed pressure per GPU.
+        group_free_for: with GPU sharing, :meth:`Simulator.group_free_for`; else None.
         running_fn: the running jobs (:meth:`running`), computed when asked.
-        recheck_at: :meth:`Simulator.recheck_at`, ``f(job_id, when)``: offer a queued
-            job that a policy leaves queued again at ``when`` at the latest (else it
-            waits for the next return of resources); None on a view without it.
+        recheck_at: :meth:`Simulator.recheck_at` ``f(job_id, when)``, or None.
     """
 
     topology: Topology
@@ -117,10 +105,9 @@ class ClusterView:
 
 
 def harm_to_residents(view: ClusterView, pressure: np.ndarray, ps: bool = False) -> np.ndarray:
-    """Per GPU group, the slowdown one more task pressing ``pressure`` (5,) would add
-    to the jobs resident near it, each weighted by its workers (GPU-equivalents of
-    lost progress): ``Σ_L E^L(g) · p``. A parameter server (``ps``) presses only on
-    its socket and server, and only on cpu, membw and net."""
+    """Per GPU group, the worker-weighted slowdown one more task pressing ``pressure``
+    (5,) would add to residents: ``Σ_L E^L(g) · p`` (a ``ps`` presses only at socket and
+    server, on cpu, membw and net)."""
     t = view.topology
     p = pressure * PS_PRESSURE_MASK if ps else pressure
     harm = (view.socket_exposure @ p)[t.group_socket] + (view.server_exposure @ p)[t.group_server]
@@ -136,16 +123,11 @@ def _ro(a: np.ndarray) -> np.ndarray:
 
 
 class ViewMixin:
-    """The simulator's read-only views. Owns no state: it reads the cluster state
-    (:class:`~marl_sched.simulation.accounting.AccountingMixin`), the queue and the
-    migration bookkeeping."""
+    """The simulator's read-only views (no state of its own)."""
 
     def view(self) -> ClusterView:
-        """Read-only view of the current state for a policy.
-
-        While a job is pending, ``group_free`` counts only the GPUs it can use (see
-        :attr:`group_free`); ``free_gpus`` stays the cluster's total.
-        """
+        """Read-only view of the current state for a policy (``group_free`` restricted to
+        the pending job's usable GPUs)."""
         free = self.group_free
         return ClusterView(
             topology=self.topology,

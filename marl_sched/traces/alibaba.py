@@ -1,28 +1,16 @@
-"""The Alibaba trace format (cluster-trace-gpu-v2023's pod list).
+"""The Alibaba trace format (cluster-trace-gpu-v2023's ``openb_pod_list_default.csv``).
 
-Source: Alibaba cluster-trace-gpu-v2023 ``openb_pod_list_default.csv``. Columns read:
-``name, num_gpu, gpu_milli, creation_time, deletion_time, scheduled_time`` (times in
-seconds from the trace start); the others (cpu_milli, memory_mib, gpu_spec, qos,
-pod_phase) are ignored.
+Columns read: ``name, num_gpu, gpu_milli, creation_time, deletion_time,
+scheduled_time`` (s from the trace start); others ignored. num_gpu an integer >= 0,
+gpu_milli an integer in [0, 1000], creation_time and deletion_time required.
 
-- num_gpu is an integer >= 0; gpu_milli an integer in [0, 1000] (the share of each
-  GPU, x1000); creation_time and deletion_time are required numbers.
-- Rules, applied in this order, each row dropped by the first that matches:
-
-  1. dropped["cpu_only_pods"]: num_gpu == 0 and gpu_milli == 0.
-  2. dropped["pending_pods"]: scheduled_time is empty (the pod never ran).
+- Dropped, first match wins: 1. dropped["cpu_only_pods"]: num_gpu == 0 and
+  gpu_milli == 0; 2. dropped["pending_pods"]: scheduled_time empty;
   3. dropped["nonpositive_duration"]: deletion_time - scheduled_time <= 0.
-
-- A fractional-GPU pod (gpu_milli < 1000) is treated as holding its whole GPU(s):
-  num_gpus = max(num_gpu, 1), so a pod with num_gpu == 0 and gpu_milli > 0 gets one
-  GPU. (In the shared file fractional pods all have num_gpu == 1.)
-- submit_time = creation_time; duration = deletion_time - scheduled_time;
-  job_id = name (a repeated name is an error); model, num_ps, iterations = None.
-- vc = None: the trace has no tenant partition. ``qos`` (LS, BE, ...) is a service
-  class, not a set of machines, so it is not used as a virtual cluster.
-- Pods still running when the trace ends have deletion_time = the trace end, so
-  their duration is a lower bound (kept as is).
-"""
+- A fractional-GPU pod holds whole GPUs: num_gpus = max(num_gpu, 1).
+- submit_time = creation_time; duration = deletion_time - scheduled_time (a lower
+  bound for pods running at the trace end); job_id = name (unique); model, num_ps,
+  iterations, vc = None."""
 
 from __future__ import annotations
 

@@ -125,13 +125,8 @@ def _check_model(model: str, known_models: set[str] | None, column: str = "model
 
 
 class _Seen:
-    """The first line of every value of a column seen so far, to refuse a repeat.
-
-    Values are kept as 16-byte keyed BLAKE2b digests (the key drawn per process), so
-    the memory per row does not grow with a value's length (a field may hold 131,072
-    characters); two different values share a digest with probability ~n^2 / 2^129,
-    and no file can be made to collide on purpose without the key.
-    """
+    """The first line of every value of a column seen so far, to refuse a repeat
+    (values kept as 16-byte BLAKE2b digests keyed per process)."""
 
     _KEY = os.urandom(16)
 

@@ -1,20 +1,12 @@
-"""The Philly trace format (Microsoft's Philly trace as Pollux exports it).
+"""The Philly trace format (Microsoft's Philly trace as Pollux exports it,
+``simulator/traces/philly.csv``).
 
-Source: the Microsoft Philly trace as exported by Pollux (petuum/adaptdl,
-``simulator/traces/philly.csv``). Columns ``timestamp,duration,num_gpus,gpu_time,
-cluster``; ``timestamp`` is ``YYYY-MM-DD HH:MM:SS`` (read as UTC, so no daylight-
-saving shifts), ``duration`` is run time in seconds, ``gpu_time`` = duration x GPUs
-(redundant: not read), ``cluster`` is the virtual-cluster id. Other columns are
-ignored. Rows are not sorted in the file.
+Columns read: ``timestamp`` (``YYYY-MM-DD HH:MM:SS``, UTC), ``duration`` (s, > 0),
+``num_gpus`` (integer >= 1), ``cluster``; others ignored.
 
-- submit_time = the timestamp in seconds; vc = cluster (empty = None);
-  job_id = ``philly-<line>`` (the row's line in the file); model, num_ps,
-  iterations = None.
-- duration must be a number > 0 (the real file has no zero-duration rows, so a
-  zero, negative or non-numeric duration is an error); num_gpus an integer >= 1.
-- dropped["duplicate_rows"]: a row identical, field for field, to an earlier row is
-  dropped (the first occurrence is kept). The shared file has 65 such rows.
-"""
+- submit_time = the timestamp in seconds; vc = cluster (empty = None); job_id =
+  ``philly-<line>``; model, num_ps, iterations = None.
+- dropped["duplicate_rows"]: a row identical to an earlier one (the first is kept)."""
 
 from __future__ import annotations
 

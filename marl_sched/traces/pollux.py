@@ -1,23 +1,12 @@
-"""The Pollux trace format (Pollux's and Sia's workloads).
+"""The Pollux trace format (Pollux's and Sia's workloads, columns ``name,time,
+application,num_replicas,batch_size``).
 
-Source: Pollux's semi-synthetic workloads (petuum/adaptdl,
-``simulator/workloads/workload-N.csv``). Columns ``name,time,application,
-num_replicas,batch_size``.
-
-- job_id = name; submit_time = time (s); num_gpus = num_replicas (integer >= 1);
-  model = application as given (bert, cifar10, deepspeech2, imagenet, ncf, yolov3),
-  non-empty, with a length profile; batch_size must be an integer >= 1;
-  num_ps, vc = None. A repeated name is an error (``name: duplicate of line 2``).
-- The file has no run time: a job runs the iterations its application trains for at
-  its batch size, as the Pollux simulator defines them
-  (:func:`marl_sched.pollux_lengths.pollux_iterations`: the measured run's iteration
-  count at epoch ``max_epochs - 1``, interpolated linearly between the two nearest
-  measured batch sizes). duration = iterations x the catalogue's compute time per
-  iteration on the reference GPU, a reference run time for summaries (the simulator
-  runs the iterations). Nothing is drawn: a job depends only on its row, never on
-  the seed. The Sia workloads (``traces/sia_workloads/{philly,newtrace}``) share
-  this schema and load the same way.
-"""
+- job_id = name (unique); submit_time = time (s); num_gpus = num_replicas (>= 1);
+  model = application (non-empty, with a length profile); batch_size an integer >= 1;
+  num_ps, vc = None.
+- iterations: what the application trains for at its batch size
+  (:func:`marl_sched.pollux_lengths.pollux_iterations`); duration = iterations x the
+  catalogue's reference compute time. Nothing is drawn."""
 
 from __future__ import annotations
 

@@ -19,10 +19,8 @@ _Rows = Iterator[tuple[float, dict]]
 
 
 class _Lines:
-    """The lines of an open trace file, decoded one at a time (UTF-8; a leading
-    byte-order mark is skipped): memory holds one line, never the file. A line longer
-    than :data:`MAX_LINE_BYTES` or not valid UTF-8 is an ``InputError`` naming the line
-    (and the byte's offset in the file)."""
+    """The lines of an open trace file, decoded one at a time (UTF-8, BOM skipped); a
+    line over :data:`MAX_LINE_BYTES` or not UTF-8 is an ``InputError`` naming it."""
 
     def __init__(self, path: str, fh) -> None:
         self.path, self.fh = path, fh
@@ -64,11 +62,8 @@ class _Source:
 
     @property
     def rows(self) -> Iterator[tuple[int, list[str]]]:
-        """(1-based line, fields) of each data row, in file order, blank lines skipped.
-
-        A row with the wrong number of fields raises when it is reached, so the
-        first bad row of the file is the one reported.
-        """
+        """(1-based line, fields) of each data row, blank lines skipped; a row with the
+        wrong field count raises when reached."""
         reader = self.reader
         width = len(self.header)
         line = reader.line_num + 1

@@ -49,12 +49,8 @@ def _check_arguments(fmt: str | None, start: int, max_jobs: int | None, load: fl
 
 
 def _first_jobs(rows: _Rows, keep: int | None) -> tuple[list[tuple[float, dict]], int]:
-    """The ``keep`` jobs (None = all) that come first in submit order (a stable sort:
-    ties keep file order), sorted, and how many jobs ``rows`` gave in all.
-
-    Only those ``keep`` jobs are held while the file streams by (a bounded heap), so
-    a window of 5 jobs of a 60 MB trace holds 5 jobs, not the file.
-    """
+    """The first ``keep`` jobs (None = all) in submit order (stable), held in a bounded
+    heap while the file streams, and how many jobs ``rows`` gave."""
     if keep is None:
         everything = list(rows)
         # sorted() is stable: equal submit times keep file order
@@ -81,21 +77,16 @@ def load_trace(
     known_models: set[str] | None = None,
     seed: int = 0,
 ) -> Trace:
-    """Load, validate and window a trace file.
-
-    The file is streamed: every row is read and validated, but only the jobs that
-    can still fall in the window (the first ``start + max_jobs`` in submit order) are
-    kept, so memory follows the window, not the file.
+    """Load, validate and window a trace file, streamed (memory follows the window).
 
     Args:
         path: CSV file; messages show it as given.
         fmt: one of :data:`TRACE_FORMATS`; None = :func:`detect_format`.
         start: jobs (in submit order) to skip, >= 0.
         max_jobs: jobs to keep after ``start`` (None = all), >= 1.
-        load: arrival-rate factor, > 0; rebased submit times are divided by it
-            (load 2 = jobs arrive twice as fast).
+        load: arrival-rate factor, > 0 (rebased submit times are divided by it).
         known_models: when given, every model the trace names must be in it.
-        seed: kept for callers; no format draws anything from it any more.
+        seed: unused, kept for callers.
 
     Returns:
         The window, sorted by submit time (stable), the first job at 0.0.
@@ -163,11 +154,8 @@ def _window(
 
 @dataclass(frozen=True)
 class TraceRows:
-    """Every job of a trace file, validated and in submit order (a stable sort), not
-    yet windowed: :func:`read_rows` reads the file once and :func:`window_of` cuts
-    any number of windows from it, each the :class:`Trace` :func:`load_trace` gives
-    for the same arguments. Holds the whole file's jobs (``load_trace`` holds only
-    the window's).
+    """Every job of a trace file, validated and in submit order, not yet windowed
+    (:func:`read_rows`; :func:`window_of` cuts windows equal to :func:`load_trace`'s).
 
     Attributes:
         path: the path as given to :func:`read_rows`.
@@ -208,9 +196,8 @@ ARRIVAL_STREAM = 0xA771
 
 
 def jitter_arrivals(jobs: Sequence[TraceJob], jitter: float, seed: int) -> tuple[TraceJob, ...]:
-    """``jobs`` (in submit order) with every inter-arrival gap multiplied by a draw
-    from Uniform(1 - ``jitter``, 1 + ``jitter``) (seeded by ``seed``): the order and,
-    in expectation, the arrival rate are kept; the first job stays at its time."""
+    """``jobs`` with every inter-arrival gap multiplied by Uniform(1 - ``jitter``,
+    1 + ``jitter``) (seeded); the first job keeps its time."""
     if jitter == 0 or len(jobs) < 2:
         return tuple(jobs)
     rng = random.Random(f"{seed}:{ARRIVAL_STREAM}")  # str seeds are stable across runs

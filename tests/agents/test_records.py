@@ -12,7 +12,6 @@ from agents.records import (
     module_scalars,
     phase_times,
     progress_line,
-    read_scalars,
     read_tags,
     resolved_config,
     scalars_from_result,
@@ -154,13 +153,13 @@ def _run(folder, points: dict[int, float], *, purge: int | None = None):
 
 def test_a_resumed_runs_purged_steps_are_dropped_and_every_point_is_kept(tmp_path):
     run = _run(tmp_path / "run", {s: float(s) for s in range(10_050)})
-    assert len(read_scalars(run, TAG)) == 10_050  # TensorBoard samples 10,000 by default
+    assert len(read_tags(run, [TAG])[TAG]) == 10_050  # TensorBoard samples 10,000 by default
     # the interrupted run logged steps 10,000-10,049 past its last checkpoint (9,999);
     # the resumed one starts again at 10,000 and has logged one step so far
     _run(run, {10_000: -1.0}, purge=10_000)
-    values = read_scalars(run, TAG)
+    values = read_tags(run, [TAG])[TAG]
     assert max(values) == 10_000 and values[10_000] == -1.0 and values[9_999] == 9_999.0
-    assert read_scalars(run, "charts/episode_return") == {}
+    assert read_tags(run, ["charts/episode_return"])["charts/episode_return"] == {}
     both = read_tags(run, [TAG, "charts/episode_return"])
     assert both == {TAG: values, "charts/episode_return": {}}
 

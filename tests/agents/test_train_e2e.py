@@ -10,9 +10,15 @@ import pytest
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from agents.records import read_scalars
+from agents.records import read_tags
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT
+
+
+def read_scalars(run, tag: str) -> dict[int, float]:
+    """One tag's ``{env step: value}`` from the run's ``tb/``."""
+    return read_tags(run, [tag])[tag]
+
 
 TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
 TAGS = {

@@ -37,22 +37,6 @@ def test_band_is_the_mean_and_a_student_t_interval(tmp_path):
     assert np.isnan(one["x"][2]).all()  # one run: no interval, no band
 
 
-def test_curve_draws_each_series_at_its_own_steps(tmp_path, monkeypatch):
-    drawn = []
-    import matplotlib.axes
-
-    real = matplotlib.axes.Axes.plot
-    monkeypatch.setattr(
-        matplotlib.axes.Axes,
-        "plot",
-        lambda self, x, y, **kw: drawn.append((x, y)) or real(self, x, y, **kw),
-    )
-    plots.curve([0, 1, 2], {"a": [5, 6, 7], "b": {0: 1.0, 2: 3.0}}, tmp_path / "c.png", "x", "y")
-    assert drawn == [([0, 1, 2], [5, 6, 7]), ([0, 2], [1.0, 3.0])]
-    with pytest.raises(ValueError, match="2 values for 3 x values"):
-        plots.curve([0, 1, 2], {"short": [1, 2]}, tmp_path / "e.png", "x", "y")
-
-
 def test_bars_do_not_start_at_zero_when_differences_are_small(tmp_path):
     assert plots.y_limits([100.0, 101.7]) == pytest.approx((100.0 - 1.7 / 3, 101.7 + 1.7 / 3))
     assert plots.y_limits([10.0, 100.0]) is None  # big differences: from 0

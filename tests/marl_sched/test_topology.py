@@ -1,4 +1,4 @@
-"""The datacenter hierarchy as arrays, its links and its graph export."""
+"""The datacenter hierarchy as arrays, and its links."""
 
 from __future__ import annotations
 
@@ -39,27 +39,7 @@ def test_heterogeneous_types_and_link_bandwidths():
     assert t.link_bw[t.pcie_link(0)] > t.link_bw[t.nic_link(0)]
 
 
-def test_graph_of_a_subcluster_is_a_tree_plus_siblings():
-    t = tiny_topology(subclusters=2, racks=2, servers=2)
-    g = t.graph(1)
-    n_groups = len(g.group_ids)
-    assert np.all(t.group_subcluster[g.group_ids] == 1)
-    up = g.edge_type == 0  # group -> server
-    src, dst = g.edge_index[:, up]
-    assert len(src) == n_groups and np.all(g.node_level[dst] == 1)
-    # the parent server of every group node is its true server
-    assert np.array_equal(g.node_entity[dst], t.group_server[g.node_entity[src]])
-    # reverse edges mirror forward edges
-    for k in range(3):
-        fwd = g.edge_index[:, g.edge_type == k]
-        rev = g.edge_index[:, g.edge_type == k + 4]
-        assert sorted(map(tuple, fwd.T)) == sorted(map(tuple, rev[::-1].T))
-    # sibling edges only join groups of one server
-    sib = g.edge_index[:, g.edge_type == 8]
-    assert np.all(t.group_server[g.node_entity[sib[0]]] == t.group_server[g.node_entity[sib[1]]])
-
-
 def test_large_datacenter_builds():
     t = Topology(load_config(REPO_ROOT / "configs/large.yaml").topology)
     assert t.n_gpus == 32000 and t.n_links == t.n_groups + 2 * t.n_servers + t.n_racks + 16
-    assert len(t.graph(0).group_ids) == t.n_groups // 16
+    assert len(t.subcluster_groups(0)) == t.n_groups // 16
