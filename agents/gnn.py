@@ -304,9 +304,10 @@ def linear_cat(lin: nn.Linear, rows: Tensor, *parents: tuple[Tensor, Tensor]) ->
     out = nn.functional.linear(rows, w[:, :d], lin.bias)
     for x, index in parents:
         part = nn.functional.linear(x, w[:, d : d + x.size(-1)])
-        # one parent row (a lone graph's job or summary): every index is 0, so a
-        # broadcast adds the very values the gather would
-        out = out + (part if part.size(0) == 1 else part.index_select(0, index))
+        # in place (the layer's own output: no backward reads it); one parent row (a
+        # lone graph's job or summary): every index is 0, so a broadcast adds the very
+        # values the gather would
+        out.add_(part if part.size(0) == 1 else part.index_select(0, index))
         d += x.size(-1)
     if d != w.size(1):
         raise ValueError(f"linear_cat: inputs are {d} wide, the layer takes {w.size(1)}")
