@@ -304,7 +304,10 @@ def linear_cat(lin: nn.Linear, rows: Tensor, *parents: tuple[Tensor, Tensor]) ->
     out = nn.functional.linear(rows, w[:, :d], lin.bias)
     for x, index in parents:
         part = nn.functional.linear(x, w[:, d : d + x.size(-1)])
-        out = out + part.index_select(0, index)
+        # in place (the layer's own output: no backward reads it); one parent row (a
+        # lone graph's job or summary): every index is 0, so a broadcast adds the very
+        # values the gather would
+        out.add_(part if part.size(0) == 1 else part.index_select(0, index))
         d += x.size(-1)
     if d != w.size(1):
         raise ValueError(f"linear_cat: inputs are {d} wide, the layer takes {w.size(1)}")
@@ -687,8 +690,11 @@ class HierarchicalGNN(nn.Module):
         """``(B, H)``: each hint's remaining plan scored from its pooled groups (plus,
         with ``raw``, the mean per-node score of the plan's remaining tasks)."""
         w = b.group_x[:, -self.hints :]  # (Ng, H) planned tasks left per group
-        pooled = z.new_zeros(z.size(0), self.hints, z.size(1))
-        pooled.index_add_(0, b.group_batch, w.unsqueeze(-1) * h_g.unsqueeze(1))
+        if z.size(0) == 1:  # a lone graph: the weighted sums are one (H, Ng) @ (Ng, h)
+            pooled = (w.t() @ h_g).unsqueeze(0)
+        else:
+            pooled = z.new_zeros(z.size(0), self.hints, z.size(1))
+            pooled.index_add_(0, b.group_batch, w.unsqueeze(-1) * h_g.unsqueeze(1))
         z_h = z.unsqueeze(1).expand(-1, self.hints, -1)
         u = self.hint_embed.weight.unsqueeze(0).expand(z.size(0), -1, -1)
         scores = self.hint_head(torch.cat([pooled, z_h, u], dim=-1)).squeeze(-1)

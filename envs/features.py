@@ -6,7 +6,8 @@ task would do to the resident jobs (``env.resident_features``).
 :class:`SessionFeatures` is a part of :class:`envs.session.PlacementSession`: it reads the
 session's draft (``builder``, ``job``, ``spec``, ``view``, ``job_groups``, ``task``,
 ``hops``, ``is_worker``, ``workers_left``, ``moving``, ``moves``) and keeps what is fixed
-for the job.
+for the job; a worker's harm to the residents is kept in the hints' shared cache
+(``_candidates``, :mod:`envs.hints`), where the protecting heuristics read the same term.
 """
 
 from __future__ import annotations
@@ -73,7 +74,15 @@ class SessionFeatures:
         while a job is placed, so one array per task kind."""
         ps = not self.is_worker
         if ps not in self._harm:
-            self._harm[ps] = harm_to_residents(self.view, self.spec.pressure, ps=ps)
+            # a worker's harm is the term the protecting hints compute on the same
+            # exposures (envs.hints, the job's shared cache): computed once for both
+            shared = None if ps else self._candidates.get(("harm",))
+            if shared is None:
+                shared = harm_to_residents(self.view, self.spec.pressure, ps=ps)
+                shared.setflags(write=False)
+                if not ps:
+                    self._candidates[("harm",)] = shared
+            self._harm[ps] = shared
         return self._harm[ps]
 
     def job_features(self, agent: int, agrees: np.ndarray | None = None) -> np.ndarray:

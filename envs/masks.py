@@ -24,6 +24,7 @@ class SessionMasks:
         """The caches fixed for the job, then those of the current task."""
         self._masks: dict[int, np.ndarray] = {}  # per agent, until the next action
         self._capacity: np.ndarray | None = None  # per agent, on the view (fixed for the job)
+        self._view_slots: np.ndarray | None = None  # per server, on the view (arrival_capacity)
         self._task_placed_masks()
 
     def _task_placed_masks(self) -> None:
@@ -42,12 +43,12 @@ class SessionMasks:
         if self._fits is None:
             t, s = self.builder.topology, self.spec
             srv = t.group_server
-            cpu_ok_w = self.cpu[srv] + 1e-9 >= s.cpu_worker
-            cpu_ok_p = self.cpu[srv] + 1e-9 >= s.cpu_ps
-            mem_ok = self.mem[srv] + 1e-9 >= s.mem_gb
-            fw = (self.group_free > 0) & cpu_ok_w & mem_ok
-            fp = cpu_ok_p & mem_ok
-            self._fits = (fw.astype(np.float32), fp.astype(np.float32))
+            # the cores and memory checks per server, then spread to its groups
+            mem_ok = self.mem + 1e-9 >= s.mem_gb
+            ok_w = (self.cpu + 1e-9 >= s.cpu_worker) & mem_ok
+            ok_p = (self.cpu + 1e-9 >= s.cpu_ps) & mem_ok
+            fw = (self.group_free > 0) & ok_w[srv]
+            self._fits = (fw.astype(np.float32), ok_p[srv].astype(np.float32))
         return self._fits
 
     def _task_fits(self) -> np.ndarray:
@@ -66,6 +67,12 @@ class SessionMasks:
         """Per agent: can its scope alone host all of the job's remaining tasks (bool)."""
         if self._rest is None:
             b, s = self.builder, self.spec
+            if self.job.num_ps <= len(self.ps):
+                # no parameter server left to fit: a scope can when its servers' worker
+                # slots add up to the remaining workers (whole numbers: the same sums)
+                total = np.add.reduceat(self.worker_slots(), b.scope_server_start)
+                self._rest = total >= self.workers_left
+                return self._rest
             self._rest = scopes_can_host_rest(
                 b.topology,
                 b.scope_group_start,
@@ -96,10 +103,15 @@ class SessionMasks:
         memory; :func:`envs.rules.server_worker_slots`), until the next task
         is placed."""
         if self._slots is None:
-            s = self.spec
-            self._slots = server_worker_slots(
-                self.builder.topology, self.group_free, self.cpu, self.mem, s.cpu_worker, s.mem_gb
-            )
+            if self.task == 0 and self._view_slots is not None:
+                # nothing placed yet: the draft's GPUs, cores and memory are the view's
+                self._slots = self._view_slots
+            else:
+                s = self.spec
+                self._slots = server_worker_slots(
+                    self.builder.topology, self.group_free, self.cpu, self.mem, s.cpu_worker,
+                    s.mem_gb,
+                )  # fmt: skip
         return self._slots
 
     def fast_servers(self) -> np.ndarray | None:
@@ -207,6 +219,11 @@ class SessionMasks:
                 v.server_mem_free, s.cpu_worker, s.mem_gb,
             )  # fmt: skip
             self._capacity = np.add.reduceat(slots, b.scope_server_start)
+            # the first task's worker slots, when the view's cores and memory are what
+            # the draft starts from (float64 or whole numbers: the same arithmetic)
+            if all(np.asarray(a).dtype.kind in "iu" or np.asarray(a).dtype == np.float64
+                   for a in (v.server_cpu_free, v.server_mem_free)):  # fmt: skip
+                self._view_slots = slots
         return self._capacity
 
     def feasible(self) -> bool:

@@ -3,7 +3,8 @@
 :class:`ObservationBuilder` holds the topology's scopes (one per agent), the
 environment's options (:class:`envs.config.EnvConfig`) and the spaces; its
 :meth:`~ObservationBuilder.observe` turns a :class:`envs.session.PlacementSession`
-into one agent's observation. Every array it returns is freshly allocated. The layout
+into one agent's observation. Every array it returns is freshly allocated (what is
+the same in every observation of an agent is computed once per topology and copied). The layout
 (every key, shape and unit) is documented in :mod:`envs.cluster_env`.
 """
 
@@ -264,6 +265,7 @@ class ObservationBuilder:
         self.scope_group_start = np.searchsorted(self.group_scope, np.arange(self.n_agents))
         self.server_gpus = np.maximum(t.server_gpus, 1)
         self.rack_gpus = np.bincount(t.server_rack, weights=t.server_gpus, minlength=t.n_racks)
+        self._static: dict[int, dict[str, np.ndarray]] = {}  # per agent (_scope_static)
         self.observation_space = self._space()
         self.action_space = gym.spaces.Discrete(self.pad[0] + self.n_agents + len(self.hints))
 
@@ -302,8 +304,9 @@ class ObservationBuilder:
     def observe(self, session: SessionState, agent: int) -> dict[str, np.ndarray]:
         """The observation of ``agent`` (a scope index) while ``session`` is open."""
         t, sc, v = self.topology, self.scopes[agent], session.view
-        g_max, s_max, r_max = self.pad
-        gs, ss, rs = sc.gslice, sc.sslice, sc.rslice
+        st = self._scope_static(agent)
+        gs, ss = sc.gslice, sc.sslice
+        g, s, r = len(sc.groups), len(sc.servers), len(sc.racks)
         fits_w, fits_p = session.fits()
         server_free = np.add.reduceat(session.group_free, t.server_groups_start)
         free = session.group_free[gs]
@@ -312,85 +315,109 @@ class ObservationBuilder:
         job_sock = np.add.reduceat(job_g, sc.socket_starts)[sc.group_socket]
         job_rack = np.add.reduceat(job_srv, sc.rack_starts)
         n_tasks = session.job.num_tasks
-        off = t.link_offset
         links = v.link_jobs
 
         speed, server_speed = self.speeds(session.job)
         suffer, cause = session.cost_weights
         pg = v.group_pressure[gs]
-        ps = v.socket_pressure[t.group_socket[gs]]
-        pv = v.server_pressure[t.group_server[gs]]
-        group_x = np.stack(
-            [
-                free / t.group_capacity[gs],
-                free / 8.0,
-                speed[gs],
-                fits_w[gs],
-                fits_p[gs],
-                pg @ suffer[0] + ps @ suffer[1] + pv @ suffer[2],
-                pg @ cause[0] + ps @ cause[1] + pv @ cause[2],
-                np.log1p(links[gs]),
-                job_g / n_tasks,
-                job_sock / n_tasks,
-            ],
-            axis=1,
-        )
+        ps = v.socket_pressure[st["group_socket"]]
+        pv = v.server_pressure[st["group_server"]]
+        # every column is computed in float64 as before and rounded once, into the
+        # padded float32 array the observation returns
+        group_x = np.zeros((self.pad[0], len(self.features["group_x"])), np.float32)
+        gx = group_x[:g]
+        gx[:, 0] = free / t.group_capacity[gs]
+        gx[:, 1] = free / 8.0
+        gx[:, 2] = speed[gs]
+        gx[:, 3] = fits_w[gs]
+        gx[:, 4] = fits_p[gs]
+        gx[:, 5] = pg @ suffer[0] + ps @ suffer[1] + pv @ suffer[2]
+        gx[:, 6] = pg @ cause[0] + ps @ cause[1] + pv @ cause[2]
+        gx[:, 7] = np.log1p(links[gs])
+        gx[:, 8] = job_g / n_tasks
+        gx[:, 9] = job_sock / n_tasks
+        col = 10
         if self.resident_features:
-            harm = session.harm_to_residents()[gs]
-            group_x = np.concatenate([group_x, np.log1p(harm)[:, None]], axis=1)
+            gx[:, col] = np.log1p(session.harm_to_residents()[gs])
+            col += 1
         if self.migration:
             slow, attained, srv_slow = session.resident_state()
-            mover = session.mover_groups()[gs][:, None]
-            group_x = np.concatenate([group_x, slow[gs, None], attained[gs, None], mover], axis=1)
+            gx[:, col] = slow[gs]
+            gx[:, col + 1] = attained[gs]
+            gx[:, col + 2] = session.mover_groups()[gs]
+            col += 3
         if self.hints:
             hint_g, agrees = session.hints(agent)
-            group_x = np.concatenate([group_x, hint_g[:, gs].T], axis=1)
-        sid = sc.servers
+            gx[:, col:] = hint_g[:, gs].T
         srv_free = server_free[ss]
-        server_x = np.stack(
-            [
-                srv_free / self.server_gpus[ss],
-                session.cpu[ss] / t.server_cpu[ss],
-                session.mem[ss] / t.server_memory_gb[ss],
-                np.log1p(links[off[2] + sid]),
-                np.log1p(links[off[1] + sid]),
-                job_srv / n_tasks,
-                server_speed[ss],
-                t.server_gpus[ss] / 8.0,
-                v.server_pressure[ss].sum(axis=1) / 5.0,
-                t.server_nic_gbps[ss] / 100.0,
-                *([srv_slow[ss]] if self.migration else []),
-            ],
-            axis=1,
-        )
-        rid = sc.racks
+        server_x = np.zeros((self.pad[1], len(self.features["server_x"])), np.float32)
+        sx = server_x[:s]
+        sx[:, 0] = srv_free / self.server_gpus[ss]
+        sx[:, 1] = session.cpu[ss] / t.server_cpu[ss]
+        sx[:, 2] = session.mem[ss] / t.server_memory_gb[ss]
+        sx[:, 3] = np.log1p(links[st["nic_links"]])
+        sx[:, 4] = np.log1p(links[st["qpi_links"]])
+        sx[:, 5] = job_srv / n_tasks
+        sx[:, 6] = server_speed[ss]
+        sx[:, 7:8] = st["server_gpus/8"]
+        sx[:, 8] = v.server_pressure[ss].sum(axis=1) / 5.0
+        sx[:, 9:10] = st["nic_gbps/100"]
+        if self.migration:
+            sx[:, 10] = srv_slow[ss]
         rack_free = np.add.reduceat(srv_free, sc.rack_starts)
         need = max(session.workers_left, 1)
-        rack_x = np.stack(
-            [
-                rack_free / np.maximum(self.rack_gpus[rs], 1),
-                np.log1p(links[off[3] + rid]),
-                job_rack / n_tasks,
-                np.minimum(rack_free / need, 4.0) / 4.0,
-                t.link_nominal_gbps[off[3] + rid] / 1000.0,
-            ],
-            axis=1,
-        )
-        g, s, r = len(sc.groups), len(sid), len(rid)
+        rack_x = np.zeros((self.pad[2], len(self.features["rack_x"])), np.float32)
+        rx = rack_x[:r]
+        rx[:, 0] = rack_free / st["rack_gpus"]
+        rx[:, 1] = np.log1p(links[st["uplink_links"]])
+        rx[:, 2] = job_rack / n_tasks
+        rx[:, 3] = np.minimum(rack_free / need, 4.0) / 4.0
+        rx[:, 4:5] = st["uplink_gbps/1000"]
         return {
-            "group_x": _pad2(group_x, g_max),
-            "group_mask": _pad1(np.ones(g, np.float32), g_max),
-            "group_server": _pad1(sc.group_server.astype(np.int64), g_max),
-            "server_x": _pad2(server_x, s_max),
-            "server_mask": _pad1(np.ones(s, np.float32), s_max),
-            "server_rack": _pad1(sc.server_rack.astype(np.int64), s_max),
-            "rack_x": _pad2(rack_x, r_max),
-            "rack_mask": _pad1(np.ones(r, np.float32), r_max),
+            "group_x": group_x,
+            "group_mask": st["group_mask"].copy(),
+            "group_server": st["group_server_local"].copy(),
+            "server_x": server_x,
+            "server_mask": st["server_mask"].copy(),
+            "server_rack": st["server_rack_local"].copy(),
+            "rack_x": rack_x,
+            "rack_mask": st["rack_mask"].copy(),
             "job_x": session.job_features(agent, agrees if self.hints else None),
             "peers_x": self._peers(session, agent, server_free),
             "peers_mask": np.ones(self.n_agents, np.float32),
             "action_mask": session.action_mask(agent),
         }
+
+    def _scope_static(self, agent: int) -> dict[str, np.ndarray]:
+        """What ``agent``'s observations share on this topology (computed once): its
+        padded hierarchy indices and masks (copied into each observation), its global
+        entity ids and link ids, and its constant columns."""
+        got = self._static.get(agent)
+        if got is None:
+            t, sc = self.topology, self.scopes[agent]
+            g_max, s_max, r_max = self.pad
+            g, s, r = len(sc.groups), len(sc.servers), len(sc.racks)
+            off, sid, rid = t.link_offset, sc.servers, sc.racks
+            got = {
+                "group_mask": _pad1(np.ones(g, np.float32), g_max),
+                "group_server_local": _pad1(sc.group_server.astype(np.int64), g_max),
+                "server_mask": _pad1(np.ones(s, np.float32), s_max),
+                "server_rack_local": _pad1(sc.server_rack.astype(np.int64), s_max),
+                "rack_mask": _pad1(np.ones(r, np.float32), r_max),
+                "group_socket": t.group_socket[sc.gslice],
+                "group_server": t.group_server[sc.gslice],
+                "nic_links": off[2] + sid,
+                "qpi_links": off[1] + sid,
+                "uplink_links": off[3] + rid,
+                "server_gpus/8": (t.server_gpus[sc.sslice] / 8.0)[:, None],
+                "nic_gbps/100": (t.server_nic_gbps[sc.sslice] / 100.0)[:, None],
+                "rack_gpus": np.maximum(self.rack_gpus[sc.rslice], 1),
+                "uplink_gbps/1000": (t.link_nominal_gbps[off[3] + rid] / 1000.0)[:, None],
+            }
+            for a in got.values():
+                a.setflags(write=False)
+            self._static[agent] = got
+        return got
 
     def speeds(self, job) -> tuple[np.ndarray, np.ndarray]:
         """Per GPU group and per server, the speed the observation shows: ``job``'s

@@ -246,6 +246,37 @@ def shipped_vs_rule(root: Path = RESULTS) -> str:
     )
 
 
+def decision_latency(root: Path = RESULTS) -> str:
+    """The decision latency by cluster size (``results/speed/policy.json``, written by
+    ``experiments/speed_policy.py``), with the machine's load it was measured under."""
+    path = root / "speed" / "policy.json"
+    if not path.is_file():
+        return ("`results/speed/policy.json` not written yet: run "
+                "`python experiments/speed_policy.py`.\n")  # fmt: skip
+    r = json.loads(path.read_text(encoding="utf-8"))
+    marl = [row for row in r["rows"] if row["policy"] == "marl"]
+    sizes = " / ".join(f"{row['servers']:,}" for row in marl)
+
+    def ms(key: str) -> str:
+        return " / ".join(f"{row[key]:.1f}" for row in marl)
+
+    load = r["load_average_1min"]
+    split = next(row for row in marl if row["servers"] == 4000)["cpu_split_ms"]
+    met = "met" if r["meets_target"] else "not met"
+    return (
+        f"`{r['command']}` ({r['date']}; {r['torch_threads']} torch thread, "
+        f"{marl[0]['groups_per_agent']:,} GPU groups per agent, `{r['network']}`; "
+        f"{r['cores']} cores, load average {load['before']:.1f} before and "
+        f"{load['after']:.1f} after: on a shared machine wall times inflate): p50 "
+        f"{ms('p50_ms')} ms, p99 {ms('p99_ms')} ms at {sizes} servers; process CPU time "
+        f"p50 {ms('cpu_p50_ms')} ms, p99 {ms('cpu_p99_ms')} ms.\n"
+        f"At 4,000 servers the mean CPU ms of a decision: the hints' plans "
+        f"{split['hints']:.2f}, the rest of the observation {split['observe']:.2f}, the "
+        f"GNN forward {split['forward']:.2f}, acting {split['act']:.2f}; the target there "
+        f"(p50 <= {r['target_p50_ms']:g} ms, p99 <= {r['target_p99_ms']:g} ms) is {met}.\n"
+    )
+
+
 #: the rule the shipped agents are cloned from, run as a policy
 RULE = "masked:lookahead"
 LOOKAHEAD = {"placement": "benchmark-test-placement-lookahead",
@@ -256,6 +287,7 @@ BLOCKS = {
     "baseline-search": baseline_search,
     "test-split-reads": ledger_reads,
     "shipped-vs-rule": shipped_vs_rule,
+    "decision-latency": decision_latency,
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, shipped_test_run(t)))  # type: ignore[misc]
         for t in TRACKS

@@ -4,26 +4,50 @@
 ::
 
     python experiments/speed_policy.py [--quick] [--checkpoint P] [--central] [--compile]
+                                       [--out results/speed/policy.json]
 
 ``--compile`` also times the same networks ``torch.compile``'d
 (``MarlPolicy(compile=True)``; the compile itself is done before the clock starts).
 ``--central`` also times the single-agent variant (an untrained network with the
 default options) for contrast. Prints a table, the CPU split, then one JSON object
-with the targets per decision at 4,000 servers (p50 <= 3 ms, p99 <= 10 ms).
+with the targets per decision at 4,000 servers (p50 <= 3 ms, p99 <= 10 ms), and writes
+that object to ``--out`` with what the figures depend on (the command, the network, the
+date, the machine's cores and its load average before and after: the machine may be
+shared, and wall times then inflate). ``docs/agents.md`` ("Measured") quotes that file
+through ``python -m experiments.make_docs``.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
 import sys
+from pathlib import Path
 
 import torch
 
 from agents.latency import SIZES, bench
 from agents.policy import DEFAULT_CHECKPOINT, load_checkpoint
 from marl_sched.cli import format_table
+from marl_sched.config import REPO_ROOT
 from marl_sched.errors import InputError
+
+#: where the figures are kept (``experiments/make_docs.py`` renders them into the docs)
+RESULTS = REPO_ROOT / "results" / "speed" / "policy.json"
+
+
+def _writable(path: Path) -> str | None:
+    """Why ``path`` cannot be written (None: it can), checked before any work."""
+    if path.is_dir():
+        return "is a directory"
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot create a file under {parent}"
+    return None
 
 
 def main() -> None:
@@ -32,8 +56,14 @@ def main() -> None:
     parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT))
     parser.add_argument("--central", action="store_true", help="also the single-agent variant")
     parser.add_argument("--compile", action="store_true", help="also the compiled networks")
+    parser.add_argument("--out", default=str(RESULTS), help="the results file (JSON)")
     args = parser.parse_args()
+    out = Path(args.out)
+    if (why := _writable(out)) is not None:
+        print(f"error: --out {out}: {why}", file=sys.stderr)
+        raise SystemExit(2)
     torch.set_num_threads(1)
+    load_before = os.getloadavg()[0]
     if args.checkpoint == str(DEFAULT_CHECKPOINT) and not DEFAULT_CHECKPOINT.exists():
         # no shipped checkpoint: latency does not depend on the weights
         agents, source = None, "untrained network (default ModelConfig)"
@@ -76,12 +106,41 @@ def main() -> None:
     compiled = {f"marl_compiled_{k}_at_4000": r[k] for r in rows
                 if r["policy"] == "marl (compiled)" and r["servers"] == 4000
                 for k in ("p50_ms", "p99_ms", "cpu_p50_ms", "cpu_p99_ms")}  # fmt: skip
-    print(json.dumps({"rows": rows, **compiled, "marl_p99_ms_at_4000": at_4000["p99_ms"],
-                      "marl_p50_ms_at_4000": at_4000["p50_ms"],
-                      "marl_cpu_p99_ms_at_4000": at_4000["cpu_p99_ms"],
-                      "marl_cpu_p50_ms_at_4000": at_4000["cpu_p50_ms"], "target_p99_ms": 10.0,
-                      "target_p50_ms": 3.0, "meets_target": meets,
-                      "meets_target_cpu": meets_cpu}))  # fmt: skip
+    figures = {"rows": rows, **compiled, "marl_p99_ms_at_4000": at_4000["p99_ms"],
+               "marl_p50_ms_at_4000": at_4000["p50_ms"],
+               "marl_cpu_p99_ms_at_4000": at_4000["cpu_p99_ms"],
+               "marl_cpu_p50_ms_at_4000": at_4000["cpu_p50_ms"], "target_p99_ms": 10.0,
+               "target_p50_ms": 3.0, "meets_target": meets,
+               "meets_target_cpu": meets_cpu}  # fmt: skip
+    print(json.dumps(figures))
+    flags = [f for f, on in (("--quick", args.quick), ("--central", args.central),
+                             ("--compile", args.compile)) if on]  # fmt: skip
+    if args.checkpoint != str(DEFAULT_CHECKPOINT):
+        flags.append(f"--checkpoint {args.checkpoint}")
+    record = {
+        "command": " ".join(["python experiments/speed_policy.py", *flags]),
+        "network": source if agents is None else _shown(Path(args.checkpoint)),
+        "jobs_per_size": jobs,
+        "torch_threads": torch.get_num_threads(),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "cores": os.cpu_count(),
+        "load_average_1min": {
+            "before": round(load_before, 2),
+            "after": round(os.getloadavg()[0], 2),
+        },  # fmt: skip
+        **figures,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {out}", file=sys.stderr)
+
+
+def _shown(path: Path) -> str:
+    """A checkpoint path as the results file names it: inside the repository, relative."""
+    try:
+        return str(path.resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
 
 
 if __name__ == "__main__":
