@@ -28,6 +28,7 @@ import argparse
 import dataclasses
 import json
 import math
+import resource
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -177,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         print("--k and --decisions: must be >= 1", file=sys.stderr)
         return 2
     ms = latency(args.config, args.k, args.decisions, args.policy)
-    print(f"{args.policy} k={args.k} on {args.config}: {ms:.1f} ms per decision")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    what = f"{args.policy} k={args.k} on {args.config}"
+    print(f"{what}: {ms:.1f} ms per decision, peak {peak:.0f} MB")
     return 0
 
 
