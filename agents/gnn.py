@@ -165,6 +165,44 @@ def inverse_counts(index: Tensor, parents: int) -> Tensor:
     return count.reciprocal().to(torch.float32).unsqueeze(-1)
 
 
+def regular_padded(obs: dict[str, Tensor]) -> RegularClusterBatch | None:
+    """Padded observations (``B > 1``) without padding whose every observation has the
+    same hierarchy, each level regular (:class:`RegularClusterBatch`), as a batch every
+    pooling of which is a reshape; else None. The same values as :func:`from_padded`'s
+    batch (in the same row order), without its gathers: the training batches of a
+    topology whose subclusters have one shape (``configs/default.yaml``'s)."""
+    gm, sm, rm = (obs[k] for k in ("group_mask", "server_mask", "rack_mask"))
+    (n, g), s, r = gm.shape, sm.size(1), rm.size(1)
+    if n < 2 or not ((gm > 0.5).all() and (sm > 0.5).all() and (rm > 0.5).all()):
+        return None
+    group_server, server_rack = obs["group_server"].long(), obs["server_rack"].long()
+    kg, ks = regular_children(group_server[0], s), regular_children(server_rack[0], r)
+    same = (group_server == group_server[0]).all() and (server_rack == server_rack[0]).all()
+    if kg is None or ks is None or not same:
+        return None
+    mask, a_end = obs["action_mask"], g + obs["peers_x"].size(1)
+    children = {"group_server": kg, "server_rack": ks, "group_batch": g,
+                "server_batch": s, "rack_batch": r}  # fmt: skip
+    parents = {"group_server": n * s, "server_rack": n * r, "group_batch": n,
+               "server_batch": n, "rack_batch": n}  # fmt: skip
+    index = {by: torch.arange(p).repeat_interleave(children[by]) for by, p in parents.items()}
+    b = RegularClusterBatch(
+        group_x=obs["group_x"].reshape(n * g, -1),
+        server_x=obs["server_x"].reshape(n * s, -1),
+        rack_x=obs["rack_x"].reshape(n * r, -1),
+        job_x=obs["job_x"],
+        peers_x=obs["peers_x"],
+        peers_mask=obs["peers_mask"],
+        group_allowed=mask[:, :g].reshape(-1),
+        forward_allowed=mask[:, g:a_end],
+        hint_allowed=mask[:, a_end:],
+        children=children,
+        **index,
+    )
+    b._inverse_counts.update({by: inverse_counts(index[by], parents[by]) for by in index})
+    return b
+
+
 def from_padded(obs: dict[str, Tensor]) -> tuple[ClusterBatch, tuple[Tensor, Tensor]]:
     """Flatten padded observations; also return the (batch, slot) of every group.
 
@@ -687,8 +725,13 @@ class HierarchicalGNN(nn.Module):
         """``(B, H)``: each hint's remaining plan scored from its pooled groups (plus,
         with ``raw``, the mean per-node score of the plan's remaining tasks)."""
         w = b.group_x[:, -self.hints :]  # (Ng, H) planned tasks left per group
-        pooled = z.new_zeros(z.size(0), self.hints, z.size(1))
-        pooled.index_add_(0, b.group_batch, w.unsqueeze(-1) * h_g.unsqueeze(1))
+        k = getattr(b, "children", {}).get("group_batch")
+        if k is not None:  # a regular batch (regular_padded): one matrix product per graph
+            n = z.size(0)
+            pooled = torch.bmm(w.view(n, k, -1).transpose(1, 2), h_g.view(n, k, -1))
+        else:
+            pooled = z.new_zeros(z.size(0), self.hints, z.size(1))
+            pooled.index_add_(0, b.group_batch, w.unsqueeze(-1) * h_g.unsqueeze(1))
         z_h = z.unsqueeze(1).expand(-1, self.hints, -1)
         u = self.hint_embed.weight.unsqueeze(0).expand(z.size(0), -1, -1)
         scores = self.hint_head(torch.cat([pooled, z_h, u], dim=-1)).squeeze(-1)
@@ -702,9 +745,14 @@ class HierarchicalGNN(nn.Module):
 
     def forward_padded(self, obs: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """Logits ``(B, G_max + A + H)`` over the padded action space, and values ``(B,)``."""
+        g_max = obs["group_mask"].size(1)
+        regular = regular_padded(obs)
+        if regular is not None:  # every slot a real group, in slot order
+            group_scores, forward_scores, values = self(regular)
+            logits = group_scores.view(regular.num_graphs, g_max)
+            return torch.cat([logits, forward_scores], dim=-1), values
         b, (gb, gi) = from_padded(obs)
         group_scores, forward_scores, values = self(b)
-        g_max = obs["group_mask"].size(1)
         logits = group_scores.new_full((b.num_graphs, g_max), MASKED_LOGIT)
         logits[gb, gi] = group_scores
         return torch.cat([logits, forward_scores], dim=-1), values

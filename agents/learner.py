@@ -151,7 +151,18 @@ def per_agent_figures(dist_cls, batch, fwd_out) -> dict[int, tuple[torch.Tensor,
 
 
 class PerAgentFigures:
-    """Mixin of a learner: its loss, and each agent's entropy and KL logged."""
+    """Mixin of a learner: its loss, and each agent's entropy and KL logged; and its
+    learner connector run without autograd.
+
+    RLlib 2.60 runs the learner connector pipeline (GAE, or the group baseline, whose
+    value forward covers the whole train batch at once) with autograd on, so that
+    forward records a graph no loss ever reads; under ``torch.no_grad`` the same
+    values come out (the same kernels), a sixth of a PPO update sooner on the default
+    config (``experiments/speed_train.py``)."""
+
+    def _make_batch_if_necessary(self, *args, **kwargs):
+        with torch.no_grad():
+            return super()._make_batch_if_necessary(*args, **kwargs)
 
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out) -> Any:
         loss = super().compute_loss_for_module(
