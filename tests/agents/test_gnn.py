@@ -263,3 +263,11 @@ def test_regular_batches_give_the_scatter_paths_outputs_and_gradients(monkeypatc
     torch.testing.assert_close(fast[0], scatter[0], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(fast[1], scatter[1], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(fast[2], scatter[2], atol=1e-5, rtol=1e-5)
+
+
+def test_values_a_few_rows_at_a_time_are_the_batchs(net):
+    rng = np.random.default_rng(12)
+    obs = batch([make_obs(rng) for _ in range(5)])
+    _, values = net.forward_padded(obs)
+    for rows in (2, 5):
+        torch.testing.assert_close(net.values_padded(obs, rows=rows), values)
