@@ -152,7 +152,7 @@ class HierarchicalGNNModule(TorchRLModule, ValueFunctionAPI, TargetNetworkAPI, I
         if embeddings is not None:
             return embeddings
         if self.critic is None:
-            return self.gnn.forward_padded(batch[Columns.OBS])[1]
+            return self.gnn.values_padded(batch[Columns.OBS])
         return self._privileged(batch[Columns.OBS])[1]
 
     def _privileged(self, obs: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

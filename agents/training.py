@@ -223,7 +223,10 @@ class Trainer:
         cfg, mc, tc, paths = self.cfg, self.mc, self.tc, self.paths
         t_run = time.perf_counter()
         torch.manual_seed(tc.seed)
-        torch.set_num_threads(1)  # tiny graphs: intra-op threads only add latency
+        # one intra-op thread, the learner's too: the network's forward and backward on a
+        # 250-decision minibatch ran 5-20x slower on 2 threads than on 1 with the 2 cores
+        # shared with other work (the OpenMP threads wait on each other)
+        torch.set_num_threads(1)
         # deterministic torch kernels; with the fixed PYTHONHASHSEED the console script
         # sets (marl_sched.cli._fixed_hash_seed), same-seed runs give the same weights
         torch.use_deterministic_algorithms(True)

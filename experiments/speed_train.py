@@ -15,7 +15,8 @@ weights do not change the work), runs one untimed iteration, then times
 ``sample_decisions_per_s`` (decisions / ``sample_s``),
 ``sample_decisions_per_cpu_s`` (with ``--runners 0``), ``decisions_per_s`` and the
 medians per phase (``docs/agents.md``, "Throughput"). ``--profile FILE`` writes a
-cProfile of the timed iterations.
+cProfile of the timed iterations. Recorded figures, old and new code in turn:
+``results/speed-train/README.md``.
 """
 
 from __future__ import annotations

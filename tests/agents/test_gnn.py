@@ -15,6 +15,7 @@ from agents.gnn import (
     from_padded,
     from_pyg,
     linear_cat,
+    regular_padded,
     to_pyg,
 )
 
@@ -219,3 +220,54 @@ def test_an_observation_alone_and_in_a_batch_agree(net):
         alone, v_alone = net.forward_padded(batch([o]))
         torch.testing.assert_close(alone[0], both[i], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(v_alone[0], v_both[i], atol=1e-5, rtol=1e-5)
+
+
+def regular_obs(rng: np.random.Generator, hints: int) -> dict[str, np.ndarray]:
+    """An observation without padding of 8 groups, 2 per server, 2 servers per rack, whose
+    last ``hints`` group columns are plan weights and whose mask ends in ``hints`` follows."""
+    obs = make_obs(rng, 8, 4, 2, pad=(8, 4, 2))
+    obs["group_server"] = np.repeat(np.arange(4), 2)
+    obs["server_rack"] = np.repeat(np.arange(2), 2)
+    if hints:
+        obs["group_x"][:, -hints:] = rng.integers(0, 3, size=(8, hints))
+        obs["action_mask"] = np.concatenate([obs["action_mask"], np.ones(hints, np.float32)])
+    return obs
+
+
+@pytest.mark.parametrize("layer", GNN_LAYERS)
+@pytest.mark.parametrize("hints", [0, 2])
+def test_regular_batches_give_the_scatter_paths_outputs_and_gradients(monkeypatch, layer, hints):
+    """A batch of same-shaped observations without padding takes the reshape path
+    (:func:`regular_padded`); its logits, values and every gradient are the scatter
+    path's to float rounding (sums in another order: 1e-5)."""
+    torch.manual_seed(0)
+    net = HierarchicalGNN(*DIMS.values(), hidden=16, layers=2, layer=layer, hints=hints,
+                          raw_head=hints > 0)  # fmt: skip
+    for head in (net.group_head, net.forward_head):
+        torch.nn.init.normal_(head[-1].weight, std=0.5)
+    rng = np.random.default_rng(11)
+    obs = batch([regular_obs(rng, hints) for _ in range(5)])
+    assert regular_padded(obs) is not None
+    assert regular_padded({k: v[:1] for k, v in obs.items()}) is None  # one observation
+    assert regular_padded(batch([make_obs(rng), make_obs(rng)])) is None  # padded
+
+    def run():
+        net.zero_grad()
+        logits, values = net.forward_padded(obs)
+        (torch.log_softmax(logits, -1)[:, :3].sum() + (values**2).sum()).backward()
+        return logits, values, {n: p.grad.clone() for n, p in net.named_parameters()}
+
+    fast = run()
+    monkeypatch.setattr("agents.gnn.regular_padded", lambda obs: None)
+    scatter = run()
+    torch.testing.assert_close(fast[0], scatter[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(fast[1], scatter[1], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(fast[2], scatter[2], atol=1e-5, rtol=1e-5)
+
+
+def test_values_a_few_rows_at_a_time_are_the_batchs(net):
+    rng = np.random.default_rng(12)
+    obs = batch([make_obs(rng) for _ in range(5)])
+    _, values = net.forward_padded(obs)
+    for rows in (2, 5):
+        torch.testing.assert_close(net.values_padded(obs, rows=rows), values)
