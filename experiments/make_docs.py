@@ -25,6 +25,7 @@ DOCS = (
     REPO_ROOT / "docs" / "results.md",
     REPO_ROOT / "docs" / "agents.md",
     REPO_ROOT / "docs" / "baselines.md",
+    REPO_ROOT / "docs" / "benchmark.md",
 )
 FIGURES = REPO_ROOT / "docs" / "figures"
 LEDGER = REPO_ROOT / "benchmarks" / "ledger.jsonl"
@@ -246,6 +247,15 @@ def shipped_vs_rule(root: Path = RESULTS) -> str:
     )
 
 
+def room_planner(root: Path = RESULTS) -> str:
+    """The room table of the planner, the oracle and the unmasked lookahead over
+    ``masked:lookahead`` (``results/room-planner/analyze.py`` writes ``room.md``)."""
+    path = root / "room-planner" / "room.md"
+    if not path.is_file():
+        return "No room measurement committed yet (`python results/room-planner/analyze.py`).\n"
+    return path.read_text(encoding="utf-8")
+
+
 def decision_latency(root: Path = RESULTS) -> str:
     """The decision latency by cluster size (``results/speed/policy.json``, written by
     ``experiments/speed_policy.py``), with the machine's load it was measured under."""
@@ -288,6 +298,7 @@ BLOCKS = {
     "test-split-reads": ledger_reads,
     "shipped-vs-rule": shipped_vs_rule,
     "decision-latency": decision_latency,
+    "room-planner": room_planner,
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, shipped_test_run(t)))  # type: ignore[misc]
         for t in TRACKS
