@@ -1,9 +1,6 @@
-"""The one interface every scheduler implements, and the registry of schedulers.
-
-Every policy — heuristic, Harmony, MLFS, our MARL agents — takes the same input (the
-job to place and a read-only :class:`~marl_sched.simulator.ClusterView`) and returns
-the same kind of decision (a :class:`~marl_sched.jobs.Placement`, or ``None`` to
-leave the job queued). Policies are found by name in one registry; learned ones are
+"""The one interface every scheduler implements (job + read-only
+:class:`~marl_sched.simulator.ClusterView` → :class:`~marl_sched.jobs.Placement` or
+``None`` to leave it queued), and the registry of schedulers by name; learned ones are
 registered by import path so that listing them imports nothing heavy.
 """
 
@@ -11,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -58,20 +54,11 @@ class Policy(ABC):
     def rebalance(self, view: ClusterView) -> list[tuple[int, Placement]]:
         """The one migration hook: running jobs to move, as (job id, new placement).
 
-        A policy has a migration rule when its class overrides this method
-        (:func:`marl_sched.runner.has_migration_rule`). The runner calls it after
-        every batch of completions, and only when ``simulation.migration: on``; with
-        ``off`` it is never called and no job migrates. Each proposal goes to
-        :meth:`marl_sched.simulator.Simulator.migrate`, the same mechanism and cost
-        for every policy: the job pauses for its measured restart plus its state's
-        move (``simulation.migration_cost``), holds its new GPUs, and a proposal over
-        ``simulation.max_migrations_per_job`` or sooner than
-        ``simulation.min_migration_interval_s`` is declined and counted. A placement
-        must fit once the job's own resources are released (else ``PlacementError``).
-        ``view.running()`` lists the running jobs with placements, slowdowns,
-        attained service and when each may move (``next_move_at``);
-        :mod:`marl_sched.policies.load_control` is MLFS's rule, usable with any
-        policy. Default: no migration rule."""
+        Overriding it gives the policy a migration rule; the runner calls it after every
+        batch of completions, only with ``simulation.migration: on``, and hands each
+        proposal to :meth:`marl_sched.simulator.Simulator.migrate` (priced, capped, may
+        decline; a placement must fit once the job's own resources are released, else
+        ``PlacementError``). Default: no migration rule."""
         return []
 
 
@@ -101,18 +88,11 @@ def register_lazy(name: str, description: str, target: str, kind: str = "learned
 
 
 #: the kinds of registered policy, in the order ``marl-sched policies`` lists them:
-#: ``heuristic`` (ours, in marl_sched; the hints and the benchmark's heuristic set),
-#: ``control`` (a heuristic inside the agents' masks), ``load-control`` (a placement
-#: policy paired with MLFS's load control: the ``+lc`` rows), ``published-heuristic``
-#: (a published scheduler's hand-written rule, in agents/ beside its learned sibling;
-#: no checkpoint), ``teacher`` (the rule our recipe's warm start imitates, inside the
-#: agents' masks under their default env rules: no learning, but it moves with our
-#: recipe, so it is not among the pre-registered controls that ``rules`` stands for)
-#: and ``learned`` (loads a checkpoint); ``lever`` (a rule measuring what a scheduling
-#: lever adds, marl_sched/policies/levers.py: named explicitly, in no enumeration);
-#: ``plugin``: an installed package's, through the :data:`ENTRY_POINT_GROUP` entry points
-#: (docs/extending.md); ``planner``: references that use the simulator itself as their
-#: model (marl_sched/policies/planner.py, docs/planner.md): named explicitly, in no enumeration
+#: ``heuristic`` (ours; the hints), ``control`` (a heuristic inside the agents' masks),
+#: ``load-control`` (the ``+lc`` rows), ``published-heuristic`` (a published rule, no
+#: checkpoint), ``teacher`` (the warm start's rule inside the masks, default env rules),
+#: ``learned`` (loads a checkpoint), ``lever`` and ``planner`` (named explicitly, in no
+#: enumeration), ``plugin`` (an :data:`ENTRY_POINT_GROUP` entry point, docs/extending.md)
 KINDS = (
     "heuristic", "control", "load-control", "published-heuristic", "teacher", "learned",
     "lever", "plugin", "planner",
@@ -211,11 +191,9 @@ def build_policy(
     *,
     config: Any = None,
 ) -> Policy:
-    """The registered policy ``name``, given ``checkpoint`` when it takes one; with a
-    ``topology`` it is reset on it and checked against it (:meth:`Policy.check_cluster`),
-    so a checkpoint that cannot serve the cluster raises ``InputError`` here. With the
-    experiment ``config``, a policy class that reads options from it (a classmethod
-    ``config_options(config)``: the planner's ``planner:`` section) is built with them."""
+    """The registered policy ``name``, given ``checkpoint`` when it takes one; with
+    ``topology``, reset on it and checked (:meth:`Policy.check_cluster`: ``InputError``);
+    with ``config``, built with the class's ``config_options(config)`` if it has one."""
     cls = get_policy_class(name)
     kwargs = {}
     if checkpoint and "checkpoint" in cls.__init__.__code__.co_varnames:
@@ -229,9 +207,6 @@ def build_policy(
     return policy
 
 
-PlaceFn = Callable[[Job, ClusterView], Placement | None]
-
-
 # controls: a heuristic's plan followed inside the agents' action masks, with the
 # default recipe's environment rules (envs/controls.py; marl_sched may not import envs)
 for _heuristic in ("interference-aware", "speed-aware", "first-fit"):
@@ -242,10 +217,7 @@ for _heuristic in ("interference-aware", "speed-aware", "first-fit"):
         kind="control",
     )
 
-# the default recipe's warm-start teacher (a one-step lookahead over the heuristics)
-# inside the agents' masks, with their default env rules: no learning, but not one of
-# the pre-registered controls (agents/teachers.py; docs/agents.md, "The teacher as a
-# policy")
+# the default recipe's warm-start teacher inside the agents' masks (agents/teachers.py)
 register_lazy(
     "masked:lookahead",
     "the default recipe's lookahead teacher followed inside the agents' masks, "
@@ -326,9 +298,7 @@ register_lazy(
     "agents.policy:SingleAgentPolicy",
 )
 
-# lever rules (heterogeneity by job length, deferral, upgrade migration): measured
-# against masked:lookahead in docs/room.md; kind ``lever``, so neither ``rules`` nor
-# the golden enumerations of heuristics and controls pick them up
+# lever rules (docs/room.md)
 register_lazy(
     "length-aware",
     "long jobs packed on their model's fastest GPU type, short ones on slower adequate types",
@@ -349,8 +319,7 @@ register_lazy(
     kind="lever",
 )
 
-# references, not contenders: model-predictive control with the simulator as its model
-# (docs/planner.md); kind ``planner``, in no enumeration
+# references, not contenders: the simulator as the model (docs/planner.md)
 register_lazy(
     "planner",
     "reference, not a contender: model-predictive control over the heuristics' proposals "
