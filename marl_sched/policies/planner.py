@@ -64,12 +64,8 @@ class PlannerConfig:
         check(self.k >= 1, where, f"{key}.k", f"must be an integer >= 1, got {self.k}")
         check(self.horizon_s > 0, where, f"{key}.horizon_s", f"must be > 0, got {self.horizon_s:g}")
         names = [*BASES, *heuristic_names()]
-        check(
-            self.base in names,
-            where,
-            f"{key}.base",
-            f"must be one of {', '.join(names)}, got {self.base!r}",
-        )
+        check(self.base in names, where, f"{key}.base",
+              f"must be one of {', '.join(names)}, got {self.base!r}")  # fmt: skip
 
 
 def planner_config(cfg: ExperimentConfig) -> PlannerConfig:
