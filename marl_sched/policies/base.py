@@ -217,43 +217,6 @@ for _heuristic in ("interference-aware", "speed-aware", "first-fit"):
         kind="control",
     )
 
-# the default recipe's warm-start teacher inside the agents' masks (agents/teachers.py)
-register_lazy(
-    "masked:lookahead",
-    "the default recipe's lookahead teacher followed inside the agents' masks, "
-    "with their default env rules",
-    "agents.teachers:MaskedLookahead",
-    kind="teacher",
-)
-register_lazy(
-    "masked:lookahead+lc",
-    "masked:lookahead paired with MLFS's load control (migrates with simulation.migration: on)",
-    "marl_sched.policies.load_control:MaskedLookaheadLc",
-    kind="teacher",
-)
-register_lazy(
-    "masked:lookahead-learned",
-    "masked:lookahead scoring each proposal by profiled GPU speed times the learned "
-    "interference model's slowdown (no performance-model call on a hypothetical placement)",
-    "agents.teachers:MaskedLookaheadLearned",
-    kind="teacher",
-)
-register_lazy(
-    "masked:lookahead-harm",
-    "masked:lookahead choosing the proposal with the least total slowdown "
-    "(its own plus what it adds to running jobs)",
-    "agents.teachers:MaskedLookaheadHarm",
-    kind="teacher",
-)
-
-# a probe of the agents' action space: MLF-RL's placement inside their masks (a learned
-# network, so not among the no-learning controls; envs/controls.py)
-register_lazy(
-    "masked:mlfs-rl",
-    "probe: MLF-RL's placement followed inside the agents' masks (default rules)",
-    "envs.controls:MaskedMlfsRl",
-    kind="learned",
-)
 
 # a policy paired with MLFS's load control (marl_sched/policies/load_control.py); the
 # placement policy itself is imported only when one is made (harmony needs torch)
@@ -270,74 +233,51 @@ for _name, _cls in (
         kind="load-control",
     )
 
-# learned and published schedulers, imported only when used
-register_lazy(
-    "harmony",
-    "Harmony (INFOCOM'19): actor-critic over per-server resource vectors",
-    "agents.baselines.harmony:HarmonyPolicy",
-)
-register_lazy(
-    "mlfs-h",
-    "MLFS heuristic: ideal-host placement near the PS, avoiding loaded servers",
-    "agents.baselines.mlf_h:MlfHPolicy",
-    kind="published-heuristic",
-)
-register_lazy(
-    "mlfs-rl",
-    "MLFS's RL scheduler: REINFORCE node network warm-started on MLF-H",
-    "agents.baselines.mlfs:MlfsRlPolicy",
-)
-register_lazy(
-    "marl",
-    "trained hierarchical-GNN agents, one per subcluster (checkpoint)",
-    "agents.policy:MarlPolicy",
-)
-register_lazy(
-    "single-agent",
-    "one trained centralised hierarchical-GNN agent (checkpoint)",
-    "agents.policy:SingleAgentPolicy",
-)
 
-# lever rules (docs/room.md)
-register_lazy(
-    "length-aware",
-    "long jobs packed on their model's fastest GPU type, short ones on slower adequate types",
-    "marl_sched.policies.levers:LengthAwarePolicy",
-    kind="lever",
-)
-register_lazy(
-    "defer-long",
-    "length-aware that holds a long job for its preferred GPUs (defer_bound_s, default 1 h)",
-    "marl_sched.policies.levers:DeferLongPolicy",
-    kind="lever",
-)
-register_lazy(
-    "upgrade",
-    "length-aware that moves a long running job to faster GPUs or one whole server when "
-    "the estimated saving beats the measured restart (simulation.migration: on)",
-    "marl_sched.policies.levers:UpgradePolicy",
-    kind="lever",
-)
-
-# references, not contenders: the simulator as the model (docs/planner.md)
-register_lazy(
-    "planner",
-    "reference, not a contender: model-predictive control over the heuristics' proposals "
-    "and defer, played out on the simulator over K sampled futures",
-    "marl_sched.policies.planner:PlannerPolicy",
-    kind="planner",
-)
-register_lazy(
-    "lookahead",
-    "reference, not a contender: the heuristics' proposals scored by the simulator's "
-    "performance model, one step (masked:lookahead without masks)",
-    "marl_sched.policies.lookahead:LookaheadPolicy",
-    kind="planner",
-)
-register_lazy(
-    "oracle",
-    "bound, never a policy claim: the planner on the trace's true future arrivals and "
-    "true lengths (K = 1)",
-    "marl_sched.policies.planner:OraclePolicy",
-    kind="planner",
-)
+#: the other policies registered by import path: (name, "module:Class", kind, description);
+#: masked:* act inside the agents' masks (envs/controls.py, agents/teachers.py), levers
+#: are docs/room.md's, planners docs/planner.md's
+_LAZY = (
+    ("masked:lookahead", "agents.teachers:MaskedLookahead", "teacher",
+     "the default recipe's lookahead teacher followed inside the agents' masks, with their "
+     "default env rules"),
+    ("masked:lookahead+lc", "marl_sched.policies.load_control:MaskedLookaheadLc", "teacher",
+     "masked:lookahead paired with MLFS's load control (migrates with simulation.migration: "
+     "on)"),
+    ("masked:lookahead-learned", "agents.teachers:MaskedLookaheadLearned", "teacher",
+     "masked:lookahead scoring each proposal by profiled GPU speed times the learned "
+     "interference model's slowdown (no performance-model call on a hypothetical placement)"),
+    ("masked:lookahead-harm", "agents.teachers:MaskedLookaheadHarm", "teacher",
+     "masked:lookahead choosing the proposal with the least total slowdown (its own plus what "
+     "it adds to running jobs)"),
+    ("masked:mlfs-rl", "envs.controls:MaskedMlfsRl", "learned",
+     "probe: MLF-RL's placement followed inside the agents' masks (default rules)"),
+    ("harmony", "agents.baselines.harmony:HarmonyPolicy", "learned",
+     "Harmony (INFOCOM'19): actor-critic over per-server resource vectors"),
+    ("mlfs-h", "agents.baselines.mlf_h:MlfHPolicy", "published-heuristic",
+     "MLFS heuristic: ideal-host placement near the PS, avoiding loaded servers"),
+    ("mlfs-rl", "agents.baselines.mlfs:MlfsRlPolicy", "learned",
+     "MLFS's RL scheduler: REINFORCE node network warm-started on MLF-H"),
+    ("marl", "agents.policy:MarlPolicy", "learned",
+     "trained hierarchical-GNN agents, one per subcluster (checkpoint)"),
+    ("single-agent", "agents.policy:SingleAgentPolicy", "learned",
+     "one trained centralised hierarchical-GNN agent (checkpoint)"),
+    ("length-aware", "marl_sched.policies.levers:LengthAwarePolicy", "lever",
+     "long jobs packed on their model's fastest GPU type, short ones on slower adequate types"),
+    ("defer-long", "marl_sched.policies.levers:DeferLongPolicy", "lever",
+     "length-aware that holds a long job for its preferred GPUs (defer_bound_s, default 1 h)"),
+    ("upgrade", "marl_sched.policies.levers:UpgradePolicy", "lever",
+     "length-aware that moves a long running job to faster GPUs or one whole server when the "
+     "estimated saving beats the measured restart (simulation.migration: on)"),
+    ("planner", "marl_sched.policies.planner:PlannerPolicy", "planner",
+     "reference, not a contender: model-predictive control over the heuristics' proposals and "
+     "defer, played out on the simulator over K sampled futures"),
+    ("lookahead", "marl_sched.policies.lookahead:LookaheadPolicy", "planner",
+     "reference, not a contender: the heuristics' proposals scored by the simulator's "
+     "performance model, one step (masked:lookahead without masks)"),
+    ("oracle", "marl_sched.policies.planner:OraclePolicy", "planner",
+     "bound, never a policy claim: the planner on the trace's true future arrivals and true "
+     "lengths (K = 1)"),
+)  # fmt: skip
+for _name, _target, _kind, _description in _LAZY:
+    register_lazy(_name, _description, _target, _kind)
