@@ -1,22 +1,8 @@
 """The RLlib algorithm of a training run: the environment it samples, one RLModule per
-agent (or one shared), and the ``AlgorithmConfig`` of ``train.algorithm`` with
-``train.rllib`` on top.
-
-The RLlib ``AlgorithmConfig`` of ``train.algorithm``, and ``train.rllib`` on top.
-
-:func:`algorithm_base` starts the config from RLlib's own registry
-(``ray.rllib.algorithms.registry.ALGORITHMS``: ``PPOConfig``, ``APPOConfig``,
-``IMPALAConfig``) with our Learner subclass (:mod:`agents.learner`: the clip fraction
-for PPO, the value function's explained variance for APPO and IMPALA) and keeps only
-the ``train:`` settings the algorithm has: a setting it lacks (IMPALA has no
-``lambda_`` or ``clip_param``) is dropped when the config file leaves it at its
-default, and refused (``InputError`` naming ``train.<key>``) when the file sets it.
-
-:func:`apply_rllib` then passes ``train.rllib.training`` / ``env_runners`` /
-``learners`` through the setters of the same names, one key at a time, and runs
-``AlgorithmConfig.validate()``: RLlib's own checks. Whatever they raise becomes one
-line naming the key (``configs/x.yaml: train.rllib.training.foo: ...``), exit 2.
-:func:`needs_check` says when the CLI must build the config before Ray starts.
+agent (or one shared), and the ``AlgorithmConfig`` of ``train.algorithm``
+(:func:`algorithm_base`: RLlib's registry with our :mod:`agents.learner`, only the
+settings it has) with ``train.rllib`` on top (:func:`apply_rllib`: RLlib's own checks,
+each failure one line naming the key, exit 2).
 """
 
 from __future__ import annotations
@@ -71,10 +57,8 @@ NORMALISED_RETURN = "normalised_return"
 
 
 def log_team_return(*, episode, metrics_logger=None, **kwargs) -> None:
-    """RLlib ``on_episode_end``: log the episode's team return and average JCT from the
-    env's final info (``envs.cluster_env``), which hold whatever ``env.reward.credit``
-    pays each agent (with ``team`` every agent is paid every reward, so RLlib's sum
-    over agents is no longer the team return)."""
+    """RLlib ``on_episode_end``: log the episode's team return, average JCT and
+    normalised return from the env's final info (whatever ``env.reward.credit`` pays)."""
     if metrics_logger is None or not episode.is_terminated:
         return
     for sa in episode.agent_episodes.values():
@@ -98,17 +82,10 @@ def algo_config(
 ):
     """The RLlib ``AlgorithmConfig`` of a run: ``train.algorithm``'s (``PPOConfig``,
     ``APPOConfig``, ``IMPALAConfig``), with our RLModule on the new API stack and
-    ``train.rllib`` on top (:func:`apply_rllib`; ``InputError`` on a bad key).
-
-    The KL to the sampling policy is always computed (``use_kl_loss``, PPO and APPO)
-    so that it is logged; ``train.kl_coeff`` (default 0) is its weight in the loss. With
-    ``train.advantage: group`` or ``job`` (PPO) the env is
-    :class:`envs.group_rollouts.GroupRolloutEnv` and the learner replaces GAE's
-    advantages by the group baseline's. With
-    ``train.critic: privileged`` the env adds ``critic_x`` to the observations and the
-    RLModule builds its privileged critic on it (:mod:`agents.rl_module`).
-    ``train.num_envs_per_env_runner`` > 1 steps that many envs in lockstep (RLlib's
-    synchronous vector env) and batches their observations into one forward."""
+    ``train.rllib`` on top (:func:`apply_rllib`; ``InputError`` on a bad key). With
+    ``train.advantage: group`` / ``job`` the env is
+    :class:`envs.group_rollouts.GroupRolloutEnv`; with ``train.critic: privileged`` the
+    observations gain ``critic_x``."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
@@ -118,9 +95,6 @@ def algo_config(
     env, env_config, _ = env_setup(cfg, mc, tc, seed)
     grouped = tc.advantage in ("group", "job")
     if grouped and parse_env(cfg).reward.credit == "team":
-        # the group baseline credits every decision with the team's return-to-go, the
-        # sum of the step rewards of all agents in env order: paid to every agent, each
-        # reward would be counted once per agent
         raise InputError(
             f"{cfg.source}: env.reward.credit: team cannot be used with train.advantage: "
             f"{tc.advantage} (the group baseline already credits each decision with the "
@@ -150,8 +124,6 @@ def algo_config(
         "use_kl_loss": True,
         "kl_coeff": tc.kl_coeff,
     }
-    # the algorithm's config from RLlib's registry, with our Learner and only the
-    # settings it has
     config, training = algorithm_base(tc, training, cfg.source, agent_ids)
     config = (
         config.environment(
@@ -199,10 +171,8 @@ def _first_line(exc: Exception) -> str:
 
 def algorithm_base(tc, training: dict[str, Any], where: str, agent_ids: list[str]):
     """(the algorithm's default ``AlgorithmConfig`` with our Learner, the ``training``
-    settings it has). A ``train:`` key the algorithm has no setting for, set to other
-    than its default, raises ``InputError`` (a resolved config names every key, so
-    "set" means "not the default"). ``agent_ids``: the env's agents, whose own entropy
-    and KL the learner logs (:class:`agents.learner.AddAgentIndex`)."""
+    settings it has). A ``train:`` key the algorithm lacks, set to other than its
+    default, raises ``InputError``. ``agent_ids``: the env's agents (their own figures)."""
     from ray.rllib.algorithms.impala import IMPALAConfig
     from ray.rllib.algorithms.registry import ALGORITHMS
 
@@ -236,9 +206,7 @@ def algorithm_base(tc, training: dict[str, Any], where: str, agent_ids: list[str
     )
     if isinstance(config, IMPALAConfig):  # APPO too
         refuse_whole_episodes(tc, where)
-        # an iteration = train_batch_size env steps, as with PPO (their default is "as
-        # many as 10 s allow"); the learner in this process, as with PPO (their
-        # default is one remote learner actor, which a Tune trial has no CPU for)
+        # as PPO: an iteration = train_batch_size env steps, the learner in this process
         config = config.reporting(
             min_time_s_per_iteration=0,
             min_sample_timesteps_per_iteration=tc.train_batch_size,
@@ -247,15 +215,8 @@ def algorithm_base(tc, training: dict[str, Any], where: str, agent_ids: list[str
 
 
 def refuse_whole_episodes(tc, where: str) -> None:
-    """APPO and IMPALA refuse ``train.rllib.env_runners.batch_mode: complete_episodes``.
-
-    Their ``training_step`` (RLlib 2.60) sends the learner one batch per
-    ``train_batch_size / rollout_fragment_length`` ``sample()`` calls, counting every
-    call as ``rollout_fragment_length`` steps; with whole episodes one call returns one
-    episode (hundreds of steps), so an iteration of ``train_batch_size`` steps ends long
-    before that many calls and most iterations make no update at all (an iteration
-    without one is an error anyway: :func:`agents.training.check_updated`).
-    ``truncate_episodes`` (RLlib's default) trains every iteration."""
+    """APPO and IMPALA refuse ``train.rllib.env_runners.batch_mode: complete_episodes``
+    (``InputError``): with whole episodes most of their iterations make no update."""
     if tc.rllib.env_runners.get("batch_mode") == "complete_episodes":
         raise InputError(
             f"{where}: train.rllib.env_runners.batch_mode: complete_episodes cannot be used "

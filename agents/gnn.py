@@ -25,12 +25,8 @@ summary row per peer agent. The network, for ``h`` the hidden width:
    follow action's adds the mean ``r_g`` over its plan's remaining tasks.
 
 Aggregations are scatters over parent indices (permutation-equivariant, blind to
-padding, parameters independent of the node and agent counts: a trained network
-serves any topology with the same feature dimensions).
-
-Two input paths agree to float precision: :func:`from_padded` (RLlib's padded ``Dict``
-observations, ``(B, G_max, Fg)`` ...) and :func:`from_pyg` (a ``torch_geometric`` batch
-of :class:`ClusterGraph` with only the real nodes, built by :func:`to_pyg`).
+padding, no size-dependent parameter). Input paths agreeing to float precision:
+:func:`from_padded` (RLlib's padded observations) and :func:`from_pyg` / :func:`to_pyg`.
 """
 
 from __future__ import annotations
@@ -110,12 +106,8 @@ class ClusterBatch:
 
 
 def categorical_kl(logits: torch.Tensor, prior_logits: torch.Tensor) -> torch.Tensor:
-    """Per row, ``KL(softmax(logits) ‖ softmax(prior_logits))`` over the last axis.
-    Masked actions carry the same large negative logit in both (:data:`MASKED_LOGIT`),
-    so their probability is 0 and they add nothing. Clamped at 0: equal distributions
-    give float rounding of either sign (~1e-9). Ray-free: the learner's prior term
-    (``train.prior_kl``) and the rollout fit's logged drift (``agents.improve.fit``)
-    both use it."""
+    """Per row, ``KL(softmax(logits) ‖ softmax(prior_logits))`` over the last axis,
+    clamped at 0 (masked actions, :data:`MASKED_LOGIT` in both, add nothing)."""
     logp = torch.log_softmax(logits, dim=-1)
     logq = torch.log_softmax(prior_logits, dim=-1)
     return (logp.exp() * (logp - logq)).sum(dim=-1).clamp_min(0.0)
@@ -123,13 +115,10 @@ def categorical_kl(logits: torch.Tensor, prior_logits: torch.Tensor) -> torch.Te
 
 @dataclass
 class RegularClusterBatch(ClusterBatch):
-    """A :class:`ClusterBatch` of one scope whose parents have equally many children,
-    laid out consecutively (``group_server = [0]*k + [1]*k + ...``), as a
-    subcluster of one server type has: ``children`` maps such an index (``group_server``,
-    ``server_rack``) to ``k``, and :meth:`mean` / :meth:`max` over it are a reshape and
-    one reduction instead of a scatter. Inference only (``agents.policy.ScopeInput``
-    builds it); the same values as the scatter (the children are summed in the same
-    order, then multiplied by the same reciprocal count)."""
+    """A :class:`ClusterBatch` whose parents have equally many children, laid out
+    consecutively (``[0]*k + [1]*k + ...``): ``children`` maps such an index to ``k``,
+    and :meth:`mean` / :meth:`max` over it are a reshape and one reduction (the same
+    values as the scatter)."""
 
     children: dict[str, int] = field(default_factory=dict)
 
@@ -165,9 +154,8 @@ def inverse_counts(index: Tensor, parents: int) -> Tensor:
 
 def regular_padded(obs: dict[str, Tensor]) -> RegularClusterBatch | None:
     """Padded observations (``B > 1``) without padding, all of one hierarchy with every
-    level regular, as a :class:`RegularClusterBatch` (poolings are reshapes); else None.
-    :func:`from_padded`'s batch (same rows, same order) without its gathers: the training
-    batches of a topology whose subclusters have one shape (``configs/default.yaml``'s)."""
+    level regular, as a :class:`RegularClusterBatch` (:func:`from_padded`'s rows, same
+    order, without its gathers); else None."""
     gm, sm, rm = (obs[k] for k in ("group_mask", "server_mask", "rack_mask"))
     (n, g), s, r = gm.shape, sm.size(1), rm.size(1)
     if n < 2 or not ((gm > 0.5).all() and (sm > 0.5).all() and (rm > 0.5).all()):
@@ -317,11 +305,8 @@ def _reset(module: nn.Module) -> None:
 def linear_cat(lin: nn.Linear, rows: Tensor, *parents: tuple[Tensor, Tensor]) -> Tensor:
     r"""``lin([rows ‖ x_1[i_1] ‖ x_2[i_2] ‖ ...])`` without building the concatenation.
 
-    The weight is split by input block, ``W = [W_0 | W_1 | ...]``, and each parent block
-    is multiplied before it is gathered: ``W_0 r + b + Σ_k (W_k x_k)[i_k]``. The same
-    function up to float rounding, but a parent (a server, the graph's job or summary)
-    is multiplied once instead of once per child row — the GPU-group layers of a
-    1,000-group subcluster do a third of the work.
+    ``W_0 r + b + Σ_k (W_k x_k)[i_k]`` with ``W = [W_0 | W_1 | ...]``: each parent row is
+    multiplied once, not once per child (equal up to float rounding).
 
     Args:
         lin: the layer, ``in_features`` = the widths of ``rows`` and every ``x_k``.
@@ -336,9 +321,7 @@ def linear_cat(lin: nn.Linear, rows: Tensor, *parents: tuple[Tensor, Tensor]) ->
     out = nn.functional.linear(rows, w[:, :d], lin.bias)
     for x, index in parents:
         part = nn.functional.linear(x, w[:, d : d + x.size(-1)])
-        # in place (the layer's own output: no backward reads it); one parent row (a
-        # lone graph's job or summary): every index is 0, so a broadcast adds the very
-        # values the gather would
+        # in place (no backward reads it); one parent row broadcasts as the gather would
         out.add_(part if part.size(0) == 1 else part.index_select(0, index))
         d += x.size(-1)
     if d != w.size(1):
@@ -757,9 +740,8 @@ class HierarchicalGNN(nn.Module):
         return torch.cat([logits, forward_scores], dim=-1), values
 
     def values_padded(self, obs: dict[str, Tensor], rows: int = 256) -> Tensor:
-        """The values ``(B,)`` of :meth:`forward_padded`, ``rows`` observations at a
-        time: a whole train batch at once (2,000 observations of 48 groups) runs 1.7x
-        slower per observation, its activations out of cache (the rows do not interact)."""
+        """The values ``(B,)`` of :meth:`forward_padded`, ``rows`` observations at a time
+        (a whole train batch at once runs 1.7x slower, out of cache)."""
         n = obs["group_mask"].size(0)
         if n <= rows:
             return self.forward_padded(obs)[1]
@@ -777,8 +759,7 @@ def mlp_cat(net: nn.Sequential, rows: Tensor, *parents: tuple[Tensor, Tensor]) -
 def build_gnn(dims: dict[str, int], model_config: dict) -> HierarchicalGNN:
     """The network for feature dims ``dims`` (``Fg, Fs, Fr, Fj, Fp``, optional ``H``) and a
     :class:`agents.config.ModelConfig`-like mapping (``hidden``, ``layers``, ``exchange``,
-    ``gnn.layer``, ``raw_head``; a manifest without ``gnn``, written before the option, is
-    ``hierarchy``, one without ``raw_head`` has none)."""
+    ``gnn.layer``, ``raw_head``; absent: ``hierarchy``, no raw head)."""
     return HierarchicalGNN(
         group_dim=dims["Fg"],
         server_dim=dims["Fs"],

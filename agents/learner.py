@@ -1,52 +1,18 @@
-"""RLlib's PPO, APPO and IMPALA learners, also logging what RLlib 2.60 leaves out.
+"""RLlib's PPO, APPO and IMPALA learners (:data:`LEARNERS`), also logging what RLlib
+2.60 leaves out, per policy module (``(module_id, key)``, charted by
+:func:`agents.records.module_scalars`; docs/agents.md):
 
-PPO: the clip fraction. APPO and IMPALA: the value function's explained variance
-(``vf_explained_var``, which RLlib's PPO learner logs and theirs do not), against the
-v-trace value targets their value loss regresses to. Every figure is logged per
-policy module (RLlib's ``(module_id, key)``), as are RLlib's own losses, so
-:func:`agents.records.module_scalars` can chart each module's policy loss, value
-loss, entropy, KL and these. :data:`LEARNERS`: the class of each ``train.algorithm``.
-
-All three: the entropy and the KL of the updated policy to the sampling one per
-*agent* when one module serves several (shared parameters, the default), so a
-shared policy's figures are not only averages over the agents. The learner connector
-:class:`AddAgentIndex` puts the acting agent's index into the train batch (column
-``agent_index``, aligned with the other columns by RLlib's own per-episode keys); the
-learner logs ``agent/<agent id>/entropy`` and ``agent/<agent id>/approx_kl`` under the
-module (:func:`agents.records.module_scalars` charts them as
-``losses/agent/<agent id>/...``).
-
-The clip fraction — the share of samples whose probability ratio to the sampling
-policy left ``[1 - clip_param, 1 + clip_param]`` in this update — is the figure PPO
-users read beside the KL to see whether updates are too large. RLlib 2.60's
-``PPOTorchLearner`` does not report it, so this subclass computes it from the same
-forward pass (no gradient; the loss and so the weights are unchanged) and logs it per
-module as ``clip_fraction``.
-
-PPO with ``learner_config_dict["advantage"] == "group"`` (``train.advantage: group``):
-the learner pipeline's GAE piece is replaced by
-:class:`agents.group_baseline.GroupBaselineAdvantages` (same place, same value
-targets; advantages against the group of rollouts of the same input); with ``job``
-(``train.advantage: job``) by :class:`agents.group_baseline.JobBaselineAdvantages`
-(the same groups, each decision credited by its job, ``learner_config_dict["job_gamma"]``).
-
-PPO with a privileged critic (``train.critic: privileged``, :mod:`agents.rl_module`):
-the GNN's own value head ``v`` (the forward-train column ``PLAIN_VALUES``) gets a value
-loss of its own, as RLlib's (squared error to the batch's value targets, clipped at
-``vf_clip_param``, weight ``vf_loss_coeff``), logged as ``plain_vf_loss`` and
-``plain_vf_explained_var`` beside RLlib's figures of the privileged value.
-With ``train.critic_lr`` (learner config ``CRITIC_LR``) the value heads (``v`` and the
-privileged critic) have an Adam optimizer of their own at that rate, the rest of the
-network RLlib's at ``lr``; RLlib then clips each optimizer's gradients on its own.
-
-PPO with ``train.prior_kl`` ``β > 0`` (learner config ``PRIOR_KL``): the loss gains
-``β · KL(π ‖ π₀)``, the mean over the batch's unmasked decisions of the KL from the
-current policy to ``π₀``, a frozen copy of the module taken by
-:meth:`ClipFractionPPOLearner.capture_prior` right after the warm start was loaded
-(behaviour-regularised RL, as the KL to the supervised policy of AlphaStar: the
-update may leave the imitation policy only where the return pays for it). The KL is
-logged per module as ``prior_kl``. The run folder keeps ``π₀`` in ``prior/``
-(:mod:`agents.run_folder`); a resumed run's learner freezes it again from there.
+- PPO: ``clip_fraction`` (from the loss's forward pass, no gradient); APPO, IMPALA:
+  ``vf_explained_var`` against the v-trace value targets.
+- all three, when a module serves several agents: ``agent/<id>/entropy`` and
+  ``agent/<id>/approx_kl``, from the column :data:`AGENT_INDEX` that
+  :class:`AddAgentIndex` adds to the train batch.
+- PPO options (``learner_config_dict``): ``advantage`` ``group`` / ``job`` replace GAE
+  by :mod:`agents.group_baseline`; a privileged critic adds the GNN value head's own
+  value loss (``plain_vf_loss``, ``plain_vf_explained_var``); :data:`CRITIC_LR` gives
+  the value heads their own Adam; :data:`PRIOR_KL` ``β > 0`` adds ``β · KL(π ‖ π₀)``
+  to a frozen warm start ``π₀`` (:meth:`ClipFractionPPOLearner.capture_prior`),
+  logged as ``prior_kl``.
 """
 
 from __future__ import annotations
@@ -152,13 +118,8 @@ def per_agent_figures(dist_cls, batch, fwd_out) -> dict[int, tuple[torch.Tensor,
 
 class PerAgentFigures:
     """Mixin of a learner: its loss, and each agent's entropy and KL logged; and its
-    learner connector run without autograd.
-
-    RLlib 2.60 runs the learner connector pipeline (GAE, or the group baseline, whose
-    value forward covers the whole train batch at once) with autograd on, so that
-    forward records a graph no loss ever reads; under ``torch.no_grad`` the same
-    values come out (the same kernels), a sixth of a PPO update sooner on the default
-    config (``experiments/speed_train.py``)."""
+    learner connector run without autograd (RLlib 2.60 records a graph no loss reads;
+    the same values, a sixth of a PPO update sooner)."""
 
     def _make_batch_if_necessary(self, *args, **kwargs):
         with torch.no_grad():
@@ -190,7 +151,8 @@ def clip_fraction(
 
 
 class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
-    """``PPOTorchLearner`` whose loss also logs the clip fraction (module docstring)."""
+    """``PPOTorchLearner`` whose loss also logs the clip fraction, with the group
+    advantages, plain value loss, critic optimizer and prior KL of the module docstring."""
 
     def build(self) -> None:
         super().build()
@@ -216,11 +178,8 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
 
     def capture_prior(self, weights: dict[str, dict] | None = None) -> dict[str, dict]:
         """Freeze a copy of every module as the prior of ``train.prior_kl``: as it is
-        now (the warm start, when called right after it was loaded), or with
-        ``weights`` (``{module id: state dict}``: a resumed run's, from its run
-        folder). Returns the prior's ``{module id: state dict}`` (CPU tensors), what
-        the run folder keeps. Runs where the learner lives
-        (``LearnerGroup.foreach_learner``)."""
+        now, or with ``weights`` (``{module id: state dict}``, a resumed run's).
+        Returns the prior's ``{module id: state dict}`` (CPU tensors)."""
         import copy
 
         self._prior.clear()
@@ -238,7 +197,7 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
         }
 
     def _prior_kl(self, module_id, batch, logits: torch.Tensor) -> torch.Tensor:
-        """The mean over unmasked rows of ``KL(π ‖ π₀)`` (module docstring)."""
+        """The mean over unmasked rows of ``KL(π ‖ π₀)``; RuntimeError without a prior."""
         prior = self._prior.get(module_id)
         if prior is None:
             raise RuntimeError(
@@ -252,10 +211,8 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
         return kl.mean() if mask is None else kl[mask.bool()].mean()
 
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
-        """RLlib's Adam (one optimizer at ``lr``; with ``critic_lr`` a second one for
-        the value heads), stepping all its tensors at once (``foreach``: the same
-        arithmetic as RLlib's default per-tensor loop, bit for bit, in one call where
-        the loop makes ~10 per parameter tensor)."""
+        """RLlib's Adam at ``lr`` (with ``critic_lr``, a second one for the value heads),
+        with ``foreach=True`` (bit for bit RLlib's per-tensor loop, in one call)."""
         lr = config.learner_config_dict.get(CRITIC_LR)
         module = self._module[module_id]
         params = self.get_parameters(module)
@@ -296,8 +253,8 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
         return loss
 
     def _plain_value_loss(self, module_id, config, batch, plain) -> torch.Tensor:
-        """``vf_loss_coeff ×`` the GNN value head's clipped squared error to the value
-        targets, over the unmasked rows (module docstring); its figures logged."""
+        """``vf_loss_coeff ×`` the GNN value head's squared error to the value targets,
+        clipped at ``vf_clip_param``, over the unmasked rows; its figures logged."""
         targets = batch[Postprocessing.VALUE_TARGETS]
         mask = batch.get(Columns.LOSS_MASK)
         keep = torch.ones_like(targets, dtype=torch.bool) if mask is None else mask.bool()
@@ -310,11 +267,9 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
 
 
 def vtrace_explained_variance(module, config, batch, fwd_out, target_logits) -> torch.Tensor:
-    """Explained variance of the value head against the batch's v-trace value targets,
-    over the unmasked steps: the targets APPO's and IMPALA's value loss regress to,
-    recomputed here from the same inputs (RLlib 2.60 keeps them inside the loss).
-    ``target_logits``: the policy v-trace corrects towards (APPO: the target network;
-    IMPALA: the current policy)."""
+    """Explained variance of the value head against the batch's v-trace value targets
+    (recomputed as RLlib's loss does), over the unmasked steps. ``target_logits``: the
+    policy v-trace corrects towards (APPO: the target network; IMPALA: the current one)."""
 
     def time_major(x: torch.Tensor) -> torch.Tensor:
         return make_time_major(
@@ -364,7 +319,7 @@ class _VTraceExplainedVariance:
 
 
 class ExplainedVarianceAPPOLearner(PerAgentFigures, _VTraceExplainedVariance, APPOTorchLearner):
-    """``APPOTorchLearner`` also logging ``vf_explained_var`` (module docstring)."""
+    """``APPOTorchLearner`` also logging ``vf_explained_var``."""
 
     @staticmethod
     def vtrace_target_logits(module, batch, fwd_out) -> torch.Tensor:
@@ -372,7 +327,7 @@ class ExplainedVarianceAPPOLearner(PerAgentFigures, _VTraceExplainedVariance, AP
 
 
 class ExplainedVarianceIMPALALearner(PerAgentFigures, _VTraceExplainedVariance, IMPALATorchLearner):
-    """``IMPALATorchLearner`` also logging ``vf_explained_var`` (module docstring)."""
+    """``IMPALATorchLearner`` also logging ``vf_explained_var``."""
 
     @staticmethod
     def vtrace_target_logits(module, batch, fwd_out) -> torch.Tensor:

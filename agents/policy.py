@@ -1,26 +1,22 @@
 """Trained agents: checkpoint loading, the inference API and the ``marl`` policies.
 
-- :func:`load_agents` returns :class:`TrainedAgents`, whose ``act(observations)`` takes
-  the dict ``make_parallel_env`` / ``make_env`` returns and gives every agent's greedy
-  action (arg-max of the masked logits), with plain torch (no Ray).
-- ``MarlPolicy`` (``marl``) and ``SingleAgentPolicy`` (``single-agent``) place a job
-  through ``Policy.place(job, view)`` by driving the environment's own
-  :class:`envs.session.PlacementSession` with the checkpoint's options, so ``simulate``
-  / ``compare`` make the decisions the agents make in ``ClusterPlacement-v1``.
+- :func:`load_agents` → :class:`TrainedAgents`, whose ``act(observations)`` gives every
+  agent's greedy action with plain torch (no Ray).
+- :class:`MarlPolicy` (``marl``) and :class:`SingleAgentPolicy` (``single-agent``) drive
+  the environment's own :class:`envs.session.PlacementSession` with the checkpoint's
+  options, so they decide as the agents do in the env.
 
-A checkpoint folder holds ``manifest.json`` (``env.id``, ``env.version``,
-``env.options``: every :data:`envs.config.DECISION_OPTIONS`) and
-``modules/<module_id>.pt``. :func:`check_env` serves other topologies, padding,
-``env.window_jobs`` and ``env.reward``; it refuses (exit 2, naming the option) another
-env id or version, a decision option set differently, other feature dimensions, or
-per-agent modules with another number of subclusters. A v1 manifest has migration off."""
+A checkpoint folder holds ``manifest.json`` and ``modules/<module_id>.pt``; a checkpoint
+serves other topologies, padding, window and reward, and is refused (exit 2, naming the
+option) for another env id or version, decision option, feature dims, or per-agent
+modules with another number of subclusters. A v1 manifest has migration off."""
 
 from __future__ import annotations
 
 import io
 import json
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +69,6 @@ class TrainedAgents:
     manifest: dict[str, Any]
     nets: dict[str, HierarchicalGNN]
     path: str = "<memory>"
-    module_of: dict[str, str] = field(default_factory=dict)
 
     @property
     def central(self) -> bool:
@@ -130,15 +125,13 @@ def load_checkpoint(path: str | Path) -> TrainedAgents:
     or trained in another environment than ``ClusterPlacement-v1``."""
     ckpt = resolve_checkpoint(path)
     try:
-        # a regular file of bounded size (a FIFO or /dev/zero there is refused, not read)
         manifest = json.loads(read_input_text(ckpt / MANIFEST, "json", f"{path}: {MANIFEST}"))
         if manifest.get("format") != MANIFEST_FORMAT:
             raise ValueError(f"format is {manifest.get('format')!r}, not {MANIFEST_FORMAT!r}")
     except InputError:
         raise
     except Exception as exc:  # unreadable file, bad JSON
-        msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
-        raise InputError(f"{path}: corrupt checkpoint: {msg[:200]}") from None
+        raise _corrupt(path, exc) from None
     if not isinstance(manifest, dict):
         raise InputError(f"{path}: manifest.json: expected a JSON object")
     check_manifest_env(manifest, str(path))
@@ -149,8 +142,7 @@ def load_checkpoint(path: str | Path) -> TrainedAgents:
             weights[module_id] = _module_weights(ckpt / "modules", f"{module_id}.pt")
         agents = agents_from_weights(manifest, weights)
     except Exception as exc:  # unreadable files, bad pickles, mismatched tensors, ...
-        msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
-        raise InputError(f"{path}: corrupt checkpoint: {msg[:200]}") from None
+        raise _corrupt(path, exc) from None
     for module_id, net in agents.nets.items():
         for name, tensor in net.state_dict().items():
             if not torch.isfinite(tensor).all():
@@ -161,15 +153,19 @@ def load_checkpoint(path: str | Path) -> TrainedAgents:
     return agents
 
 
+def _corrupt(path, exc: Exception) -> InputError:
+    msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+    return InputError(f"{path}: corrupt checkpoint: {msg[:200]}")
+
+
 #: a module's weights file larger than this is refused before it is read (a shipped
 #: one is under 1 MB)
 MAX_MODULE_BYTES = 256 << 20
 
 
 def _module_weights(folder: Path, name: str) -> dict:
-    """``torch.load(weights_only=True)`` (tensors only: no pickled code runs) of a
-    regular file of at most :data:`MAX_MODULE_BYTES`; opened without blocking, so a
-    FIFO or device in its place is refused instead of waited on or read forever."""
+    """:func:`load_weights` of a regular file of at most :data:`MAX_MODULE_BYTES`, opened
+    without blocking (a FIFO or device there is refused, not waited on)."""
     import os
     import stat
 
@@ -185,18 +181,14 @@ def _module_weights(folder: Path, name: str) -> dict:
 
 
 def load_weights(data: bytes) -> dict:
-    """The tensors of a ``.pt`` file's bytes (:func:`save_weights`), loaded with
-    ``weights_only=True``: tensors only, no pickled code runs."""
-    import io
-
+    """The tensors of a ``.pt`` file's bytes (``weights_only=True``: no pickled code runs)."""
     return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
 
 
 @dataclass(frozen=True)
 class ManifestKeys:
-    """The keys every manifest holds, typed as the config parser types a section
-    (:func:`marl_sched.config.parse_section`: the one validator of typed keys); a
-    manifest may hold more (the run's config, its figures), which are not checked here."""
+    """The keys every manifest holds, typed for :func:`marl_sched.config.parse_section`
+    (a manifest may hold more, unchecked)."""
 
     format: str
     env: dict
@@ -253,7 +245,7 @@ def check_manifest_schema(manifest: Any, path: str) -> None:
 
 def load_agents(path: str | Path) -> TrainedAgents:
     """The inference API: trained agents whose ``act(observations)`` answers the
-    observations of ``envs.make_parallel_env`` / ``envs.make_env`` (module docstring)."""
+    observations of ``envs.make_parallel_env`` / ``envs.make_env``."""
     torch.set_num_threads(1)  # small graphs: threads only add latency
     return load_checkpoint(path)
 
@@ -367,10 +359,8 @@ def greedy_action(net: HierarchicalGNN, obs: dict[str, np.ndarray]) -> int:
 
 
 class ScopeInput:
-    """What one agent's network input holds that never changes on one topology: its
-    scope's sizes and hierarchy indices as tensors and the poolings' child counts.
-    :meth:`batch` turns an observation of that agent into the network's input without
-    padding; :func:`greedy_scope_action` gives the same logits as :func:`greedy_action`."""
+    """The fixed part of one agent's network input on a topology (its scope's sizes,
+    hierarchy indices, child counts); :meth:`batch` adds an observation, unpadded."""
 
     def __init__(self, builder: ObservationBuilder, agent: int) -> None:
         sc = builder.scopes[agent]
@@ -443,13 +433,9 @@ def greedy_scope_action(net: HierarchicalGNN, scope: ScopeInput, obs: dict[str, 
     return int(torch.argmax(scope_logits(net, scope, obs)))
 
 
-#: Inductor options of the compiled networks: no buffer of the compiled graph is reused,
-#: in place or after it is freed. Without them Inductor (torch 2.13, CPU) miscompiles the
-#: exchange-less default: a ``Linear`` writes ``z`` straight into its slice of the
-#: ``cat([z, 0])`` buffer, the layer norm after it overwrites that slice in place, and the
-#: cat buffer, freed once the ``Linear`` over it has run, is handed to the next ``(2, 64)``
-#: result (the peer embeddings) while ``z`` still lives in it (docs/agents.md, "A
-#: miscompile"). Either option alone avoids it; eager is untouched.
+#: Inductor options of the compiled networks: no buffer reuse, which Inductor (torch
+#: 2.13, CPU) otherwise miscompiles for the exchange-less default (docs/agents.md, "A
+#: miscompile")
 COMPILE_OPTIONS = {"inplace_buffers": False, "allow_buffer_reuse": False}
 
 
@@ -515,9 +501,8 @@ class MarlPolicy(Policy):
         return self.greedy(session.agent, self.builder.observe(session, session.agent))
 
     def greedy(self, agent: int, obs: dict[str, np.ndarray]) -> int:
-        """``agent``'s greedy action for its observation ``obs``: one forward pass of
-        its network through its scope's :class:`ScopeInput` (the decision
-        :func:`greedy_action` makes, at less fixed cost per call)."""
+        """``agent``'s greedy action for ``obs`` (:func:`greedy_action`'s, through its
+        :class:`ScopeInput`)."""
         scope = self.scope_inputs.get(agent)
         if scope is None:
             scope = self.scope_inputs[agent] = ScopeInput(self.builder, agent)
@@ -563,8 +548,7 @@ class MarlPolicy(Policy):
 
     def check_config(self, cfg) -> None:
         """Refuse (``InputError`` naming the key) a run config whose ``env`` decision
-        options the checkpoint was not trained with (``env.migration: on`` for a v1
-        checkpoint, say): the agents would act as trained and ignore them."""
+        options the checkpoint was not trained with."""
         from envs.config import env_config
 
         self.agents.check_env(env_config(cfg), f"{cfg.source}: env")
@@ -590,10 +574,9 @@ class MarlPolicy(Policy):
         return placement
 
     def rebalance(self, view: ClusterView):
-        """The agents' moves after a batch of completions (``simulation.migration: on``,
-        a v2 checkpoint), offered as the environment offers them (:class:`envs.session.MoveBook`,
-        no ticks). A generator (:func:`marl_sched.runner.rebalance`): each yielded move is
-        applied before the next agent is offered one, on the view sent back."""
+        """The agents' moves after a batch of completions (a v2 checkpoint), offered as
+        the env offers them (:class:`envs.session.MoveBook`); a generator
+        (:func:`marl_sched.runner.rebalance`) sent the view after each move."""
         if not self.migrates:
             return []
         return self._moves(view)
@@ -678,9 +661,7 @@ def save_weights(folder: Path, weights: dict[str, dict]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for module_id, state in weights.items():
         tensors = {k: torch.as_tensor(np.asarray(v)).clone() for k, v in state.items()}
-        # serialised in memory, then written as bytes: a full disk or a read-only
-        # filesystem is then an OSError naming the file (torch.save's own writer turns
-        # it into a RuntimeError without the path)
+        # serialised in memory first: a write error is then an OSError naming the file
         buf = io.BytesIO()
         torch.save(tensors, buf)
         path = folder / f"{module_id}.pt"

@@ -1,57 +1,18 @@
-"""The RLlib side: the ``TorchRLModule`` around the GNN.
+"""The RLlib side: :class:`HierarchicalGNNModule`, the ``TorchRLModule`` around
+:class:`agents.gnn.HierarchicalGNN` (``model_config``: :class:`agents.config.ModelConfig`'s
+fields; feature dims read from the observation space).
 
-:class:`HierarchicalGNNModule` wraps :class:`agents.gnn.HierarchicalGNN` for the
-environment ``ClusterPlacement-v1`` (:mod:`envs.cluster_env`), in which the agents
-train and act.
-
-Action masking happens inside the network: masked actions leave it with
-:data:`agents.gnn.MASKED_LOGIT`, so exploration, greedy inference and the PPO loss
-all see the same masked categorical. The value comes out of the same forward pass
-in ``_forward_train`` (passed to ``compute_values`` as the "embeddings"), so a PPO
-update runs the GNN once per minibatch.
-
-``model_config`` holds the fields of :class:`agents.config.ModelConfig` (``hidden``,
-``layers``, ``exchange``, ``gnn``); the feature dimensions are read from the
-observation space, never hard-coded.
-
-**The privileged critic** (``train.critic: privileged``): when the observation space
-holds ``critic_x`` (:func:`envs.observations.critic_features`: the queue, the running
-jobs' true remaining work, the next arrivals — training-time input the agents never
-see), the learner's module also has :class:`PrivilegedCritic`, and its value is
-
-    ``V(s, c) = sg[v(z)] + Δ(sg[z], c)``
-
-with ``z`` the GNN's pooled state (the input of its value head, read with a forward
-hook: :meth:`HierarchicalGNN.forward_padded` computes exactly what it computes
-without a critic), ``v`` the GNN's own value head, ``Δ`` an MLP over ``[z ‖ MLP(c)]``
-whose last layer starts at zero (so a warm start's critic is ``v`` unchanged) and
-``sg`` stop-gradient. The value loss of ``V`` trains ``Δ`` only; the GNN's head ``v``
-keeps a value loss of its own against the same targets (``PLAIN_VALUES``,
-:class:`agents.learner.ClipFractionPPOLearner`), so the network and ``v`` get the
-gradients a plain-critic run gives them, only the advantages and value targets
-differ, and every checkpoint (``gnn.`` weights only) keeps a plain critic and acts
-without ``critic_x``. The actor's logits never read ``c``. A module built inference-only
-(a remote env runner's) has no critic; one that samples in the driver has it, unused.
-``Δ`` is outside the checkpoints: a resumed run starts it at zero again.
-
-**Mode switches** (:meth:`HierarchicalGNNModule.train`): RLlib's
-``TorchRLModule.forward_exploration`` calls ``eval()`` before and ``train()`` after
-every exploration forward; ``nn.Module.train`` walks the ~70 submodules, setting each
-one's ``training`` through ``nn.Module.__setattr__`` (~10 % of a sampling iteration
-in a cProfile; timed alone, 250 µs per
-``eval()`` + ``train()`` pair of the default network, 28 µs overridden). The override sets the
-same flags on the same modules directly, walking ``_modules`` as ``nn.Module.train``
-recurses through ``children()``, and calls a submodule's own ``train`` where it has one.
-The exploration and inference forwards run under ``torch.inference_mode`` instead of
-RLlib's ``torch.no_grad`` (~10 % less per forward of 4 observations; the same kernels,
-so the same logits): their outputs only become actions, log-probabilities and numpy
-columns of the episodes, never autograd inputs; the learner's ``forward_train`` is
-untouched.
-
-For APPO (``train.algorithm: APPO``) the module also implements RLlib's
-``TargetNetworkAPI``: a target copy of the GNN (``_old_gnn``, made by the learner
-only, never on the env runners) whose logits anchor APPO's surrogate loss. The
-inference checkpoints (``modules/*.pt``) keep only the ``gnn.`` weights.
+- Masking is inside the network (:data:`agents.gnn.MASKED_LOGIT`); the value comes out of
+  the same forward (``Columns.EMBEDDINGS``), so a PPO update runs the GNN once.
+- Privileged critic (``critic_x`` in the observation space, learner only;
+  docs/agents.md): ``V(s, c) = sg[v(z)] + Δ(sg[z], c)``, ``z`` the value head's input
+  (a forward hook), ``Δ`` a :class:`PrivilegedCritic` starting at zero; ``v`` keeps
+  its own value loss (:data:`PLAIN_VALUES`), the logits never read ``c``, checkpoints
+  keep ``gnn.`` weights only.
+- :meth:`HierarchicalGNNModule.train` sets the same flags as ``nn.Module.train`` without
+  ``__setattr__`` (RLlib switches modes around every exploration forward); exploration
+  and inference run under ``torch.inference_mode``.
+- APPO: ``TargetNetworkAPI``, a target copy ``_old_gnn`` made by the learner only.
 """
 
 from __future__ import annotations
@@ -78,8 +39,8 @@ PLAIN_VALUES = "plain_values"
 
 
 class PrivilegedCritic(nn.Module):
-    """``Δ(z, c) = MLP([z ‖ MLP(c)])``: the privileged correction to the GNN's value
-    (module docstring); zero at initialisation."""
+    """``Δ(z, c) = MLP([z ‖ MLP(c)])``: the privileged correction to the GNN's value;
+    zero at initialisation."""
 
     def __init__(self, critic_dim: int, hidden: int) -> None:
         super().__init__()
@@ -112,7 +73,7 @@ class HierarchicalGNNModule(TorchRLModule, ValueFunctionAPI, TargetNetworkAPI, I
 
     def train(self, mode: bool = True) -> HierarchicalGNNModule:
         """``nn.Module.train(mode)``: ``training = mode`` on this module and every
-        submodule, written without ``nn.Module.__setattr__`` (module docstring)."""
+        submodule, written without ``nn.Module.__setattr__``."""
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
         stack = [self]
@@ -129,7 +90,7 @@ class HierarchicalGNNModule(TorchRLModule, ValueFunctionAPI, TargetNetworkAPI, I
         return self
 
     def _forward_exploration(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
-        with torch.inference_mode():  # RLlib's default: no_grad (module docstring)
+        with torch.inference_mode():  # RLlib's default: no_grad
             return self._forward(batch, **kwargs)
 
     def _forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
@@ -157,7 +118,7 @@ class HierarchicalGNNModule(TorchRLModule, ValueFunctionAPI, TargetNetworkAPI, I
 
     def _privileged(self, obs: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(logits, ``V(s, c)``, ``v(z)``): one GNN forward, its pooled state ``z``
-        taken from the value head's input by a hook (module docstring)."""
+        taken from the value head's input by a hook."""
         seen = []
         hook = self.gnn.value_head.register_forward_hook(lambda m, args, out: seen.append(args[0]))
         try:

@@ -1,22 +1,10 @@
 """Teachers whose placements warm-start the agents by behaviour cloning.
 
-Both teachers choose among the placements the heuristics propose (each heuristic is
-asked on the whole view and on each subcluster that can hold the job); they differ in
-how they score a proposal:
-
-- :class:`LookaheadTeacher` — the job's own predicted iteration time right after
-  placing it (one step, myopic: it ignores what the job does to its neighbours and
-  to the jobs that arrive later);
-- :class:`RolloutTeacher` — a rollout policy in Bertsekas's sense: for each proposal,
-  a fork of the simulator applies it and runs on with a base heuristic; the proposal
-  with the lowest estimated total JCT of the window wins. With the base heuristic's
-  own placement among the proposals, a full-horizon rollout is never worse than the
-  base heuristic on the rolled-out episode (the classical rollout improvement
-  property — up to the end-of-horizon estimate). It looks at future arrivals, which
-  no online scheduler can: a privileged teacher for training only, never a policy.
-
-Teachers take ``legal`` (a predicate: only placements the agents' masks can
-produce) and ``views`` (the views to ask the heuristics on).
+Each chooses among the heuristics' proposals (on the whole view and on each subcluster
+that can hold the job): :class:`LookaheadTeacher` by predicted iteration time (one
+step), :class:`RolloutTeacher` by the simulated total JCT of a forked future (privileged:
+training only). ``legal`` filters to placements the agents' masks can produce; ``views``
+are the views the heuristics are asked on (docs/agents.md).
 """
 
 from __future__ import annotations
@@ -63,14 +51,10 @@ def proposals(candidates, job: Job, views, legal=None) -> list[Placement]:
 
 
 def total_slowdown(job: Job, view: ClusterView, p: Placement, harms=None) -> float:
-    """The slowed progress, in GPU-equivalents, that placing ``job`` as ``p`` costs right
-    away: its own workers at their predicted slowdown (``workers`` × the predicted
-    iteration time over the job's isolated one) plus the slowdown its tasks add to the
-    jobs already running near them, each weighted by its workers
-    (:func:`marl_sched.simulator.harm_to_residents`, the agents' ``harm_to_residents``
-    feature). One step and no future, as :func:`predicted_iteration_time`; it also
-    counts what the placement costs the others. ``harms``: :func:`residents_harm` of
-    ``job`` on ``view``, when several placements of one job are scored."""
+    """The slowed progress (GPU-equivalents) placing ``job`` as ``p`` costs now: its
+    workers × predicted over isolated iteration time, plus the worker-weighted slowdown
+    it adds to running jobs (:func:`marl_sched.simulator.harm_to_residents`). ``harms``:
+    a precomputed :func:`residents_harm` of ``job`` on ``view``."""
     iso = view.perf.isolated_iteration_time(job.model, job.num_workers, job.num_ps)
     own = job.num_workers * predicted_iteration_time(job, view, p) / iso
     worker_harm, ps_harm = residents_harm(job, view) if harms is None else harms
@@ -98,11 +82,8 @@ def horizon_end(sim: Simulator, horizon_jobs: int) -> float:
 
 
 class LookaheadTeacher:
-    """Per job, the heuristic placement with the lowest predicted iteration time
-    (ties: proposal order). A one-step lookahead over the heuristics.
-
-    ``harm``: the lowest :func:`total_slowdown` instead (the job's own slowdown plus
-    the slowdown it adds to the running jobs), the same proposals."""
+    """Per job, the heuristics' proposal with the lowest predicted iteration time (ties:
+    proposal order); with ``harm``, the lowest :func:`total_slowdown` instead."""
 
     name = "lookahead"
 
@@ -139,25 +120,17 @@ class RolloutTeacher(LookaheadTeacher):
     Args:
         base: the registered heuristic (e.g. ``resident-aware``) that places every
             later job in a rollout and whose placement ``margin`` keeps.
-        min_workers: jobs with fewer workers get the one-step lookahead's choice (a
-            single-GPU job has no communication to arrange; rollouts cost time).
+        min_workers: jobs with fewer workers get the one-step lookahead's choice.
         horizon_jobs: a rollout ends at the arrival of the ``horizon_jobs``-th job
             after now (0 = at the end of the simulator's job list); the score is
             :meth:`Simulator.estimated_total_jct` of the jobs submitted by then.
         candidates: the heuristics that propose placements.
         margin: keep the base heuristic's own placement (on the whole view, when the
             masks allow it) unless another proposal's score is lower by more than
-            this fraction of the base's score (0 = always the best score). A
-            conservative teacher: it departs from the base only for a clear gain,
-            which is more likely to come from the state it sees now than from the
-            particular future it looks at.
-        protect: when > 0, one more proposer: interference-aware whose cost also
-            counts the harm to resident jobs weighted by their size, this many times
+            this fraction of the base's (0 = always the best score).
+        protect: when > 0, add interference-aware with this ``protect`` as a proposer
             (:class:`~marl_sched.policies.heuristics.InterferenceAwarePolicy`).
-        speed: when > 0, one more proposer: interference-aware whose cost also counts
-            how much slower each GPU type runs the job's compute, this many times (its
-            ``speed``); the rollouts tell when a fast GPU is worth it (a long job) and
-            when it is not.
+        speed: when > 0, add interference-aware with this ``speed`` as a proposer.
     """
 
     name = "rollout"
@@ -190,10 +163,8 @@ class RolloutTeacher(LookaheadTeacher):
         self.base.reset(topology, seed)
 
     def place(self, job, view, legal=None, views=None, sim: Simulator | None = None):
-        """``sim``: the simulator whose pending decision is ``job`` (required for
-        jobs of ``min_workers`` or more; ``job`` may be the copy a duration predictor
-        shows the agents). The rollouts fork ``sim``, which knows true lengths: a
-        privileged teacher, used in training only."""
+        """``sim``: the simulator whose pending decision is ``job`` (required for jobs
+        of ``min_workers`` or more; ``ValueError`` otherwise); the rollouts fork it."""
         if job.num_workers < self.min_workers:
             return super().place(job, view, legal, views)
         if sim is None or sim.pending is None or sim.pending.job_id != job.job_id:
@@ -230,13 +201,10 @@ class RolloutTeacher(LookaheadTeacher):
 
 
 def _hint_plan(teacher, session) -> Placement | None:
-    """With ``env.follow_only`` the agents choose among the hints' plans (or forward the
-    job), so the teacher does too: among the acting agent's plans whose follow action
-    is legal and the plans of every agent it may forward the job to, the ``lookahead``
-    teacher's (the lowest predicted iteration time; ties: the acting agent first, then
-    hint order) or, for a heuristic teacher, its own hint's there. None for another
-    teacher (the rollout teacher scores whole futures, not these plans) or when no plan
-    is legal. The labels are then the forward to the plan's agent and its follow."""
+    """The teacher's choice among the hints' plans (``env.follow_only``): the acting
+    agent's legal plans and those of every agent it may forward to; the ``lookahead``
+    teacher's fastest (ties: acting agent first, then hint order) or a heuristic
+    teacher's own hint. None for another teacher or when no plan is legal."""
     b, home = session.builder, session.agent
     mask = session.action_mask(home)
     first = b.pad[0] + b.n_agents
@@ -253,16 +221,11 @@ def _hint_plan(teacher, session) -> Placement | None:
 
 
 def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | None:
-    """The teacher's whole placement of ``session.job`` from the session's first task
-    (``session``: an :class:`envs.session.PlacementSession` before any action).
-
-    Only placements reachable through the agents' masks (the forward rule from the
-    job's home agent) are allowed; the heuristics also see each subcluster that can
-    hold the whole job alone (a job moves whole; it is split only when none can).
-    ``teacher``: a :class:`LookaheadTeacher` / :class:`RolloutTeacher`, a policy that
-    acts inside the agents' masks itself (``masked:*``, :mod:`envs.controls`: its
-    placement on the whole view, if the forward rule allows it), or any other policy
-    (its first legal placement over those views)."""
+    """The teacher's whole placement of ``session.job`` (``session``: an
+    :class:`envs.session.PlacementSession` before any action), restricted to what the
+    forward rule lets the agents reach from the job's home agent. ``teacher``: a
+    :class:`LookaheadTeacher` (asked on :func:`_plan_views`), a ``masked:*`` policy
+    (its whole-view placement) or any policy (its first legal placement over the views)."""
     job, view = session.job, session.view
     if session.builder.follow_only:
         return _hint_plan(teacher, session)
@@ -301,33 +264,14 @@ def _plan_views(session) -> list[ClusterView]:
     return [scope_view(builder, view, k) for k in np.flatnonzero(rest)] + [view]
 
 
-def plan_options(teacher: LookaheadTeacher, session) -> list[Placement]:
-    """The proposals the ``lookahead`` teacher chooses among in :func:`teacher_plan`
-    (``env.follow_only`` off): the heuristics' placements on :func:`_plan_views` that
-    the forward rule lets the agents reach from the job's home agent, in proposal
-    order (the teacher's plan is :func:`fastest` of them)."""
-    if session.builder.follow_only:
-        raise ValueError("plan_options: env.follow_only plans are the hints' (_hint_plan)")
-    views = _plan_views(session)
-    return proposals(teacher.candidates, session.job, views, _forward_legal(session))
-
-
 def teacher_move(teacher, session, view: ClusterView) -> Placement | None:
-    """The teacher's decision on a move (``env.migration: on``): where to re-place
-    the running job ``session`` offers (an :class:`envs.session.PlacementSession`
-    with ``moving`` set, before any action), or None to keep it.
+    """The teacher's decision on a move (``env.migration: on``): where to re-place the
+    running job ``session`` offers (``moving`` set, before any action), or None.
 
-    Whether to move is MLFS's load-control rule, the one the ``+lc`` baselines use
-    (:func:`marl_sched.policies.load_control.move_for`: the job has a worker on an
-    overloaded server and may move); where to is the teacher's own placement
-    (:func:`teacher_plan`) from the offered agent on the cluster with the job's own
-    resources given back and the overloaded servers closed
-    (:func:`marl_sched.policies.load_control.released_view`), kept only when it
-    changes the job's servers and the agents' masks can make it in this session.
-    ``view``: the cluster (``Simulator.view()`` between decisions). What it reads is
-    what the ``+lc`` policies read: the view and its running jobs (placement,
-    slowdown, attained service) and the job as the session shows it (its estimated
-    length) — no future arrival, no true length (no simulator is forked)."""
+    Whether: MLFS's load-control rule (:func:`marl_sched.policies.load_control.move_for`);
+    where: :func:`teacher_plan` on the :func:`~marl_sched.policies.load_control.released_view`,
+    kept only when it changes the job's servers and the masks can make it.
+    ``view``: the cluster between decisions; no simulator is forked."""
     from envs.session import PlacementSession, placement_steps
     from marl_sched.policies.load_control import move_for, released_view
 
@@ -371,21 +315,9 @@ def make_teacher(
 
 class MaskedLookahead(MaskedHeuristic):
     """The default recipe's warm-start teacher as a policy: per job the
-    :class:`LookaheadTeacher`'s plan (:func:`teacher_plan`: the heuristics' proposals on
-    the whole view and on each subcluster that can hold the job, the forward rule's
-    reachable ones only, the one with the lowest predicted iteration time), followed
-    inside the agents' masks by forwards and GPU-group slots, under the rules of the
-    agents' own environment (``configs/default.yaml``'s ``env:``, the env the recipe's
-    clone is taught in), not the pre-registered rules of the other controls.
-
-    No network and no learning, no future arrivals and no true lengths; but it scores
-    each proposal with the simulator's own performance model exactly
-    (:func:`predicted_iteration_time`), where the agents read that model's inputs as
-    features. It is the rule ``configs/learn.yaml``'s warm start imitates, so what a learned
-    policy taught by it adds is measured against it (docs/agents.md, "The teacher as a
-    policy"). Registered as kind ``teacher``, not ``control``: its rules follow the
-    default recipe, while the pre-registered controls' are pinned. A combination of
-    heuristics rather than one, so it is no hint and has no follow action."""
+    :class:`LookaheadTeacher`'s plan (:func:`teacher_plan`), followed inside the agents'
+    masks under ``configs/default.yaml``'s env rules (kind ``teacher``; docs/agents.md,
+    "The teacher as a policy")."""
 
     name = "masked:lookahead"
     description = (
@@ -406,13 +338,8 @@ class MaskedLookahead(MaskedHeuristic):
 
 
 class MaskedLookaheadHarm(MaskedLookahead):
-    """:class:`MaskedLookahead` with the teacher's ``harm`` criterion: per job the
-    proposal with the least :func:`total_slowdown` (its own workers' slowdown plus
-    what it adds to the running jobs), not the fastest for itself. The same
-    proposals, views, masks and rules; no weight to choose (both terms are
-    GPU-equivalents of slowed progress). A probe of the room a one-step rule without
-    the future leaves above the myopic teacher (docs/agents.md, "The teacher as a
-    policy")."""
+    """:class:`MaskedLookahead` choosing the proposal with the least
+    :func:`total_slowdown` rather than the fastest for the job itself."""
 
     name = "masked:lookahead-harm"
     description = (
@@ -423,12 +350,10 @@ class MaskedLookaheadHarm(MaskedLookahead):
 
 
 class LearnedLookaheadTeacher(LookaheadTeacher):
-    """:class:`LookaheadTeacher` scoring each proposal with an estimate a real
-    scheduler could compute instead of the performance model
-    (:func:`marl_sched.interference.estimate.estimated_iteration_times`: the job's
-    profiled speed on the proposal's slowest GPU type and its bytes over the links'
-    bandwidths, times the shipped learned interference model's predicted slowdown).
-    The same proposals; the lowest estimate wins (ties: proposal order)."""
+    """:class:`LookaheadTeacher` scoring each proposal by
+    :func:`marl_sched.interference.estimate.estimated_iteration_times` (profiled speed
+    and bandwidths times the learned interference model's slowdown) instead of the
+    performance model; the lowest estimate wins (ties: proposal order)."""
 
     name = "lookahead-learned"
 
@@ -448,20 +373,9 @@ class LearnedLookaheadTeacher(LookaheadTeacher):
 
 
 class MaskedLookaheadLearned(MaskedLookahead):
-    """:class:`MaskedLookahead` with no call of the performance model on a placement
-    that has not happened: the same proposals (the heuristics' on the whole view and
-    on each subcluster that can hold the job, the forward rule's reachable ones), the
-    same views, masks and env rules, but each proposal is scored by
-    :class:`LearnedLookaheadTeacher`'s estimate. What it reads to score: the catalogue
-    (the model's compute, size, pressure, sensitivity and per-GPU-type speed), the
-    topology (links, bandwidths), the view's state (residents' pressures, busy GPUs,
-    link use) and the shipped learned interference model
-    (``checkpoints/interference/model.npz``); the placement's geometry through
-    :meth:`~marl_sched.perf.PerformanceModel.layout`, whose alone-time-derived link
-    share it replaces by bytes over bandwidth over the profiled alone time (the one
-    approximated feature input, :mod:`marl_sched.interference.estimate`). A
-    contender: what a one-step lookahead is worth when it must estimate, as a real
-    scheduler must."""
+    """:class:`MaskedLookahead` scoring each proposal by
+    :class:`LearnedLookaheadTeacher`'s estimate: no performance-model call on a
+    placement that has not happened (:mod:`marl_sched.interference.estimate`)."""
 
     name = "masked:lookahead-learned"
     description = (

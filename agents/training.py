@@ -1,23 +1,8 @@
-"""Multi-agent PPO on RLlib's new API stack, with a run folder CleanRL would recognise.
-
-The run loop (:class:`Trainer`). It reads top to bottom: config → seed → Ray →
-algorithm (restored when resuming) → loop (train, log, evaluate, checkpoint). The
-rest of a run lives beside it, one idea per module:
-
-- :mod:`agents.run_folder` — the run folder's layout, ``state.json``, checkpoints,
-  ``latest``/``best``, pruning, the resume checks and stop signals
-  (:mod:`agents.integrity` signs and verifies checkpoints);
-- :mod:`agents.algorithm` — the environment, the modules and the PPO/APPO config;
-- :mod:`agents.warm_start` — behaviour cloning and DAgger before the first iteration;
-- :mod:`agents.selection` — validation runs and the ``best`` rule;
-- :mod:`agents.records` — the resolved config, TensorBoard scalars, HParams, the
-  progress line.
-
-A checkpoint folder is written under a temporary name and renamed into place before
-``latest`` points at it, so an interrupted run resumes from its last complete
-checkpoint with its iteration count, and TensorBoard steps purged past it. The names
-other code imports from here (``RunPaths``, ``read_state``, ``resolved_config``,
-``env_setup``, ``evaluate_weights``, ``behaviour_cloning``, ...) are re-exported.
+"""The training run loop (:class:`Trainer`): config → seed → Ray → algorithm (restored
+when resuming) → loop (train, log, evaluate, checkpoint). The rest of a run lives in
+:mod:`agents.run_folder`, :mod:`agents.algorithm`, :mod:`agents.warm_start`,
+:mod:`agents.selection` and :mod:`agents.records`, whose names used elsewhere are
+re-exported here.
 """
 
 from __future__ import annotations
@@ -90,14 +75,8 @@ def _sub_envs(env_runner) -> list:
 def _reseed_env_runner(env_runner, seed: int, it: int) -> None:
     """On an env runner: seed Python, numpy and torch, seed each of its envs' window
     draws (env ``i`` from the iteration's seed + ``i``), and start new episodes at the
-    next ``sample()``.
-
-    The envs are seeded once, not through the runner's own seed: with whole-episode
-    batches (``batch_mode: complete_episodes``, the recipes') RLlib's
-    ``MultiAgentEnvRunner.sample()`` samples one episode per env at a time and resets
-    with its seed before every one, so every episode of an iteration was the same
-    window. With the runner's seed cleared, its resets are unseeded and each env
-    draws its windows, ``group_size`` rollouts each, from the generator seeded here."""
+    next ``sample()``. The runner's own seed is cleared: RLlib would reset every
+    episode with it, making every episode of an iteration the same window."""
     from ray.rllib.utils.debug import update_global_seed_if_necessary
 
     worker = int(getattr(env_runner, "worker_index", 0) or 0)
@@ -111,10 +90,8 @@ def _reseed_env_runner(env_runner, seed: int, it: int) -> None:
 
 def check_updated(result: dict, it: int, tc: TrainConfig, before: float | None) -> float:
     """The env steps the learners have trained on so far, after iteration ``it``'s
-    ``algo.train()`` ``result``; ``InputError`` (exit 2) when the iteration made no
-    learner update (no env steps trained this iteration, or no more than ``before``,
-    the count after the previous one): a run whose weights never change is not a
-    success."""
+    ``result``; ``InputError`` (exit 2) when the iteration trained none, or no more
+    than ``before`` (the count after the previous one)."""
     figures = result.get("learners", {}).get("__all_modules__", {})
     now = float(figures.get("num_env_steps_trained") or 0)
     total = float(figures.get("num_env_steps_trained_lifetime") or 0)
@@ -137,9 +114,7 @@ def _duration(seconds: float) -> str:
 
 
 def _rank(part: str) -> int:
-    """How long a figure of the progress line stays when the line is too wide (the
-    lowest goes first): the phase times, steps/s, the step count, the wall time, the
-    return, the validation's average JCT."""
+    """The rank of a progress-line figure; the lowest is dropped first when too wide."""
     for rank, match in enumerate((
         lambda p: p.startswith("("),
         lambda p: p.endswith(" steps/s"),
@@ -186,14 +161,9 @@ class Trainer:
     ``validation_avg_jct_s`` when evaluated, the TensorBoard scalars) and the
     checkpoint folder written then, or None — a Ray Tune trial reports them.
 
-    Reproducibility: every iteration starts by seeding Python, numpy and torch (in
-    the driver and on every env runner) from ``(seed, iteration)`` and resetting the
-    environments with a seed of the same, so an iteration's samples and updates depend
-    only on the weights and optimizer state it starts from — which a checkpoint holds.
-    A run resumed from iteration ``k`` therefore equals the uninterrupted run. The
-    cost: an episode still running at the end of an iteration is cut there (its
-    steps are trained on as a truncated episode, as RLlib does anyway) instead of
-    being continued in the next iteration.
+    Every iteration seeds every RNG (driver and env runners) from ``(seed, iteration)``
+    and starts new episodes, so a run resumed from iteration ``k`` equals the
+    uninterrupted run (an episode running at an iteration's end is truncated there).
     """
 
     def __init__(
@@ -223,13 +193,8 @@ class Trainer:
         cfg, mc, tc, paths = self.cfg, self.mc, self.tc, self.paths
         t_run = time.perf_counter()
         torch.manual_seed(tc.seed)
-        # one intra-op thread, the learner's too: the network's forward and backward on a
-        # 250-decision minibatch ran 5-20x slower on 2 threads than on 1 with the 2 cores
-        # shared with other work (the OpenMP threads wait on each other)
-        torch.set_num_threads(1)
-        # deterministic torch kernels; with the fixed PYTHONHASHSEED the console script
-        # sets (marl_sched.cli._fixed_hash_seed), same-seed runs give the same weights
-        torch.use_deterministic_algorithms(True)
+        torch.set_num_threads(1)  # small minibatches: more threads ran 5-20x slower
+        torch.use_deterministic_algorithms(True)  # same seed, same weights
         _, _, builder = env_setup(cfg, mc, tc, tc.seed)
 
         self.builder, self.ids = builder, module_ids(builder.agent_ids, mc)

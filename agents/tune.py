@@ -9,24 +9,13 @@ validation figure ``validation_avg_jct_s`` with every checkpoint) under
 
     DIR/experiment.json     the base config, the trials (name, seed, overrides), written first
     DIR/results.csv         one row per trial: seed, grid values, final and best validation
-                            figures, best checkpoint (path, content digest), wall time (from
-                            Tune's ResultGrid and each run's last checkpoint), rewritten
-                            after every invocation
-    DIR/<trial>/            one run folder per trial, the layout of a single run (its tb/
-                            is the trial's only TensorBoard run)
-    DIR/tune/session_XX/    Ray Tune's own records of each invocation (params; every
-                            iteration's figures in <trial>/result.json, which the
-                            ResultGrid reads: progress.csv keeps only the columns of
-                            a trial's first report, the warm start's)
+                            figures, best checkpoint (path, digest), wall time
+    DIR/<trial>/            one run folder per trial, the layout of a single run
+    DIR/tune/session_XX/    Ray Tune's own records of each invocation
 
-Resuming (``--resume``) starts a fresh Tuner over the trials recorded in
-``experiment.json``; each trial continues from its run folder's last checkpoint,
-signed by this tool and verified before anything is unpickled
-(:func:`agents.run_folder.read_state`), or starts over when it never checkpointed. It
-does not go through ``Tuner.restore``: that unpickles Tune's experiment state
-(``tuner.pkl``, cloudpickled trial records), which a crafted folder could use to run
-code, and it cannot extend a finished trial to more iterations, which
-``--resume --iterations N`` does.
+Resuming (``--resume``) starts a fresh Tuner over the trials of ``experiment.json``;
+each continues from its run folder's last (signed, verified) checkpoint or starts over.
+``Tuner.restore`` is not used: it unpickles Tune's state and cannot extend a trial.
 """
 
 from __future__ import annotations
@@ -122,9 +111,7 @@ def trial_config(base: dict, trial: dict, source: str):
 # ------------------------------------------------------------------- the trainable
 
 
-#: the columns of Tune's live progress table: the training iteration a trial reached (its
-#: own count: Tune's ``training_iteration`` counts reports, and the warm start's
-#: validation is one more), its env steps and last validation figure
+#: the columns of Tune's live progress table (``iteration``: the trial's own count)
 PROGRESS_COLUMNS = {
     "iteration": "iteration", "env_steps": "env steps", METRIC: "validation avg JCT (s)"
 }
@@ -161,9 +148,7 @@ def trainable(config: dict) -> None:
         if folder is None or METRIC not in metrics:
             tune.report(metrics)
             return
-        # Tune keeps a pointer to our signed checkpoint (copying the folder would
-        # double the disk and put a second, unsigned copy beside it); report persists
-        # it into Tune's folder before it returns
+        # Tune keeps a pointer to our signed checkpoint, not an unsigned copy
         with tempfile.TemporaryDirectory(prefix="marl-sched-ckpt-") as tmp:
             (Path(tmp) / "checkpoint.json").write_text(json.dumps({"checkpoint": str(folder)}))
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(tmp))
@@ -217,12 +202,8 @@ def run_experiment(
     env_runners: int, keep: int,
 ) -> list[dict]:  # fmt: skip
     """Run (or resume) every trial under Ray Tune; one row per trial (:func:`results_rows`),
-    also written to ``DIR/results.csv``.
-
-    Tune keeps its CSV and JSON records (``DIR/tune/session_XX/<trial>/``: they feed the
-    ``ResultGrid``) but not its TensorBoard logger: each trial's curves are the run
-    folder's own ``<trial>/tb`` (x axis: env steps), so TensorBoard shows one run per
-    trial, not a second copy against iterations with ``ray/tune/*`` tags."""
+    also written to ``DIR/results.csv`` (Tune's TensorBoard logger is off: each trial's
+    curves are its run folder's ``tb/``)."""
     from ray import tune
     from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
@@ -307,14 +288,10 @@ def _number(value) -> float | None:
 
 
 def results_rows(out: Path, trials: list[dict], grid) -> list[dict]:
-    """One row per trial, in the order of ``trials``: the trial's name, seed and grid
-    values (one column per ``--grid`` key), then from Tune's ``ResultGrid`` the last
-    report's iteration and env steps and the final validation figure (the last one
-    reported), and from the run folder's last checkpoint (``state.json``, which a
-    resumed run carries on) the best checkpoint's validation figure under
-    ``train.select_rule``, its path (relative to ``out``) and content digest
-    (:func:`marl_sched.checkpoints.checkpoint_digest`), and the run's wall time over every
-    session."""
+    """One row per trial, in the order of ``trials``: name, seed, one column per
+    ``--grid`` key; from Tune's ``ResultGrid`` the last report's iteration, env steps and
+    validation figure; from the run folder's ``state.json`` the best checkpoint's
+    figure, path (relative to ``out``) and digest, and the wall time over every session."""
     from agents.run_folder import RunPaths
     from marl_sched.checkpoints import checkpoint_digest
 

@@ -528,10 +528,9 @@ def critic_space(n_jobs: int) -> gym.spaces.Box:
 def critic_features(
     sim, arrivals: list[Job], submit_times: np.ndarray, work_of, n_jobs: int
 ) -> np.ndarray:
-    """``critic_x`` at the simulator's present: what a privileged critic
-    (``train.critic: privileged``, :mod:`agents.rl_module`) may see and the agents never
-    do — the queue, the running jobs' true remaining GPU work and the next ``n_jobs``
-    arrivals (not submitted yet).
+    """``critic_x`` at the simulator's present (``train.critic: privileged``; the agents
+    never see it): the queue, the running jobs' true remaining GPU work and the next
+    ``n_jobs`` arrivals.
 
     Args:
         sim: the episode's :class:`marl_sched.simulator.Simulator`.
@@ -541,11 +540,8 @@ def critic_features(
         n_jobs: arrivals described (rows of :data:`CRITIC_JOB_FEATURES`; missing ones 0).
 
     Columns: :data:`CRITIC_FEATURES` (counts over the episode's jobs, works as
-    ``log10(1 + s)/7`` as ``job_x``'s ``log10_work_s/7``), then per arrival in order
-    ``1``, ``log10(1 + seconds until it arrives)/7``, ``log2(workers)/6`` (as
-    ``job_x``), ``log10(1 + estimated GPU work)/7``. The true remaining work of a
-    running job is its remaining iterations (as the reward's potential counts them)
-    × workers × the model's reference seconds per iteration.
+    ``log10(1 + s)/7``), then per arrival :data:`CRITIC_JOB_FEATURES`. A running job's
+    true remaining work: remaining iterations × workers × reference seconds per iteration.
     """
     from marl_sched.catalogue import CATALOGUE
 
@@ -576,11 +572,5 @@ def _log7(x: float) -> float:
 
 def _pad1(a: np.ndarray, n: int) -> np.ndarray:
     out = np.zeros(n, dtype=a.dtype)
-    out[: len(a)] = a
-    return out
-
-
-def _pad2(a: np.ndarray, n: int) -> np.ndarray:
-    out = np.zeros((n, a.shape[1]), dtype=np.float32)
     out[: len(a)] = a
     return out

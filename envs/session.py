@@ -1,21 +1,13 @@
 """The placement session of ``ClusterPlacement-v1``: one job's tentative placement,
 task by task, and the action masks that follow from the environment's rules.
 
-A :class:`PlacementSession` is opened when the simulator offers a job; it holds the
-tasks placed so far and the GPUs, cores and memory they take (the simulator learns of
-the job only when its whole placement is applied), answers which actions are legal
-for any agent (:meth:`PlacementSession.action_mask`), and applies them
-(:meth:`PlacementSession.act`). The rules are documented in :mod:`envs.cluster_env`.
-
-The session is the draft and its actions; what follows from the draft is in its parts:
-the capacity and the masks (:class:`envs.masks.SessionMasks`), the hints' plans
+A :class:`PlacementSession` holds the tasks placed so far and what they take (the
+simulator learns of the job only when its whole placement is applied); its parts give
+the masks (:class:`envs.masks.SessionMasks`), the hints' plans
 (:class:`envs.hints.SessionHints`) and the job's features
-(:class:`envs.features.SessionFeatures`).
-
-With ``env.migration: on`` a session may instead re-place a running job (a *move*):
-it is opened on the cluster with that job's own GPUs, cores and memory counted free
-(:func:`released_view`), and until its first task is placed the acting agent's own
-forward slot is **keep** (leave the job where it is).
+(:class:`envs.features.SessionFeatures`). With ``env.migration: on`` a session may
+re-place a running job (a *move*, on :func:`released_view`), whose acting agent's own
+forward slot is **keep** until the first task is placed. Rules: :mod:`envs.cluster_env`.
 """
 
 from __future__ import annotations
@@ -191,12 +183,10 @@ class PlacementSession(SessionMasks, SessionHints, SessionFeatures):
 
 
 class MoveBook:
-    """The bookkeeping of the migration decision (``env.migration: on``;
-    :mod:`envs.cluster_env`, "Migration"): which agents a completion triggers, which
-    running job each offered agent is given, and each job's moves so far. The
-    environment keeps one per episode; :class:`agents.policy.MarlPolicy` keeps one per
-    run, so that behind ``simulate`` a checkpoint is offered the same moves as in the
-    environment.
+    """The bookkeeping of the migration decision (``env.migration: on``): which agents a
+    completion triggers, which running job each offered agent is given, and each job's
+    moves so far (one per episode in the env, one per run in
+    :class:`agents.policy.MarlPolicy`).
 
     Args:
         builder: the observation builder (scopes and the cadence options
@@ -294,11 +284,9 @@ def action_towards(builder: ObservationBuilder, agent: int, g: int) -> int:
 
 
 def plan_action(session: PlacementSession, plan: Placement) -> int | None:
-    """The acting agent's action towards ``plan`` for the session's current task, as
-    the warm start labels it: the follow action of a hint that plans exactly ``plan``
-    (:func:`follow_action`), else the slot of, or the forward towards, the group
-    ``plan`` gives this task (:func:`action_towards`); None past the plan's tasks. The
-    action may still be masked."""
+    """The acting agent's action towards ``plan`` for the current task (the warm start's
+    label): a hint's follow action planning exactly ``plan``, else
+    :func:`action_towards` the task's group; None past the plan's tasks. May be masked."""
     groups = (*plan.worker_groups, *plan.ps_groups)
     if session.task >= len(groups):
         return None

@@ -220,13 +220,9 @@ class _Capacity:
 def check_placeable(
     jobs: list[Job], perf: PerformanceModel, path: str, *, drop: bool = False
 ) -> tuple[list[Job], list[Job]]:
-    """Every job must fit the empty cluster (its workers on GPUs whose memory holds
-    the model, its tasks within the servers' CPU cores and memory), checked before
-    the first simulated event. A job that cannot is an ``InputError`` naming the trace
-    file, row and job; with ``drop`` it is left out instead (returned second; the
-    kept jobs are renumbered 0..n-1). The check sums capacity over servers: a
-    necessary condition; a job passing it that still never fits is counted in the
-    run's ``jobs_unplaceable``."""
+    """(kept, dropped): every job must fit the empty cluster by capacity summed over
+    servers (a necessary condition), else ``InputError`` naming the trace file, row and
+    job; with ``drop`` it is left out instead (the kept jobs renumbered 0..n-1)."""
     caps: dict[str, _Capacity] = {}
     kept: list[Job] = []
     dropped: list[Job] = []
@@ -261,12 +257,10 @@ def simulate(
 ) -> tuple[dict[str, Any], list[JobRecord], Simulator]:
     """Run one policy over a workload; returns (metrics, per-job records, simulator).
 
-    The policy sees each job through the workload's duration predictor
-    (:meth:`DurationPredictor.visible_job`), never its true length unless the
-    workload says ``duration_estimate: oracle``. Without ``policy`` it is built from
-    the config (the ``planner:`` section for the planner); a policy that says it
-    needs the simulator (:attr:`Policy.needs_simulator`) is handed it, ``sim=``.
-    Records cover every job, warm-up included; the metrics score the window only.
+    The policy sees each job through the duration predictor
+    (:meth:`DurationPredictor.visible_job`); without ``policy`` it is built from the
+    config; one that :attr:`~Policy.needs_simulator` is handed it (``sim=``). Records
+    cover every job, warm-up included; the metrics score the window only.
     """
     from marl_sched.policies import build_policy
 
@@ -309,12 +303,10 @@ def make_simulator(
     predictor: DurationPredictor,
     policy=None,
 ) -> Simulator:
-    """A simulator for ``cfg.simulation`` over ``jobs``: its queue ordering reads
-    lengths only through ``predictor`` (synced with the completions so far), every
-    restart is priced by ``simulation.migration_cost``, and — only with
-    ``simulation.migration: on`` — the policy's migration rule
-    (:meth:`Policy.rebalance`, :func:`has_migration_rule`) runs after every batch of
-    completions. With ``off`` no policy migrates, whatever it could do."""
+    """A simulator for ``cfg.simulation`` over ``jobs``: lengths read only through
+    ``predictor``, restarts priced by ``simulation.migration_cost``, and only with
+    ``simulation.migration: on`` the policy's migration rule (:func:`rebalance`) run
+    after every batch of completions."""
     from marl_sched.migration import MigrationCost
 
     sc = cfg.simulation
@@ -335,10 +327,8 @@ def make_simulator(
 
 
 def has_migration_rule(policy) -> bool:
-    """Whether ``policy`` proposes migrations: its class overrides
-    :meth:`Policy.rebalance` (the one migration hook), unless the instance says it
-    has none (``policy.migrates`` False: a ``marl`` checkpoint trained without the
-    migration decision)."""
+    """Whether ``policy``'s class overrides :meth:`Policy.rebalance`, unless the
+    instance says it has none (``policy.migrates`` False)."""
     if not getattr(policy, "migrates", True):
         return False
     return getattr(type(policy), "rebalance", Policy.rebalance) is not Policy.rebalance
@@ -350,12 +340,9 @@ def _estimate(predictor: DurationPredictor, sim: Simulator, job: Job) -> float:
 
 
 def rebalance(sim: Simulator, policy) -> None:
-    """Apply a policy's migration proposals (:meth:`Policy.rebalance`): each (job,
-    placement) goes to :meth:`Simulator.migrate`, which declines (and counts) those
-    over the per-job cap or interval. A rule that decides each move on the cluster
-    the previous one left (the ``marl`` agents, offered moves one agent after
-    another as in the environment) returns a generator: after each move it yields,
-    it is sent the view after the simulator applied or declined it."""
+    """Apply a policy's migration proposals (:meth:`Policy.rebalance`) through
+    :meth:`Simulator.migrate` (which may decline); a generator of proposals is sent
+    the view after each move it yields."""
     proposals = policy.rebalance(sim.view())
     if not isinstance(proposals, Generator):
         for job_id, placement in proposals:

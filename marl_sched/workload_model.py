@@ -4,17 +4,13 @@ never a validation or test window).
 
 What it holds (``marl_sched/data/workload_model.json``):
 
-- ``rate_per_h``: the train windows' pooled arrival rate (jobs / hour of submit time,
-  scored jobs and warm-up alike, after each scenario's load and jitter). The planner
-  uses it only as a prior: its future gaps are exponential at the *window's own*
-  observed rate so far, the posterior mean of a Poisson rate with this prior worth
-  :data:`PRIOR_JOBS` arrivals (:meth:`WorkloadModel.rate`);
-- ``jobs``: up to :data:`MAX_ROWS` rows ``[model, workers, ps, est_work_s]`` drawn from
-  the train jobs (the job mix: sizes, PS count, model, and the duration predictor's
-  estimated work per worker, reference-GPU seconds), sampled with replacement;
+- ``rate_per_h``: the train windows' pooled arrival rate (jobs / hour), a prior worth
+  :data:`PRIOR_JOBS` arrivals on the window's own observed rate
+  (:meth:`WorkloadModel.rate`);
+- ``jobs``: up to :data:`MAX_ROWS` rows ``[model, workers, ps, est_work_s]`` sampled
+  with replacement from the train jobs (``est_work_s``: reference-GPU seconds per worker);
 - ``log_ratio``: 101 quantiles of ``ln(true / estimate)`` of the train jobs' lengths
-  under the config's duration predictor (:mod:`marl_sched.duration`): a sampled job's
-  or a running job's true length is its estimate times a draw from it.
+  (:mod:`marl_sched.duration`): a job's true length is its estimate times a draw.
 
 Fit (once; the file records the command, split and seed)::
 

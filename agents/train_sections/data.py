@@ -1,10 +1,6 @@
-"""The data part of ``train:``: which trace windows the training episodes are cut from
-and which windows validate the checkpoints.
-
-:class:`DataSection` is one of the four bases of :class:`agents.config.TrainConfig`; its
-keys stay flat in the YAML (``train.episode_jobs``, ``train.eval_start``). The window
-helpers below (:func:`split_windows`, :func:`eval_windows`, :func:`check_windows_apart`)
-read only these keys and the config's ``workload:``.
+"""The data part of ``train:``: the trace windows the training episodes are cut from and
+those that validate the checkpoints, and helpers that read only these keys and the
+config's ``workload:``.
 """
 
 from __future__ import annotations
@@ -56,22 +52,15 @@ class DataSection:
     """The training and validation windows.
 
     Attributes:
-        episode_jobs: jobs per training episode (``env.window_jobs`` of the training
-            env: a random slice of the config's
-            workload window, or of one of ``extra_windows``; a window shorter than
-            that is one whole episode).
-        episode_warmup_jobs: ``env.window_warmup_jobs`` of the training env: up to
-            this many jobs before each slice are placed by the agents, unscored, so
-            that the scored jobs meet a loaded cluster as the benchmark's windows do
-            (0: slices start from an empty cluster).
+        episode_jobs: jobs per training episode (a random slice of a source window;
+            a shorter window is one whole episode).
+        episode_warmup_jobs: up to this many jobs before each slice are placed by the
+            agents, unscored (0: slices start from an empty cluster).
         extra_windows: more trace windows to train on (:class:`TrainWindow`); each
             episode picks its source with probability proportional to its share.
         workload_share: the share of the config's own workload among the sources.
-        split_share: the share among the sources of the benchmark's train-split
-            scenarios (``benchmarks/default.yaml``: the windows Harmony and MLF-RL
-            train on, each at its own load, warm-up jobs included), split evenly
-            between them (:func:`split_windows`); 0 = none. Only scenarios on the
-            ``default`` topology: the training env runs the config's cluster.
+        split_share: the share of the default suite's train-split scenarios on the
+            ``default`` topology, split evenly (:func:`split_windows`); 0 = none.
         eval_trace: trace of the evaluation window (null = the config's trace).
         eval_start: first job of the evaluation window (null = right after the
             training window); must not overlap the training window on the same trace.
@@ -79,12 +68,9 @@ class DataSection:
         eval_load: arrival-rate multiplier of the evaluation window (null = the
             config's).
         eval_extra_windows: more validation windows (:class:`TrainWindow`; ``share``
-            unused). The validation figure that selects the best checkpoint is then
-            the average JCT over the jobs of all validation windows (each rolled out
-            on its own). None may overlap a training window.
+            unused); the validation figure is the average JCT over all their jobs.
         eval_loads: arrival-rate multipliers at which every validation window is
-            rolled out (each window once per load; empty = once, at the window's own
-            load). The validation figure is the average over the jobs of all runs.
+            rolled out (empty = once, at its own load).
     """
 
     episode_jobs: int = 200
@@ -104,18 +90,10 @@ class DataSection:
         for name in ("episode_jobs", "eval_max_jobs"):
             value = getattr(self, name)
             check(value >= 1, where, f"{key}.{name}", f"must be >= 1, got {value}")
-        check(
-            self.workload_share > 0,
-            where,
-            f"{key}.workload_share",
-            f"must be > 0, got {self.workload_share}",
-        )
-        check(
-            0 <= self.split_share <= 1e6,
-            where,
-            f"{key}.split_share",
-            f"must be in [0, 1e6], got {self.split_share}",
-        )
+        check(self.workload_share > 0, where, f"{key}.workload_share",
+              f"must be > 0, got {self.workload_share}")  # fmt: skip
+        check(0 <= self.split_share <= 1e6, where, f"{key}.split_share",
+              f"must be in [0, 1e6], got {self.split_share}")  # fmt: skip
         if self.eval_start is not None:
             check(self.eval_start >= 0, where, f"{key}.eval_start", "must be >= 0")
         if self.eval_load is not None:
@@ -134,10 +112,9 @@ def _overlap(a: int, n: int | None, b: int, m: int | None) -> bool:
 
 
 def check_windows_apart(cfg: ExperimentConfig, tc: DataSection) -> None:
-    """No training or validation window may touch the benchmark's test split
-    (``marl_sched.benchmark.check_not_test``), and no validation window may share a job
-    with a training window. The key blamed is the extra training window's, or else
-    the validation window's."""
+    """InputError when a training or validation window touches the benchmark's test split
+    or a validation window shares a job with a training window (blaming the extra
+    training window's key, else the validation window's)."""
     wl = cfg.workload
     trains = [("workload", wl.trace, wl.start, wl.max_jobs)]
     trains += [
@@ -153,7 +130,6 @@ def check_windows_apart(cfg: ExperimentConfig, tc: DataSection) -> None:
     ]
     from marl_sched.benchmark import check_not_test
 
-    # the benchmark's test split is never trained on or selected on (docs/benchmark.md)
     for i, (key, trace, start, n) in enumerate(trains + evals):
         warm = wl.warmup_jobs if i == 0 else 0
         check_not_test(cfg.resolve_path(trace), start, n, warmup_jobs=warm,
@@ -172,9 +148,8 @@ def check_windows_apart(cfg: ExperimentConfig, tc: DataSection) -> None:
 
 def split_windows(tc: DataSection) -> tuple[TrainWindow, ...]:
     """``train.split_share``'s training windows: every train-split scenario of the
-    default benchmark suite on the ``default`` topology, from its first warm-up job to
-    its last job, at its own load, the share split evenly (traces resolved as the suite
-    resolves them). Empty when the share is 0."""
+    default suite on the ``default`` topology, warm-up jobs included, at its own load,
+    the share split evenly. Empty when the share is 0."""
     if not tc.split_share:
         return ()
     from marl_sched.benchmark import DEFAULT_SUITE, load_suite
@@ -195,19 +170,14 @@ def split_windows(tc: DataSection) -> tuple[TrainWindow, ...]:
 
 def eval_windows(cfg: ExperimentConfig, tc: DataSection) -> list[dict]:
     """Trace options of every validation window: the main one, then the extra ones."""
-    out = [eval_window(cfg, tc)]
-    for w in tc.eval_extra_windows:
-        out.append(
-            {
-                "trace": str(cfg.resolve_path(w.trace)),
-                "trace_format": None,
-                "start": w.start,
-                "max_jobs": w.max_jobs,
-                "load": w.load,
-                "seed": None,
-            }
-        )
-    return out
+    extra = [_trace_options(str(cfg.resolve_path(w.trace)), w.start, w.max_jobs, w.load)
+             for w in tc.eval_extra_windows]  # fmt: skip
+    return [eval_window(cfg, tc), *extra]
+
+
+def _trace_options(trace: str | None, start: int, max_jobs: int | None, load) -> dict:
+    return {"trace": trace, "trace_format": None, "start": start, "max_jobs": max_jobs,
+            "load": load, "seed": None}  # fmt: skip
 
 
 def eval_window(cfg: ExperimentConfig, tc: DataSection) -> dict:
@@ -217,11 +187,4 @@ def eval_window(cfg: ExperimentConfig, tc: DataSection) -> dict:
     if start is None:
         start = wl.start + (wl.max_jobs or 0) if tc.eval_trace is None else 0
     trace = str(cfg.resolve_path(tc.eval_trace)) if tc.eval_trace else None
-    return {
-        "trace": trace,
-        "trace_format": None,
-        "start": start,
-        "max_jobs": tc.eval_max_jobs,
-        "load": tc.eval_load,
-        "seed": None,
-    }
+    return _trace_options(trace, start, tc.eval_max_jobs, tc.eval_load)

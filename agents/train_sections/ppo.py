@@ -12,11 +12,8 @@ from typing import Any
 
 from marl_sched.config import check, check_bounds
 
-#: the algorithms of RLlib's new API stack (its registry, ``ray.rllib.algorithms.registry``)
-#: that train our RLModule on the multi-agent env with its discrete masked actions
-#: (train.algorithm): each one's Learner needs only the APIs
-#: :class:`agents.rl_module.HierarchicalGNNModule` implements (``ValueFunctionAPI``,
-#: ``TargetNetworkAPI``; RLlib's ``Learner.rl_module_required_apis``)
+#: the RLlib algorithms (train.algorithm) whose Learner needs only the APIs
+#: :class:`agents.rl_module.HierarchicalGNNModule` implements
 ALGORITHMS = ("PPO", "APPO", "IMPALA")
 _OFFLINE = "offline: it learns from recorded episodes, not from the environment"
 _Q = (
@@ -61,20 +58,15 @@ PPO_BOUNDS = {
 class RLlibConfig:
     """Any ``AlgorithmConfig`` setting, passed through to RLlib (``train.rllib``).
 
-    Each mapping goes to the setter of the same name (``config.training(**training)``,
-    ``config.env_runners(...)``, ``config.learners(...)``) after the settings the
-    ``train:`` keys make, so a key here wins over its ``train:`` counterpart (e.g. an
-    ``lr`` schedule, ``[[0, 1e-3], [20000, 1e-4]]``, for ``train.lr``). RLlib's own
-    setters and ``AlgorithmConfig.validate()`` check them when the command starts
-    (:func:`agents.algorithm.apply_rllib`): an unknown key or a bad value exits 2 with
-    one line naming ``train.rllib.<setter>.<key>``.
+    Each mapping goes to the setter of the same name (``config.training(**training)``
+    ...) after the ``train:`` keys', so it wins over them; RLlib checks them when the
+    command starts (:func:`agents.algorithm.apply_rllib`: exit 2 naming
+    ``train.rllib.<setter>.<key>``).
 
     Attributes:
         training: e.g. ``vtrace_clip_rho_threshold`` (APPO/IMPALA), ``kl_target``,
             ``use_critic``, ``entropy_coeff`` schedules.
-        env_runners: e.g. ``rollout_fragment_length``, ``batch_mode``
-            (``num_env_runners`` is ``train.num_env_runners``: Tune sizes each trial's
-            CPUs from it).
+        env_runners: e.g. ``rollout_fragment_length`` (not ``num_env_runners``).
         learners: e.g. ``num_learners``, ``num_gpus_per_learner``.
     """
 
@@ -96,43 +88,22 @@ class PPOSection:
     """Multi-agent PPO (or APPO, IMPALA) on RLlib's new API stack.
 
     Attributes:
-        algorithm: the RLlib algorithm (:data:`ALGORITHMS`): ``PPO``, ``APPO``
-            (asynchronous PPO with a target network; with ``num_env_runners: 0`` it
-            samples in the driver) or ``IMPALA`` (v-trace actor-critic). Settings an
-            algorithm lacks (IMPALA: ``gae_lambda``, ``clip_param``, ``kl_coeff``;
-            APPO and IMPALA: ``vf_clip_param``) are refused when the config sets them.
-            The registry's other algorithms are refused with the reason
-            (:data:`REFUSED_ALGORITHMS`).
+        algorithm: ``PPO``, ``APPO`` or ``IMPALA`` (:data:`ALGORITHMS`); settings an
+            algorithm lacks are refused, as are :data:`REFUSED_ALGORITHMS`.
         iterations: PPO iterations (``algo.train()`` calls) of a run.
         lr: Adam learning rate.
         gamma: discount per decision.
         gae_lambda: GAE λ.
-        advantage: the policy gradient's advantages: ``gae`` (RLlib's GAE on the
-            learned value) or ``group`` (PPO only: the return-to-go against the mean of
-            the other rollouts of the same episode window, aligned by simulated time;
-            :mod:`agents.group_baseline`) or ``job`` (PPO only: the same groups, each
-            decision credited with its job's share of the team return and the
-            ``job_gamma``-discounted shares of the jobs after it, against the same job
-            in the other rollouts: MLF-RL's credit; :class:`agents.group_baseline.
-            JobBaselineAdvantages`).
-        group_size: with ``advantage: group`` or ``job``, rollouts of each training
-            window in a row (K of Mao et al.'s input-dependent baseline; >= 2).
-        job_gamma: with ``advantage: job``, the discount per job in arrival order
-            (0.9, MLF-RL's authors' ``gama``; in [0, 1]).
-        advantage_scale: with ``advantage: group`` or ``job``, how each window's
-            advantages are weighed before the batch's standardisation: ``batch`` (the
-            default: in seconds of average JCT, so the heaviest window of a batch
-            dominates) or ``window`` (divided by the window's mean ``|team return|``:
-            relative changes, every window alike, as the benchmark's geometric mean
-            weighs scenarios; :mod:`agents.group_baseline`).
-        critic: what the value function sees (PPO only): ``plain`` (the default, the
-            actor's observation) or ``privileged``: also the env's training-only
-            ``critic_x`` — the queue, the running jobs' true remaining work and the
-            next ``critic_jobs`` arrivals (:func:`envs.observations.critic_features`).
-            The actor's logits never depend on it; checkpoints keep the actor and
-            the plain value head, so inference needs no ``critic_x``. With ``gae``
-            the advantages are GAE on the privileged value; with ``group`` that
-            critic is only trained (:mod:`agents.rl_module`).
+        advantage: ``gae`` (RLlib's GAE), ``group`` (PPO only: return-to-go against
+            the other rollouts of the same window) or ``job`` (PPO only: per-job credit
+            against the same job in the other rollouts); :mod:`agents.group_baseline`.
+        group_size: with ``group`` or ``job``, rollouts per training window (>= 2).
+        job_gamma: with ``job``, the discount per job in arrival order (in [0, 1]).
+        advantage_scale: with ``group`` or ``job``: ``batch`` (seconds of average JCT)
+            or ``window`` (divided by the window's mean ``|team return|``).
+        critic: what the value function sees (PPO only): ``plain`` (the actor's
+            observation) or ``privileged`` (also the training-only ``critic_x``,
+            :func:`envs.observations.critic_features`; the actor never reads it).
         critic_jobs: with ``critic: privileged``, the upcoming arrivals ``critic_x``
             describes (1..256).
         critic_lr: Adam learning rate of the value heads (the GNN's and, with
@@ -145,12 +116,10 @@ class PPOSection:
         vf_loss_coeff: weight of the value loss.
         vf_clip_param: clip of the value loss (in reward units).
         grad_clip: global gradient-norm clip (null = none).
-        kl_coeff: weight of the KL penalty to the sampling policy in the loss. The KL
-            is computed and logged (``losses/approx_kl``) either way; 0 (the default)
-            leaves the loss as plain clipped PPO.
+        kl_coeff: weight of the KL penalty in the loss (0: plain clipped PPO; the KL is
+            logged either way).
         seed: seed of the environment's episode sampling and of torch.
-        num_env_runners: RLlib env runners (0 = sample in the driver; with
-            ``--ray-address`` set it to the number of remote workers wanted).
+        num_env_runners: RLlib env runners (0 = sample in the driver).
         num_envs_per_env_runner: vectorised envs per runner.
         rllib: any other RLlib setting (:class:`RLlibConfig`).
     """
@@ -190,19 +159,11 @@ class PPOSection:
         for name in ("num_env_runners", "seed", "kl_coeff"):
             value = getattr(self, name)
             check(value >= 0, where, f"{key}.{name}", f"must be >= 0, got {value}")
-        check(
-            self.algorithm not in REFUSED_ALGORITHMS,
-            where,
-            f"{key}.algorithm",
-            f"{self.algorithm} cannot train this agent: "
-            f"{REFUSED_ALGORITHMS.get(self.algorithm)} (use one of {', '.join(ALGORITHMS)})",
-        )
-        check(
-            self.algorithm in ALGORITHMS,
-            where,
-            f"{key}.algorithm",
-            f"must be one of {', '.join(ALGORITHMS)}, got {self.algorithm!r}",
-        )
+        algos, why = ", ".join(ALGORITHMS), REFUSED_ALGORITHMS.get(self.algorithm)
+        check(self.algorithm not in REFUSED_ALGORITHMS, where, f"{key}.algorithm",
+              f"{self.algorithm} cannot train this agent: {why} (use one of {algos})")  # fmt: skip
+        check(self.algorithm in ALGORITHMS, where, f"{key}.algorithm",
+              f"must be one of {algos}, got {self.algorithm!r}")  # fmt: skip
         for name in ("lr", "clip_param", "vf_clip_param"):
             value = getattr(self, name)
             check(value > 0, where, f"{key}.{name}", f"must be > 0, got {value}")
@@ -212,18 +173,11 @@ class PPOSection:
         for name in ("gamma", "gae_lambda"):
             value = getattr(self, name)
             check(0 <= value <= 1, where, f"{key}.{name}", f"must be in [0, 1], got {value}")
-        check(
-            self.entropy_coeff >= 0,
-            where,
-            f"{key}.entropy_coeff",
-            f"must be >= 0, got {self.entropy_coeff}",
-        )
-        check(
-            self.minibatch_size <= self.train_batch_size,
-            where,
-            f"{key}.minibatch_size",
-            f"must be <= train_batch_size ({self.train_batch_size}), got {self.minibatch_size}",
-        )
+        check(self.entropy_coeff >= 0, where, f"{key}.entropy_coeff",
+              f"must be >= 0, got {self.entropy_coeff}")  # fmt: skip
+        check(self.minibatch_size <= self.train_batch_size, where, f"{key}.minibatch_size",
+              f"must be <= train_batch_size ({self.train_batch_size}), "
+              f"got {self.minibatch_size}")  # fmt: skip
         if self.grad_clip is not None:
             check(self.grad_clip > 0, where, f"{key}.grad_clip", "must be > 0 or null")
 
@@ -232,39 +186,19 @@ class PPOSection:
         for name, choices, other in (
             ("advantage", ADVANTAGES, "gae"),
             ("critic", CRITICS, "plain"),
+            ("advantage_scale", ADVANTAGE_SCALES, None),
         ):
             value = getattr(self, name)
-            check(
-                value in choices,
-                where,
-                f"{key}.{name}",
-                f"must be one of {', '.join(choices)}, got {value!r}",
-            )
-            if value != other:
+            check(value in choices, where, f"{key}.{name}",
+                  f"must be one of {', '.join(choices)}, got {value!r}")  # fmt: skip
+            if other is not None and value != other:
                 check(self.algorithm == "PPO", where, f"{key}.{name}", f"{value} needs PPO")
-        if self.advantage in ("group", "job"):
-            check(
-                self.group_size >= 2,
-                where,
-                f"{key}.group_size",
-                f"must be >= 2 with {self.advantage}",
-            )
-        check(
-            self.advantage_scale in ADVANTAGE_SCALES,
-            where,
-            f"{key}.advantage_scale",
-            f"must be one of {', '.join(ADVANTAGE_SCALES)}, got {self.advantage_scale!r}",
-        )
+            if name == "critic" and self.advantage in ("group", "job"):
+                check(self.group_size >= 2, where, f"{key}.group_size",
+                      f"must be >= 2 with {self.advantage}")  # fmt: skip
         if self.advantage_scale != "batch":
-            check(
-                self.advantage in ("group", "job"),
-                where,
-                f"{key}.advantage_scale",
-                f"{self.advantage_scale} needs advantage: group or job, got {self.advantage}",
-            )
-        check(
-            0 <= self.job_gamma <= 1,
-            where,
-            f"{key}.job_gamma",
-            f"must be in [0, 1], got {self.job_gamma}",
-        )
+            check(self.advantage in ("group", "job"), where, f"{key}.advantage_scale",
+                  f"{self.advantage_scale} needs advantage: group or job, "
+                  f"got {self.advantage}")  # fmt: skip
+        check(0 <= self.job_gamma <= 1, where, f"{key}.job_gamma",
+              f"must be in [0, 1], got {self.job_gamma}")  # fmt: skip

@@ -1,9 +1,5 @@
 """The selection part of ``train:``: how often a run validates and checkpoints, which
-checkpoints it keeps and which becomes ``best``.
-
-:class:`SelectionSection` is one of the four bases of :class:`agents.config.TrainConfig`;
-its keys stay flat in the YAML (``train.eval_interval``, ``train.select_rule``). The
-rule itself is applied by :mod:`agents.selection`.
+checkpoints it keeps and which becomes ``best`` (applied by :mod:`agents.selection`).
 """
 
 from __future__ import annotations
@@ -31,16 +27,12 @@ class SelectionSection:
         eval_interval: evaluate every this many iterations (0 = only at the end).
         checkpoint_interval: checkpoint every this many iterations (the last one is
             always checkpointed).
-        keep_checkpoints: keep only this many checkpoints, those with the lowest
-            validation average JCT, plus the newest (Tune's ``CheckpointConfig``
-            ``num_to_keep``, scored by the validation metric); 0 = keep all.
-        select_rule: how a new checkpoint becomes ``best``. ``mean``: its validation
-            average JCT is the lowest so far. ``dominate``: that, and on no single
-            validation run (window × load) is it worse than the current best by more
-            than ``select_tolerance`` (a fraction of the best's figure on that run);
-            a later checkpoint must be better on the whole and no worse anywhere.
-        select_tolerance: the relative slack of ``dominate`` on each run (ties of a
-            second or two on an uncontended window do not block).
+        keep_checkpoints: keep only this many checkpoints (lowest validation average
+            JCT), plus the newest; 0 = keep all.
+        select_rule: how a new checkpoint becomes ``best``: ``mean`` (lowest validation
+            average JCT so far) or ``dominate`` (that, and on no validation run worse
+            than the current best by more than ``select_tolerance``).
+        select_tolerance: the relative slack of ``dominate`` on each run.
     """
 
     eval_interval: int = 5
@@ -54,15 +46,7 @@ class SelectionSection:
         for name in ("eval_interval", "checkpoint_interval", "keep_checkpoints"):
             value = getattr(self, name)
             check(value >= 0, where, f"{key}.{name}", f"must be >= 0, got {value}")
-        check(
-            self.select_rule in SELECT_RULES,
-            where,
-            f"{key}.select_rule",
-            f"must be one of {', '.join(SELECT_RULES)}, got {self.select_rule!r}",
-        )
-        check(
-            self.select_tolerance >= 0,
-            where,
-            f"{key}.select_tolerance",
-            f"must be >= 0, got {self.select_tolerance}",
-        )
+        check(self.select_rule in SELECT_RULES, where, f"{key}.select_rule",
+              f"must be one of {', '.join(SELECT_RULES)}, got {self.select_rule!r}")  # fmt: skip
+        check(self.select_tolerance >= 0, where, f"{key}.select_tolerance",
+              f"must be >= 0, got {self.select_tolerance}")  # fmt: skip

@@ -12,27 +12,13 @@ An experiment config is a YAML mapping with these sections::
     planner:     mapping            the online planner's options (validated by
                                     marl_sched.policies.planner)
 
-A file may name parents (``defaults: [../base.yaml]``): :func:`compose_file` merges
-them with OmegaConf, the file's own keys on top; :func:`load_config` then applies
-command-line ``key=value`` overrides (:func:`apply_overrides`). OmegaConf only
-composes a plain mapping; the typed checks validate it.
-
-Every key is checked: an unknown key, a missing required key, a key given twice or a
-value of the wrong type or range raises :class:`~marl_sched.errors.InputError` with
-one line naming the file (and line) or ``command line`` and the dotted key, e.g.
-``configs/x.yaml: topology.racks_per_subcluster: must be >= 1, got 0``. Sections owned
-by the heavier packages (env, model, train, interference) or by the policies (planner)
-are kept as plain mappings here and parsed with :func:`parse_section` by their owners,
-whose parsers :func:`config_from_dict` runs by name (:data:`OWNED_SECTIONS`), so this
-package imports nothing from them while every command checks every section.
-
-The package, one idea per module (every public name is importable from here):
-
-    parse        the typed section parser (:func:`parse_section`) and its checks
-    schema       the simulator's sections (topology, workload, simulation) and limits
-    experiment   :class:`ExperimentConfig`, its paths, :func:`config_from_dict`
-    compose      YAML read safely, ``defaults:`` composed, ``${a.b}``, overrides,
-                 :func:`load_config`
+Parents (``defaults:``) are composed by :func:`compose_file`, overrides applied by
+:func:`load_config`; every key is checked, a bad one raising
+:class:`~marl_sched.errors.InputError` naming the file (and line) and the dotted key
+(docs/inputs.md). Owned sections are parsed by their owners' parsers, run by name
+(:data:`OWNED_SECTIONS`). Modules: ``parse`` (:func:`parse_section`), ``schema`` (the
+simulator's sections), ``experiment`` (:class:`ExperimentConfig`), ``compose`` (YAML,
+``defaults:``, ``${a.b}``, overrides); every public name is importable from here.
 """
 
 from __future__ import annotations

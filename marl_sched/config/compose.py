@@ -33,13 +33,9 @@ MAX_DEFAULTS_FILES = 64
 
 
 class _YamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-    """PyYAML's safe loader (libyaml's parser when PyYAML has it) that refuses a key
-    given twice in one mapping (PyYAML keeps the last one silently), and refuses
-    aliases (``*name``, and so ``<<: *name`` merges): a few hundred bytes of nested
-    aliases stand for billions of nodes (the "billion laughs"), which every later step
-    (OmegaConf, the checks, ``config.yaml``) would expand. A config is plain values;
-    the node tree is walked once, before anything is built, and its size capped
-    (:data:`MAX_YAML_NODES`)."""
+    """PyYAML's safe loader (libyaml's when available) that refuses a key given twice in
+    one mapping and aliases (``*name``, ``<<: *name``: "billion laughs"), and caps the
+    node tree at :data:`MAX_YAML_NODES` before anything is built."""
 
     def construct_document(self, node):
         _check_node_tree(node)
@@ -57,11 +53,8 @@ class _YamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
                 break
             if first is not None:
                 raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"duplicate key {key!r} (first on line {first})",
-                    key_node.start_mark,
-                )
+                    None, None, f"duplicate key {key!r} (first on line {first})",
+                    key_node.start_mark)  # fmt: skip
             seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
 
@@ -75,11 +68,8 @@ def _check_node_tree(root: yaml.Node) -> None:
         node = stack.pop()
         if id(node) in seen:
             raise yaml.composer.ComposerError(
-                None,
-                None,
-                "aliases (*name) and merges (<<: *name) are not allowed: write the values out",
-                node.start_mark,
-            )
+                None, None, "aliases (*name) and merges (<<: *name) are not allowed: "
+                "write the values out", node.start_mark)  # fmt: skip
         seen.add(id(node))
         if len(seen) > MAX_YAML_NODES:
             raise yaml.composer.ComposerError(
@@ -122,25 +112,18 @@ def _find(path: str | Path) -> Path:
 
 def compose_file(path: str | Path, where: str | None = None) -> dict[str, Any]:
     """The mapping a config file stands for: its parents (``defaults: [a.yaml, ...]``,
-    paths relative to the file, each composed the same way) merged in order with
-    OmegaConf, then the file's own keys on top. Mappings merge key by key; a list or
-    a value replaces the parent's; an empty section (``env:``) adds nothing. A path a
-    parent writes (a key of :data:`~marl_sched.config.experiment.PATH_KEYS`) names the
-    file the parent resolves it to: made absolute where the file composed would
-    resolve it to another.
-
-    Each file is read at most once (a file reached twice, by a cycle or a diamond, is
-    refused), ``defaults:`` nest at most :data:`MAX_DEFAULTS_DEPTH` deep and a
-    config reads at most :data:`MAX_DEFAULTS_FILES` files, so a few small files
-    cannot ask for 2^30 compositions."""
+    relative to the file, composed the same way) merged in order, the file's own keys
+    on top (mappings merge key by key; a list or value replaces; an empty section adds
+    nothing). A parent's path keys (:data:`~marl_sched.config.experiment.PATH_KEYS`) keep
+    naming the file the parent meant. A file reached twice is refused; at most
+    :data:`MAX_DEFAULTS_DEPTH` deep and :data:`MAX_DEFAULTS_FILES` files."""
     where = str(path) if where is None else where
     top = ExperimentConfig(source=str(path))
     return _plain_dict(_compose(_find(path), where, (), set(), top), where)
 
 
-#: the most references one ``${a.b}`` may be followed through (``a: ${b}``, ``b: ${c}``,
-#: ...) and the most dotted parts one may name: every chain is followed from every key
-#: that starts it, so an uncapped chain costs its length squared
+#: the most references one ``${a.b}`` may be followed through, and the most dotted parts
+#: one may name (an uncapped chain costs its length squared)
 MAX_INTERPOLATION_CHAIN = 16
 MAX_INTERPOLATION_DEPTH = 16
 

@@ -45,13 +45,10 @@ class ExperimentConfig:
         return yaml.dump(absolute_paths(self.to_dict(), self), Dumper=_PlainDumper, sort_keys=False)
 
     def resolve_path(self, path: str) -> Path:
-        """A path from the config. A relative one resolves against the folder of the
-        config file it was loaded from (``source``); a config file inside the repo may
-        also name a file relative to the repo root (the shipped configs, checkpoints and
-        suites do), but a config from anywhere else never reads the checkout's files
-        (a copied config silently read the original checkout's trace). A
-        config that is not a file (built in code, the defaults) resolves against the
-        repo root. Run folders record the resolved, absolute paths."""
+        """A path from the config: relative ones resolve against the folder of the
+        config file (``source``), or, for a config file inside the repo, also against
+        the repo root (never for a config elsewhere); a config that is not a file
+        resolves against the repo root."""
         p = Path(path)
         if p.is_absolute():
             return p

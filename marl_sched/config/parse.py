@@ -162,12 +162,8 @@ PHYSICAL_RANGE = (1e-3, 1e7)
 def check_physical(value: float, where: str, key: str) -> None:
     """``value`` is a finite number within :data:`PHYSICAL_RANGE`, else ``InputError``."""
     lo, hi = PHYSICAL_RANGE
-    check(
-        math.isfinite(value) and lo <= value <= hi,
-        where,
-        key,
-        f"must be a finite number in [{lo:g}, {hi:g}], got {value!r}",
-    )
+    check(math.isfinite(value) and lo <= value <= hi, where, key,
+          f"must be a finite number in [{lo:g}, {hi:g}], got {value!r}")  # fmt: skip
 
 
 def check_bounds(obj: Any, bounds: dict[str, tuple[float, float]], where: str, key: str) -> None:

@@ -116,32 +116,20 @@ class TopologyConfig:
     def validate(self, where: str, key: str) -> None:
         names = ("subclusters", "racks_per_subcluster", "servers_per_rack")
         check_bounds(self, dict.fromkeys(names, (1, MAX_SERVERS)), where, key)
-        check(
-            self.n_servers <= MAX_SERVERS,
-            where,
-            key,
-            f"subclusters x racks_per_subcluster x servers_per_rack = {self.n_servers:,} "
-            f"servers, more than the {MAX_SERVERS:,} a topology may have",
-        )
-        check(
-            1 <= self.gpu_sharing <= MAX_GPU_SHARING,
-            where,
-            f"{key}.gpu_sharing",
-            f"must be in [1, {MAX_GPU_SHARING}], got {self.gpu_sharing}",
-        )
+        check(self.n_servers <= MAX_SERVERS, where, key,
+              f"subclusters x racks_per_subcluster x servers_per_rack = {self.n_servers:,} "
+              f"servers, more than the {MAX_SERVERS:,} a topology may have")  # fmt: skip
+        check(1 <= self.gpu_sharing <= MAX_GPU_SHARING, where, f"{key}.gpu_sharing",
+              f"must be in [1, {MAX_GPU_SHARING}], got {self.gpu_sharing}")  # fmt: skip
         for name in ("pcie_gbps", "qpi_gbps", "rack_oversubscription", "subcluster_uplink_gbps"):
             check_physical(getattr(self, name), where, f"{key}.{name}")
         check(len(self.server_types) >= 1, where, f"{key}.server_types", "needs at least one")
         names = [s.name for s in self.server_types]
         check(len(set(names)) == len(names), where, f"{key}.server_types", "duplicate name")
         total = sum(s.count for s in self.server_types)
-        check(
-            total == self.n_servers,
-            where,
-            f"{key}.server_types",
-            f"counts sum to {total} servers, but subclusters x racks_per_subcluster x "
-            f"servers_per_rack = {self.n_servers}",
-        )
+        check(total == self.n_servers, where, f"{key}.server_types",
+              f"counts sum to {total} servers, but subclusters x racks_per_subcluster x "
+              f"servers_per_rack = {self.n_servers}")  # fmt: skip
         check(
             self.n_gpus <= MAX_GPUS,
             where,
@@ -173,11 +161,9 @@ class WorkloadConfig:
             (:mod:`marl_sched.duration`): ``none``, ``oracle`` (upper-bound
             ablation), ``noisy`` or ``history``.
         duration_noise_sigma: ln-space error of the ``noisy`` estimate.
-        arrival_jitter: each inter-arrival gap of the window (warm-up included) is
-            multiplied by a draw from Uniform(1 - j, 1 + j) seeded by ``seed``
-            (:func:`marl_sched.traces.jitter_arrivals`; mean 1, so the load is kept);
-            0 = the trace's own arrival times. The benchmark suite sets it, so that
-            every seed varies every scenario's arrivals (docs/benchmark.md).
+        arrival_jitter: each inter-arrival gap is multiplied by a draw from
+            Uniform(1 - j, 1 + j) seeded by ``seed`` (mean 1: the load is kept);
+            0 = the trace's own arrival times.
     """
 
     trace: str = "configs/traces/philly_sample.csv"
@@ -195,12 +181,8 @@ class WorkloadConfig:
     def validate(self, where: str, key: str) -> None:
         from marl_sched.duration import DURATION_ESTIMATES
 
-        check(
-            0 <= self.arrival_jitter < 1,
-            where,
-            f"{key}.arrival_jitter",
-            f"must be in [0, 1), got {self.arrival_jitter}",
-        )
+        check(0 <= self.arrival_jitter < 1, where, f"{key}.arrival_jitter",
+              f"must be in [0, 1), got {self.arrival_jitter}")  # fmt: skip
 
         check(
             self.duration_estimate in DURATION_ESTIMATES,
@@ -208,25 +190,13 @@ class WorkloadConfig:
             f"{key}.duration_estimate",
             f"must be one of {', '.join(DURATION_ESTIMATES)}, got {self.duration_estimate!r}",
         )
-        check(
-            self.duration_noise_sigma >= 0,
-            where,
-            f"{key}.duration_noise_sigma",
-            f"must be >= 0, got {self.duration_noise_sigma}",
-        )
-        check(
-            self.warmup_jobs >= 0,
-            where,
-            f"{key}.warmup_jobs",
-            f"must be >= 0, got {self.warmup_jobs}",
-        )
+        check(self.duration_noise_sigma >= 0, where, f"{key}.duration_noise_sigma",
+              f"must be >= 0, got {self.duration_noise_sigma}")  # fmt: skip
+        check(self.warmup_jobs >= 0, where, f"{key}.warmup_jobs",
+              f"must be >= 0, got {self.warmup_jobs}")  # fmt: skip
         formats = ("auto", "canonical", "philly", "alibaba", "pollux")
-        check(
-            self.trace_format in formats,
-            where,
-            f"{key}.trace_format",
-            f"must be one of {', '.join(formats)}, got {self.trace_format!r}",
-        )
+        check(self.trace_format in formats, where, f"{key}.trace_format",
+              f"must be one of {', '.join(formats)}, got {self.trace_format!r}")  # fmt: skip
         check(self.start >= 0, where, f"{key}.start", f"must be >= 0, got {self.start}")
         check(self.seed >= 0, where, f"{key}.seed", f"must be >= 0, got {self.seed}")
         check(math.isfinite(self.load), where, f"{key}.load", f"must be finite, got {self.load}")
@@ -265,22 +235,15 @@ class SimulationConfig:
         migration: ``off`` (default: no policy migrates, the placement question
             alone) or ``on`` (every policy with a migration rule,
             :meth:`~marl_sched.policies.Policy.rebalance`, may move running jobs).
-        migration_cost: what a restart costs (:mod:`marl_sched.migration`):
-            ``measured`` (default; the model's measured restart delay, plus moving its
-            state over the bottleneck link for a migration) or a number of seconds
-            (flat, no state move). It prices every restart: a migrated job's and a
-            preempted job's when it resumes (``las-2d``), whether ``migration`` is on
-            or off. Replaces the flat ``migration_penalty_s`` (60 s) of before.
+        migration_cost: what every restart (migration or ``las-2d`` resume) costs
+            (:mod:`marl_sched.migration`): ``measured`` (the model's measured restart,
+            plus the state's move for a migration) or flat seconds.
         migration_cost_scale: multiplies every restart delay (sensitivity runs).
         max_migrations_per_job: moves one job may make in a run; a proposal over the
-            cap is declined and counted. Default 1 (MLFS's no-ping-pong rule, now the
-            simulator's for every policy).
+            cap is declined and counted.
         min_migration_interval_s: seconds between two moves of one job.
         nic_efficiency_scale: factor on the calibrated efficiency of every network
-            link (NIC, rack and subcluster uplinks), i.e. on the cost of spreading a job
-            over servers; 1 = the calibration. The benchmark's spread-cost variant
-            (``marl_sched.benchmark.sensitivity.GAVEL_NIC_SCALE``) sets the value at
-            which Gavel's spread/packed ratio comes out at its measured 1.38.
+            link (the cost of spreading a job over servers); 1 = the calibration.
     """
 
     policy: str = "load-balance"
@@ -311,46 +274,21 @@ class SimulationConfig:
         from marl_sched.ordering import ORDERINGS, OWN
 
         check(self.seed >= 0, where, f"{key}.seed", f"must be >= 0, got {self.seed}")
-        check(
-            self.ordering in ORDERINGS or self.ordering == OWN,
-            where,
-            f"{key}.ordering",
-            f"must be one of {', '.join([*ORDERINGS, OWN])}, got {self.ordering!r}",
-        )
-        check(
-            self.migration in MIGRATION_MODES,
-            where,
-            f"{key}.migration",
-            f"must be off or on, got {self.migration!r}",
-        )
+        check(self.ordering in ORDERINGS or self.ordering == OWN, where, f"{key}.ordering",
+              f"must be one of {', '.join([*ORDERINGS, OWN])}, got {self.ordering!r}")  # fmt: skip
+        check(self.migration in MIGRATION_MODES, where, f"{key}.migration",
+              f"must be off or on, got {self.migration!r}")  # fmt: skip
         cost = self.migration_cost
-        check(
-            cost == "measured" or (isinstance(cost, float) and math.isfinite(cost) and cost >= 0),
-            where,
-            f"{key}.migration_cost",
-            f"must be measured or a finite number of seconds >= 0, got {cost!r}",
-        )
-        check(
-            math.isfinite(self.migration_cost_scale) and self.migration_cost_scale >= 0,
-            where,
-            f"{key}.migration_cost_scale",
-            f"must be a finite number >= 0, got {self.migration_cost_scale!r}",
-        )
-        check(
-            self.max_migrations_per_job >= 0,
-            where,
-            f"{key}.max_migrations_per_job",
-            f"must be >= 0, got {self.max_migrations_per_job}",
-        )
-        check(
-            math.isfinite(self.min_migration_interval_s) and self.min_migration_interval_s >= 0,
-            where,
-            f"{key}.min_migration_interval_s",
-            f"must be a finite number >= 0, got {self.min_migration_interval_s!r}",
-        )
-        check(
-            math.isfinite(self.nic_efficiency_scale) and self.nic_efficiency_scale > 0,
-            where,
-            f"{key}.nic_efficiency_scale",
-            f"must be a finite number > 0, got {self.nic_efficiency_scale!r}",
-        )
+        ok = cost == "measured" or (isinstance(cost, float) and math.isfinite(cost) and cost >= 0)
+        check(ok, where, f"{key}.migration_cost",
+              f"must be measured or a finite number of seconds >= 0, got {cost!r}")  # fmt: skip
+        scale, interval = self.migration_cost_scale, self.min_migration_interval_s
+        check(math.isfinite(scale) and scale >= 0, where, f"{key}.migration_cost_scale",
+              f"must be a finite number >= 0, got {scale!r}")  # fmt: skip
+        check(self.max_migrations_per_job >= 0, where, f"{key}.max_migrations_per_job",
+              f"must be >= 0, got {self.max_migrations_per_job}")  # fmt: skip
+        check(math.isfinite(interval) and interval >= 0, where, f"{key}.min_migration_interval_s",
+              f"must be a finite number >= 0, got {interval!r}")  # fmt: skip
+        nic = self.nic_efficiency_scale
+        check(math.isfinite(nic) and nic > 0, where, f"{key}.nic_efficiency_scale",
+              f"must be a finite number > 0, got {nic!r}")  # fmt: skip

@@ -1,9 +1,6 @@
-"""The one interface every scheduler implements, and the registry of schedulers.
-
-Every policy — heuristic, Harmony, MLFS, our MARL agents — takes the same input (the
-job to place and a read-only :class:`~marl_sched.simulator.ClusterView`) and returns
-the same kind of decision (a :class:`~marl_sched.jobs.Placement`, or ``None`` to
-leave the job queued). Policies are found by name in one registry; learned ones are
+"""The one interface every scheduler implements (job + read-only
+:class:`~marl_sched.simulator.ClusterView` → :class:`~marl_sched.jobs.Placement` or
+``None`` to leave it queued), and the registry of schedulers by name; learned ones are
 registered by import path so that listing them imports nothing heavy.
 """
 
@@ -11,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -58,20 +54,11 @@ class Policy(ABC):
     def rebalance(self, view: ClusterView) -> list[tuple[int, Placement]]:
         """The one migration hook: running jobs to move, as (job id, new placement).
 
-        A policy has a migration rule when its class overrides this method
-        (:func:`marl_sched.runner.has_migration_rule`). The runner calls it after
-        every batch of completions, and only when ``simulation.migration: on``; with
-        ``off`` it is never called and no job migrates. Each proposal goes to
-        :meth:`marl_sched.simulator.Simulator.migrate`, the same mechanism and cost
-        for every policy: the job pauses for its measured restart plus its state's
-        move (``simulation.migration_cost``), holds its new GPUs, and a proposal over
-        ``simulation.max_migrations_per_job`` or sooner than
-        ``simulation.min_migration_interval_s`` is declined and counted. A placement
-        must fit once the job's own resources are released (else ``PlacementError``).
-        ``view.running()`` lists the running jobs with placements, slowdowns,
-        attained service and when each may move (``next_move_at``);
-        :mod:`marl_sched.policies.load_control` is MLFS's rule, usable with any
-        policy. Default: no migration rule."""
+        Overriding it gives the policy a migration rule; the runner calls it after every
+        batch of completions, only with ``simulation.migration: on``, and hands each
+        proposal to :meth:`marl_sched.simulator.Simulator.migrate` (priced, capped, may
+        decline; a placement must fit once the job's own resources are released, else
+        ``PlacementError``). Default: no migration rule."""
         return []
 
 
@@ -101,18 +88,11 @@ def register_lazy(name: str, description: str, target: str, kind: str = "learned
 
 
 #: the kinds of registered policy, in the order ``marl-sched policies`` lists them:
-#: ``heuristic`` (ours, in marl_sched; the hints and the benchmark's heuristic set),
-#: ``control`` (a heuristic inside the agents' masks), ``load-control`` (a placement
-#: policy paired with MLFS's load control: the ``+lc`` rows), ``published-heuristic``
-#: (a published scheduler's hand-written rule, in agents/ beside its learned sibling;
-#: no checkpoint), ``teacher`` (the rule our recipe's warm start imitates, inside the
-#: agents' masks under their default env rules: no learning, but it moves with our
-#: recipe, so it is not among the pre-registered controls that ``rules`` stands for)
-#: and ``learned`` (loads a checkpoint); ``lever`` (a rule measuring what a scheduling
-#: lever adds, marl_sched/policies/levers.py: named explicitly, in no enumeration);
-#: ``plugin``: an installed package's, through the :data:`ENTRY_POINT_GROUP` entry points
-#: (docs/extending.md); ``planner``: references that use the simulator itself as their
-#: model (marl_sched/policies/planner.py, docs/planner.md): named explicitly, in no enumeration
+#: ``heuristic`` (ours; the hints), ``control`` (a heuristic inside the agents' masks),
+#: ``load-control`` (the ``+lc`` rows), ``published-heuristic`` (a published rule, no
+#: checkpoint), ``teacher`` (the warm start's rule inside the masks, default env rules),
+#: ``learned`` (loads a checkpoint), ``lever`` and ``planner`` (named explicitly, in no
+#: enumeration), ``plugin`` (an :data:`ENTRY_POINT_GROUP` entry point, docs/extending.md)
 KINDS = (
     "heuristic", "control", "load-control", "published-heuristic", "teacher", "learned",
     "lever", "plugin", "planner",
@@ -211,11 +191,9 @@ def build_policy(
     *,
     config: Any = None,
 ) -> Policy:
-    """The registered policy ``name``, given ``checkpoint`` when it takes one; with a
-    ``topology`` it is reset on it and checked against it (:meth:`Policy.check_cluster`),
-    so a checkpoint that cannot serve the cluster raises ``InputError`` here. With the
-    experiment ``config``, a policy class that reads options from it (a classmethod
-    ``config_options(config)``: the planner's ``planner:`` section) is built with them."""
+    """The registered policy ``name``, given ``checkpoint`` when it takes one; with
+    ``topology``, reset on it and checked (:meth:`Policy.check_cluster`: ``InputError``);
+    with ``config``, built with the class's ``config_options(config)`` if it has one."""
     cls = get_policy_class(name)
     kwargs = {}
     if checkpoint and "checkpoint" in cls.__init__.__code__.co_varnames:
@@ -229,9 +207,6 @@ def build_policy(
     return policy
 
 
-PlaceFn = Callable[[Job, ClusterView], Placement | None]
-
-
 # controls: a heuristic's plan followed inside the agents' action masks, with the
 # default recipe's environment rules (envs/controls.py; marl_sched may not import envs)
 for _heuristic in ("interference-aware", "speed-aware", "first-fit"):
@@ -242,46 +217,6 @@ for _heuristic in ("interference-aware", "speed-aware", "first-fit"):
         kind="control",
     )
 
-# the default recipe's warm-start teacher (a one-step lookahead over the heuristics)
-# inside the agents' masks, with their default env rules: no learning, but not one of
-# the pre-registered controls (agents/teachers.py; docs/agents.md, "The teacher as a
-# policy")
-register_lazy(
-    "masked:lookahead",
-    "the default recipe's lookahead teacher followed inside the agents' masks, "
-    "with their default env rules",
-    "agents.teachers:MaskedLookahead",
-    kind="teacher",
-)
-register_lazy(
-    "masked:lookahead+lc",
-    "masked:lookahead paired with MLFS's load control (migrates with simulation.migration: on)",
-    "marl_sched.policies.load_control:MaskedLookaheadLc",
-    kind="teacher",
-)
-register_lazy(
-    "masked:lookahead-learned",
-    "masked:lookahead scoring each proposal by profiled GPU speed times the learned "
-    "interference model's slowdown (no performance-model call on a hypothetical placement)",
-    "agents.teachers:MaskedLookaheadLearned",
-    kind="teacher",
-)
-register_lazy(
-    "masked:lookahead-harm",
-    "masked:lookahead choosing the proposal with the least total slowdown "
-    "(its own plus what it adds to running jobs)",
-    "agents.teachers:MaskedLookaheadHarm",
-    kind="teacher",
-)
-
-# a probe of the agents' action space: MLF-RL's placement inside their masks (a learned
-# network, so not among the no-learning controls; envs/controls.py)
-register_lazy(
-    "masked:mlfs-rl",
-    "probe: MLF-RL's placement followed inside the agents' masks (default rules)",
-    "envs.controls:MaskedMlfsRl",
-    kind="learned",
-)
 
 # a policy paired with MLFS's load control (marl_sched/policies/load_control.py); the
 # placement policy itself is imported only when one is made (harmony needs torch)
@@ -298,77 +233,51 @@ for _name, _cls in (
         kind="load-control",
     )
 
-# learned and published schedulers, imported only when used
-register_lazy(
-    "harmony",
-    "Harmony (INFOCOM'19): actor-critic over per-server resource vectors",
-    "agents.baselines.harmony:HarmonyPolicy",
-)
-register_lazy(
-    "mlfs-h",
-    "MLFS heuristic: ideal-host placement near the PS, avoiding loaded servers",
-    "agents.baselines.mlf_h:MlfHPolicy",
-    kind="published-heuristic",
-)
-register_lazy(
-    "mlfs-rl",
-    "MLFS's RL scheduler: REINFORCE node network warm-started on MLF-H",
-    "agents.baselines.mlfs:MlfsRlPolicy",
-)
-register_lazy(
-    "marl",
-    "trained hierarchical-GNN agents, one per subcluster (checkpoint)",
-    "agents.policy:MarlPolicy",
-)
-register_lazy(
-    "single-agent",
-    "one trained centralised hierarchical-GNN agent (checkpoint)",
-    "agents.policy:SingleAgentPolicy",
-)
 
-# lever rules (heterogeneity by job length, deferral, upgrade migration): measured
-# against masked:lookahead in docs/room.md; kind ``lever``, so neither ``rules`` nor
-# the golden enumerations of heuristics and controls pick them up
-register_lazy(
-    "length-aware",
-    "long jobs packed on their model's fastest GPU type, short ones on slower adequate types",
-    "marl_sched.policies.levers:LengthAwarePolicy",
-    kind="lever",
-)
-register_lazy(
-    "defer-long",
-    "length-aware that holds a long job for its preferred GPUs (defer_bound_s, default 1 h)",
-    "marl_sched.policies.levers:DeferLongPolicy",
-    kind="lever",
-)
-register_lazy(
-    "upgrade",
-    "length-aware that moves a long running job to faster GPUs or one whole server when "
-    "the estimated saving beats the measured restart (simulation.migration: on)",
-    "marl_sched.policies.levers:UpgradePolicy",
-    kind="lever",
-)
-
-# references, not contenders: model-predictive control with the simulator as its model
-# (docs/planner.md); kind ``planner``, in no enumeration
-register_lazy(
-    "planner",
-    "reference, not a contender: model-predictive control over the heuristics' proposals "
-    "and defer, played out on the simulator over K sampled futures",
-    "marl_sched.policies.planner:PlannerPolicy",
-    kind="planner",
-)
-register_lazy(
-    "lookahead",
-    "reference, not a contender: the heuristics' proposals scored by the simulator's "
-    "performance model, one step (masked:lookahead without masks)",
-    "marl_sched.policies.lookahead:LookaheadPolicy",
-    kind="planner",
-)
-register_lazy(
-    "oracle",
-    "bound, never a policy claim: the planner on the trace's true future arrivals and "
-    "true lengths (K = 1)",
-    "marl_sched.policies.planner:OraclePolicy",
-    kind="planner",
-)
+#: the other policies registered by import path: (name, "module:Class", kind, description);
+#: masked:* act inside the agents' masks (envs/controls.py, agents/teachers.py), levers
+#: are docs/room.md's, planners docs/planner.md's
+_LAZY = (
+    ("masked:lookahead", "agents.teachers:MaskedLookahead", "teacher",
+     "the default recipe's lookahead teacher followed inside the agents' masks, with their "
+     "default env rules"),
+    ("masked:lookahead+lc", "marl_sched.policies.load_control:MaskedLookaheadLc", "teacher",
+     "masked:lookahead paired with MLFS's load control (migrates with simulation.migration: "
+     "on)"),
+    ("masked:lookahead-learned", "agents.teachers:MaskedLookaheadLearned", "teacher",
+     "masked:lookahead scoring each proposal by profiled GPU speed times the learned "
+     "interference model's slowdown (no performance-model call on a hypothetical placement)"),
+    ("masked:lookahead-harm", "agents.teachers:MaskedLookaheadHarm", "teacher",
+     "masked:lookahead choosing the proposal with the least total slowdown (its own plus what "
+     "it adds to running jobs)"),
+    ("masked:mlfs-rl", "envs.controls:MaskedMlfsRl", "learned",
+     "probe: MLF-RL's placement followed inside the agents' masks (default rules)"),
+    ("harmony", "agents.baselines.harmony:HarmonyPolicy", "learned",
+     "Harmony (INFOCOM'19): actor-critic over per-server resource vectors"),
+    ("mlfs-h", "agents.baselines.mlf_h:MlfHPolicy", "published-heuristic",
+     "MLFS heuristic: ideal-host placement near the PS, avoiding loaded servers"),
+    ("mlfs-rl", "agents.baselines.mlfs:MlfsRlPolicy", "learned",
+     "MLFS's RL scheduler: REINFORCE node network warm-started on MLF-H"),
+    ("marl", "agents.policy:MarlPolicy", "learned",
+     "trained hierarchical-GNN agents, one per subcluster (checkpoint)"),
+    ("single-agent", "agents.policy:SingleAgentPolicy", "learned",
+     "one trained centralised hierarchical-GNN agent (checkpoint)"),
+    ("length-aware", "marl_sched.policies.levers:LengthAwarePolicy", "lever",
+     "long jobs packed on their model's fastest GPU type, short ones on slower adequate types"),
+    ("defer-long", "marl_sched.policies.levers:DeferLongPolicy", "lever",
+     "length-aware that holds a long job for its preferred GPUs (defer_bound_s, default 1 h)"),
+    ("upgrade", "marl_sched.policies.levers:UpgradePolicy", "lever",
+     "length-aware that moves a long running job to faster GPUs or one whole server when the "
+     "estimated saving beats the measured restart (simulation.migration: on)"),
+    ("planner", "marl_sched.policies.planner:PlannerPolicy", "planner",
+     "reference, not a contender: model-predictive control over the heuristics' proposals and "
+     "defer, played out on the simulator over K sampled futures"),
+    ("lookahead", "marl_sched.policies.lookahead:LookaheadPolicy", "planner",
+     "reference, not a contender: the heuristics' proposals scored by the simulator's "
+     "performance model, one step (masked:lookahead without masks)"),
+    ("oracle", "marl_sched.policies.planner:OraclePolicy", "planner",
+     "bound, never a policy claim: the planner on the trace's true future arrivals and true "
+     "lengths (K = 1)"),
+)  # fmt: skip
+for _name, _target, _kind, _description in _LAZY:
+    register_lazy(_name, _description, _target, _kind)

@@ -1,64 +1,19 @@
-"""Lever rules: what real schedulers do beyond one-step placement, as plain heuristics.
+"""Lever rules: what real schedulers do beyond one-step placement, as plain heuristics
+(kind ``lever``; rules, inputs and measurements in docs/room.md).
 
-=================  =====================================================================
-name               rule
-=================  =====================================================================
-``length-aware``   heterogeneity (in the spirit of Gavel): a long job goes to the GPU type
-                   its model runs fastest on, packed on as few servers as possible (one
-                   whole server when it fits); a short job takes the slowest adequate GPU
-                   type first, keeping fast GPUs for long jobs; else first-fit
-``defer-long``     length-aware, but a long job whose preferred GPUs are not free is held
-                   (left queued) until it is offered again — at the next completion, or
-                   ``defer_bound_s`` after it was first held at the latest — and then
-                   placed where first-fit would (its preferred GPUs if they came free)
-``upgrade``        length-aware placement, plus a migration rule (``simulation.migration:
-                   on``): after completions free GPUs, a running job whose estimated
-                   remaining work is long moves to its model's fastest GPU type, or onto
-                   one whole server, when the time it is estimated to save over its
-                   remaining run exceeds the measured restart it would pay
-=================  =====================================================================
+- ``length-aware``: a long job (estimated ``Job.work_s`` >= ``long_work_s``) on its
+  model's fastest GPU type, packed (one whole server when it fits); a short job on the
+  slowest *adequate* type (>= ``adequate`` × the model's best speed); else first-fit.
+- ``defer-long``: length-aware, but a long job whose preferred GPUs are busy is held
+  until re-offered (next completion, or ``defer_bound_s`` later through the view's
+  ``recheck_at``), then placed as first-fit would.
+- ``upgrade``: length-aware plus a migration rule (``simulation.migration: on``): a
+  running job with long estimated remaining work moves to a faster GPU type or onto one
+  server when the estimated saving exceeds the measured restart.
 
-What ``length-aware`` and ``defer-long`` read (no call of the performance model on any
-placement):
-
-- the job's estimated length: ``Job.work_s``, the estimated iterations times the
-  model's compute per iteration on the reference GPU (seconds of V100 compute per
-  worker), from the job a policy is handed (the run's duration predictor; with
-  ``--duration-estimate oracle`` the true length);
-- the catalogue's static per-model speed of each GPU type
-  (:meth:`~marl_sched.catalogue.ModelSpec.speed_on`) and memory fit;
-- the view's free GPUs, cores and memory.
-
-``long_work_s`` (default :data:`LONG_WORK_S`) is the median estimated ``work_s`` of the
-scored jobs of the default suite's train split (8 scenarios, 4,080 jobs, workload seed
-0, the config's ``noisy`` estimate: 460 s; the true lengths' median is 370 s), fitted
-by ``results/room-rules/fit_threshold.py`` on the train split only.
-
-A short job's GPU type is *adequate* when the model runs there at least
-``adequate`` (default 0.5) times as fast as on its fastest type in the cluster: "the
-slowest first" without a floor would put a short cifar10 job on a K80, 11 times slower.
-
-``upgrade`` reads, for a running job (:meth:`ClusterView.running`): its placement,
-its measured iteration time now and its attained service; and the job as the policy
-placed it (its estimated iterations, kept at placement). Its estimated remaining
-iterations are the estimate less ``attained_gpu_s / workers / iter_time`` (time held
-over the current iteration time: restart pauses count as progress, so it errs towards
-less left and fewer moves). A move's saving is that remainder times the measured
-iteration time times ``1 - est(new) / est(now)``, both estimates by
-:func:`marl_sched.interference.estimate.estimated_iteration_times` (profiled speed and
-bandwidths times the learned interference model's slowdown) on the view with the job
-taken out (its GPUs, cores, memory, pressure and estimated link use). Its cost is the
-restart the simulator charges under the default rule (``simulation.migration_cost:
-measured``, scale ``restart_scale``; :meth:`marl_sched.migration.MigrationCost.migration_s`:
-the model's measured restart plus the state's move over the bottleneck link). Only a
-move to a faster GPU type, or from several servers onto one, is considered; at most
-``max_moves`` per call. It proposes through the one migration hook
-(:meth:`~marl_sched.policies.Policy.rebalance`), which the runner calls only with
-``simulation.migration: on``; the simulator prices, caps and applies every move.
-
-Held jobs are re-offered at their bound through the view's ``recheck_at`` hook
-(:meth:`marl_sched.simulation.queueing.QueueMixin.recheck_at`); a view without it (none
-from the simulator) holds nothing.
+No call of the performance model on any placement: they read the job's estimated
+length, the catalogue's static speeds and the view (``upgrade`` also the learned
+interference estimate, :mod:`marl_sched.interference.estimate`).
 """
 
 from __future__ import annotations
@@ -103,7 +58,7 @@ def _positive(key: str, value: float) -> float:
 
 class LengthAwarePolicy(Policy):
     """Long jobs on their model's fastest GPU type, packed; short jobs on the slowest
-    adequate type (see the module docstring).
+    adequate type.
 
     Args:
         long_work_s: a job whose estimated ``work_s`` is at least this is long
@@ -200,8 +155,7 @@ class LengthAwarePolicy(Policy):
 
 
 class DeferLongPolicy(LengthAwarePolicy):
-    """``length-aware`` that holds a long job for its preferred GPUs (see the module
-    docstring).
+    """``length-aware`` that holds a long job for its preferred GPUs.
 
     Args:
         defer_bound_s: the longest a job is held (s, >= 0; default
@@ -242,8 +196,7 @@ class DeferLongPolicy(LengthAwarePolicy):
 
 
 class UpgradePolicy(LengthAwarePolicy):
-    """``length-aware`` placement with an upgrade migration rule (see the module
-    docstring).
+    """``length-aware`` placement with an upgrade migration rule.
 
     Args:
         restart_scale: the scale of the measured restart the rule expects to pay
@@ -282,8 +235,9 @@ class UpgradePolicy(LengthAwarePolicy):
         return placement
 
     def remaining_iterations(self, job: Job, info: RunningInfo) -> float:
-        """The job's estimated iterations less those it is estimated to have done
-        (module docstring); nan without an estimate."""
+        """The job's estimated iterations less ``attained_gpu_s / workers / iter_time``
+        (restart pauses count as progress: errs towards fewer moves); nan without an
+        estimate."""
         if math.isnan(job.iterations):
             return math.nan
         done = info.attained_gpu_s / max(info.num_workers, 1) / info.iter_time
@@ -341,8 +295,9 @@ class UpgradePolicy(LengthAwarePolicy):
     def upgrade_for(
         self, view: ClusterView, info: RunningInfo, job: Job, left: float
     ) -> Placement | None:
-        """The option saving the most over its cost, when it saves more than its cost
-        (module docstring); else None."""
+        """The option saving the most over its cost (saving: ``left`` × the measured
+        iteration time × ``1 - est(new) / est(now)``; cost: the measured restart,
+        :meth:`~marl_sched.migration.MigrationCost.migration_s`), when positive; else None."""
         released = released_view(view, info, np.zeros(view.topology.n_servers, dtype=bool))
         base = without_job(released, job, info.placement)
         options = self.options_for(base, info, job)

@@ -1,24 +1,14 @@
-"""MLFS's load control as a rule any placement policy can be paired with.
+"""MLFS's load control (Wang, Liu, Shen, CoNEXT'20) as a rule any placement policy can
+be paired with: one :func:`plan_moves` for MLF-H, MLF-RL
+(:mod:`agents.baselines.load_control`) and the ``+lc`` rows (:class:`LoadControlled`),
+proposed through :meth:`~marl_sched.policies.Policy.rebalance`.
 
-MLFS (Wang, Liu, Shen, CoNEXT'20) watches server load and, when a server is
-overloaded, migrates tasks to underloaded servers in order of priority. Here the rule
-is one :func:`plan_moves` for everyone: MLF-H and MLF-RL use it with their own
-task-by-task placement (:mod:`agents.baselines.load_control`), and the ``+lc`` rows
-(``first-fit+lc``, ``speed-aware+lc``, ``masked:interference-aware+lc``,
-``harmony+lc``; :class:`LoadControlled`) with their placement policy's ``place``. All
-propose through the one hook, :meth:`~marl_sched.policies.Policy.rebalance`, which
-the runner calls only with ``simulation.migration: on``; every move is priced and
-capped by the simulator alike (:meth:`~marl_sched.simulator.Simulator.migrate`).
+How the paper's notions map onto what ``ClusterView.running()`` shows (placement,
+current slowdown, attained service, when a job may move; no remaining length):
 
-How the paper's notions map onto what a load controller can read here
-(``ClusterView.running()``: each running job's placement, current slowdown, attained
-service, and when the simulator lets it move; no true or estimated remaining length):
-
-- **Overloaded server**: GPUs are exclusive, so a full server is not overloaded by
-  itself; contention shows as interference. A server is overloaded when the running
-  jobs with a worker on it are slowed, on average weighted by their workers there,
-  by more than :data:`SLOWDOWN_THRESHOLD` (current iteration time over isolated).
-  Our choice; the paper's threshold is on resource utilisation.
+- **Overloaded server**: the running jobs with a worker on it are slowed, on average
+  weighted by their workers there, by more than :data:`SLOWDOWN_THRESHOLD` (our
+  choice; the paper's threshold is on resource utilisation).
 - **Priority of a running task**: MLF-H's priority
   (:func:`marl_sched.ordering.mlfs_priority_value`, work and size terms, equal
   weights) with the work term from the GPU-seconds per worker the job has *attained*:
@@ -240,10 +230,4 @@ FirstFitLc = _paired("first-fit", "FirstFitLc")
 SpeedAwareLc = _paired("speed-aware", "SpeedAwareLc")
 MaskedInterferenceAwareLc = _paired("masked:interference-aware", "MaskedInterferenceAwareLc")
 HarmonyLc = _paired("harmony", "HarmonyLc")  # takes harmony's checkpoint
-#: the default recipe's teacher with the same load control (kind ``teacher``, like
-#: ``masked:lookahead``: not among the pre-registered rows of LOAD_CONTROLLED)
-MaskedLookaheadLc = _paired("masked:lookahead", "MaskedLookaheadLc")
-
-#: every ``+lc`` row (registered lazily in :mod:`marl_sched.policies.base`)
-LOAD_CONTROLLED = {c.name: c for c in (FirstFitLc, SpeedAwareLc, MaskedInterferenceAwareLc,
-                                       HarmonyLc)}  # fmt: skip
+MaskedLookaheadLc = _paired("masked:lookahead", "MaskedLookaheadLc")  # kind ``teacher``

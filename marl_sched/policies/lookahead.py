@@ -1,16 +1,6 @@
-"""The one-step lookahead over the heuristics' proposals, with the simulator's own
-performance model: a reference (kind ``planner``), not a contender.
-
-:class:`LookaheadPolicy` (``lookahead``) asks the heuristics of
-:data:`marl_sched.policies.planner.CANDIDATES` for a placement of the job on the whole
-view and takes the one with the lowest :func:`predicted_iteration_time`: the iteration
-time the performance model gives the job right after that placement, with its own
-pressure and link use added as the simulator would. It is ``masked:lookahead``'s
-teacher without the agents' masks and subcluster views, cheap enough (no env) to be
-the base policy of the planner's playouts: a rollout improves on its base policy
-(Bertsekas's cost-improvement property, up to the horizon), so a planner whose base is
-the reference measures room above the reference, where a first-fit base measures room
-above first-fit.
+"""The one-step lookahead over the heuristics' proposals with the simulator's own
+performance model (``lookahead``, kind ``planner``): ``masked:lookahead``'s teacher
+without the agents' masks and subcluster views, the planner's default playout base.
 """
 
 from __future__ import annotations

@@ -1,40 +1,16 @@
 """An online planner (model-predictive control): the upper reference for what a learned
-policy could amortise, not a contender — it uses the simulator itself as its model.
+policy could amortise, not a contender — it uses the simulator itself as its model
+(docs/planner.md).
 
-At each decision the :class:`PlannerPolicy` takes every candidate: the distinct
-placements the heuristics of :data:`CANDIDATES` propose for the job on the whole view
-(the proposers of ``masked:lookahead``; that teacher also asks them on each subcluster,
-which lives in ``envs`` and is not asked here), plus *defer* (leave it queued) when a
-running job's completion will offer it again. Each candidate is played out on the same
-``k`` sampled futures (common random numbers): a fork of the simulator whose
-
-- future arrivals are replaced by a draw of :class:`marl_sched.workload_model.WorkloadModel`
-  (exponential gaps at the window's own observed rate so far, sizes, models and
-  lengths from the train split; as many jobs as the trace window still holds, with
-  their ids: the window's size is known, not when or what they are);
-- not-yet-finished jobs (running, queued and the job itself) get lengths drawn from
-  their duration estimate times the fitted ratio true / estimate (a running job's
-  conditioned on what it has done), never the trace's true length.
-
-In a playout every later job is placed by the ``base`` policy (``lookahead``, the
-reference's scoring, by default: a rollout improves on its base). A playout runs
-to ``now + max(horizon_s, the job's estimated isolated run time)``; its score is the
-end-of-horizon estimate :meth:`Simulator.estimated_total_jct` of the jobs submitted
-by then (finished ones exactly, running ones at their current speed, queued ones as if
-they started at the horizon's end in isolation: a lower bound). The lowest mean score
-wins (ties: proposal order, defer last).
-
-:class:`OraclePolicy` (``oracle``) is the same planner on the trace's true future and
-true lengths, K = 1: a bound, never a policy claim.
-
-The planner needs the simulator whose pending decision the job is, as
-:class:`agents.teachers.RolloutTeacher` does: ``place(job, view, sim=...)``. It says so
-(:attr:`PlannerPolicy.needs_simulator`), and the runner
-(:func:`marl_sched.runner.simulate`) hands the simulator to every policy that does.
-
-Its options are the experiment config's ``planner:`` section (:class:`PlannerConfig`,
-checked when the config is loaded: :data:`marl_sched.config.OWNED_SECTIONS`);
-:func:`check_horizon` refuses a run whose window is shorter than the horizon.
+Per decision, every candidate (the distinct proposals of :data:`CANDIDATES` on the whole
+view, plus *defer* when a completion will offer the job again) is played out on the same
+``k`` sampled futures: a fork whose future arrivals come from
+:class:`marl_sched.workload_model.WorkloadModel` and whose unfinished jobs get lengths
+drawn from their estimate, never the true length. ``base`` places every later job; a
+playout runs to ``now + max(horizon_s, the job's estimated isolated run time)`` and is
+scored by :meth:`Simulator.estimated_total_jct`. The lowest mean score wins (ties:
+proposal order, defer last). :class:`OraclePolicy` is the same on the true future, K = 1.
+Needs the simulator: ``place(job, view, sim=...)`` (:attr:`Policy.needs_simulator`).
 """
 
 from __future__ import annotations
@@ -75,8 +51,7 @@ class PlannerConfig:
         horizon_s: playout horizon in simulated seconds (> 0); a run's window must
             span at least this long (:func:`check_horizon`).
         base: the policy that places later jobs in a playout: ``lookahead`` (the
-            reference's one-step scoring, the default: a rollout improves on its base,
-            so this base measures room above the reference) or a registered heuristic.
+            default) or a registered heuristic.
         defer: whether leaving the job queued is a candidate.
     """
 
@@ -89,12 +64,8 @@ class PlannerConfig:
         check(self.k >= 1, where, f"{key}.k", f"must be an integer >= 1, got {self.k}")
         check(self.horizon_s > 0, where, f"{key}.horizon_s", f"must be > 0, got {self.horizon_s:g}")
         names = [*BASES, *heuristic_names()]
-        check(
-            self.base in names,
-            where,
-            f"{key}.base",
-            f"must be one of {', '.join(names)}, got {self.base!r}",
-        )
+        check(self.base in names, where, f"{key}.base",
+              f"must be one of {', '.join(names)}, got {self.base!r}")  # fmt: skip
 
 
 def planner_config(cfg: ExperimentConfig) -> PlannerConfig:
@@ -103,10 +74,8 @@ def planner_config(cfg: ExperimentConfig) -> PlannerConfig:
 
 
 def check_horizon(cfg: ExperimentConfig, policy: str, jobs: Sequence[Job]) -> None:
-    """A run of ``policy`` over ``jobs`` (every simulated job, warm-up included), if
-    ``policy`` is a planner: InputError naming ``planner.horizon_s`` when the window's
-    span (last submit - first submit) is shorter than the horizon, which would play
-    every decision out past the trace's end. Checked before the run starts."""
+    """If ``policy`` is a planner: InputError naming ``planner.horizon_s`` when the span
+    of ``jobs`` (every simulated job; last submit - first submit) is shorter than it."""
     if not issubclass(get_policy_class(policy), PlannerPolicy) or not jobs:
         return
     horizon = planner_config(cfg).horizon_s
@@ -129,7 +98,7 @@ def _option(name: str, value, lowest: float, integer: bool = False):
 
 
 class PlannerPolicy(Policy):
-    """Model-predictive placement over sampled futures (see the module docstring).
+    """Model-predictive placement over sampled futures.
 
     Args:
         k: futures per decision (>= 1).

@@ -13,7 +13,9 @@ from agents.teachers import (
     LearnedLookaheadTeacher,
     MaskedLookahead,
     MaskedLookaheadLearned,
-    plan_options,
+    _forward_legal,
+    _plan_views,
+    proposals,
     teacher_plan,
 )
 from envs.rules import placement_key
@@ -36,6 +38,11 @@ GUARDED = ("iteration_time", "alone_iteration_time", "isolated_iteration_time")
 #: compares the job's wait with its isolated run time, a bound that depends on no
 #: placement (envs/masks.py, PlacementSession.waits)
 ENV_RULE_CALLERS = {"isolated_iteration_time": {"waits"}}
+
+
+def plan_options(teacher, session):
+    """The proposals the ``lookahead`` teacher chooses among in ``teacher_plan``."""
+    return proposals(teacher.candidates, session.job, _plan_views(session), _forward_legal(session))
 
 
 def _window(n: int = 60, seed: int = 5):
