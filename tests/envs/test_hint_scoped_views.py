@@ -10,7 +10,7 @@ import pytest
 from envs.config import EnvConfig
 from envs.observations import ObservationBuilder
 from envs.rules import masked_scope_view, scope_view
-from marl_sched.config import REPO_ROOT
+from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.jobs import Job
 from marl_sched.policies import make_policy
 from marl_sched.policies.heuristics import ScopedView, hint_names, scoped
@@ -68,3 +68,24 @@ def test_scopes_that_are_not_ranges_keep_the_whole_cluster_arrays():
     assert not isinstance(got, ScopedView)
     assert np.array_equal(got.group_free, masked_scope_view(Interleaved(), view, 1).group_free)
     assert builder.n_agents == 2
+
+
+@pytest.mark.parametrize("config", ["tiny.yaml", "learn_smoke.yaml", "philly.yaml"])
+def test_per_server_reductions_equal_reduceat(config):
+    from marl_sched.policies.heuristics import _per_server
+    from marl_sched.runner import build_cluster
+
+    topo, _ = build_cluster(load_config(str(REPO_ROOT / "configs" / config)))
+    rng = np.random.default_rng(1)
+    starts = topo.server_groups_start
+    ints = rng.integers(0, 5, topo.n_groups)
+    floats = np.where(rng.random(topo.n_groups) < 0.3, np.inf, rng.random(topo.n_groups))
+    assert np.array_equal(
+        _per_server(np.add, ints, topo, 0, topo.n_servers, 0), np.add.reduceat(ints, starts)
+    )
+    want = np.minimum.reduceat(floats, starts)
+    assert np.array_equal(_per_server(np.minimum, floats, topo, 0, topo.n_servers, 0), want)
+    s0, s1 = topo.n_servers // 3, topo.n_servers // 2
+    g0, g1 = int(starts[s0]), int(starts[s1])
+    part = _per_server(np.minimum, floats[g0:g1], topo, s0, s1, g0)
+    assert np.array_equal(part, want[s0:s1])
