@@ -175,10 +175,10 @@ class _PlanCounts:
     groups, rather than a count for every group of the datacenter)."""
 
     def __init__(self, groups) -> None:
-        self.by_group = Counter(int(g) for g in groups)
-        self.group_list = sorted(self.by_group)
-        self.groups = np.array(self.group_list, dtype=np.int64)
-        self.counts = np.array([self.by_group[g] for g in self.group_list], dtype=np.int64)
+        self.by_group = by_group = Counter(map(int, groups))
+        self.group_list = group_list = sorted(by_group)
+        self.groups = np.array(group_list, dtype=np.int64)
+        self.counts = np.array([by_group[g] for g in group_list], dtype=np.int64)
 
     def covers(self, placed: Counter) -> bool:
         """Does no group hold more of ``placed`` than the plan puts there?"""
