@@ -17,6 +17,7 @@ import numpy as np
 
 from envs.rules import placement_key, scope_view
 from marl_sched.jobs import Placement
+from marl_sched.policies.heuristics import scoped
 from marl_sched.simulator import ClusterView
 
 
@@ -32,6 +33,8 @@ class SessionHints:
         # the learned model's features of candidate placements, shared by every hint
         # of this job (InterferenceAwarePolicy.candidate_cache)
         self._candidates: dict = {}
+        # the arrival view, with a memo the hints asked on the whole cluster share
+        self._whole = None
         self._task_placed_hints()
 
     def _task_placed_hints(self) -> None:
@@ -47,7 +50,7 @@ class SessionHints:
             if self._cannot_host(b.hint_policies, self.arrival_capacity()[agent]):
                 plans = [None] * len(b.hint_policies)  # no heuristic can place it there
             else:
-                view = self.view if b.central else scope_view(b, self.view, agent)
+                view = self._whole_view() if b.central else scope_view(b, self.view, agent)
                 plans = self._ask(b.hint_policies, view)
             self._plans[agent] = plans
             self._plan_counts[agent] = [
@@ -62,6 +65,12 @@ class SessionHints:
         heuristic's generator advances even when it returns None: skipping it would
         change its later plans)."""
         return capacity < self.job.num_workers and not any(hasattr(h, "rng") for h in policies)
+
+    def _whole_view(self) -> ClusterView:
+        """The view the job arrived on, with a memo shared by the hints asked on it."""
+        if self._whole is None:
+            self._whole = scoped(self.view)
+        return self._whole
 
     def _ask(self, policies, view: ClusterView) -> list[Placement | None]:
         """Each policy's placement of the job on ``view``, the candidate features
@@ -84,7 +93,8 @@ class SessionHints:
             b = self.builder
             out = np.zeros((len(b.global_policies), b.n_agents))
             skip = self._cannot_host(b.global_policies, self.arrival_capacity().sum())
-            for i, p in enumerate(() if skip else self._ask(b.global_policies, self.view)):
+            asked = () if skip else self._ask(b.global_policies, self._whole_view())
+            for i, p in enumerate(asked):
                 if p is not None:
                     groups = np.asarray([*p.worker_groups, *p.ps_groups], dtype=np.int64)
                     scopes = b.group_scope[groups]
@@ -165,10 +175,10 @@ class _PlanCounts:
     groups, rather than a count for every group of the datacenter)."""
 
     def __init__(self, groups) -> None:
-        self.by_group = Counter(int(g) for g in groups)
-        self.group_list = sorted(self.by_group)
-        self.groups = np.array(self.group_list, dtype=np.int64)
-        self.counts = np.array([self.by_group[g] for g in self.group_list], dtype=np.int64)
+        self.by_group = by_group = Counter(map(int, groups))
+        self.group_list = group_list = sorted(by_group)
+        self.groups = np.array(group_list, dtype=np.int64)
+        self.counts = np.array([by_group[g] for g in group_list], dtype=np.int64)
 
     def covers(self, placed: Counter) -> bool:
         """Does no group hold more of ``placed`` than the plan puts there?"""

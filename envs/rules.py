@@ -5,12 +5,14 @@ documents the rules)."""
 from __future__ import annotations
 
 import dataclasses
+import weakref
 import zlib
 from typing import Protocol
 
 import numpy as np
 
 from marl_sched.jobs import Job, Placement
+from marl_sched.policies.heuristics import scoped
 from marl_sched.simulator import ClusterView
 from marl_sched.topology import Topology
 
@@ -112,8 +114,38 @@ def forward_targets(
 
 def scope_view(builder: ScopeMap, view: ClusterView, agent: int) -> ClusterView:
     """``view`` with every GPU, core and GB outside ``agent``'s scope marked in use, so
-    a heuristic asked to place a job on it keeps the job inside that scope."""
+    a heuristic asked to place a job on it keeps the job inside that scope.
+
+    A scope whose groups (and servers) are one contiguous range (every scope of
+    :class:`envs.observations.ObservationBuilder`) gives a
+    :class:`~marl_sched.policies.heuristics.ScopedView` over that range, built from
+    slices: the heuristics then read only the scope's groups and servers, and share
+    what they derive from it."""
     t = builder.topology
+    span = _contiguous_span(builder, agent)
+    if span is None:
+        return masked_scope_view(builder, view, agent)
+    g0, g1, s0, s1 = span
+    free = np.asarray(view.group_free)
+    gfree = np.zeros_like(free)
+    gfree[g0:g1] = free[g0:g1]
+    inside = gfree[g0:g1]
+    # integer counts sum exactly in any order; other kinds as the whole array would
+    total = inside.sum() if free.dtype.kind in "iub" else gfree[: t.n_groups].sum()
+    arrays = {}
+    for name in ("server_cpu_free", "server_mem_free"):
+        src = np.asarray(getattr(view, name))
+        out = np.zeros(src.shape, dtype=np.result_type(src.dtype, 0.0))
+        out[s0:s1] = src[s0:s1]
+        arrays[name] = out
+    for a in (gfree, *arrays.values()):
+        a.setflags(write=False)
+    return scoped(view, span, group_free=gfree, free_gpus=int(total), **arrays)
+
+
+def masked_scope_view(builder: ScopeMap, view: ClusterView, agent: int) -> ClusterView:
+    """:func:`scope_view` as whole-cluster arrays, zero outside ``agent``'s scope (any
+    scope, contiguous or not)."""
     gfree = np.where(builder.group_scope == agent, view.group_free, 0)
     inside = builder.server_scope == agent
     return dataclasses.replace(
@@ -121,8 +153,48 @@ def scope_view(builder: ScopeMap, view: ClusterView, agent: int) -> ClusterView:
         group_free=gfree.astype(np.asarray(view.group_free).dtype),
         server_cpu_free=np.where(inside, view.server_cpu_free, 0.0),
         server_mem_free=np.where(inside, view.server_mem_free, 0.0),
-        free_gpus=int(gfree[: t.n_groups].sum()),
+        free_gpus=int(gfree[: builder.topology.n_groups].sum()),
     )
+
+
+#: per scope map: its ``group_scope`` and ``server_scope`` arrays and the spans found
+_SPANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _contiguous_span(builder: ScopeMap, agent: int) -> tuple[int, int, int, int] | None:
+    """:func:`_find_span`, kept per scope map and agent (while its arrays stay the same
+    objects)."""
+    gs, ss = builder.group_scope, builder.server_scope
+    try:
+        known = _SPANS.get(builder)
+    except TypeError:  # a scope map that cannot be weakly referenced
+        return _find_span(builder, agent)
+    if known is None or known[0] is not gs or known[1] is not ss:
+        known = _SPANS[builder] = (gs, ss, {})
+    spans = known[2]
+    if agent not in spans:
+        spans[agent] = _find_span(builder, agent)
+    return spans[agent]
+
+
+def _find_span(builder: ScopeMap, agent: int) -> tuple[int, int, int, int] | None:
+    """``(g0, g1, s0, s1)``: ``agent``'s groups and servers as two ranges, or None when
+    they are not contiguous (``group_scope`` and ``server_scope`` not sorted)."""
+    gs, ss = builder.group_scope, builder.server_scope
+    g0, g1 = (int(x) for x in np.searchsorted(gs, (agent, agent + 1)))
+    s0, s1 = (int(x) for x in np.searchsorted(ss, (agent, agent + 1)))
+    t = builder.topology
+    n_g, n_s = int(np.count_nonzero(gs == agent)), int(np.count_nonzero(ss == agent))
+    if g1 - g0 != n_g or s1 - s0 != n_s or n_g == 0:
+        return None
+    if (gs[g0:g1] != agent).any() or (ss[s0:s1] != agent).any():
+        return None
+    starts = t.server_groups_start
+    if int(starts[s0]) != g0 or (s1 < t.n_servers and int(starts[s1]) != g1):
+        return None
+    if s1 == t.n_servers and g1 != t.n_groups:
+        return None
+    return g0, g1, s0, s1
 
 
 def home_agent(job: Job, n_agents: int) -> int:

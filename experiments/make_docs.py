@@ -281,7 +281,9 @@ def decision_latency(root: Path = RESULTS) -> str:
         f"{ms('p50_ms')} ms, p99 {ms('p99_ms')} ms at {sizes} servers; process CPU time "
         f"p50 {ms('cpu_p50_ms')} ms, p99 {ms('cpu_p99_ms')} ms.\n"
         f"At 4,000 servers the mean CPU ms of a decision: the hints' plans "
-        f"{split['hints']:.2f}, the rest of the observation {split['observe']:.2f}, the "
+        f"{split['hints']:.2f} (each hint heuristic asked on the acting agent's scope "
+        f"reads only that scope's groups and servers, `envs.rules.scope_view`), the rest "
+        f"of the observation {split['observe']:.2f}, the "
         f"GNN forward {split['forward']:.2f}, acting {split['act']:.2f}; the target there "
         f"(p50 <= {r['target_p50_ms']:g} ms, p99 <= {r['target_p99_ms']:g} ms) is {met}.\n"
     )

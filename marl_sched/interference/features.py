@@ -240,9 +240,43 @@ def candidate_features(
     pgs = list(ps_groups) if batch else [ps_groups]
     if len(wgs) != len(pgs):
         raise ValueError(f"{len(wgs)} worker-group lists but {len(pgs)} PS-group lists")
-    layouts = [perf.layout(spec, wg, pg) for wg, pg in zip(wgs, pgs, strict=True)]
+    if type(perf).layout is PerformanceModel.layout:
+        layouts = [_CandidateLayout(perf, spec, wg, pg) for wg, pg in zip(wgs, pgs, strict=True)]
+    else:
+        layouts = [perf.layout(spec, wg, pg) for wg, pg in zip(wgs, pgs, strict=True)]
     out = layout_features(view, job, layouts)
     return out if batch else out[0]
+
+
+class _CandidateLayout:
+    """What :func:`layout_features` reads of a :class:`~marl_sched.perf.JobLayout`,
+    computed as :meth:`PerformanceModel.layout` computes it (the same bits), without
+    the rest (the pressures per socket and server that only the simulator needs)."""
+
+    __slots__ = (
+        "groups", "worker_sockets", "worker_servers", "servers", "speed",
+        "link_ids", "link_cost", "link_util",
+    )  # fmt: skip
+
+    def __init__(self, perf: PerformanceModel, spec, worker_groups, ps_groups) -> None:
+        topo = perf.topology
+        wg = np.asarray(worker_groups, dtype=np.int64)
+        pg = np.asarray(ps_groups, dtype=np.int64)
+        if len(wg) == 1:
+            groups, counts = wg, np.ones(1, dtype=np.int64)
+        else:
+            groups, counts = np.unique(wg, return_counts=True)
+        self.groups = groups
+        self.worker_sockets = w_sock = topo.group_socket[groups]
+        self.worker_servers = topo.group_server[groups]
+        all_sock = np.concatenate([w_sock, topo.group_socket[pg]])
+        self.servers = np.array(sorted(set(topo.socket_server[all_sock].tolist())), dtype=np.int64)
+        links = perf._traffic(spec, groups, counts, pg)
+        self.speed = speed = float(perf.type_speeds(spec)[perf._group_type[groups]].min())
+        self.link_ids = ids = np.fromiter(links.keys(), dtype=np.int64, count=len(links))
+        nbytes = np.fromiter(links.values(), dtype=np.float64, count=len(links))
+        self.link_cost = cost = nbytes / topo.link_bw[ids]
+        self.link_util = cost / perf._alone(spec, speed, cost)
 
 
 def layout_features(view: ClusterView, job: Job, layouts: Sequence[JobLayout]) -> np.ndarray:

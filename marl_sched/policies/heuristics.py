@@ -29,7 +29,9 @@ respects GPU, CPU and memory capacity; when a job cannot be placed whole, it ret
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import weakref
 
 import numpy as np
 
@@ -38,6 +40,50 @@ from marl_sched.jobs import Job, Placement
 from marl_sched.policies.base import Policy, heuristic_names, make_policy, register
 from marl_sched.simulator import ClusterView, harm_to_residents
 from marl_sched.topology import Topology
+
+
+@dataclasses.dataclass(frozen=True)
+class ScopedView(ClusterView):
+    """A :class:`ClusterView` whose free GPUs, cores and memory are zero outside GPU
+    groups ``[g0, g1)`` and servers ``[s0, s1)`` (``span``; an agent's scope, or the
+    whole cluster), with a ``memo`` of what the heuristics asked to place a job on it
+    derive from it (free GPUs per server): they read only the span, and share the
+    memo. Its arrays must not change while it is in use (the callers build one per
+    job and scope, from the view the job arrived on)."""
+
+    span: tuple[int, int, int, int] = (0, 0, 0, 0)
+    memo: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+
+_VIEW_FIELDS = tuple(f.name for f in dataclasses.fields(ClusterView))
+
+
+def scoped(
+    view: ClusterView, span: tuple[int, int, int, int] | None = None, **changes
+) -> ScopedView:
+    """``view`` (with ``changes`` to its fields) as a :class:`ScopedView` over ``span``
+    (default: the whole cluster) with an empty memo; the caller promises what
+    :class:`ScopedView` says of it."""
+    t = view.topology
+    fields = {name: getattr(view, name) for name in _VIEW_FIELDS}
+    fields.update(changes)
+    span = (0, t.n_groups, 0, t.n_servers) if span is None else tuple(int(x) for x in span)
+    return ScopedView(**fields, span=span)
+
+
+def _span(view: ClusterView) -> tuple[int, int, int, int]:
+    """``(g0, g1, s0, s1)``: the groups and servers outside which ``view`` has no free
+    capacity (the whole cluster for a plain view)."""
+    if isinstance(view, ScopedView):
+        return view.span
+    t = view.topology
+    return 0, t.n_groups, 0, t.n_servers
+
+
+def _open_groups(group_free: np.ndarray, span: tuple[int, int, int, int]) -> np.ndarray:
+    """``np.flatnonzero(group_free > 0)`` when every group outside the span's is 0."""
+    g0, g1 = span[0], span[1]
+    return g0 + np.flatnonzero(group_free[g0:g1] > 0)
 
 
 class _Draft:
@@ -160,14 +206,30 @@ def ps_near_workers(job: Job, view: ClusterView, worker_groups) -> tuple[int, ..
 
 
 def _server_free(view: ClusterView) -> np.ndarray:
-    """Free GPUs per server (float64)."""
+    """Free GPUs per server (float64; read-only, kept in a :class:`ScopedView`'s memo)."""
+    memo = view.memo if isinstance(view, ScopedView) else None
+    if memo is not None and "server_free" in memo:
+        return memo["server_free"]
     t = view.topology
-    free = np.asarray(view.group_free)
+    g0, g1, s0, s1 = _span(view)
+    free = np.asarray(view.group_free)[g0:g1]
+    out = np.zeros(t.n_servers)
     if free.dtype.kind in "iu" and _servers_have_groups(t):
         # a server's groups are contiguous; integer sums are exact in any order, so
         # this is bincount's float sum, without its per-element weights
-        return np.add.reduceat(free, t.server_groups_start).astype(np.float64)
-    return np.bincount(t.group_server, weights=free, minlength=t.n_servers)
+        if s1 > s0:
+            out[s0:s1] = _per_server(np.add, free, t, s0, s1, g0)
+    else:  # each server's groups lie in the span: the same sums, in the same order
+        out += np.bincount(t.group_server[g0:g1], weights=free, minlength=t.n_servers)
+    out.setflags(write=False)
+    if memo is not None:
+        memo["server_free"] = out
+    return out
+
+
+#: per topology: the number of GPU groups of every server when they all have as many
+#: (else 0)
+_WIDTHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _servers_have_groups(topo: Topology) -> bool:
@@ -176,16 +238,43 @@ def _servers_have_groups(topo: Topology) -> bool:
     return bool(topo.server_n_groups.min() > 0) if topo.n_servers else False
 
 
+def _per_server(op: np.ufunc, x: np.ndarray, topo: Topology, s0: int, s1: int, g0: int):
+    """``op.reduceat`` of ``x`` (the values of groups ``g0`` .. of servers ``s0`` ..
+    ``s1``) over each server's groups, for an ``op`` exact in any order (a minimum, an
+    integer sum); every server needs a group. When all servers have ``k`` groups, ``k``
+    strided passes (much faster than ``reduceat``)."""
+    k = _WIDTHS.get(topo)
+    if k is None:
+        n = topo.server_n_groups
+        k = _WIDTHS[topo] = int(n[0]) if len(n) and n.min() == n.max() else 0
+    if k:
+        out = x[0::k].copy()
+        for j in range(1, k):
+            op(out, x[j::k], out=out)
+        return out
+    return op.reduceat(x, topo.server_groups_start[s0:s1] - g0)
+
+
 def _open_min(
-    topo: Topology, group_free: np.ndarray, cost: np.ndarray, servers: np.ndarray
+    topo: Topology,
+    group_free: np.ndarray,
+    cost: np.ndarray,
+    servers: np.ndarray,
+    span: tuple[int, int, int, int] | None = None,
 ) -> np.ndarray:
     """Per server of ``servers``, the least ``cost`` of its groups with a free GPU (inf
-    if none): only those servers' groups are read when they are a small part of the
-    cluster (a scope's), else the whole cluster's at once."""
+    if none): only the groups of ``span`` (a scope's, holding ``servers``) are read when
+    it is given, else only those servers' groups when they are a small part of the
+    cluster, else the whole cluster's at once (a minimum is exact in any order)."""
+    g0, g1, s0, s1 = (0, topo.n_groups, 0, topo.n_servers) if span is None else span
     n = topo.server_n_groups[servers]
-    if 4 * int(n.sum()) > topo.n_groups and _servers_have_groups(topo):
-        masked = np.where(np.asarray(group_free) > 0, cost, np.inf)
-        return np.minimum.reduceat(masked, topo.server_groups_start)[servers]
+    if len(servers) and _servers_have_groups(topo):
+        narrow = s1 - s0 < topo.n_servers and s0 <= int(servers.min()) and int(servers.max()) < s1
+        if narrow or 4 * int(n.sum()) > topo.n_groups:
+            if not narrow:
+                g0, g1, s0, s1 = 0, topo.n_groups, 0, topo.n_servers
+            masked = np.where(np.asarray(group_free)[g0:g1] > 0, cost[g0:g1], np.inf)
+            return _per_server(np.minimum, masked, topo, s0, s1, g0)[servers - s0]
     width = int(n.max()) if len(n) else 0
     pos = np.arange(width)
     inside = pos[None, :] < n[:, None]
@@ -251,7 +340,7 @@ class FirstFitPolicy(Policy):
         whole = np.flatnonzero(free >= job.num_workers)
         if len(whole):
             d.fill(_groups_by_server_order(topo, whole[:1]))
-        d.fill(np.flatnonzero(d.group_free > 0))
+        d.fill(_open_groups(d.group_free, _span(view)))
         return d.result()
 
 
@@ -302,9 +391,12 @@ class TetrisPolicy(Policy):
         return d.result()
 
 
-def _distance_order(topo: Topology, anchor: int, group_free: np.ndarray) -> np.ndarray:
-    """Groups with free GPUs by hierarchy distance from server ``anchor``."""
-    groups = np.flatnonzero(group_free > 0)
+def _distance_order(
+    topo: Topology, anchor: int, group_free: np.ndarray, span: tuple[int, int, int, int]
+) -> np.ndarray:
+    """Groups with free GPUs (all inside ``span``) by hierarchy distance from server
+    ``anchor``."""
+    groups = _open_groups(group_free, span)
     srv = topo.group_server[groups]
     dist = (
         (srv != anchor).astype(np.int64)
@@ -327,7 +419,7 @@ class LocalityPolicy(Policy):
         anchor = int(np.argmax(free))
         if free[anchor] <= 0:
             return None
-        d.fill(_distance_order(topo, anchor, d.group_free))
+        d.fill(_distance_order(topo, anchor, d.group_free, _span(view)))
         return d.result()
 
 
@@ -489,7 +581,7 @@ class InterferenceAwarePolicy(Policy):
         free = _server_free(view)
         fits = np.flatnonzero(free >= job.num_workers)
         if len(fits):
-            best = _open_min(topo, view.group_free, cost, fits)
+            best = _open_min(topo, view.group_free, cost, fits, _span(view))
             order = fits[np.argsort(best + own[2] * (job.num_workers - 1), kind="stable")]
             options = []
             d = _Draft(job, view)
@@ -506,7 +598,11 @@ class InterferenceAwarePolicy(Policy):
         d = _Draft(job, view)
         rack_free = np.bincount(topo.server_rack, weights=free, minlength=topo.n_racks)
         rank = np.argsort(np.argsort(-rack_free, kind="stable"), kind="stable")
-        servers = np.lexsort((np.arange(topo.n_servers), -free, rank[topo.server_rack]))
+        # only the span's servers have free GPUs (the others would take no worker): the
+        # same order of them as among all servers
+        _, _, s0, s1 = _span(view)
+        sv = np.arange(s0, s1)
+        servers = sv[np.lexsort((sv, -free[sv], rank[topo.server_rack[sv]]))]
         # a server without a free GPU takes no worker: skipping it changes nothing
         for s in servers[free[servers] > 0]:
             if d.missing == 0:
@@ -556,6 +652,19 @@ class InterferenceAwarePolicy(Policy):
             cache.update(zip(todo, rows, strict=True))
         return np.stack([cache[k] for k in keys])
 
+    def _predicted(self, job: Job, view: ClusterView, options: list[Placement]) -> np.ndarray:
+        """The learned model's slowdowns of the options, kept in ``candidate_cache``
+        per list of options (the same rows in, the same bits out)."""
+        cache = self.candidate_cache
+        key = ("predicted", *((tuple(o.worker_groups), tuple(o.ps_groups)) for o in options))
+        if cache is not None and key in cache:
+            return cache[key]
+        out = self._model.predict(self._candidate_rows(job, view, options))
+        out.setflags(write=False)
+        if cache is not None:
+            cache[key] = out
+        return out
+
     def _pick(
         self, job: Job, view: ClusterView, options: list[Placement], slow: np.ndarray | None
     ) -> int:
@@ -563,7 +672,7 @@ class InterferenceAwarePolicy(Policy):
             return 0
         score = np.zeros(len(options))
         if self._model is not None:
-            score = score + self._model.predict(self._candidate_rows(job, view, options))
+            score = score + self._predicted(job, view, options)
         if slow is not None:
             # a synchronous job runs at its slowest worker's pace
             worst = [slow[list(o.worker_groups)].max() for o in options]

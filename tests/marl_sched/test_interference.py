@@ -366,3 +366,34 @@ def test_calibration_hash_ignores_sharing_only_keys_and_nothing_else(tmp_path):
     coupled = dict(data, level_coupling={k: 2 * v for k, v in data["level_coupling"].items()})
     (tmp_path / "b.json").write_text(json.dumps(coupled, indent=1, ensure_ascii=False) + "\n")
     assert itf.calibration_sha256(tmp_path / "b.json") != shipped
+
+
+def test_candidate_features_equal_those_of_full_layouts():
+    """The candidates' light layouts give the same feature bits as JobLayout's."""
+    from marl_sched.config import REPO_ROOT
+    from marl_sched.interference.features import candidate_features, layout_features
+    from tests.helpers import partly_occupied
+
+    topo, perf, sim = partly_occupied(str(REPO_ROOT / "configs" / "tiny.yaml"), decisions=20)
+    view = sim.view()
+    rng = np.random.default_rng(0)
+    free = np.flatnonzero(np.asarray(view.group_free) > 0)
+    ws, ps = [], []
+    for k in range(40):
+        n = int(rng.integers(1, 9))
+        ws.append(tuple(int(g) for g in rng.choice(free, n)))
+        ps.append(tuple(int(g) for g in rng.choice(topo.n_groups, k % 4)))
+    ia = make_policy("interference-aware")
+    ia.reset(topo, 0)
+    for workers in (1, 2, 4):
+        job = Job(1, "probe", "resnet-50", workers, 1, 100.0, 0.0, 10.0)
+        plan = ia.place(job, view)
+        if plan is not None:
+            ws.append(plan.worker_groups)
+            ps.append(plan.ps_groups)
+    for model in ("resnet-50", "vgg-16", "bert"):
+        job = Job(1, "probe", model, 4, 2, 100.0, 0.0, 10.0)
+        got = candidate_features(view, job, ws, ps)
+        spec = CATALOGUE[model]
+        layouts = [perf.layout(spec, w, p) for w, p in zip(ws, ps, strict=True)]
+        assert np.array_equal(got, layout_features(view, job, layouts))
