@@ -256,6 +256,15 @@ def room_planner(root: Path = RESULTS) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def lookahead_learned(root: Path = RESULTS) -> str:
+    """The first table of ``results/lookahead-learned/summary.md`` (``marl-sched
+    benchmark``: the learned-predictor lookahead against the exact one), with its title."""
+    text = (root / "lookahead-learned" / "summary.md").read_text(encoding="utf-8")
+    head, _, rest = text.partition("\n\n")
+    table = rest.split("\n\n")[1]
+    return f"{head.lstrip('# ')}.\n\n{table}\n"
+
+
 def decision_latency(root: Path = RESULTS) -> str:
     """The decision latency by cluster size (``results/speed/policy.json``, written by
     ``experiments/speed_policy.py``), with the machine's load it was measured under."""
@@ -301,6 +310,7 @@ BLOCKS = {
     "shipped-vs-rule": shipped_vs_rule,
     "decision-latency": decision_latency,
     "room-planner": room_planner,
+    "lookahead-learned": lookahead_learned,
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, shipped_test_run(t)))  # type: ignore[misc]
         for t in TRACKS

@@ -2,7 +2,9 @@
 each one's geomean avg-JCT ratio over masked:lookahead, paired on scenario and seed,
 per load tier and over all (interval, MDE, queue share, JCT over isolated run time:
 the paired comparison of ``results/room-rules/analyze.py``, reused). Reads the cells of
-``validation/`` (and ``pilot-train-ffbase/``), writes ``room.csv`` and ``room.md`` here.
+``validation/``, ``../lookahead-learned/`` (the learned-predictor lookahead, a
+contender: ``marl-sched benchmark``) and ``pilot-train-ffbase/``; writes ``room.csv``
+and ``room.md`` here.
 
     python results/room-planner/analyze.py
 """
@@ -21,7 +23,7 @@ rules = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(rules)
 
 REF = "masked:lookahead"
-ROWS = ("oracle", "planner", "lookahead")
+ROWS = ("oracle", "planner", "lookahead", "masked:lookahead-learned")
 
 
 def read(folder: Path) -> dict:
@@ -33,6 +35,7 @@ def read(folder: Path) -> dict:
 def main() -> None:
     out = []
     folders = (("validation", HERE / "validation"),
+               ("validation", HERE.parent / "lookahead-learned"),
                ("train pilot, first-fit base", HERE / "pilot-train-ffbase"))  # fmt: skip
     for label, folder in folders:
         cells = read(folder)
