@@ -23,6 +23,7 @@ def read_scalars(run, tag: str) -> dict[int, float]:
 TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
 TAGS = {
     "charts/episode_return",
+    "charts/normalised_return",
     "charts/avg_jct_s",
     "losses/policy_loss",
     "losses/value_loss",
