@@ -11,7 +11,6 @@ and ``room.md`` here.
 
 from __future__ import annotations
 
-import csv
 import importlib.util
 import json
 from pathlib import Path
@@ -44,11 +43,7 @@ def main() -> None:
                 row = rules.compare(cells, pol, cells, tier, REF)
                 if row is not None:
                     out.append({"split": label, "comparison": f"{pol} / {REF}", **row})
-    with (HERE / "room.csv").open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(out[0]))
-        w.writeheader()
-        for r in out:
-            w.writerow({k: f"{v:.4f}" if isinstance(v, float) else v for k, v in r.items()})
+    rules.write_csv(out, HERE / "room.csv")
     lines = [
         "| split | comparison | tier | scenarios | geomean ratio [95 % CI] | MDE pairs "
         "| queue share row / ref | JCT/isolated row / ref |",

@@ -91,6 +91,15 @@ def compare(
     }
 
 
+def write_csv(rows: list[dict], path: Path) -> None:
+    """``rows`` (one comparison x tier each) as CSV, floats to 4 decimals."""
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: f"{v:.4f}" if isinstance(v, float) else v for k, v in r.items()})
+
+
 def main() -> None:
     runs = {mode: read(mode) for mode in ("noisy", "oracle") if (HERE / mode).is_dir()}
     # (label, rule, its mode, reference mode, reference policy)
@@ -116,11 +125,7 @@ def main() -> None:
             row = compare(runs[mode], rule, runs[ref_mode], tier, ref_key)
             if row is not None:
                 out.append({"comparison": label, **row})
-    with (HERE / "room.csv").open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(out[0]))
-        w.writeheader()
-        for r in out:
-            w.writerow({k: f"{v:.4f}" if isinstance(v, float) else v for k, v in r.items()})
+    write_csv(out, HERE / "room.csv")
     lines = [
         "| comparison | tier | n (sc x seeds) | geomean ratio [95 % CI] | MDE pairs / scenarios "
         "| queue share rule / ref | JCT/isolated rule / ref |",
