@@ -2,14 +2,19 @@
 policy could amortise, not a contender — it uses the simulator itself as its model
 (docs/planner.md).
 
-Per decision, every candidate (the distinct proposals of :data:`CANDIDATES` on the whole
-view, plus *defer* when a completion will offer the job again) is played out on the same
+Per decision, every candidate (the base's own choice first, then the distinct proposals
+of :data:`PLANNER_CANDIDATES` on the whole view, plus *defer* when a completion will
+offer the job again) is played out on the same
 ``k`` sampled futures: a fork whose future arrivals come from
 :class:`marl_sched.workload_model.WorkloadModel` and whose unfinished jobs get lengths
 drawn from their estimate, never the true length. ``base`` places every later job; a
 playout runs to ``now + max(horizon_s, the job's estimated isolated run time)`` and is
 scored by :meth:`Simulator.estimated_total_jct`. The lowest mean score wins (ties:
-proposal order, defer last). :class:`OraclePolicy` is the same on the true future, K = 1.
+the base's choice, then proposal order, defer last), so on the true future a playout
+that covers the run never scores the winner worse than the base's own choice
+(Bertsekas's cost improvement). Jobs whose estimated isolated run is below ``min_run_s``
+take the base's choice without playouts. :class:`OraclePolicy` is the same on the true
+future, K = 1.
 Needs the simulator: ``place(job, view, sim=...)`` (:attr:`Policy.needs_simulator`).
 """
 
@@ -25,7 +30,13 @@ import numpy as np
 from marl_sched.config.parse import check, parse_section
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement
-from marl_sched.policies.base import Policy, get_policy_class, heuristic_names, make_policy
+from marl_sched.policies.base import (
+    Policy,
+    get_policy_class,
+    heuristic_names,
+    make_policy,
+    policy_entries,
+)
 from marl_sched.simulator import ClusterView, Simulator
 from marl_sched.topology import Topology
 
@@ -33,9 +44,16 @@ from marl_sched.topology import Topology
 CANDIDATES = (
     "locality", "tetris", "interference-aware", "first-fit", "congestion-aware", "load-balance",
 )  # fmt: skip
+#: the planner's proposers: :data:`CANDIDATES` plus the length levers (the model's
+#: fastest GPU type, a whole server when one holds the job; the slowest adequate type)
+PLANNER_CANDIDATES = (*CANDIDATES, "speed-aware", "length-aware")
 DEFER = None
-#: the base policies besides the heuristics (:class:`PlannerConfig`)
-BASES = ("lookahead",)
+#: the base policies besides the heuristics (:class:`PlannerConfig`); the masked ones
+#: are the references themselves (agents/teachers.py), so a rollout on them measures
+#: room above the reference
+BASES = ("lookahead", "masked:lookahead", "masked:lookahead-learned")
+#: the kinds whose policies may propose candidates (one placement per call, no move)
+CANDIDATE_KINDS = ("heuristic", "lever")
 
 if TYPE_CHECKING:
     from marl_sched.config import ExperimentConfig
@@ -50,15 +68,21 @@ class PlannerConfig:
         k: futures per decision (>= 1).
         horizon_s: playout horizon in simulated seconds (> 0); a run's window must
             span at least this long (:func:`check_horizon`).
-        base: the policy that places later jobs in a playout: ``lookahead`` (the
-            default) or a registered heuristic.
+        base: the policy that places later jobs in a playout (and whose choice is
+            always a candidate): ``lookahead`` (the default), ``masked:lookahead``,
+            ``masked:lookahead-learned`` or a registered heuristic.
         defer: whether leaving the job queued is a candidate.
+        candidates: the proposers (registered heuristics or levers).
+        min_run_s: jobs whose estimated isolated run time is shorter take the base's
+            choice without playouts (>= 0; 0: every job is planned).
     """
 
     k: int = 4
     horizon_s: float = 3600.0
     base: str = "lookahead"
     defer: bool = True
+    candidates: tuple[str, ...] = PLANNER_CANDIDATES
+    min_run_s: float = 0.0
 
     def validate(self, where: str, key: str) -> None:
         check(self.k >= 1, where, f"{key}.k", f"must be an integer >= 1, got {self.k}")
@@ -66,6 +90,14 @@ class PlannerConfig:
         names = [*BASES, *heuristic_names()]
         check(self.base in names, where, f"{key}.base",
               f"must be one of {', '.join(names)}, got {self.base!r}")  # fmt: skip
+        check(self.min_run_s >= 0 and math.isfinite(self.min_run_s), where,
+              f"{key}.min_run_s", f"must be a finite number >= 0, got {self.min_run_s:g}")
+        known = [n for n, e in policy_entries().items() if e.kind in CANDIDATE_KINDS]
+        check(bool(self.candidates), where, f"{key}.candidates", "must name at least one")
+        for c in self.candidates:
+            check(c in known, where, f"{key}.candidates",
+                  f"must be registered heuristics or levers ({', '.join(known)}), "
+                  f"got {c!r}")  # fmt: skip
 
 
 def planner_config(cfg: ExperimentConfig) -> PlannerConfig:
@@ -104,14 +136,17 @@ class PlannerPolicy(Policy):
         k: futures per decision (>= 1).
         horizon_s: playout horizon in simulated seconds (> 0); at least the job's
             estimated isolated run time.
-        base: the policy that places later jobs in a playout (``lookahead`` or a
-            registered heuristic).
-        candidates: the heuristics that propose placements.
+        base: the policy that places later jobs in a playout (``lookahead``, a masked
+            reference of :data:`BASES` or a registered heuristic); its choice is
+            always the first candidate.
+        candidates: the policies that propose placements.
         future: ``"sampled"`` (the workload model) or ``"true"`` (the trace's own
             future and lengths: the oracle).
         model: a :class:`~marl_sched.workload_model.WorkloadModel` (default: the
             shipped one, ``marl_sched/data/workload_model.json``).
         defer: whether leaving the job queued is a candidate.
+        min_run_s: a job whose estimated isolated run is shorter (s) takes the base's
+            choice without playouts.
     """
 
     name = "planner"
@@ -132,13 +167,15 @@ class PlannerPolicy(Policy):
         k: int = 4,
         horizon_s: float = 3600.0,
         base: str = "lookahead",
-        candidates: tuple[str, ...] = CANDIDATES,
+        candidates: tuple[str, ...] = PLANNER_CANDIDATES,
         future: str = "sampled",
         model=None,
         defer: bool = True,
+        min_run_s: float = 0.0,
     ) -> None:
         self.k = _option("k", k, 0, integer=True)
         self.horizon_s = _option("horizon_s", horizon_s, 0.0)
+        self.min_run_s = 0.0 if min_run_s == 0 else _option("min_run_s", min_run_s, 0.0)
         if future not in ("sampled", "true"):
             raise InputError(f"future: must be 'sampled' or 'true', got {future!r}")
         self.future = future
@@ -152,6 +189,7 @@ class PlannerPolicy(Policy):
         self.model = model
         self.rng = np.random.default_rng(0)
         self.decisions: list[tuple[float, int, Placement | None]] = []
+        self.planned = 0  # decisions with more than one candidate played out
 
     def reset(self, topology: Topology, seed: int = 0) -> None:
         super().reset(topology, seed)
@@ -159,31 +197,40 @@ class PlannerPolicy(Policy):
             p.reset(topology, seed)
         self.rng = np.random.default_rng(seed)
         self.decisions = []
+        self.planned = 0
 
     def place(self, job: Job, view: ClusterView, sim: Simulator | None = None):
         pending = getattr(sim, "pending", None)
         if not isinstance(sim, Simulator) or pending is None or pending.job_id != job.job_id:
             raise ValueError("planner: needs the simulator whose pending job it is (sim=...)")
-        options: list[Placement | None] = []
-        for c in self.candidates:
-            p = c.place(job, view)
-            if p is not None and p not in options:
-                options.append(p)
-        if self.defer and sim.running:  # a completion will offer the job again
-            options.append(DEFER)
-        choice = options[0] if len(options) == 1 else None
+        own = self.base.place(job, view)
+        options: list[Placement | None] = [own]
+        if self._run_s(job, sim) >= self.min_run_s:
+            for c in self.candidates:
+                p = c.place(job, view)
+                if p is not None and p not in options:
+                    options.append(p)
+            if self.defer and sim.running and DEFER not in options:
+                options.append(DEFER)  # a completion will offer the job again
+        choice = own
         if len(options) > 1:
             choice = self._best(job, sim, options)
+            self.planned += 1
         if choice is DEFER and view.recheck_at is not None:
             view.recheck_at(job.job_id, view.now + self.horizon_s)
         self.decisions.append((view.now, job.job_id, choice))
         return choice
 
+    @staticmethod
+    def _run_s(job: Job, sim: Simulator) -> float:
+        """The job's isolated run time (s) at the iterations it was handed with (0 when
+        unknown)."""
+        one = sim.perf.isolated_iteration_time(job.model, job.num_workers, job.num_ps)
+        s = job.iterations * one
+        return s if math.isfinite(s) else 0.0
+
     def _best(self, job: Job, sim: Simulator, options: list) -> Placement | None:
-        est_s = job.iterations * sim.perf.isolated_iteration_time(
-            job.model, job.num_workers, job.num_ps
-        )
-        until = sim.now + max(self.horizon_s, est_s if math.isfinite(est_s) else 0.0)
+        until = sim.now + max(self.horizon_s, self._run_s(job, sim))
         seeds = self.rng.integers(2**63, size=self.k)
         scores = np.zeros(len(options))
         for seed in seeds:  # the same future for every candidate

@@ -369,3 +369,26 @@ def test_the_harm_lookahead_policy_is_the_lookahead_policy_with_the_harm_teacher
     assert isinstance(harm, MaskedLookahead) and harm.options == plain.options
     assert harm.planner.harm is True and plain.planner.harm is False
     assert policy_entries()["masked:lookahead-harm"].kind == "teacher"
+
+
+def test_the_oracle_on_the_masked_reference_is_the_reference_where_it_plans_nothing():
+    """``planner.base=masked:lookahead``: with ``min_run_s`` above every job the oracle's
+    run is ``masked:lookahead``'s own; planning every job changes decisions."""
+    from marl_sched.policies.planner import PlannerPolicy
+    from marl_sched.runner import build_cluster, load_workload, simulate
+
+    cfg = load_config(REPO_ROOT / "configs" / "tiny.yaml", ["workload.max_jobs=14"])
+    topo, perf = build_cluster(cfg)
+    wl = load_workload(cfg, perf)
+
+    def run(policy):
+        m, _, _ = simulate(cfg, "x", wl, topo, perf, policy=policy)
+        return m["avg_jct_s"], m["jobs_completed"]
+
+    ref = run(make_policy("masked:lookahead"))
+    short = PlannerPolicy(k=1, horizon_s=600.0, base="masked:lookahead", future="true",
+                          min_run_s=1e12)  # fmt: skip
+    assert run(short) == ref and short.planned == 0
+    every = PlannerPolicy(k=1, horizon_s=600.0, base="masked:lookahead", future="true")
+    run(every)
+    assert every.planned > 0 and every.base.name == "masked:lookahead"

@@ -474,6 +474,18 @@ CASES = [
     ),
     ("planner-key", [*SIM_P, "planner.kk=2"], {}, "command line: planner.kk: unknown key"),
     (
+        "planner-min-run",
+        [*SIM_P, "planner.min_run_s=-1"],
+        {},
+        "command line: planner.min_run_s: must be a finite number >= 0, got -1",
+    ),
+    (
+        "planner-candidate",
+        [*SIM_C, "--policy", "oracle"],
+        _config("planner:\n  candidates: [tetris, oracle]\n"),
+        "c.yaml: planner.candidates: must be registered heuristics or levers (",
+    ),
+    (
         "planner-window-shorter-than-horizon",
         SIM_P,
         {},

@@ -154,6 +154,48 @@ def test_the_config_section_reaches_the_planner():
     )  # fmt: skip
 
 
+def test_short_jobs_take_the_bases_choice_without_playouts():
+    """``min_run_s`` above every job: no playout runs and the run is the base's own,
+    decision for decision; the base's choice leads the candidates, so a base that is also
+    the only proposer leaves nothing to play out either."""
+    cfg, topo, perf, wl = _tiny("planner.horizon_s=600")
+    ref, _, _ = simulate(cfg, "x", wl, topo, perf, policy=make_policy("tetris"))
+    pol = PlannerPolicy(k=1, horizon_s=600.0, base="tetris", future="true", min_run_s=1e12)
+    got, _, _ = simulate(cfg, "x", wl, topo, perf, policy=pol)
+    assert pol.planned == 0 and _scores(got) == _scores(ref)
+    alone = PlannerPolicy(k=1, horizon_s=600.0, base="tetris", candidates=("tetris",),
+                          future="true", defer=False)  # fmt: skip
+    got, _, _ = simulate(cfg, "x", wl, topo, perf, policy=alone)
+    assert alone.planned == 0 and _scores(got) == _scores(ref)
+    planned = PlannerPolicy(k=1, horizon_s=600.0, base="tetris", future="true")
+    simulate(cfg, "x", wl, topo, perf, policy=planned)
+    assert planned.planned > 0
+
+
+class PlaysOut(PlannerPolicy):
+    """Records each decision's candidates and their playout scores."""
+
+    def _best(self, job, sim, options):
+        until = sim.now + max(self.horizon_s, self._run_s(job, sim))
+        start = self._splice(sim, job, None)
+        scores = [self.playout(start, job.job_id, p, until) for p in options]
+        own = make_policy("first-fit").place(job, sim.view())
+        self.seen.append((options, scores, own))
+        return options[scores.index(min(scores))]
+
+
+def test_the_winner_never_plays_out_worse_than_the_bases_choice():
+    cfg, topo, perf, wl = _tiny("planner.horizon_s=600")
+    pol = PlaysOut(k=1, horizon_s=600.0, base="first-fit", future="true")
+    pol.seen = []
+    simulate(cfg, "x", wl, topo, perf, policy=pol)
+    assert pol.seen
+    for options, scores, own in pol.seen:
+        assert options[0] == own  # the base's choice leads
+        assert min(scores) <= scores[0]
+    assert any(min(s) < s[0] for _, s, _ in pol.seen)  # the base is not always best
+
+
 class AlwaysDefer(PlannerPolicy):
     """Defer wins whenever it is a candidate (no playouts)."""
 
@@ -172,7 +214,8 @@ def test_a_deferred_job_is_placed_eventually():
 @pytest.mark.parametrize(
     ("options", "key"),
     [({"k": 0}, "k"), ({"k": 1.5}, "k"), ({"horizon_s": 0}, "horizon_s"),
-     ({"horizon_s": -5.0}, "horizon_s"), ({"horizon_s": float("nan")}, "horizon_s")],
+     ({"horizon_s": -5.0}, "horizon_s"), ({"horizon_s": float("nan")}, "horizon_s"),
+     ({"min_run_s": -1.0}, "min_run_s")],
 )  # fmt: skip
 def test_bad_options_name_the_key(options, key):
     with pytest.raises(InputError, match=rf"^{key}: must be") as err:
