@@ -90,8 +90,10 @@ class PlannerConfig:
         names = [*BASES, *heuristic_names()]
         check(self.base in names, where, f"{key}.base",
               f"must be one of {', '.join(names)}, got {self.base!r}")  # fmt: skip
-        check(self.min_run_s >= 0 and math.isfinite(self.min_run_s), where,
-              f"{key}.min_run_s", f"must be a finite number >= 0, got {self.min_run_s:g}")
+        ok = self.min_run_s >= 0 and math.isfinite(self.min_run_s)
+        check(
+            ok, where, f"{key}.min_run_s", f"must be a finite number >= 0, got {self.min_run_s:g}"
+        )
         known = [n for n, e in policy_entries().items() if e.kind in CANDIDATE_KINDS]
         check(bool(self.candidates), where, f"{key}.candidates", "must name at least one")
         for c in self.candidates:
