@@ -102,13 +102,14 @@ class WorkloadModel:
 
 
 def fit(seed: int = 0) -> dict:
-    """The workload model of the default suite's train split (workload seed ``seed``)."""
+    """The workload model of the default suite's train split, its utilisation tiers
+    (the queue tiers repeat the same windows; workload seed ``seed``)."""
     from marl_sched.benchmark.suite import load_suite
     from marl_sched.runner import build_cluster, load_workload
 
     suite = load_suite()
     rows, logs, n_jobs, span_s = [], [], 0, 0.0
-    scenarios = suite.split("train")
+    scenarios = suite.split("train", suite.tiers)
     for sc in scenarios:
         cfg = suite.config_for(sc, seed=seed)
         _, perf = build_cluster(cfg)

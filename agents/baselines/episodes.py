@@ -88,8 +88,9 @@ def load_split(
     seed: int = 0,
     suite: str | Path | None = None,
 ) -> list[ScenarioRun]:
-    """The scenarios of a train or validation split (``names``: only these, in order),
-    loaded as the benchmark loads them with ``seed``.
+    """The scenarios of a train or validation split (``names``: only these, in order;
+    none: those of the utilisation tiers, not the queue tiers), loaded as the benchmark
+    loads them with ``seed``.
 
     Raises:
         InputError: the test split, an unknown name, or a window touching the test split.
@@ -102,7 +103,7 @@ def load_split(
         raise InputError("--split: training and checkpoint selection may not use the test split")
     s = load_suite(suite or DEFAULT_SUITE)
     scenarios = {sc.name: sc for sc in s.split(split)}
-    chosen = list(scenarios) if names is None else list(names)
+    chosen = [sc.name for sc in s.split(split, s.tiers)] if names is None else list(names)
     out = []
     for name in chosen:
         if name not in scenarios:

@@ -148,14 +148,16 @@ def check_windows_apart(cfg: ExperimentConfig, tc: DataSection) -> None:
 
 def split_windows(tc: DataSection) -> tuple[TrainWindow, ...]:
     """``train.split_share``'s training windows: every train-split scenario of the
-    default suite on the ``default`` topology, warm-up jobs included, at its own load,
-    the share split evenly. Empty when the share is 0."""
+    default suite's utilisation tiers (not its queue tiers) on the ``default`` topology,
+    warm-up jobs included, at its own load, the share split evenly. Empty when the share
+    is 0."""
     if not tc.split_share:
         return ()
     from marl_sched.benchmark import DEFAULT_SUITE, load_suite
     from marl_sched.benchmark.suite import resolve
 
-    scenarios = [sc for sc in load_suite(DEFAULT_SUITE).split("train") if sc.topology == "default"]
+    suite = load_suite(DEFAULT_SUITE)
+    scenarios = [sc for sc in suite.split("train", suite.tiers) if sc.topology == "default"]
     return tuple(
         TrainWindow(
             trace=str(resolve(sc.trace)),

@@ -4,8 +4,10 @@
         [--reuse benchmarks/default.yaml]
 
 Measures, per window and tier, the load at which first-fit reaches the tier's steady
-utilisation (:mod:`marl_sched.benchmark.calibrate`); ``--reuse FILE`` keeps the load
-of every unchanged scenario of FILE (docs/benchmark.md)."""
+utilisation, or for a queue tier its share of JCT spent queued
+(:mod:`marl_sched.benchmark.calibrate`); ``--reuse FILE`` keeps the load of every
+unchanged scenario of FILE (docs/benchmark.md). New scenarios come after the old
+ones of their split, so a suite re-written with ``--reuse`` only gains lines."""
 
 from __future__ import annotations
 
@@ -15,11 +17,14 @@ from pathlib import Path
 
 import yaml
 
-from marl_sched.benchmark.calibrate import calibrate_load
+from marl_sched.benchmark.calibrate import QUEUE_SLACK, calibrate_load, calibrate_queue_share
 from marl_sched.benchmark.suite import Scenario, Suite
 from marl_sched.config import REPO_ROOT
 
 TIERS = {"light": 0.30, "medium": 0.60, "heavy": 0.85}
+#: queue tiers: first-fit's mean queue time / mean JCT over the scored jobs, reached
+#: within [target, target + QUEUE_SLACK] (since 2026-12-01: docs/benchmark.md)
+QUEUE_TIERS = {"contention": 0.20}
 TOPOLOGIES = {
     "default": "configs/default.yaml",
     "k80-heavy": "benchmarks/topologies/k80-heavy.yaml",
@@ -71,8 +76,9 @@ REGIONS = [
 ARRIVAL_JITTER = 0.2
 
 # (name, trace, start, max_jobs, warm-up) per split; the validation and test windows
-# at every tier on the default topology, plus the topology variants at medium (train:
-# medium, default topology).
+# at every utilisation tier on the default topology, plus the topology variants at
+# medium (train: medium, default topology); then every window of every split at each
+# queue tier on the default topology.
 SMALL = (40, 120, 40)  # 160-job Pollux / Sia-philly files: 40 warm-up, 120 scored
 NEW = (160, 800, 160)  # 960-job Sia newtrace files
 WINDOWS = {
@@ -108,14 +114,27 @@ VARIANTS = {
 SAME = ("trace", "start", "max_jobs", "warmup_jobs", "tier", "topology")
 #: a scenario whose first-fit utilisation ends further than this from its tier's
 #: target (the window cannot reach the tier at any load in LOAD_RANGE) is not
-#: registered: a "heavy" scenario at 0.6 would be mislabelled
+#: registered: a "heavy" scenario at 0.6 would be mislabelled (a queue tier: its share
+#: must end in [target, target + QUEUE_SLACK])
 REACH = 0.05
 
 
 def _suite(scenarios: dict) -> Suite:
     return Suite(
-        "benchmarks/default.yaml", "configs/default.yaml", TIERS, TOPOLOGIES, (), scenarios
-    )
+        "benchmarks/default.yaml", "configs/default.yaml", TIERS, TOPOLOGIES, (), scenarios,
+        queue_tiers=QUEUE_TIERS,
+    )  # fmt: skip
+
+
+def _measure(sc: Scenario) -> tuple[float, float, float | None, bool]:
+    """(load, first-fit utilisation, queue share or None, tier reached) of a new scenario."""
+    cfg = _suite({}).config_for(sc)
+    if sc.tier in QUEUE_TIERS:
+        target = QUEUE_TIERS[sc.tier]
+        load, share, util = calibrate_queue_share(cfg, target)
+        return load, util, share, target <= share <= target + QUEUE_SLACK
+    load, util = calibrate_load(cfg, TIERS[sc.tier])
+    return load, util, None, abs(util - TIERS[sc.tier]) <= REACH
 
 
 def _scenario(split, name, trace, start, max_jobs, warmup, tier, topology, reuse=()) -> dict | None:
@@ -124,14 +143,16 @@ def _scenario(split, name, trace, start, max_jobs, warmup, tier, topology, reuse
     row = dict(zip(SAME, (trace, start, max_jobs, warmup, tier, topology), strict=True))
     old = next((r for r in reuse if all(r.get(k) == row[k] for k in SAME)), None)
     if old is not None:
-        load, util, how = old["load"], old["util"], "kept"
+        load, util, share, how = old["load"], old["util"], old.get("queue_share"), "kept"
+        reached = True  # registered when measured
     else:
         sc = Scenario(name, split, trace, start, max_jobs, 1.0, tier, topology, warmup)
-        load, util = calibrate_load(_suite({}).config_for(sc), TIERS[tier])
+        load, util, share, reached = _measure(sc)
         how = "measured"
-    reached = abs(util - TIERS[tier]) <= REACH
     print(
-        f"{split:10s} {name:40s} load {load:<8g} util {util:.3f} ({how})"
+        f"{split:10s} {name:40s} load {load:<8g} util {util:.3f}"
+        + ("" if share is None else f" queue share {share:.3f}")
+        + f" ({how})"
         + ("" if reached else f": tier {tier} out of reach, not registered"),
         file=sys.stderr,
         flush=True,
@@ -148,6 +169,7 @@ def _scenario(split, name, trace, start, max_jobs, warmup, tier, topology, reuse
         "tier": tier,
         "topology": topology,
         "util": round(util, 3),
+        **({} if share is None else {"queue_share": round(share, 3)}),
     }
 
 
@@ -183,18 +205,24 @@ def main(argv: list[str] | None = None) -> int:
                     reuse,
                 )  # fmt: skip
             )
+        rows += [
+            _scenario(split, f"{name}-{tier}", trace, start, n, warm, tier, "default", reuse)
+            for tier in QUEUE_TIERS
+            for name, trace, start, n, warm in windows
+        ]
         scenarios[split] = [r for r in rows if r is not None]
     header = (REPO_ROOT / "benchmarks" / "default.header.txt").read_text(encoding="utf-8")
     body = {
         "version": 1,
         "base_config": "configs/default.yaml",
         "tiers": TIERS,
+        "queue_tiers": QUEUE_TIERS,
         "arrival_jitter": ARRIVAL_JITTER,
         "topologies": TOPOLOGIES,
         "regions": REGIONS,
         "scenarios": scenarios,
     }
-    text = yaml.safe_dump(body, sort_keys=False, default_flow_style=None, width=200)
+    text = yaml.safe_dump(body, sort_keys=False, default_flow_style=None, width=260)
     Path(args.out).write_text(header + text, encoding="utf-8")
     return 0
 

@@ -1,7 +1,9 @@
 """Benchmark suites: pre-registered scenarios in train / validation / test splits.
 
 A suite file (``benchmarks/default.yaml``; docs/benchmark.md is the reference) holds
-``version``, ``base_config``, ``tiers``, optional ``arrival_jitter``, ``topologies``,
+``version``, ``base_config``, ``tiers`` (first-fit steady-utilisation targets), optional
+``queue_tiers`` (first-fit queue-share targets: mean queue time / mean JCT) and
+``arrival_jitter``, ``topologies``,
 ``regions`` (which split owns which jobs of which trace: ``jobs: [a, b]`` = jobs
 ``a .. b-1``, none = the whole file) and ``scenarios`` per split. Paths are relative to
 the repo root; every scenario's window, warm-up included, lies inside one region of its
@@ -21,7 +23,7 @@ import hashlib
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,6 +102,8 @@ class Scenario:
     topology: str
     warmup_jobs: int = 0
     util: float | None = None
+    #: first-fit's mean queue time / mean JCT at ``load`` (recorded for queue tiers)
+    queue_share: float | None = None
 
     @property
     def first_job(self) -> int:
@@ -120,6 +124,7 @@ class Scenario:
             self, dict.fromkeys(("start", "warmup_jobs"), (0, MAX_SCENARIO_JOBS)), where, key
         )
         check_bounds(self, {"max_jobs": (1, MAX_SCENARIO_JOBS)}, where, key)
+        check_bounds(self, {"queue_share": (0.0, 1.0)}, where, key)
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,8 @@ class Suite:
     overrides: tuple[str, ...] = ()
     #: ``workload.arrival_jitter`` of every cell (the suite's ``arrival_jitter``)
     arrival_jitter: float = 0.0
+    #: queue tiers: first-fit queue-share targets (``tiers``: utilisation targets)
+    queue_tiers: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def with_overrides(self, overrides: Sequence[str], track: str | None = None) -> Suite:
         """This suite with ``key=value`` overrides of its base config, applied after
@@ -153,11 +160,13 @@ class Suite:
         load_config(resolve(self.base_config), overrides)  # InputError naming the key
         return dataclasses.replace(self, overrides=tuple(overrides))
 
-    def split(self, name: str) -> tuple[Scenario, ...]:
-        """The scenarios of split ``name``; InputError for an unknown split."""
+    def split(self, name: str, tiers: Collection[str] | None = None) -> tuple[Scenario, ...]:
+        """The scenarios of split ``name`` (``tiers``: only those of these tiers);
+        InputError for an unknown split."""
         if name not in SPLITS:
             raise InputError(f"--split: must be one of {', '.join(SPLITS)}, got {name!r}")
-        return self.scenarios.get(name, ())
+        every = self.scenarios.get(name, ())
+        return every if tiers is None else tuple(sc for sc in every if sc.tier in tiers)
 
     def config_for(
         self, scenario: Scenario, seed: int = 0, duration_estimate: str | None = None
@@ -304,7 +313,8 @@ def load_suite(path: str | Path = DEFAULT_SUITE) -> Suite:
     where = str(path)
     data = _mapping(read_yaml(resolve(path), where, "suite"), where, "suite")  # no duplicate keys
     known = {
-        "version", "base_config", "tiers", "topologies", "regions", "scenarios", "arrival_jitter"
+        "version", "base_config", "tiers", "queue_tiers", "topologies", "regions", "scenarios",
+        "arrival_jitter",
     }  # fmt: skip
     for key in data:
         if key not in known:
@@ -319,6 +329,15 @@ def load_suite(path: str | Path = DEFAULT_SUITE) -> Suite:
         str(k): _typed(v, float, where, f"tiers.{k}")
         for k, v in _mapping(data.get("tiers"), where, "tiers").items()
     }
+    queue_tiers = {
+        str(k): _typed(v, float, where, f"queue_tiers.{k}")
+        for k, v in _mapping(data.get("queue_tiers", {}), where, "queue_tiers").items()
+    }
+    for k, v in queue_tiers.items():
+        if k in tiers:
+            raise _fail(where, f"queue_tiers.{k}", "already a tier of tiers (name it once)")
+        if not 0 < v < 1:
+            raise _fail(where, f"queue_tiers.{k}", f"must be in (0, 1), got {v}")
     topologies = {
         str(k): _typed(v, str, where, f"topologies.{k}")
         for k, v in _mapping(data.get("topologies"), where, "topologies").items()
@@ -348,10 +367,10 @@ def load_suite(path: str | Path = DEFAULT_SUITE) -> Suite:
             if sc.name in names:
                 raise _fail(where, f"{key}.name", f"duplicate scenario name {sc.name!r}")
             names.add(sc.name)
-            if sc.tier not in tiers:
-                raise _fail(
-                    where, f"{key}.tier", f"unknown tier {sc.tier!r} (known: {', '.join(tiers)})"
-                )
+            if sc.tier not in tiers and sc.tier not in queue_tiers:
+                known_tiers = ", ".join([*tiers, *queue_tiers])
+                problem = f"unknown tier {sc.tier!r} (known: {known_tiers})"
+                raise _fail(where, f"{key}.tier", problem)
             if sc.topology not in topologies:
                 raise _fail(
                     where,
@@ -370,7 +389,8 @@ def load_suite(path: str | Path = DEFAULT_SUITE) -> Suite:
                 raise _fail(where, key, problem)
             parsed.append(sc)
         scenarios[split] = tuple(parsed)
-    return Suite(where, base, tiers, topologies, regions, scenarios, arrival_jitter=jitter)
+    return Suite(where, base, tiers, topologies, regions, scenarios, arrival_jitter=jitter,
+                 queue_tiers=queue_tiers)  # fmt: skip
 
 
 # ------------------------------------------------------------------------- refusal

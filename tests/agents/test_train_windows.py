@@ -177,16 +177,18 @@ def test_episode_warmup_jobs_reach_the_training_env():
 
 
 def test_split_share_adds_the_benchmark_train_scenarios_as_windows():
-    """``train.split_share``: every train-split scenario of the default suite on the
-    default topology, warm-up included, at its own load, sharing the given weight;
-    nothing at 0; a negative share exits 2 naming the key."""
+    """``train.split_share``: every train-split scenario of the default suite's
+    utilisation tiers on the default topology, warm-up included, at its own load,
+    sharing the given weight; nothing at 0; a negative share exits 2 naming the key."""
     from agents.config import split_windows
     from marl_sched.benchmark import DEFAULT_SUITE, check_not_test, load_suite
 
     assert split_windows(train_config(_with_train())) == ()
     tc = train_config(_with_train(split_share=0.4))
     windows = split_windows(tc)
-    train = [sc for sc in load_suite(DEFAULT_SUITE).split("train") if sc.topology == "default"]
+    suite = load_suite(DEFAULT_SUITE)
+    train = [sc for sc in suite.split("train", suite.tiers) if sc.topology == "default"]
+    assert {sc.tier for sc in train} == {"medium"}  # the queue tiers' windows are not added
     assert len(windows) == len(train) >= 2
     assert sum(w.share for w in windows) == pytest.approx(0.4)
     for w, sc in zip(windows, train, strict=True):

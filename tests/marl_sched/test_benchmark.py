@@ -236,9 +236,13 @@ def test_shipped_suite_is_pre_registered() -> None:
     assert len(test) >= 26
     # validation reports every tier and topology variant the test split reports
     for split in (test, val):
-        assert {s.tier for s in split} == {"light", "medium", "heavy"}
+        assert {s.tier for s in split} == {"light", "medium", "heavy", "contention"}
         assert {s.topology for s in split} == {"default", "k80-heavy", "oversubscribed"}
     assert {s.topology for s in suite.split("train")} == {"default"}
+    assert {s.tier for s in suite.split("train")} == {"medium", "contention"}
+    assert suite.queue_tiers == {"contention": 0.2} and "contention" not in suite.tiers
+    for sc in (*test, *val, *suite.split("train")):  # a queue tier records its share
+        assert (sc.queue_share is not None) == (sc.tier in suite.queue_tiers), sc.name
     assert any("alibaba" in s.trace for s in test)
     assert not any("alibaba" in s.trace for s in suite.split("train"))
     # Alibaba jobs 0-499 designed earlier recipes: validation, never test
