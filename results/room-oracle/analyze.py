@@ -1,0 +1,59 @@
+"""Room above masked:lookahead by the oracle and the planner whose rollout base is
+masked:lookahead itself: each one's geomean avg-JCT ratio over it, paired on scenario
+and seed, per load tier and over all (interval, MDE flat and by scenario, queue share,
+JCT over isolated run time: ``results/room-rules/analyze.py``'s comparison, reused).
+Reads ``validation/cells``; writes ``room.csv`` and ``room.md`` here.
+
+    python results/room-oracle/analyze.py
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+_spec = importlib.util.spec_from_file_location(
+    "room_rules", HERE.parent / "room-rules" / "analyze.py"
+)
+rules = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(rules)
+_spec = importlib.util.spec_from_file_location(
+    "room_planner", HERE.parent / "room-planner" / "analyze.py"
+)
+planner = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(planner)
+
+REF = "masked:lookahead"
+ROWS = ("oracle", "planner")
+
+
+def main() -> None:
+    cells = planner.read(HERE / "validation")
+    out = []
+    for pol in ROWS:
+        for tier in rules.TIERS:
+            row = rules.compare(cells, pol, cells, tier, REF)
+            if row is not None:
+                out.append({"comparison": f"{pol} / {REF}", **row})
+    rules.write_csv(out, HERE / "room.csv")
+    lines = [
+        "| comparison | tier | scenarios x seeds | geomean ratio [95 % CI] "
+        "| MDE pairs / scenarios | queue share row / ref | JCT/isolated row / ref |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in out:
+        ci = f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]" if r["ci_low"] is not None else "(no CI)"
+        seeds = r["pairs"] / r["scenarios"]
+        lines.append(
+            f"| {r['comparison']} | {r['tier']} | {r['scenarios']} x {seeds:.3g} | "
+            f"{r['geomean_ratio']:.3f} {ci} | {r['mde_pairs_pct']:.1f} % / "
+            f"{r['mde_scenarios_pct']:.1f} % | {r['queue_share_rule']:.3f} / "
+            f"{r['queue_share_ref']:.3f} | {r['slowdown_rule']:.2f} / {r['slowdown_ref']:.2f} |"
+        )
+    (HERE / "room.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
