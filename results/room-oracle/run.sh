@@ -1,6 +1,6 @@
 #!/bin/bash
-cd /work/main
-source /work/venv/bin/activate
+# Stage A and the later stages of results/room-oracle/README.md: `bash results/room-oracle/run.sh oracle` and `... planner` (two processes).
+cd "$(dirname "$0")/../.."  # the repository root
 export OMP_NUM_THREADS=1
 A=pollux-1-heavy,pollux-7-heavy,sia-philly-5-heavy,sia-philly-7-heavy,sia-philly-8-heavy,pollux-1-medium,pollux-7-medium,sia-philly-5-medium,sia-philly-7-medium,sia-philly-8-medium
 L=pollux-1-light,pollux-7-light,sia-philly-5-light,sia-philly-7-light,sia-philly-8-light
