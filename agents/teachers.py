@@ -225,13 +225,18 @@ def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | 
     :class:`envs.session.PlacementSession` before any action), restricted to what the
     forward rule lets the agents reach from the job's home agent. ``teacher``: a
     :class:`LookaheadTeacher` (asked on :func:`_plan_views`), a ``masked:*`` policy
-    (its whole-view placement) or any policy (its first legal placement over the views)."""
+    or a policy that needs the simulator (``planner``, ``oracle``: handed ``sim``; their
+    whole-view placement, None when it defers), or any policy (its first legal
+    placement over the views)."""
     job, view = session.job, session.view
     if session.builder.follow_only:
         return _hint_plan(teacher, session)
     legal = _forward_legal(session)
     if isinstance(teacher, MaskedHeuristic):  # it acts inside the agents' masks itself
         p = teacher.place(job, view)
+        return p if p is not None and legal(p) else None
+    if getattr(teacher, "needs_simulator", False):  # the planner: forks the env's simulator
+        p = teacher.place(job, view, sim=sim)
         return p if p is not None and legal(p) else None
     views = _plan_views(session)
     if isinstance(teacher, LookaheadTeacher):
@@ -301,16 +306,18 @@ def make_teacher(
     protect: float = 0.0,
     speed: float = 0.0,
     base: str = "interference-aware",
+    config=None,
 ):
     """A teacher by name: ``lookahead``, ``rollout`` (``margin``, ``protect``,
-    ``speed``, ``base``: see :class:`RolloutTeacher`) or a heuristic's name."""
+    ``speed``, ``base``: see :class:`RolloutTeacher`) or a registered policy's name
+    (built from ``config``'s sections when it reads any: ``planner`` its ``planner:``)."""
     if name == "lookahead":
         return LookaheadTeacher()
     if name == "rollout":
         return RolloutTeacher(base=base, margin=margin, protect=protect, speed=speed)
-    from marl_sched.policies import make_policy
+    from marl_sched.policies import build_policy
 
-    return make_policy(name)
+    return build_policy(name, config=config)
 
 
 class MaskedLookahead(MaskedHeuristic):

@@ -36,7 +36,9 @@ def teacher_decisions(
     env_cls, env_config, _ = env_setup(cfg, mc, tc, seed)
     env = env_cls(env_config)
     builder = env.builder
-    teacher = make_teacher(tc.bc_teacher, tc.bc_margin, tc.bc_protect, tc.bc_speed, tc.bc_base)
+    teacher = make_teacher(
+        tc.bc_teacher, tc.bc_margin, tc.bc_protect, tc.bc_speed, tc.bc_base, config=cfg
+    )
     teacher.reset(env.topology, seed)
     observations, actions, returns, works = [], [], [], []
     done: dict[tuple, tuple[int, int]] = {}  # episode key → its samples (teacher only)

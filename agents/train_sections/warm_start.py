@@ -21,7 +21,8 @@ def teacher_names() -> list[str]:
     """Every name ``train.bc_teacher`` accepts (besides null)."""
     from marl_sched.policies import control_names, heuristic_names
 
-    return ["lookahead", "rollout", *heuristic_names(), *control_names(), "masked:mlfs-rl"]
+    return ["lookahead", "rollout", *heuristic_names(), *control_names(), "masked:mlfs-rl",
+            "planner"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,9 @@ class WarmStartSection:
             kept in the run's ``prior/``); 0 = off. Needs PPO and ``bc_teacher``.
         bc_teacher: whose placements warm-start the policy by behaviour cloning:
             ``lookahead`` / ``rollout`` (:mod:`agents.teachers`), a heuristic's name,
-            a masked policy's (``masked:<heuristic>``, ``masked:mlfs-rl``), or null
-            (start from scratch).
+            a masked policy's (``masked:<heuristic>``, ``masked:mlfs-rl``), ``planner``
+            (built from the config's ``planner:`` section; it plays candidates out on
+            forks of the env's simulator), or null (start from scratch).
         bc_margin, bc_base, bc_protect, bc_speed: the ``rollout`` teacher's
             ``margin``, ``base``, ``protect`` and ``speed``
             (:class:`agents.teachers.RolloutTeacher`; 0 = off).

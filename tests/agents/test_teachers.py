@@ -392,3 +392,27 @@ def test_the_oracle_on_the_masked_reference_is_the_reference_where_it_plans_noth
     every = PlannerPolicy(k=1, horizon_s=600.0, base="masked:lookahead", future="true")
     run(every)
     assert every.planned > 0 and every.base.name == "masked:lookahead"
+
+
+def test_the_planner_labels_through_the_envs_simulator():
+    """``train.bc_teacher=planner``: the planner is handed the env's simulator and its
+    whole-view placement is the plan (a DAgger teacher that plays candidates out)."""
+    from agents.config import model_config, train_config
+    from agents.teachers import make_teacher, teacher_plan
+    from agents.training import env_setup
+
+    over = ["planner.horizon_s=300", "planner.base=masked:lookahead", "planner.k=1"]
+    cfg = load_config(REPO_ROOT / "configs" / "train_tiny.yaml", over)
+    mc, tc = model_config(cfg), train_config(cfg)
+    env_cls, env_config, _ = env_setup(cfg, mc, tc, 0)
+    env = env_cls(env_config)
+    env.reset(seed=0)
+    teacher = make_teacher("planner", config=cfg)
+    assert (teacher.k, teacher.horizon_s, teacher.base.name) == (1, 300.0, "masked:lookahead")
+    teacher.reset(env.topology, 0)
+    s = env.session
+    plan = teacher_plan(teacher, s, sim=env.sim)
+    assert teacher.decisions and teacher.decisions[-1][1] == s.job.job_id
+    assert plan == teacher.decisions[-1][2]
+    with pytest.raises(ValueError, match="needs the simulator"):
+        teacher_plan(make_teacher("planner"), s, sim=None)
