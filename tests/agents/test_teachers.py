@@ -416,3 +416,10 @@ def test_the_planner_labels_through_the_envs_simulator():
     assert plan == teacher.decisions[-1][2]
     with pytest.raises(ValueError, match="needs the simulator"):
         teacher_plan(make_teacher("planner"), s, sim=None)
+    from agents.warm_start import teacher_decisions
+
+    cfg = load_config(REPO_ROOT / "configs" / "train_tiny.yaml",
+                      [*over, "train.bc_teacher=planner", "train.bc_episodes=1"])  # fmt: skip
+    obs, actions, _, _ = teacher_decisions(cfg, mc, train_config(cfg), 0)
+    assert len(actions) > 5
+    assert all(o["action_mask"][a] == 1.0 for o, a in zip(obs, actions, strict=True))
