@@ -306,3 +306,17 @@ def test_benchmark_takes_planner_overrides(tmp_path, built, capsys):
     assert main(argv) == 0
     assert built and set(built) == {("planner", 2, 300.0, "lookahead", True)}
     assert len(list((out / "cells").glob("early__planner*.json"))) == 1
+
+
+def test_the_latency_command_reports_per_decision_and_per_playout(capsys):
+    from marl_sched.workload_model import main as workload_main
+
+    tiny = str(REPO_ROOT / "configs" / "tiny.yaml")
+    sets = ["--set", "planner.base=first-fit", "--set", "planner.horizon_s=120"]
+    assert workload_main(["latency", tiny, "--k", "1", "--decisions", "6", *sets]) == 0
+    out = capsys.readouterr().out
+    assert "ms per decision (" in out and "per decision played out" in out
+    bad = ["latency", tiny, "--decisions", "6", "--set", "planner.min_run_s=-1"]
+    assert workload_main(bad) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "command line: planner.min_run_s: must be a finite number >= 0, got -1"
