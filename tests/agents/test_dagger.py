@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from agents.config import model_config, train_config
-from agents.training import behaviour_cloning
+from agents.warm_start import behaviour_cloning
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.errors import InputError
 
@@ -42,7 +42,7 @@ def test_dagger_labels_are_the_teachers_on_the_students_own_states(monkeypatch):
     import numpy as np
 
     import agents.policy
-    from agents.training import teacher_decisions
+    from agents.warm_start import teacher_decisions
 
     cfg = load_config(TINY)
     tc = dataclasses.replace(train_config(cfg), bc_episodes=1)

@@ -110,8 +110,8 @@ def test_top_window_share_against_a_hand_computation():
 
 
 def test_group_env_replays_each_window_and_tags_every_step():
+    from agents.algorithm import env_setup
     from agents.config import model_config, train_config
-    from agents.training import env_setup
     from envs.group_rollouts import (
         ENV_T,
         EPISODE_KEY,
@@ -171,8 +171,8 @@ def test_ppo_with_group_advantages_trains_inside_rllib(ray_session, monkeypatch,
     from ray.rllib.evaluation.postprocessing import Postprocessing
 
     import agents.group_baseline as gb
+    from agents.algorithm import algo_config, env_setup
     from agents.config import model_config, train_config
-    from agents.training import algo_config, env_setup
     from marl_sched.config import REPO_ROOT, load_config
 
     cfg = load_config(REPO_ROOT / "configs" / "train_tiny.yaml")
@@ -227,8 +227,9 @@ def test_an_iteration_samples_several_windows_group_size_times_each(ray_session)
     import dataclasses
 
     import envs.group_rollouts as gr
+    from agents.algorithm import algo_config, env_setup
     from agents.config import RLlibConfig, model_config, train_config
-    from agents.training import _reseed_env_runner, algo_config, env_setup
+    from agents.training import _reseed_env_runner
     from marl_sched.config import REPO_ROOT, load_config
 
     cfg = load_config(REPO_ROOT / "configs" / "train_tiny.yaml")

@@ -163,8 +163,8 @@ def test_ppo_trains_the_privileged_critic_inside_rllib(ray_session):
     """One PPO iteration on the tiny config: the env runners sample observations with
     ``critic_x``, the learner's critic moves off zero, both value heads are fitted and
     logged, and the value heads have their own optimizer."""
+    from agents.algorithm import algo_config, env_setup
     from agents.config import model_config, train_config
-    from agents.training import algo_config, env_setup
 
     cfg = load_config(TINY)
     mc, tc = model_config(cfg), train_config(cfg)

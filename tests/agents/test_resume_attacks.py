@@ -17,7 +17,8 @@ import torch
 import yaml
 
 from agents.config import model_config, train_config
-from agents.training import Trainer, resolved_config
+from agents.records import resolved_config
+from agents.training import Trainer
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.metrics import atomic_write_text

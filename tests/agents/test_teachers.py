@@ -213,9 +213,9 @@ def test_a_masked_teacher_labels_its_own_placement_on_the_whole_view():
     """A teacher that acts inside the agents' masks (``masked:mlfs-rl``, the action-space
     probe) is asked on the whole view the job arrived on, not per subcluster: its plan
     is its own placement, and the warm start's labels are legal actions that follow it."""
+    from agents.algorithm import env_setup
     from agents.config import model_config, train_config
     from agents.teachers import make_teacher, teacher_plan
-    from agents.training import env_setup
     from agents.warm_start import teacher_decisions
 
     cfg = load_config(

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from torch_geometric.data import Batch
 
-from agents.gnn import FOLLOW_BATCH, MASKED_LOGIT, build_gnn, from_pyg, to_pyg
+from agents.gnn import MASKED_LOGIT, build_gnn, from_padded
 from agents.policy import MarlPolicy, agents_from_weights
 from envs.config import EnvConfig
 from envs.observations import FEATURES, ObservationBuilder, feature_dims
@@ -235,7 +234,7 @@ def _first_equal(plans, i):
     return next(j for j, p in enumerate(plans) if placement_key(p) == placement_key(plans[i]))
 
 
-def test_gnn_scores_follow_actions_in_both_input_paths():
+def test_gnn_scores_follow_actions():
     builder, sim = _busy()
     a = _roomiest(builder, sim)
     obs = []
@@ -257,8 +256,7 @@ def test_gnn_scores_follow_actions_in_both_input_paths():
     assert (follow[masked] <= MASKED_LOGIT / 2).all() and (follow[~masked] > -100).all()
     # hints that plan differently score differently
     assert follow[~masked].unique().numel() > 1
-    pyg = Batch.from_data_list([to_pyg(o) for o in obs], follow_batch=FOLLOW_BATCH)
-    _, other_scores, _ = net(from_pyg(pyg))
+    _, other_scores, _ = net(from_padded(padded)[0])
     torch.testing.assert_close(other_scores, logits[:, builder.pad[0] :], atol=1e-5, rtol=1e-5)
 
 
