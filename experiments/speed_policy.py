@@ -81,8 +81,7 @@ def main() -> None:
     for name, central, compiled in variants:
         for n in SIZES:
             got = bench(n, None if central else agents, central, jobs, 0, compile=compiled)
-            row = {"policy": name, **got}
-            rows.append(row)
+            rows.append({"policy": name, **got})
     print(f"network: {source}; one CPU thread; decision = one agent step; job = its decisions")
     cols = [
         ("policy", "policy", ""),
@@ -103,23 +102,22 @@ def main() -> None:
     # p50 <= 3 ms; judged on wall time (as before) and on CPU time
     meets = at_4000["p99_ms"] <= 10.0 and at_4000["p50_ms"] <= 3.0
     meets_cpu = at_4000["cpu_p99_ms"] <= 10.0 and at_4000["cpu_p50_ms"] <= 3.0
+    keys = ("p99_ms", "p50_ms", "cpu_p99_ms", "cpu_p50_ms")
     compiled = {f"marl_compiled_{k}_at_4000": r[k] for r in rows
-                if r["policy"] == "marl (compiled)" and r["servers"] == 4000
-                for k in ("p50_ms", "p99_ms", "cpu_p50_ms", "cpu_p99_ms")}  # fmt: skip
-    figures = {"rows": rows, **compiled, "marl_p99_ms_at_4000": at_4000["p99_ms"],
-               "marl_p50_ms_at_4000": at_4000["p50_ms"],
-               "marl_cpu_p99_ms_at_4000": at_4000["cpu_p99_ms"],
-               "marl_cpu_p50_ms_at_4000": at_4000["cpu_p50_ms"], "target_p99_ms": 10.0,
-               "target_p50_ms": 3.0, "meets_target": meets,
+                if r["policy"] == "marl (compiled)" and r["servers"] == 4000 for k in keys}
+    figures = {"rows": rows, **compiled, **{f"marl_{k}_at_4000": at_4000[k] for k in keys},
+               "target_p99_ms": 10.0, "target_p50_ms": 3.0, "meets_target": meets,
                "meets_target_cpu": meets_cpu}  # fmt: skip
     print(json.dumps(figures))
     flags = [f for f, on in (("--quick", args.quick), ("--central", args.central),
                              ("--compile", args.compile)) if on]  # fmt: skip
     if args.checkpoint != str(DEFAULT_CHECKPOINT):
         flags.append(f"--checkpoint {args.checkpoint}")
+    ckpt = Path(args.checkpoint).resolve()  # inside the repository: relative
+    shown = ckpt.relative_to(REPO_ROOT) if ckpt.is_relative_to(REPO_ROOT) else args.checkpoint
     record = {
         "command": " ".join(["python experiments/speed_policy.py", *flags]),
-        "network": source if agents is None else _shown(Path(args.checkpoint)),
+        "network": source if agents is None else str(shown),
         "jobs_per_size": jobs,
         "torch_threads": torch.get_num_threads(),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
@@ -133,14 +131,6 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {out}", file=sys.stderr)
-
-
-def _shown(path: Path) -> str:
-    """A checkpoint path as the results file names it: inside the repository, relative."""
-    try:
-        return str(path.resolve().relative_to(REPO_ROOT))
-    except ValueError:
-        return str(path)
 
 
 if __name__ == "__main__":
