@@ -41,6 +41,7 @@ from envs.config import (
     MIGRATION_OPTIONS,
     MIGRATION_VERSION,
     EnvConfig,
+    drop_retired_options,
     env_id,
 )
 from envs.observations import OBS_VERSION, ObservationBuilder, feature_dims
@@ -267,7 +268,8 @@ def check_manifest_env(manifest: dict[str, Any], path: str) -> None:
             f"{env.get('version')!r}), this is {ENV_ID} (version {ENV_VERSION}) or "
             f"{ENV_ID_V2} (version {MIGRATION_VERSION})"
         )
-    env["options"] = {**LATER_OPTIONS, **env["options"]}  # options added since
+    options = drop_retired_options(env["options"], f"{path}: manifest", "env.options")
+    env["options"] = {**LATER_OPTIONS, **options}  # options added since
     if env["id"] == ENV_ID:
         env["options"] = {**MIGRATION_OPTIONS, **env["options"]}
         if env["options"]["migration"] is not False:

@@ -229,7 +229,7 @@ def check_config_data(ckpt: Path, data: dict) -> None:
     import yaml
 
     from agents.config import LATER_MODEL_FIELDS, LATER_TRAIN_FIELDS, drop_retired
-    from envs.config import LATER_OPTIONS
+    from envs.config import LATER_OPTIONS, drop_retired_options
 
     signed = yaml.safe_load(
         read_regular(ckpt / "config.yaml", f"--resume: {ckpt}/config.yaml", MAX_CONFIG_BYTES)
@@ -246,6 +246,8 @@ def check_config_data(ckpt: Path, data: dict) -> None:
             signed[section] = {**later, **signed[section]}
     if isinstance(signed, dict) and "train" in signed:
         signed["train"] = drop_retired(signed["train"], f"--resume: {ckpt}/config.yaml")
+    if isinstance(signed, dict) and "env" in signed:
+        signed["env"] = drop_retired_options(signed["env"], f"--resume: {ckpt}/config.yaml")
     if signed != data:
         raise InputError(
             f"--resume: {ckpt}: the config to resume with differs from the one the "

@@ -186,7 +186,15 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envs.config import ENV_ID, ENV_NAME, ENV_VERSION, EnvConfig, env_config, reward_shorthand
+from envs.config import (
+    ENV_ID,
+    ENV_NAME,
+    ENV_VERSION,
+    EnvConfig,
+    drop_retired_options,
+    env_config,
+    reward_shorthand,
+)
 from envs.observations import CRITIC_KEY, ObservationBuilder, critic_features, critic_space
 from envs.rewards import CustomReward, TeamReward, episode_reward
 from envs.rules import home_agent
@@ -231,7 +239,7 @@ def with_overrides(cfg: ExperimentConfig, overrides: Mapping | None) -> EnvConfi
         if key == "reward" and isinstance(value, Mapping):
             value = {**(raw.get("reward") or {}), **value}
         raw[key] = value
-    return parse_section(EnvConfig, raw, cfg.source, "env")
+    return parse_section(EnvConfig, drop_retired_options(raw, cfg.source), cfg.source, "env")
 
 
 class ClusterPlacementCore:

@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from marl_sched.config import MAX_GPUS, ExperimentConfig, check, parse_section, shown_value
+from marl_sched.errors import InputError
 
 ENV_NAME = "marl_sched/ClusterPlacement"
 ENV_VERSION = 1
@@ -85,9 +86,6 @@ class EnvConfig:
         wait_to_fit: ``c >= 0`` (0 = off): a job one server could hold stays queued up
             to ``c ×`` its isolated runtime while none can.
         ps_rule: PS go where the heuristics put them (``ps_near_workers``).
-        follow_commits: after following hint ``h`` for one task, the job's later tasks
-            follow ``h`` while it stays legal.
-        follow_only: while a follow action is legal, the GPU-group slots are masked.
         forward_rule: ``must`` (the default) or ``free``.
         migration: the migration decision (``ClusterPlacement-v2``); off = v1.
         migration_tick_s: also offer moves every this many seconds (0 = completions only).
@@ -116,8 +114,6 @@ class EnvConfig:
     speed_floor_min_work: float = 0.0
     wait_to_fit: float = 0.0
     ps_rule: bool = False
-    follow_commits: bool = False
-    follow_only: bool = False
     forward_rule: str = "must"
     migration: bool = False
     migration_tick_s: float = 0.0
@@ -183,10 +179,27 @@ MIGRATION_OPTIONS = {
 #: decision options added after checkpoints shipped: the value of one that records none
 LATER_OPTIONS = {
     "subclusters_per_agent": 1,
-    "follow_commits": False,
-    "follow_only": False,
     "model_speed": False,
 }
+#: decision options that no longer ship, with the value that meant "off": a config,
+#: signed run or manifest that carries one at that value reads as if it did not; any
+#: other value is refused, naming the git tag that keeps the option's code
+RETIRED_OPTIONS = {"follow_commits": False, "follow_only": False}
+ARCHIVE_TAG = "studies-archive"
+
+
+def drop_retired_options(options, where: str, prefix: str = "env"):
+    """``options`` (a mapping of decision options) without the :data:`RETIRED_OPTIONS`
+    at their "off" value; ``InputError`` naming ``prefix.<key>`` of any other."""
+    if not isinstance(options, dict):
+        return options
+    for key, off in RETIRED_OPTIONS.items():
+        if key in options and options[key] != off:
+            raise InputError(
+                f"{where}: {prefix}.{key}: {options[key]!r} is a retired option (only "
+                f"{off!r} is served); its code is kept at git tag {ARCHIVE_TAG}"
+            )
+    return {k: v for k, v in options.items() if k not in RETIRED_OPTIONS}
 
 
 def _plain(value):
@@ -202,7 +215,8 @@ def reward_shorthand(env: dict) -> dict:
 
 def env_config(cfg: ExperimentConfig) -> EnvConfig:
     """Parse ``cfg.env``; a bad key raises ``InputError`` naming ``env.<key>``."""
-    return parse_section(EnvConfig, reward_shorthand(dict(cfg.env or {})), cfg.source, "env")
+    env = drop_retired_options(reward_shorthand(dict(cfg.env or {})), cfg.source)
+    return parse_section(EnvConfig, env, cfg.source, "env")
 
 
 def env_id(migration: bool) -> tuple[str, int]:

@@ -211,8 +211,6 @@ class ObservationBuilder:
             raise ValueError(f"speed_floor must be in [0, 1], got {env.speed_floor}")
         self.speed_floor = float(env.speed_floor)
         self.ps_rule = bool(env.ps_rule)
-        self.follow_commits = bool(env.follow_commits)
-        self.follow_only = bool(env.follow_only)
         self.speed_floor_min_work = float(env.speed_floor_min_work)
         if env.wait_to_fit < 0:
             raise ValueError(f"wait_to_fit must be >= 0, got {env.wait_to_fit}")

@@ -113,19 +113,7 @@ class PlacementSession(SessionMasks, SessionHints, SessionFeatures):
     # ------------------------------------------------------------------ actions
 
     def act(self, action: int) -> None:
-        """Apply the acting agent's action (local group slot, forward or follow); with
-        ``builder.follow_commits`` a follow action goes on placing the job's later tasks
-        the same way while it stays legal for the same agent."""
-        self._act(action)
-        b = self.builder
-        if b.follow_commits and action >= b.pad[0] + b.n_agents:
-            while not self.done and self.feasible():
-                mask = self.action_mask(self.agent)
-                if action >= len(mask) or mask[action] == 0:
-                    break
-                self._act(action)
-
-    def _act(self, action: int) -> None:
+        """Apply the acting agent's action (local group slot, forward or follow)."""
         b = self.builder
         g_max = b.pad[0]
         mask = self.action_mask(self.agent)

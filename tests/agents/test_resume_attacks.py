@@ -391,7 +391,7 @@ def test_a_run_signed_before_a_decision_option_existed_resumes_as_its_old_behavi
     old = {"env": {"hints": ["first-fit"]}, "model": {"hidden": 64}, "train": {"seed": 0}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
     check_config_data(tmp_path, now)  # no error: the run followed task by task
-    changed = {**now, "env": {**now["env"], "follow_only": True}}
+    changed = {**now, "env": {**now["env"], "ps_rule": True}}
     with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
         check_config_data(tmp_path, changed)
     # train fields added since: the old run had no prior KL (0)
@@ -420,6 +420,17 @@ def test_a_run_signed_before_a_decision_option_existed_resumes_as_its_old_behavi
         yaml.safe_dump({**retired, "train": {**retired["train"], "update": "rollout"}})
     )
     with pytest.raises(InputError, match=ARCHIVE_TAG):
+        check_config_data(tmp_path, now)
+    # likewise the retired decision options
+    from envs.config import RETIRED_OPTIONS
+
+    retired = {**old, "env": {**old["env"], **RETIRED_OPTIONS}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(retired))
+    check_config_data(tmp_path, now)
+    (tmp_path / "config.yaml").write_text(
+        yaml.safe_dump({**retired, "env": {**retired["env"], "follow_only": True}})
+    )
+    with pytest.raises(InputError, match=r"env\.follow_only: True is a retired option"):
         check_config_data(tmp_path, now)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
     # a model field added since (the raw head): the old run had none
