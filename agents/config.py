@@ -34,8 +34,8 @@ from agents.train_sections.ppo import (
 )
 from agents.train_sections.selection import SELECT_RULES, SELECTION_BOUNDS, SelectionSection
 from agents.train_sections.warm_start import WARM_START_BOUNDS, WarmStartSection
-from marl_sched.config import ExperimentConfig, check, parse_section
-from marl_sched.errors import InputError
+from marl_sched.config import ARCHIVE_TAG, ExperimentConfig, check, parse_section
+from marl_sched.config import drop_retired as drop_retired_keys
 
 __all__ = [
     "ADVANTAGES",
@@ -123,21 +123,12 @@ RETIRED_TRAIN_FIELDS = {
     "improve_target": "hard",
     "improve_futures": 0,
 }
-ARCHIVE_TAG = "studies-archive"
 
 
 def drop_retired(train: Any, where: str) -> Any:
     """``train`` without the :data:`RETIRED_TRAIN_FIELDS` set to their "off" value;
     ``InputError`` naming the first set to anything else (and the tag that has it)."""
-    if not isinstance(train, dict):
-        return train
-    for key, off in RETIRED_TRAIN_FIELDS.items():
-        if key in train and train[key] != off:
-            raise InputError(
-                f"{where}: train.{key}: {train[key]!r} belongs to a study that no longer "
-                f"ships; its code is kept at git tag {ARCHIVE_TAG}"
-            )
-    return {k: v for k, v in train.items() if k not in RETIRED_TRAIN_FIELDS}
+    return drop_retired_keys(train, RETIRED_TRAIN_FIELDS, where, "train")
 
 
 def model_config(cfg: ExperimentConfig) -> ModelConfig:

@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
-from marl_sched.config import MAX_GPUS, ExperimentConfig, check, parse_section, shown_value
-from marl_sched.errors import InputError
+from marl_sched.config import (
+    MAX_GPUS,
+    ExperimentConfig,
+    check,
+    drop_retired,
+    parse_section,
+    shown_value,
+)
 
 ENV_NAME = "marl_sched/ClusterPlacement"
 ENV_VERSION = 1
@@ -185,21 +192,12 @@ LATER_OPTIONS = {
 #: signed run or manifest that carries one at that value reads as if it did not; any
 #: other value is refused, naming the git tag that keeps the option's code
 RETIRED_OPTIONS = {"follow_commits": False, "follow_only": False}
-ARCHIVE_TAG = "studies-archive"
 
 
-def drop_retired_options(options, where: str, prefix: str = "env"):
-    """``options`` (a mapping of decision options) without the :data:`RETIRED_OPTIONS`
-    at their "off" value; ``InputError`` naming ``prefix.<key>`` of any other."""
-    if not isinstance(options, dict):
-        return options
-    for key, off in RETIRED_OPTIONS.items():
-        if key in options and options[key] != off:
-            raise InputError(
-                f"{where}: {prefix}.{key}: {options[key]!r} is a retired option (only "
-                f"{off!r} is served); its code is kept at git tag {ARCHIVE_TAG}"
-            )
-    return {k: v for k, v in options.items() if k not in RETIRED_OPTIONS}
+def drop_retired_options(options: Any, where: str, prefix: str = "env") -> Any:
+    """``options`` without the :data:`RETIRED_OPTIONS` at their "off" value;
+    ``InputError`` naming ``prefix.<key>`` of any other."""
+    return drop_retired(options, RETIRED_OPTIONS, where, prefix)
 
 
 def _plain(value):

@@ -430,7 +430,7 @@ def test_a_run_signed_before_a_decision_option_existed_resumes_as_its_old_behavi
     (tmp_path / "config.yaml").write_text(
         yaml.safe_dump({**retired, "env": {**retired["env"], "follow_only": True}})
     )
-    with pytest.raises(InputError, match=r"env\.follow_only: True is a retired option"):
+    with pytest.raises(InputError, match=r"env\.follow_only: True belongs to a study"):
         check_config_data(tmp_path, now)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
     # a model field added since (the raw head): the old run had none
