@@ -10,9 +10,8 @@ drives the same :class:`~envs.session.PlacementSession` behind ``simulate`` / ``
 
 Agents
 ------
-One per subcluster (``"sc0"``, ``"sc1"``, ...); with ``env.subclusters_per_agent: k`` one
-per ``k`` consecutive subclusters; with ``env.central`` one agent ``"central"`` over the
-whole datacenter. ``A`` = the agent count.
+One per subcluster (``"sc0"``, ``"sc1"``, ...); with ``env.central`` one agent
+``"central"`` over the whole datacenter. ``A`` = the agent count.
 
 Decisions
 ---------

@@ -74,8 +74,6 @@ class EnvConfig:
 
     Attributes:
         central: one agent ``"central"`` over the whole datacenter.
-        subclusters_per_agent: ``k`` consecutive subclusters per agent (``ceil(S / k)``
-            agents; must be 1 with ``central``).
         hints: heuristics whose plan in the acting scope becomes features and a follow
             action each.
         global_hints: heuristics whose datacenter-wide plan becomes a ``peers_x`` column.
@@ -109,7 +107,6 @@ class EnvConfig:
     """
 
     central: bool = False
-    subclusters_per_agent: int = 1
     hints: tuple[str, ...] = ()
     global_hints: tuple[str, ...] = ()
     consolidate: bool = False
@@ -134,13 +131,8 @@ class EnvConfig:
     def validate(self, where: str, key: str) -> None:
         from marl_sched.policies.heuristics import hint_names
 
-        spa, floor, wj = self.subclusters_per_agent, self.speed_floor, self.window_jobs
-        checks = [
-            (1 <= spa <= 100_000, "subclusters_per_agent", f"must be in [1, 100,000], got {spa}"),
-            (not (self.central and spa != 1), "subclusters_per_agent",
-             "must be 1 with central: true (one agent over the whole datacenter)"),
-            (0.0 <= floor <= 1.0, "speed_floor", f"must be in [0, 1], got {floor}"),
-        ]  # fmt: skip
+        floor, wj = self.speed_floor, self.window_jobs
+        checks = [(0.0 <= floor <= 1.0, "speed_floor", f"must be in [0, 1], got {floor}")]
         for name in (
             "speed_floor_min_work", "wait_to_fit", "migration_tick_s",
             "migration_max_moves", "migration_min_interval_s",
@@ -184,14 +176,11 @@ MIGRATION_OPTIONS = {
     f.name: f.default for f in dataclasses.fields(EnvConfig) if f.name.startswith("migration")
 }
 #: decision options added after checkpoints shipped: the value of one that records none
-LATER_OPTIONS = {
-    "subclusters_per_agent": 1,
-    "model_speed": False,
-}
+LATER_OPTIONS = {"model_speed": False}
 #: decision options that no longer ship, with the value that meant "off": a config,
 #: signed run or manifest that carries one at that value reads as if it did not; any
 #: other value is refused, naming the git tag that keeps the option's code
-RETIRED_OPTIONS = {"follow_commits": False, "follow_only": False}
+RETIRED_OPTIONS = {"subclusters_per_agent": 1, "follow_commits": False, "follow_only": False}
 
 
 def drop_retired_options(options: Any, where: str, prefix: str = "env") -> Any:

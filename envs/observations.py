@@ -192,9 +192,6 @@ class ObservationBuilder:
         t = self.topology = topology
         self.perf = perf
         self.central = central = bool(env.central)
-        self.subclusters_per_agent = k = 1 if central else int(env.subclusters_per_agent)
-        if k < 1:
-            raise ValueError(f"subclusters_per_agent must be >= 1, got {k}")
         for key in ("hints", "global_hints"):
             unknown = [h for h in getattr(env, key) if h not in hint_names()]
             if unknown:
@@ -239,15 +236,8 @@ class ObservationBuilder:
             self.scopes = [_scope(t, np.arange(t.n_groups))]
             self.group_scope = np.zeros(t.n_groups, dtype=np.int64)
         else:
-            # agent i schedules subclusters i*k .. i*k+k-1 (consecutive: their groups are
-            # consecutive in index order, so group_scope stays sorted)
-            first = range(0, t.n_subclusters, k)
-            self.scopes = [
-                _scope(t, np.concatenate([t.subcluster_groups(j)
-                                          for j in range(i, min(i + k, t.n_subclusters))]))
-                for i in first
-            ]  # fmt: skip
-            self.group_scope = (t.group_subcluster // k).astype(np.int64)
+            self.scopes = [_scope(t, t.subcluster_groups(i)) for i in range(t.n_subclusters)]
+            self.group_scope = t.group_subcluster.astype(np.int64)
         self.agent_ids = ["central"] if central else [f"sc{k}" for k in range(len(self.scopes))]
         self.n_agents = len(self.scopes)
         sizes = np.array([(len(s.groups), len(s.servers), len(s.racks)) for s in self.scopes])
@@ -440,10 +430,6 @@ class ObservationBuilder:
         uplink = np.log1p(session.view.link_jobs[t.link_offset[4] :].astype(np.float64))
         if self.central:
             uplink = uplink.mean(keepdims=True)
-        elif self.subclusters_per_agent > 1:  # an agent's subclusters' uplinks, averaged
-            k = self.subclusters_per_agent
-            first = np.arange(0, len(uplink), k)  # each agent's first subcluster
-            uplink = np.add.reduceat(uplink, first) / np.diff([*first, len(uplink)])
         job = np.add.reduceat(session.job_groups, starts)
         is_self = np.zeros(a)
         is_self[agent] = 1.0
