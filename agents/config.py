@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.interference_section import MAX_SAMPLES, InterferenceConfig
-from agents.model_section import GNN_LAYERS, MAX_LAYERS, MAX_WIDTH, GNNConfig, ModelConfig
+from agents.model_section import MAX_LAYERS, MAX_WIDTH, ModelConfig
 from agents.train_sections.data import (
     DATA_BOUNDS,
     DataSection,
@@ -43,18 +43,17 @@ __all__ = [
     "ALGORITHMS",
     "ARCHIVE_TAG",
     "CRITICS",
-    "GNN_LAYERS",
     "LATER_MODEL_FIELDS",
     "LATER_TRAIN_FIELDS",
     "MAX_LAYERS",
     "MAX_SAMPLES",
     "MAX_WIDTH",
     "REFUSED_ALGORITHMS",
+    "RETIRED_MODEL_FIELDS",
     "RETIRED_TRAIN_FIELDS",
     "SELECT_RULES",
     "TRAIN_BOUNDS",
     "DataSection",
-    "GNNConfig",
     "InterferenceConfig",
     "ModelConfig",
     "PPOSection",
@@ -84,6 +83,9 @@ LATER_TRAIN_FIELDS = {
 }
 #: ``model:`` fields added after runs were signed, likewise
 LATER_MODEL_FIELDS = {"raw_head": False}
+#: ``model:`` fields that no longer ship (the torch-geometric layers over the cluster
+#: tree), with the value that meant today's network; see :data:`RETIRED_TRAIN_FIELDS`
+RETIRED_MODEL_FIELDS = {"gnn": {"layer": "hierarchy"}}
 
 
 # the bases are listed last section first: a dataclass orders its fields from the base
@@ -133,7 +135,8 @@ def drop_retired(train: Any, where: str) -> Any:
 
 def model_config(cfg: ExperimentConfig) -> ModelConfig:
     """Parse ``cfg.model``; a bad key raises ``InputError`` naming ``model.<key>``."""
-    return parse_section(ModelConfig, cfg.model, cfg.source, "model")
+    model = drop_retired_keys(cfg.model, RETIRED_MODEL_FIELDS, cfg.source, "model")
+    return parse_section(ModelConfig, model, cfg.source, "model")
 
 
 def train_config(cfg: ExperimentConfig) -> TrainConfig:

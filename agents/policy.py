@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from agents.config import RETIRED_MODEL_FIELDS
 from agents.gnn import (
     MASKED_LOGIT,
     HierarchicalGNN,
@@ -48,7 +49,7 @@ from envs.observations import OBS_VERSION, ObservationBuilder, feature_dims
 from envs.rules import home_agent
 from envs.session import MoveBook, PlacementSession
 from marl_sched.checkpoints import resolve_checkpoint
-from marl_sched.config import REPO_ROOT, parse_section
+from marl_sched.config import REPO_ROOT, drop_retired, parse_section
 from marl_sched.errors import InputError
 from marl_sched.files import read_input_text
 from marl_sched.jobs import Job, Placement
@@ -217,6 +218,7 @@ def check_manifest_schema(manifest: Any, path: str) -> None:
         raise InputError(f"{where}: expected a JSON object")
     parse_section(ManifestKeys, {k: v for k, v in manifest.items() if k in MANIFEST_KEYS},
                   where, "")  # fmt: skip
+    manifest["model"] = drop_retired(manifest["model"], RETIRED_MODEL_FIELDS, where, "model")
     modules, agent_ids = manifest["modules"], manifest["agents"]
     if not modules:
         raise InputError(f"{where}: modules: empty (a checkpoint holds at least one module)")
