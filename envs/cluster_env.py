@@ -186,9 +186,6 @@ import gymnasium as gym
 import numpy as np
 
 from envs.config import (
-    ENV_ID,
-    ENV_NAME,
-    ENV_VERSION,
     EnvConfig,
     drop_retired_options,
     env_config,
@@ -206,14 +203,6 @@ from marl_sched.runner import make_simulator
 from marl_sched.simulator import ClusterView, Simulator
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
-
-__all__ = [
-    "ENV_ID",
-    "ENV_NAME",
-    "ENV_VERSION",
-    "ClusterPlacementCore",
-    "MaskedDiscrete",
-]
 
 Step = tuple[dict, dict, dict, dict, dict]
 

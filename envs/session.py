@@ -27,18 +27,6 @@ from marl_sched.policies.heuristics import ps_near_workers
 from marl_sched.policies.load_control import given_back
 from marl_sched.simulator import ClusterView, RunningInfo
 
-__all__ = [
-    "MAX_SLOWDOWN",
-    "MoveBook",
-    "PlacementSession",
-    "action_towards",
-    "follow_action",
-    "follows_forward_rule",
-    "placement_steps",
-    "plan_action",
-    "released_view",
-]
-
 
 class PlacementSession(SessionMasks, SessionHints, SessionFeatures):
     """The tentative placement of one job, task by task (a draft over a view).

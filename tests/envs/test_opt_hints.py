@@ -9,9 +9,10 @@ import torch
 from agents.gnn import MASKED_LOGIT, build_gnn, from_padded
 from agents.policy import MarlPolicy, agents_from_weights
 from envs.config import EnvConfig
+from envs.hints import follow_action
 from envs.observations import FEATURES, ObservationBuilder, feature_dims
 from envs.rules import placement_key, scope_view
-from envs.session import PlacementSession, follow_action
+from envs.session import PlacementSession
 from marl_sched.config import REPO_ROOT, load_config, parse_section
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement
