@@ -26,7 +26,6 @@ from agents.train_sections.ppo import (
     ADVANTAGE_SCALES,
     ADVANTAGES,
     ALGORITHMS,
-    CRITICS,
     PPO_BOUNDS,
     REFUSED_ALGORITHMS,
     PPOSection,
@@ -42,7 +41,6 @@ __all__ = [
     "ADVANTAGE_SCALES",
     "ALGORITHMS",
     "ARCHIVE_TAG",
-    "CRITICS",
     "LATER_MODEL_FIELDS",
     "LATER_TRAIN_FIELDS",
     "MAX_LAYERS",
@@ -109,11 +107,15 @@ class TrainConfig(WarmStartSection, SelectionSection, DataSection, PPOSection):
 #: the range of each count of ``train:`` (each section's), checked before Ray starts
 TRAIN_BOUNDS = {**PPO_BOUNDS, **SELECTION_BOUNDS, **DATA_BOUNDS, **WARM_START_BOUNDS}
 
-#: ``train:`` fields of a study that no longer ships (one round of rollout policy
-#: improvement per iteration), with the value that meant "off". A signed config that
-#: carries one at that value reads as if it did not; any other value is refused, naming
-#: the git tag that keeps the study's code.
+#: ``train:`` fields of studies that no longer ship (one round of rollout policy
+#: improvement per iteration; the privileged critic and the value heads' own learning
+#: rate), with the value that meant "off". A signed config that carries one at that
+#: value reads as if it did not; any other value is refused, naming the git tag that
+#: keeps the study's code.
 RETIRED_TRAIN_FIELDS = {
+    "critic": "plain",
+    "critic_jobs": 8,
+    "critic_lr": None,
     "update": "ppo",
     "improve_episodes": 8,
     "improve_branches": 24,

@@ -1,5 +1,5 @@
 """The algorithm's part of ``train:``: which RLlib algorithm, its hyperparameters, the
-advantages and the critic, the env runners, and the RLlib passthrough (``train.rllib``).
+advantages, the env runners, and the RLlib passthrough (``train.rllib``).
 
 :class:`PPOSection` is one of the four bases of :class:`agents.config.TrainConfig`; its
 keys stay flat in the YAML (``train.lr``, ``train.rllib.training``).
@@ -36,9 +36,6 @@ ADVANTAGES = ("gae", "group", "job")
 #: how each training window's advantages are weighed (train.advantage_scale;
 #: agents.group_baseline, "Weighing the windows")
 ADVANTAGE_SCALES = ("batch", "window")
-#: what the value function sees (train.critic): the actor's observation, or that and
-#: training-time input the actor never sees (agents.rl_module)
-CRITICS = ("plain", "privileged")
 
 #: the range of each count of this section (the low end repeats the checks of
 #: :meth:`PPOSection.validate`, so the message names both limits), checked before Ray starts
@@ -50,7 +47,6 @@ PPO_BOUNDS = {
     "seed": (0, 2**32 - 1),
     "num_env_runners": (0, 1024),
     "num_envs_per_env_runner": (1, 1024),
-    "critic_jobs": (1, 256),  # envs.observations.MAX_CRITIC_JOBS
 }
 
 
@@ -101,13 +97,6 @@ class PPOSection:
         job_gamma: with ``job``, the discount per job in arrival order (in [0, 1]).
         advantage_scale: with ``group`` or ``job``: ``batch`` (seconds of average JCT)
             or ``window`` (divided by the window's mean ``|team return|``).
-        critic: what the value function sees (PPO only): ``plain`` (the actor's
-            observation) or ``privileged`` (also the training-only ``critic_x``,
-            :func:`envs.observations.critic_features`; the actor never reads it).
-        critic_jobs: with ``critic: privileged``, the upcoming arrivals ``critic_x``
-            describes (1..256).
-        critic_lr: Adam learning rate of the value heads (the GNN's and, with
-            ``privileged``, the privileged critic's); null (the default) = ``lr``.
         train_batch_size: env steps (decisions, all agents) per iteration.
         minibatch_size: SGD minibatch, in env steps.
         num_epochs: SGD passes over each train batch.
@@ -133,9 +122,6 @@ class PPOSection:
     group_size: int = 4
     job_gamma: float = 0.9
     advantage_scale: str = "batch"
-    critic: str = "plain"
-    critic_jobs: int = 8
-    critic_lr: float | None = None
     train_batch_size: int = 2000
     minibatch_size: int = 250
     num_epochs: int = 4
@@ -168,8 +154,6 @@ class PPOSection:
             value = getattr(self, name)
             check(value > 0, where, f"{key}.{name}", f"must be > 0, got {value}")
         self._validate_advantages(where, key)
-        if self.critic_lr is not None:
-            check(self.critic_lr > 0, where, f"{key}.critic_lr", "must be > 0 or null")
         for name in ("gamma", "gae_lambda"):
             value = getattr(self, name)
             check(0 <= value <= 1, where, f"{key}.{name}", f"must be in [0, 1], got {value}")
@@ -182,10 +166,9 @@ class PPOSection:
             check(self.grad_clip > 0, where, f"{key}.grad_clip", "must be > 0 or null")
 
     def _validate_advantages(self, where: str, key: str) -> None:
-        """``advantage``, ``critic`` and their settings (all but the defaults need PPO)."""
+        """``advantage`` and its settings (all but the default need PPO)."""
         for name, choices, other in (
             ("advantage", ADVANTAGES, "gae"),
-            ("critic", CRITICS, "plain"),
             ("advantage_scale", ADVANTAGE_SCALES, None),
         ):
             value = getattr(self, name)
@@ -193,9 +176,9 @@ class PPOSection:
                   f"must be one of {', '.join(choices)}, got {value!r}")  # fmt: skip
             if other is not None and value != other:
                 check(self.algorithm == "PPO", where, f"{key}.{name}", f"{value} needs PPO")
-            if name == "critic" and self.advantage in ("group", "job"):
-                check(self.group_size >= 2, where, f"{key}.group_size",
-                      f"must be >= 2 with {self.advantage}")  # fmt: skip
+        if self.advantage in ("group", "job"):
+            check(self.group_size >= 2, where, f"{key}.group_size",
+                  f"must be >= 2 with {self.advantage}")  # fmt: skip
         if self.advantage_scale != "batch":
             check(self.advantage in ("group", "job"), where, f"{key}.advantage_scale",
                   f"{self.advantage_scale} needs advantage: group or job, "
