@@ -83,7 +83,7 @@ def algo_config(
     """The RLlib ``AlgorithmConfig`` of a run: ``train.algorithm``'s (``PPOConfig``,
     ``APPOConfig``, ``IMPALAConfig``), with our RLModule on the new API stack and
     ``train.rllib`` on top (:func:`apply_rllib`; ``InputError`` on a bad key). With
-    ``train.advantage: group`` / ``job`` the env is
+    ``train.advantage: group`` the env is
     :class:`envs.group_rollouts.GroupRolloutEnv`."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -92,7 +92,7 @@ def algo_config(
     from envs.config import env_config as parse_env
 
     env, env_config, _ = env_setup(cfg, mc, tc, seed)
-    grouped = tc.advantage in ("group", "job")
+    grouped = tc.advantage == "group"
     if grouped and parse_env(cfg).reward.credit == "team":
         raise InputError(
             f"{cfg.source}: env.reward.credit: team cannot be used with train.advantage: "
@@ -196,7 +196,6 @@ def algorithm_base(tc, training: dict[str, Any], where: str, agent_ids: list[str
             learner.AGENT_IDS: list(agent_ids),
             "advantage": tc.advantage,
             learner.PRIOR_KL: tc.prior_kl,
-            learner.JOB_GAMMA: tc.job_gamma,
             learner.ADVANTAGE_SCALE: tc.advantage_scale,
         },
     )

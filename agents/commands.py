@@ -146,7 +146,7 @@ def check_algorithm(cfg, mc, tc) -> None:
     from agents.algorithm import needs_check
     from envs.config import env_config
 
-    if tc.advantage in ("group", "job") and env_config(cfg).reward.function:
+    if tc.advantage == "group" and env_config(cfg).reward.function:
         raise InputError(
             f"{cfg.source}: train.advantage: {tc.advantage} credits each job's share of the "
             "team reward, which a custom env.reward.function does not give; use gae"

@@ -75,7 +75,6 @@ __all__ = [
 #: for decision options
 LATER_TRAIN_FIELDS = {
     "prior_kl": 0.0,
-    "job_gamma": 0.9,
     "split_share": 0.0,
     "advantage_scale": "batch",
 }
@@ -116,6 +115,7 @@ RETIRED_TRAIN_FIELDS = {
     "critic": "plain",
     "critic_jobs": 8,
     "critic_lr": None,
+    "job_gamma": 0.9,
     "update": "ppo",
     "improve_episodes": 8,
     "improve_branches": 24,

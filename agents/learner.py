@@ -7,7 +7,7 @@
 - all three, when a module serves several agents: ``agent/<id>/entropy`` and
   ``agent/<id>/approx_kl``, from the column :data:`AGENT_INDEX` that
   :class:`AddAgentIndex` adds to the train batch.
-- PPO options (``learner_config_dict``): ``advantage`` ``group`` / ``job`` replace GAE
+- PPO options (``learner_config_dict``): ``advantage`` ``group`` replaces GAE
   by :mod:`agents.group_baseline`; :data:`PRIOR_KL` ``β > 0`` adds ``β · KL(π ‖ π₀)``
   to a frozen warm start ``π₀`` (:meth:`ClipFractionPPOLearner.capture_prior`),
   logged as ``prior_kl``.
@@ -41,8 +41,6 @@ AGENT_INDEX = "agent_index"
 AGENT_IDS = "agent_ids"
 #: ``learner_config_dict`` key of ``train.prior_kl`` (0: no prior term)
 PRIOR_KL = "prior_kl"
-#: ``learner_config_dict`` key of ``train.job_gamma`` (``train.advantage: job``)
-JOB_GAMMA = "job_gamma"
 #: ``learner_config_dict`` key of ``train.advantage_scale`` (absent: ``batch``)
 ADVANTAGE_SCALE = "advantage_scale"
 PRIOR_KL_KEY = "prior_kl"
@@ -143,19 +141,14 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
         self._prior: dict[str, torch.nn.Module] = {}  # module id -> its frozen warm start
         pipeline = self._learner_connector
         kind = self.config.learner_config_dict.get("advantage")
-        if pipeline is None or kind not in ("group", "job"):
+        if pipeline is None or kind != "group":
             return
-        from agents.group_baseline import GroupBaselineAdvantages, JobBaselineAdvantages
+        from agents.group_baseline import GroupBaselineAdvantages
 
-        gae = {
-            "gamma": self.config.gamma,
-            "lambda_": self.config.lambda_,
-            "scale": self.config.learner_config_dict.get(ADVANTAGE_SCALE, "batch"),
-        }
-        connector = (
-            GroupBaselineAdvantages(**gae)
-            if kind == "group"
-            else JobBaselineAdvantages(**gae, job_gamma=self.config.learner_config_dict[JOB_GAMMA])
+        connector = GroupBaselineAdvantages(
+            gamma=self.config.gamma,
+            lambda_=self.config.lambda_,
+            scale=self.config.learner_config_dict.get(ADVANTAGE_SCALE, "batch"),
         )
         pipeline.insert_after(GeneralAdvantageEstimation, connector)
         pipeline.remove(GeneralAdvantageEstimation)

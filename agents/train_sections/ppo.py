@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from marl_sched.config import check, check_bounds
+from marl_sched.config import ARCHIVE_TAG, check, check_bounds
 
 #: the RLlib algorithms (train.algorithm) whose Learner needs only the APIs
 #: :class:`agents.rl_module.HierarchicalGNNModule` implements
@@ -32,7 +32,7 @@ REFUSED_ALGORITHMS = {
     "DreamerV3": "it trains its own world-model RLModule, not ours",
 }
 #: how the policy gradient's advantages are computed (train.advantage)
-ADVANTAGES = ("gae", "group", "job")
+ADVANTAGES = ("gae", "group")
 #: how each training window's advantages are weighed (train.advantage_scale;
 #: agents.group_baseline, "Weighing the windows")
 ADVANTAGE_SCALES = ("batch", "window")
@@ -90,12 +90,10 @@ class PPOSection:
         lr: Adam learning rate.
         gamma: discount per decision.
         gae_lambda: GAE λ.
-        advantage: ``gae`` (RLlib's GAE), ``group`` (PPO only: return-to-go against
-            the other rollouts of the same window) or ``job`` (PPO only: per-job credit
-            against the same job in the other rollouts); :mod:`agents.group_baseline`.
-        group_size: with ``group`` or ``job``, rollouts per training window (>= 2).
-        job_gamma: with ``job``, the discount per job in arrival order (in [0, 1]).
-        advantage_scale: with ``group`` or ``job``: ``batch`` (seconds of average JCT)
+        advantage: ``gae`` (RLlib's GAE) or ``group`` (PPO only: return-to-go against
+            the other rollouts of the same window; :mod:`agents.group_baseline`).
+        group_size: with ``group``, rollouts per training window (>= 2).
+        advantage_scale: with ``group``: ``batch`` (seconds of average JCT)
             or ``window`` (divided by the window's mean ``|team return|``).
         train_batch_size: env steps (decisions, all agents) per iteration.
         minibatch_size: SGD minibatch, in env steps.
@@ -120,7 +118,6 @@ class PPOSection:
     gae_lambda: float = 0.95
     advantage: str = "gae"
     group_size: int = 4
-    job_gamma: float = 0.9
     advantage_scale: str = "batch"
     train_batch_size: int = 2000
     minibatch_size: int = 250
@@ -167,6 +164,9 @@ class PPOSection:
 
     def _validate_advantages(self, where: str, key: str) -> None:
         """``advantage`` and its settings (all but the default need PPO)."""
+        check(self.advantage != "job", where, f"{key}.advantage",
+              f"job belongs to a study that no longer ships; its code is kept at git tag "
+              f"{ARCHIVE_TAG}")  # fmt: skip
         for name, choices, other in (
             ("advantage", ADVANTAGES, "gae"),
             ("advantage_scale", ADVANTAGE_SCALES, None),
@@ -176,12 +176,10 @@ class PPOSection:
                   f"must be one of {', '.join(choices)}, got {value!r}")  # fmt: skip
             if other is not None and value != other:
                 check(self.algorithm == "PPO", where, f"{key}.{name}", f"{value} needs PPO")
-        if self.advantage in ("group", "job"):
+        if self.advantage == "group":
             check(self.group_size >= 2, where, f"{key}.group_size",
                   f"must be >= 2 with {self.advantage}")  # fmt: skip
         if self.advantage_scale != "batch":
-            check(self.advantage in ("group", "job"), where, f"{key}.advantage_scale",
-                  f"{self.advantage_scale} needs advantage: group or job, "
+            check(self.advantage == "group", where, f"{key}.advantage_scale",
+                  f"{self.advantage_scale} needs advantage: group, "
                   f"got {self.advantage}")  # fmt: skip
-        check(0 <= self.job_gamma <= 1, where, f"{key}.job_gamma",
-              f"must be in [0, 1], got {self.job_gamma}")  # fmt: skip

@@ -397,13 +397,11 @@ def test_a_run_signed_before_a_decision_option_existed_resumes_as_its_old_behavi
     # train fields added since: the old run had no prior KL (0)
     assert LATER_TRAIN_FIELDS == {
         "prior_kl": 0.0,
-        "job_gamma": 0.9,
         "split_share": 0.0,
         "advantage_scale": "batch",
     }
     for key, value in (
         ("prior_kl", 1.0),
-        ("job_gamma", 0.5),
         ("split_share", 1.0),
         ("advantage_scale", "window"),
     ):

@@ -49,7 +49,6 @@ BAD = {
         ("gae_lambda", -0.1),
         ("advantage", "td"),
         ("group_size", 1, {"advantage": "group"}),
-        ("job_gamma", 2.0),
         ("advantage_scale", "window"),
         ("train_batch_size", 10**8),
         ("minibatch_size", 300, {"train_batch_size": 200}),
