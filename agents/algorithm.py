@@ -83,9 +83,8 @@ def algo_config(
     """The RLlib ``AlgorithmConfig`` of a run: ``train.algorithm``'s (``PPOConfig``,
     ``APPOConfig``, ``IMPALAConfig``), with our RLModule on the new API stack and
     ``train.rllib`` on top (:func:`apply_rllib`; ``InputError`` on a bad key). With
-    ``train.advantage: group`` / ``job`` the env is
-    :class:`envs.group_rollouts.GroupRolloutEnv`; with ``train.critic: privileged`` the
-    observations gain ``critic_x``."""
+    ``train.advantage: group`` the env is
+    :class:`envs.group_rollouts.GroupRolloutEnv`."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
@@ -93,7 +92,7 @@ def algo_config(
     from envs.config import env_config as parse_env
 
     env, env_config, _ = env_setup(cfg, mc, tc, seed)
-    grouped = tc.advantage in ("group", "job")
+    grouped = tc.advantage == "group"
     if grouped and parse_env(cfg).reward.credit == "team":
         raise InputError(
             f"{cfg.source}: env.reward.credit: team cannot be used with train.advantage: "
@@ -104,8 +103,6 @@ def algo_config(
         from envs.group_rollouts import GroupRolloutEnv
 
         env, env_config = GroupRolloutEnv, {**env_config, "group_size": tc.group_size}
-    if tc.critic == "privileged":  # the critic's input: observations gain critic_x
-        env_config = {**env_config, "critic_jobs": tc.critic_jobs}
     ids = module_ids(agent_ids, mc)
     model = {k: v for k, v in dataclasses.asdict(mc).items() if k != "share_parameters"}
     specs = {m: RLModuleSpec(module_class=HierarchicalGNNModule, model_config=model) for m in ids}
@@ -198,9 +195,7 @@ def algorithm_base(tc, training: dict[str, Any], where: str, agent_ids: list[str
         learner_config_dict={
             learner.AGENT_IDS: list(agent_ids),
             "advantage": tc.advantage,
-            learner.CRITIC_LR: tc.critic_lr,
             learner.PRIOR_KL: tc.prior_kl,
-            learner.JOB_GAMMA: tc.job_gamma,
             learner.ADVANTAGE_SCALE: tc.advantage_scale,
         },
     )

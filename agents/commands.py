@@ -146,7 +146,7 @@ def check_algorithm(cfg, mc, tc) -> None:
     from agents.algorithm import needs_check
     from envs.config import env_config
 
-    if tc.advantage in ("group", "job") and env_config(cfg).reward.function:
+    if tc.advantage == "group" and env_config(cfg).reward.function:
         raise InputError(
             f"{cfg.source}: train.advantage: {tc.advantage} credits each job's share of the "
             "team reward, which a custom env.reward.function does not give; use gae"
@@ -465,23 +465,15 @@ def _evaluate_baseline(args: argparse.Namespace, kind: str) -> int:
     return 0
 
 
-def check_layer(manifest: dict, cfg, checkpoint: str) -> None:
-    """A config naming ``model.gnn.layer`` or ``model.raw_head`` must name the
-    checkpoint's (none recorded: ``hierarchy``, no raw head); ``InputError`` otherwise."""
+def check_model(manifest: dict, cfg, checkpoint: str) -> None:
+    """``InputError`` for a config whose ``model:`` section does not parse (a retired
+    field included) or names another ``model.raw_head`` than the checkpoint's (none
+    recorded: no raw head)."""
     from agents.config import model_config
-    from agents.gnn import gnn_layer
 
-    named = cfg.model or {}
-    trained_model = manifest.get("model") or {}
-    if "layer" in (named.get("gnn") or {}):
-        wanted, trained = model_config(cfg).gnn.layer, gnn_layer(trained_model)
-        if wanted != trained:
-            raise InputError(
-                f"{cfg.source}: model.gnn.layer: {wanted}, but checkpoint {checkpoint} was "
-                f"trained with {trained}"
-            )
-    if "raw_head" in named:
-        wanted, trained = model_config(cfg).raw_head, bool(trained_model.get("raw_head"))
+    wanted = model_config(cfg).raw_head
+    if "raw_head" in (cfg.model or {}):
+        trained = bool((manifest.get("model") or {}).get("raw_head"))
         if wanted != trained:
             raise InputError(
                 f"{cfg.source}: model.raw_head: {str(wanted).lower()}, but checkpoint "
@@ -518,7 +510,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
         raise InputError(f"{args.checkpoint}: checkpoint holds no config; pass --config")
     agents.check_env(env_config(cfg), f"{cfg.source}: env")  # mismatched option → exit 2
     if args.config:
-        check_layer(agents.manifest, cfg, args.checkpoint)
+        check_model(agents.manifest, cfg, args.checkpoint)
     cls = SingleAgentPolicy if agents.central else MarlPolicy
     topo, perf = build_cluster(cfg)
     policy = cls(agents=agents)

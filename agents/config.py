@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.interference_section import MAX_SAMPLES, InterferenceConfig
-from agents.model_section import GNN_LAYERS, MAX_LAYERS, MAX_WIDTH, GNNConfig, ModelConfig
+from agents.model_section import MAX_LAYERS, MAX_WIDTH, ModelConfig
 from agents.train_sections.data import (
     DATA_BOUNDS,
     DataSection,
@@ -26,7 +26,6 @@ from agents.train_sections.ppo import (
     ADVANTAGE_SCALES,
     ADVANTAGES,
     ALGORITHMS,
-    CRITICS,
     PPO_BOUNDS,
     REFUSED_ALGORITHMS,
     PPOSection,
@@ -34,27 +33,25 @@ from agents.train_sections.ppo import (
 )
 from agents.train_sections.selection import SELECT_RULES, SELECTION_BOUNDS, SelectionSection
 from agents.train_sections.warm_start import WARM_START_BOUNDS, WarmStartSection
-from marl_sched.config import ExperimentConfig, check, parse_section
-from marl_sched.errors import InputError
+from marl_sched.config import ARCHIVE_TAG, ExperimentConfig, check, parse_section
+from marl_sched.config import drop_retired as drop_retired_keys
 
 __all__ = [
     "ADVANTAGES",
     "ADVANTAGE_SCALES",
     "ALGORITHMS",
     "ARCHIVE_TAG",
-    "CRITICS",
-    "GNN_LAYERS",
     "LATER_MODEL_FIELDS",
     "LATER_TRAIN_FIELDS",
     "MAX_LAYERS",
     "MAX_SAMPLES",
     "MAX_WIDTH",
     "REFUSED_ALGORITHMS",
+    "RETIRED_MODEL_FIELDS",
     "RETIRED_TRAIN_FIELDS",
     "SELECT_RULES",
     "TRAIN_BOUNDS",
     "DataSection",
-    "GNNConfig",
     "InterferenceConfig",
     "ModelConfig",
     "PPOSection",
@@ -78,12 +75,14 @@ __all__ = [
 #: for decision options
 LATER_TRAIN_FIELDS = {
     "prior_kl": 0.0,
-    "job_gamma": 0.9,
     "split_share": 0.0,
     "advantage_scale": "batch",
 }
 #: ``model:`` fields added after runs were signed, likewise
 LATER_MODEL_FIELDS = {"raw_head": False}
+#: ``model:`` fields that no longer ship (the torch-geometric layers over the cluster
+#: tree), with the value that meant today's network; see :data:`RETIRED_TRAIN_FIELDS`
+RETIRED_MODEL_FIELDS = {"gnn": {"layer": "hierarchy"}}
 
 
 # the bases are listed last section first: a dataclass orders its fields from the base
@@ -107,11 +106,16 @@ class TrainConfig(WarmStartSection, SelectionSection, DataSection, PPOSection):
 #: the range of each count of ``train:`` (each section's), checked before Ray starts
 TRAIN_BOUNDS = {**PPO_BOUNDS, **SELECTION_BOUNDS, **DATA_BOUNDS, **WARM_START_BOUNDS}
 
-#: ``train:`` fields of a study that no longer ships (one round of rollout policy
-#: improvement per iteration), with the value that meant "off". A signed config that
-#: carries one at that value reads as if it did not; any other value is refused, naming
-#: the git tag that keeps the study's code.
+#: ``train:`` fields of studies that no longer ship (one round of rollout policy
+#: improvement per iteration; the privileged critic and the value heads' own learning
+#: rate), with the value that meant "off". A signed config that carries one at that
+#: value reads as if it did not; any other value is refused, naming the git tag that
+#: keeps the study's code.
 RETIRED_TRAIN_FIELDS = {
+    "critic": "plain",
+    "critic_jobs": 8,
+    "critic_lr": None,
+    "job_gamma": 0.9,
     "update": "ppo",
     "improve_episodes": 8,
     "improve_branches": 24,
@@ -123,26 +127,18 @@ RETIRED_TRAIN_FIELDS = {
     "improve_target": "hard",
     "improve_futures": 0,
 }
-ARCHIVE_TAG = "studies-archive"
 
 
 def drop_retired(train: Any, where: str) -> Any:
     """``train`` without the :data:`RETIRED_TRAIN_FIELDS` set to their "off" value;
     ``InputError`` naming the first set to anything else (and the tag that has it)."""
-    if not isinstance(train, dict):
-        return train
-    for key, off in RETIRED_TRAIN_FIELDS.items():
-        if key in train and train[key] != off:
-            raise InputError(
-                f"{where}: train.{key}: {train[key]!r} belongs to a study that no longer "
-                f"ships; its code is kept at git tag {ARCHIVE_TAG}"
-            )
-    return {k: v for k, v in train.items() if k not in RETIRED_TRAIN_FIELDS}
+    return drop_retired_keys(train, RETIRED_TRAIN_FIELDS, where, "train")
 
 
 def model_config(cfg: ExperimentConfig) -> ModelConfig:
     """Parse ``cfg.model``; a bad key raises ``InputError`` naming ``model.<key>``."""
-    return parse_section(ModelConfig, cfg.model, cfg.source, "model")
+    model = drop_retired_keys(cfg.model, RETIRED_MODEL_FIELDS, cfg.source, "model")
+    return parse_section(ModelConfig, model, cfg.source, "model")
 
 
 def train_config(cfg: ExperimentConfig) -> TrainConfig:

@@ -25,8 +25,8 @@ summary row per peer agent. The network, for ``h`` the hidden width:
    follow action's adds the mean ``r_g`` over its plan's remaining tasks.
 
 Aggregations are scatters over parent indices (permutation-equivariant, blind to
-padding, no size-dependent parameter). Input paths agreeing to float precision:
-:func:`from_padded` (RLlib's padded observations) and :func:`from_pyg` / :func:`to_pyg`.
+padding, no size-dependent parameter). The input is :func:`from_padded` (RLlib's
+padded observations).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
-from torch_geometric.data import Batch, Data
 from torch_geometric.utils import scatter
 
 #: logit of a masked action: its probability underflows to exactly 0
@@ -220,77 +219,6 @@ def from_padded(obs: dict[str, Tensor]) -> tuple[ClusterBatch, tuple[Tensor, Ten
     return batch, (gb, gi)
 
 
-class ClusterGraph(Data):
-    """One observation as a PyG graph with only its real nodes (see :func:`to_pyg`).
-
-    ``group_server`` / ``server_rack`` are incremented by the number of servers /
-    racks when batched; ``job_x``, ``peers_x``, ``peers_mask``, ``forward_allowed``
-    and ``hint_allowed`` are stacked along a new batch dimension.
-    """
-
-    def __inc__(self, key, value, *args, **kwargs):
-        if key == "group_server":
-            return self.server_x.size(0)
-        if key == "server_rack":
-            return self.rack_x.size(0)
-        return super().__inc__(key, value, *args, **kwargs)
-
-    def __cat_dim__(self, key, value, *args, **kwargs):
-        if key in ("job_x", "peers_x", "peers_mask", "forward_allowed", "hint_allowed"):
-            return None
-        return super().__cat_dim__(key, value, *args, **kwargs)
-
-
-def to_pyg(obs: dict) -> ClusterGraph:
-    """One padded observation (arrays or tensors, no batch dim) → :class:`ClusterGraph`."""
-    t = {k: torch.as_tensor(v) for k, v in obs.items()}
-    gm, sm, rm = (t[k] > 0.5 for k in ("group_mask", "server_mask", "rack_mask"))
-    server_id = torch.cumsum(sm.long(), 0) - 1
-    rack_id = torch.cumsum(rm.long(), 0) - 1
-    g_max = gm.numel()
-    a_end = g_max + t["peers_x"].size(0)
-    return ClusterGraph(
-        group_x=t["group_x"][gm],
-        server_x=t["server_x"][sm],
-        rack_x=t["rack_x"][rm],
-        group_server=server_id[t["group_server"][gm].long()],
-        server_rack=rack_id[t["server_rack"][sm].long()],
-        job_x=t["job_x"],
-        peers_x=t["peers_x"],
-        peers_mask=t["peers_mask"],
-        group_allowed=t["action_mask"][:g_max][gm],
-        forward_allowed=t["action_mask"][g_max:a_end],
-        hint_allowed=t["action_mask"][a_end:],
-        num_nodes=int(gm.sum()),
-    )
-
-
-def from_pyg(batch: Batch) -> ClusterBatch:
-    """A :class:`~torch_geometric.data.Batch` of :class:`ClusterGraph` → :class:`ClusterBatch`.
-
-    Build it with ``Batch.from_data_list(graphs, follow_batch=FOLLOW_BATCH)``.
-    """
-    return ClusterBatch(
-        group_x=batch.group_x,
-        server_x=batch.server_x,
-        rack_x=batch.rack_x,
-        group_server=batch.group_server,
-        server_rack=batch.server_rack,
-        group_batch=batch.group_x_batch,
-        server_batch=batch.server_x_batch,
-        rack_batch=batch.rack_x_batch,
-        job_x=batch.job_x,
-        peers_x=batch.peers_x,
-        peers_mask=batch.peers_mask,
-        group_allowed=batch.group_allowed,
-        forward_allowed=batch.forward_allowed,
-        hint_allowed=batch.hint_allowed,
-    )
-
-
-FOLLOW_BATCH = ("group_x", "server_x", "rack_x")
-
-
 def mlp(d_in: int, hidden: int, d_out: int) -> nn.Sequential:
     """``Linear → ReLU → Linear``."""
     return nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, d_out))
@@ -447,70 +375,6 @@ class HierarchyBlock(nn.Module):
         return h_g, h_s, h_r
 
 
-class TreeConvBlock(nn.Module):
-    r"""One torch-geometric message-passing layer over the cluster tree.
-
-    Groups, servers and racks (already embedded to width ``h`` by their own MLPs) are
-    one graph with edges group ↔ server, server ↔ rack and rack ↔ rack (racks of the
-    same observation); the layer updates every node,
-    ``h \leftarrow \mathrm{LN}(h + \mathrm{ReLU}(\mathrm{conv}(h, E)))``. One block
-    is one hop (a :class:`HierarchyBlock` is three: down to the groups, then up).
-
-    Args:
-        hidden (int): node width ``h``.
-        layer (str): ``GraphConv`` (mean aggregation), ``SAGEConv`` or ``GATv2Conv``
-            (one head).
-    """
-
-    def __init__(self, hidden: int, layer: str) -> None:
-        super().__init__()
-        from torch_geometric import nn as pyg_nn
-
-        if layer == "GraphConv":
-            self.conv = pyg_nn.GraphConv(hidden, hidden, aggr="mean")
-        elif layer == "SAGEConv":
-            self.conv = pyg_nn.SAGEConv(hidden, hidden)
-        elif layer == "GATv2Conv":
-            self.conv = pyg_nn.GATv2Conv(hidden, hidden, heads=1)
-        else:
-            raise ValueError(f"unknown GNN layer {layer!r}")
-        self.norm = nn.LayerNorm(hidden)
-
-    def reset_parameters(self) -> None:
-        self.conv.reset_parameters()
-        self.norm.reset_parameters()
-
-    def forward(
-        self, h_g: Tensor, h_s: Tensor, h_r: Tensor, b: ClusterBatch
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        x = torch.cat([h_g, h_s, h_r], dim=0)
-        x = self.norm(x + torch.relu(self.conv(x, tree_edges(b))))
-        ng, ns = h_g.size(0), h_s.size(0)
-        return x[:ng], x[ng : ng + ns], x[ng + ns :]
-
-
-def tree_edges(b: ClusterBatch) -> Tensor:
-    """``(2, E)`` edges of the cluster tree over nodes ``[groups, servers, racks]``:
-    group ↔ server, server ↔ rack, and rack ↔ rack within an observation (both
-    directions; computed once per batch)."""
-    cached = b._inverse_counts.get("tree_edges")
-    if cached is not None:
-        return cached
-    ng, ns = b.group_x.size(0), b.server_x.size(0)
-    dev = b.group_x.device
-    g = torch.arange(ng, device=dev)
-    s = torch.arange(ns, device=dev)
-    up_g = torch.stack([g, ng + b.group_server])
-    up_s = torch.stack([ng + s, ng + ns + b.server_rack])
-    same = b.rack_batch.unsqueeze(0) == b.rack_batch.unsqueeze(1)
-    same.fill_diagonal_(False)
-    ri, rj = same.nonzero(as_tuple=True)
-    racks = torch.stack([ng + ns + ri, ng + ns + rj])
-    edges = torch.cat([up_g, up_g.flip(0), up_s, up_s.flip(0), racks], dim=1)
-    b._inverse_counts["tree_edges"] = edges
-    return edges
-
-
 class Readout(nn.Module):
     r"""The subcluster embedding from its pooled levels and the job.
 
@@ -600,9 +464,6 @@ class HierarchicalGNN(nn.Module):
         hidden (int, default 64): width of every embedding.
         layers (int, default 2): hierarchy blocks.
         exchange (bool, default True): see :class:`PeerExchange`.
-        layer (str, default ``hierarchy``): :class:`HierarchyBlock`, or a
-            torch-geometric layer in a :class:`TreeConvBlock` (``GraphConv``,
-            ``SAGEConv``, ``GATv2Conv``).
         hints (int, default 0): ``H``, follow actions (the last ``H`` columns of
             ``group_x`` are their plans' weights).
         raw_head (bool, default False): add the per-node score ``r_g`` of step 6.
@@ -625,7 +486,6 @@ class HierarchicalGNN(nn.Module):
         layers: int = 2,
         exchange: bool = True,
         hints: int = 0,
-        layer: str = "hierarchy",
         raw_head: bool = False,
     ) -> None:
         super().__init__()
@@ -636,10 +496,7 @@ class HierarchicalGNN(nn.Module):
         self.embed_server = mlp(server_dim + job_dim, hidden, hidden)
         self.embed_rack = mlp(rack_dim + job_dim, hidden, hidden)
         self.embed_peer = mlp(peer_dim, hidden, hidden)
-        if layer == "hierarchy":
-            self.blocks = nn.ModuleList(HierarchyBlock(hidden) for _ in range(layers))
-        else:
-            self.blocks = nn.ModuleList(TreeConvBlock(hidden, layer) for _ in range(layers))
+        self.blocks = nn.ModuleList(HierarchyBlock(hidden) for _ in range(layers))
         self.readout = Readout(hidden)
         self.exchange = PeerExchange(hidden, exchange)
         self.group_head = mlp(3 * hidden, hidden, 1)
@@ -655,9 +512,6 @@ class HierarchicalGNN(nn.Module):
 
     def reset_parameters(self) -> None:
         _reset(self)
-        for block in self.blocks:
-            if isinstance(block, TreeConvBlock):  # its PyG layer's own parameters
-                block.conv.reset_parameters()
         # start near uniform over the allowed actions, as PPO likes
         heads = [self.group_head, self.forward_head]
         if self.hints:
@@ -759,7 +613,7 @@ def mlp_cat(net: nn.Sequential, rows: Tensor, *parents: tuple[Tensor, Tensor]) -
 def build_gnn(dims: dict[str, int], model_config: dict) -> HierarchicalGNN:
     """The network for feature dims ``dims`` (``Fg, Fs, Fr, Fj, Fp``, optional ``H``) and a
     :class:`agents.config.ModelConfig`-like mapping (``hidden``, ``layers``, ``exchange``,
-    ``gnn.layer``, ``raw_head``; absent: ``hierarchy``, no raw head)."""
+    ``raw_head``; absent: no raw head)."""
     return HierarchicalGNN(
         group_dim=dims["Fg"],
         server_dim=dims["Fs"],
@@ -770,11 +624,6 @@ def build_gnn(dims: dict[str, int], model_config: dict) -> HierarchicalGNN:
         layers=int(model_config.get("layers", 2)),
         exchange=bool(model_config.get("exchange", True)),
         hints=int(dims.get("H", 0)),
-        layer=gnn_layer(model_config),
         raw_head=bool(model_config.get("raw_head", False)),
     )
 
-
-def gnn_layer(model_config: dict) -> str:
-    """The message-passing layer a model config (or checkpoint manifest) names."""
-    return str((model_config.get("gnn") or {}).get("layer", "hierarchy"))

@@ -1,4 +1,4 @@
-"""Group-baseline advantages (``train.advantage: group`` / ``job``): an input-dependent
+"""Group-baseline advantages (``train.advantage: group``): an input-dependent
 baseline (Mao et al., ICLR 2019; docs/agents.md, "Advantages", is the reference).
 
 - **a group** is every complete episode of one batch with the same ``episode_key``
@@ -9,10 +9,6 @@ baseline (Mao et al., ICLR 2019; docs/agents.md, "Advantages", is the reference)
   mean, over the *other* rollouts of its group, of their return-to-go from their first
   decision at or after its simulated time (decisions at one time matched by rank; 0 if
   a rollout made none after it);
-- ``job`` (:class:`JobBaselineAdvantages`): a decision about job ``j`` is credited with
-  ``G_j = Σ_{k ≥ j} γ_job^(k-j) s_k`` over per-job shares of the team return
-  (:meth:`envs.rewards.TeamReward.job_shares`), less the same job's mean in the other
-  rollouts;
 - advantages are standardised over the batch; ``train.advantage_scale: window`` first
   divides each group's by its rollouts' mean ``|team return|`` (:func:`window_weights`).
   A decision outside a group of >= 2 complete rollouts gets advantage 0. The critic
@@ -33,7 +29,7 @@ from ray.rllib.connectors.learner.general_advantage_estimation import (
 from ray.rllib.evaluation.postprocessing import Postprocessing
 
 from agents.config import ADVANTAGE_SCALES
-from envs.group_rollouts import ENV_T, EPISODE_KEY, JOB_ID, JOB_SHARES, SIM_TIME
+from envs.group_rollouts import ENV_T, EPISODE_KEY, SIM_TIME
 
 #: the learner metrics of the weighing (``agents.records.LEARNER_TAGS``)
 TOP_WINDOW_SHARE_RAW = "top_window_share_raw"
@@ -114,52 +110,6 @@ def episode_group_advantages(episodes: Sequence, gamma: float) -> dict[tuple, np
     return _by_episode(episodes, _team_rollout, lambda rollouts: group_advantages(rollouts, gamma))
 
 
-def job_returns(shares: Sequence[tuple[int, float]], gamma: float) -> dict[int, float]:
-    """``{job id: G_j}``, ``G_j = Σ_{k ≥ j} γ^(k-j) s_k`` over the jobs in arrival
-    order (``shares`` from :meth:`envs.rewards.TeamReward.job_shares`)."""
-    ids = [int(j) for j, _ in shares]
-    g = returns_to_go(np.array([float(s) for _, s in shares]), gamma)
-    return dict(zip(ids, g.tolist(), strict=True))
-
-
-def job_advantages(
-    rollouts: Sequence[tuple[Sequence[int], Sequence[tuple[int, float]]]], gamma: float
-) -> list[np.ndarray]:
-    """Per rollout, the advantage of each decision against the same job in the other
-    rollouts of its group (``train.advantage: job``).
-
-    Args:
-        rollouts: K ≥ 2 rollouts of one input, each ``(job ids, shares)``: each
-            decision's job, in decision order, and the per-job shares in arrival order.
-        gamma: discount per job (``train.job_gamma``).
-
-    Returns:
-        K arrays: ``G_j − mean_{other rollouts n} G_j^n`` for each decision's job ``j``.
-    """
-    if len(rollouts) < 2:
-        raise ValueError(f"a group needs at least 2 rollouts, got {len(rollouts)}")
-    returns = [job_returns(shares, gamma) for _, shares in rollouts]
-    if any(r.keys() != returns[0].keys() for r in returns):
-        raise ValueError("the rollouts of a group must have the same jobs")
-    out = []
-    for m, (jobs, _) in enumerate(rollouts):
-        others = [r for n, r in enumerate(returns) if n != m]
-        out.append(
-            np.array([returns[m][j] - np.mean([r[j] for r in others]) for j in jobs], dtype=float)
-        )
-    return out
-
-
-def _job_rollout(episode) -> tuple[list[int], list, list[tuple[Any, int]]]:
-    """(job id per decision, the episode's job shares, (agent, agent step) per decision)
-    of a multi-agent episode's real decisions in env order (:func:`_decisions`)."""
-    infos, index = _decisions(episode)
-    shares = next((f[-1][JOB_SHARES] for f in infos.values() if f and JOB_SHARES in f[-1]), None)
-    if shares is None:
-        raise ValueError(f"episode {episode.id_}: no {JOB_SHARES} in its terminal infos")
-    return [infos[a][i][JOB_ID] for a, i in index], shares, index
-
-
 def _groups(episodes: Sequence) -> list[list]:
     """The complete episodes of a batch grouped by episode key, groups of ≥ 2 only."""
     groups: dict[tuple, list] = defaultdict(list)
@@ -187,12 +137,6 @@ def _by_episode(episodes: Sequence, unpack, advantages) -> dict[tuple, np.ndarra
             for agent, values in per_agent.items():
                 out[(ep.id_, agent)] = values
     return out
-
-
-def episode_job_advantages(episodes: Sequence, gamma: float) -> dict[tuple, np.ndarray]:
-    """``{(episode id, agent id): advantages of that agent's real steps}`` by
-    :func:`job_advantages` for every complete episode in a group of ≥ 2."""
-    return _by_episode(episodes, _job_rollout, lambda rollouts: job_advantages(rollouts, gamma))
 
 
 def _check_scale(scale: str) -> None:
@@ -294,14 +238,3 @@ class GroupBaselineAdvantages(GeneralAdvantageEstimation):
                 standardised, device=old.device
             )
         return batch
-
-
-class JobBaselineAdvantages(GroupBaselineAdvantages):
-    """Learner connector for ``train.advantage: job`` (:func:`job_advantages`)."""
-
-    def __init__(self, *args, job_gamma: float, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.job_gamma = float(job_gamma)
-
-    def grouped(self, episodes) -> dict[tuple, np.ndarray]:
-        return episode_job_advantages(episodes, self.job_gamma)

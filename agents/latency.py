@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from agents.gnn import build_gnn
-from agents.policy import MarlPolicy, SingleAgentPolicy, TrainedAgents, manifest_for
+from agents.policy import MarlPolicy, TrainedAgents, manifest_for
 from envs.config import EnvConfig
 from envs.observations import ObservationBuilder, feature_dims
 from envs.rules import home_agent
@@ -47,30 +47,21 @@ def topology(n_servers: int) -> Topology:
     return Topology(cfg)
 
 
-def bench(
-    n_servers: int, agents, central: bool, jobs: int, seed: int, compile: bool = False
-) -> dict:
+def bench(n_servers: int, agents, jobs: int, seed: int) -> dict:
     topo = topology(n_servers)
     perf = PerformanceModel(topo)
     cfg = load_config(REPO_ROOT / "configs" / "large.yaml")
     load = 13.0 * n_servers / 4000
     work = load_workload(cfg, perf, TraceOptions(start=20000, max_jobs=jobs, load=load))
     if agents is None:  # an untrained network with the default options' feature dims
-        builder = ObservationBuilder(topo, perf, EnvConfig(central=central))
+        builder = ObservationBuilder(topo, perf, EnvConfig())
         torch.manual_seed(seed)
         net = build_gnn(feature_dims(builder.observation_space), {})
         agents = TrainedAgents(manifest_for(builder, {}, ["shared"]), {"shared": net.eval()})
-    policy = (SingleAgentPolicy if central else MarlPolicy)(agents=agents, compile=compile)
+    policy = MarlPolicy(agents=agents)
     policy.check_cluster(topo, perf)  # the checkpoint's environment core on this topology
     builder = policy.builder
     sim = Simulator(topo, work.jobs, perf=perf)
-    if compile:  # compile outside the clock: one decision of every agent's scope shape
-        warm = sim.next_decision()
-        if warm is not None:
-            for agent in range(builder.n_agents):
-                s = PlacementSession(builder, warm, sim.view(), agent)
-                policy.greedy(agent, builder.observe(s, agent))
-        sim = Simulator(topo, work.jobs, perf=perf)
     lat, cpu, job_lat, job_cpu = [], [], [], []
     split = np.zeros(4)  # CPU s in the hints' placements, the rest of observe, forward, act
     clock, cpu_clock = time.perf_counter, time.process_time

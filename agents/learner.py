@@ -7,10 +7,8 @@
 - all three, when a module serves several agents: ``agent/<id>/entropy`` and
   ``agent/<id>/approx_kl``, from the column :data:`AGENT_INDEX` that
   :class:`AddAgentIndex` adds to the train batch.
-- PPO options (``learner_config_dict``): ``advantage`` ``group`` / ``job`` replace GAE
-  by :mod:`agents.group_baseline`; a privileged critic adds the GNN value head's own
-  value loss (``plain_vf_loss``, ``plain_vf_explained_var``); :data:`CRITIC_LR` gives
-  the value heads their own Adam; :data:`PRIOR_KL` ``β > 0`` adds ``β · KL(π ‖ π₀)``
+- PPO options (``learner_config_dict``): ``advantage`` ``group`` replaces GAE
+  by :mod:`agents.group_baseline`; :data:`PRIOR_KL` ``β > 0`` adds ``β · KL(π ‖ π₀)``
   to a frozen warm start ``π₀`` (:meth:`ClipFractionPPOLearner.capture_prior`),
   logged as ``prior_kl``.
 """
@@ -32,36 +30,20 @@ from ray.rllib.connectors.learner.general_advantage_estimation import (
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
 from ray.rllib.core.rl_module.apis import TARGET_NETWORK_ACTION_DIST_INPUTS
-from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.torch_utils import explained_variance
 
 from agents.gnn import categorical_kl
-from agents.rl_module import PLAIN_VALUES
 
 CLIP_FRACTION_KEY = "clip_fraction"
 EXPLAINED_VARIANCE_KEY = "vf_explained_var"  # the key RLlib's PPO learner uses
 AGENT_INDEX = "agent_index"
 #: ``learner_config_dict`` key of the agent ids, in the order of AGENT_INDEX
 AGENT_IDS = "agent_ids"
-#: ``learner_config_dict`` key of ``train.critic_lr`` (None: one optimizer, RLlib's)
-CRITIC_LR = "critic_lr"
 #: ``learner_config_dict`` key of ``train.prior_kl`` (0: no prior term)
 PRIOR_KL = "prior_kl"
-#: ``learner_config_dict`` key of ``train.job_gamma`` (``train.advantage: job``)
-JOB_GAMMA = "job_gamma"
 #: ``learner_config_dict`` key of ``train.advantage_scale`` (absent: ``batch``)
 ADVANTAGE_SCALE = "advantage_scale"
 PRIOR_KL_KEY = "prior_kl"
-PLAIN_VF_LOSS_KEY = "plain_vf_loss"
-PLAIN_EXPLAINED_VARIANCE_KEY = "plain_vf_explained_var"
-
-
-def value_parameters(module) -> list[torch.nn.Parameter]:
-    """The value heads' parameters: the GNN's head, and the privileged critic's."""
-    params = list(module.gnn.value_head.parameters())
-    if getattr(module, "critic", None) is not None:
-        params += list(module.critic.parameters())
-    return params
 
 
 class AddAgentIndex(ConnectorV2):
@@ -152,26 +134,21 @@ def clip_fraction(
 
 class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
     """``PPOTorchLearner`` whose loss also logs the clip fraction, with the group
-    advantages, plain value loss, critic optimizer and prior KL of the module docstring."""
+    advantages and prior KL of the module docstring."""
 
     def build(self) -> None:
         super().build()
         self._prior: dict[str, torch.nn.Module] = {}  # module id -> its frozen warm start
         pipeline = self._learner_connector
         kind = self.config.learner_config_dict.get("advantage")
-        if pipeline is None or kind not in ("group", "job"):
+        if pipeline is None or kind != "group":
             return
-        from agents.group_baseline import GroupBaselineAdvantages, JobBaselineAdvantages
+        from agents.group_baseline import GroupBaselineAdvantages
 
-        gae = {
-            "gamma": self.config.gamma,
-            "lambda_": self.config.lambda_,
-            "scale": self.config.learner_config_dict.get(ADVANTAGE_SCALE, "batch"),
-        }
-        connector = (
-            GroupBaselineAdvantages(**gae)
-            if kind == "group"
-            else JobBaselineAdvantages(**gae, job_gamma=self.config.learner_config_dict[JOB_GAMMA])
+        connector = GroupBaselineAdvantages(
+            gamma=self.config.gamma,
+            lambda_=self.config.lambda_,
+            scale=self.config.learner_config_dict.get(ADVANTAGE_SCALE, "batch"),
         )
         pipeline.insert_after(GeneralAdvantageEstimation, connector)
         pipeline.remove(GeneralAdvantageEstimation)
@@ -211,28 +188,17 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
         return kl.mean() if mask is None else kl[mask.bool()].mean()
 
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
-        """RLlib's Adam at ``lr`` (with ``critic_lr``, a second one for the value heads),
-        with ``foreach=True`` (bit for bit RLlib's per-tensor loop, in one call)."""
-        lr = config.learner_config_dict.get(CRITIC_LR)
-        module = self._module[module_id]
-        params = self.get_parameters(module)
-        heads = {id(p) for p in value_parameters(module.unwrapped())} if lr is not None else set()
-        rest = [p for p in params if id(p) not in heads]
-        self.register_optimizer(module_id=module_id, optimizer=torch.optim.Adam(rest, foreach=True),
-                                params=rest, lr_or_lr_schedule=config.lr)  # fmt: skip
-        if lr is None:
-            return
-        critic = [p for p in params if id(p) in heads]
-        self.register_optimizer(module_id=module_id, optimizer_name="critic",
-                                optimizer=torch.optim.Adam(critic, foreach=True), params=critic,
-                                lr_or_lr_schedule=lr)  # fmt: skip
+        """RLlib's Adam at ``lr``, with ``foreach=True`` (bit for bit RLlib's per-tensor
+        loop, in one call)."""
+        params = list(self.get_parameters(self._module[module_id]))
+        adam = torch.optim.Adam(params, foreach=True)
+        self.register_optimizer(module_id=module_id, optimizer=adam, params=params,
+                                lr_or_lr_schedule=config.lr)  # fmt: skip
 
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out) -> Any:
         loss = super().compute_loss_for_module(
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
-        if PLAIN_VALUES in fwd_out:
-            loss = loss + self._plain_value_loss(module_id, config, batch, fwd_out[PLAIN_VALUES])
         beta = config.learner_config_dict.get(PRIOR_KL) or 0.0
         if beta:
             kl = self._prior_kl(module_id, batch, fwd_out[Columns.ACTION_DIST_INPUTS])
@@ -251,19 +217,6 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
             )
         self.metrics.log_value((module_id, CLIP_FRACTION_KEY), frac, window=1)
         return loss
-
-    def _plain_value_loss(self, module_id, config, batch, plain) -> torch.Tensor:
-        """``vf_loss_coeff ×`` the GNN value head's squared error to the value targets,
-        clipped at ``vf_clip_param``, over the unmasked rows; its figures logged."""
-        targets = batch[Postprocessing.VALUE_TARGETS]
-        mask = batch.get(Columns.LOSS_MASK)
-        keep = torch.ones_like(targets, dtype=torch.bool) if mask is None else mask.bool()
-        error = torch.pow(plain - targets, 2.0)[keep]
-        loss = torch.clamp(error, 0, config.vf_clip_param).mean()
-        self.metrics.log_value((module_id, PLAIN_VF_LOSS_KEY), loss.detach(), window=1)
-        ev = explained_variance(targets[keep].detach(), plain[keep].detach())
-        self.metrics.log_value((module_id, PLAIN_EXPLAINED_VARIANCE_KEY), ev, window=1)
-        return config.vf_loss_coeff * loss
 
 
 def vtrace_explained_variance(module, config, batch, fwd_out, target_logits) -> torch.Tensor:

@@ -6,42 +6,14 @@ Parsed by :func:`agents.config.model_config`; every name here is also importable
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from marl_sched.config import check, check_bounds
-
-#: message-passing layers of the GNN (model.gnn.layer): today's hierarchy blocks, or a
-#: torch-geometric layer over the cluster tree (agents.gnn.TreeConvBlock)
-GNN_LAYERS = ("hierarchy", "GraphConv", "SAGEConv", "GATv2Conv")
+from marl_sched.config import check_bounds
 
 #: the widest layer and the deepest stack a network of this package may have (the
 #: shipped ones use 64 and 2): a 4,096-wide layer holds 16 M weights, 64 MB
 MAX_WIDTH = 4096
 MAX_LAYERS = 64
-
-
-@dataclass(frozen=True)
-class GNNConfig:
-    """The message-passing layer of the network (``model.gnn``).
-
-    Attributes:
-        layer: ``hierarchy`` (the default, :class:`agents.gnn.HierarchyBlock`: groups,
-            servers and racks each updated from their parent, siblings and children),
-            or a torch-geometric layer, ``GraphConv``, ``SAGEConv`` or ``GATv2Conv``,
-            applied ``model.layers`` times over the cluster tree (groups, servers and
-            racks as one graph, edges group–server, server–rack and rack–rack;
-            :class:`agents.gnn.TreeConvBlock`).
-    """
-
-    layer: str = "hierarchy"
-
-    def validate(self, where: str, key: str) -> None:
-        check(
-            self.layer in GNN_LAYERS,
-            where,
-            f"{key}.layer",
-            f"must be one of {', '.join(GNN_LAYERS)}, got {self.layer!r}",
-        )
 
 
 @dataclass(frozen=True)
@@ -56,7 +28,6 @@ class ModelConfig:
             (false = each agent sees only its own summary: an ablation).
         share_parameters: one module for all agents (``policy_mapping_fn`` → "shared");
             false = one module per agent.
-        gnn: the message-passing layer (:class:`GNNConfig`).
         raw_head: also score every GPU group from its own raw features, its server's,
             its rack's and the job's, with one small MLP shared by every group, added
             to the group head's score (and, averaged over a plan's groups, to a follow
@@ -69,7 +40,6 @@ class ModelConfig:
     layers: int = 2
     exchange: bool = True
     share_parameters: bool = True
-    gnn: GNNConfig = field(default_factory=GNNConfig)
     raw_head: bool = False
 
     def validate(self, where: str, key: str) -> None:

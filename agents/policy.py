@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from agents.config import RETIRED_MODEL_FIELDS
 from agents.gnn import (
     MASKED_LOGIT,
     HierarchicalGNN,
@@ -41,13 +42,14 @@ from envs.config import (
     MIGRATION_OPTIONS,
     MIGRATION_VERSION,
     EnvConfig,
+    drop_retired_options,
     env_id,
 )
 from envs.observations import OBS_VERSION, ObservationBuilder, feature_dims
 from envs.rules import home_agent
 from envs.session import MoveBook, PlacementSession
 from marl_sched.checkpoints import resolve_checkpoint
-from marl_sched.config import REPO_ROOT, parse_section
+from marl_sched.config import REPO_ROOT, drop_retired, parse_section
 from marl_sched.errors import InputError
 from marl_sched.files import read_input_text
 from marl_sched.jobs import Job, Placement
@@ -216,6 +218,7 @@ def check_manifest_schema(manifest: Any, path: str) -> None:
         raise InputError(f"{where}: expected a JSON object")
     parse_section(ManifestKeys, {k: v for k, v in manifest.items() if k in MANIFEST_KEYS},
                   where, "")  # fmt: skip
+    manifest["model"] = drop_retired(manifest["model"], RETIRED_MODEL_FIELDS, where, "model")
     modules, agent_ids = manifest["modules"], manifest["agents"]
     if not modules:
         raise InputError(f"{where}: modules: empty (a checkpoint holds at least one module)")
@@ -267,7 +270,8 @@ def check_manifest_env(manifest: dict[str, Any], path: str) -> None:
             f"{env.get('version')!r}), this is {ENV_ID} (version {ENV_VERSION}) or "
             f"{ENV_ID_V2} (version {MIGRATION_VERSION})"
         )
-    env["options"] = {**LATER_OPTIONS, **env["options"]}  # options added since
+    options = drop_retired_options(env["options"], f"{path}: manifest", "env.options")
+    env["options"] = {**LATER_OPTIONS, **options}  # options added since
     if env["id"] == ENV_ID:
         env["options"] = {**MIGRATION_OPTIONS, **env["options"]}
         if env["options"]["migration"] is not False:

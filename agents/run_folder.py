@@ -228,12 +228,17 @@ def check_config_data(ckpt: Path, data: dict) -> None:
     (``LATER_OPTIONS``, ``LATER_MODEL_FIELDS``, ``LATER_TRAIN_FIELDS``)."""
     import yaml
 
-    from agents.config import LATER_MODEL_FIELDS, LATER_TRAIN_FIELDS, drop_retired
-    from envs.config import LATER_OPTIONS
-
-    signed = yaml.safe_load(
-        read_regular(ckpt / "config.yaml", f"--resume: {ckpt}/config.yaml", MAX_CONFIG_BYTES)
+    from agents.config import (
+        LATER_MODEL_FIELDS,
+        LATER_TRAIN_FIELDS,
+        RETIRED_MODEL_FIELDS,
+        RETIRED_TRAIN_FIELDS,
     )
+    from envs.config import LATER_OPTIONS, RETIRED_OPTIONS
+    from marl_sched.config import drop_retired
+
+    where = f"--resume: {ckpt}/config.yaml"
+    signed = yaml.safe_load(read_regular(ckpt / "config.yaml", where, MAX_CONFIG_BYTES))
     # a run signed before a decision option, model or train field existed ran with its
     # old behaviour, which is its value in LATER_OPTIONS / LATER_MODEL_FIELDS /
     # LATER_TRAIN_FIELDS
@@ -244,8 +249,14 @@ def check_config_data(ckpt: Path, data: dict) -> None:
     ):
         if isinstance(signed, dict) and isinstance(signed.get(section), dict):
             signed[section] = {**later, **signed[section]}
-    if isinstance(signed, dict) and "train" in signed:
-        signed["train"] = drop_retired(signed["train"], f"--resume: {ckpt}/config.yaml")
+    # and without the retired options and fields at their "off" values
+    for section, retired in (
+        ("env", RETIRED_OPTIONS),
+        ("model", RETIRED_MODEL_FIELDS),
+        ("train", RETIRED_TRAIN_FIELDS),
+    ):
+        if isinstance(signed, dict) and section in signed:
+            signed[section] = drop_retired(signed[section], retired, where, section)
     if signed != data:
         raise InputError(
             f"--resume: {ckpt}: the config to resume with differs from the one the "

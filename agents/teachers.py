@@ -200,26 +200,6 @@ class RolloutTeacher(LookaheadTeacher):
         return f.estimated_total_jct(until)
 
 
-def _hint_plan(teacher, session) -> Placement | None:
-    """The teacher's choice among the hints' plans (``env.follow_only``): the acting
-    agent's legal plans and those of every agent it may forward to; the ``lookahead``
-    teacher's fastest (ties: acting agent first, then hint order) or a heuristic
-    teacher's own hint. None for another teacher or when no plan is legal."""
-    b, home = session.builder, session.agent
-    mask = session.action_mask(home)
-    first = b.pad[0] + b.n_agents
-    order = [home] + [k for k in range(b.n_agents) if k != home and mask[b.pad[0] + k] > 0]
-    plans = [
-        (name, p)
-        for k in order
-        for i, (name, p) in enumerate(zip(b.hints, session.plans(k), strict=True))
-        if p is not None and (k != home or mask[first + i] > 0)
-    ]
-    if isinstance(teacher, LookaheadTeacher) and not isinstance(teacher, RolloutTeacher):
-        return teacher.fastest(session.job, session.view, [p for _, p in plans])
-    return next((p for name, p in plans if name == getattr(teacher, "name", None)), None)
-
-
 def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | None:
     """The teacher's whole placement of ``session.job`` (``session``: an
     :class:`envs.session.PlacementSession` before any action), restricted to what the
@@ -229,8 +209,6 @@ def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | 
     whole-view placement, None when it defers), or any policy (its first legal
     placement over the views)."""
     job, view = session.job, session.view
-    if session.builder.follow_only:
-        return _hint_plan(teacher, session)
     legal = _forward_legal(session)
     if isinstance(teacher, MaskedHeuristic):  # it acts inside the agents' masks itself
         p = teacher.place(job, view)

@@ -1,8 +1,7 @@
 """The training run loop (:class:`Trainer`): config → seed → Ray → algorithm (restored
 when resuming) → loop (train, log, evaluate, checkpoint). The rest of a run lives in
 :mod:`agents.run_folder`, :mod:`agents.algorithm`, :mod:`agents.warm_start`,
-:mod:`agents.selection` and :mod:`agents.records`, whose names used elsewhere are
-re-exported here.
+:mod:`agents.selection` and :mod:`agents.records`.
 """
 
 from __future__ import annotations
@@ -33,32 +32,16 @@ from agents.run_folder import (
     check_config_data,
     prune,
     read_prior,
-    read_state,
     resume_point,
     write_checkpoint,
     write_prior,
     write_run_config,
 )
 from agents.selection import evaluate_weights, is_new_best, validation_runs
-from agents.warm_start import behaviour_cloning, imitation_weights, teacher_decisions
+from agents.warm_start import behaviour_cloning
 from marl_sched.config import ExperimentConfig
 from marl_sched.errors import InputError
 from marl_sched.metrics import atomic_write_text
-
-__all__ = [
-    "RunPaths",
-    "Trainer",
-    "behaviour_cloning",
-    "env_setup",
-    "evaluate_weights",
-    "imitation_weights",
-    "is_new_best",
-    "iteration_seed",
-    "read_state",
-    "resolved_config",
-    "teacher_decisions",
-    "validation_runs",
-]
 
 
 def iteration_seed(seed: int, it: int, worker: int = 0) -> int:

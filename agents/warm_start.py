@@ -170,7 +170,7 @@ def behaviour_cloning(
         observations, actions, returns, works = teacher_decisions(cfg, mc, tc, seed, progress=bar)
     finally:
         bar.close()
-    if not actions:  # e.g. env.follow_only with a teacher whose placements no hint plans
+    if not actions:  # e.g. a teacher whose placements the masks never allow
         raise InputError(
             f"{cfg.source}: train.bc_teacher: the {tc.bc_teacher} teacher's placements were "
             f"never a legal action in {tc.bc_episodes} episodes (nothing to imitate)"

@@ -10,9 +10,8 @@ drives the same :class:`~envs.session.PlacementSession` behind ``simulate`` / ``
 
 Agents
 ------
-One per subcluster (``"sc0"``, ``"sc1"``, ...); with ``env.subclusters_per_agent: k`` one
-per ``k`` consecutive subclusters; with ``env.central`` one agent ``"central"`` over the
-whole datacenter. ``A`` = the agent count.
+One per subcluster (``"sc0"``, ``"sc1"``, ...); with ``env.central`` one agent
+``"central"`` over the whole datacenter. ``A`` = the agent count.
 
 Decisions
 ---------
@@ -167,9 +166,7 @@ Arguments
 ``env:`` overrides; ``jobs`` the window's jobs instead of the workload's; ``windows``
 more episode sources, each ``(jobs, share)`` or ``{"trace", "start", "max_jobs",
 "load", "share"}`` (the config's own weighs ``workload_share``, default 1). RLlib
-passes one dict ``{"config", "env", "seed", "windows", "workload_share"}``; training
-only, ``"critic_jobs": N`` adds ``critic_x`` (:func:`envs.observations.critic_features`)
-for a privileged critic.
+passes one dict ``{"config", "env", "seed", "windows", "workload_share"}``.
 """
 
 from __future__ import annotations
@@ -186,8 +183,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envs.config import ENV_ID, ENV_NAME, ENV_VERSION, EnvConfig, env_config, reward_shorthand
-from envs.observations import CRITIC_KEY, ObservationBuilder, critic_features, critic_space
+from envs.config import (
+    EnvConfig,
+    drop_retired_options,
+    env_config,
+    reward_shorthand,
+)
+from envs.observations import ObservationBuilder
 from envs.rewards import CustomReward, TeamReward, episode_reward
 from envs.rules import home_agent
 from envs.session import MoveBook, PlacementSession, placement_steps
@@ -199,14 +201,6 @@ from marl_sched.runner import make_simulator
 from marl_sched.simulator import ClusterView, Simulator
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
-
-__all__ = [
-    "ENV_ID",
-    "ENV_NAME",
-    "ENV_VERSION",
-    "ClusterPlacementCore",
-    "MaskedDiscrete",
-]
 
 Step = tuple[dict, dict, dict, dict, dict]
 
@@ -231,7 +225,7 @@ def with_overrides(cfg: ExperimentConfig, overrides: Mapping | None) -> EnvConfi
         if key == "reward" and isinstance(value, Mapping):
             value = {**(raw.get("reward") or {}), **value}
         raw[key] = value
-    return parse_section(EnvConfig, raw, cfg.source, "env")
+    return parse_section(EnvConfig, drop_retired_options(raw, cfg.source), cfg.source, "env")
 
 
 class ClusterPlacementCore:
@@ -290,15 +284,6 @@ class ClusterPlacementCore:
         self.agents = self.possible_agents = ids
         self.index = {a: k for k, a in enumerate(ids)}
         space = self.builder.observation_space
-        # training only: the privileged critic's input (module docstring, "Arguments")
-        self.critic_jobs = int(extra.get("critic_jobs", 0))
-        if self.critic_jobs:
-            try:
-                critic = critic_space(self.critic_jobs)
-            except ValueError as exc:
-                raise InputError(f"{cfg.source}: train.{exc}") from None
-            space = gym.spaces.Dict({**space.spaces, CRITIC_KEY: critic})
-        self._arrivals: list[Job] = []
         self.observation_spaces = {a: space for a in ids}
         n = int(self.builder.action_space.n)
         self.action_spaces = {a: MaskedDiscrete(n, self._mask_of(a)) for a in ids}
@@ -344,9 +329,6 @@ class ClusterPlacementCore:
             jobs, self.warmup = _renumbered(source[first : start + size]), start - first
         self.predictor = predictor()
         self.sim = make_simulator(self.cfg, self.topology, self.perf, jobs, self.predictor)
-        if self.critic_jobs:
-            self._arrivals = sorted(self.sim.jobs, key=lambda j: j.submit_time)
-            self._submits = np.array([j.submit_time for j in self._arrivals])
         self.reward = episode_reward(self.sim, self.env_config.reward, self.warmup)
         self._last_obs = {}
         self._reset_moves()
@@ -422,8 +404,6 @@ class ClusterPlacementCore:
         s = self.session
         agent = self.builder.agent_ids[s.agent]
         obs = self.builder.observe(s, s.agent)
-        if self.critic_jobs:
-            obs[CRITIC_KEY] = self.critic_features()
         self._last_obs[agent] = obs
         return {agent: obs}
 
@@ -522,15 +502,6 @@ class ClusterPlacementCore:
         """The agent that acts next (None once the episode is over)."""
         return None if self.session is None else self.builder.agent_ids[self.session.agent]
 
-    def critic_features(self) -> np.ndarray:
-        """``critic_x`` now (:func:`envs.observations.critic_features`; the arrivals'
-        work as the duration estimate will show it)."""
-
-        def work_of(job: Job) -> float:
-            return self.predictor.visible_job(job).gpu_work_s
-
-        return critic_features(self.sim, self._arrivals, self._submits, work_of,
-                               self.critic_jobs)  # fmt: skip
 
     @property
     def episode_key(self) -> tuple[int, int, int]:

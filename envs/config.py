@@ -5,8 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
-from marl_sched.config import MAX_GPUS, ExperimentConfig, check, parse_section, shown_value
+from marl_sched.config import (
+    MAX_GPUS,
+    ExperimentConfig,
+    check,
+    drop_retired,
+    parse_section,
+    shown_value,
+)
 
 ENV_NAME = "marl_sched/ClusterPlacement"
 ENV_VERSION = 1
@@ -66,8 +74,6 @@ class EnvConfig:
 
     Attributes:
         central: one agent ``"central"`` over the whole datacenter.
-        subclusters_per_agent: ``k`` consecutive subclusters per agent (``ceil(S / k)``
-            agents; must be 1 with ``central``).
         hints: heuristics whose plan in the acting scope becomes features and a follow
             action each.
         global_hints: heuristics whose datacenter-wide plan becomes a ``peers_x`` column.
@@ -85,9 +91,6 @@ class EnvConfig:
         wait_to_fit: ``c >= 0`` (0 = off): a job one server could hold stays queued up
             to ``c ×`` its isolated runtime while none can.
         ps_rule: PS go where the heuristics put them (``ps_near_workers``).
-        follow_commits: after following hint ``h`` for one task, the job's later tasks
-            follow ``h`` while it stays legal.
-        follow_only: while a follow action is legal, the GPU-group slots are masked.
         forward_rule: ``must`` (the default) or ``free``.
         migration: the migration decision (``ClusterPlacement-v2``); off = v1.
         migration_tick_s: also offer moves every this many seconds (0 = completions only).
@@ -104,7 +107,6 @@ class EnvConfig:
     """
 
     central: bool = False
-    subclusters_per_agent: int = 1
     hints: tuple[str, ...] = ()
     global_hints: tuple[str, ...] = ()
     consolidate: bool = False
@@ -116,8 +118,6 @@ class EnvConfig:
     speed_floor_min_work: float = 0.0
     wait_to_fit: float = 0.0
     ps_rule: bool = False
-    follow_commits: bool = False
-    follow_only: bool = False
     forward_rule: str = "must"
     migration: bool = False
     migration_tick_s: float = 0.0
@@ -131,13 +131,8 @@ class EnvConfig:
     def validate(self, where: str, key: str) -> None:
         from marl_sched.policies.heuristics import hint_names
 
-        spa, floor, wj = self.subclusters_per_agent, self.speed_floor, self.window_jobs
-        checks = [
-            (1 <= spa <= 100_000, "subclusters_per_agent", f"must be in [1, 100,000], got {spa}"),
-            (not (self.central and spa != 1), "subclusters_per_agent",
-             "must be 1 with central: true (one agent over the whole datacenter)"),
-            (0.0 <= floor <= 1.0, "speed_floor", f"must be in [0, 1], got {floor}"),
-        ]  # fmt: skip
+        floor, wj = self.speed_floor, self.window_jobs
+        checks = [(0.0 <= floor <= 1.0, "speed_floor", f"must be in [0, 1], got {floor}")]
         for name in (
             "speed_floor_min_work", "wait_to_fit", "migration_tick_s",
             "migration_max_moves", "migration_min_interval_s",
@@ -181,12 +176,17 @@ MIGRATION_OPTIONS = {
     f.name: f.default for f in dataclasses.fields(EnvConfig) if f.name.startswith("migration")
 }
 #: decision options added after checkpoints shipped: the value of one that records none
-LATER_OPTIONS = {
-    "subclusters_per_agent": 1,
-    "follow_commits": False,
-    "follow_only": False,
-    "model_speed": False,
-}
+LATER_OPTIONS = {"model_speed": False}
+#: decision options that no longer ship, with the value that meant "off": a config,
+#: signed run or manifest that carries one at that value reads as if it did not; any
+#: other value is refused, naming the git tag that keeps the option's code
+RETIRED_OPTIONS = {"subclusters_per_agent": 1, "follow_commits": False, "follow_only": False}
+
+
+def drop_retired_options(options: Any, where: str, prefix: str = "env") -> Any:
+    """``options`` without the :data:`RETIRED_OPTIONS` at their "off" value;
+    ``InputError`` naming ``prefix.<key>`` of any other."""
+    return drop_retired(options, RETIRED_OPTIONS, where, prefix)
 
 
 def _plain(value):
@@ -202,7 +202,8 @@ def reward_shorthand(env: dict) -> dict:
 
 def env_config(cfg: ExperimentConfig) -> EnvConfig:
     """Parse ``cfg.env``; a bad key raises ``InputError`` naming ``env.<key>``."""
-    return parse_section(EnvConfig, reward_shorthand(dict(cfg.env or {})), cfg.source, "env")
+    env = drop_retired_options(reward_shorthand(dict(cfg.env or {})), cfg.source)
+    return parse_section(EnvConfig, env, cfg.source, "env")
 
 
 def env_id(migration: bool) -> tuple[str, int]:

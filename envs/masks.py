@@ -299,6 +299,4 @@ class SessionMasks:
             g is not None and (servers is None or servers[b.topology.group_server[g]])
             for g in self.follow_targets(agent)
         ]
-        if b.follow_only and mask[g_max + a :].any():
-            mask[:g_max] = 0.0  # a plan to follow here: follow one, or forward the job
         return mask

@@ -192,9 +192,6 @@ class ObservationBuilder:
         t = self.topology = topology
         self.perf = perf
         self.central = central = bool(env.central)
-        self.subclusters_per_agent = k = 1 if central else int(env.subclusters_per_agent)
-        if k < 1:
-            raise ValueError(f"subclusters_per_agent must be >= 1, got {k}")
         for key in ("hints", "global_hints"):
             unknown = [h for h in getattr(env, key) if h not in hint_names()]
             if unknown:
@@ -211,8 +208,6 @@ class ObservationBuilder:
             raise ValueError(f"speed_floor must be in [0, 1], got {env.speed_floor}")
         self.speed_floor = float(env.speed_floor)
         self.ps_rule = bool(env.ps_rule)
-        self.follow_commits = bool(env.follow_commits)
-        self.follow_only = bool(env.follow_only)
         self.speed_floor_min_work = float(env.speed_floor_min_work)
         if env.wait_to_fit < 0:
             raise ValueError(f"wait_to_fit must be >= 0, got {env.wait_to_fit}")
@@ -241,15 +236,8 @@ class ObservationBuilder:
             self.scopes = [_scope(t, np.arange(t.n_groups))]
             self.group_scope = np.zeros(t.n_groups, dtype=np.int64)
         else:
-            # agent i schedules subclusters i*k .. i*k+k-1 (consecutive: their groups are
-            # consecutive in index order, so group_scope stays sorted)
-            first = range(0, t.n_subclusters, k)
-            self.scopes = [
-                _scope(t, np.concatenate([t.subcluster_groups(j)
-                                          for j in range(i, min(i + k, t.n_subclusters))]))
-                for i in first
-            ]  # fmt: skip
-            self.group_scope = (t.group_subcluster // k).astype(np.int64)
+            self.scopes = [_scope(t, t.subcluster_groups(i)) for i in range(t.n_subclusters)]
+            self.group_scope = t.group_subcluster.astype(np.int64)
         self.agent_ids = ["central"] if central else [f"sc{k}" for k in range(len(self.scopes))]
         self.n_agents = len(self.scopes)
         sizes = np.array([(len(s.groups), len(s.servers), len(s.racks)) for s in self.scopes])
@@ -442,10 +430,6 @@ class ObservationBuilder:
         uplink = np.log1p(session.view.link_jobs[t.link_offset[4] :].astype(np.float64))
         if self.central:
             uplink = uplink.mean(keepdims=True)
-        elif self.subclusters_per_agent > 1:  # an agent's subclusters' uplinks, averaged
-            k = self.subclusters_per_agent
-            first = np.arange(0, len(uplink), k)  # each agent's first subcluster
-            uplink = np.add.reduceat(uplink, first) / np.diff([*first, len(uplink)])
         job = np.add.reduceat(session.job_groups, starts)
         is_self = np.zeros(a)
         is_self[agent] = 1.0
@@ -503,71 +487,6 @@ def feature_dims(space: gym.spaces.Dict) -> dict[str, int]:
         "H": int(space["action_mask"].shape[0] - space["group_x"].shape[0])
         - int(space["peers_x"].shape[0]),
     }
-
-
-#: ``critic_x`` (training only, :func:`critic_features`): the episode's summary columns,
-#: then :data:`CRITIC_JOB_FEATURES` for each of the next ``N`` arrivals
-CRITIC_FEATURES = (
-    "arrivals_left/jobs", "queued/jobs", "log10_queued_gpu_work_s/7", "running/jobs",
-    "log10_running_remaining_gpu_s/7",
-)  # fmt: skip
-CRITIC_JOB_FEATURES = ("present", "log10_wait_s/7", "log2_workers/6", "log10_gpu_work_s/7")
-#: the most upcoming arrivals ``critic_x`` may describe (``train.critic_jobs``)
-MAX_CRITIC_JOBS = 256
-CRITIC_KEY = "critic_x"
-
-
-def critic_space(n_jobs: int) -> gym.spaces.Box:
-    """The space of ``critic_x`` describing the next ``n_jobs`` arrivals."""
-    if not 1 <= n_jobs <= MAX_CRITIC_JOBS:
-        raise ValueError(f"critic_jobs: must be in [1, {MAX_CRITIC_JOBS}], got {n_jobs}")
-    size = len(CRITIC_FEATURES) + len(CRITIC_JOB_FEATURES) * n_jobs
-    return gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
-
-
-def critic_features(
-    sim, arrivals: list[Job], submit_times: np.ndarray, work_of, n_jobs: int
-) -> np.ndarray:
-    """``critic_x`` at the simulator's present (``train.critic: privileged``; the agents
-    never see it): the queue, the running jobs' true remaining GPU work and the next
-    ``n_jobs`` arrivals.
-
-    Args:
-        sim: the episode's :class:`marl_sched.simulator.Simulator`.
-        arrivals: its jobs by submit time; ``submit_times`` theirs (sorted).
-        work_of: ``job -> estimated GPU work (reference GPU-s)``, the duration
-            estimate the agents will see of the job when it arrives.
-        n_jobs: arrivals described (rows of :data:`CRITIC_JOB_FEATURES`; missing ones 0).
-
-    Columns: :data:`CRITIC_FEATURES` (counts over the episode's jobs, works as
-    ``log10(1 + s)/7``), then per arrival :data:`CRITIC_JOB_FEATURES`. A running job's
-    true remaining work: remaining iterations × workers × reference seconds per iteration.
-    """
-    from marl_sched.catalogue import CATALOGUE
-
-    now, n = sim.now, max(len(submit_times), 1)
-    first = int(np.searchsorted(submit_times, now, side="right"))
-    queued = sum(work_of(j) for j in sim.queue)
-    remaining = 0.0
-    for run in sim.running.values():
-        begin = max(run.last_update, run.paused_until)
-        done = max(now - begin, 0.0) / run.iter_time if run.iter_time < np.inf else 0.0
-        left = max(run.remaining - done, 0.0)
-        remaining += left * run.job.num_workers * CATALOGUE[run.job.model].compute_s
-    out = np.zeros(len(CRITIC_FEATURES) + len(CRITIC_JOB_FEATURES) * n_jobs, np.float32)
-    out[:5] = [
-        (len(submit_times) - first) / n, len(sim.queue) / n, _log7(queued),
-        len(sim.running) / n, _log7(remaining),
-    ]  # fmt: skip
-    rows = out[5:].reshape(n_jobs, len(CRITIC_JOB_FEATURES))
-    for k, job in enumerate(arrivals[first : first + n_jobs]):
-        rows[k] = [1.0, _log7(job.submit_time - now), np.log2(job.num_workers) / 6.0,
-                   _log7(work_of(job))]  # fmt: skip
-    return out
-
-
-def _log7(x: float) -> float:
-    return float(np.log10(1.0 + max(x, 0.0)) / 7.0) if np.isfinite(x) else 0.0
 
 
 def _pad1(a: np.ndarray, n: int) -> np.ndarray:

@@ -27,18 +27,6 @@ from marl_sched.policies.heuristics import ps_near_workers
 from marl_sched.policies.load_control import given_back
 from marl_sched.simulator import ClusterView, RunningInfo
 
-__all__ = [
-    "MAX_SLOWDOWN",
-    "MoveBook",
-    "PlacementSession",
-    "action_towards",
-    "follow_action",
-    "follows_forward_rule",
-    "placement_steps",
-    "plan_action",
-    "released_view",
-]
-
 
 class PlacementSession(SessionMasks, SessionHints, SessionFeatures):
     """The tentative placement of one job, task by task (a draft over a view).
@@ -113,19 +101,7 @@ class PlacementSession(SessionMasks, SessionHints, SessionFeatures):
     # ------------------------------------------------------------------ actions
 
     def act(self, action: int) -> None:
-        """Apply the acting agent's action (local group slot, forward or follow); with
-        ``builder.follow_commits`` a follow action goes on placing the job's later tasks
-        the same way while it stays legal for the same agent."""
-        self._act(action)
-        b = self.builder
-        if b.follow_commits and action >= b.pad[0] + b.n_agents:
-            while not self.done and self.feasible():
-                mask = self.action_mask(self.agent)
-                if action >= len(mask) or mask[action] == 0:
-                    break
-                self._act(action)
-
-    def _act(self, action: int) -> None:
+        """Apply the acting agent's action (local group slot, forward or follow)."""
         b = self.builder
         g_max = b.pad[0]
         mask = self.action_mask(self.agent)

@@ -124,10 +124,15 @@ def baseline_search(root: Path = RESULTS) -> str:
     return "\n".join(out)
 
 
+def _seeds(root: Path) -> list[int]:
+    """The seeds of the default window's runs."""
+    return sorted({int(r["seed"]) for r in read_rows(root / "default-window" / "runs.csv")})
+
+
 def default_window(root: Path = RESULTS) -> str:
     """The default window's comparison: mean over seeds, 95 % half-width over seeds."""
     rows = read_rows(root / "default-window" / "results.csv")
-    seeds = sorted({int(r["seed"]) for r in read_rows(root / "default-window" / "runs.csv")})
+    seeds = _seeds(root)
     if len(seeds) > 1:
         head = (f"Mean over seeds {seeds[0]}–{seeds[-1]}; ± is the 95 % Student-t "
                 "half-width over them (0: the policy does not depend on the seed).")  # fmt: skip
@@ -155,14 +160,10 @@ def default_window(root: Path = RESULTS) -> str:
 
 #: the benchmark tracks the docs report
 TRACKS = ("placement", "full")
-#: the test run each track's block shows: the run of the recipe the shipped checkpoints
-#: come from (``configs/learn.yaml``; full: its migration agents)
+#: the folder under ``results/`` whose test run each track's block and figure show: the
+#: run of the recipe the shipped checkpoints come from (``configs/learn.yaml``; full: its
+#: migration agents)
 SHIPPED_RUN = {"placement": "benchmark-test-placement-sw", "full": "benchmark-test-full-sw"}
-
-
-def shipped_test_run(track: str) -> str:
-    """The folder under ``results/`` whose test run a track's block and figure show."""
-    return SHIPPED_RUN.get(track, f"benchmark-test-{track}")
 
 
 #: the row each track's P(improvement) line is about, and whom it is compared with
@@ -312,7 +313,7 @@ BLOCKS = {
     "room-planner": room_planner,
     "lookahead-learned": lookahead_learned,
     **{
-        f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, shipped_test_run(t)))  # type: ignore[misc]
+        f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, SHIPPED_RUN[t]))  # type: ignore[misc]
         for t in TRACKS
     },
     **{
@@ -346,7 +347,7 @@ def figures(root: Path = RESULTS, out: Path = FIGURES) -> list[Path]:
 
     written = []
     rows = read_rows(root / "default-window" / "results.csv")
-    seeds = sorted({int(r["seed"]) for r in read_rows(root / "default-window" / "runs.csv")})
+    seeds = _seeds(root)
     many = len(seeds) > 1
     note = f"seeds {seeds[0]}–{seeds[-1]}: mean, 95 % CI" if many else "1 seed: no interval"
     plots.bars(
@@ -360,7 +361,7 @@ def figures(root: Path = RESULTS, out: Path = FIGURES) -> list[Path]:
     )
     written.append(out / "default_window_avg_jct.png")
     for track in TRACKS:
-        summary_csv = root / shipped_test_run(track) / "summary.csv"
+        summary_csv = root / SHIPPED_RUN[track] / "summary.csv"
         if not summary_csv.is_file():
             continue
         # the figure reads the IQM and interval columns (numbers); text columns stay text

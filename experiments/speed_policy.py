@@ -3,13 +3,10 @@
 
 ::
 
-    python experiments/speed_policy.py [--quick] [--checkpoint P] [--central] [--compile]
+    python experiments/speed_policy.py [--quick] [--checkpoint P]
                                        [--out results/speed/policy.json]
 
-``--compile`` also times the same networks ``torch.compile``'d
-(``MarlPolicy(compile=True)``; the compile itself is done before the clock starts).
-``--central`` also times the single-agent variant (an untrained network with the
-default options) for contrast. Prints a table, the CPU split, then one JSON object
+Prints a table, the CPU split, then one JSON object
 with the targets per decision at 4,000 servers (p50 <= 3 ms, p99 <= 10 ms), and writes
 that object to ``--out`` with what the figures depend on (the command, the network, the
 date, the machine's cores and its load average before and after: the machine may be
@@ -54,8 +51,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer jobs per size")
     parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT))
-    parser.add_argument("--central", action="store_true", help="also the single-agent variant")
-    parser.add_argument("--compile", action="store_true", help="also the compiled networks")
     parser.add_argument("--out", default=str(RESULTS), help="the results file (JSON)")
     args = parser.parse_args()
     out = Path(args.out)
@@ -74,23 +69,11 @@ def main() -> None:
             print(f"error: {e}", file=sys.stderr)
             raise SystemExit(2) from None
     jobs = 60 if args.quick else 300
-    rows = []
-    variants = [("marl", False, False)]
-    variants += [("marl (compiled)", False, True)] if args.compile else []
-    variants += [("single-agent", True, False)] if args.central else []
-    for name, central, compiled in variants:
-        for n in SIZES:
-            got = bench(n, None if central else agents, central, jobs, 0, compile=compiled)
-            row = {"policy": name, **got}
-            rows.append(row)
+    rows = [{"policy": "marl", **bench(n, agents, jobs, 0)} for n in SIZES]
     print(f"network: {source}; one CPU thread; decision = one agent step; job = its decisions")
-    cols = [
-        ("policy", "policy", ""),
-        ("servers", "servers", ""),
-        ("agents", "agents", ""),
-        ("groups_per_agent", "groups/agent", ""),
-        ("tasks", "decisions", ""),
-    ]
+    heads = {"policy": "policy", "servers": "servers", "agents": "agents",
+             "groups_per_agent": "groups/agent", "tasks": "decisions"}  # fmt: skip
+    cols = [(k, head, "") for k, head in heads.items()]
     cols += [(k, k.replace("_ms", " ms").replace("_", " "), ".2f") for k in (
         "p50_ms", "p99_ms", "cpu_p50_ms", "cpu_p99_ms", "job_p50_ms", "job_p99_ms",
         "job_cpu_p50_ms", "job_cpu_p99_ms")]  # fmt: skip
@@ -98,28 +81,24 @@ def main() -> None:
     print("mean CPU ms per decision: hints' placements / rest of observe / forward / act")
     for r in rows:
         print(r["policy"], r["servers"], " / ".join(f"{v:.2f}" for v in r["cpu_split_ms"].values()))
-    at_4000 = next(r for r in rows if r["policy"] == "marl" and r["servers"] == 4000)
+    at_4000 = next(r for r in rows if r["servers"] == 4000)
     # the targets per decision at 4,000 servers (quiet machine): p99 <= 10 ms,
     # p50 <= 3 ms; judged on wall time (as before) and on CPU time
     meets = at_4000["p99_ms"] <= 10.0 and at_4000["p50_ms"] <= 3.0
     meets_cpu = at_4000["cpu_p99_ms"] <= 10.0 and at_4000["cpu_p50_ms"] <= 3.0
-    compiled = {f"marl_compiled_{k}_at_4000": r[k] for r in rows
-                if r["policy"] == "marl (compiled)" and r["servers"] == 4000
-                for k in ("p50_ms", "p99_ms", "cpu_p50_ms", "cpu_p99_ms")}  # fmt: skip
-    figures = {"rows": rows, **compiled, "marl_p99_ms_at_4000": at_4000["p99_ms"],
-               "marl_p50_ms_at_4000": at_4000["p50_ms"],
-               "marl_cpu_p99_ms_at_4000": at_4000["cpu_p99_ms"],
-               "marl_cpu_p50_ms_at_4000": at_4000["cpu_p50_ms"], "target_p99_ms": 10.0,
-               "target_p50_ms": 3.0, "meets_target": meets,
+    keys = ("p99_ms", "p50_ms", "cpu_p99_ms", "cpu_p50_ms")
+    figures = {"rows": rows, **{f"marl_{k}_at_4000": at_4000[k] for k in keys},
+               "target_p99_ms": 10.0, "target_p50_ms": 3.0, "meets_target": meets,
                "meets_target_cpu": meets_cpu}  # fmt: skip
     print(json.dumps(figures))
-    flags = [f for f, on in (("--quick", args.quick), ("--central", args.central),
-                             ("--compile", args.compile)) if on]  # fmt: skip
+    flags = ["--quick"] if args.quick else []
     if args.checkpoint != str(DEFAULT_CHECKPOINT):
         flags.append(f"--checkpoint {args.checkpoint}")
+    ckpt = Path(args.checkpoint).resolve()  # inside the repository: relative
+    shown = ckpt.relative_to(REPO_ROOT) if ckpt.is_relative_to(REPO_ROOT) else args.checkpoint
     record = {
         "command": " ".join(["python experiments/speed_policy.py", *flags]),
-        "network": source if agents is None else _shown(Path(args.checkpoint)),
+        "network": source if agents is None else str(shown),
         "jobs_per_size": jobs,
         "torch_threads": torch.get_num_threads(),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
@@ -133,14 +112,6 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {out}", file=sys.stderr)
-
-
-def _shown(path: Path) -> str:
-    """A checkpoint path as the results file names it: inside the repository, relative."""
-    try:
-        return str(path.resolve().relative_to(REPO_ROOT))
-    except ValueError:
-        return str(path)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import numpy as np
 from marl_sched.config import ExperimentConfig
 from marl_sched.errors import InputError
 from marl_sched.files import WRITE_ERRNOS as _WRITE_ERRNOS
-from marl_sched.files import atomic_write_bytes, atomic_write_text, new_file_mode  # noqa: F401
+from marl_sched.files import atomic_write_text
 from marl_sched.simulator import JobRecord, Simulator
 
 # What a run's outcome is made of: metrics that depend only on the trace, the cluster

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from marl_sched.metrics import atomic_write_bytes
+from marl_sched.files import atomic_write_bytes
 
 
 def _figure():

@@ -27,8 +27,7 @@ from agents.config import MAX_WIDTH
 from marl_sched.catalogue import MODEL_NAMES
 from marl_sched.config import shown_value
 from marl_sched.errors import InputError
-from marl_sched.files import check_input
-from marl_sched.metrics import atomic_write_bytes
+from marl_sched.files import atomic_write_bytes, check_input
 from marl_sched.policies.base import Policy
 from marl_sched.topology import Topology
 

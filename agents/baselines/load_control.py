@@ -16,20 +16,8 @@ from marl_sched.policies.load_control import (
     MAX_TRIES,
     SLOWDOWN_THRESHOLD,
     running_job,
-    running_priority,
-    server_slowdown,
 )
 from marl_sched.simulator import ClusterView, RunningInfo
-
-__all__ = [
-    "MAX_MOVES",
-    "MAX_TRIES",
-    "SLOWDOWN_THRESHOLD",
-    "Chooser",
-    "plan_moves",
-    "running_priority",
-    "server_slowdown",
-]
 
 Chooser = Callable[[TaskDraft, np.ndarray], int]
 

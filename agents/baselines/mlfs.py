@@ -29,30 +29,14 @@ from agents.baselines.fast_mlp import FastMLP
 from agents.baselines.load_control import Chooser
 from agents.baselines.mlf_h import (
     OVERLOAD_THRESHOLD,
-    MlfHPolicy,
     MlfsPolicy,
     ideal_host_distance,
-    mlfs_priority,
-    mlfs_priority_key,
     server_load,
 )
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.jobs import Job
 from marl_sched.ordering import OrderingContext, QueueOrdering, mlfs_priority_value
 from marl_sched.simulator import ClusterView
-
-__all__ = [
-    "FEATURES",
-    "ORDER_FEATURES",
-    "LearnedOrdering",
-    "MlfsOrderNet",
-    "MlfHPolicy",
-    "MlfsNet",
-    "MlfsRlPolicy",
-    "mlfs_features",
-    "mlfs_priority",
-    "mlfs_priority_key",
-]
 
 KIND = "mlfs-rl"
 LAYOUT_VERSION = 2

@@ -1,5 +1,5 @@
 """The algorithm's part of ``train:``: which RLlib algorithm, its hyperparameters, the
-advantages and the critic, the env runners, and the RLlib passthrough (``train.rllib``).
+advantages, the env runners, and the RLlib passthrough (``train.rllib``).
 
 :class:`PPOSection` is one of the four bases of :class:`agents.config.TrainConfig`; its
 keys stay flat in the YAML (``train.lr``, ``train.rllib.training``).
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from marl_sched.config import check, check_bounds
+from marl_sched.config import ARCHIVE_TAG, check, check_bounds
 
 #: the RLlib algorithms (train.algorithm) whose Learner needs only the APIs
 #: :class:`agents.rl_module.HierarchicalGNNModule` implements
@@ -32,13 +32,10 @@ REFUSED_ALGORITHMS = {
     "DreamerV3": "it trains its own world-model RLModule, not ours",
 }
 #: how the policy gradient's advantages are computed (train.advantage)
-ADVANTAGES = ("gae", "group", "job")
+ADVANTAGES = ("gae", "group")
 #: how each training window's advantages are weighed (train.advantage_scale;
 #: agents.group_baseline, "Weighing the windows")
 ADVANTAGE_SCALES = ("batch", "window")
-#: what the value function sees (train.critic): the actor's observation, or that and
-#: training-time input the actor never sees (agents.rl_module)
-CRITICS = ("plain", "privileged")
 
 #: the range of each count of this section (the low end repeats the checks of
 #: :meth:`PPOSection.validate`, so the message names both limits), checked before Ray starts
@@ -50,7 +47,6 @@ PPO_BOUNDS = {
     "seed": (0, 2**32 - 1),
     "num_env_runners": (0, 1024),
     "num_envs_per_env_runner": (1, 1024),
-    "critic_jobs": (1, 256),  # envs.observations.MAX_CRITIC_JOBS
 }
 
 
@@ -94,20 +90,11 @@ class PPOSection:
         lr: Adam learning rate.
         gamma: discount per decision.
         gae_lambda: GAE λ.
-        advantage: ``gae`` (RLlib's GAE), ``group`` (PPO only: return-to-go against
-            the other rollouts of the same window) or ``job`` (PPO only: per-job credit
-            against the same job in the other rollouts); :mod:`agents.group_baseline`.
-        group_size: with ``group`` or ``job``, rollouts per training window (>= 2).
-        job_gamma: with ``job``, the discount per job in arrival order (in [0, 1]).
-        advantage_scale: with ``group`` or ``job``: ``batch`` (seconds of average JCT)
+        advantage: ``gae`` (RLlib's GAE) or ``group`` (PPO only: return-to-go against
+            the other rollouts of the same window; :mod:`agents.group_baseline`).
+        group_size: with ``group``, rollouts per training window (>= 2).
+        advantage_scale: with ``group``: ``batch`` (seconds of average JCT)
             or ``window`` (divided by the window's mean ``|team return|``).
-        critic: what the value function sees (PPO only): ``plain`` (the actor's
-            observation) or ``privileged`` (also the training-only ``critic_x``,
-            :func:`envs.observations.critic_features`; the actor never reads it).
-        critic_jobs: with ``critic: privileged``, the upcoming arrivals ``critic_x``
-            describes (1..256).
-        critic_lr: Adam learning rate of the value heads (the GNN's and, with
-            ``privileged``, the privileged critic's); null (the default) = ``lr``.
         train_batch_size: env steps (decisions, all agents) per iteration.
         minibatch_size: SGD minibatch, in env steps.
         num_epochs: SGD passes over each train batch.
@@ -131,11 +118,7 @@ class PPOSection:
     gae_lambda: float = 0.95
     advantage: str = "gae"
     group_size: int = 4
-    job_gamma: float = 0.9
     advantage_scale: str = "batch"
-    critic: str = "plain"
-    critic_jobs: int = 8
-    critic_lr: float | None = None
     train_batch_size: int = 2000
     minibatch_size: int = 250
     num_epochs: int = 4
@@ -168,8 +151,6 @@ class PPOSection:
             value = getattr(self, name)
             check(value > 0, where, f"{key}.{name}", f"must be > 0, got {value}")
         self._validate_advantages(where, key)
-        if self.critic_lr is not None:
-            check(self.critic_lr > 0, where, f"{key}.critic_lr", "must be > 0 or null")
         for name in ("gamma", "gae_lambda"):
             value = getattr(self, name)
             check(0 <= value <= 1, where, f"{key}.{name}", f"must be in [0, 1], got {value}")
@@ -182,10 +163,12 @@ class PPOSection:
             check(self.grad_clip > 0, where, f"{key}.grad_clip", "must be > 0 or null")
 
     def _validate_advantages(self, where: str, key: str) -> None:
-        """``advantage``, ``critic`` and their settings (all but the defaults need PPO)."""
+        """``advantage`` and its settings (all but the default need PPO)."""
+        check(self.advantage != "job", where, f"{key}.advantage",
+              f"job belongs to a study that no longer ships; its code is kept at git tag "
+              f"{ARCHIVE_TAG}")  # fmt: skip
         for name, choices, other in (
             ("advantage", ADVANTAGES, "gae"),
-            ("critic", CRITICS, "plain"),
             ("advantage_scale", ADVANTAGE_SCALES, None),
         ):
             value = getattr(self, name)
@@ -193,12 +176,10 @@ class PPOSection:
                   f"must be one of {', '.join(choices)}, got {value!r}")  # fmt: skip
             if other is not None and value != other:
                 check(self.algorithm == "PPO", where, f"{key}.{name}", f"{value} needs PPO")
-            if name == "critic" and self.advantage in ("group", "job"):
-                check(self.group_size >= 2, where, f"{key}.group_size",
-                      f"must be >= 2 with {self.advantage}")  # fmt: skip
+        if self.advantage == "group":
+            check(self.group_size >= 2, where, f"{key}.group_size",
+                  f"must be >= 2 with {self.advantage}")  # fmt: skip
         if self.advantage_scale != "batch":
-            check(self.advantage in ("group", "job"), where, f"{key}.advantage_scale",
-                  f"{self.advantage_scale} needs advantage: group or job, "
+            check(self.advantage == "group", where, f"{key}.advantage_scale",
+                  f"{self.advantage_scale} needs advantage: group, "
                   f"got {self.advantage}")  # fmt: skip
-        check(0 <= self.job_gamma <= 1, where, f"{key}.job_gamma",
-              f"must be in [0, 1], got {self.job_gamma}")  # fmt: skip

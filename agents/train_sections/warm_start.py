@@ -44,7 +44,7 @@ class WarmStartSection:
         bc_episodes: teacher episodes (of ``episode_jobs`` jobs) to imitate.
         bc_epochs: passes of supervised training over the teacher's decisions.
         bc_weight_power: each decision's imitation loss is weighted by its job's GPU
-            work to this power, scaled to mean 1 (:func:`agents.training.imitation_weights`;
+            work to this power, scaled to mean 1 (:func:`agents.warm_start.imitation_weights`;
             0 = every decision alike).
         dagger_rounds: rounds of DAgger relabelling after behaviour cloning (0 = none):
             greedy ``bc_episodes``, teacher labels added, ``bc_epochs`` more passes.

@@ -48,6 +48,7 @@ from marl_sched.config.experiment import (
     plain,
 )
 from marl_sched.config.parse import (
+    ARCHIVE_TAG,
     MAX_CONFIG_INT,
     MAX_CONFIG_LIST,
     PHYSICAL_RANGE,
@@ -56,6 +57,7 @@ from marl_sched.config.parse import (
     check_int_range,
     check_physical,
     check_text,
+    drop_retired,
     parse_section,
     shown_value,
 )
@@ -74,6 +76,7 @@ from marl_sched.config.schema import (
 )
 
 __all__ = [
+    "ARCHIVE_TAG",
     "DEFAULTS_KEY",
     "ExperimentConfig",
     "LOAD_RANGE",
@@ -108,6 +111,7 @@ __all__ = [
     "check_text",
     "compose_file",
     "config_from_dict",
+    "drop_retired",
     "load_config",
     "parse_overrides",
     "parse_section",

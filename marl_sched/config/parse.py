@@ -111,6 +111,25 @@ def shown_value(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+#: the git tag that keeps the code of retired options and studies
+ARCHIVE_TAG = "studies-archive"
+
+
+def drop_retired(data: Any, retired: dict[str, Any], where: str, prefix: str) -> Any:
+    """``data`` without the keys of ``retired`` (each mapped to the value that meant
+    "off") set to that value; ``InputError`` naming ``prefix.<key>`` of the first set to
+    anything else, and the tag that keeps its code. A non-mapping is returned as is."""
+    if not isinstance(data, dict):
+        return data
+    for key, off in retired.items():
+        if key in data and data[key] != off:
+            raise InputError(
+                f"{where}: {prefix}.{key}: {data[key]!r} belongs to a study that no longer "
+                f"ships; its code is kept at git tag {ARCHIVE_TAG}"
+            )
+    return {k: v for k, v in data.items() if k not in retired}
+
+
 def parse_section(
     cls: type[T], data: Any, where: str, prefix: str, given: dict[str, Any] | None = None
 ) -> T:

@@ -15,7 +15,7 @@ TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
 
 
 def _built(overrides):
-    from agents.training import algo_config, env_setup
+    from agents.algorithm import algo_config, env_setup
 
     cfg = load_config(TINY, overrides)
     mc, tc = model_config(cfg), train_config(cfg)

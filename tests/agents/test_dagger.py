@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from agents.config import model_config, train_config
-from agents.training import behaviour_cloning
+from agents.warm_start import behaviour_cloning
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.errors import InputError
 
@@ -42,7 +42,7 @@ def test_dagger_labels_are_the_teachers_on_the_students_own_states(monkeypatch):
     import numpy as np
 
     import agents.policy
-    from agents.training import teacher_decisions
+    from agents.warm_start import teacher_decisions
 
     cfg = load_config(TINY)
     tc = dataclasses.replace(train_config(cfg), bc_episodes=1)
@@ -71,8 +71,8 @@ def test_dagger_labels_are_the_teachers_on_the_students_own_states(monkeypatch):
 
 
 def test_a_teacher_with_no_legal_label_is_an_input_error(monkeypatch):
-    """Nothing to imitate (e.g. env.follow_only with a teacher whose placements no hint
-    plans) is one line naming train.bc_teacher, not an IndexError."""
+    """Nothing to imitate (a teacher whose placements the masks never allow) is one
+    line naming train.bc_teacher, not an IndexError."""
     import agents.warm_start as ws
 
     cfg = load_config(TINY)

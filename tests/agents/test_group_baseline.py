@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.group_baseline import group_advantages, job_advantages, job_returns, returns_to_go
+from agents.group_baseline import group_advantages, returns_to_go
 
 
 def test_returns_to_go_discounts_each_later_reward():
@@ -48,42 +48,6 @@ def test_a_group_of_one_is_refused():
         group_advantages([(np.zeros(2), np.zeros(2))], gamma=0.9)
 
 
-def test_job_returns_discount_the_later_jobs_in_arrival_order():
-    # arrival order is the list's, not the ids'
-    assert job_returns([(5, -1.0), (3, -2.0)], 0.5) == {5: -2.0, 3: -2.0}
-
-
-def test_job_advantages_against_a_hand_computation():
-    # one input (jobs 0, 1, 2 in arrival order), three rollouts; gamma 0.5 per job.
-    # (the job of each decision, the per-job shares of the team return)
-    a = ([0, 0, 1, 2], [(0, -1.0), (1, -2.0), (2, -4.0)])
-    b = ([0, 1, 1, 2], [(0, -2.0), (1, -1.0), (2, -2.0)])
-    c = ([0, 2, 1], [(0, -3.0), (1, -2.0), (2, -6.0)])
-    # G_j = s_j + 0.5 s_j+1 + 0.25 s_j+2:
-    #   a: G0 = -1 - 1 - 1 = -3,    G1 = -2 - 2 = -4, G2 = -4
-    #   b: G0 = -2 - .5 - .5 = -3,  G1 = -1 - 1 = -2, G2 = -2
-    #   c: G0 = -3 - 1 - 1.5 = -5.5, G1 = -2 - 3 = -5, G2 = -6
-    # advantage = G_j - mean over the OTHER rollouts of their G_j:
-    #   a: job 0: -3 + 4.25 = 1.25; job 1: -4 + 3.5 = -0.5; job 2: -4 + 4 = 0
-    #   b: job 0: -3 + 4.25 = 1.25; job 1: -2 + 4.5 = 2.5;  job 2: -2 + 5 = 3
-    #   c: job 0: -5.5 + 3 = -2.5;  job 1: -5 + 3 = -2;     job 2: -6 + 3 = -3
-    adv = job_advantages([a, b, c], gamma=0.5)
-    np.testing.assert_allclose(adv[0], [1.25, 1.25, -0.5, 0.0])
-    np.testing.assert_allclose(adv[1], [1.25, 2.5, 2.5, 3.0])
-    np.testing.assert_allclose(adv[2], [-2.5, -3.0, -2.0])
-    # gamma 0: a job's own share only
-    adv0 = job_advantages([a, b, c], gamma=0.0)
-    np.testing.assert_allclose(adv0[0], [1.5, 1.5, -0.5, 0.0])
-
-
-def test_job_advantages_refuse_a_group_of_one_or_of_other_jobs():
-    one = ([0], [(0, -1.0)])
-    with pytest.raises(ValueError, match="at least 2"):
-        job_advantages([one], gamma=0.9)
-    with pytest.raises(ValueError, match="same jobs"):
-        job_advantages([one, ([1], [(1, -1.0)])], gamma=0.9)
-
-
 def test_window_weights_make_each_windows_advantages_relative():
     """``advantage_scale: window``: a group's weight is 1 / its rollouts' mean
     |team return|; ``batch`` leaves every group at 1; anything else is refused."""
@@ -110,8 +74,8 @@ def test_top_window_share_against_a_hand_computation():
 
 
 def test_group_env_replays_each_window_and_tags_every_step():
+    from agents.algorithm import env_setup
     from agents.config import model_config, train_config
-    from agents.training import env_setup
     from envs.group_rollouts import (
         ENV_T,
         EPISODE_KEY,
@@ -159,10 +123,11 @@ def test_group_env_replays_each_window_and_tags_every_step():
     np.testing.assert_array_equal(firsts[0], firsts[1])
 
 
-@pytest.mark.parametrize("kind", ["group", "job"])
-def test_ppo_with_group_advantages_trains_inside_rllib(ray_session, monkeypatch, kind):
-    """``train.advantage: group`` / ``job``: the learner pipeline holds that connector
-    in GAE's place, and an iteration's grouped decisions get non-zero advantages."""
+@pytest.mark.parametrize("scale", ["batch", "window"])
+def test_ppo_with_group_advantages_trains_inside_rllib(ray_session, monkeypatch, scale):
+    """``train.advantage: group``: the learner pipeline holds its connector in GAE's
+    place, and an iteration's grouped decisions get non-zero advantages (the windows
+    weighed alike or not, ``train.advantage_scale``)."""
     import dataclasses
 
     from ray.rllib.connectors.learner.general_advantage_estimation import (
@@ -171,18 +136,16 @@ def test_ppo_with_group_advantages_trains_inside_rllib(ray_session, monkeypatch,
     from ray.rllib.evaluation.postprocessing import Postprocessing
 
     import agents.group_baseline as gb
+    from agents.algorithm import algo_config, env_setup
     from agents.config import model_config, train_config
-    from agents.training import algo_config, env_setup
     from marl_sched.config import REPO_ROOT, load_config
 
     cfg = load_config(REPO_ROOT / "configs" / "train_tiny.yaml")
     mc, tc = model_config(cfg), train_config(cfg)
-    # the job credit runs with the windows weighed alike (train.advantage_scale: window)
-    scale = "window" if kind == "job" else "batch"
     tc = dataclasses.replace(
-        tc, advantage=kind, group_size=3, train_batch_size=300, advantage_scale=scale
+        tc, advantage="group", group_size=3, train_batch_size=300, advantage_scale=scale
     )
-    connector = {"group": gb.GroupBaselineAdvantages, "job": gb.JobBaselineAdvantages}[kind]
+    connector = gb.GroupBaselineAdvantages
     _, _, builder = env_setup(cfg, mc, tc, 0)
     algo = algo_config(cfg, mc, tc, 0, builder.agent_ids).build_algo()
     try:
@@ -193,8 +156,6 @@ def test_ppo_with_group_advantages_trains_inside_rllib(ray_session, monkeypatch,
 
         def spy(self, **kwargs):
             out = inner(self, **kwargs)
-            if kind == "job":
-                assert self.job_gamma == tc.job_gamma
             assert self.scale == scale
             seen.append(
                 (
@@ -227,8 +188,9 @@ def test_an_iteration_samples_several_windows_group_size_times_each(ray_session)
     import dataclasses
 
     import envs.group_rollouts as gr
+    from agents.algorithm import algo_config, env_setup
     from agents.config import RLlibConfig, model_config, train_config
-    from agents.training import _reseed_env_runner, algo_config, env_setup
+    from agents.training import _reseed_env_runner
     from marl_sched.config import REPO_ROOT, load_config
 
     cfg = load_config(REPO_ROOT / "configs" / "train_tiny.yaml")

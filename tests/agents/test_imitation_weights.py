@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from agents.config import model_config, train_config
-from agents.training import behaviour_cloning, imitation_weights, teacher_decisions
+from agents.warm_start import behaviour_cloning, imitation_weights, teacher_decisions
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.runner import build_cluster, load_workload

@@ -133,7 +133,7 @@ def test_the_warm_start_teacher_moves_as_load_control_decides(monkeypatch):
     candidate) moves it, and to that placement; keep is labelled otherwise."""
     from agents.commands import _load_train_config
     from agents.teachers import make_teacher, teacher_plan
-    from agents.training import teacher_decisions
+    from agents.warm_start import teacher_decisions
     from envs.session import MoveBook, PlacementSession
     from marl_sched.policies import load_control as lc
 

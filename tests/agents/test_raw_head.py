@@ -132,7 +132,7 @@ def test_weights_load_only_into_a_manifest_with_the_same_option():
     ("model.hidden=64", {"raw_head": True}, False),  # a config silent on it: the checkpoint's
 ])  # fmt: skip
 def test_a_config_naming_raw_head_must_match_the_checkpoint(override, trained, refused):
-    from agents.commands import check_layer
+    from agents.commands import check_model
     from marl_sched.config import REPO_ROOT, load_config
     from marl_sched.errors import InputError
 
@@ -140,6 +140,6 @@ def test_a_config_naming_raw_head_must_match_the_checkpoint(override, trained, r
     manifest = {"model": {"hidden": 64, **trained}}
     if refused:
         with pytest.raises(InputError, match=r"model\.raw_head: .* but checkpoint ck was"):
-            check_layer(manifest, cfg, "ck")
+            check_model(manifest, cfg, "ck")
     else:
-        check_layer(manifest, cfg, "ck")
+        check_model(manifest, cfg, "ck")

@@ -55,7 +55,7 @@ def test_hparams_flatten_every_section_with_dotted_keys():
     assert h["simulation.ordering"] == "fifo"
     assert h["env.hints"] == "[first-fit]"
     assert h["env.reward.interference"] == env_config(cfg).reward.interference
-    assert h["model.gnn.layer"] == "hierarchy" and h["train.lr"] == tc.lr
+    assert h["model.hidden"] == mc.hidden and h["train.lr"] == tc.lr
     assert h["agents.count"] == 2 and h["agents.modules"] == 1
     assert all(isinstance(v, bool | int | float | str) for v in h.values())
     sections = {k.split(".")[0].split("[")[0] for k in h}

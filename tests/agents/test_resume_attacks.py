@@ -17,7 +17,8 @@ import torch
 import yaml
 
 from agents.config import model_config, train_config
-from agents.training import Trainer, resolved_config
+from agents.records import resolved_config
+from agents.training import Trainer
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.metrics import atomic_write_text
@@ -390,19 +391,17 @@ def test_a_run_signed_before_a_decision_option_existed_resumes_as_its_old_behavi
     old = {"env": {"hints": ["first-fit"]}, "model": {"hidden": 64}, "train": {"seed": 0}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
     check_config_data(tmp_path, now)  # no error: the run followed task by task
-    changed = {**now, "env": {**now["env"], "follow_only": True}}
+    changed = {**now, "env": {**now["env"], "ps_rule": True}}
     with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
         check_config_data(tmp_path, changed)
     # train fields added since: the old run had no prior KL (0)
     assert LATER_TRAIN_FIELDS == {
         "prior_kl": 0.0,
-        "job_gamma": 0.9,
         "split_share": 0.0,
         "advantage_scale": "batch",
     }
     for key, value in (
         ("prior_kl", 1.0),
-        ("job_gamma", 0.5),
         ("split_share", 1.0),
         ("advantage_scale", "window"),
     ):
@@ -419,6 +418,17 @@ def test_a_run_signed_before_a_decision_option_existed_resumes_as_its_old_behavi
         yaml.safe_dump({**retired, "train": {**retired["train"], "update": "rollout"}})
     )
     with pytest.raises(InputError, match=ARCHIVE_TAG):
+        check_config_data(tmp_path, now)
+    # likewise the retired decision options
+    from envs.config import RETIRED_OPTIONS
+
+    retired = {**old, "env": {**old["env"], **RETIRED_OPTIONS}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(retired))
+    check_config_data(tmp_path, now)
+    (tmp_path / "config.yaml").write_text(
+        yaml.safe_dump({**retired, "env": {**retired["env"], "follow_only": True}})
+    )
+    with pytest.raises(InputError, match=r"env\.follow_only: True belongs to a study"):
         check_config_data(tmp_path, now)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
     # a model field added since (the raw head): the old run had none

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from agents.config import model_config, train_config
-from agents.training import is_new_best, validation_runs
+from agents.selection import is_new_best, validation_runs
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.errors import InputError
 from tests.helpers import untrained_checkpoint
@@ -60,7 +60,8 @@ def test_bad_selection_keys_are_named(train, key):
 def test_validation_at_each_load_of_each_window(tmp_path):
     import torch
 
-    from agents.training import env_setup, evaluate_weights
+    from agents.algorithm import env_setup
+    from agents.selection import evaluate_weights
 
     cfg = load_config(TINY)
     cfg = dataclasses.replace(cfg, train={**cfg.train, "eval_loads": [0.5, 2.0]})

@@ -191,31 +191,13 @@ def test_rollout_teacher_rolls_out_and_keeps_its_base_heuristic():
     )
 
 
-def test_with_follow_only_the_teacher_labels_the_best_legal_hint_plan():
-    """env.follow_only: the agents choose among the hints' plans, so the lookahead
-    teacher picks among them too (its own or, by a forward, another agent's): every label
-    is a follow or a forward, never a GPU-group slot."""
-    from agents.config import model_config, train_config
-    from agents.warm_start import teacher_decisions
-
-    cfg = load_config(
-        REPO_ROOT / "configs" / "train_tiny.yaml",
-        ["env.follow_only=true", "env.follow_commits=true"],
-    )
-    obs, actions, _, _ = teacher_decisions(cfg, model_config(cfg), train_config(cfg), 0)
-    g_max, n_agents = obs[0]["group_x"].shape[0], obs[0]["peers_x"].shape[0]
-    follows = [a for a in actions if a >= g_max + n_agents]
-    assert follows and all(a >= g_max for a in actions)  # plans and forwards, no slot
-    assert all(o["action_mask"][a] == 1.0 for o, a in zip(obs, actions, strict=True))
-
-
 def test_a_masked_teacher_labels_its_own_placement_on_the_whole_view():
     """A teacher that acts inside the agents' masks (``masked:mlfs-rl``, the action-space
     probe) is asked on the whole view the job arrived on, not per subcluster: its plan
     is its own placement, and the warm start's labels are legal actions that follow it."""
+    from agents.algorithm import env_setup
     from agents.config import model_config, train_config
     from agents.teachers import make_teacher, teacher_plan
-    from agents.training import env_setup
     from agents.warm_start import teacher_decisions
 
     cfg = load_config(

@@ -14,7 +14,14 @@ import json
 
 import pytest
 
-from agents.config import TRAIN_BOUNDS, TrainConfig, model_config, train_config
+from agents.config import (
+    RETIRED_MODEL_FIELDS,
+    RETIRED_TRAIN_FIELDS,
+    TRAIN_BOUNDS,
+    TrainConfig,
+    model_config,
+    train_config,
+)
 from agents.train_sections.data import DATA_BOUNDS, DataSection
 from agents.train_sections.ppo import PPO_BOUNDS, PPOSection
 from agents.train_sections.selection import SELECTION_BOUNDS, SelectionSection
@@ -42,12 +49,7 @@ BAD = {
         ("gae_lambda", -0.1),
         ("advantage", "td"),
         ("group_size", 1, {"advantage": "group"}),
-        ("job_gamma", 2.0),
         ("advantage_scale", "window"),
-        ("critic", "oracle"),
-        ("critic", "privileged", {"algorithm": "APPO"}),
-        ("critic_jobs", 257),
-        ("critic_lr", 0.0),
         ("train_batch_size", 10**8),
         ("minibatch_size", 300, {"train_batch_size": 200}),
         ("num_epochs", 0),
@@ -148,7 +150,11 @@ def test_the_flat_keys_parse_as_before_the_split(name):
     cfg = load_config(REPO_ROOT / name)
     for section, parse in (("model", model_config), ("train", train_config)):
         got = json.loads(json.dumps(dataclasses.asdict(parse(cfg)), sort_keys=True))
-        assert got == EXPECTED[name][section], section
+        # less the fields retired since, at their one value
+        retired = {**RETIRED_MODEL_FIELDS, **RETIRED_TRAIN_FIELDS}
+        expected = {k: v for k, v in EXPECTED[name][section].items()
+                    if k not in retired or v != retired[k]}  # fmt: skip
+        assert got == expected, section
 
 
 def test_flat_attributes_read_through_the_sections():
@@ -163,9 +169,9 @@ def test_every_name_agents_config_exported_is_still_there():
     import agents.config as config
 
     names = (
-        "ADVANTAGES ADVANTAGE_SCALES ALGORITHMS ARCHIVE_TAG CRITICS GNN_LAYERS "
+        "ADVANTAGES ADVANTAGE_SCALES ALGORITHMS ARCHIVE_TAG "
         "LATER_MODEL_FIELDS LATER_TRAIN_FIELDS MAX_LAYERS MAX_SAMPLES MAX_WIDTH "
-        "REFUSED_ALGORITHMS RETIRED_TRAIN_FIELDS SELECT_RULES TRAIN_BOUNDS GNNConfig "
+        "REFUSED_ALGORITHMS RETIRED_TRAIN_FIELDS SELECT_RULES TRAIN_BOUNDS "
         "InterferenceConfig ModelConfig RLlibConfig TrainConfig TrainWindow drop_retired "
         "eval_window eval_windows interference_config model_config split_windows train_config"
     ).split()

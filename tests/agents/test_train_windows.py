@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from agents.config import model_config, train_config
-from agents.training import teacher_decisions
+from agents.warm_start import teacher_decisions
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.errors import InputError
 from tests.helpers import untrained_checkpoint
@@ -84,7 +84,8 @@ def test_validation_over_several_windows_averages_over_all_their_jobs(tmp_path):
 
     import torch
 
-    from agents.training import env_setup, evaluate_weights
+    from agents.algorithm import env_setup
+    from agents.selection import evaluate_weights
 
     extra = {"trace": SAMPLE, "start": 2300, "max_jobs": 15, "load": 2.0}
     cfg = _with_train(eval_extra_windows=[extra])

@@ -26,13 +26,13 @@ def test_grid_overrides_of_every_type_and_nested_keys():
     out = apply_overrides(
         raw,
         ["train.lr=1e-4", "model.hidden=16", "env.hints=[first-fit, locality]",
-         "model.gnn.layer=SAGEConv", "train.grad_clip=null", "model.exchange=false",
+         "model.raw_head=true", "train.grad_clip=null", "model.exchange=false",
          "train.bc_teacher=rollout"],
     )  # fmt: skip
     assert out["train"]["lr"] == 1e-4 and isinstance(out["train"]["lr"], float)
     assert out["model"]["hidden"] == 16 and isinstance(out["model"]["hidden"], int)
     assert out["env"]["hints"] == ["first-fit", "locality"]
-    assert out["model"]["gnn"] == {"layer": "SAGEConv"}
+    assert out["model"]["raw_head"] is True
     assert out["train"]["grad_clip"] is None and out["model"]["exchange"] is False
     assert out["train"]["bc_teacher"] == "rollout"
     assert raw == {"train": {"lr": 3e-5}, "model": {"hidden": 64}}  # a copy
@@ -65,7 +65,7 @@ def test_grid_values_and_trial_names():
     ("grid", "message"),
     [("train.lrr=1,2", "train.lrr: unknown key"),
      ("train.lr=abc,1", "train.lr: expected a number, got 'abc'"),
-     ("model.gnn.layer=GCN", "model.gnn.layer: must be one of"),
+     ("model.gnn.layer=SAGEConv", "model.gnn: {'layer': 'SAGEConv'} belongs to a study"),
      ("train.lr", "--grid: 'train.lr': expected key=value")],
 )  # fmt: skip
 def test_a_bad_grid_exits_2_naming_the_key_and_writes_nothing(tmp_path, capsys, grid, message):
@@ -143,7 +143,7 @@ def test_tune_grid_of_ppo_appo_and_impala_resumes_after_an_interruption(
     out = tmp_path / "exp"
     args = ["train", "--config", TINY, "--out", str(out), "--quiet"]
     grid = ["--grid", "train.algorithm=PPO,APPO,IMPALA", "--seed", "5",
-            "model.gnn.layer=SAGEConv", "model.share_parameters=false"]  # fmt: skip
+            "model.exchange=false", "model.share_parameters=false"]  # fmt: skip
     assert main([*args, *grid, "--iterations", "1"]) == 0
     printed = capsys.readouterr().out.splitlines()
     recorded = json.loads((out / "experiment.json").read_text())
@@ -195,19 +195,19 @@ def test_tune_grid_of_ppo_appo_and_impala_resumes_after_an_interruption(
     assert yaml.safe_load((appo / "config.yaml").read_text())["train"]["iterations"] == 1
     assert (out / "tune" / "session_02").is_dir()
     manifest = json.loads((appo / "checkpoints" / "iter_000002" / "manifest.json").read_text())
-    assert manifest["model"]["gnn"] == {"layer": "SAGEConv"}
+    assert manifest["model"]["exchange"] is False
     agents = load_agents(appo)  # APPO's target network is not in the inference files
-    assert type(agents.nets["sc1"].blocks[0].conv).__name__ == "SAGEConv"
+    assert not agents.nets["sc1"].exchange.enabled
 
 
-def test_a_checkpoint_with_another_layer_than_the_config_exits_2(tmp_path, capsys):
+def test_a_config_naming_a_retired_layer_exits_2(tmp_path, capsys):
     ckpt = str(REPO_ROOT / "checkpoints" / "marl-default")
     config = str(REPO_ROOT / "configs" / "default.yaml")
     rc = main(["evaluate", "--checkpoint", ckpt, "--config", config, "--max-jobs", "5",
                "--out", str(tmp_path / "e"), "--quiet", "model.gnn.layer=GATv2Conv"])  # fmt: skip
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1
-    assert "model.gnn.layer: GATv2Conv, but checkpoint" in err and "with hierarchy" in err
+    assert "model.gnn: {'layer': 'GATv2Conv'} belongs to a study that no longer ships" in err
 
 
 def test_resuming_an_experiment_refuses_a_crafted_trial_folder(tmp_path, capsys):

@@ -14,9 +14,9 @@ import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.vector.registration import make_vec
 
+from agents.algorithm import env_setup
 from agents.config import model_config, train_config
 from agents.rl_module import HierarchicalGNNModule
-from agents.training import env_setup
 from marl_sched.config import REPO_ROOT, load_config
 
 CONFIG = REPO_ROOT / "configs" / "train_tiny.yaml"

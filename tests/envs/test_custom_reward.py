@@ -76,12 +76,12 @@ def test_a_bad_reward_exits_2_with_one_line_naming_the_key(throughput, tmp_path,
         envs.make_env(TINY, env={"reward": {"function": value}})
 
 
-@pytest.mark.parametrize("advantage", ["group", "job"])
+@pytest.mark.parametrize("advantage", ["group"])
 def test_a_custom_reward_with_per_job_credit_is_refused_before_ray(throughput, tmp_path,
                                                                    capsys, advantage):  # fmt: skip
-    """The group and job credits split the team reward by job, which a custom reward does
-    not give: refused in one line naming ``train.advantage`` before Ray starts (it used
-    to fail only when an episode ended inside Ray)."""
+    """The group credit's episodes carry the team reward split by job, which a custom
+    reward does not give: refused in one line naming ``train.advantage`` before Ray
+    starts (it used to fail only when an episode ended inside Ray)."""
     import agents.commands
 
     def no_ray(*_a, **_k):

@@ -110,6 +110,9 @@ def test_unknown_key_in_yaml_names_the_file_and_the_key(tmp_path):
         ({"window_jobs": 0}, r"env\.window_jobs: must be >= 1, got 0"),
         ({"window_jobs": "ten"}, r"env\.window_jobs: expected an integer, got 'ten'"),
         ({"central": "yes"}, r"env\.central: expected true or false, got 'yes'"),
+        ({"follow_only": True}, r"env\.follow_only: True belongs to a study .*studies-archive"),
+        ({"follow_commits": True}, r"env\.follow_commits: True belongs to a study"),
+        ({"subclusters_per_agent": 2}, r"env\.subclusters_per_agent: 2 belongs to a study"),
         (
             {"pad": [5, 4, 2]},
             r"env: padding \(5, 4, 2\) is smaller than the largest scope \(16, 4, 2\)",

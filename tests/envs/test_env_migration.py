@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import envs
-from agents.baselines.load_control import server_slowdown
 from envs.config import env_id
 from envs.observations import MIGRATION_FEATURES
 from marl_sched.errors import InputError
 from marl_sched.jobs import Placement
+from marl_sched.policies.load_control import server_slowdown
 from tests.envs.helpers import TINY, cluster, job, masked_random_action, rollout, server
 
 ON = {"migration": True}

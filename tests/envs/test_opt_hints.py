@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from torch_geometric.data import Batch
 
-from agents.gnn import FOLLOW_BATCH, MASKED_LOGIT, build_gnn, from_pyg, to_pyg
+from agents.gnn import MASKED_LOGIT, build_gnn, from_padded
 from agents.policy import MarlPolicy, agents_from_weights
 from envs.config import EnvConfig
+from envs.hints import follow_action
 from envs.observations import FEATURES, ObservationBuilder, feature_dims
 from envs.rules import placement_key, scope_view
-from envs.session import PlacementSession, follow_action
+from envs.session import PlacementSession
 from marl_sched.config import REPO_ROOT, load_config, parse_section
 from marl_sched.errors import InputError
 from marl_sched.jobs import Job, Placement
@@ -235,7 +235,7 @@ def _first_equal(plans, i):
     return next(j for j, p in enumerate(plans) if placement_key(p) == placement_key(plans[i]))
 
 
-def test_gnn_scores_follow_actions_in_both_input_paths():
+def test_gnn_scores_follow_actions():
     builder, sim = _busy()
     a = _roomiest(builder, sim)
     obs = []
@@ -257,54 +257,5 @@ def test_gnn_scores_follow_actions_in_both_input_paths():
     assert (follow[masked] <= MASKED_LOGIT / 2).all() and (follow[~masked] > -100).all()
     # hints that plan differently score differently
     assert follow[~masked].unique().numel() > 1
-    pyg = Batch.from_data_list([to_pyg(o) for o in obs], follow_batch=FOLLOW_BATCH)
-    _, other_scores, _ = net(from_pyg(pyg))
+    _, other_scores, _ = net(from_padded(padded)[0])
     torch.testing.assert_close(other_scores, logits[:, builder.pad[0] :], atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("k", range(len(HINTS)))
-def test_a_committed_follow_places_the_whole_plan_in_one_action(k):
-    """env.follow_commits: one follow action places every task of the job where the
-    hint's plan puts it, the same placement as following it task by task."""
-    _, session, a, plan = _probe(k, workers=4)
-    builder, sim = _busy()
-    committed = ObservationBuilder(
-        builder.topology, builder.perf, EnvConfig(hints=HINTS, follow_commits=True)
-    )
-    one = PlacementSession(committed, _job(4, 2), sim.view(), home=a)
-    assert one.builder.follow_commits and not session.builder.follow_commits
-    one.act(_follow(committed, k))
-    assert one.done  # four workers and their PS, one decision
-    while not session.done:
-        session.act(_follow(builder, k))
-    assert placement_key(one.placement()) == placement_key(session.placement())
-    assert placement_key(one.placement()) == placement_key(plan)
-
-
-def test_a_committed_follow_leaves_a_group_choice_task_by_task():
-    builder, sim = _busy(("first-fit",))
-    builder = ObservationBuilder(
-        builder.topology, builder.perf, EnvConfig(hints=("first-fit",), follow_commits=True)
-    )
-    a = _roomiest(builder, sim)
-    session = PlacementSession(builder, _job(3, 1), sim.view(), home=a)
-    obs = builder.observe(session, a)
-    session.act(int(np.flatnonzero(obs["action_mask"][: builder.pad[0]])[0]))
-    assert session.task == 1 and not session.done  # a slot places one task only
-
-
-def test_follow_only_masks_the_slots_while_a_plan_is_legal():
-    builder, sim = _busy()
-    only = ObservationBuilder(
-        builder.topology, builder.perf, EnvConfig(hints=HINTS, follow_only=True)
-    )
-    a = _roomiest(only, sim)
-    job = _job(3, 1)
-    plain = PlacementSession(builder, job, sim.view(), home=a).action_mask(a)
-    mask = PlacementSession(only, job, sim.view(), home=a).action_mask(a)
-    follows = slice(only.pad[0] + only.n_agents, None)
-    assert plain[: only.pad[0]].any() and mask[follows].any()
-    forwards = slice(only.pad[0], only.pad[0] + only.n_agents)
-    np.testing.assert_array_equal(mask[follows], plain[follows])  # the plans stay
-    np.testing.assert_array_equal(mask[forwards], plain[forwards])  # and the forwards
-    assert not mask[: only.pad[0]].any()  # the slots go

@@ -711,7 +711,7 @@ def test_the_train_override_is_in_the_resolved_config_without_ray(tmp_path):
     """The acceptance command's plumbing: ``train.lr=0.0001`` reaches the config the
     trainer saves (resolved_config), checked without starting Ray."""
     from agents.commands import _load_train_config
-    from agents.training import resolved_config
+    from agents.records import resolved_config
 
     cfg, mc, tc = _load_train_config(REPO_ROOT / "configs/train_tiny.yaml", ["train.lr=0.0001"])
     assert tc.lr == 0.0001
