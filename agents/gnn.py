@@ -25,8 +25,8 @@ summary row per peer agent. The network, for ``h`` the hidden width:
    follow action's adds the mean ``r_g`` over its plan's remaining tasks.
 
 Aggregations are scatters over parent indices (permutation-equivariant, blind to
-padding, no size-dependent parameter). The input is :func:`from_padded` (RLlib's
-padded observations).
+padding, no size-dependent parameter). Input paths agreeing to float precision:
+:func:`from_padded` (RLlib's padded observations) and :func:`from_pyg` / :func:`to_pyg`.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
+from torch_geometric.data import Batch, Data
 from torch_geometric.utils import scatter
 
 #: logit of a masked action: its probability underflows to exactly 0
@@ -217,6 +218,77 @@ def from_padded(obs: dict[str, Tensor]) -> tuple[ClusterBatch, tuple[Tensor, Ten
         hint_allowed=obs["action_mask"][:, a_end:],
     )
     return batch, (gb, gi)
+
+
+class ClusterGraph(Data):
+    """One observation as a PyG graph with only its real nodes (see :func:`to_pyg`).
+
+    ``group_server`` / ``server_rack`` are incremented by the number of servers /
+    racks when batched; ``job_x``, ``peers_x``, ``peers_mask``, ``forward_allowed``
+    and ``hint_allowed`` are stacked along a new batch dimension.
+    """
+
+    def __inc__(self, key, value, *args, **kwargs):
+        if key == "group_server":
+            return self.server_x.size(0)
+        if key == "server_rack":
+            return self.rack_x.size(0)
+        return super().__inc__(key, value, *args, **kwargs)
+
+    def __cat_dim__(self, key, value, *args, **kwargs):
+        if key in ("job_x", "peers_x", "peers_mask", "forward_allowed", "hint_allowed"):
+            return None
+        return super().__cat_dim__(key, value, *args, **kwargs)
+
+
+def to_pyg(obs: dict) -> ClusterGraph:
+    """One padded observation (arrays or tensors, no batch dim) → :class:`ClusterGraph`."""
+    t = {k: torch.as_tensor(v) for k, v in obs.items()}
+    gm, sm, rm = (t[k] > 0.5 for k in ("group_mask", "server_mask", "rack_mask"))
+    server_id = torch.cumsum(sm.long(), 0) - 1
+    rack_id = torch.cumsum(rm.long(), 0) - 1
+    g_max = gm.numel()
+    a_end = g_max + t["peers_x"].size(0)
+    return ClusterGraph(
+        group_x=t["group_x"][gm],
+        server_x=t["server_x"][sm],
+        rack_x=t["rack_x"][rm],
+        group_server=server_id[t["group_server"][gm].long()],
+        server_rack=rack_id[t["server_rack"][sm].long()],
+        job_x=t["job_x"],
+        peers_x=t["peers_x"],
+        peers_mask=t["peers_mask"],
+        group_allowed=t["action_mask"][:g_max][gm],
+        forward_allowed=t["action_mask"][g_max:a_end],
+        hint_allowed=t["action_mask"][a_end:],
+        num_nodes=int(gm.sum()),
+    )
+
+
+def from_pyg(batch: Batch) -> ClusterBatch:
+    """A :class:`~torch_geometric.data.Batch` of :class:`ClusterGraph` → :class:`ClusterBatch`.
+
+    Build it with ``Batch.from_data_list(graphs, follow_batch=FOLLOW_BATCH)``.
+    """
+    return ClusterBatch(
+        group_x=batch.group_x,
+        server_x=batch.server_x,
+        rack_x=batch.rack_x,
+        group_server=batch.group_server,
+        server_rack=batch.server_rack,
+        group_batch=batch.group_x_batch,
+        server_batch=batch.server_x_batch,
+        rack_batch=batch.rack_x_batch,
+        job_x=batch.job_x,
+        peers_x=batch.peers_x,
+        peers_mask=batch.peers_mask,
+        group_allowed=batch.group_allowed,
+        forward_allowed=batch.forward_allowed,
+        hint_allowed=batch.hint_allowed,
+    )
+
+
+FOLLOW_BATCH = ("group_x", "server_x", "rack_x")
 
 
 def mlp(d_in: int, hidden: int, d_out: int) -> nn.Sequential:

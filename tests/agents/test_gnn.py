@@ -5,13 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from torch_geometric.data import Batch
 
 from agents.gnn import (
+    FOLLOW_BATCH,
     MASKED_LOGIT,
     HierarchicalGNN,
     from_padded,
+    from_pyg,
     linear_cat,
     regular_padded,
+    to_pyg,
 )
 
 DIMS = {"Fg": 5, "Fs": 4, "Fr": 3, "Fj": 6, "Fp": 4}
@@ -130,6 +134,20 @@ def test_permuting_servers_with_their_indices_changes_nothing(net):
     (a, va), (b, vb) = (net.forward_padded(batch([o])) for o in (obs, permuted))
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(va, vb, atol=1e-5, rtol=1e-5)
+
+
+def test_padded_and_pyg_paths_agree(net):
+    rng = np.random.default_rng(4)
+    shapes = [(6, 3, 2), (8, 4, 3), (3, 1, 1), (7, 2, 1)]
+    obs_list = [make_obs(rng, g, s, r) for g, s, r in shapes]
+    logits, values = net.forward_padded(batch(obs_list))
+    pyg = Batch.from_data_list([to_pyg(o) for o in obs_list], follow_batch=FOLLOW_BATCH)
+    group_scores, forward_scores, pyg_values = net(from_pyg(pyg))
+    flat, (gb, gi) = from_padded(batch(obs_list))
+    assert flat.group_x.shape == pyg.group_x.shape
+    torch.testing.assert_close(group_scores, logits[gb, gi], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(forward_scores, logits[:, 8:], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(pyg_values, values, atol=1e-5, rtol=1e-5)
 
 
 def test_more_padding_same_outputs(net):
