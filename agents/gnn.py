@@ -698,4 +698,3 @@ def build_gnn(dims: dict[str, int], model_config: dict) -> HierarchicalGNN:
         hints=int(dims.get("H", 0)),
         raw_head=bool(model_config.get("raw_head", False)),
     )
-
