@@ -278,6 +278,12 @@ _LAZY = (
     ("oracle", "marl_sched.policies.planner:OraclePolicy", "planner",
      "bound, never a policy claim: the planner on the trace's true future arrivals and true "
      "lengths (K = 1)"),
+    ("oracle-lengths", "marl_sched.policies.planner:LengthsOraclePolicy", "planner",
+     "bound, never a policy claim: the planner with the submitted jobs' true lengths and "
+     "sampled later arrivals (K futures)"),
+    ("oracle-arrivals", "marl_sched.policies.planner:ArrivalsOraclePolicy", "planner",
+     "bound, never a policy claim: the planner with the trace's later arrivals and every "
+     "length drawn from its estimate (K futures)"),
 )  # fmt: skip
 for _name, _target, _kind, _description in _LAZY:
     register_lazy(_name, _description, _target, _kind)

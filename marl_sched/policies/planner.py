@@ -52,6 +52,11 @@ DEFER = None
 #: are the references themselves (agents/teachers.py), so a rollout on them measures
 #: room above the reference
 BASES = ("lookahead", "masked:lookahead", "masked:lookahead-learned")
+#: what a playout knows of the future: nothing beyond the workload model (``sampled``),
+#: the lengths of the jobs already submitted (``true-lengths``), the trace's later
+#: arrivals with their lengths drawn from estimates (``true-arrivals``), or both
+#: (``true``, the oracle)
+FUTURES = ("sampled", "true-lengths", "true-arrivals", "true")
 #: the kinds whose policies may propose candidates (one placement per call, no move)
 CANDIDATE_KINDS = ("heuristic", "lever")
 
@@ -142,8 +147,9 @@ class PlannerPolicy(Policy):
             reference of :data:`BASES` or a registered heuristic); its choice is
             always the first candidate.
         candidates: the policies that propose placements.
-        future: ``"sampled"`` (the workload model) or ``"true"`` (the trace's own
-            future and lengths: the oracle).
+        future: one of :data:`FUTURES`: ``"sampled"`` (the workload model),
+            ``"true"`` (the trace's own future and lengths: the oracle), or one half
+            of it (``"true-lengths"``, ``"true-arrivals"``: the half-oracles).
         model: a :class:`~marl_sched.workload_model.WorkloadModel` (default: the
             shipped one, ``marl_sched/data/workload_model.json``).
         defer: whether leaving the job queued is a candidate.
@@ -178,13 +184,13 @@ class PlannerPolicy(Policy):
         self.k = _option("k", k, 0, integer=True)
         self.horizon_s = _option("horizon_s", horizon_s, 0.0)
         self.min_run_s = 0.0 if min_run_s == 0 else _option("min_run_s", min_run_s, 0.0)
-        if future not in ("sampled", "true"):
-            raise InputError(f"future: must be 'sampled' or 'true', got {future!r}")
+        if future not in FUTURES:
+            raise InputError(f"future: must be one of {', '.join(FUTURES)}, got {future!r}")
         self.future = future
         self.defer = bool(defer)
         self.base = make_policy(base)
         self.candidates = [make_policy(c) for c in candidates]
-        if model is None and future == "sampled":
+        if model is None and future != "true":
             from marl_sched.workload_model import WorkloadModel
 
             model = WorkloadModel.load()
@@ -253,16 +259,15 @@ class PlannerPolicy(Policy):
         return f.estimated_total_jct(until)
 
     def _splice(self, sim: Simulator, job: Job, rng: np.random.Generator) -> Simulator:
-        """A fork of ``sim`` with one sampled future (``future="true"``: the trace's)."""
+        """A fork of ``sim`` with one future: the trace's (``future="true"``), or with
+        the later arrivals sampled unless ``"true-arrivals"`` and the lengths of the
+        jobs not yet finished drawn from their estimates unless ``"true-lengths"``."""
         f = sim.fork()
         f.jobs = list(f.jobs)  # replace_arrivals writes into the job list
         if self.future == "true":
             return f
         model = self.model
         pending = f.pending_arrivals()
-        first = sim.jobs[0].submit_time
-        rate = model.rate(len(sim.jobs) - len(pending), sim.now - first)
-        f.replace_arrivals(model.sample_future(pending, f.now, rate, rng))
         estimate = getattr(sim, "_estimate", None)
 
         def draw(j: Job, done: float) -> float:
@@ -271,6 +276,14 @@ class PlannerPolicy(Policy):
                 e = estimate(j)
             return model.true_total(e, done, rng, model.prior_iterations(j.model, rng))
 
+        if self.future == "true-arrivals":  # the trace's arrivals, lengths drawn
+            f.replace_arrivals([replace(j, iterations=draw(j, 0.0)) for j in pending])
+        else:
+            first = sim.jobs[0].submit_time
+            rate = model.rate(len(sim.jobs) - len(pending), sim.now - first)
+            f.replace_arrivals(model.sample_future(pending, f.now, rate, rng))
+        if self.future == "true-lengths":  # the jobs already here keep their lengths
+            return f
         for run in f.running.values():
             f._progress(run)
             done = run.job.iterations - run.remaining
@@ -311,3 +324,31 @@ class OraclePolicy(PlannerPolicy):
     def __init__(self, horizon_s: float = 3600.0, base: str = "lookahead", **options) -> None:
         options.pop("k", None)
         super().__init__(k=1, horizon_s=horizon_s, base=base, future="true", **options)
+
+
+class LengthsOraclePolicy(PlannerPolicy):
+    """The planner knowing the true lengths of the jobs already submitted, with the
+    later arrivals sampled from the workload model."""
+
+    name = "oracle-lengths"
+    description = (
+        "bound, never a policy claim: the planner with the submitted jobs' true lengths "
+        "and sampled later arrivals (K futures)"
+    )
+
+    def __init__(self, **options) -> None:
+        super().__init__(future="true-lengths", **options)
+
+
+class ArrivalsOraclePolicy(PlannerPolicy):
+    """The planner knowing the trace's later arrivals (lengths drawn from their
+    estimates), with the submitted jobs' lengths drawn from their estimates."""
+
+    name = "oracle-arrivals"
+    description = (
+        "bound, never a policy claim: the planner with the trace's later arrivals and "
+        "every length drawn from its estimate (K futures)"
+    )
+
+    def __init__(self, **options) -> None:
+        super().__init__(future="true-arrivals", **options)

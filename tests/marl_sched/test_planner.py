@@ -96,11 +96,11 @@ class ReadsTrueLengths(PlannerPolicy):
             sim._estimate = estimate
 
 
-def _decisions_up_to_t(cls) -> tuple[list, list]:
+def _decisions_up_to_t(cls, lengths: bool = True, arrivals: bool = True) -> tuple[list, list]:
     """``cls``'s decisions up to ``t`` (job 6's submit time) on a trace and on the same
     trace with every job submitted after ``t`` replaced by another (model, size,
-    length, time) and the true length of every job still queued or running at ``t``
-    made 20 times longer, its estimate kept."""
+    length, time; ``arrivals``) and the true length of every job still queued or
+    running at ``t`` made 20 times longer, its estimate kept (``lengths``)."""
     base = jobs(14)
     t = base[6].submit_time
     assert base[7].submit_time > t
@@ -110,11 +110,13 @@ def _decisions_up_to_t(cls) -> tuple[list, list]:
     sim = drive(first, base, pred=FixedEstimates(table))
     unfinished = {j.job_id for j in base[:7] if sim.records[j.job_id].finish_time > t}
     assert unfinished  # some true lengths are changed
-    other = [replace(j, iterations=j.iterations * 20.0) if j.job_id in unfinished else j
-             for j in base[:7]] + [
+    other = [replace(j, iterations=j.iterations * 20.0)
+             if lengths and j.job_id in unfinished else j for j in base[:7]]  # fmt: skip
+    other += [
         replace(j, model="bert" if j.model != "bert" else "ncf", num_workers=1,
                 num_ps=0, iterations=j.iterations * 7.0, submit_time=j.submit_time + 90.0,
                 name=f"other{j.job_id}")
+        if arrivals else j
         for j in base[7:]
     ]  # fmt: skip
     second = cls(k=2, horizon_s=600.0)
@@ -130,6 +132,20 @@ def test_planner_never_reads_the_true_future():
     assert len(before) >= 7 and before == again
     leaky, changed = _decisions_up_to_t(ReadsTrueLengths)
     assert leaky != changed
+
+
+@pytest.mark.parametrize(
+    ("name", "reads_lengths", "reads_arrivals"),
+    [("oracle-lengths", True, False), ("oracle-arrivals", False, True)],
+)
+def test_each_half_oracle_reads_its_half_of_the_future_only(name, reads_lengths, reads_arrivals):
+    """A change of what a half-oracle may read changes a decision up to ``t``; a change
+    of the other half does not."""
+    cls = type(make_policy(name))
+    for lengths, arrivals, reads in ((True, False, reads_lengths), (False, True, reads_arrivals)):
+        before, again = _decisions_up_to_t(cls, lengths=lengths, arrivals=arrivals)
+        assert len(before) >= 7
+        assert (before != again) == reads, (name, lengths, arrivals)
 
 
 def test_without_the_simulator_place_refuses():
