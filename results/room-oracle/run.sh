@@ -9,6 +9,7 @@ SETS="--set planner.base=masked:lookahead --set planner.min_run_s=3600"
 OUT=results/room-oracle/validation
 if [ "$1" = oracle ]; then
   for s in 0 1 2; do python results/room-planner/run_cells.py --split validation --scenarios $A --policies masked:lookahead,oracle --seeds $s --out $OUT $SETS; done
+  for s in 0 1; do python results/room-planner/run_cells.py --split validation --scenarios $A --policies oracle-lengths,oracle-arrivals --seeds $s --out $OUT $SETS --set planner.k=2; done  # stage D
   for s in 0 1 2; do python results/room-planner/run_cells.py --split validation --scenarios $L --policies masked:lookahead,oracle --seeds $s --out $OUT $SETS; done
   python results/room-planner/run_cells.py --split validation --scenarios $B --policies masked:lookahead,oracle --seeds 0 --out $OUT $SETS
 else
