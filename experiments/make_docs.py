@@ -248,12 +248,12 @@ def shipped_vs_rule(root: Path = RESULTS) -> str:
     )
 
 
-def room_planner(root: Path = RESULTS) -> str:
-    """The room table of the planner, the oracle and the unmasked lookahead over
-    ``masked:lookahead`` (``results/room-planner/analyze.py`` writes ``room.md``)."""
-    path = root / "room-planner" / "room.md"
+def room_table(study: str, root: Path = RESULTS) -> str:
+    """A room study's table over ``masked:lookahead`` (``results/<study>/analyze.py``
+    writes ``room.md``)."""
+    path = root / study / "room.md"
     if not path.is_file():
-        return "No room measurement committed yet (`python results/room-planner/analyze.py`).\n"
+        return f"No room measurement committed yet (`python results/{study}/analyze.py`).\n"
     return path.read_text(encoding="utf-8")
 
 
@@ -310,7 +310,8 @@ BLOCKS = {
     "test-split-reads": ledger_reads,
     "shipped-vs-rule": shipped_vs_rule,
     "decision-latency": decision_latency,
-    "room-planner": room_planner,
+    "room-planner": lambda: room_table("room-planner"),
+    "room-oracle": lambda: room_table("room-oracle"),
     "lookahead-learned": lookahead_learned,
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, SHIPPED_RUN[t]))  # type: ignore[misc]
