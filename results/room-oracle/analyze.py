@@ -1,7 +1,8 @@
-"""Room above masked:lookahead by the oracle and the planner whose rollout base is
-masked:lookahead itself: each one's geomean avg-JCT ratio over it, paired on scenario
-and seed, per load tier and over all (interval, MDE flat and by scenario, queue share,
-JCT over isolated run time: ``results/room-rules/analyze.py``'s comparison, reused).
+"""Room above masked:lookahead by the oracle, the half-oracles and the planner whose
+rollout base is masked:lookahead itself: each one's geomean avg-JCT ratio over it,
+paired on scenario and seed, per load tier and over all (interval, MDE flat and by
+scenario, queue share, JCT over isolated run time: ``results/room-rules/analyze.py``'s
+comparison, reused).
 Reads ``validation/cells``; writes ``room.csv`` and ``room.md`` here.
 
     python results/room-oracle/analyze.py
@@ -25,14 +26,15 @@ planner = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(planner)
 
 REF = "masked:lookahead"
-ROWS = ("oracle", "planner")
+ROWS = ("oracle", "oracle-lengths", "oracle-arrivals", "planner")
+TIERS = ("light", "medium", "heavy", "contention", "all")
 
 
 def main() -> None:
     cells = planner.read(HERE / "validation")
     out = []
     for pol in ROWS:
-        for tier in rules.TIERS:
+        for tier in TIERS:
             row = rules.compare(cells, pol, cells, tier, REF)
             if row is not None:
                 out.append({"comparison": f"{pol} / {REF}", **row})
