@@ -80,6 +80,9 @@ class PlannerConfig:
         candidates: the proposers (registered heuristics or levers).
         min_run_s: jobs whose estimated isolated run time is shorter take the base's
             choice without playouts (>= 0; 0: every job is planned).
+        margin: with ``margin`` > 0 a candidate may replace the base's choice only if
+            it scores below the base's choice by more than ``margin`` x that score in
+            every future (in [0, 1); 0: the lowest mean wins).
     """
 
     k: int = 4
@@ -88,6 +91,7 @@ class PlannerConfig:
     defer: bool = True
     candidates: tuple[str, ...] = PLANNER_CANDIDATES
     min_run_s: float = 0.0
+    margin: float = 0.0
 
     def validate(self, where: str, key: str) -> None:
         check(self.k >= 1, where, f"{key}.k", f"must be an integer >= 1, got {self.k}")
@@ -99,6 +103,8 @@ class PlannerConfig:
         check(
             ok, where, f"{key}.min_run_s", f"must be a finite number >= 0, got {self.min_run_s:g}"
         )
+        ok = 0 <= self.margin < 1
+        check(ok, where, f"{key}.margin", f"must be in [0, 1), got {self.margin:g}")
         known = [n for n, e in policy_entries().items() if e.kind in CANDIDATE_KINDS]
         check(bool(self.candidates), where, f"{key}.candidates", "must name at least one")
         for c in self.candidates:
@@ -155,6 +161,8 @@ class PlannerPolicy(Policy):
         defer: whether leaving the job queued is a candidate.
         min_run_s: a job whose estimated isolated run is shorter (s) takes the base's
             choice without playouts.
+        margin: how much better than the base's choice, in every future, a candidate
+            must score to replace it (:class:`PlannerConfig`).
     """
 
     name = "planner"
@@ -180,10 +188,14 @@ class PlannerPolicy(Policy):
         model=None,
         defer: bool = True,
         min_run_s: float = 0.0,
+        margin: float = 0.0,
     ) -> None:
         self.k = _option("k", k, 0, integer=True)
         self.horizon_s = _option("horizon_s", horizon_s, 0.0)
         self.min_run_s = 0.0 if min_run_s == 0 else _option("min_run_s", min_run_s, 0.0)
+        self.margin = 0.0 if margin == 0 else _option("margin", margin, 0.0)
+        if self.margin >= 1:
+            raise InputError(f"margin: must be in [0, 1), got {margin!r}")
         if future not in FUTURES:
             raise InputError(f"future: must be one of {', '.join(FUTURES)}, got {future!r}")
         self.future = future
@@ -240,12 +252,17 @@ class PlannerPolicy(Policy):
     def _best(self, job: Job, sim: Simulator, options: list) -> Placement | None:
         until = sim.now + max(self.horizon_s, self._run_s(job, sim))
         seeds = self.rng.integers(2**63, size=self.k)
-        scores = np.zeros(len(options))
-        for seed in seeds:  # the same future for every candidate
+        scores = np.zeros((self.k, len(options)))
+        for row, seed in enumerate(seeds):  # the same future for every candidate
             start = self._splice(sim, job, np.random.default_rng(seed))
             for i, p in enumerate(options):
-                scores[i] += self.playout(start, job.job_id, p, until)
-        return options[int(np.argmin(scores))]
+                scores[row, i] = self.playout(start, job.job_id, p, until)
+        mean = scores.mean(axis=0)
+        if self.margin > 0:  # only candidates clearly better than the base's in every future
+            clear = (scores < (1.0 - self.margin) * scores[:, :1]).all(axis=0)
+            clear[0] = True
+            mean = np.where(clear, mean, np.inf)
+        return options[int(np.argmin(mean))]
 
     def playout(self, start: Simulator, job_id: int, p: Placement | None, until: float) -> float:
         """Estimated total JCT (s) of the jobs submitted by ``until`` when the pending

@@ -188,6 +188,20 @@ def test_short_jobs_take_the_bases_choice_without_playouts():
     assert planned.planned > 0
 
 
+def test_a_margin_no_candidate_clears_keeps_the_bases_run():
+    """``margin`` near 1: no candidate scores that much below the base's choice in every
+    future, so the run is the base's although every decision was played out; with no
+    margin the same planner departs from it."""
+    cfg, topo, perf, wl = _tiny("planner.horizon_s=600")
+    ref, _, _ = simulate(cfg, "x", wl, topo, perf, policy=make_policy("tetris"))
+    kept = PlannerPolicy(k=2, horizon_s=600.0, base="tetris", margin=0.99)
+    got, _, _ = simulate(cfg, "x", wl, topo, perf, policy=kept)
+    assert kept.planned > 0 and _scores(got) == _scores(ref)
+    free = PlannerPolicy(k=2, horizon_s=600.0, base="tetris")
+    got, _, _ = simulate(cfg, "x", wl, topo, perf, policy=free)
+    assert _scores(got) != _scores(ref)
+
+
 class PlaysOut(PlannerPolicy):
     """Records each decision's candidates and their playout scores."""
 
@@ -231,7 +245,8 @@ def test_a_deferred_job_is_placed_eventually():
     ("options", "key"),
     [({"k": 0}, "k"), ({"k": 1.5}, "k"), ({"horizon_s": 0}, "horizon_s"),
      ({"horizon_s": -5.0}, "horizon_s"), ({"horizon_s": float("nan")}, "horizon_s"),
-     ({"min_run_s": -1.0}, "min_run_s")],
+     ({"min_run_s": -1.0}, "min_run_s"), ({"margin": 1.0}, "margin"),
+     ({"margin": -0.1}, "margin")],
 )  # fmt: skip
 def test_bad_options_name_the_key(options, key):
     with pytest.raises(InputError, match=rf"^{key}: must be") as err:
