@@ -32,11 +32,11 @@ JOBS = load_workload(CFG, PERF, TraceOptions(start=2200, max_jobs=60, load=4.0))
 
 
 NO_SHIPPED_CHECKPOINT = {"single-agent"}  # trained by experiments/exp_convergence.py@4bf3552
-# the planner and its oracle play every candidate out on sampled futures (about 0.3 s a
+# the planner and its oracles play every candidate out on sampled futures (about 0.3 s a
 # decision): too slow for this loop's 60 loaded jobs; their placements are the
 # heuristics' proposals, which this loop checks, and tests/marl_sched/test_planner.py
 # runs them through the simulator's own capacity checks
-NO_SHIPPED_CHECKPOINT |= {"planner", "oracle"}
+NO_SHIPPED_CHECKPOINT |= {"planner", "oracle", "oracle-lengths", "oracle-arrivals"}
 # a migration rule that finds no move in this window: ``upgrade`` moves only a long job
 # off a slower GPU type or several servers, and here every long job already sits whole
 # on its fastest type; its moves under GPU sharing are checked on a heavier window in
