@@ -28,6 +28,7 @@ from agents.train_sections.ppo import (
     ALGORITHMS,
     PPO_BOUNDS,
     REFUSED_ALGORITHMS,
+    RETIRED_ALGORITHMS,
     PPOSection,
     RLlibConfig,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "MAX_SAMPLES",
     "MAX_WIDTH",
     "REFUSED_ALGORITHMS",
+    "RETIRED_ALGORITHMS",
     "RETIRED_MODEL_FIELDS",
     "RETIRED_TRAIN_FIELDS",
     "SELECT_RULES",
@@ -99,8 +101,6 @@ class TrainConfig(WarmStartSection, SelectionSection, DataSection, PPOSection):
         DataSection.validate(self, where, key)
         SelectionSection.validate(self, where, key)
         WarmStartSection.validate(self, where, key)
-        if self.prior_kl:
-            check(self.algorithm == "PPO", where, f"{key}.prior_kl", "needs PPO")
 
 
 #: the range of each count of ``train:`` (each section's), checked before Ray starts

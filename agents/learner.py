@@ -1,10 +1,9 @@
-"""RLlib's PPO, APPO and IMPALA learners (:data:`LEARNERS`), also logging what RLlib
-2.60 leaves out, per policy module (``(module_id, key)``, charted by
-:func:`agents.records.module_scalars`; docs/agents.md):
+"""RLlib's PPO learner (:data:`LEARNERS`), also logging what RLlib 2.60 leaves out, per
+policy module (``(module_id, key)``, charted by :func:`agents.records.module_scalars`;
+docs/agents.md):
 
-- PPO: ``clip_fraction`` (from the loss's forward pass, no gradient); APPO, IMPALA:
-  ``vf_explained_var`` against the v-trace value targets.
-- all three, when a module serves several agents: ``agent/<id>/entropy`` and
+- ``clip_fraction`` (from the loss's forward pass, no gradient).
+- when a module serves several agents: ``agent/<id>/entropy`` and
   ``agent/<id>/approx_kl``, from the column :data:`AGENT_INDEX` that
   :class:`AddAgentIndex` adds to the train batch.
 - PPO options (``learner_config_dict``): ``advantage`` ``group`` replaces GAE
@@ -19,23 +18,16 @@ from typing import Any
 
 import numpy as np
 import torch
-from ray.rllib.algorithms.appo.torch.appo_torch_learner import APPOTorchLearner
-from ray.rllib.algorithms.impala.torch.impala_torch_learner import IMPALATorchLearner
-from ray.rllib.algorithms.impala.torch.vtrace_torch_v2 import make_time_major, vtrace_torch
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.connectors.learner.general_advantage_estimation import (
     GeneralAdvantageEstimation,
 )
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
-from ray.rllib.core.rl_module.apis import TARGET_NETWORK_ACTION_DIST_INPUTS
-from ray.rllib.utils.torch_utils import explained_variance
 
 from agents.gnn import categorical_kl
 
 CLIP_FRACTION_KEY = "clip_fraction"
-EXPLAINED_VARIANCE_KEY = "vf_explained_var"  # the key RLlib's PPO learner uses
 AGENT_INDEX = "agent_index"
 #: ``learner_config_dict`` key of the agent ids, in the order of AGENT_INDEX
 AGENT_IDS = "agent_ids"
@@ -219,82 +211,5 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
         return loss
 
 
-def vtrace_explained_variance(module, config, batch, fwd_out, target_logits) -> torch.Tensor:
-    """Explained variance of the value head against the batch's v-trace value targets
-    (recomputed as RLlib's loss does), over the unmasked steps. ``target_logits``: the
-    policy v-trace corrects towards (APPO: the target network; IMPALA: the current one)."""
-
-    def time_major(x: torch.Tensor) -> torch.Tensor:
-        return make_time_major(
-            x,
-            trajectory_len=config.get_rollout_fragment_length(),
-            recurrent_seq_len=batch.get("seq_lens"),
-        )
-
-    dist = module.get_train_action_dist_cls()
-    mask = time_major(batch[Columns.LOSS_MASK].float())
-    values = time_major(module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS)))
-    not_done = 1.0 - time_major(batch[Columns.TERMINATEDS]).float()
-    targets, _ = vtrace_torch(
-        target_action_log_probs=time_major(
-            dist.from_logits(target_logits).logp(batch[Columns.ACTIONS])
-        ),
-        behaviour_action_log_probs=time_major(batch[Columns.ACTION_LOGP]),
-        discounts=not_done * config.gamma * mask,
-        rewards=time_major(batch[Columns.REWARDS]),
-        values=values,
-        # as RLlib's loss: the next row's first value (the last row's is never used)
-        bootstrap_values=torch.cat([values[0][1:], values[0][0:1]], dim=0),
-        clip_rho_threshold=config.vtrace_clip_rho_threshold,
-        clip_pg_rho_threshold=config.vtrace_clip_pg_rho_threshold,
-    )
-    keep = mask > 0
-    return explained_variance(targets[keep], values[keep])
-
-
-class _VTraceExplainedVariance:
-    """Mixin of a v-trace learner: its loss, and the explained variance logged."""
-
-    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out) -> Any:
-        loss = super().compute_loss_for_module(
-            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
-        )
-        with torch.no_grad():
-            module = self.module[module_id].unwrapped()
-            target = self.vtrace_target_logits(module, batch, fwd_out)
-            ev = vtrace_explained_variance(module, config, batch, fwd_out, target)
-        self.metrics.log_value((module_id, EXPLAINED_VARIANCE_KEY), ev, window=1)
-        self.log_common_keys(module_id)
-        return loss
-
-    def log_common_keys(self, module_id) -> None:
-        """Log under PPO's key any figure this learner names otherwise."""
-
-
-class ExplainedVarianceAPPOLearner(PerAgentFigures, _VTraceExplainedVariance, APPOTorchLearner):
-    """``APPOTorchLearner`` also logging ``vf_explained_var``."""
-
-    @staticmethod
-    def vtrace_target_logits(module, batch, fwd_out) -> torch.Tensor:
-        return module.forward_target(batch)[TARGET_NETWORK_ACTION_DIST_INPUTS]
-
-
-class ExplainedVarianceIMPALALearner(PerAgentFigures, _VTraceExplainedVariance, IMPALATorchLearner):
-    """``IMPALATorchLearner`` also logging ``vf_explained_var``."""
-
-    @staticmethod
-    def vtrace_target_logits(module, batch, fwd_out) -> torch.Tensor:
-        return fwd_out[Columns.ACTION_DIST_INPUTS]
-
-    def log_common_keys(self, module_id) -> None:
-        # IMPALA names its mean policy loss "mean_pi_loss"; PPO and APPO "policy_loss"
-        loss = self.metrics.peek((module_id, "mean_pi_loss"))
-        self.metrics.log_value((module_id, POLICY_LOSS_KEY), loss, window=1)
-
-
 #: the Learner class of each ``train.algorithm`` (agents.config.ALGORITHMS)
-LEARNERS = {
-    "PPO": ClipFractionPPOLearner,
-    "APPO": ExplainedVarianceAPPOLearner,
-    "IMPALA": ExplainedVarianceIMPALALearner,
-}
+LEARNERS = {"PPO": ClipFractionPPOLearner}

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from agents.algorithm import algo_config, env_setup, gnn_weights, module_ids
+from agents.algorithm import algo_config, env_setup, module_ids
 from agents.config import ModelConfig, TrainConfig
 from agents.records import (
     hparams,
@@ -224,8 +224,6 @@ class Trainer:
                         weights = behaviour_cloning(
                             cfg, mc, tc, tc.seed, self.log, self.progress, on_epoch
                         )
-                    if tc.algorithm == "APPO":  # its target network starts from them too
-                        weights.update({f"_old_{k}": v for k, v in weights.items()})
                     algo.learner_group.set_weights({m: weights for m in self.ids})
                     algo.env_runner_group.sync_weights(
                         from_worker_or_learner_group=algo.learner_group, inference_only=True
@@ -299,7 +297,7 @@ class Trainer:
         due_ckpt = force or (tc.checkpoint_interval and it % tc.checkpoint_interval == 0)
         weights = manifest = eval_m = None
         if due_eval or due_ckpt:
-            weights = gnn_weights(algo.learner_group.get_weights(module_ids=self.ids))
+            weights = algo.learner_group.get_weights(module_ids=self.ids)
             manifest = self._manifest(
                 self.builder, dataclasses.asdict(self.mc), self.ids, it, state["env_steps"], wall
             )
