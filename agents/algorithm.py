@@ -58,7 +58,7 @@ NORMALISED_RETURN = "normalised_return"
 
 def log_team_return(*, episode, metrics_logger=None, **kwargs) -> None:
     """RLlib ``on_episode_end``: log the episode's team return, average JCT and
-    normalised return from the env's final info (whatever ``env.reward.credit`` pays)."""
+    normalised return from the env's final info."""
     if metrics_logger is None or not episode.is_terminated:
         return
     for sa in episode.agent_episodes.values():
@@ -89,17 +89,9 @@ def algo_config(
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     from agents.rl_module import HierarchicalGNNModule
-    from envs.config import env_config as parse_env
 
     env, env_config, _ = env_setup(cfg, mc, tc, seed)
-    grouped = tc.advantage == "group"
-    if grouped and parse_env(cfg).reward.credit == "team":
-        raise InputError(
-            f"{cfg.source}: env.reward.credit: team cannot be used with train.advantage: "
-            f"{tc.advantage} (the group baseline already credits each decision with the "
-            "team return)"
-        )
-    if grouped:  # each window K times in a row, steps tagged with time and job
+    if tc.advantage == "group":  # each window K times in a row, steps tagged with time and job
         from envs.group_rollouts import GroupRolloutEnv
 
         env, env_config = GroupRolloutEnv, {**env_config, "group_size": tc.group_size}
@@ -188,7 +180,6 @@ def algorithm_base(tc, training: dict[str, Any], where: str, agent_ids: list[str
         learner_config_dict={
             learner.AGENT_IDS: list(agent_ids),
             "advantage": tc.advantage,
-            learner.PRIOR_KL: tc.prior_kl,
             learner.ADVANTAGE_SCALE: tc.advantage_scale,
         },
     )

@@ -76,7 +76,6 @@ __all__ = [
 #: (:func:`agents.run_folder.check_config_data`), as ``envs.config.LATER_OPTIONS`` does
 #: for decision options
 LATER_TRAIN_FIELDS = {
-    "prior_kl": 0.0,
     "split_share": 0.0,
     "advantage_scale": "batch",
 }
@@ -108,9 +107,9 @@ TRAIN_BOUNDS = {**PPO_BOUNDS, **SELECTION_BOUNDS, **DATA_BOUNDS, **WARM_START_BO
 
 #: ``train:`` fields of studies that no longer ship (one round of rollout policy
 #: improvement per iteration; the privileged critic and the value heads' own learning
-#: rate), with the value that meant "off". A signed config that carries one at that
-#: value reads as if it did not; any other value is refused, naming the git tag that
-#: keeps the study's code.
+#: rate; the KL term to the frozen warm start), with the value that meant "off". A
+#: signed config that carries one at that value reads as if it did not; any other value
+#: is refused, naming the git tag that keeps the study's code.
 RETIRED_TRAIN_FIELDS = {
     "critic": "plain",
     "critic_jobs": 8,
@@ -126,6 +125,7 @@ RETIRED_TRAIN_FIELDS = {
     "improve_weight": 10.0,
     "improve_target": "hard",
     "improve_futures": 0,
+    "prior_kl": 0.0,
 }
 
 

@@ -105,14 +105,6 @@ class ClusterBatch:
         return scatter(x, getattr(self, by), 0, dim_size=size, reduce="max")
 
 
-def categorical_kl(logits: torch.Tensor, prior_logits: torch.Tensor) -> torch.Tensor:
-    """Per row, ``KL(softmax(logits) ‖ softmax(prior_logits))`` over the last axis,
-    clamped at 0 (masked actions, :data:`MASKED_LOGIT` in both, add nothing)."""
-    logp = torch.log_softmax(logits, dim=-1)
-    logq = torch.log_softmax(prior_logits, dim=-1)
-    return (logp.exp() * (logp - logq)).sum(dim=-1).clamp_min(0.0)
-
-
 @dataclass
 class RegularClusterBatch(ClusterBatch):
     """A :class:`ClusterBatch` whose parents have equally many children, laid out

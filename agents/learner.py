@@ -6,10 +6,8 @@ docs/agents.md):
 - when a module serves several agents: ``agent/<id>/entropy`` and
   ``agent/<id>/approx_kl``, from the column :data:`AGENT_INDEX` that
   :class:`AddAgentIndex` adds to the train batch.
-- PPO options (``learner_config_dict``): ``advantage`` ``group`` replaces GAE
-  by :mod:`agents.group_baseline`; :data:`PRIOR_KL` ``β > 0`` adds ``β · KL(π ‖ π₀)``
-  to a frozen warm start ``π₀`` (:meth:`ClipFractionPPOLearner.capture_prior`),
-  logged as ``prior_kl``.
+- ``learner_config_dict``: ``advantage`` ``group`` replaces GAE by
+  :mod:`agents.group_baseline`.
 """
 
 from __future__ import annotations
@@ -25,17 +23,12 @@ from ray.rllib.connectors.learner.general_advantage_estimation import (
 )
 from ray.rllib.core.columns import Columns
 
-from agents.gnn import categorical_kl
-
 CLIP_FRACTION_KEY = "clip_fraction"
 AGENT_INDEX = "agent_index"
 #: ``learner_config_dict`` key of the agent ids, in the order of AGENT_INDEX
 AGENT_IDS = "agent_ids"
-#: ``learner_config_dict`` key of ``train.prior_kl`` (0: no prior term)
-PRIOR_KL = "prior_kl"
 #: ``learner_config_dict`` key of ``train.advantage_scale`` (absent: ``batch``)
 ADVANTAGE_SCALE = "advantage_scale"
-PRIOR_KL_KEY = "prior_kl"
 
 
 class AddAgentIndex(ConnectorV2):
@@ -126,11 +119,10 @@ def clip_fraction(
 
 class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
     """``PPOTorchLearner`` whose loss also logs the clip fraction, with the group
-    advantages and prior KL of the module docstring."""
+    advantages of the module docstring."""
 
     def build(self) -> None:
         super().build()
-        self._prior: dict[str, torch.nn.Module] = {}  # module id -> its frozen warm start
         pipeline = self._learner_connector
         kind = self.config.learner_config_dict.get("advantage")
         if pipeline is None or kind != "group":
@@ -145,40 +137,6 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
         pipeline.insert_after(GeneralAdvantageEstimation, connector)
         pipeline.remove(GeneralAdvantageEstimation)
 
-    def capture_prior(self, weights: dict[str, dict] | None = None) -> dict[str, dict]:
-        """Freeze a copy of every module as the prior of ``train.prior_kl``: as it is
-        now, or with ``weights`` (``{module id: state dict}``, a resumed run's).
-        Returns the prior's ``{module id: state dict}`` (CPU tensors)."""
-        import copy
-
-        self._prior.clear()
-        for module_id in self.module.keys():
-            prior = copy.deepcopy(self.module[module_id].unwrapped())
-            if weights is not None:
-                prior.load_state_dict(weights[module_id], strict=True)
-            prior.eval()
-            for p in prior.parameters():
-                p.requires_grad_(False)
-            self._prior[module_id] = prior
-        return {
-            m: {k: v.detach().cpu().clone() for k, v in prior.state_dict().items()}
-            for m, prior in sorted(self._prior.items())
-        }
-
-    def _prior_kl(self, module_id, batch, logits: torch.Tensor) -> torch.Tensor:
-        """The mean over unmasked rows of ``KL(π ‖ π₀)``; RuntimeError without a prior."""
-        prior = self._prior.get(module_id)
-        if prior is None:
-            raise RuntimeError(
-                f"train.prior_kl is set but module {module_id!r} has no prior: "
-                "capture_prior() runs after the warm start"
-            )
-        with torch.no_grad():
-            prior_logits = prior.forward_train(batch)[Columns.ACTION_DIST_INPUTS]
-        kl = categorical_kl(logits, prior_logits)
-        mask = batch.get(Columns.LOSS_MASK)
-        return kl.mean() if mask is None else kl[mask.bool()].mean()
-
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
         """RLlib's Adam at ``lr``, with ``foreach=True`` (bit for bit RLlib's per-tensor
         loop, in one call)."""
@@ -191,11 +149,6 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
         loss = super().compute_loss_for_module(
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
-        beta = config.learner_config_dict.get(PRIOR_KL) or 0.0
-        if beta:
-            kl = self._prior_kl(module_id, batch, fwd_out[Columns.ACTION_DIST_INPUTS])
-            self.metrics.log_value((module_id, PRIOR_KL_KEY), kl.detach(), window=1)
-            loss = loss + beta * kl
         with torch.no_grad():
             module = self.module[module_id].unwrapped()
             dist = module.get_train_action_dist_cls().from_logits(

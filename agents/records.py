@@ -31,7 +31,6 @@ MODULE_TAGS = (
     ("approx_kl", "mean_kl_loss"),
     ("explained_variance", "vf_explained_var"),
     ("clip_fraction", "clip_fraction"),
-    ("prior_kl", "prior_kl"),
 )
 
 
@@ -58,7 +57,6 @@ LEARNER_TAGS = (
     ("losses/approx_kl", "mean_kl_loss"),
     ("losses/explained_variance", "vf_explained_var"),
     ("losses/clip_fraction", "clip_fraction"),  # agents.learner
-    ("losses/prior_kl", "prior_kl"),  # PPO with train.prior_kl > 0 (agents.learner)
     # the group baseline's heaviest window's share of the squared advantages, before
     # and after train.advantage_scale's weighing (agents.group_baseline)
     ("losses/top_window_share_raw", "top_window_share_raw"),

@@ -54,7 +54,7 @@ def test_hparams_flatten_every_section_with_dotted_keys():
     assert h["workload.load"] == 1.5 and h["workload.max_job_gpus"] == "null"
     assert h["simulation.ordering"] == "fifo"
     assert h["env.hints"] == "[first-fit]"
-    assert h["env.reward.interference"] == env_config(cfg).reward.interference
+    assert h["env.reward.time_scale_s"] == env_config(cfg).reward.time_scale_s
     assert h["model.hidden"] == mc.hidden and h["train.lr"] == tc.lr
     assert h["agents.count"] == 2 and h["agents.modules"] == 1
     assert all(isinstance(v, bool | int | float | str) for v in h.values())

@@ -83,8 +83,6 @@ BAD = {
         ("select_tolerance", -0.1),
     ],
     WarmStartSection: [
-        ("prior_kl", -1.0),
-        ("prior_kl", 0.1, {"bc_teacher": None}),
         ("bc_teacher", "oracle"),
         ("bc_margin", 1.0),
         ("bc_base", "nobody"),
@@ -139,8 +137,8 @@ def test_the_sections_hold_every_train_key_once():
 
 def test_a_sections_check_runs_on_the_whole_train_section():
     """A retired algorithm (the algorithm's section) is refused beside a warm-start key."""
-    data = {"prior_kl": 0.1, "algorithm": "APPO"}
-    assert parse_section(WarmStartSection, {"prior_kl": 0.1}, "f.yaml", "train").prior_kl == 0.1
+    data = {"bc_epochs": 3, "algorithm": "APPO"}
+    assert parse_section(WarmStartSection, {"bc_epochs": 3}, "f.yaml", "train").bc_epochs == 3
     with pytest.raises(InputError, match=r"^f.yaml: train.algorithm: 'APPO' belongs to a "
                        r"study that no longer ships; its code is kept at git tag "
                        r"studies-archive$"):  # fmt: skip
