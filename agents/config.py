@@ -79,11 +79,12 @@ LATER_TRAIN_FIELDS = {
     "split_share": 0.0,
     "advantage_scale": "batch",
 }
-#: ``model:`` fields added after runs were signed, likewise
-LATER_MODEL_FIELDS = {"raw_head": False}
+#: ``model:`` fields added after runs were signed, likewise (none since the last retired)
+LATER_MODEL_FIELDS: dict = {}
 #: ``model:`` fields that no longer ship (the torch-geometric layers over the cluster
-#: tree), with the value that meant today's network; see :data:`RETIRED_TRAIN_FIELDS`
-RETIRED_MODEL_FIELDS = {"gnn": {"layer": "hierarchy"}}
+#: tree; the per-node raw-feature head), with the value that meant today's network;
+#: see :data:`RETIRED_TRAIN_FIELDS`
+RETIRED_MODEL_FIELDS = {"gnn": {"layer": "hierarchy"}, "raw_head": False}
 
 
 # the bases are listed last section first: a dataclass orders its fields from the base

@@ -415,7 +415,13 @@ def test_a_run_signed_before_a_decision_option_existed_resumes_as_its_old_behavi
     with pytest.raises(InputError, match=r"env\.follow_only: True belongs to a study"):
         check_config_data(tmp_path, now)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
-    # a model field added since (the raw head): the old run had none
-    assert LATER_MODEL_FIELDS == {"raw_head": False}
-    with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
-        check_config_data(tmp_path, {**now, "model": {**now["model"], "raw_head": True}})
+    # the retired raw head: a run signed with it off resumes, one with it on is refused
+    assert LATER_MODEL_FIELDS == {}
+    for value in (False, True):
+        signed = {**old, "model": {**old["model"], "raw_head": value}}
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(signed))
+        if value:
+            with pytest.raises(InputError, match=r"model\.raw_head: True belongs to a study"):
+                check_config_data(tmp_path, now)
+        else:
+            check_config_data(tmp_path, now)

@@ -26,13 +26,13 @@ def test_grid_overrides_of_every_type_and_nested_keys():
     out = apply_overrides(
         raw,
         ["train.lr=1e-4", "model.hidden=16", "env.hints=[first-fit, locality]",
-         "model.raw_head=true", "train.grad_clip=null", "model.exchange=false",
+         "model.share_parameters=false", "train.grad_clip=null", "model.exchange=false",
          "train.bc_teacher=rollout"],
     )  # fmt: skip
     assert out["train"]["lr"] == 1e-4 and isinstance(out["train"]["lr"], float)
     assert out["model"]["hidden"] == 16 and isinstance(out["model"]["hidden"], int)
     assert out["env"]["hints"] == ["first-fit", "locality"]
-    assert out["model"]["raw_head"] is True
+    assert out["model"]["share_parameters"] is False
     assert out["train"]["grad_clip"] is None and out["model"]["exchange"] is False
     assert out["train"]["bc_teacher"] == "rollout"
     assert raw == {"train": {"lr": 3e-5}, "model": {"hidden": 64}}  # a copy
