@@ -104,9 +104,10 @@ TRAIN_BOUNDS = {**PPO_BOUNDS, **SELECTION_BOUNDS, **DATA_BOUNDS, **WARM_START_BO
 #: ``train:`` fields of studies that no longer ship (one round of rollout policy
 #: improvement per iteration; the privileged critic and the value heads' own learning
 #: rate; the KL term to the frozen warm start; each window's advantages divided by its
-#: mean team return), with the value that meant "off". A signed config that carries one
-#: at that value reads as if it did not; any other value is refused, naming the git tag
-#: that keeps the study's code.
+#: mean team return; the evaluation window's own load, which ``eval_loads`` covers),
+#: with the value that meant "off". A signed config that carries one at that value
+#: reads as if it did not; any other value is refused, naming the git tag that keeps
+#: the study's code.
 RETIRED_TRAIN_FIELDS = {
     "critic": "plain",
     "critic_jobs": 8,
@@ -124,6 +125,7 @@ RETIRED_TRAIN_FIELDS = {
     "improve_futures": 0,
     "prior_kl": 0.0,
     "advantage_scale": "batch",
+    "eval_load": None,
 }
 
 

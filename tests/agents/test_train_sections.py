@@ -70,7 +70,6 @@ BAD = {
         ("split_share", -1.0),
         ("eval_start", -1),
         ("eval_max_jobs", 0),
-        ("eval_load", 0.0),
         ("eval_extra_windows", [{"trace": "t.csv", "share": 0.0}]),
         ("eval_loads", [1.0, 0.0]),
     ],
