@@ -1,5 +1,5 @@
-"""The RLlib algorithm of a training run: the environment it samples, one RLModule
-shared by every agent, and the ``AlgorithmConfig`` of ``train.algorithm``
+"""The RLlib algorithm of a training run: the environment it samples, one RLModule per
+agent (or one shared), and the ``AlgorithmConfig`` of ``train.algorithm``
 (:func:`algorithm_base`: RLlib's registry with our :mod:`agents.learner`, only the
 settings it has) with ``train.rllib`` on top (:func:`apply_rllib`: RLlib's own checks,
 each failure one line naming the key, exit 2).
@@ -16,12 +16,13 @@ from agents.config import ModelConfig, TrainConfig, split_windows
 from marl_sched.config import ExperimentConfig
 from marl_sched.errors import InputError
 
-#: the one policy module every agent acts with
-SHARED = "shared"
-
 
 def _map_shared(agent_id, *args, **kwargs) -> str:
-    return SHARED
+    return "shared"
+
+
+def _map_own(agent_id, *args, **kwargs) -> str:
+    return str(agent_id)
 
 
 def env_setup(cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int):
@@ -72,6 +73,10 @@ def log_team_return(*, episode, metrics_logger=None, **kwargs) -> None:
             return
 
 
+def module_ids(agent_ids: list[str], mc: ModelConfig) -> list[str]:
+    return ["shared"] if mc.share_parameters or len(agent_ids) == 1 else list(agent_ids)
+
+
 def algo_config(
     cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int, agent_ids: list[str]
 ):
@@ -90,7 +95,9 @@ def algo_config(
         from envs.group_rollouts import GroupRolloutEnv
 
         env, env_config = GroupRolloutEnv, {**env_config, "group_size": tc.group_size}
-    spec = RLModuleSpec(module_class=HierarchicalGNNModule, model_config=dataclasses.asdict(mc))
+    ids = module_ids(agent_ids, mc)
+    model = {k: v for k, v in dataclasses.asdict(mc).items() if k != "share_parameters"}
+    specs = {m: RLModuleSpec(module_class=HierarchicalGNNModule, model_config=model) for m in ids}
     training = {
         "lr": tc.lr,
         "gamma": tc.gamma,
@@ -119,10 +126,10 @@ def algo_config(
             num_envs_per_env_runner=tc.num_envs_per_env_runner,
         )
         .multi_agent(
-            policies={SHARED},
-            policy_mapping_fn=_map_shared,
+            policies=set(ids),
+            policy_mapping_fn=_map_shared if len(ids) == 1 else _map_own,
         )
-        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs={SHARED: spec}))
+        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
         .callbacks(on_episode_end=log_team_return)
         .training(**training)
         .debugging(seed=seed)
@@ -173,6 +180,7 @@ def algorithm_base(tc, training: dict[str, Any], where: str, agent_ids: list[str
         learner_config_dict={
             learner.AGENT_IDS: list(agent_ids),
             "advantage": tc.advantage,
+            learner.ADVANTAGE_SCALE: tc.advantage_scale,
         },
     )
     return config, kept

@@ -23,6 +23,7 @@ from agents.train_sections.data import (
     split_windows,
 )
 from agents.train_sections.ppo import (
+    ADVANTAGE_SCALES,
     ADVANTAGES,
     ALGORITHMS,
     PPO_BOUNDS,
@@ -38,6 +39,7 @@ from marl_sched.config import drop_retired as drop_retired_keys
 
 __all__ = [
     "ADVANTAGES",
+    "ADVANTAGE_SCALES",
     "ALGORITHMS",
     "ARCHIVE_TAG",
     "LATER_MODEL_FIELDS",
@@ -73,13 +75,16 @@ __all__ = [
 #: a resumed run signed before one existed resumes as it ran
 #: (:func:`agents.run_folder.check_config_data`), as ``envs.config.LATER_OPTIONS`` does
 #: for decision options
-LATER_TRAIN_FIELDS = {"split_share": 0.0}
+LATER_TRAIN_FIELDS = {
+    "split_share": 0.0,
+    "advantage_scale": "batch",
+}
 #: ``model:`` fields added after runs were signed, likewise (none since the last retired)
 LATER_MODEL_FIELDS: dict = {}
 #: ``model:`` fields that no longer ship (the torch-geometric layers over the cluster
-#: tree; the per-node raw-feature head; one module per agent), with the value that
-#: meant today's network; see :data:`RETIRED_TRAIN_FIELDS`
-RETIRED_MODEL_FIELDS = {"gnn": {"layer": "hierarchy"}, "raw_head": False, "share_parameters": True}
+#: tree; the per-node raw-feature head), with the value that meant today's network;
+#: see :data:`RETIRED_TRAIN_FIELDS`
+RETIRED_MODEL_FIELDS = {"gnn": {"layer": "hierarchy"}, "raw_head": False}
 
 
 # the bases are listed last section first: a dataclass orders its fields from the base
@@ -103,11 +108,10 @@ TRAIN_BOUNDS = {**PPO_BOUNDS, **SELECTION_BOUNDS, **DATA_BOUNDS, **WARM_START_BO
 
 #: ``train:`` fields of studies that no longer ship (one round of rollout policy
 #: improvement per iteration; the privileged critic and the value heads' own learning
-#: rate; the KL term to the frozen warm start; each window's advantages divided by its
-#: mean team return; the evaluation window's own load, which ``eval_loads`` covers),
-#: with the value that meant "off". A signed config that carries one at that value
-#: reads as if it did not; any other value is refused, naming the git tag that keeps
-#: the study's code.
+#: rate; the KL term to the frozen warm start; the evaluation window's own load, which
+#: ``eval_loads`` covers), with the value that meant "off". A signed config that carries
+#: one at that value reads as if it did not; any other value is refused, naming the git
+#: tag that keeps the study's code.
 RETIRED_TRAIN_FIELDS = {
     "critic": "plain",
     "critic_jobs": 8,
@@ -124,7 +128,6 @@ RETIRED_TRAIN_FIELDS = {
     "improve_target": "hard",
     "improve_futures": 0,
     "prior_kl": 0.0,
-    "advantage_scale": "batch",
     "eval_load": None,
 }
 

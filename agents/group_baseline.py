@@ -9,8 +9,10 @@ baseline (Mao et al., ICLR 2019; docs/agents.md, "Advantages", is the reference)
   mean, over the *other* rollouts of its group, of their return-to-go from their first
   decision at or after its simulated time (decisions at one time matched by rank; 0 if
   a rollout made none after it);
-- advantages are standardised over the batch. A decision outside a group of >= 2
-  complete rollouts gets advantage 0. The critic keeps GAE's value targets."""
+- advantages are standardised over the batch; ``train.advantage_scale: window`` first
+  divides each group's by its rollouts' mean ``|team return|`` (:func:`window_weights`).
+  A decision outside a group of >= 2 complete rollouts gets advantage 0. The critic
+  keeps GAE's value targets."""
 
 from __future__ import annotations
 
@@ -26,9 +28,11 @@ from ray.rllib.connectors.learner.general_advantage_estimation import (
 )
 from ray.rllib.evaluation.postprocessing import Postprocessing
 
+from agents.config import ADVANTAGE_SCALES
 from envs.group_rollouts import ENV_T, EPISODE_KEY, SIM_TIME
 
-#: the learner metric of the heaviest window's share (``agents.records.LEARNER_TAGS``)
+#: the learner metrics of the weighing (``agents.records.LEARNER_TAGS``)
+TOP_WINDOW_SHARE_RAW = "top_window_share_raw"
 TOP_WINDOW_SHARE = "top_window_share"
 
 
@@ -135,40 +139,73 @@ def _by_episode(episodes: Sequence, unpack, advantages) -> dict[tuple, np.ndarra
     return out
 
 
-def top_window_share(groups: Sequence[Sequence[np.ndarray]]) -> float:
-    """The largest group's share of the batch's sum of squared advantages; 0 for a
-    batch without advantages."""
-    energy = [sum(float(np.square(a).sum()) for a in g) for g in groups]
+def _check_scale(scale: str) -> None:
+    """ValueError unless ``scale`` is one of ``train.advantage_scale``'s values."""
+    if scale not in ADVANTAGE_SCALES:
+        raise ValueError(f"advantage scale must be one of {ADVANTAGE_SCALES}, got {scale!r}")
+
+
+def window_weights(totals: Sequence[Sequence[float]], scale: str) -> list[float]:
+    """Per group, the factor on its advantages before standardisation: 1 with
+    ``batch``; with ``window``, 1 / the mean ``|team return|`` of its rollouts."""
+    _check_scale(scale)
+    if scale == "batch":
+        return [1.0 for _ in totals]
+    return [1.0 / max(1e-12, float(np.mean(np.abs(np.asarray(t, dtype=float))))) for t in totals]
+
+
+def top_window_share(groups: Sequence[Sequence[np.ndarray]], weights: Sequence[float]) -> float:
+    """The largest group's share of the batch's sum of squared (weighted) advantages;
+    0 for a batch without advantages."""
+    energy = [
+        w * w * sum(float(np.square(a).sum()) for a in g)
+        for g, w in zip(groups, weights, strict=True)
+    ]
     total = sum(energy)
     return max(energy) / total if total > 0 else 0.0
 
 
+def team_return(episode) -> float:
+    """A multi-agent episode's team return: the sum of the rewards of its real decisions
+    (the env pays each step's team reward to the agent that acted)."""
+    return float(_team_rollout(episode)[1].sum())
+
+
 class GroupBaselineAdvantages(GeneralAdvantageEstimation):
     """Learner connector: GAE's value targets, group-baseline advantages. Sits where
-    RLlib's PPO learner puts GAE."""
+    RLlib's PPO learner puts GAE. ``scale``: ``train.advantage_scale``."""
+
+    def __init__(self, *args, scale: str = "batch", **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        _check_scale(scale)
+        self.scale = scale
 
     def grouped(self, episodes) -> dict[tuple, np.ndarray]:
         return episode_group_advantages(episodes, self.gamma)
 
-    def _log_share(self, episodes, grouped, metrics) -> None:
-        """The batch's top-window share (:func:`top_window_share`), logged per module."""
+    def _weigh(self, episodes, grouped, metrics) -> dict[Any, float]:
+        """``{episode id: its group's weight}`` (:func:`window_weights`), and the
+        batch's top-window shares before and after the weighing logged per module."""
         groups = _groups(episodes)
-        if metrics is None or not groups:
-            return
+        weights = window_weights([[team_return(ep) for ep in g] for g in groups], self.scale)
         advs = [
             [grouped[(ep.id_, a)] for ep in g for a in ep.agent_ids if (ep.id_, a) in grouped]
             for g in groups
         ]
-        share = top_window_share(advs)
-        for module_id in {sa.module_id for ep in episodes for sa in ep.agent_episodes.values()}:
-            metrics.log_value((module_id, TOP_WINDOW_SHARE), share, window=1)
+        if metrics is not None and groups:
+            raw = top_window_share(advs, [1.0] * len(groups))
+            weighed = top_window_share(advs, weights)
+            for module_id in {sa.module_id for ep in episodes for sa in ep.agent_episodes.values()}:
+                metrics.log_value((module_id, TOP_WINDOW_SHARE_RAW), raw, window=1)
+                metrics.log_value((module_id, TOP_WINDOW_SHARE), weighed, window=1)
+        return {ep.id_: w for g, w in zip(groups, weights, strict=True) for ep in g}
 
     def __call__(self, *, rl_module, episodes, batch, metrics=None, **kwargs):
         batch = super().__call__(
             rl_module=rl_module, episodes=episodes, batch=batch, metrics=metrics, **kwargs
         )
         grouped = self.grouped(episodes)
-        self._log_share(episodes, grouped, metrics)
+        weight = self._weigh(episodes, grouped, metrics)
         rows: dict[Any, list[np.ndarray]] = defaultdict(list)  # module → per-row values
         used: dict[Any, list[np.ndarray]] = defaultdict(list)  # module → row is grouped
         for ep in episodes:
@@ -178,7 +215,7 @@ class GroupBaselineAdvantages(GeneralAdvantageEstimation):
                 values = np.zeros(len(sa))
                 mask = np.zeros(len(sa), dtype=bool)
                 if adv is not None:
-                    values[:-1], mask[:-1] = adv, True
+                    values[:-1], mask[:-1] = adv * weight[ep.id_], True
                 rows[sa.module_id].append(values)
                 used[sa.module_id].append(mask)
         all_used = np.concatenate([np.concatenate(v) for v in used.values()] or [np.zeros(0)])

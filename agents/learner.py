@@ -27,6 +27,8 @@ CLIP_FRACTION_KEY = "clip_fraction"
 AGENT_INDEX = "agent_index"
 #: ``learner_config_dict`` key of the agent ids, in the order of AGENT_INDEX
 AGENT_IDS = "agent_ids"
+#: ``learner_config_dict`` key of ``train.advantage_scale`` (absent: ``batch``)
+ADVANTAGE_SCALE = "advantage_scale"
 
 
 class AddAgentIndex(ConnectorV2):
@@ -127,7 +129,11 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
             return
         from agents.group_baseline import GroupBaselineAdvantages
 
-        connector = GroupBaselineAdvantages(gamma=self.config.gamma, lambda_=self.config.lambda_)
+        connector = GroupBaselineAdvantages(
+            gamma=self.config.gamma,
+            lambda_=self.config.lambda_,
+            scale=self.config.learner_config_dict.get(ADVANTAGE_SCALE, "batch"),
+        )
         pipeline.insert_after(GeneralAdvantageEstimation, connector)
         pipeline.remove(GeneralAdvantageEstimation)
 

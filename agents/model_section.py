@@ -26,11 +26,14 @@ class ModelConfig:
             rack, racks ← servers); 2 lets information go up and back down twice.
         exchange: mix the subcluster embeddings of all agents with attention
             (false = each agent sees only its own summary: an ablation).
+        share_parameters: one module for all agents (``policy_mapping_fn`` → "shared");
+            false = one module per agent.
     """
 
     hidden: int = 64
     layers: int = 2
     exchange: bool = True
+    share_parameters: bool = True
 
     def validate(self, where: str, key: str) -> None:
         # checked before torch allocates anything: a width of 1e23 is no network

@@ -49,7 +49,7 @@ from envs.observations import OBS_VERSION, ObservationBuilder, feature_dims
 from envs.rules import home_agent
 from envs.session import MoveBook, PlacementSession
 from marl_sched.checkpoints import resolve_checkpoint
-from marl_sched.config import ARCHIVE_TAG, REPO_ROOT, drop_retired, parse_section
+from marl_sched.config import REPO_ROOT, drop_retired, parse_section
 from marl_sched.errors import InputError
 from marl_sched.files import read_input_text
 from marl_sched.jobs import Job, Placement
@@ -105,7 +105,9 @@ class TrainedAgents:
         return int(agent[2:])
 
     def net_for(self, agent_index: int) -> HierarchicalGNN:
-        return self.nets["shared"]  # one module serves every agent
+        if self.manifest["share_parameters"] or self.central:
+            return next(iter(self.nets.values()))
+        return self.nets[self.manifest["agents"][agent_index]]
 
 
 def agents_from_weights(manifest: dict[str, Any], weights: dict[str, dict]) -> TrainedAgents:
@@ -210,7 +212,7 @@ _MODULE_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 def check_manifest_schema(manifest: Any, path: str) -> None:
     """Refuse (``InputError``, one line) a manifest that lacks a key, holds one of the
     wrong type, names a module file outside ``modules/`` or disagrees with itself
-    (``central`` vs its agents, its one module ``shared``, dims vs features)."""
+    (``central`` vs its agents, shared parameters vs its modules, dims vs features)."""
     where = f"{path}: manifest.json"
     if not isinstance(manifest, dict):
         raise InputError(f"{where}: expected a JSON object")
@@ -230,13 +232,11 @@ def check_manifest_schema(manifest: Any, path: str) -> None:
         raise InputError(f"{where}: central is true but agents are {agent_ids}")
     if not central and agent_ids != [f"sc{k}" for k in range(len(agent_ids))]:
         raise InputError(f"{where}: agents: expected sc0..sc<A-1>, got {agent_ids}")
-    if manifest["share_parameters"] is not True:  # per-agent modules: retired
-        raise InputError(
-            f"{where}: share_parameters: {manifest['share_parameters']!r} belongs to a study "
-            f"that no longer ships; its code is kept at git tag {ARCHIVE_TAG}"
-        )
-    if modules != ["shared"]:
-        raise InputError(f"{where}: modules: shared parameters need one module 'shared'")
+    if manifest["share_parameters"] or central:
+        if modules != ["shared"]:
+            raise InputError(f"{where}: modules: shared parameters need one module 'shared'")
+    elif modules != agent_ids:
+        raise InputError(f"{where}: modules: per-agent modules must be named as the agents")
     options = manifest["env"].get("options")
     if isinstance(options, dict) and options.get("central") != central:
         raise InputError(f"{where}: env.options.central disagrees with central")
@@ -341,6 +341,12 @@ def check_compatible(agents: TrainedAgents, builder: ObservationBuilder, central
     names = m.get("features")
     if names is not None and names != {k: list(v) for k, v in builder.features.items()}:
         raise InputError(f"{path}: checkpoint's feature names differ from this version's")
+    if not m["share_parameters"] and not central and len(m["agents"]) != builder.n_agents:
+        raise InputError(
+            f"{path}: checkpoint has {len(m['agents'])} per-agent modules but config gives "
+            f"{builder.n_agents} subclusters (train with model.share_parameters: true to "
+            "serve other agent counts)"
+        )
 
 
 def masked_logits(net: HierarchicalGNN, obs: dict[str, np.ndarray]) -> torch.Tensor:
@@ -638,7 +644,7 @@ def manifest_for(
         "features": {k: list(v) for k, v in builder.features.items()},
         "dims": observation_signature(builder),
         "central": builder.central,
-        "share_parameters": True,
+        "share_parameters": bool(model.get("share_parameters", True)),
         "model": dict(model),
         "agents": list(builder.agent_ids),
         "modules": list(module_ids),

@@ -8,7 +8,7 @@ every tag).
 
 - :func:`resolved_config`: ``config.yaml``, every section with defaults filled in.
 - :func:`hparams`: that config flattened for TensorBoard's HParams dashboard.
-- :func:`module_scalars`: per-agent learner figures.
+- :func:`module_scalars`: per-module and per-agent learner figures.
 - :func:`read_tags`: tags' values read back from ``tb/``."""
 
 from __future__ import annotations
@@ -22,6 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from marl_sched.config import ExperimentConfig, absolute_paths, plain
+
+#: the learner figures logged per policy module: TensorBoard name → RLlib result key
+MODULE_TAGS = (
+    ("policy_loss", "policy_loss"),
+    ("value_loss", "vf_loss"),
+    ("entropy", "entropy"),
+    ("approx_kl", "mean_kl_loss"),
+    ("explained_variance", "vf_explained_var"),
+    ("clip_fraction", "clip_fraction"),
+)
 
 
 def resolved_config(cfg: ExperimentConfig, mc, tc, iterations: int | None = None) -> dict:
@@ -47,8 +57,9 @@ LEARNER_TAGS = (
     ("losses/approx_kl", "mean_kl_loss"),
     ("losses/explained_variance", "vf_explained_var"),
     ("losses/clip_fraction", "clip_fraction"),  # agents.learner
-    # the group baseline's heaviest window's share of the squared advantages
-    # (agents.group_baseline)
+    # the group baseline's heaviest window's share of the squared advantages, before
+    # and after train.advantage_scale's weighing (agents.group_baseline)
+    ("losses/top_window_share_raw", "top_window_share_raw"),
     ("losses/top_window_share", "top_window_share"),
     ("losses/grad_norm", "gradients_default_optimizer_global_norm"),
     ("charts/learning_rate", "default_optimizer_learning_rate"),
@@ -82,7 +93,7 @@ def scalars_from_result(result: dict, last_steps: float) -> tuple[dict[str, floa
         vals = [float(v[key]) for v in learners.values() if _finite(v.get(key))]
         if vals:
             out[tag] = sum(vals) / len(vals)
-    out.update(module_scalars(learners))  # each agent's own
+    out.update(module_scalars(learners))  # each module's own, when there are several
     steps = float(result.get("num_env_steps_sampled_lifetime", last_steps))
     dt = float(result.get("time_this_iter_s", 0.0))
     if dt > 0:
@@ -212,10 +223,19 @@ class _Silent:
 
 
 def module_scalars(learners: dict[str, dict]) -> dict[str, float]:
-    """``losses/agent/<agent>/<figure>`` (:class:`agents.learner.PerAgentFigures`)."""
-    return {
+    """``losses/<module>/<figure>`` per policy module (when several) and
+    ``losses/agent/<agent>/<figure>`` (:class:`agents.learner.PerAgentFigures`)."""
+    out = {
         f"losses/{key}": float(value)
         for figures in learners.values()
         for key, value in figures.items()
         if key.startswith("agent/") and _finite(value)
+    }
+    if len(learners) < 2:
+        return out
+    return out | {
+        f"losses/{module}/{tag}": float(figures[key])
+        for module, figures in learners.items()
+        for tag, key in MODULE_TAGS
+        if _finite(figures.get(key))
     }

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from agents.algorithm import SHARED, algo_config, env_setup
+from agents.algorithm import algo_config, env_setup, module_ids
 from agents.config import ModelConfig, TrainConfig
 from agents.records import (
     hparams,
@@ -167,7 +167,7 @@ class Trainer:
         torch.use_deterministic_algorithms(True)  # same seed, same weights
         _, _, builder = env_setup(cfg, mc, tc, tc.seed)
 
-        self.builder, self.ids = builder, [SHARED]
+        self.builder, self.ids = builder, module_ids(builder.agent_ids, mc)
         state = {"iteration": 0, "env_steps": 0.0, "wall_s": 0.0, "best": None,
                  "best_runs": None, "scores": {}}  # fmt: skip
         if self.resume:

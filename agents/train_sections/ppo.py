@@ -36,6 +36,9 @@ REFUSED_ALGORITHMS = {
 }
 #: how the policy gradient's advantages are computed (train.advantage)
 ADVANTAGES = ("gae", "group")
+#: how each training window's advantages are weighed (train.advantage_scale;
+#: agents.group_baseline, "Weighing the windows")
+ADVANTAGE_SCALES = ("batch", "window")
 
 #: the range of each count of this section (the low end repeats the checks of
 #: :meth:`PPOSection.validate`, so the message names both limits), checked before Ray starts
@@ -92,6 +95,8 @@ class PPOSection:
         advantage: ``gae`` (RLlib's GAE) or ``group`` (return-to-go against the other
             rollouts of the same window; :mod:`agents.group_baseline`).
         group_size: with ``group``, rollouts per training window (>= 2).
+        advantage_scale: with ``group``: ``batch`` (seconds of average JCT)
+            or ``window`` (divided by the window's mean ``|team return|``).
         train_batch_size: env steps (decisions, all agents) per iteration.
         minibatch_size: SGD minibatch, in env steps.
         num_epochs: SGD passes over each train batch.
@@ -115,6 +120,7 @@ class PPOSection:
     gae_lambda: float = 0.95
     advantage: str = "gae"
     group_size: int = 4
+    advantage_scale: str = "batch"
     train_batch_size: int = 2000
     minibatch_size: int = 250
     num_epochs: int = 4
@@ -166,8 +172,14 @@ class PPOSection:
         check(self.advantage != "job", where, f"{key}.advantage",
               f"job belongs to a study that no longer ships; its code is kept at git tag "
               f"{ARCHIVE_TAG}")  # fmt: skip
-        check(self.advantage in ADVANTAGES, where, f"{key}.advantage",
-              f"must be one of {', '.join(ADVANTAGES)}, got {self.advantage!r}")  # fmt: skip
+        for name, choices in (("advantage", ADVANTAGES), ("advantage_scale", ADVANTAGE_SCALES)):
+            value = getattr(self, name)
+            check(value in choices, where, f"{key}.{name}",
+                  f"must be one of {', '.join(choices)}, got {value!r}")  # fmt: skip
         if self.advantage == "group":
             check(self.group_size >= 2, where, f"{key}.group_size",
                   f"must be >= 2 with {self.advantage}")  # fmt: skip
+        if self.advantage_scale != "batch":
+            check(self.advantage == "group", where, f"{key}.advantage_scale",
+                  f"{self.advantage_scale} needs advantage: group, "
+                  f"got {self.advantage}")  # fmt: skip

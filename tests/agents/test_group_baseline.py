@@ -48,15 +48,29 @@ def test_a_group_of_one_is_refused():
         group_advantages([(np.zeros(2), np.zeros(2))], gamma=0.9)
 
 
+def test_window_weights_make_each_windows_advantages_relative():
+    """``advantage_scale: window``: a group's weight is 1 / its rollouts' mean
+    |team return|; ``batch`` leaves every group at 1; anything else is refused."""
+    from agents.group_baseline import window_weights
+
+    totals = [[-2.0, -4.0], [-0.1, -0.3, -0.2]]
+    assert window_weights(totals, "batch") == [1.0, 1.0]
+    assert window_weights(totals, "window") == pytest.approx([1 / 3.0, 1 / 0.2])
+    with pytest.raises(ValueError, match="advantage scale"):
+        window_weights(totals, "episode")
+
+
 def test_top_window_share_against_a_hand_computation():
-    """The heaviest group's share of the batch's squared advantages: a window with 10x
-    the JCT scale carries 100/101 of the signal."""
+    """The heaviest group's share of the batch's squared advantages, before and after
+    the weighing: a window with 10x the JCT scale carries 100/101 of the raw signal
+    and, weighed by 1/10, as much as the other."""
     from agents.group_baseline import top_window_share
 
     heavy = [np.array([10.0, -10.0]), np.array([0.0])]  # energy 200
     light = [np.array([1.0]), np.array([-1.0])]  # energy 2
-    assert top_window_share([heavy, light]) == pytest.approx(200 / 202)
-    assert top_window_share([[np.zeros(3)]]) == 0.0
+    assert top_window_share([heavy, light], [1.0, 1.0]) == pytest.approx(200 / 202)
+    assert top_window_share([heavy, light], [0.1, 1.0]) == pytest.approx(0.5)
+    assert top_window_share([[np.zeros(3)]], [1.0]) == 0.0
 
 
 def test_group_env_replays_each_window_and_tags_every_step():
@@ -109,9 +123,11 @@ def test_group_env_replays_each_window_and_tags_every_step():
     np.testing.assert_array_equal(firsts[0], firsts[1])
 
 
-def test_ppo_with_group_advantages_trains_inside_rllib(ray_session, monkeypatch):
+@pytest.mark.parametrize("scale", ["batch", "window"])
+def test_ppo_with_group_advantages_trains_inside_rllib(ray_session, monkeypatch, scale):
     """``train.advantage: group``: the learner pipeline holds its connector in GAE's
-    place, and an iteration's grouped decisions get non-zero advantages."""
+    place, and an iteration's grouped decisions get non-zero advantages (the windows
+    weighed alike or not, ``train.advantage_scale``)."""
     import dataclasses
 
     from ray.rllib.connectors.learner.general_advantage_estimation import (
@@ -126,7 +142,9 @@ def test_ppo_with_group_advantages_trains_inside_rllib(ray_session, monkeypatch)
 
     cfg = load_config(REPO_ROOT / "configs" / "train_tiny.yaml")
     mc, tc = model_config(cfg), train_config(cfg)
-    tc = dataclasses.replace(tc, advantage="group", group_size=3, train_batch_size=300)
+    tc = dataclasses.replace(
+        tc, advantage="group", group_size=3, train_batch_size=300, advantage_scale=scale
+    )
     connector = gb.GroupBaselineAdvantages
     _, _, builder = env_setup(cfg, mc, tc, 0)
     algo = algo_config(cfg, mc, tc, 0, builder.agent_ids).build_algo()
@@ -138,6 +156,7 @@ def test_ppo_with_group_advantages_trains_inside_rllib(ray_session, monkeypatch)
 
         def spy(self, **kwargs):
             out = inner(self, **kwargs)
+            assert self.scale == scale
             seen.append(
                 (
                     len(self.grouped(kwargs["episodes"])),
@@ -154,7 +173,10 @@ def test_ppo_with_group_advantages_trains_inside_rllib(ray_session, monkeypatch)
     assert grouped > 0 and total > 0
     stats = result["learners"]["shared"]
     assert np.isfinite(stats["policy_loss"])
-    assert 0 < stats[gb.TOP_WINDOW_SHARE] <= 1
+    raw, weighed = stats[gb.TOP_WINDOW_SHARE_RAW], stats[gb.TOP_WINDOW_SHARE]
+    assert 0 < raw <= 1 and 0 < weighed <= 1
+    if scale == "batch":
+        assert weighed == pytest.approx(raw)
 
 
 def test_an_iteration_samples_several_windows_group_size_times_each(ray_session):

@@ -29,7 +29,7 @@ from marl_sched.simulator import Simulator
 DEFAULT = str(REPO_ROOT / "configs" / "default.yaml")
 SHIPPED = REPO_ROOT / "checkpoints" / "marl-default"
 TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
-MODEL = {"hidden": 16, "layers": 1, "exchange": True}
+MODEL = {"hidden": 16, "layers": 1, "exchange": True, "share_parameters": True}
 ON = {"migration": True, "migration_tick_s": 600.0}
 
 

@@ -62,10 +62,22 @@ def test_hparams_flatten_every_section_with_dotted_keys():
     assert {"topology", "workload", "simulation", "env", "model", "train"} <= sections
 
 
-def test_module_scalars_name_each_agents_figures_only():
-    one = {"shared": {"policy_loss": 0.5, "entropy": 1.0, "agent/sc1/entropy": 0.7,
-                      "agent/sc0/approx_kl": float("nan")}}  # fmt: skip
-    assert module_scalars(one) == {"losses/agent/sc1/entropy": 0.7}
+def test_module_scalars_name_each_module_only_when_there_are_several():
+    one = {"shared": {"policy_loss": 0.5, "entropy": 1.0}}
+    assert module_scalars(one) == {}
+    two = {
+        "sc0": {"policy_loss": 0.5, "vf_loss": 2.0, "entropy": 1.2, "mean_kl_loss": 0.01},
+        "sc1": {"policy_loss": -0.1, "entropy": float("nan"), "vf_explained_var": 0.3},
+    }
+    out = module_scalars(two)
+    assert out == {
+        "losses/sc0/policy_loss": 0.5,
+        "losses/sc0/value_loss": 2.0,
+        "losses/sc0/entropy": 1.2,
+        "losses/sc0/approx_kl": 0.01,
+        "losses/sc1/policy_loss": -0.1,
+        "losses/sc1/explained_variance": 0.3,
+    }
 
 
 def test_the_checkpoint_digest_covers_the_inference_files_only(tmp_path):

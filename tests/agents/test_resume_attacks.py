@@ -384,9 +384,13 @@ def test_a_run_signed_before_a_decision_option_existed_resumes_as_its_old_behavi
     with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
         check_config_data(tmp_path, changed)
     # train fields added since: the old run had no split share (0)
-    assert LATER_TRAIN_FIELDS == {"split_share": 0.0}
-    with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
-        check_config_data(tmp_path, {**now, "train": {**now["train"], "split_share": 1.0}})
+    assert LATER_TRAIN_FIELDS == {"split_share": 0.0, "advantage_scale": "batch"}
+    for key, value in (
+        ("split_share", 1.0),
+        ("advantage_scale", "window"),
+    ):
+        with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
+            check_config_data(tmp_path, {**now, "train": {**now["train"], key: value}})
     # a run signed with the retired rollout fields at their "off" values resumes as
     # before; one signed with them on is refused naming the archive tag
     from agents.config import ARCHIVE_TAG, RETIRED_TRAIN_FIELDS

@@ -32,7 +32,7 @@ from marl_sched.errors import InputError
 from marl_sched.runner import build_cluster, load_workload, simulate
 
 TINY = str(REPO_ROOT / "configs" / "train_tiny.yaml")
-MODEL = {"hidden": 16, "layers": 1, "exchange": True}
+MODEL = {"hidden": 16, "layers": 1, "exchange": True, "share_parameters": True}
 
 
 def rollout(env, seed: int, pick=lambda mask: int(np.flatnonzero(mask)[0])):
@@ -97,7 +97,7 @@ def write_checkpoint(
         cfg = dataclasses.replace(cfg, env={**(cfg.env or {}), "central": True})
     topo, perf = build_cluster(cfg)
     builder = ObservationBuilder(topo, perf, env_config(cfg))
-    ids = ["shared"]
+    ids = ["shared"] if model["share_parameters"] else list(builder.agent_ids)
     dims = feature_dims(builder.observation_space)
     if group_dim is not None:
         dims["Fg"] = group_dim
@@ -219,6 +219,17 @@ def test_mismatched_observation_layout_exits_2(tmp_path, capsys):
     rc, err = _evaluate(ckpt, tmp_path, capsys)
     assert rc == 2 and err.count("\n") == 1
     assert "checkpoint expects" in err and "Fg=7" in err and "Fg=13" in err
+
+
+def test_per_agent_checkpoint_refuses_other_agent_counts(tmp_path, capsys):
+    model = dict(MODEL, share_parameters=False)
+    tiny = str(REPO_ROOT / "configs" / "tiny.yaml")
+    ckpt = write_checkpoint(tmp_path / "ckpt", config=tiny, model=model)
+    rc, err = _evaluate(ckpt, tmp_path, capsys, config=tiny)
+    assert rc == 0, err
+    base = str(REPO_ROOT / "configs" / "base.yaml")
+    rc, err = _evaluate(ckpt, tmp_path, capsys, config=base)
+    assert rc == 2 and "2 per-agent modules but config gives 4 subclusters" in err
 
 
 def test_missing_checkpoint_exits_2(tmp_path, capsys):

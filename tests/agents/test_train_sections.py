@@ -49,6 +49,7 @@ BAD = {
         ("gae_lambda", -0.1),
         ("advantage", "td"),
         ("group_size", 1, {"advantage": "group"}),
+        ("advantage_scale", "window"),
         ("train_batch_size", 10**8),
         ("minibatch_size", 300, {"train_batch_size": 200}),
         ("num_epochs", 0),
@@ -167,7 +168,7 @@ def test_every_name_agents_config_exported_is_still_there():
     import agents.config as config
 
     names = (
-        "ADVANTAGES ALGORITHMS ARCHIVE_TAG "
+        "ADVANTAGES ADVANTAGE_SCALES ALGORITHMS ARCHIVE_TAG "
         "LATER_MODEL_FIELDS LATER_TRAIN_FIELDS MAX_LAYERS MAX_SAMPLES MAX_WIDTH "
         "REFUSED_ALGORITHMS RETIRED_ALGORITHMS RETIRED_TRAIN_FIELDS SELECT_RULES TRAIN_BOUNDS "
         "InterferenceConfig ModelConfig RLlibConfig TrainConfig TrainWindow drop_retired "

@@ -26,13 +26,13 @@ def test_grid_overrides_of_every_type_and_nested_keys():
     out = apply_overrides(
         raw,
         ["train.lr=1e-4", "model.hidden=16", "env.hints=[first-fit, locality]",
-         "model.layers=1", "train.grad_clip=null", "model.exchange=false",
+         "model.share_parameters=false", "train.grad_clip=null", "model.exchange=false",
          "train.bc_teacher=rollout"],
     )  # fmt: skip
     assert out["train"]["lr"] == 1e-4 and isinstance(out["train"]["lr"], float)
     assert out["model"]["hidden"] == 16 and isinstance(out["model"]["hidden"], int)
     assert out["env"]["hints"] == ["first-fit", "locality"]
-    assert out["model"]["layers"] == 1 and isinstance(out["model"]["layers"], int)
+    assert out["model"]["share_parameters"] is False
     assert out["train"]["grad_clip"] is None and out["model"]["exchange"] is False
     assert out["train"]["bc_teacher"] == "rollout"
     assert raw == {"train": {"lr": 3e-5}, "model": {"hidden": 64}}  # a copy
@@ -131,9 +131,8 @@ def _results(out) -> list[dict]:
 def test_tune_grid_of_two_learning_rates_resumes_after_an_interruption(
     ray_session, tmp_path, capsys
 ):
-    """Two Tune trials (two learning rates, one module shared by both agents): both
-    train, each logging policy loss and explained variance, and each agent's entropy
-    and KL; the second is
+    """Two Tune trials (two learning rates, one module per agent): both train, each
+    logging policy loss and explained variance, also per module; the second is
     interrupted before its first checkpoint and resumed; its checkpoint loads.
     Each invocation writes results.csv and prints it under --quiet; each trial has one
     TensorBoard run (its own tb/, none from Tune); the records say 1 then 2
@@ -143,7 +142,7 @@ def test_tune_grid_of_two_learning_rates_resumes_after_an_interruption(
     out = tmp_path / "exp"
     args = ["train", "--config", TINY, "--out", str(out), "--quiet"]
     grid = ["--grid", "train.lr=0.001,0.0003", "--seed", "5",
-            "model.exchange=false"]  # fmt: skip
+            "model.exchange=false", "model.share_parameters=false"]  # fmt: skip
     assert main([*args, *grid, "--iterations", "1"]) == 0
     printed = capsys.readouterr().out.splitlines()
     recorded = json.loads((out / "experiment.json").read_text())
@@ -177,8 +176,9 @@ def test_tune_grid_of_two_learning_rates_resumes_after_an_interruption(
         # of the first report, the warm start's)
         lines = (out / "tune" / "session_01" / name / "result.json").read_text().splitlines()
         assert json.loads(lines[-1])["time/sample_s"] > 0
-        for agent in ("sc0", "sc1"):  # the shared module: each agent's own figures
-            assert {f"losses/agent/{agent}/{k}" for k in ("entropy", "approx_kl")} <= tags
+        for module in ("sc0", "sc1"):  # one module per agent: each one's own figures
+            own = {f"losses/{module}/{k}" for k in ("policy_loss", "entropy", "value_loss")}
+            assert own | {f"losses/{module}/explained_variance"} <= tags, (name, tags)
     assert list((out / "tune").glob(f"session_01/{names[0]}/checkpoint_*"))  # Tune's pointers
     # the second trial was interrupted before its first iteration's checkpoint
     second = out / names[1]
@@ -196,7 +196,7 @@ def test_tune_grid_of_two_learning_rates_resumes_after_an_interruption(
     manifest = json.loads((second / "checkpoints" / "iter_000002" / "manifest.json").read_text())
     assert manifest["model"]["exchange"] is False
     agents = load_agents(second)
-    assert not agents.nets["shared"].exchange.enabled
+    assert not agents.nets["sc1"].exchange.enabled
 
 
 def test_a_config_naming_a_retired_layer_exits_2(tmp_path, capsys):

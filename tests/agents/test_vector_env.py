@@ -101,7 +101,7 @@ def test_batched_module_forward_equals_batch_one_forward(setup):
         if terminated["__all__"]:
             obs, _ = env.reset(seed=6 + t)
     torch.manual_seed(0)
-    model = dataclasses.asdict(mc)
+    model = {k: v for k, v in dataclasses.asdict(mc).items() if k != "share_parameters"}
     module = HierarchicalGNNModule(
         observation_space=builder.observation_space,
         action_space=builder.action_space,
