@@ -58,7 +58,7 @@ NORMALISED_RETURN = "normalised_return"
 
 def log_team_return(*, episode, metrics_logger=None, **kwargs) -> None:
     """RLlib ``on_episode_end``: log the episode's team return, average JCT and
-    normalised return from the env's final info (whatever ``env.reward.credit`` pays)."""
+    normalised return from the env's final info."""
     if metrics_logger is None or not episode.is_terminated:
         return
     for sa in episode.agent_episodes.values():
@@ -80,8 +80,8 @@ def module_ids(agent_ids: list[str], mc: ModelConfig) -> list[str]:
 def algo_config(
     cfg: ExperimentConfig, mc: ModelConfig, tc: TrainConfig, seed: int, agent_ids: list[str]
 ):
-    """The RLlib ``AlgorithmConfig`` of a run: ``train.algorithm``'s (``PPOConfig``,
-    ``APPOConfig``, ``IMPALAConfig``), with our RLModule on the new API stack and
+    """The RLlib ``AlgorithmConfig`` of a run: ``train.algorithm``'s (``PPOConfig``),
+    with our RLModule on the new API stack and
     ``train.rllib`` on top (:func:`apply_rllib`; ``InputError`` on a bad key). With
     ``train.advantage: group`` the env is
     :class:`envs.group_rollouts.GroupRolloutEnv`."""
@@ -89,17 +89,9 @@ def algo_config(
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     from agents.rl_module import HierarchicalGNNModule
-    from envs.config import env_config as parse_env
 
     env, env_config, _ = env_setup(cfg, mc, tc, seed)
-    grouped = tc.advantage == "group"
-    if grouped and parse_env(cfg).reward.credit == "team":
-        raise InputError(
-            f"{cfg.source}: env.reward.credit: team cannot be used with train.advantage: "
-            f"{tc.advantage} (the group baseline already credits each decision with the "
-            "team return)"
-        )
-    if grouped:  # each window K times in a row, steps tagged with time and job
+    if tc.advantage == "group":  # each window K times in a row, steps tagged with time and job
         from envs.group_rollouts import GroupRolloutEnv
 
         env, env_config = GroupRolloutEnv, {**env_config, "group_size": tc.group_size}
@@ -145,12 +137,6 @@ def algo_config(
     return apply_rllib(config, tc.rllib, cfg.source)  # train.rllib on top, validated
 
 
-def gnn_weights(weights: dict[str, dict]) -> dict[str, dict]:
-    """``{module: state}`` with only the network's ``gnn.`` tensors (APPO's learner
-    also holds a target copy, ``_old_gnn.``, which inference never needs)."""
-    return {m: {k: v for k, v in w.items() if k.startswith("gnn.")} for m, w in weights.items()}
-
-
 #: the RLlib ``training()`` keys that are ``train:`` fields under another name
 TRAIN_FIELD = {
     "lambda_": "gae_lambda",
@@ -170,7 +156,6 @@ def algorithm_base(tc, training: dict[str, Any], where: str, agent_ids: list[str
     """(the algorithm's default ``AlgorithmConfig`` with our Learner, the ``training``
     settings it has). A ``train:`` key the algorithm lacks, set to other than its
     default, raises ``InputError``. ``agent_ids``: the env's agents (their own figures)."""
-    from ray.rllib.algorithms.impala import IMPALAConfig
     from ray.rllib.algorithms.registry import ALGORITHMS
 
     from agents import learner
@@ -195,29 +180,10 @@ def algorithm_base(tc, training: dict[str, Any], where: str, agent_ids: list[str
         learner_config_dict={
             learner.AGENT_IDS: list(agent_ids),
             "advantage": tc.advantage,
-            learner.PRIOR_KL: tc.prior_kl,
             learner.ADVANTAGE_SCALE: tc.advantage_scale,
         },
     )
-    if isinstance(config, IMPALAConfig):  # APPO too
-        refuse_whole_episodes(tc, where)
-        # as PPO: an iteration = train_batch_size env steps, the learner in this process
-        config = config.reporting(
-            min_time_s_per_iteration=0,
-            min_sample_timesteps_per_iteration=tc.train_batch_size,
-        ).learners(num_learners=0)
     return config, kept
-
-
-def refuse_whole_episodes(tc, where: str) -> None:
-    """APPO and IMPALA refuse ``train.rllib.env_runners.batch_mode: complete_episodes``
-    (``InputError``): with whole episodes most of their iterations make no update."""
-    if tc.rllib.env_runners.get("batch_mode") == "complete_episodes":
-        raise InputError(
-            f"{where}: train.rllib.env_runners.batch_mode: complete_episodes cannot be used "
-            f"with {tc.algorithm} (its learner would get a batch only every few iterations; "
-            "set train.rllib.env_runners.batch_mode=truncate_episodes)"
-        )
 
 
 def apply_rllib(config, rllib, where: str):
@@ -266,7 +232,6 @@ def needs_check(tc) -> bool:
     """Must the run's algorithm config be built before Ray starts to be checked (the
     default PPO with no passthrough is always valid, and importing RLlib is slow)?"""
     return (
-        tc.algorithm != "PPO"
-        or tc.advantage != "gae"  # the group baseline's env-option check
+        tc.advantage != "gae"  # the group baseline's env-option check
         or any(getattr(tc.rllib, s) for s in SETTERS)
     )

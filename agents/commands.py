@@ -465,22 +465,6 @@ def _evaluate_baseline(args: argparse.Namespace, kind: str) -> int:
     return 0
 
 
-def check_model(manifest: dict, cfg, checkpoint: str) -> None:
-    """``InputError`` for a config whose ``model:`` section does not parse (a retired
-    field included) or names another ``model.raw_head`` than the checkpoint's (none
-    recorded: no raw head)."""
-    from agents.config import model_config
-
-    wanted = model_config(cfg).raw_head
-    if "raw_head" in (cfg.model or {}):
-        trained = bool((manifest.get("model") or {}).get("raw_head"))
-        if wanted != trained:
-            raise InputError(
-                f"{cfg.source}: model.raw_head: {str(wanted).lower()}, but checkpoint "
-                f"{checkpoint} was trained with raw_head {str(trained).lower()}"
-            )
-
-
 def evaluate_command(args: argparse.Namespace) -> int:
     """``marl-sched evaluate``: a MARL/single-agent run folder or checkpoint, or a
     Harmony / MLF-RL checkpoint file (``checkpoints/baselines/*.pt``)."""
@@ -509,8 +493,10 @@ def evaluate_command(args: argparse.Namespace) -> int:
     else:
         raise InputError(f"{args.checkpoint}: checkpoint holds no config; pass --config")
     agents.check_env(env_config(cfg), f"{cfg.source}: env")  # mismatched option → exit 2
-    if args.config:
-        check_model(agents.manifest, cfg, args.checkpoint)
+    if args.config:  # its model: section must parse (a retired field is refused)
+        from agents.config import model_config
+
+        model_config(cfg)
     cls = SingleAgentPolicy if agents.central else MarlPolicy
     topo, perf = build_cluster(cfg)
     policy = cls(agents=agents)

@@ -28,6 +28,7 @@ from agents.train_sections.ppo import (
     ALGORITHMS,
     PPO_BOUNDS,
     REFUSED_ALGORITHMS,
+    RETIRED_ALGORITHMS,
     PPOSection,
     RLlibConfig,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "MAX_SAMPLES",
     "MAX_WIDTH",
     "REFUSED_ALGORITHMS",
+    "RETIRED_ALGORITHMS",
     "RETIRED_MODEL_FIELDS",
     "RETIRED_TRAIN_FIELDS",
     "SELECT_RULES",
@@ -74,15 +76,15 @@ __all__ = [
 #: (:func:`agents.run_folder.check_config_data`), as ``envs.config.LATER_OPTIONS`` does
 #: for decision options
 LATER_TRAIN_FIELDS = {
-    "prior_kl": 0.0,
     "split_share": 0.0,
     "advantage_scale": "batch",
 }
-#: ``model:`` fields added after runs were signed, likewise
-LATER_MODEL_FIELDS = {"raw_head": False}
+#: ``model:`` fields added after runs were signed, likewise (none since the last retired)
+LATER_MODEL_FIELDS: dict = {}
 #: ``model:`` fields that no longer ship (the torch-geometric layers over the cluster
-#: tree), with the value that meant today's network; see :data:`RETIRED_TRAIN_FIELDS`
-RETIRED_MODEL_FIELDS = {"gnn": {"layer": "hierarchy"}}
+#: tree; the per-node raw-feature head), with the value that meant today's network;
+#: see :data:`RETIRED_TRAIN_FIELDS`
+RETIRED_MODEL_FIELDS = {"gnn": {"layer": "hierarchy"}, "raw_head": False}
 
 
 # the bases are listed last section first: a dataclass orders its fields from the base
@@ -99,8 +101,6 @@ class TrainConfig(WarmStartSection, SelectionSection, DataSection, PPOSection):
         DataSection.validate(self, where, key)
         SelectionSection.validate(self, where, key)
         WarmStartSection.validate(self, where, key)
-        if self.prior_kl:
-            check(self.algorithm == "PPO", where, f"{key}.prior_kl", "needs PPO")
 
 
 #: the range of each count of ``train:`` (each section's), checked before Ray starts
@@ -108,9 +108,10 @@ TRAIN_BOUNDS = {**PPO_BOUNDS, **SELECTION_BOUNDS, **DATA_BOUNDS, **WARM_START_BO
 
 #: ``train:`` fields of studies that no longer ship (one round of rollout policy
 #: improvement per iteration; the privileged critic and the value heads' own learning
-#: rate), with the value that meant "off". A signed config that carries one at that
-#: value reads as if it did not; any other value is refused, naming the git tag that
-#: keeps the study's code.
+#: rate; the KL term to the frozen warm start; the evaluation window's own load, which
+#: ``eval_loads`` covers), with the value that meant "off". A signed config that carries
+#: one at that value reads as if it did not; any other value is refused, naming the git
+#: tag that keeps the study's code.
 RETIRED_TRAIN_FIELDS = {
     "critic": "plain",
     "critic_jobs": 8,
@@ -126,6 +127,8 @@ RETIRED_TRAIN_FIELDS = {
     "improve_weight": 10.0,
     "improve_target": "hard",
     "improve_futures": 0,
+    "prior_kl": 0.0,
+    "eval_load": None,
 }
 
 

@@ -18,11 +18,6 @@ summary row per peer agent. The network, for ``h`` the hidden width:
    the weights of hint ``i``'s plan (the last ``H`` columns of ``group_x``) and a
    learned embedding ``u_i`` of the hint: a score of the whole remaining plan — and a
    value ``MLP(z)``; masked actions get :data:`MASKED_LOGIT`.
-6. with ``raw_head`` (``model.raw_head``), a per-node path beside the embeddings: every
-   group is also scored from its own raw features, its server's, its rack's and the
-   job's, ``r_g = MLP([x_g ‖ x_s(g) ‖ x_r(g) ‖ x_job])``, one small MLP shared by every
-   group (as MLF-RL scores servers); the slot score is the head's plus ``r_g``, and a
-   follow action's adds the mean ``r_g`` over its plan's remaining tasks.
 
 Aggregations are scatters over parent indices (permutation-equivariant, blind to
 padding, no size-dependent parameter). Input paths agreeing to float precision:
@@ -103,14 +98,6 @@ class ClusterBatch:
         if size == 1 and x.size(0) > 0:
             return x.amax(0, keepdim=True)
         return scatter(x, getattr(self, by), 0, dim_size=size, reduce="max")
-
-
-def categorical_kl(logits: torch.Tensor, prior_logits: torch.Tensor) -> torch.Tensor:
-    """Per row, ``KL(softmax(logits) ‖ softmax(prior_logits))`` over the last axis,
-    clamped at 0 (masked actions, :data:`MASKED_LOGIT` in both, add nothing)."""
-    logp = torch.log_softmax(logits, dim=-1)
-    logq = torch.log_softmax(prior_logits, dim=-1)
-    return (logp.exp() * (logp - logq)).sum(dim=-1).clamp_min(0.0)
 
 
 @dataclass
@@ -538,7 +525,6 @@ class HierarchicalGNN(nn.Module):
         exchange (bool, default True): see :class:`PeerExchange`.
         hints (int, default 0): ``H``, follow actions (the last ``H`` columns of
             ``group_x`` are their plans' weights).
-        raw_head (bool, default False): add the per-node score ``r_g`` of step 6.
 
     Shapes:
         - :meth:`forward`: :class:`ClusterBatch` → group scores ``(Ng,)`` (masked),
@@ -558,11 +544,9 @@ class HierarchicalGNN(nn.Module):
         layers: int = 2,
         exchange: bool = True,
         hints: int = 0,
-        raw_head: bool = False,
     ) -> None:
         super().__init__()
         self.hints = hints
-        self.raw_head = raw_head
         self.job = mlp(job_dim, hidden, hidden)
         self.embed_group = mlp(group_dim + job_dim, hidden, hidden)
         self.embed_server = mlp(server_dim + job_dim, hidden, hidden)
@@ -577,9 +561,6 @@ class HierarchicalGNN(nn.Module):
         if hints:
             self.hint_embed = nn.Embedding(hints, hidden)
             self.hint_head = mlp(3 * hidden, hidden, 1)
-        if raw_head:
-            raw_dim = group_dim + server_dim + rack_dim + job_dim
-            self.raw_group_head = mlp(raw_dim, hidden, 1)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -588,8 +569,6 @@ class HierarchicalGNN(nn.Module):
         heads = [self.group_head, self.forward_head]
         if self.hints:
             heads.append(self.hint_head)
-        if self.raw_head:
-            heads.append(self.raw_group_head)
         for head in heads:
             nn.init.normal_(head[-1].weight, std=0.01)
             nn.init.zeros_(head[-1].bias)
@@ -606,30 +585,18 @@ class HierarchicalGNN(nn.Module):
         z = self.exchange(z, peers, b.peers_mask)
         parents = (h_s, b.group_server), (z, b.group_batch)
         group_scores = mlp_cat(self.group_head, h_g, *parents).squeeze(-1)
-        raw = self._raw_scores(b) if self.raw_head else None
-        if raw is not None:
-            group_scores = group_scores + raw
         z_peers = z.unsqueeze(1).expand(-1, peers.size(1), -1)
         forward_scores = self.forward_head(torch.cat([peers, z_peers], dim=-1)).squeeze(-1)
         group_scores = group_scores.masked_fill(b.group_allowed < 0.5, MASKED_LOGIT)
         forward_scores = forward_scores.masked_fill(b.forward_allowed < 0.5, MASKED_LOGIT)
         if self.hints:
-            hint_scores = self._hint_scores(h_g, z, b, raw)
+            hint_scores = self._hint_scores(h_g, z, b)
             hint_scores = hint_scores.masked_fill(b.hint_allowed < 0.5, MASKED_LOGIT)
             forward_scores = torch.cat([forward_scores, hint_scores], dim=-1)
         return group_scores, forward_scores, self.value_head(z).squeeze(-1)
 
-    def _raw_scores(self, b: ClusterBatch) -> Tensor:
-        """``(Ng,)``: step 6's per-node score ``r_g`` from raw features alone."""
-        rack = b.server_rack.index_select(0, b.group_server)
-        parents = (b.server_x, b.group_server), (b.rack_x, rack), (b.job_x, b.group_batch)
-        return mlp_cat(self.raw_group_head, b.group_x, *parents).squeeze(-1)
-
-    def _hint_scores(
-        self, h_g: Tensor, z: Tensor, b: ClusterBatch, raw: Tensor | None = None
-    ) -> Tensor:
-        """``(B, H)``: each hint's remaining plan scored from its pooled groups (plus,
-        with ``raw``, the mean per-node score of the plan's remaining tasks)."""
+    def _hint_scores(self, h_g: Tensor, z: Tensor, b: ClusterBatch) -> Tensor:
+        """``(B, H)``: each hint's remaining plan scored from its pooled groups."""
         w = b.group_x[:, -self.hints :]  # (Ng, H) planned tasks left per group
         k = getattr(b, "children", {}).get("group_batch")
         if z.size(0) == 1:  # a lone graph: the weighted sums are one (H, Ng) @ (Ng, h)
@@ -642,14 +609,7 @@ class HierarchicalGNN(nn.Module):
             pooled.index_add_(0, b.group_batch, w.unsqueeze(-1) * h_g.unsqueeze(1))
         z_h = z.unsqueeze(1).expand(-1, self.hints, -1)
         u = self.hint_embed.weight.unsqueeze(0).expand(z.size(0), -1, -1)
-        scores = self.hint_head(torch.cat([pooled, z_h, u], dim=-1)).squeeze(-1)
-        if raw is None:
-            return scores
-        planned = z.new_zeros(z.size(0), self.hints)
-        planned.index_add_(0, b.group_batch, w)
-        total = z.new_zeros(z.size(0), self.hints)
-        total.index_add_(0, b.group_batch, w * raw.unsqueeze(-1))
-        return scores + total / planned.clamp(min=1e-6)
+        return self.hint_head(torch.cat([pooled, z_h, u], dim=-1)).squeeze(-1)
 
     def forward_padded(self, obs: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """Logits ``(B, G_max + A + H)`` over the padded action space, and values ``(B,)``."""
@@ -684,8 +644,7 @@ def mlp_cat(net: nn.Sequential, rows: Tensor, *parents: tuple[Tensor, Tensor]) -
 
 def build_gnn(dims: dict[str, int], model_config: dict) -> HierarchicalGNN:
     """The network for feature dims ``dims`` (``Fg, Fs, Fr, Fj, Fp``, optional ``H``) and a
-    :class:`agents.config.ModelConfig`-like mapping (``hidden``, ``layers``, ``exchange``,
-    ``raw_head``; absent: no raw head)."""
+    :class:`agents.config.ModelConfig`-like mapping (``hidden``, ``layers``, ``exchange``)."""
     return HierarchicalGNN(
         group_dim=dims["Fg"],
         server_dim=dims["Fs"],
@@ -696,5 +655,4 @@ def build_gnn(dims: dict[str, int], model_config: dict) -> HierarchicalGNN:
         layers=int(model_config.get("layers", 2)),
         exchange=bool(model_config.get("exchange", True)),
         hints=int(dims.get("H", 0)),
-        raw_head=bool(model_config.get("raw_head", False)),
     )

@@ -1,16 +1,13 @@
-"""RLlib's PPO, APPO and IMPALA learners (:data:`LEARNERS`), also logging what RLlib
-2.60 leaves out, per policy module (``(module_id, key)``, charted by
-:func:`agents.records.module_scalars`; docs/agents.md):
+"""RLlib's PPO learner (:data:`LEARNERS`), also logging what RLlib 2.60 leaves out, per
+policy module (``(module_id, key)``, charted by :func:`agents.records.module_scalars`;
+docs/agents.md):
 
-- PPO: ``clip_fraction`` (from the loss's forward pass, no gradient); APPO, IMPALA:
-  ``vf_explained_var`` against the v-trace value targets.
-- all three, when a module serves several agents: ``agent/<id>/entropy`` and
+- ``clip_fraction`` (from the loss's forward pass, no gradient).
+- when a module serves several agents: ``agent/<id>/entropy`` and
   ``agent/<id>/approx_kl``, from the column :data:`AGENT_INDEX` that
   :class:`AddAgentIndex` adds to the train batch.
-- PPO options (``learner_config_dict``): ``advantage`` ``group`` replaces GAE
-  by :mod:`agents.group_baseline`; :data:`PRIOR_KL` ``β > 0`` adds ``β · KL(π ‖ π₀)``
-  to a frozen warm start ``π₀`` (:meth:`ClipFractionPPOLearner.capture_prior`),
-  logged as ``prior_kl``.
+- ``learner_config_dict``: ``advantage`` ``group`` replaces GAE by
+  :mod:`agents.group_baseline`.
 """
 
 from __future__ import annotations
@@ -19,31 +16,19 @@ from typing import Any
 
 import numpy as np
 import torch
-from ray.rllib.algorithms.appo.torch.appo_torch_learner import APPOTorchLearner
-from ray.rllib.algorithms.impala.torch.impala_torch_learner import IMPALATorchLearner
-from ray.rllib.algorithms.impala.torch.vtrace_torch_v2 import make_time_major, vtrace_torch
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.connectors.learner.general_advantage_estimation import (
     GeneralAdvantageEstimation,
 )
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
-from ray.rllib.core.rl_module.apis import TARGET_NETWORK_ACTION_DIST_INPUTS
-from ray.rllib.utils.torch_utils import explained_variance
-
-from agents.gnn import categorical_kl
 
 CLIP_FRACTION_KEY = "clip_fraction"
-EXPLAINED_VARIANCE_KEY = "vf_explained_var"  # the key RLlib's PPO learner uses
 AGENT_INDEX = "agent_index"
 #: ``learner_config_dict`` key of the agent ids, in the order of AGENT_INDEX
 AGENT_IDS = "agent_ids"
-#: ``learner_config_dict`` key of ``train.prior_kl`` (0: no prior term)
-PRIOR_KL = "prior_kl"
 #: ``learner_config_dict`` key of ``train.advantage_scale`` (absent: ``batch``)
 ADVANTAGE_SCALE = "advantage_scale"
-PRIOR_KL_KEY = "prior_kl"
 
 
 class AddAgentIndex(ConnectorV2):
@@ -134,11 +119,10 @@ def clip_fraction(
 
 class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
     """``PPOTorchLearner`` whose loss also logs the clip fraction, with the group
-    advantages and prior KL of the module docstring."""
+    advantages of the module docstring."""
 
     def build(self) -> None:
         super().build()
-        self._prior: dict[str, torch.nn.Module] = {}  # module id -> its frozen warm start
         pipeline = self._learner_connector
         kind = self.config.learner_config_dict.get("advantage")
         if pipeline is None or kind != "group":
@@ -153,40 +137,6 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
         pipeline.insert_after(GeneralAdvantageEstimation, connector)
         pipeline.remove(GeneralAdvantageEstimation)
 
-    def capture_prior(self, weights: dict[str, dict] | None = None) -> dict[str, dict]:
-        """Freeze a copy of every module as the prior of ``train.prior_kl``: as it is
-        now, or with ``weights`` (``{module id: state dict}``, a resumed run's).
-        Returns the prior's ``{module id: state dict}`` (CPU tensors)."""
-        import copy
-
-        self._prior.clear()
-        for module_id in self.module.keys():
-            prior = copy.deepcopy(self.module[module_id].unwrapped())
-            if weights is not None:
-                prior.load_state_dict(weights[module_id], strict=True)
-            prior.eval()
-            for p in prior.parameters():
-                p.requires_grad_(False)
-            self._prior[module_id] = prior
-        return {
-            m: {k: v.detach().cpu().clone() for k, v in prior.state_dict().items()}
-            for m, prior in sorted(self._prior.items())
-        }
-
-    def _prior_kl(self, module_id, batch, logits: torch.Tensor) -> torch.Tensor:
-        """The mean over unmasked rows of ``KL(π ‖ π₀)``; RuntimeError without a prior."""
-        prior = self._prior.get(module_id)
-        if prior is None:
-            raise RuntimeError(
-                f"train.prior_kl is set but module {module_id!r} has no prior: "
-                "capture_prior() runs after the warm start"
-            )
-        with torch.no_grad():
-            prior_logits = prior.forward_train(batch)[Columns.ACTION_DIST_INPUTS]
-        kl = categorical_kl(logits, prior_logits)
-        mask = batch.get(Columns.LOSS_MASK)
-        return kl.mean() if mask is None else kl[mask.bool()].mean()
-
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
         """RLlib's Adam at ``lr``, with ``foreach=True`` (bit for bit RLlib's per-tensor
         loop, in one call)."""
@@ -199,11 +149,6 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
         loss = super().compute_loss_for_module(
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
-        beta = config.learner_config_dict.get(PRIOR_KL) or 0.0
-        if beta:
-            kl = self._prior_kl(module_id, batch, fwd_out[Columns.ACTION_DIST_INPUTS])
-            self.metrics.log_value((module_id, PRIOR_KL_KEY), kl.detach(), window=1)
-            loss = loss + beta * kl
         with torch.no_grad():
             module = self.module[module_id].unwrapped()
             dist = module.get_train_action_dist_cls().from_logits(
@@ -219,82 +164,5 @@ class ClipFractionPPOLearner(PerAgentFigures, PPOTorchLearner):
         return loss
 
 
-def vtrace_explained_variance(module, config, batch, fwd_out, target_logits) -> torch.Tensor:
-    """Explained variance of the value head against the batch's v-trace value targets
-    (recomputed as RLlib's loss does), over the unmasked steps. ``target_logits``: the
-    policy v-trace corrects towards (APPO: the target network; IMPALA: the current one)."""
-
-    def time_major(x: torch.Tensor) -> torch.Tensor:
-        return make_time_major(
-            x,
-            trajectory_len=config.get_rollout_fragment_length(),
-            recurrent_seq_len=batch.get("seq_lens"),
-        )
-
-    dist = module.get_train_action_dist_cls()
-    mask = time_major(batch[Columns.LOSS_MASK].float())
-    values = time_major(module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS)))
-    not_done = 1.0 - time_major(batch[Columns.TERMINATEDS]).float()
-    targets, _ = vtrace_torch(
-        target_action_log_probs=time_major(
-            dist.from_logits(target_logits).logp(batch[Columns.ACTIONS])
-        ),
-        behaviour_action_log_probs=time_major(batch[Columns.ACTION_LOGP]),
-        discounts=not_done * config.gamma * mask,
-        rewards=time_major(batch[Columns.REWARDS]),
-        values=values,
-        # as RLlib's loss: the next row's first value (the last row's is never used)
-        bootstrap_values=torch.cat([values[0][1:], values[0][0:1]], dim=0),
-        clip_rho_threshold=config.vtrace_clip_rho_threshold,
-        clip_pg_rho_threshold=config.vtrace_clip_pg_rho_threshold,
-    )
-    keep = mask > 0
-    return explained_variance(targets[keep], values[keep])
-
-
-class _VTraceExplainedVariance:
-    """Mixin of a v-trace learner: its loss, and the explained variance logged."""
-
-    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out) -> Any:
-        loss = super().compute_loss_for_module(
-            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
-        )
-        with torch.no_grad():
-            module = self.module[module_id].unwrapped()
-            target = self.vtrace_target_logits(module, batch, fwd_out)
-            ev = vtrace_explained_variance(module, config, batch, fwd_out, target)
-        self.metrics.log_value((module_id, EXPLAINED_VARIANCE_KEY), ev, window=1)
-        self.log_common_keys(module_id)
-        return loss
-
-    def log_common_keys(self, module_id) -> None:
-        """Log under PPO's key any figure this learner names otherwise."""
-
-
-class ExplainedVarianceAPPOLearner(PerAgentFigures, _VTraceExplainedVariance, APPOTorchLearner):
-    """``APPOTorchLearner`` also logging ``vf_explained_var``."""
-
-    @staticmethod
-    def vtrace_target_logits(module, batch, fwd_out) -> torch.Tensor:
-        return module.forward_target(batch)[TARGET_NETWORK_ACTION_DIST_INPUTS]
-
-
-class ExplainedVarianceIMPALALearner(PerAgentFigures, _VTraceExplainedVariance, IMPALATorchLearner):
-    """``IMPALATorchLearner`` also logging ``vf_explained_var``."""
-
-    @staticmethod
-    def vtrace_target_logits(module, batch, fwd_out) -> torch.Tensor:
-        return fwd_out[Columns.ACTION_DIST_INPUTS]
-
-    def log_common_keys(self, module_id) -> None:
-        # IMPALA names its mean policy loss "mean_pi_loss"; PPO and APPO "policy_loss"
-        loss = self.metrics.peek((module_id, "mean_pi_loss"))
-        self.metrics.log_value((module_id, POLICY_LOSS_KEY), loss, window=1)
-
-
 #: the Learner class of each ``train.algorithm`` (agents.config.ALGORITHMS)
-LEARNERS = {
-    "PPO": ClipFractionPPOLearner,
-    "APPO": ExplainedVarianceAPPOLearner,
-    "IMPALA": ExplainedVarianceIMPALALearner,
-}
+LEARNERS = {"PPO": ClipFractionPPOLearner}

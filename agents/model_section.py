@@ -28,19 +28,12 @@ class ModelConfig:
             (false = each agent sees only its own summary: an ablation).
         share_parameters: one module for all agents (``policy_mapping_fn`` → "shared");
             false = one module per agent.
-        raw_head: also score every GPU group from its own raw features, its server's,
-            its rack's and the job's, with one small MLP shared by every group, added
-            to the group head's score (and, averaged over a plan's groups, to a follow
-            action's): a per-node path beside the message passing, the way MLF-RL
-            scores servers (:mod:`agents.gnn`, step 6). Off for every checkpoint
-            trained before the option.
     """
 
     hidden: int = 64
     layers: int = 2
     exchange: bool = True
     share_parameters: bool = True
-    raw_head: bool = False
 
     def validate(self, where: str, key: str) -> None:
         # checked before torch allocates anything: a width of 1e23 is no network

@@ -31,7 +31,6 @@ MODULE_TAGS = (
     ("approx_kl", "mean_kl_loss"),
     ("explained_variance", "vf_explained_var"),
     ("clip_fraction", "clip_fraction"),
-    ("prior_kl", "prior_kl"),
 )
 
 
@@ -57,8 +56,7 @@ LEARNER_TAGS = (
     ("losses/entropy", "entropy"),
     ("losses/approx_kl", "mean_kl_loss"),
     ("losses/explained_variance", "vf_explained_var"),
-    ("losses/clip_fraction", "clip_fraction"),  # PPO (agents.learner); APPO has none
-    ("losses/prior_kl", "prior_kl"),  # PPO with train.prior_kl > 0 (agents.learner)
+    ("losses/clip_fraction", "clip_fraction"),  # agents.learner
     # the group baseline's heaviest window's share of the squared advantages, before
     # and after train.advantage_scale's weighing (agents.group_baseline)
     ("losses/top_window_share_raw", "top_window_share_raw"),
@@ -105,10 +103,9 @@ def scalars_from_result(result: dict, last_steps: float) -> tuple[dict[str, floa
 
 #: TensorBoard tag → RLlib's timers (``result["timers"]``) that measure that phase,
 #: first found wins: PPO's ``env_runner_sampling_timer`` and ``learner_update_timer``
-#: (the learner connector's GAE or group baseline included), IMPALA/APPO's ``sample``
-#: (APPO's learner update runs beside the sampling, so the two overlap there)
+#: (the learner connector's GAE or group baseline included)
 PHASE_TIMERS = (
-    ("time/sample_s", ("env_runner_sampling_timer", "sample")),
+    ("time/sample_s", ("env_runner_sampling_timer",)),
     ("time/learn_s", ("learner_update_timer",)),
 )
 

@@ -7,7 +7,6 @@ fields; feature dims read from the observation space).
 - :meth:`HierarchicalGNNModule.train` sets the same flags as ``nn.Module.train`` without
   ``__setattr__`` (RLlib switches modes around every exploration forward); exploration
   and inference run under ``torch.inference_mode``.
-- APPO: ``TargetNetworkAPI``, a target copy ``_old_gnn`` made by the learner only.
 """
 
 from __future__ import annotations
@@ -16,12 +15,6 @@ from typing import Any
 
 import torch
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.learner.utils import make_target_network
-from ray.rllib.core.rl_module.apis.inference_only_api import InferenceOnlyAPI
-from ray.rllib.core.rl_module.apis.target_network_api import (
-    TARGET_NETWORK_ACTION_DIST_INPUTS,
-    TargetNetworkAPI,
-)
 from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from torch import nn
@@ -30,8 +23,8 @@ from agents.gnn import build_gnn
 from envs.observations import feature_dims
 
 
-class HierarchicalGNNModule(TorchRLModule, ValueFunctionAPI, TargetNetworkAPI, InferenceOnlyAPI):
-    """PPO/APPO-ready module: masked logits over ``G_max + A + H`` actions and a value."""
+class HierarchicalGNNModule(TorchRLModule, ValueFunctionAPI):
+    """PPO-ready module: masked logits over ``G_max + A + H`` actions and a value."""
 
     def setup(self) -> None:
         self.dims = feature_dims(self.observation_space)
@@ -80,18 +73,3 @@ class HierarchicalGNNModule(TorchRLModule, ValueFunctionAPI, TargetNetworkAPI, I
         if embeddings is not None:
             return embeddings
         return self.gnn.values_padded(batch[Columns.OBS])
-
-    # ------------------------------------------------------------- APPO's target net
-
-    def make_target_networks(self) -> None:
-        self._old_gnn = make_target_network(self.gnn)
-
-    def get_target_network_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
-        return [(self.gnn, self._old_gnn)]
-
-    def forward_target(self, batch: dict[str, Any]) -> dict[str, Any]:
-        logits, _ = self._old_gnn.forward_padded(batch[Columns.OBS])
-        return {TARGET_NETWORK_ACTION_DIST_INPUTS: logits}
-
-    def get_non_inference_attributes(self) -> list[str]:
-        return ["_old_gnn"]

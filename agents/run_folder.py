@@ -8,7 +8,6 @@
                                         manifest.json (inference without Ray),
                                         config.yaml, state.json (signed,
                                         :mod:`agents.integrity`)
-    DIR/prior/<id>.pt                   with train.prior_kl: the frozen prior
     DIR/checkpoints/latest              name of the newest complete checkpoint
     DIR/checkpoints/best                name of the best-validated checkpoint
     DIR/evals/iter_000010/metrics.json  greedy rollout on the evaluation window
@@ -16,7 +15,7 @@
 A checkpoint is written under a temporary name, signed and renamed into place before
 ``latest`` points at it; stop signals wait for that. ``--resume`` checks everything
 before Ray starts or anything is unpickled (:func:`resume_point`): pointers, signatures,
-the config copy, the prior (:func:`check_prior`); deletes touch only ``iter_NNNNNN``
+the config copy; deletes touch only ``iter_NNNNNN``
 entries of ``checkpoints/``."""
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from agents.integrity import compare_tree, read_regular, sign_folder, tree, verify_folder
+from agents.integrity import read_regular, sign_folder, verify_folder
 from marl_sched.errors import InputError
 from marl_sched.files import check_owned_tree, owned_path
 from marl_sched.metrics import atomic_write_text
@@ -43,9 +42,7 @@ CHECKPOINTS = "checkpoints"
 LATEST = "latest"
 BEST = "best"
 STATE = "state.json"
-PRIOR = "prior"  # the run folder's prior/ and the state.json field signing it
 CHECKPOINT_NAME = re.compile(r"iter_\d{6}")
-PRIOR_FILE = re.compile(r"[A-Za-z0-9_-]{1,64}\.pt")  # <module id>.pt
 SHA256 = re.compile(r"[0-9a-f]{64}")
 #: size caps of the files a resume reads back (far above what this tool writes)
 MAX_POINTER_BYTES = 64
@@ -78,10 +75,6 @@ class RunPaths:
         return self._owned("tb")
 
     @property
-    def prior(self) -> Path:
-        return self._owned(PRIOR)
-
-    @property
     def checkpoints(self) -> Path:
         return self._owned(CHECKPOINTS)
 
@@ -92,7 +85,7 @@ class RunPaths:
         return self._owned(f"evals/{checkpoint_name(iteration)}")
 
     def check_tree(self, where: str = "--resume") -> None:
-        """The whole run folder (config, ``tb/``, ``evals/``, ``prior/``, every
+        """The whole run folder (config, ``tb/``, ``evals/``, every
         checkpoint) holds only regular files and folders: refused otherwise."""
         check_owned_tree(self.root, where)
 
@@ -175,13 +168,6 @@ def _check_state(state: Any, path: Path) -> dict:
     runs = state.get("best_runs")
     if runs is not None and not (isinstance(runs, list) and all(_number(r) for r in runs)):
         raise InputError(f"--resume: {path}: best_runs: expected a list of numbers or null")
-    prior = state.get(PRIOR)
-    if prior is not None and not (
-        isinstance(prior, dict) and prior and all(
-            isinstance(k, str) and PRIOR_FILE.fullmatch(k) and isinstance(v, str)
-            and SHA256.fullmatch(v) for k, v in prior.items())
-    ):  # fmt: skip
-        raise InputError(f"--resume: {path}: {PRIOR}: expected {{<id>.pt: sha256}} or null")
     return state
 
 
@@ -234,7 +220,7 @@ def check_config_data(ckpt: Path, data: dict) -> None:
         RETIRED_MODEL_FIELDS,
         RETIRED_TRAIN_FIELDS,
     )
-    from envs.config import LATER_OPTIONS, RETIRED_OPTIONS
+    from envs.config import LATER_OPTIONS, drop_retired_options
     from marl_sched.config import drop_retired
 
     where = f"--resume: {ckpt}/config.yaml"
@@ -250,11 +236,9 @@ def check_config_data(ckpt: Path, data: dict) -> None:
         if isinstance(signed, dict) and isinstance(signed.get(section), dict):
             signed[section] = {**later, **signed[section]}
     # and without the retired options and fields at their "off" values
-    for section, retired in (
-        ("env", RETIRED_OPTIONS),
-        ("model", RETIRED_MODEL_FIELDS),
-        ("train", RETIRED_TRAIN_FIELDS),
-    ):
+    if isinstance(signed, dict) and "env" in signed:
+        signed["env"] = drop_retired_options(signed["env"], where)
+    for section, retired in (("model", RETIRED_MODEL_FIELDS), ("train", RETIRED_TRAIN_FIELDS)):
         if isinstance(signed, dict) and section in signed:
             signed[section] = drop_retired(signed[section], retired, where, section)
     if signed != data:
@@ -273,44 +257,7 @@ def resume_point(paths: RunPaths) -> tuple[Path, dict]:
         raise InputError(f"--resume: {paths.root}: no checkpoint to resume from")
     state = read_state(ckpt)
     check_run_config(paths, ckpt)
-    if state.get(PRIOR) is not None:
-        check_prior(paths, state[PRIOR])
     return ckpt, state
-
-
-def check_prior(paths: RunPaths, signed: dict[str, str]) -> None:
-    """``DIR/prior/`` must be a folder (not a symlink) holding exactly the files
-    ``signed`` names, with its digests (``InputError`` naming the first that is not)."""
-    where = f"--resume: {paths.prior}"
-    if not _is_real_dir(paths.prior):
-        raise InputError(f"{where}: the run's prior (train.prior_kl) is missing or not a folder")
-    compare_tree(where, tree(paths.prior, where, skip=None), signed)
-
-
-def read_prior(paths: RunPaths, state: dict) -> dict[str, dict]:
-    """``{module id: weights}`` of the signed prior in ``DIR/prior/``, tensors only;
-    ``InputError`` when the checkpoints sign no prior."""
-    from agents.policy import MAX_MODULE_BYTES, load_weights
-
-    signed = state.get(PRIOR)
-    if signed is None:
-        raise InputError(
-            f"--resume: {paths.root}: train.prior_kl: its checkpoints sign no prior/ (the "
-            "run started before the prior was kept in the run folder): start it again"
-        )
-    check_prior(paths, signed)
-    prior = {}
-    for name in sorted(signed):
-        where = f"--resume: {paths.prior / name}"
-        data = read_regular(paths.prior / name, where, MAX_MODULE_BYTES)
-        try:
-            prior[name.removesuffix(".pt")] = load_weights(data)
-        except Exception as exc:  # signed, so written by this tool: only a torch change
-            raise InputError(f"{where}: unreadable ({exc.__class__.__name__})") from None
-    return prior
-
-
-# ------------------------------------------------------------------------------ writing
 
 
 def write_run_config(paths: RunPaths, data: dict) -> None:
@@ -409,16 +356,6 @@ def _sweep(paths: RunPaths) -> None:
             CHECKPOINT_NAME.fullmatch(stem)
         ):  # fmt: skip
             _remove_inside(paths.checkpoints / name, paths.checkpoints)
-
-
-def write_prior(paths: RunPaths, save: Callable[[Path], None]) -> dict[str, str]:
-    """``DIR/prior/``: ``save(folder)`` writes its files under a temporary name, then
-    the rename; returns ``{file: sha256}``, what every checkpoint's state signs."""
-    tmp = paths.root / f".{PRIOR}.tmp"
-    tmp.mkdir()
-    save(tmp)
-    os.replace(tmp, paths.prior)
-    return tree(paths.prior, str(paths.prior), skip=None)
 
 
 def write_checkpoint(

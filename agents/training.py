@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from agents.algorithm import algo_config, env_setup, gnn_weights, module_ids
+from agents.algorithm import algo_config, env_setup, module_ids
 from agents.config import ModelConfig, TrainConfig
 from agents.records import (
     hparams,
@@ -27,14 +27,11 @@ from agents.records import (
     window_tag,
 )
 from agents.run_folder import (
-    PRIOR,
     RunPaths,
     check_config_data,
     prune,
-    read_prior,
     resume_point,
     write_checkpoint,
-    write_prior,
     write_run_config,
 )
 from agents.selection import evaluate_weights, is_new_best, validation_runs
@@ -124,16 +121,6 @@ def iteration_line(it: int, total: int, line: str, eta_s: float | None, width: i
     return "  ".join([head, *parts])[: max(width, 1)]
 
 
-def _on_learners(algo, fn: Callable[[Any], Any]) -> Any:
-    """``fn(learner)`` on every learner (``LearnerGroup.foreach_learner``), a learner's
-    error raised; the first learner's result."""
-    results = algo.learner_group.foreach_learner(fn).result_or_errors
-    for result in results:
-        if not result.ok:
-            raise result.get()
-    return results[0].get()
-
-
 class Trainer:
     """One training run (fresh or resumed) into a run folder.
 
@@ -183,14 +170,11 @@ class Trainer:
         self.builder, self.ids = builder, module_ids(builder.agent_ids, mc)
         state = {"iteration": 0, "env_steps": 0.0, "wall_s": 0.0, "best": None,
                  "best_runs": None, "scores": {}}  # fmt: skip
-        prior = None
         if self.resume:
-            # latest, the signature of its whole tree and state, the run's config, the
-            # prior: all checked before the algorithm is built and RLlib unpickles its state
+            # latest, the signature of its whole tree and state, the run's config: all
+            # checked before the algorithm is built and RLlib unpickles its state
             ckpt, saved = resume_point(paths)
             check_config_data(ckpt, resolved_config(cfg, mc, tc))
-            if tc.prior_kl:
-                prior = read_prior(paths, saved)
             state.update(saved)
         else:
             # the record says what runs: --iterations, not the config file's
@@ -200,8 +184,6 @@ class Trainer:
         algo = algo_config(cfg, mc, tc, tc.seed, builder.agent_ids).build_algo()
         if self.resume:
             algo.restore_from_path(str((ckpt / "rllib").resolve()))
-            if prior is not None:  # the run's prior, frozen again
-                _on_learners(algo, lambda learner: learner.capture_prior(prior))
         start, wall0 = state["iteration"], state["wall_s"] - time.perf_counter() + t_run
         self.state = state
         # x axis: environment steps (the warm start at 0); a resumed run drops what an
@@ -224,14 +206,10 @@ class Trainer:
                         weights = behaviour_cloning(
                             cfg, mc, tc, tc.seed, self.log, self.progress, on_epoch
                         )
-                    if tc.algorithm == "APPO":  # its target network starts from them too
-                        weights.update({f"_old_{k}": v for k, v in weights.items()})
                     algo.learner_group.set_weights({m: weights for m in self.ids})
                     algo.env_runner_group.sync_weights(
                         from_worker_or_learner_group=algo.learner_group, inference_only=True
                     )
-                if tc.prior_kl:  # the warm start, frozen: the prior of the KL term
-                    self._keep_prior(algo)
                 # iteration 0: the starting policy (warm-started or freshly initialised),
                 # evaluated and checkpointed: the first point of the learning curve, and
                 # what selection keeps if no update improves on it
@@ -283,14 +261,6 @@ class Trainer:
         )
         return summary
 
-    def _keep_prior(self, algo) -> None:
-        """The learners freeze the warm start as the prior; the run folder keeps it
-        (``prior/``), signed by every checkpoint's state, for ``--resume``."""
-        from agents.policy import save_weights
-
-        prior = _on_learners(algo, lambda learner: learner.capture_prior())
-        self.state[PRIOR] = write_prior(self.paths, lambda folder: save_weights(folder, prior))
-
     def _after_iteration(self, algo, it, scalars, wall, writer, summary, force) -> None:
         """Evaluate, log, checkpoint (each when due) and print the progress line."""
         tc, state = self.tc, self.state
@@ -299,7 +269,7 @@ class Trainer:
         due_ckpt = force or (tc.checkpoint_interval and it % tc.checkpoint_interval == 0)
         weights = manifest = eval_m = None
         if due_eval or due_ckpt:
-            weights = gnn_weights(algo.learner_group.get_weights(module_ids=self.ids))
+            weights = algo.learner_group.get_weights(module_ids=self.ids)
             manifest = self._manifest(
                 self.builder, dataclasses.asdict(self.mc), self.ids, it, state["env_steps"], wall
             )

@@ -146,10 +146,8 @@ Reward (:mod:`envs.rewards`)
 One team reward per step, ``r = -(ΔC + ΔW) / (time_scale_s · n)``: ``C`` the
 job-seconds spent in the system, ``W`` the predicted remaining run time (and restart
 delay) of the running jobs, ``n`` the episode's jobs; an episode run to its end returns
-``-avg JCT / env.reward.time_scale_s``. ``env.reward.interference``: ``simulator``
-(default) or ``learned``. ``env.reward.credit: actor`` (default) pays the agent that
-acted; ``team`` pays every agent observed so far. PettingZoo: every agent gets the team
-reward every step.
+``-avg JCT / env.reward.time_scale_s``. An RLlib step pays the agent that acted;
+PettingZoo: every agent gets the team reward every step.
 
 Episodes
 --------
@@ -366,15 +364,10 @@ class ClusterPlacementCore:
             obs = {a: {**o, "action_mask": noop(self.index[a])} for a, o in self._last_obs.items()}
             rewards = {a: 0.0 for a in obs}
             rewards[actor] = reward
-            if self.env_config.reward.credit == "team":
-                rewards = {a: reward for a in obs}
             info = self.final_info()
             infos = {a: dict(info) for a in obs}
             return obs, rewards, {"__all__": True}, {"__all__": False}, infos
-        if self.env_config.reward.credit == "team":
-            rewards = {a: reward for a in self._last_obs}  # every agent seen so far
-        else:
-            rewards = {actor: reward}
+        rewards = {actor: reward}
         return self._obs_of_actor(), rewards, {"__all__": False}, {"__all__": False}, {}
 
     def _checked_action(self, agent: str, action: Any) -> int:

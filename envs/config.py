@@ -23,10 +23,6 @@ ENV_ID = f"{ENV_NAME}-v{ENV_VERSION}"
 MIGRATION_VERSION = 2
 ENV_ID_V2 = f"{ENV_NAME}-v{MIGRATION_VERSION}"
 FORWARD_RULES = ("must", "free")
-INTERFERENCE_SOURCES = ("simulator", "learned")
-
-
-CREDITS = ("actor", "team")
 
 
 @dataclass(frozen=True)
@@ -36,29 +32,17 @@ class RewardConfig:
     Attributes:
         time_scale_s: seconds per reward unit (a full episode returns
             ``-avg JCT / time_scale_s``).
-        interference: the potential's iteration times: ``simulator`` (the performance
-            model's) or ``learned`` (the learned interference model's slowdowns).
-        credit: whom an RLlib step pays: ``actor`` (the agent that acted) or ``team``
-            (every agent in the episode). PettingZoo pays every agent either way.
         function: ``module:function``, your own reward called as ``reward(sim, since)``
             each step (docs/extending.md); ``env.reward: module:function`` is short
             for it. Empty: the team reward.
     """
 
     time_scale_s: float = 3600.0
-    interference: str = "simulator"
-    credit: str = "actor"
     function: str = ""
 
     def validate(self, where: str, key: str) -> None:
-        for ok, name, msg in (
-            (self.time_scale_s > 0, "time_scale_s", f"must be > 0, got {self.time_scale_s}"),
-            (self.interference in INTERFERENCE_SOURCES, "interference",
-             f"must be one of {', '.join(INTERFERENCE_SOURCES)}, got {self.interference!r}"),
-            (self.credit in CREDITS, "credit",
-             f"must be one of {', '.join(CREDITS)}, got {self.credit!r}"),
-        ):  # fmt: skip
-            check(ok, where, f"{key}.{name}", msg)
+        check(self.time_scale_s > 0, where, f"{key}.time_scale_s",
+              f"must be > 0, got {self.time_scale_s}")  # fmt: skip
         if self.function:
             from envs.rewards import reward_function
 
@@ -181,12 +165,20 @@ LATER_OPTIONS = {"model_speed": False}
 #: signed run or manifest that carries one at that value reads as if it did not; any
 #: other value is refused, naming the git tag that keeps the option's code
 RETIRED_OPTIONS = {"subclusters_per_agent": 1, "follow_commits": False, "follow_only": False}
+#: ``env.reward`` fields that no longer ship, likewise (the potential's iteration times
+#: from the learned interference model; the team reward paid to every agent)
+RETIRED_REWARD_FIELDS = {"interference": "simulator", "credit": "actor"}
 
 
 def drop_retired_options(options: Any, where: str, prefix: str = "env") -> Any:
-    """``options`` without the :data:`RETIRED_OPTIONS` at their "off" value;
-    ``InputError`` naming ``prefix.<key>`` of any other."""
-    return drop_retired(options, RETIRED_OPTIONS, where, prefix)
+    """``options`` without the :data:`RETIRED_OPTIONS` (and its ``reward`` without the
+    :data:`RETIRED_REWARD_FIELDS`) at their "off" value; ``InputError`` naming
+    ``prefix.<key>`` of any other."""
+    options = drop_retired(options, RETIRED_OPTIONS, where, prefix)
+    if isinstance(options, dict) and isinstance(options.get("reward"), dict):
+        reward = drop_retired(options["reward"], RETIRED_REWARD_FIELDS, where, f"{prefix}.reward")
+        options = {**options, "reward": reward}
+    return options
 
 
 def _plain(value):

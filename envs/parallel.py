@@ -70,7 +70,7 @@ class ClusterPlacementParallelEnv(ParallelEnv):
         if acting not in actions:
             raise ValueError(f"no action for the acting agent {acting}")
         obs_a, rew, term, trunc, info = self.env.step({acting: actions[acting]})
-        reward = float(rew.get(acting, 0.0))  # the team reward, whatever env.reward.credit
+        reward = float(rew.get(acting, 0.0))  # the team reward
         agents = self.agents
         terminated, truncated = bool(term["__all__"]), bool(trunc["__all__"])
         rewards = {a: reward for a in agents}

@@ -7,13 +7,12 @@ every step pays::
     r = -(ΔC + ΔW) / (time_scale_s · n)
 
 ``W`` is 0 at both ends, so a full episode returns ``-avg JCT / time_scale_s``; ``ΔW``
-is potential-based shaping (Ng et al., 1999). ``reward.interference``: ``simulator``
-(``RunningJob.iter_time``) or ``learned`` (the alone time × the learned model's
-slowdown, ``checkpoints/interference/model.npz``).
+is potential-based shaping (Ng et al., 1999), with the simulator's iteration times
+(``RunningJob.iter_time``).
 
 Your own reward: ``env.reward: module:function``, called as ``reward(sim, since)``
 (:data:`REWARD_SIGNATURE`) after each step's decision with the episode's simulator
-(read only) and the previous step's time; ``credit`` still applies. A module that does
+(read only) and the previous step's time, paid to the acting agent. A module that does
 not import or a function of another signature is an input error
 (:func:`reward_function`; docs/extending.md)."""
 
@@ -27,11 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from marl_sched.catalogue import CATALOGUE
 from marl_sched.errors import InputError, import_target
 from marl_sched.simulator import Simulator
 
-INTERFERENCE_SOURCES = ("simulator", "learned")
 #: what a custom reward (``env.reward: module:function``) is called with, once per env step
 REWARD_SIGNATURE = "reward(sim, since) -> float"
 
@@ -67,24 +64,11 @@ class JobSeconds:
 
 
 class RemainingWork:
-    """``W(now)``: the running jobs' remaining iterations × predicted seconds per
-    iteration (module docstring), from ``source`` in :data:`INTERFERENCE_SOURCES`."""
+    """``W(now)``: the running jobs' remaining iterations × seconds per iteration
+    (module docstring)."""
 
-    def __init__(self, source: str = "simulator", scored_from: int = 0) -> None:
+    def __init__(self, scored_from: int = 0) -> None:
         self.scored_from = int(scored_from)
-        if source not in INTERFERENCE_SOURCES:
-            raise ValueError(f"reward.interference: must be one of {INTERFERENCE_SOURCES}")
-        self.source = source
-        self._model: Any = None
-        self._key: tuple[int, ...] | None = None
-        self._pred: dict[int, float] = {}
-        if source == "learned":
-            from marl_sched import interference
-
-            path = interference.default_model_path()
-            if not path.exists():
-                raise InputError(f"reward.interference: learned: no model file {path}")
-            self._model = interference.load_default()
 
     def value(self, sim: Simulator) -> float:
         now = sim.now
@@ -95,48 +79,26 @@ class RemainingWork:
         ]
         if not runs:
             return 0.0
-        if self.source == "learned":
-            self._refresh(sim)
         total = 0.0
         for run in runs:
             # progress counts from the end of a restart (a move, a resume), which is
             # still to be waited out: the restart delay is part of the job's JCT
             begin = max(run.last_update, run.paused_until)
             left = max(run.remaining - max(now - begin, 0.0) / run.iter_time, 0.0)
-            tau = self._pred[run.job.job_id] if self.source == "learned" else run.iter_time
-            total += left * tau + max(run.paused_until - now, 0.0)
+            total += left * run.iter_time + max(run.paused_until - now, 0.0)
         return total
-
-    def _refresh(self, sim: Simulator) -> None:
-        key = tuple(sorted(sim.running))
-        if key == self._key:
-            return
-        from marl_sched.interference import job_features
-
-        view = sim.view()
-        runs = list(sim.running.values())
-        rows = np.stack([job_features(view, r.job, r.placement, r.layout) for r in runs])
-        slow = np.maximum(np.asarray(self._model.predict(rows), dtype=np.float64), 1.0)
-        self._pred = {
-            r.job.job_id: s
-            * sim.perf.alone_iteration_time(CATALOGUE[r.job.model], r.layout, r.job.num_ps)
-            for r, s in zip(runs, slow, strict=True)
-        }
-        self._key = key
 
 
 class TeamReward:
     """``r = -(ΔC + ΔW) / (time_scale_s · n)`` over one episode's simulator, counting
     scored jobs only (ids ``>= scored_from``)."""
 
-    def __init__(
-        self, sim: Simulator, time_scale_s: float, interference: str, scored_from: int = 0
-    ) -> None:
+    def __init__(self, sim: Simulator, time_scale_s: float, scored_from: int = 0) -> None:
         self.sim = sim
         scored = [j for j in sim.jobs if j.job_id >= scored_from]
         self.scale = float(time_scale_s) * max(len(scored), 1)
         self.c = JobSeconds(np.array([j.submit_time for j in scored]), scored_from)
-        self.w = RemainingWork(interference, scored_from)
+        self.w = RemainingWork(scored_from)
         self._potential = self.potential()
         self.total = 0.0
 
@@ -213,4 +175,4 @@ def episode_reward(sim: Simulator, config: Any, scored_from: int = 0) -> TeamRew
     :class:`envs.config.RewardConfig`): the team reward, or the custom function."""
     if config.function:
         return CustomReward(sim, reward_function(config.function, "env", "env.reward.function"))
-    return TeamReward(sim, config.time_scale_s, config.interference, scored_from=scored_from)
+    return TeamReward(sim, config.time_scale_s, scored_from=scored_from)

@@ -65,13 +65,6 @@ class ScenarioRun:
     workload: Workload
     baseline_jct: float = math.nan  # first-fit's average JCT, for normalising
 
-    @classmethod
-    def of_jobs(
-        cls, name: str, topology: Topology, perf: PerformanceModel, jobs: Sequence[Job]
-    ) -> ScenarioRun:
-        """A scenario made of given jobs under the default config (tests, tiny runs)."""
-        return cls(name, ExperimentConfig(), topology, perf, Workload(list(jobs), name, {}))
-
     def simulator(
         self, jobs: Sequence[Job], predictor: DurationPredictor, policy: Policy | None = None
     ) -> Simulator:

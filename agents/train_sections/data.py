@@ -65,8 +65,6 @@ class DataSection:
         eval_start: first job of the evaluation window (null = right after the
             training window); must not overlap the training window on the same trace.
         eval_max_jobs: jobs in the evaluation window.
-        eval_load: arrival-rate multiplier of the evaluation window (null = the
-            config's).
         eval_extra_windows: more validation windows (:class:`TrainWindow`; ``share``
             unused); the validation figure is the average JCT over all their jobs.
         eval_loads: arrival-rate multipliers at which every validation window is
@@ -81,7 +79,6 @@ class DataSection:
     eval_trace: str | None = None
     eval_start: int | None = None
     eval_max_jobs: int = 200
-    eval_load: float | None = None
     eval_extra_windows: tuple[TrainWindow, ...] = ()
     eval_loads: tuple[float, ...] = ()
 
@@ -96,8 +93,6 @@ class DataSection:
               f"must be in [0, 1e6], got {self.split_share}")  # fmt: skip
         if self.eval_start is not None:
             check(self.eval_start >= 0, where, f"{key}.eval_start", "must be >= 0")
-        if self.eval_load is not None:
-            check(self.eval_load > 0, where, f"{key}.eval_load", "must be > 0")
         for i, load in enumerate(self.eval_loads):
             check(load > 0, where, f"{key}.eval_loads[{i}]", f"must be > 0, got {load}")
 
@@ -189,4 +184,4 @@ def eval_window(cfg: ExperimentConfig, tc: DataSection) -> dict:
     if start is None:
         start = wl.start + (wl.max_jobs or 0) if tc.eval_trace is None else 0
     trace = str(cfg.resolve_path(tc.eval_trace)) if tc.eval_trace else None
-    return _trace_options(trace, start, tc.eval_max_jobs, tc.eval_load)
+    return _trace_options(trace, start, tc.eval_max_jobs, None)

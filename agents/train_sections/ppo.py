@@ -14,14 +14,17 @@ from marl_sched.config import ARCHIVE_TAG, check, check_bounds
 
 #: the RLlib algorithms (train.algorithm) whose Learner needs only the APIs
 #: :class:`agents.rl_module.HierarchicalGNNModule` implements
-ALGORITHMS = ("PPO", "APPO", "IMPALA")
+ALGORITHMS = ("PPO",)
+#: the registry's algorithms of studies that no longer ship (no checkpoint was trained
+#: with them); their code is kept at git tag ``ARCHIVE_TAG``
+RETIRED_ALGORITHMS = ("APPO", "IMPALA")
 _OFFLINE = "offline: it learns from recorded episodes, not from the environment"
 _Q = (
     "its Learner needs Q-networks (RLlib's QNetAPI); our RLModule outputs masked policy "
     "logits and a state value"
 )
 #: the registry's other algorithms, and why train.algorithm refuses each
-#: (tests/agents/test_algorithm.py checks both tables against RLlib's own registry)
+#: (tests/agents/test_algorithm.py checks the three tables against RLlib's own registry)
 REFUSED_ALGORITHMS = {
     "DQN": _Q,
     "SAC": _Q,
@@ -60,8 +63,7 @@ class RLlibConfig:
     ``train.rllib.<setter>.<key>``).
 
     Attributes:
-        training: e.g. ``vtrace_clip_rho_threshold`` (APPO/IMPALA), ``kl_target``,
-            ``use_critic``, ``entropy_coeff`` schedules.
+        training: e.g. ``kl_target``, ``use_critic``, ``entropy_coeff`` schedules.
         env_runners: e.g. ``rollout_fragment_length`` (not ``num_env_runners``).
         learners: e.g. ``num_learners``, ``num_gpus_per_learner``.
     """
@@ -81,17 +83,17 @@ class RLlibConfig:
 
 @dataclass(frozen=True)
 class PPOSection:
-    """Multi-agent PPO (or APPO, IMPALA) on RLlib's new API stack.
+    """Multi-agent PPO on RLlib's new API stack.
 
     Attributes:
-        algorithm: ``PPO``, ``APPO`` or ``IMPALA`` (:data:`ALGORITHMS`); settings an
-            algorithm lacks are refused, as are :data:`REFUSED_ALGORITHMS`.
+        algorithm: ``PPO`` (:data:`ALGORITHMS`); :data:`REFUSED_ALGORITHMS` and
+            :data:`RETIRED_ALGORITHMS` are refused.
         iterations: PPO iterations (``algo.train()`` calls) of a run.
         lr: Adam learning rate.
         gamma: discount per decision.
         gae_lambda: GAE λ.
-        advantage: ``gae`` (RLlib's GAE) or ``group`` (PPO only: return-to-go against
-            the other rollouts of the same window; :mod:`agents.group_baseline`).
+        advantage: ``gae`` (RLlib's GAE) or ``group`` (return-to-go against the other
+            rollouts of the same window; :mod:`agents.group_baseline`).
         group_size: with ``group``, rollouts per training window (>= 2).
         advantage_scale: with ``group``: ``batch`` (seconds of average JCT)
             or ``window`` (divided by the window's mean ``|team return|``).
@@ -142,6 +144,9 @@ class PPOSection:
         for name in ("num_env_runners", "seed", "kl_coeff"):
             value = getattr(self, name)
             check(value >= 0, where, f"{key}.{name}", f"must be >= 0, got {value}")
+        check(self.algorithm not in RETIRED_ALGORITHMS, where, f"{key}.algorithm",
+              f"{self.algorithm!r} belongs to a study that no longer ships; its code is "
+              f"kept at git tag {ARCHIVE_TAG}")  # fmt: skip
         algos, why = ", ".join(ALGORITHMS), REFUSED_ALGORITHMS.get(self.algorithm)
         check(self.algorithm not in REFUSED_ALGORITHMS, where, f"{key}.algorithm",
               f"{self.algorithm} cannot train this agent: {why} (use one of {algos})")  # fmt: skip
@@ -163,19 +168,14 @@ class PPOSection:
             check(self.grad_clip > 0, where, f"{key}.grad_clip", "must be > 0 or null")
 
     def _validate_advantages(self, where: str, key: str) -> None:
-        """``advantage`` and its settings (all but the default need PPO)."""
+        """``advantage`` and its settings."""
         check(self.advantage != "job", where, f"{key}.advantage",
               f"job belongs to a study that no longer ships; its code is kept at git tag "
               f"{ARCHIVE_TAG}")  # fmt: skip
-        for name, choices, other in (
-            ("advantage", ADVANTAGES, "gae"),
-            ("advantage_scale", ADVANTAGE_SCALES, None),
-        ):
+        for name, choices in (("advantage", ADVANTAGES), ("advantage_scale", ADVANTAGE_SCALES)):
             value = getattr(self, name)
             check(value in choices, where, f"{key}.{name}",
                   f"must be one of {', '.join(choices)}, got {value!r}")  # fmt: skip
-            if other is not None and value != other:
-                check(self.algorithm == "PPO", where, f"{key}.{name}", f"{value} needs PPO")
         if self.advantage == "group":
             check(self.group_size >= 2, where, f"{key}.group_size",
                   f"must be >= 2 with {self.advantage}")  # fmt: skip

@@ -27,12 +27,9 @@ def teacher_names() -> list[str]:
 
 @dataclass(frozen=True)
 class WarmStartSection:
-    """Behaviour cloning, DAgger and the prior KL.
+    """Behaviour cloning and DAgger.
 
     Attributes:
-        prior_kl: ``β`` of a term ``β · KL(π ‖ π₀)`` added to PPO's loss, ``π₀`` the
-            run's frozen warm start (:class:`agents.learner.ClipFractionPPOLearner`;
-            kept in the run's ``prior/``); 0 = off. Needs PPO and ``bc_teacher``.
         bc_teacher: whose placements warm-start the policy by behaviour cloning:
             ``lookahead`` / ``rollout`` (:mod:`agents.teachers`), a heuristic's name,
             a masked policy's (``masked:<heuristic>``, ``masked:mlfs-rl``), ``planner``
@@ -50,7 +47,6 @@ class WarmStartSection:
             greedy ``bc_episodes``, teacher labels added, ``bc_epochs`` more passes.
     """
 
-    prior_kl: float = 0.0
     bc_teacher: str | None = "lookahead"
     bc_margin: float = 0.0
     bc_base: str = "interference-aware"
@@ -65,10 +61,6 @@ class WarmStartSection:
         check_bounds(self, WARM_START_BOUNDS, where, key)
         check(self.dagger_rounds >= 0, where, f"{key}.dagger_rounds",
               f"must be >= 0, got {self.dagger_rounds}")  # fmt: skip
-        prior = f"{key}.prior_kl"
-        check(0 <= self.prior_kl <= 1e3, where, prior, f"must be in [0, 1000], got {self.prior_kl}")
-        if self.prior_kl:
-            check(bool(self.bc_teacher), where, prior, "needs a warm start (bc_teacher)")
         check(0.0 <= self.bc_margin < 1.0, where, f"{key}.bc_margin", "must be in [0, 1)")
         for name in ("bc_protect", "bc_speed", "bc_weight_power"):
             value = getattr(self, name)

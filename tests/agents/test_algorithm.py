@@ -1,5 +1,6 @@
 """The RLlib algorithm config (agents/algorithm.py): the algorithms train.algorithm
-accepts or refuses, checked against RLlib's own registry and Learner requirements;
+accepts, refuses or names as retired, checked against RLlib's own registry and Learner
+requirements;
 train.rllib passed through and validated by RLlib, with one-line errors. Imports
 RLlib; starts no Ray."""
 
@@ -7,7 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from agents.config import ALGORITHMS, REFUSED_ALGORITHMS, model_config, train_config
+from agents.config import (
+    ALGORITHMS,
+    REFUSED_ALGORITHMS,
+    RETIRED_ALGORITHMS,
+    model_config,
+    train_config,
+)
 from marl_sched.cli import main
 from marl_sched.config import REPO_ROOT, load_config
 
@@ -24,7 +31,7 @@ def _built(overrides):
 
 
 def test_the_algorithm_tables_match_rllibs_registry_and_learner_apis():
-    """Every algorithm of RLlib's registry is accepted or refused with a reason; an
+    """Every algorithm of RLlib's registry is accepted, retired or refused with a reason; an
     accepted one's Learner (ours, a subclass of RLlib's) needs only APIs our RLModule
     implements; a refused online one needs an API it lacks."""
     from ray.rllib.algorithms.registry import ALGORITHMS as REGISTRY
@@ -32,8 +39,9 @@ def test_the_algorithm_tables_match_rllibs_registry_and_learner_apis():
     from agents.learner import LEARNERS
     from agents.rl_module import HierarchicalGNNModule
 
-    assert set(REGISTRY) == set(ALGORITHMS) | set(REFUSED_ALGORITHMS)
-    assert not set(ALGORITHMS) & set(REFUSED_ALGORITHMS)
+    tables = (set(ALGORITHMS), set(REFUSED_ALGORITHMS), set(RETIRED_ALGORITHMS))
+    assert set(REGISTRY) == set.union(*tables)
+    assert sum(map(len, tables)) == len(REGISTRY)  # each in one table
     for name in ALGORITHMS:
         default = REGISTRY[name]()[1].get_default_learner_class()
         assert issubclass(LEARNERS[name], default), name
@@ -45,21 +53,16 @@ def test_the_algorithm_tables_match_rllibs_registry_and_learner_apis():
 
 
 def test_train_rllib_settings_reach_the_built_config():
-    base = _built(["train.algorithm=APPO"])
+    base = _built([])
     config = _built(
-        ["train.algorithm=APPO", "train.rllib.training.vtrace_clip_rho_threshold=0.5",
+        ["train.rllib.training.kl_target=0.05",
          "train.rllib.training.lr=[[0, 0.001], [400, 0.0001]]",
-         "train.rllib.env_runners.rollout_fragment_length=25",
-         "train.rllib.learners.num_aggregator_actors_per_learner=0"]
+         "train.rllib.env_runners.rollout_fragment_length=25"]
     )  # fmt: skip
-    assert base.vtrace_clip_rho_threshold == 1.0 and config.vtrace_clip_rho_threshold == 0.5
+    assert base.kl_target != 0.05 and config.kl_target == 0.05
     assert config.lr == [[0, 0.001], [400, 0.0001]]  # a schedule, over train.lr
     assert config.rollout_fragment_length == 25 != base.rollout_fragment_length
-    assert type(config.learner_class).__name__ == type(base.learner_class).__name__
-    assert config.learner_class.__name__ == "ExplainedVarianceAPPOLearner"
-    impala = _built(["train.algorithm=IMPALA"])
-    assert type(impala).__name__ == "IMPALAConfig" and impala.num_learners == 0
-    assert impala.vf_loss_coeff == 0.5  # train.vf_loss_coeff, which IMPALA has
+    assert config.learner_class.__name__ == base.learner_class.__name__ == "ClipFractionPPOLearner"
 
 
 @pytest.mark.parametrize(
@@ -72,16 +75,14 @@ def test_train_rllib_settings_reach_the_built_config():
       "train.rllib.env_runners.rollout_fragment_length: `rollout_fragment_length` must be"),
      (["train.rllib.env_runners.num_env_runners=2"],
       "train.rllib.env_runners.num_env_runners: set train.num_env_runners instead"),
-     (["train.algorithm=IMPALA", "train.clip_param=0.2"],
-      "train.clip_param: IMPALA has no such setting"),
-     (["train.algorithm=APPO", "train.rllib.env_runners.batch_mode=complete_episodes"],
-      "train.rllib.env_runners.batch_mode: complete_episodes cannot be used with APPO"),
-     (["train.algorithm=IMPALA", "train.rllib.env_runners.batch_mode=complete_episodes"],
-      "train.rllib.env_runners.batch_mode: complete_episodes cannot be used with IMPALA"),
+     (["train.algorithm=APPO"], "train.algorithm: 'APPO' belongs to a study that no longer "
+      "ships; its code is kept at git tag studies-archive"),
+     (["train.algorithm=IMPALA"], "train.algorithm: 'IMPALA' belongs to a study that no "
+      "longer ships; its code is kept at git tag studies-archive"),
      (["train.algorithm=DQN"], "train.algorithm: DQN cannot train this agent: its Learner "
       "needs Q-networks (RLlib's QNetAPI)"),
      (["train.algorithm=BC"], "train.algorithm: BC cannot train this agent: offline"),
-     (["train.algorithm=A2C"], "train.algorithm: must be one of PPO, APPO, IMPALA, got 'A2C'")],
+     (["train.algorithm=A2C"], "train.algorithm: must be one of PPO, got 'A2C'")],
 )  # fmt: skip
 def test_a_bad_algorithm_setting_exits_2_naming_the_key(tmp_path, capsys, overrides, message):
     out = tmp_path / "o"
@@ -91,30 +92,17 @@ def test_a_bad_algorithm_setting_exits_2_naming_the_key(tmp_path, capsys, overri
     assert not out.exists()
 
 
-def test_appo_on_the_smoke_config_is_refused_before_any_work(tmp_path, capsys):
-    """The smoke config samples whole episodes, with which APPO would make no update."""
-    out = tmp_path / "o"
-    smoke = str(REPO_ROOT / "configs" / "learn_smoke.yaml")
-    args = ["train", "--config", smoke, "--out", str(out), "--iterations", "4",
-            "train.algorithm=APPO", "train.advantage=gae"]  # fmt: skip
-    assert main(args) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1, err
-    assert "learn_smoke.yaml: train.rllib.env_runners.batch_mode: complete_episodes" in err
-    assert not out.exists()
-
-
 def test_an_iteration_without_a_learner_update_is_an_error():
     from agents.config import TrainConfig
     from agents.training import check_updated
     from marl_sched.errors import InputError
 
-    tc = TrainConfig(algorithm="APPO")
+    tc = TrainConfig()
     figures = {"num_env_steps_trained": 200, "num_env_steps_trained_lifetime": 400}
     trained = {"learners": {"__all_modules__": figures}}
     assert check_updated(trained, 2, tc, 200.0) == 400.0
     for result, before in (({}, None), ({"learners": {}}, 100.0), (trained, 400.0)):
-        with pytest.raises(InputError, match="iteration 3: APPO made no learner update"):
+        with pytest.raises(InputError, match="iteration 3: PPO made no learner update"):
             check_updated(result, 3, tc, before)
 
 

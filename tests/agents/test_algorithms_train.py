@@ -1,7 +1,6 @@
 """Every algorithm train.algorithm accepts trains: two iterations of the learning
-smoke config (episodes, batches and validation cut down) change the weights. APPO
-and IMPALA run with ``batch_mode: truncate_episodes``: with the smoke config's
-``complete_episodes`` they are refused (tests/agents/test_algorithm.py). Starts Ray."""
+smoke config (episodes, batches and validation cut down) change the weights. Starts
+Ray."""
 
 from __future__ import annotations
 
@@ -16,11 +15,7 @@ SMALL = ["train.train_batch_size=200", "train.minibatch_size=100", "train.num_ep
          "train.episode_jobs=20", "train.eval_max_jobs=20", "train.eval_extra_windows=[]",
          "train.eval_interval=2", "train.checkpoint_interval=1"]  # fmt: skip
 #: what each algorithm needs on top of the smoke config (PPO: nothing)
-ON_TOP = {
-    "PPO": [],
-    "APPO": ["train.advantage=gae", "train.rllib.env_runners.batch_mode=truncate_episodes"],
-    "IMPALA": ["train.advantage=gae", "train.rllib.env_runners.batch_mode=truncate_episodes"],
-}
+ON_TOP = {"PPO": []}
 
 
 def _weights(ckpt):

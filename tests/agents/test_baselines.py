@@ -107,8 +107,12 @@ def test_respects_capacity_and_completes_every_job(name, cluster, jobs):
 
 
 def _tiny_runs(cluster, jobs):
+    """A scenario made of the given jobs under the default config."""
+    from marl_sched.config import ExperimentConfig
+    from marl_sched.runner import Workload
+
     topo, perf = cluster
-    return [ScenarioRun.of_jobs("tiny", topo, perf, jobs)]
+    return [ScenarioRun("tiny", ExperimentConfig(), topo, perf, Workload(list(jobs), "tiny", {}))]
 
 
 def test_harmony_improves_over_its_untrained_start(cluster, jobs):

@@ -60,7 +60,8 @@ def test_a_retired_train_field_at_its_off_value_reads_as_absent():
 @pytest.mark.parametrize(
     ("key", "value"),
     [("update", "rollout"), ("improve_futures", 4), ("improve_target", "soft"),
-     ("critic", "privileged"), ("critic_lr", 1e-3), ("job_gamma", 0.5), ("advantage", "job")],
+     ("critic", "privileged"), ("critic_lr", 1e-3), ("job_gamma", 0.5), ("advantage", "job"),
+     ("prior_kl", 0.5), ("algorithm", "APPO"), ("eval_load", 1.5)],
 )  # fmt: skip
 def test_a_retired_train_field_turned_on_is_refused_naming_the_tag(key, value):
     from agents.config import ARCHIVE_TAG

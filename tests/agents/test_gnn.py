@@ -66,19 +66,14 @@ def batch(obs_list) -> dict[str, torch.Tensor]:
     return {k: torch.as_tensor(np.stack([o[k] for o in obs_list])) for k in obs_list[0]}
 
 
-@pytest.fixture(params=[False, True])
-def net(request) -> HierarchicalGNN:
-    """Every test with this fixture runs without and with the per-node raw path
-    (``model.raw_head``)."""
-    raw_head = request.param
+@pytest.fixture
+def net() -> HierarchicalGNN:
     torch.manual_seed(0)
     model = HierarchicalGNN(
-        DIMS["Fg"], DIMS["Fs"], DIMS["Fr"], DIMS["Fj"], DIMS["Fp"], hidden=16, layers=2,
-        raw_head=raw_head,
-    )  # fmt: skip
+        DIMS["Fg"], DIMS["Fs"], DIMS["Fr"], DIMS["Fj"], DIMS["Fp"], hidden=16, layers=2
+    )
     # give the heads real weight so that differences show in the outputs
-    heads = [model.group_head, model.forward_head]
-    for head in heads + ([model.raw_group_head] if raw_head else []):
+    for head in (model.group_head, model.forward_head):
         torch.nn.init.normal_(head[-1].weight, std=0.5)
     return model.eval()
 
@@ -239,7 +234,7 @@ def test_regular_batches_give_the_scatter_paths_outputs_and_gradients(monkeypatc
     (:func:`regular_padded`); its logits, values and every gradient are the scatter
     path's to float rounding (sums in another order: 1e-5)."""
     torch.manual_seed(0)
-    net = HierarchicalGNN(*DIMS.values(), hidden=16, layers=2, hints=hints, raw_head=hints > 0)
+    net = HierarchicalGNN(*DIMS.values(), hidden=16, layers=2, hints=hints)
     for head in (net.group_head, net.forward_head):
         torch.nn.init.normal_(head[-1].weight, std=0.5)
     rng = np.random.default_rng(11)

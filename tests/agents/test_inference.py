@@ -90,9 +90,9 @@ def test_an_environment_with_another_decision_option_is_refused(option, value):
     other = dataclasses.replace(cfg, env={**cfg.env, option: value})
     with pytest.raises(InputError, match=rf"env\.{option}: is .* but checkpoint .* trained with"):
         agents.check_env(env_config(other), "env")
-    # what a network serves: padding, episode cutting and the reward source
+    # what a network serves: padding, episode cutting and the reward's scale
     served = dataclasses.replace(
-        cfg, env={**cfg.env, "window_jobs": 50, "reward": {"interference": "learned"}}
+        cfg, env={**cfg.env, "window_jobs": 50, "reward": {"time_scale_s": 60.0}}
     )
     agents.check_env(env_config(served))
 

@@ -54,7 +54,7 @@ def test_hparams_flatten_every_section_with_dotted_keys():
     assert h["workload.load"] == 1.5 and h["workload.max_job_gpus"] == "null"
     assert h["simulation.ordering"] == "fifo"
     assert h["env.hints"] == "[first-fit]"
-    assert h["env.reward.interference"] == env_config(cfg).reward.interference
+    assert h["env.reward.time_scale_s"] == env_config(cfg).reward.time_scale_s
     assert h["model.hidden"] == mc.hidden and h["train.lr"] == tc.lr
     assert h["agents.count"] == 2 and h["agents.modules"] == 1
     assert all(isinstance(v, bool | int | float | str) for v in h.values())
@@ -97,8 +97,8 @@ def test_the_checkpoint_digest_covers_the_inference_files_only(tmp_path):
 
 
 def test_phase_times_come_from_rllibs_timers_and_reach_the_progress_line():
-    """PPO's sampling and learner-update timers and the iteration's time; IMPALA/APPO's
-    ``sample`` timer; missing or non-finite timers give no scalar."""
+    """PPO's sampling and learner-update timers and the iteration's time; missing or
+    non-finite timers give no scalar."""
     ppo = {
         "timers": {"env_runner_sampling_timer": 1.25, "learner_update_timer": 0.5,
                    "synch_weights": 0.01},
@@ -110,8 +110,8 @@ def test_phase_times_come_from_rllibs_timers_and_reach_the_progress_line():
     scalars, steps = scalars_from_result(ppo, 400.0)
     assert steps == 600 and scalars["time/sample_s"] == 1.25
     assert scalars["charts/env_steps_per_s"] == 200 / 1.8
-    appo = {"timers": {"sample": 0.75, "learner_update_timer": float("nan")}}
-    assert phase_times(appo) == {"time/sample_s": 0.75}
+    nan = {"timers": {"env_runner_sampling_timer": 0.75, "learner_update_timer": float("nan")}}
+    assert phase_times(nan) == {"time/sample_s": 0.75}
     assert phase_times({}) == {}
     line = progress_line(3, 600, {**scalars, "time/validate_s": 4.0}, 12.0, None)
     assert "(sample 1.2, learn 0.5, validate 4.0 s)" in line

@@ -59,26 +59,15 @@ def _checkpoint(trainer: Trainer, it: int, score: float | None) -> Path:
     return trainer._checkpoint(_FakeAlgo(), it, weights, manifest)
 
 
-#: the prior a ``train.prior_kl`` run folder of :func:`_signed_run` keeps
-PRIOR_WEIGHTS = {"shared": {"gnn.w": torch.arange(3.0)}}
-
-
-def _signed_run(tmp_path: Path, iterations: int = 2, prior: bool = False) -> Path:
-    """A run folder as ``train`` leaves it after ``iterations`` iterations (``prior``:
-    of a ``train.prior_kl`` run, its ``prior/`` written by the trainer's own code)."""
-    from agents.policy import save_weights
-    from agents.run_folder import PRIOR, RunPaths, write_prior
-
+def _signed_run(tmp_path: Path, iterations: int = 2) -> Path:
+    """A run folder as ``train`` leaves it after ``iterations`` iterations."""
     run = tmp_path / "run"
-    trainer = _trainer(run, prior_kl=1.0) if prior else _trainer(run)
+    trainer = _trainer(run)
     trainer.state = {"iteration": 0, "env_steps": 0.0, "wall_s": 0.0, "best": None,
                      "best_runs": None, "scores": {}}  # fmt: skip
     run.mkdir()
     data = resolved_config(trainer.cfg, trainer.mc, trainer.tc)
     atomic_write_text(run / "config.yaml", yaml.safe_dump(data, sort_keys=False))
-    if prior:
-        save = lambda folder: save_weights(folder, PRIOR_WEIGHTS)  # noqa: E731
-        trainer.state[PRIOR] = write_prior(RunPaths(run), save)
     for it in range(1, iterations + 1):
         _checkpoint(trainer, it, 100.0 - it)
     return run
@@ -394,14 +383,9 @@ def test_a_run_signed_before_a_decision_option_existed_resumes_as_its_old_behavi
     changed = {**now, "env": {**now["env"], "ps_rule": True}}
     with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
         check_config_data(tmp_path, changed)
-    # train fields added since: the old run had no prior KL (0)
-    assert LATER_TRAIN_FIELDS == {
-        "prior_kl": 0.0,
-        "split_share": 0.0,
-        "advantage_scale": "batch",
-    }
+    # train fields added since: the old run had no split share (0)
+    assert LATER_TRAIN_FIELDS == {"split_share": 0.0, "advantage_scale": "batch"}
     for key, value in (
-        ("prior_kl", 1.0),
         ("split_share", 1.0),
         ("advantage_scale", "window"),
     ):
@@ -431,66 +415,13 @@ def test_a_run_signed_before_a_decision_option_existed_resumes_as_its_old_behavi
     with pytest.raises(InputError, match=r"env\.follow_only: True belongs to a study"):
         check_config_data(tmp_path, now)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
-    # a model field added since (the raw head): the old run had none
-    assert LATER_MODEL_FIELDS == {"raw_head": False}
-    with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
-        check_config_data(tmp_path, {**now, "model": {**now["model"], "raw_head": True}})
-
-
-def test_a_prior_kl_run_folder_resumes_with_its_signed_prior(tmp_path, capsys, ray_calls):
-    """A ``train.prior_kl`` run keeps its prior in ``prior/``, signed by every
-    checkpoint's state: untouched, the resume reaches Ray, and the prior reads back
-    as the tensors written (``weights_only``); a run whose checkpoints sign no prior
-    (started before it was kept) is refused with one line."""
-    from agents.run_folder import PRIOR, RunPaths, read_prior, read_state
-    from marl_sched.errors import InputError
-
-    run = _signed_run(tmp_path, prior=True)
-    rc, err = _resume(run, capsys)
-    assert rc == "ray" and err == ""
-    state = read_state(run / "checkpoints" / "iter_000002")
-    assert set(state[PRIOR]) == {"shared.pt"}
-    prior = read_prior(RunPaths(run), state)
-    assert prior.keys() == {"shared"} and torch.equal(prior["shared"]["gnn.w"], torch.arange(3.0))
-    del state[PRIOR]
-    with pytest.raises(InputError, match="sign no prior") as info:
-        read_prior(RunPaths(run), state)
-    assert "\n" not in str(info.value)
-
-
-def _alter(path: Path, outside: Path) -> None:
-    path.write_bytes(path.read_bytes() + b"\0")
-
-
-def _symlink_a_copy(path: Path, outside: Path) -> None:
-    """``path`` replaced by a symlink to a copy of itself in ``outside``."""
-    copy = outside / f"copy-of-{path.name}"
-    os.rename(path, copy)
-    path.symlink_to(copy, target_is_directory=copy.is_dir())
-
-
-@pytest.mark.parametrize(
-    ("tamper", "where", "named"),
-    [
-        (_alter, "shared.pt", "shared.pt was changed"),
-        (lambda p, _: p.unlink(), "shared.pt", "shared.pt was missing"),
-        (_symlink_a_copy, "shared.pt", "shared.pt: a symbolic link"),
-        (lambda p, _: p.rename(p.with_name("x.pt")), "shared.pt", "shared.pt was missing"),
-        (lambda p, _: (p / "extra.pt").write_bytes(b""), ".", "extra.pt was added"),
-        (lambda p, _: (p / "state.json").write_text("{}"), ".", "state.json was added"),
-        (_symlink_a_copy, ".", "prior: a symbolic link"),
-        (lambda p, _: p.rename(p.with_name("gone")), ".", "prior (train.prior_kl) is missing"),
-    ],
-    ids="altered removed symlink renamed added added-state folder-symlink no-folder".split(),
-)
-def test_a_tampered_prior_is_refused_before_ray(tmp_path, capsys, ray_calls, tamper, where,
-                                                 named):  # fmt: skip
-    """The prior (``prior/``) altered, removed, renamed, added to or replaced by a
-    symlink (a file or the folder itself, even to an identical copy): ``--resume``
-    exits 2 with one line naming it, before Ray starts."""
-    run = _signed_run(tmp_path, prior=True)
-    tamper(run / "prior" / where, tmp_path)
-    before = _snapshot(tmp_path, run)
-    rc, err = _resume(run, capsys)
-    _assert_refused(rc, err, ray_calls, before=before, tmp_path=tmp_path, run=run)
-    assert f"{run / 'prior'}" in err and named in err, err
+    # the retired raw head: a run signed with it off resumes, one with it on is refused
+    assert LATER_MODEL_FIELDS == {}
+    for value in (False, True):
+        signed = {**old, "model": {**old["model"], "raw_head": value}}
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(signed))
+        if value:
+            with pytest.raises(InputError, match=r"model\.raw_head: True belongs to a study"):
+                check_config_data(tmp_path, now)
+        else:
+            check_config_data(tmp_path, now)

@@ -71,7 +71,6 @@ BAD = {
         ("split_share", -1.0),
         ("eval_start", -1),
         ("eval_max_jobs", 0),
-        ("eval_load", 0.0),
         ("eval_extra_windows", [{"trace": "t.csv", "share": 0.0}]),
         ("eval_loads", [1.0, 0.0]),
     ],
@@ -83,8 +82,6 @@ BAD = {
         ("select_tolerance", -0.1),
     ],
     WarmStartSection: [
-        ("prior_kl", -1.0),
-        ("prior_kl", 0.1, {"bc_teacher": None}),
         ("bc_teacher", "oracle"),
         ("bc_margin", 1.0),
         ("bc_base", "nobody"),
@@ -137,11 +134,13 @@ def test_the_sections_hold_every_train_key_once():
     assert TRAIN_BOUNDS == {k: v for b in SECTIONS.values() for k, v in b.items()}
 
 
-def test_a_check_across_sections_runs_on_the_whole_train_section():
-    """``prior_kl`` (warm start) needs ``algorithm: PPO`` (the algorithm's section)."""
-    data = {"prior_kl": 0.1, "algorithm": "APPO"}
-    assert parse_section(WarmStartSection, {"prior_kl": 0.1}, "f.yaml", "train").prior_kl == 0.1
-    with pytest.raises(InputError, match=r"^f.yaml: train.prior_kl: needs PPO$"):
+def test_a_sections_check_runs_on_the_whole_train_section():
+    """A retired algorithm (the algorithm's section) is refused beside a warm-start key."""
+    data = {"bc_epochs": 3, "algorithm": "APPO"}
+    assert parse_section(WarmStartSection, {"bc_epochs": 3}, "f.yaml", "train").bc_epochs == 3
+    with pytest.raises(InputError, match=r"^f.yaml: train.algorithm: 'APPO' belongs to a "
+                       r"study that no longer ships; its code is kept at git tag "
+                       r"studies-archive$"):  # fmt: skip
         parse_section(TrainConfig, data, "f.yaml", "train")
 
 
@@ -171,7 +170,7 @@ def test_every_name_agents_config_exported_is_still_there():
     names = (
         "ADVANTAGES ADVANTAGE_SCALES ALGORITHMS ARCHIVE_TAG "
         "LATER_MODEL_FIELDS LATER_TRAIN_FIELDS MAX_LAYERS MAX_SAMPLES MAX_WIDTH "
-        "REFUSED_ALGORITHMS RETIRED_TRAIN_FIELDS SELECT_RULES TRAIN_BOUNDS "
+        "REFUSED_ALGORITHMS RETIRED_ALGORITHMS RETIRED_TRAIN_FIELDS SELECT_RULES TRAIN_BOUNDS "
         "InterferenceConfig ModelConfig RLlibConfig TrainConfig TrainWindow drop_retired "
         "eval_window eval_windows interference_config model_config split_windows train_config"
     ).split()

@@ -50,7 +50,7 @@ def test_the_docs_reward_is_what_the_env_pays(throughput, spelling, monkeypatch)
     monkeypatch.setattr(module, "completions", spy)  # looked up at every reset
     trail = rollout(env, seed=0, action_seed=1)
     assert isinstance(env.reward, CustomReward)
-    paid = [step[3][step[0]] for step in trail[1:]]  # credit: actor, the acting agent's
+    paid = [step[3][step[0]] for step in trail[1:]]  # the acting agent's
     assert paid == calls and len(paid) == len(trail) - 1
     # one point per completed job: the episode's return counts them all
     assert sum(paid) == len(env.sim.records) == 40

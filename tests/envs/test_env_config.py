@@ -19,7 +19,7 @@ def test_defaults_parse_from_an_empty_section():
     ec = env_config(cfg)
     assert ec == EnvConfig()
     assert ec.forward_rule == "must" and ec.window_jobs is None and ec.pad == ()
-    assert ec.reward == RewardConfig(time_scale_s=3600.0, interference="simulator")
+    assert ec.reward == RewardConfig(time_scale_s=3600.0)
     assert not (ec.central or ec.consolidate or ec.keep_together or ec.ps_rule)
     assert ec.speed_floor == ec.wait_to_fit == 0.0 and ec.hints == ec.global_hints == ()
 
@@ -96,7 +96,7 @@ def test_unknown_key_in_yaml_names_the_file_and_the_key(tmp_path):
         ({"pad": 16}, r"env\.pad: expected a list, got 16"),
         (
             {"reward": {"interference": "x"}},
-            r"env\.reward\.interference: must be one of simulator, learned, got 'x'",
+            r"env\.reward\.interference: 'x' belongs to a study that no longer ships",
         ),
         ({"reward": {"time_scale_s": 0}}, r"env\.reward\.time_scale_s: must be > 0"),
         ({"reward": {"slowdown_weight": 1}}, r"env\.reward\.slowdown_weight: unknown key"),
@@ -140,10 +140,10 @@ def test_overrides_through_make_env_take_effect():
 
 def test_reward_overrides_merge_into_the_configs_reward_section():
     cfg = dataclasses.replace(
-        load_config(TINY), env={"reward": {"interference": "learned", "time_scale_s": 60.0}}
+        load_config(TINY), env={"reward": {"function": "operator:add", "time_scale_s": 60.0}}
     )
     env = make_env(cfg, env={"reward": {"time_scale_s": 10.0}})
-    assert env.env_config.reward == RewardConfig(time_scale_s=10.0, interference="learned")
+    assert env.env_config.reward == RewardConfig(time_scale_s=10.0, function="operator:add")
     assert env_config(cfg).reward.time_scale_s == 60.0
 
 

@@ -1,6 +1,6 @@
 """The team reward of ClusterPlacement-v1: r = -(ΔC + ΔW) / (time_scale_s · n); an
-episode run to its end returns exactly -avg JCT / time_scale_s, for either interference
-source and any number of agents."""
+episode run to its end returns exactly -avg JCT / time_scale_s, for any number of
+agents."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import envs
+from envs.config import RETIRED_REWARD_FIELDS
 from envs.rewards import JobSeconds, RemainingWork, TeamReward
-from marl_sched import interference
-from marl_sched.catalogue import CATALOGUE
 from marl_sched.errors import InputError
 from marl_sched.jobs import Placement
 from marl_sched.metrics import compute_metrics
@@ -32,11 +31,8 @@ def _final_info(trail) -> dict:
     return next(iter(info.values()))
 
 
-@pytest.mark.parametrize("source", ["simulator", "learned"])
-def test_full_episode_returns_minus_avg_jct_over_the_time_scale(source):
-    assert interference.default_model_path().exists()  # shipped with the repo
-    env = envs.make_env(TINY, env={"window_jobs": None, "reward": {"interference": source}})
-    assert env.env_config.reward.interference == source
+def test_full_episode_returns_minus_avg_jct_over_the_time_scale():
+    env = envs.make_env(TINY, env={"window_jobs": None})
     trail = rollout(env, seed=0, action_seed=1)
     info = _final_info(trail)
     m = compute_metrics(env.sim, policy="x", trace="t", wall_s=0.0)
@@ -53,23 +49,6 @@ def test_full_episode_returns_minus_avg_jct_over_the_time_scale(source):
     assert all(i["avg_jct_s"] == info["avg_jct_s"] for i in trail[-1][-1].values())
 
 
-def test_learned_interference_pays_different_step_credits_for_the_same_return():
-    trails = {}
-    for source in ("simulator", "learned"):
-        env = envs.make_env(TINY, env={"reward": {"interference": source, "time_scale_s": 100.0}})
-        trails[source] = rollout(env, seed=0, action_seed=2)
-    sim_t, learned_t = trails["simulator"], trails["learned"]
-    # the same actions: the reward does not change the dynamics
-    assert [s[:2] for s in sim_t] == [s[:2] for s in learned_t]
-    r_sim = np.array([sum(s[3].values()) for s in sim_t[1:]])
-    r_learned = np.array([sum(s[3].values()) for s in learned_t[1:]])
-    assert np.abs(r_sim - r_learned).max() > 1e-4  # the option changes the per-step credit
-    assert r_sim.sum() == pytest.approx(r_learned.sum(), rel=1e-9)
-    avg = _final_info(sim_t)["avg_jct_s"]
-    assert avg == _final_info(learned_t)["avg_jct_s"]
-    assert r_sim.sum() == pytest.approx(-avg / 100.0, rel=1e-9)
-
-
 def _two_jobs_at_once():
     """One subcluster of two 4-GPU servers; two jobs submitted at time 0."""
     cfg = cluster(1, server(count=2, gpus=2, groups=2), per_rack=2)
@@ -80,23 +59,15 @@ def _two_jobs_at_once():
     return cfg, jobs
 
 
-@pytest.mark.parametrize("source", ["simulator", "learned"])
-def test_a_placement_is_charged_its_predicted_run_time_at_once(source):
+def test_a_placement_is_charged_its_predicted_run_time_at_once():
     cfg, jobs = _two_jobs_at_once()
-    env = envs.make_env(cfg, jobs=jobs, env={"reward": {"interference": source}})
+    env = envs.make_env(cfg, jobs=jobs)
     env.reset(seed=0)
     out = env.replay_placement(Placement((0, 0), (0,)))
     # job 1 comes up at time 0 too: no job-seconds accrued, only W grew
     assert env.sim.now == 0.0 and env.pending_job.job_id == 1
     (reward,) = out[1].values()
-    run = env.sim.running[0]
-    if source == "simulator":
-        tau = run.iter_time
-    else:
-        model = interference.load_default()
-        feats = interference.job_features(env.sim.view(), run.job, run.placement, run.layout)
-        slow = max(float(model.predict(feats[None])[0]), 1.0)
-        tau = slow * env.sim.perf.alone_iteration_time(CATALOGUE["vgg-16"], run.layout, 1)
+    tau = env.sim.running[0].iter_time
     assert reward == pytest.approx(-400.0 * tau / (3600.0 * 2), rel=1e-9)
     # the steps before the last task of the job paid nothing
     env.reset(seed=0)
@@ -143,7 +114,7 @@ def test_job_seconds_and_remaining_work_match_brute_force(tiny_env):
     env = tiny_env()
     obs, _ = env.reset(seed=0)
     c = JobSeconds(np.array([j.submit_time for j in env.sim.jobs]))
-    w = RemainingWork("simulator")
+    w = RemainingWork()
     rng = np.random.default_rng(1)
     checked = 0
     while not env.done:
@@ -160,16 +131,6 @@ def test_time_scale_scales_the_return(tiny_env):
     b = rollout(tiny_env(window_jobs=10, reward={"time_scale_s": 36.0}), seed=1, action_seed=0)
     assert _rllib_return(b) == pytest.approx(100.0 * _rllib_return(a), rel=1e-9)
     assert _rllib_return(a) < 0
-
-
-def test_learned_source_without_its_model_file_is_an_input_error(monkeypatch, tmp_path):
-    missing = tmp_path / "model.npz"
-    monkeypatch.setattr(interference, "default_model_path", lambda: missing)
-    env = envs.make_env(TINY, env={"reward": {"interference": "learned"}})
-    with pytest.raises(InputError, match=r"reward\.interference: learned: no model file"):
-        env.reset(seed=0)
-    with pytest.raises(ValueError, match="reward.interference"):
-        RemainingWork("x")
 
 
 def _team_return_each_agent(par, seed: int) -> tuple[dict[str, float], dict]:
@@ -311,35 +272,12 @@ def test_job_shares_split_the_team_return_by_job(warmup, seed, action_seed):
     assert math.fsum(s for _, s in shares) == pytest.approx(-info["avg_jct_s"] / 3600.0, rel=1e-9)
 
 
-def test_team_credit_pays_every_agent_seen_so_far_the_team_reward():
-    """env.reward.credit: team (cooperative credit): the same actions and dynamics as
-    actor credit, every step's reward paid to every agent that has acted so far, so the
-    first agent's return is the team return and each agent's is the team's from its
-    first decision on."""
-    actor = rollout(envs.make_env(TINY), seed=0, action_seed=3)
-    team_env = envs.make_env(TINY, env={"reward": {"credit": "team"}})
-    assert team_env.env_config.reward.credit == "team"
-    team = rollout(team_env, seed=0, action_seed=3)
-    assert [s[:2] for s in actor] == [s[:2] for s in team]  # credit changes no dynamics
-    seen: list[str] = []
-    totals: dict[str, float] = {}
-    for (agent, _, _, act_rew, *_), (_, _, _, team_rew, *_) in zip(
-        actor[1:], team[1:], strict=True
-    ):
-        if agent not in seen:
-            seen.append(agent)
-        # the step's team reward, paid to the actor alone or to every agent seen so far
-        assert set(team_rew) == set(seen)
-        assert all(v == act_rew[agent] for v in team_rew.values())
-        for a, v in team_rew.items():
-            totals[a] = totals.get(a, 0.0) + v
-    expected = -_final_info(team)["avg_jct_s"] / 3600.0
-    assert _rllib_return(actor) == pytest.approx(expected, rel=1e-9)
-    assert totals[seen[0]] == pytest.approx(expected, rel=1e-9)
-    assert _final_info(team)["team_return"] == pytest.approx(expected, rel=1e-9)
-    assert len(seen) == 2 and totals[seen[1]] > expected  # joined later: paid less cost
-
-
-def test_reward_credit_must_be_actor_or_team():
-    with pytest.raises(InputError, match="env.reward.credit"):
-        envs.make_env(TINY, env={"reward": {"credit": "everyone"}})
+@pytest.mark.parametrize(("key", "value"), [("credit", "team"), ("interference", "learned")])
+def test_a_retired_reward_field_is_refused_naming_the_tag(key, value):
+    """``env.reward.credit: team`` and ``env.reward.interference: learned`` no longer
+    ship: refused naming the key and the tag; at ``actor`` / ``simulator`` (what every
+    shipped run signed) the environment is the same as without them."""
+    with pytest.raises(InputError, match=rf"env\.reward\.{key}: .*studies-archive"):
+        envs.make_env(TINY, env={"reward": {key: value}})
+    at_old = envs.make_env(TINY, env={"reward": {key: RETIRED_REWARD_FIELDS[key]}})
+    assert at_old.env_config == envs.make_env(TINY).env_config
