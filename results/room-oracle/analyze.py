@@ -39,20 +39,7 @@ def main() -> None:
             if row is not None:
                 out.append({"comparison": f"{pol} / {REF}", **row})
     rules.write_csv(out, HERE / "room.csv")
-    lines = [
-        "| comparison | tier | scenarios x seeds | geomean ratio [95 % CI] "
-        "| MDE pairs / scenarios | queue share row / ref | JCT/isolated row / ref |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in out:
-        ci = f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]" if r["ci_low"] is not None else "(no CI)"
-        seeds = r["pairs"] / r["scenarios"]
-        lines.append(
-            f"| {r['comparison']} | {r['tier']} | {r['scenarios']} x {seeds:.3g} | "
-            f"{r['geomean_ratio']:.3f} {ci} | {r['mde_pairs_pct']:.1f} % / "
-            f"{r['mde_scenarios_pct']:.1f} % | {r['queue_share_rule']:.3f} / "
-            f"{r['queue_share_ref']:.3f} | {r['slowdown_rule']:.2f} / {r['slowdown_ref']:.2f} |"
-        )
+    lines = rules.markdown_table(out, queue_digits=3)
     (HERE / "room.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -100,6 +100,28 @@ def write_csv(rows: list[dict], path: Path) -> None:
             w.writerow({k: f"{v:.4f}" if isinstance(v, float) else v for k, v in r.items()})
 
 
+def markdown_table(rows: list[dict], queue_digits: int = 2) -> list[str]:
+    """``rows`` (one comparison x tier each) as the lines of a Markdown table: interval,
+    MDE over pairs and with scenarios as the unit, queue share and JCT over isolated run
+    time of each side (queue shares to ``queue_digits`` decimals)."""
+    lines = [
+        "| comparison | tier | n (sc x seeds) | geomean ratio [95 % CI] | MDE pairs / scenarios "
+        "| queue share rule / ref | JCT/isolated rule / ref |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    q = queue_digits
+    for r in rows:
+        ci = f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]" if r["ci_low"] is not None else "(no CI)"
+        lines.append(
+            f"| {r['comparison']} | {r['tier']} | {r['scenarios']} x "
+            f"{r['pairs'] / r['scenarios']:.3g} | {r['geomean_ratio']:.3f} {ci} | "
+            f"{r['mde_pairs_pct']:.1f} % / {r['mde_scenarios_pct']:.1f} % | "
+            f"{r['queue_share_rule']:.{q}f} / {r['queue_share_ref']:.{q}f} | "
+            f"{r['slowdown_rule']:.2f} / {r['slowdown_ref']:.2f} |"
+        )
+    return lines
+
+
 def main() -> None:
     runs = {mode: read(mode) for mode in ("noisy", "oracle") if (HERE / mode).is_dir()}
     # (label, rule, its mode, reference mode, reference policy)
@@ -126,19 +148,7 @@ def main() -> None:
             if row is not None:
                 out.append({"comparison": label, **row})
     write_csv(out, HERE / "room.csv")
-    lines = [
-        "| comparison | tier | n (sc x seeds) | geomean ratio [95 % CI] | MDE pairs / scenarios "
-        "| queue share rule / ref | JCT/isolated rule / ref |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in out:
-        ci = f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]" if r["ci_low"] is not None else "(no CI)"
-        lines.append(
-            f"| {r['comparison']} | {r['tier']} | {r['scenarios']} x {r['pairs'] // r['scenarios']}"
-            f" | {r['geomean_ratio']:.3f} {ci} | {r['mde_pairs_pct']:.1f} % / "
-            f"{r['mde_scenarios_pct']:.1f} % | {r['queue_share_rule']:.2f} / "
-            f"{r['queue_share_ref']:.2f} | {r['slowdown_rule']:.2f} / {r['slowdown_ref']:.2f} |"
-        )
+    lines = markdown_table(out)
     (HERE / "room.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
