@@ -3,7 +3,9 @@ rollout base is masked:lookahead itself: each one's geomean avg-JCT ratio over i
 paired on scenario and seed, per load tier and over all (interval, MDE flat and by
 scenario, queue share, JCT over isolated run time: ``results/room-rules/analyze.py``'s
 comparison, reused).
-Reads ``validation/cells``; writes ``room.csv`` and ``room.md`` here.
+Reads ``validation/cells`` and ``validation-margin/cells`` (the planner with
+``planner.margin=0.002``, paired with the ``masked:lookahead`` cells beside it);
+writes ``room.csv`` and ``room.md`` here.
 
     python results/room-oracle/analyze.py
 """
@@ -30,14 +32,20 @@ ROWS = ("oracle", "oracle-lengths", "oracle-arrivals", "planner")
 TIERS = ("light", "medium", "heavy", "contention", "all")
 
 
+#: (folder, policy name in its cells, the row's label)
+SOURCES = [("validation", pol, pol) for pol in ROWS] + [
+    ("validation-margin", "planner", "planner, margin 0.002")
+]
+
+
 def main() -> None:
-    cells = planner.read(HERE / "validation")
     out = []
-    for pol in ROWS:
+    for folder, pol, label in SOURCES:
+        cells = planner.read(HERE / folder)
         for tier in TIERS:
             row = rules.compare(cells, pol, cells, tier, REF)
             if row is not None:
-                out.append({"comparison": f"{pol} / {REF}", **row})
+                out.append({"comparison": f"{label} / {REF}", **row})
     rules.write_csv(out, HERE / "room.csv")
     lines = rules.markdown_table(out, queue_digits=3)
     (HERE / "room.md").write_text("\n".join(lines) + "\n")
