@@ -364,9 +364,8 @@ class MaskedLookaheadLearned(MaskedLookahead):
 
     name = "masked:lookahead-learned"
     description = (
-        "masked:lookahead scoring each proposal by profiled GPU speed and bandwidths "
-        "times the learned interference model's predicted slowdown (no performance-model "
-        "call on a hypothetical placement)"
+        "masked:lookahead scoring each proposal by profiled GPU speed times the learned "
+        "interference model's slowdown (no performance-model call on a hypothetical placement)"
     )
 
     def _make_planner(self):

@@ -11,6 +11,7 @@ A block is the text between ``<!-- generated:NAME -->`` and ``<!-- /generated --
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 import sys
@@ -260,10 +261,11 @@ def room_table(study: str, root: Path = RESULTS) -> str:
 def lookahead_learned(root: Path = RESULTS) -> str:
     """The first table of ``results/lookahead-learned/summary.md`` (``marl-sched
     benchmark``: the learned-predictor lookahead against the exact one), with its title."""
-    text = (root / "lookahead-learned" / "summary.md").read_text(encoding="utf-8")
-    head, _, rest = text.partition("\n\n")
-    table = rest.split("\n\n")[1]
-    return f"{head.lstrip('# ')}.\n\n{table}\n"
+    lines = (root / "lookahead-learned" / "summary.md").read_text(encoding="utf-8").splitlines()
+    head = lines[0].lstrip("# ")
+    start = next(i for i, line in enumerate(lines) if line.startswith("| policy"))
+    table = list(itertools.takewhile(lambda x: x.startswith("|"), lines[start:]))
+    return f"{head}.\n\n" + "\n".join(table) + "\n"
 
 
 def decision_latency(root: Path = RESULTS) -> str:

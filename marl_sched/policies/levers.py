@@ -68,7 +68,9 @@ class LengthAwarePolicy(Policy):
     """
 
     name = "length-aware"
-    description = "long jobs packed on their model's fastest GPU type, short on slow ones"
+    description = (
+        "long jobs packed on their model's fastest GPU type, short ones on slower adequate types"
+    )
 
     def __init__(self, long_work_s: float = LONG_WORK_S, adequate: float = ADEQUATE) -> None:
         self.long_work_s = _positive("long_work_s", long_work_s)
@@ -164,7 +166,9 @@ class DeferLongPolicy(LengthAwarePolicy):
     """
 
     name = "defer-long"
-    description = "length-aware that holds a long job for its preferred GPUs, bounded"
+    description = (
+        "length-aware that holds a long job for its preferred GPUs (defer_bound_s, default 1 h)"
+    )
 
     def __init__(self, defer_bound_s: float = DEFER_BOUND_S, **options) -> None:
         super().__init__(**options)
@@ -207,7 +211,10 @@ class UpgradePolicy(LengthAwarePolicy):
     """
 
     name = "upgrade"
-    description = "length-aware that moves a long running job to faster GPUs or one server"
+    description = (
+        "length-aware that moves a long running job to faster GPUs or one whole server when the "
+        "estimated saving beats the measured restart (simulation.migration: on)"
+    )
 
     def __init__(
         self, restart_scale: float = 1.0, max_moves: int = UPGRADE_MOVES, **options

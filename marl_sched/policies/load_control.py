@@ -218,7 +218,9 @@ def _paired(base: str, class_name: str) -> type[LoadControlled]:
     """The ``+lc`` row of the registered policy ``base``."""
     attrs = {
         "name": f"{base}+lc",
-        "description": f"{base} with MLFS's load control (migration)",
+        # the registry's wording (marl_sched/policies/base.py)
+        "description": f"{base} paired with MLFS's load control (migrates with "
+        "simulation.migration: on)",
         "base": base,
         "__module__": __name__,
         "__qualname__": class_name,
