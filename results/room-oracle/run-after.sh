@@ -1,5 +1,5 @@
 #!/bin/bash
-# The stages after C and E in results/room-oracle/README.md (addendum 19:28):
+# The stages after C and E in results/room-oracle/README.md (addendum 19:27):
 # `bash run-after.sh planner` waits for run-margin.sh, `bash run-after.sh oracle` for run-contention-margin.sh.
 cd "$(dirname "$0")/../.."  # the repository root
 export OMP_NUM_THREADS=1

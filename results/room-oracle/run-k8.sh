@@ -1,5 +1,5 @@
 #!/bin/bash
-# Stage F of results/room-oracle/README.md (addendum 19:40), then process 1's continuation.
+# Stage F of results/room-oracle/README.md (addendum 19:30), then process 1's continuation.
 cd "$(dirname "$0")/../.."  # the repository root
 export OMP_NUM_THREADS=1
 while pgrep -f "run-margin.sh" > /dev/null; do sleep 20; done
