@@ -27,6 +27,7 @@ DOCS = (
     REPO_ROOT / "docs" / "agents.md",
     REPO_ROOT / "docs" / "baselines.md",
     REPO_ROOT / "docs" / "benchmark.md",
+    REPO_ROOT / "docs" / "performance-model.md",
 )
 FIGURES = REPO_ROOT / "docs" / "figures"
 LEDGER = REPO_ROOT / "benchmarks" / "ledger.jsonl"
@@ -301,6 +302,32 @@ def decision_latency(root: Path = RESULTS) -> str:
     )
 
 
+def simulator_playout(root: Path = RESULTS) -> str:
+    """A fork, a playout and a planner decision on the Philly cluster, and the whole
+    export (``results/speed/simulator.json``, written by ``experiments/speed_simulator.py``)."""
+    path = root / "speed" / "simulator.json"
+    if not path.is_file():
+        return ("`results/speed/simulator.json` not written yet: run "
+                "`python experiments/speed_simulator.py`.\n")  # fmt: skip
+    r = json.loads(path.read_text(encoding="utf-8"))
+    p, load = r["playout"], r["load_average_1min"]
+    whole = "its first 10,000 jobs" if r["quick"] else "the whole export"
+    return (
+        f"`{r['command']}` ({r['date']}; {r['cores']} cores, load average "
+        f"{load['before']:.1f} before and {load['after']:.1f} after: on a shared machine "
+        f"wall times inflate). On `configs/philly.yaml` ({r['servers']:,} servers) forked at "
+        f"its {p['at_decision']:,}th decision ({p['running']:,} jobs running, {p['queued']:,} "
+        f"queued): a fork **{p['fork_ms']:.2f} ms** ({p['forks_per_s']:,.0f} forks/s), a "
+        f"playout of {p['playout_decisions']} decisions **{p['playout_ms']:.1f} ms** "
+        f"({p['playout_jobs_per_s']:,.0f} decisions/s); the fork is {p['fork_share']:.1%} of "
+        f"the two. One planner decision from that state (`{'`, `'.join(p['planner'])}`: "
+        f"every option played out to the horizon on each future) takes "
+        f"**{p['planner_ms']:,.0f} ms**, of which one fork plus that playout is "
+        f"{p['playout_share']:.1%}. Under `load-balance`, {whole} ({r['jobs']:,} jobs): "
+        f"{r['cpu_s']:.1f} CPU s, {r['jobs_per_s']:,.0f} jobs/s, peak {r['peak_mb']:.0f} MB.\n"
+    )
+
+
 #: the rule the shipped agents are cloned from, run as a policy
 RULE = "masked:lookahead"
 LOOKAHEAD = {"placement": "benchmark-test-placement-lookahead",
@@ -312,6 +339,7 @@ BLOCKS = {
     "test-split-reads": ledger_reads,
     "shipped-vs-rule": shipped_vs_rule,
     "decision-latency": decision_latency,
+    "simulator-playout": simulator_playout,
     "room-planner": lambda: room_table("room-planner"),
     "room-oracle": lambda: room_table("room-oracle"),
     "lookahead-learned": lookahead_learned,

@@ -30,21 +30,10 @@ from agents.policy import DEFAULT_CHECKPOINT, load_checkpoint
 from marl_sched.cli import format_table
 from marl_sched.config import REPO_ROOT
 from marl_sched.errors import InputError
+from marl_sched.files import why_unwritable
 
 #: where the figures are kept (``experiments/make_docs.py`` renders them into the docs)
 RESULTS = REPO_ROOT / "results" / "speed" / "policy.json"
-
-
-def _writable(path: Path) -> str | None:
-    """Why ``path`` cannot be written (None: it can), checked before any work."""
-    if path.is_dir():
-        return "is a directory"
-    parent = path.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        return f"cannot create a file under {parent}"
-    return None
 
 
 def main() -> None:
@@ -54,7 +43,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(RESULTS), help="the results file (JSON)")
     args = parser.parse_args()
     out = Path(args.out)
-    if (why := _writable(out)) is not None:
+    if (why := why_unwritable(out)) is not None:
         print(f"error: --out {out}: {why}", file=sys.stderr)
         raise SystemExit(2)
     torch.set_num_threads(1)

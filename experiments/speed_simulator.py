@@ -2,6 +2,7 @@
 cost of a what-if playout (a fork of the state plus the next jobs played out).
 
     python experiments/speed_simulator.py [--quick] [--playout-jobs 100]
+                                          [--out results/speed/simulator.json]
 
 The whole Philly export (~82,000 jobs; ``--quick``: its first 10,000) on
 ``configs/philly.yaml`` (550 servers, 2,500 GPUs) under ``load-balance``, in a child
@@ -9,22 +10,35 @@ process so that its peak memory is its own. Target: <= 60 s, <= 2 GB
 (``docs/results.md``; ``--quick``: ``docs/performance-model.md``). Then, in another
 child, the same cluster is run to its 2,000th decision and forked: the median time of a
 fork, and of playing the fork on for ``--playout-jobs`` more decisions (what an online
-planner pays per candidate and sampled future). Prints two tables and, as its last line,
-one JSON object with every figure.
+planner pays per candidate and sampled future), and of one planner decision from the
+same state (K = 2 futures, ``masked:lookahead`` as the rollout base, every option
+played out to the horizon: ``docs/planner.md``), so that the fork and the playout can be
+read as shares of it. Prints two tables and, as its last line, one JSON object with
+every figure, which it also writes to ``--out`` with the command, the date and the
+machine's cores and load (``docs/performance-model.md`` quotes it through
+``python -m experiments.make_docs``).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
 import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from marl_sched.config import REPO_ROOT
+from marl_sched.files import atomic_write_text, why_unwritable
 
 SHARED = REPO_ROOT.parent / "shared" / "data"
+#: where the figures are kept
+RESULTS = REPO_ROOT / "results" / "speed" / "simulator.json"
+#: the planner whose decision the playout is a share of (docs/planner.md)
+PLANNER = ("planner.base=masked:lookahead", "planner.k=2", "planner.min_run_s=0")
 COLUMNS = [("jobs", "jobs", "d"), ("wall_s", "wall (s)", ".2f"), ("cpu_s", "CPU (s)", ".2f"),
            ("jobs_per_s", "jobs/s", ".1f"), ("events_per_s", "events/s", ".1f"),
            ("peak_mb", "peak MB", ".1f"), ("avg_jct_s", "avg JCT (s)", ".1f")]  # fmt: skip
@@ -61,20 +75,24 @@ PLAYOUT_COLUMNS = [("running", "running jobs", "d"), ("queued", "queued", "d"),
                    ("fork_ms", "fork (ms)", ".2f"), ("forks_per_s", "forks/s", ".0f"),
                    ("playout_ms", "playout (ms)", ".1f"),
                    ("playout_jobs_per_s", "playout jobs/s", ".0f"),
-                   ("fork_share", "fork share", ".3f")]  # fmt: skip
+                   ("fork_share", "fork share", ".3f"),
+                   ("planner_ms", "planner decision (ms)", ".0f"),
+                   ("playout_share", "fork+playout share", ".3f")]  # fmt: skip
 
 
-def measure_playout(jobs: int, at: int = 2000, reps: int = 20) -> dict:
+def measure_playout(jobs: int, at: int = 2000, reps: int = 20, planner_reps: int = 3) -> dict:
     """Run ``configs/philly.yaml`` under load-balance to its ``at``-th decision, then
     time ``reps`` forks and ``reps`` playouts of ``jobs`` decisions from that state
-    (each on a fresh fork; the medians)."""
+    (each on a fresh fork; the medians), and ``planner_reps`` decisions of the
+    :data:`PLANNER` on the pending job (each on a fresh fork; the median)."""
     import statistics
 
     from marl_sched.config import load_config
-    from marl_sched.policies import make_policy
+    from marl_sched.policies import build_policy, make_policy
     from marl_sched.runner import TraceOptions, build_cluster, load_workload, make_simulator
 
-    cfg = load_config(REPO_ROOT / "configs" / "philly.yaml")
+    cfg_path = REPO_ROOT / "configs" / "philly.yaml"
+    cfg = load_config(cfg_path)
     topo, perf = build_cluster(cfg)
     wl = load_workload(cfg, perf, TraceOptions(max_jobs=at + 20 * jobs))
     pol = make_policy("load-balance")
@@ -101,6 +119,16 @@ def measure_playout(jobs: int, at: int = 2000, reps: int = 20) -> dict:
         played = decide(f, jobs)
         plays.append(clock() - t0)
     fork_s, play_s = statistics.median(forks), statistics.median(plays)
+    planner = build_policy("planner", config=load_config(cfg_path, list(PLANNER)))
+    planner.reset(topo, 0)
+    decisions = []
+    for _ in range(planner_reps):
+        f = sim.fork()
+        job = f.next_decision()
+        t0 = clock()
+        planner.place(predictor.visible_job(job), f.view(), sim=f)
+        decisions.append(clock() - t0)
+    planner_s = statistics.median(decisions)
     return {
         "at_decision": at,
         "running": len(sim.running),
@@ -111,6 +139,10 @@ def measure_playout(jobs: int, at: int = 2000, reps: int = 20) -> dict:
         "playout_ms": 1e3 * play_s,
         "playout_jobs_per_s": played / play_s,
         "fork_share": fork_s / (fork_s + play_s),
+        "planner": list(PLANNER),
+        "planner_ms": 1e3 * planner_s,
+        # one fork and one playout of ``jobs`` decisions over one planner decision
+        "playout_share": (fork_s + play_s) / planner_s,
     }
 
 
@@ -121,6 +153,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="the first 10,000 jobs")
     ap.add_argument("--playout-jobs", type=int, default=100,
                     help="decisions a timed playout makes after the fork (1-10000)")
+    ap.add_argument("--out", default=str(RESULTS), help="the results file (JSON)")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--child-playout", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -135,6 +168,10 @@ def main() -> int:
     if not SHARED.is_dir():
         print(f"speed_simulator: {SHARED} not found (the Philly export)", file=sys.stderr)
         return 2
+    if (why := why_unwritable(args.out)) is not None:
+        print(f"speed_simulator: --out {args.out}: {why}", file=sys.stderr)
+        return 2
+    load_before = os.getloadavg()[0]
     cmd = [sys.executable, __file__, "--child", "10000" if args.quick else "0"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True)
     figures = json.loads(out.stdout.strip().splitlines()[-1])
@@ -146,7 +183,20 @@ def main() -> int:
     print(f"fork at decision {playout['at_decision']}, then {playout['playout_decisions']} "
           "decisions played out (medians of 20)")
     print(format_table([playout], PLAYOUT_COLUMNS))
-    print(json.dumps({"quick": args.quick, **figures, "playout": playout}))
+    record = {"quick": args.quick, **figures, "playout": playout}
+    print(json.dumps(record))
+    flags = [f"--playout-jobs {args.playout_jobs}"] + (["--quick"] if args.quick else [])
+    record = {
+        "command": " ".join(["python experiments/speed_simulator.py", *flags]),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "cores": os.cpu_count(),
+        "load_average_1min": {"before": round(load_before, 2),
+                              "after": round(os.getloadavg()[0], 2)},  # fmt: skip
+        **record,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(args.out, json.dumps(record, indent=1) + "\n")
+    print(f"wrote {args.out}", file=sys.stderr)
     return 0
 
 

@@ -128,6 +128,20 @@ def check_input(path: str | os.PathLike, kind: str, where: str | None = None) ->
 # ------------------------------------------------------------------ atomic writes
 
 
+def why_unwritable(path: str | os.PathLike) -> str | None:
+    """Why the file ``path`` cannot be written (None: it can): checked before any work,
+    so a results file that cannot be written stops a benchmark before it runs."""
+    path = Path(path)
+    if path.is_dir():
+        return "is a directory"
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot create a file under {parent}"
+    return None
+
+
 def new_file_mode() -> int:
     """The permission bits a new file gets under the process's umask (0o644 under
     umask 022): ``tempfile.mkstemp`` creates 0o600 files whatever the umask."""

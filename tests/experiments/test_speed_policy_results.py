@@ -44,3 +44,37 @@ def test_the_block_quotes_the_file_and_its_load(tmp_path: Path):
     assert "p50 2.5 / 4.2 ms, p99 5.0 / 8.5 ms at 500 / 4,000 servers" in text
     assert "load average 0.0 before and 1.3 after" in text and "2026-01-02" in text
     assert "the GNN forward 2.00" in text and "is not met" in text
+
+
+SIMULATOR = REPO_ROOT / "experiments" / "speed_simulator.py"
+
+
+def test_the_simulator_benchmark_refuses_a_directory_out_before_any_work(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    got = subprocess.run([sys.executable, str(SIMULATOR), "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+    if not (REPO_ROOT.parent / "shared" / "data").is_dir():  # checked first: its own line
+        assert got.returncode == 2 and "not found" in got.stderr
+        return
+    assert got.returncode == 2
+    assert got.stderr.strip().splitlines() == [f"speed_simulator: --out {tmp_path}: is a directory"]
+
+
+def test_the_playout_block_quotes_the_file(tmp_path: Path):
+    root = tmp_path / "results"
+    assert "not written yet" in make_docs.simulator_playout(root)
+    playout = {"at_decision": 2000, "running": 310, "queued": 4, "playout_decisions": 100,
+               "fork_ms": 1.5, "forks_per_s": 667.0, "playout_ms": 250.0,
+               "playout_jobs_per_s": 400.0, "fork_share": 0.006, "planner_ms": 5000.0,
+               "planner": ["planner.k=2"], "playout_share": 0.0503}  # fmt: skip
+    record = {"command": "python experiments/speed_simulator.py --playout-jobs 100",
+              "date": "2026-01-02", "cores": 2, "load_average_1min": {"before": 2.0, "after": 3.0},
+              "quick": False, "servers": 550, "jobs": 82000, "cpu_s": 52.5,
+              "jobs_per_s": 1560.0, "peak_mb": 190.0, "playout": playout}  # fmt: skip
+    (root / "speed").mkdir(parents=True)
+    (root / "speed" / "simulator.json").write_text(json.dumps(record), encoding="utf-8")
+    text = make_docs.simulator_playout(root)
+    assert "a fork **1.50 ms** (667 forks/s)" in text
+    assert "**250.0 ms** (400 decisions/s)" in text and "the fork is 0.6% of" in text
+    assert "**5,000 ms**, of which one fork plus that playout is 5.0%" in text
+    assert "the whole export (82,000 jobs): 52.5 CPU s" in text and "2026-01-02" in text
