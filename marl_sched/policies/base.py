@@ -269,6 +269,10 @@ _LAZY = (
     ("upgrade", "marl_sched.policies.levers:UpgradePolicy", "lever",
      "length-aware that moves a long running job to faster GPUs or one whole server when the "
      "estimated saving beats the measured restart (simulation.migration: on)"),
+    ("masked:lookahead+upgrade", "marl_sched.policies.levers:ReferenceUpgrade", "teacher",
+     "masked:lookahead's placement with upgrade's migration rule: a long running job moves "
+     "to faster GPUs or one whole server when the estimated saving beats the measured "
+     "restart (simulation.migration: on)"),
     ("planner", "marl_sched.policies.planner:PlannerPolicy", "planner",
      "reference, not a contender: model-predictive control over the heuristics' proposals and "
      "defer, played out on the simulator over K sampled futures"),

@@ -319,3 +319,45 @@ class UpgradePolicy(LengthAwarePolicy):
             if saved - cost > best_gain:
                 best, best_gain = p, saved - cost
         return best
+
+
+class ReferenceUpgrade(UpgradePolicy):
+    """The reference's placement (``masked:lookahead``) with :class:`UpgradePolicy`'s
+    migration rule: the upgrade lever on the best rule, for the full track. A
+    reference row like its placement (which scores proposals with the performance
+    model); the moves read only the shipped learned estimate and the measured
+    iteration times, as ``upgrade``'s do.
+
+    Args:
+        restart_scale, max_moves, long_work_s, adequate: as :class:`UpgradePolicy`.
+    """
+
+    name = "masked:lookahead+upgrade"
+    description = (
+        "masked:lookahead's placement with upgrade's migration rule: a long running job "
+        "moves to faster GPUs or one whole server when the estimated saving beats the "
+        "measured restart (simulation.migration: on)"
+    )
+    placement = "masked:lookahead"
+
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        from marl_sched.policies import make_policy  # the registry, not the agents package
+
+        self.inner = make_policy(self.placement)
+
+    def reset(self, topology: Topology, seed: int = 0) -> None:
+        super().reset(topology, seed)
+        self.inner.reset(topology, seed)
+
+    def check_cluster(self, topology: Topology, perf) -> None:
+        self.inner.check_cluster(topology, perf)
+
+    def ordering(self):
+        return self.inner.ordering()
+
+    def place(self, job: Job, view: ClusterView) -> Placement | None:
+        placement = self.inner.place(job, view)
+        if placement is not None:
+            self._placed[job.job_id] = job
+        return placement

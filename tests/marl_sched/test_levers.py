@@ -437,3 +437,28 @@ def test_upgrade_is_a_lever_and_its_bad_options_name_the_key():
         make_policy("upgrade", restart_scale=-1)
     with pytest.raises(InputError, match="^max_moves: "):
         make_policy("upgrade", max_moves=0)
+
+
+def test_the_reference_upgrade_places_as_the_reference_and_moves_only_with_migration_on():
+    """``masked:lookahead+upgrade`` with migration off is ``masked:lookahead`` job for
+    job; with it on, the heavy window has upgrades, each paid for by the simulator."""
+    import dataclasses
+
+    from marl_sched.runner import has_migration_rule
+    from marl_sched.runner import simulate as run_simulate
+
+    assert policy_entries()["masked:lookahead+upgrade"].kind == "teacher"
+    assert has_migration_rule(make_policy("masked:lookahead+upgrade"))
+    cfg, cluster, window = _heavy_window()
+    _, ref, _ = run_simulate(cfg, "masked:lookahead", window, *cluster, seed=0)
+    off, rec, sim = run_simulate(cfg, "masked:lookahead+upgrade", window, *cluster, seed=0)
+    assert off["migrations"] == 0 and sim.stats.migrations == 0
+    assert [(r.job.job_id, r.start_time, r.finish_time, r.n_servers) for r in rec] == [
+        (r.job.job_id, r.start_time, r.finish_time, r.n_servers) for r in ref
+    ]
+    on_cfg = dataclasses.replace(cfg, simulation=dataclasses.replace(cfg.simulation,
+                                                                     migration="on"))  # fmt: skip
+    on, _, on_sim = run_simulate(on_cfg, "masked:lookahead+upgrade", window, *cluster, seed=0)
+    assert on["migrations"] > 0 and on_sim.stats.migration_delay_s > 0
+    with pytest.raises(InputError, match="^max_moves: "):
+        make_policy("masked:lookahead+upgrade", max_moves=0)

@@ -1,0 +1,37 @@
+"""The upgrade lever on the full track: ``upgrade`` over ``masked:lookahead+lc`` (the
+track's reference) and over ``length-aware`` (the same placement without the moves),
+paired on scenario and seed, per tier and over all (``results/room-rules/analyze.py``'s
+comparison). Reads ``cells/``; writes ``room.csv`` and ``room.md`` here.
+
+    python results/room-upgrade/analyze.py
+"""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+# the comparison and the cell reader, as the room study with the planner loads them
+_oracle = runpy.run_path(str(HERE.parent / "room-oracle" / "analyze.py"))
+planner = _oracle["planner"]
+
+#: (row, reference)
+COMPARISONS = (
+    ("upgrade", "masked:lookahead+lc"),
+    ("upgrade", "length-aware"),
+    ("length-aware", "masked:lookahead+lc"),
+    ("masked:lookahead+upgrade", "masked:lookahead+lc"),
+    ("masked:lookahead+upgrade", "masked:lookahead"),
+)
+TIERS = ("light", "medium", "heavy", "contention", "all")
+
+
+def main() -> None:
+    cells = planner.read(HERE)
+    lines = _oracle["report"]([(cells, pol, ref, pol) for pol, ref in COMPARISONS], HERE, TIERS)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
