@@ -28,6 +28,7 @@ DOCS = (
     REPO_ROOT / "docs" / "baselines.md",
     REPO_ROOT / "docs" / "benchmark.md",
     REPO_ROOT / "docs" / "performance-model.md",
+    REPO_ROOT / "docs" / "room.md",
 )
 FIGURES = REPO_ROOT / "docs" / "figures"
 LEDGER = REPO_ROOT / "benchmarks" / "ledger.jsonl"
@@ -251,8 +252,7 @@ def shipped_vs_rule(root: Path = RESULTS) -> str:
 
 
 def room_table(study: str, root: Path = RESULTS) -> str:
-    """A room study's table over ``masked:lookahead`` (``results/<study>/analyze.py``
-    writes ``room.md``)."""
+    """A room study's table (``results/<study>/analyze.py`` writes ``room.md``)."""
     path = root / study / "room.md"
     if not path.is_file():
         return f"No room measurement committed yet (`python results/{study}/analyze.py`).\n"
@@ -342,6 +342,7 @@ BLOCKS = {
     "simulator-playout": simulator_playout,
     "room-planner": lambda: room_table("room-planner"),
     "room-oracle": lambda: room_table("room-oracle"),
+    "room-upgrade": lambda: room_table("room-upgrade"),
     "lookahead-learned": lookahead_learned,
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, SHIPPED_RUN[t]))  # type: ignore[misc]
