@@ -3,8 +3,9 @@ rollout base is masked:lookahead itself: each one's geomean avg-JCT ratio over i
 paired on scenario and seed, per load tier and over all (interval, MDE flat and by
 scenario, queue share, JCT over isolated run time: ``results/room-rules/analyze.py``'s
 comparison, reused).
-Reads ``validation/cells`` and ``validation-margin/cells`` (the planner with
-``planner.margin=0.002``, paired with the ``masked:lookahead`` cells beside it);
+Reads ``validation/cells``, ``validation-margin/cells`` (the planner with
+``planner.margin=0.002``) and ``validation-k8/cells`` (the same with K = 8), each
+planner paired with the ``masked:lookahead`` cells beside it;
 writes ``room.csv`` and ``room.md`` here.
 
     python results/room-oracle/analyze.py
@@ -34,7 +35,8 @@ TIERS = ("light", "medium", "heavy", "contention", "all")
 
 #: (folder, policy name in its cells, the row's label)
 SOURCES = [("validation", pol, pol) for pol in ROWS] + [
-    ("validation-margin", "planner", "planner, margin 0.002")
+    ("validation-margin", "planner", "planner, margin 0.002"),
+    ("validation-k8", "planner", "planner, margin 0.002, K = 8"),
 ]
 
 
