@@ -1,20 +1,21 @@
 """The upgrade lever on the full track: ``upgrade`` over ``masked:lookahead+lc`` (the
 track's reference) and over ``length-aware`` (the same placement without the moves),
 paired on scenario and seed, per tier and over all (``results/room-rules/analyze.py``'s
-comparison). Reads ``cells/``; writes ``room.csv`` and ``room.md`` here.
+comparison). Reads ``runs.csv`` (the benchmark's row per cell; its cells are not
+kept, the rows hold every figure read); writes ``room.csv`` and ``room.md`` here.
 
     python results/room-upgrade/analyze.py
 """
 
 from __future__ import annotations
 
+import csv
 import runpy
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# the comparison and the cell reader, as the room study with the planner loads them
+# the comparison and the report, as the room study with the planner has them
 _oracle = runpy.run_path(str(HERE.parent / "room-oracle" / "analyze.py"))
-planner = _oracle["planner"]
 
 #: (row, reference)
 COMPARISONS = (
@@ -28,7 +29,9 @@ TIERS = ("light", "medium", "heavy", "contention", "all")
 
 
 def main() -> None:
-    cells = planner.read(HERE)
+    with (HERE / "runs.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    cells = {(r["scenario"], r["policy"], int(r["seed"])): r for r in rows}
     lines = _oracle["report"]([(cells, pol, ref, pol) for pol, ref in COMPARISONS], HERE, TIERS)
     print("\n".join(lines))
 
