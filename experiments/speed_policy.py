@@ -17,7 +17,6 @@ through ``python -m experiments.make_docs``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import sys
@@ -30,7 +29,7 @@ from agents.policy import DEFAULT_CHECKPOINT, load_checkpoint
 from marl_sched.cli import format_table
 from marl_sched.config import REPO_ROOT
 from marl_sched.errors import InputError
-from marl_sched.files import why_unwritable
+from marl_sched.files import why_unwritable, write_figures
 
 #: where the figures are kept (``experiments/make_docs.py`` renders them into the docs)
 RESULTS = REPO_ROOT / "results" / "speed" / "policy.json"
@@ -85,21 +84,12 @@ def main() -> None:
         flags.append(f"--checkpoint {args.checkpoint}")
     ckpt = Path(args.checkpoint).resolve()  # inside the repository: relative
     shown = ckpt.relative_to(REPO_ROOT) if ckpt.is_relative_to(REPO_ROOT) else args.checkpoint
-    record = {
-        "command": " ".join(["python experiments/speed_policy.py", *flags]),
-        "network": source if agents is None else str(shown),
-        "jobs_per_size": jobs,
-        "torch_threads": torch.get_num_threads(),
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
-        "cores": os.cpu_count(),
-        "load_average_1min": {
-            "before": round(load_before, 2),
-            "after": round(os.getloadavg()[0], 2),
-        },  # fmt: skip
+    command = " ".join(["python experiments/speed_policy.py", *flags])
+    network = source if agents is None else str(shown)
+    write_figures(out, command, load_before, {
+        "network": network, "jobs_per_size": jobs, "torch_threads": torch.get_num_threads(),
         **figures,
-    }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    })  # fmt: skip
     print(f"wrote {out}", file=sys.stderr)
 
 

@@ -22,17 +22,15 @@ machine's cores and load (``docs/performance-model.md`` quotes it through
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from marl_sched.config import REPO_ROOT
-from marl_sched.files import atomic_write_text, why_unwritable
+from marl_sched.files import why_unwritable, write_figures
 
 SHARED = REPO_ROOT.parent / "shared" / "data"
 #: where the figures are kept
@@ -186,16 +184,8 @@ def main() -> int:
     record = {"quick": args.quick, **figures, "playout": playout}
     print(json.dumps(record))
     flags = [f"--playout-jobs {args.playout_jobs}"] + (["--quick"] if args.quick else [])
-    record = {
-        "command": " ".join(["python experiments/speed_simulator.py", *flags]),
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
-        "cores": os.cpu_count(),
-        "load_average_1min": {"before": round(load_before, 2),
-                              "after": round(os.getloadavg()[0], 2)},  # fmt: skip
-        **record,
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(args.out, json.dumps(record, indent=1) + "\n")
+    command = " ".join(["python experiments/speed_simulator.py", *flags])
+    write_figures(args.out, command, load_before, record)
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 

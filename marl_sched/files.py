@@ -142,6 +142,25 @@ def why_unwritable(path: str | os.PathLike) -> str | None:
     return None
 
 
+def write_figures(path: str | os.PathLike, command: str, load_before: float, figures: dict) -> None:
+    """A benchmark's ``figures`` written to ``path`` (JSON, atomically) with what they
+    depend on: the ``command``, the UTC date, the machine's cores and its one-minute load
+    average before the work (``load_before``) and after it (now)."""
+    import datetime
+    import json
+
+    record = {
+        "command": command,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "cores": os.cpu_count(),
+        "load_average_1min": {"before": round(load_before, 2),
+                              "after": round(os.getloadavg()[0], 2)},  # fmt: skip
+        **figures,
+    }
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(record, indent=1) + "\n")
+
+
 def new_file_mode() -> int:
     """The permission bits a new file gets under the process's umask (0o644 under
     umask 022): ``tempfile.mkstemp`` creates 0o600 files whatever the umask."""

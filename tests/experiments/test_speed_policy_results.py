@@ -78,3 +78,15 @@ def test_the_playout_block_quotes_the_file(tmp_path: Path):
     assert "**250.0 ms** (400 decisions/s)" in text and "the fork is 0.6% of" in text
     assert "**5,000 ms**, of which one fork plus that playout is 5.0%" in text
     assert "the whole export (82,000 jobs): 52.5 CPU s" in text and "2026-01-02" in text
+
+
+def test_write_figures_records_what_the_figures_depend_on(tmp_path: Path):
+    from marl_sched.files import write_figures
+
+    out = tmp_path / "new" / "figures.json"
+    write_figures(out, "python experiments/x.py --quick", 1.234, {"p50_ms": 2.5, "rows": []})
+    record = json.loads(out.read_text(encoding="utf-8"))
+    assert record["command"] == "python experiments/x.py --quick"
+    assert record["load_average_1min"]["before"] == 1.23
+    assert record["load_average_1min"]["after"] >= 0 and record["cores"] == os.cpu_count()
+    assert len(record["date"]) == 10 and record["p50_ms"] == 2.5 and record["rows"] == []
