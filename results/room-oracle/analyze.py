@@ -40,25 +40,12 @@ SOURCES = [("validation", pol, pol) for pol in ROWS] + [
 ]
 
 
-def report(comparisons, here: Path, tiers=TIERS) -> list[str]:
-    """Every ``(cells, row policy, reference, label)`` of ``comparisons`` per tier in
-    ``here/room.csv`` and ``here/room.md``; returns the Markdown lines."""
-    out = []
-    for cells, pol, ref, label in comparisons:
-        for tier in tiers:
-            row = rules.compare(cells, pol, cells, tier, ref)
-            if row is not None:
-                out.append({"comparison": f"{label} / {ref}", **row})
-    rules.write_csv(out, here / "room.csv")
-    lines = rules.markdown_table(out, queue_digits=3)
-    (here / "room.md").write_text("\n".join(lines) + "\n")
-    return lines
-
-
 def main() -> None:
     folders = {f: planner.read(HERE / f) for f in {f for f, _, _ in SOURCES}}
-    lines = report([(folders[f], pol, REF, label) for f, pol, label in SOURCES], HERE)
-    print("\n".join(lines))
+    comparisons = [
+        (f"{label} / {REF}", folders[f], pol, folders[f], REF) for f, pol, label in SOURCES
+    ]
+    print("\n".join(rules.report(comparisons, HERE, TIERS, queue_digits=3)))
 
 
 if __name__ == "__main__":

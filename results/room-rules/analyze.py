@@ -122,6 +122,22 @@ def markdown_table(rows: list[dict], queue_digits: int = 2) -> list[str]:
     return lines
 
 
+def report(comparisons, here: Path, tiers, queue_digits: int = 2) -> list[str]:
+    """Every ``(label, row cells, row policy, reference cells, reference policy)`` of
+    ``comparisons`` per tier (:func:`compare`) in ``here/room.csv`` and ``here/room.md``
+    (:func:`markdown_table`); returns the Markdown lines."""
+    out = []
+    for label, rows, key, ref_rows, ref_key in comparisons:
+        for tier in tiers:
+            row = compare(rows, key, ref_rows, tier, ref_key)
+            if row is not None:
+                out.append({"comparison": label, **row})
+    write_csv(out, here / "room.csv")
+    lines = markdown_table(out, queue_digits)
+    (here / "room.md").write_text("\n".join(lines) + "\n")
+    return lines
+
+
 def main() -> None:
     runs = {mode: read(mode) for mode in ("noisy", "oracle") if (HERE / mode).is_dir()}
     # (label, rule, its mode, reference mode, reference policy)
@@ -141,15 +157,11 @@ def main() -> None:
     if "oracle" in runs:
         for rule in RULES[:2]:
             plans.append((f"{rule} (oracle) / {rule} (noisy)", rule, "oracle", "noisy", rule))
-    out = []
-    for label, rule, mode, ref_mode, ref_key in plans:
-        for tier in TIERS:
-            row = compare(runs[mode], rule, runs[ref_mode], tier, ref_key)
-            if row is not None:
-                out.append({"comparison": label, **row})
-    write_csv(out, HERE / "room.csv")
-    lines = markdown_table(out)
-    (HERE / "room.md").write_text("\n".join(lines) + "\n")
+    lines = report(
+        [(label, runs[mode], rule, runs[ref_mode], ref_key)
+         for label, rule, mode, ref_mode, ref_key in plans],
+        HERE, TIERS,
+    )  # fmt: skip
     print("\n".join(lines))
 
 

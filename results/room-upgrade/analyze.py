@@ -14,8 +14,8 @@ import runpy
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# the comparison and the report, as the room study with the planner has them
-_oracle = runpy.run_path(str(HERE.parent / "room-oracle" / "analyze.py"))
+# the comparison and its report (results/room-rules/analyze.py)
+rules = runpy.run_path(str(HERE.parent / "room-rules" / "analyze.py"))
 
 #: (row, reference)
 COMPARISONS = (
@@ -32,8 +32,8 @@ def main() -> None:
     with (HERE / "runs.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     cells = {(r["scenario"], r["policy"], int(r["seed"])): r for r in rows}
-    lines = _oracle["report"]([(cells, pol, ref, pol) for pol, ref in COMPARISONS], HERE, TIERS)
-    print("\n".join(lines))
+    comparisons = [(f"{pol} / {ref}", cells, pol, cells, ref) for pol, ref in COMPARISONS]
+    print("\n".join(rules["report"](comparisons, HERE, TIERS, queue_digits=3)))
 
 
 if __name__ == "__main__":
