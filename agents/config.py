@@ -78,6 +78,7 @@ __all__ = [
 LATER_TRAIN_FIELDS = {
     "split_share": 0.0,
     "advantage_scale": "batch",
+    "bc_move": "load-control",
 }
 #: ``model:`` fields added after runs were signed, likewise (none since the last retired)
 LATER_MODEL_FIELDS: dict = {}

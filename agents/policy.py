@@ -597,7 +597,7 @@ class MarlPolicy(Policy):
         if not running:
             return
         for agent in sorted(agents):
-            info = book.pick(view, agent)
+            info = book.pick(view, agent, self.placed.get)  # placed elsewhere: unknown
             if info is None:
                 continue
             jid = info.job_id

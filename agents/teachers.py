@@ -247,13 +247,17 @@ def _plan_views(session) -> list[ClusterView]:
     return [scope_view(builder, view, k) for k in np.flatnonzero(rest)] + [view]
 
 
-def teacher_move(teacher, session, view: ClusterView) -> Placement | None:
+def teacher_move(teacher, session, view: ClusterView, upgrade=None) -> Placement | None:
     """The teacher's decision on a move (``env.migration: on``): where to re-place the
     running job ``session`` offers (``moving`` set, before any action), or None.
 
-    Whether: MLFS's load-control rule (:func:`marl_sched.policies.load_control.move_for`);
-    where: :func:`teacher_plan` on the :func:`~marl_sched.policies.load_control.released_view`,
-    kept only when it changes the job's servers and the masks can make it.
+    ``upgrade`` None (``train.bc_move: load-control``): whether by MLFS's load-control
+    rule (:func:`marl_sched.policies.load_control.move_for`), where by
+    :func:`teacher_plan` on the :func:`~marl_sched.policies.load_control.released_view`.
+    ``upgrade`` an :class:`~marl_sched.policies.levers.UpgradePolicy` reset on the
+    topology (``bc_move: upgrade``): its decision on the job, seen with the estimate
+    the agents see (:meth:`~marl_sched.policies.levers.UpgradePolicy.move_for`).
+    Either is kept only when it changes the job's groups and the masks can make it.
     ``view``: the cluster between decisions; no simulator is forked."""
     from envs.session import PlacementSession, placement_steps
     from marl_sched.policies.load_control import move_for, released_view
@@ -266,7 +270,10 @@ def teacher_move(teacher, session, view: ClusterView) -> Placement | None:
             return None
         return teacher_plan(teacher, trial)
 
-    p = move_for(view, session.moving, relocate)
+    if upgrade is None:
+        p = move_for(view, session.moving, relocate)
+    else:
+        p = upgrade.move_for(view, session.moving, session.job)
     if p is None:
         return None
     probe = PlacementSession(builder, session.job, session.view, agent,

@@ -40,6 +40,12 @@ def teacher_decisions(
         tc.bc_teacher, tc.bc_margin, tc.bc_protect, tc.bc_speed, tc.bc_base, config=cfg
     )
     teacher.reset(env.topology, seed)
+    upgrade = None
+    if tc.bc_move == "upgrade":  # moves labelled by the upgrade lever's rule
+        from marl_sched.policies.levers import UpgradePolicy
+
+        upgrade = UpgradePolicy(restart_scale=cfg.simulation.migration_cost_scale)
+        upgrade.reset(env.topology, seed)
     observations, actions, returns, works = [], [], [], []
     done: dict[tuple, tuple[int, int]] = {}  # episode key → its samples (teacher only)
     for episode in range(first_episode, first_episode + tc.bc_episodes):
@@ -63,8 +69,8 @@ def teacher_decisions(
             s = env.session
             if s is not planned:  # a new job: ask the teacher for its whole placement
                 planned = s
-                if s.moving is not None:  # a move (env.migration): load control's rule
-                    p = teacher_move(teacher, s, env.sim.view())
+                if s.moving is not None:  # a move (env.migration): train.bc_move's rule
+                    p = teacher_move(teacher, s, env.sim.view(), upgrade)
                 else:
                     p = teacher_plan(teacher, s, sim=env.sim)
                 plan = None if p is None else [*p.worker_groups, *p.ps_groups]

@@ -73,7 +73,10 @@ every agent also is at each multiple of ``T`` while jobs run. The job offered: o
 running jobs with a worker in the scope, not paying a restart delay, moved fewer than
 ``env.migration_max_moves`` times, not moved in the last ``env.migration_min_interval_s``
 and not offered to another agent at this trigger, the one of highest slowdown (capped
-at 100), then lowest id (:class:`envs.session.MoveBook`). A move is a placement session
+at 100), then lowest id (:class:`envs.session.MoveBook`); with
+``env.migration_offer: remaining``, of the jobs anywhere in the cluster, the ``upgrade``
+rule's candidate (longest estimated remaining work first; its first paying move, else
+the nearest) with its estimated net saving as a feature. A move is a placement session
 on the cluster with the job's own resources counted free (``Simulator.group_free_for``);
 the own forward slot is keep until a task is placed. After the last task the env calls
 ``Simulator.migrate`` (the job keeps its progress and pays the restart delay); the same
@@ -128,7 +131,9 @@ key               shape        dt   content
                                     pressure (5). ``+job_length``: log10(1 + work
                                     s)/7. ``+migration``: is a move; ln(slowdown);
                                     log10(1 + attained GPU-s per worker)/7; moves so
-                                    far. ``+hints``: per hint, 1 while the job agrees
+                                    far. ``+remaining`` offer: the offer's estimated
+                                    net saving / its remaining run (in [-1, 1]);
+                                    log10(1 + estimated remaining work s)/7. ``+hints``: per hint, 1 while the job agrees
                                     with its plan
 ``peers_x``       (A, 9+)      f32  per scope: free GPU fraction; ln(1 + free GPUs);
                                     mean speed of free GPUs; best server's free GPUs
@@ -465,12 +470,16 @@ class ClusterPlacementCore:
         """The move offered to ``agent`` (:meth:`envs.session.MoveBook.pick`), or None."""
         sim = self.sim
         view = sim.view()
-        best = self._book.pick(view, agent)
+        self.predictor.sync(sim.records)
+
+        def known(jid: int) -> Job:  # the running job as the agents know it
+            return self.predictor.visible_job(sim.running[jid].job)
+
+        best = self._book.pick(view, agent, known)
         if best is None:
             return None
         jid = best.job_id
-        self.predictor.sync(sim.records)
-        seen = self.predictor.visible_job(sim.running[jid].job)
+        seen = known(jid)
         return self._book.session(view, best, seen, agent, sim.group_free_for(jid))
 
     def _migrate(self, s: PlacementSession) -> None:
@@ -494,7 +503,6 @@ class ClusterPlacementCore:
     def acting_agent(self) -> str | None:
         """The agent that acts next (None once the episode is over)."""
         return None if self.session is None else self.builder.agent_ids[self.session.agent]
-
 
     @property
     def episode_key(self) -> tuple[int, int, int]:

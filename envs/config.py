@@ -23,6 +23,8 @@ ENV_ID = f"{ENV_NAME}-v{ENV_VERSION}"
 MIGRATION_VERSION = 2
 ENV_ID_V2 = f"{ENV_NAME}-v{MIGRATION_VERSION}"
 FORWARD_RULES = ("must", "free")
+#: ``env.migration_offer``'s values (:class:`EnvConfig`)
+MIGRATION_OFFERS = ("slowdown", "remaining")
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,10 @@ class EnvConfig:
         migration_tick_s: also offer moves every this many seconds (0 = completions only).
         migration_max_moves: moves per job (default 1).
         migration_min_interval_s: seconds between two moves of one job.
+        migration_offer: which running job an agent is offered (of those that may
+            move): ``slowdown`` (the most slowed, MLFS's overload target; the default)
+            or ``remaining`` (the longest estimated remaining work, the upgrade
+            lever's target: :func:`marl_sched.policies.levers.remaining_work_s`).
 
     Episode and space options (a network serves any of them):
 
@@ -107,6 +113,7 @@ class EnvConfig:
     migration_tick_s: float = 0.0
     migration_max_moves: int = 1
     migration_min_interval_s: float = 0.0
+    migration_offer: str = "slowdown"
     window_jobs: int | None = None
     window_warmup_jobs: int = 0
     pad: tuple[int, ...] = ()
@@ -132,6 +139,8 @@ class EnvConfig:
         checks += [
             (self.forward_rule in FORWARD_RULES, "forward_rule",
              f"must be one of {', '.join(FORWARD_RULES)}, got {self.forward_rule!r}"),
+            (self.migration_offer in MIGRATION_OFFERS, "migration_offer",
+             f"must be one of {', '.join(MIGRATION_OFFERS)}, got {self.migration_offer!r}"),
             (wj is None or wj >= 1, "window_jobs", f"must be >= 1, got {wj}"),
             (len(self.pad) in (0, 3) and all(1 <= p <= MAX_GPUS for p in self.pad), "pad",
              f"must be empty or three sizes >= 1 (each <= {MAX_GPUS:,}) [G_max, S_max, R_max], "
@@ -160,7 +169,7 @@ MIGRATION_OPTIONS = {
     f.name: f.default for f in dataclasses.fields(EnvConfig) if f.name.startswith("migration")
 }
 #: decision options added after checkpoints shipped: the value of one that records none
-LATER_OPTIONS = {"model_speed": False}
+LATER_OPTIONS = {"model_speed": False, "migration_offer": "slowdown"}
 #: decision options that no longer ship, with the value that meant "off": a config,
 #: signed run or manifest that carries one at that value reads as if it did not; any
 #: other value is refused, naming the git tag that keeps the option's code

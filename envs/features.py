@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from marl_sched.policies.levers import remaining_work_s
 from marl_sched.simulator import harm_to_residents
 
 #: a running job's slowdown is capped here in the features (an unbounded one is not)
@@ -109,6 +110,7 @@ class SessionFeatures:
                 s.pressure,
                 [_log_work(job.work_s)] * self.builder.job_length,
                 self._move_features() if self.builder.migration else [],
+                self._upgrade_features() if self.builder.upgrade_features else [],
                 agrees if agrees is not None else [],
             ]
         ).astype(np.float32)
@@ -121,6 +123,14 @@ class SessionFeatures:
         per_worker = m.attained_gpu_s / max(m.num_workers, 1)
         slow = math.log(max(min(m.slowdown, MAX_SLOWDOWN), 1e-9))
         return [1.0, slow, math.log10(1.0 + per_worker) / 7.0, float(self.moves)]
+
+    def _upgrade_features(self) -> list[float]:
+        """``upgrade_gain, log10_remaining_s/7`` of a move (0, 0 for an arrival)."""
+        m = self.moving
+        if m is None:
+            return [0.0, 0.0]
+        gain = min(max(self.gain, -1.0), 1.0)
+        return [gain, _log_work(max(remaining_work_s(self.job, m), 0.0))]
 
 
 def _log_work(work_s: float) -> float:

@@ -85,6 +85,10 @@ MIGRATION_FEATURES = {
     "server_x": ("log_server_slowdown",),
     "job_x": ("is_move", "log_slowdown", "attained", "moves"),
 }
+#: the job columns ``migration_offer: remaining`` adds (after the migration ones): the
+#: offer's estimated net saving over its remaining run (clipped to [-1, 1]) and
+#: ``log10(1 + estimated remaining work s) / 7`` (0 for an arriving job)
+UPGRADE_FEATURES = ("upgrade_gain", "log10_remaining_s/7")
 
 
 def feature_names(
@@ -94,13 +98,15 @@ def feature_names(
     job_length: bool = False,
     migration: bool = False,
     model_speed: bool = False,
+    upgrade: bool = False,
 ) -> dict[str, tuple[str, ...]]:
     """:data:`FEATURES` with the columns of heuristic hints ``hints`` and
     ``global_hints`` appended, with ``residents`` the ``harm_to_residents`` group
     column, with ``job_length`` the ``log10_work_s/7`` job column and with
     ``migration`` the :data:`MIGRATION_FEATURES` (before the hints' columns, which
     stay last); with ``model_speed`` the speed columns renamed for the job's model's
-    speed."""
+    speed; with ``upgrade`` (``migration_offer: remaining``) the
+    :data:`UPGRADE_FEATURES` after the migration job columns."""
     out = dict(FEATURES)
     if model_speed:
         rename = {"gpu_speed": "model_speed", "free_gpu_speed": "free_model_speed"}
@@ -110,6 +116,7 @@ def feature_names(
     out["group_x"] = out["group_x"] + tuple(f"hint_{h}" for h in hints)
     out["server_x"] = out["server_x"] + mig["server_x"]
     out["job_x"] = out["job_x"] + ("log10_work_s/7",) * job_length + mig["job_x"]
+    out["job_x"] = out["job_x"] + (UPGRADE_FEATURES if migration and upgrade else ())
     out["job_x"] = out["job_x"] + tuple(f"hint_{h}_agrees" for h in hints)
     if hints:
         # the hints' counterpart for moving the job: can one server of that scope
@@ -224,13 +231,18 @@ class ObservationBuilder:
         self.migration_tick_s = float(env.migration_tick_s)
         self.migration_max_moves = int(env.migration_max_moves)
         self.migration_min_interval_s = float(env.migration_min_interval_s)
+        if env.migration_offer not in ("slowdown", "remaining"):
+            raise ValueError(f"migration_offer must be 'slowdown' or 'remaining', "
+                             f"got {env.migration_offer!r}")  # fmt: skip
+        self.migration_offer = env.migration_offer
+        self.upgrade_features = self.migration and env.migration_offer == "remaining"
         self.hint_policies = [make_hint(h) for h in self.hints]
         self.global_policies = [make_hint(h) for h in self.global_hints]
         for h in (*self.hint_policies, *self.global_policies):
             h.reset(topology, 0)
         self.features = feature_names(
             self.hints, self.global_hints, self.resident_features, self.job_length,
-            self.migration, self.model_speed,
+            self.migration, self.model_speed, self.upgrade_features,
         )  # fmt: skip
         if central:
             self.scopes = [_scope(t, np.arange(t.n_groups))]

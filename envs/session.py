@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -24,6 +25,12 @@ from envs.observations import ObservationBuilder
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.jobs import Job, Placement
 from marl_sched.policies.heuristics import ps_near_workers
+from marl_sched.policies.levers import (
+    UPGRADE_TRIES,
+    UpgradePolicy,
+    remaining_iterations,
+    remaining_work_s,
+)
 from marl_sched.policies.load_control import given_back
 from marl_sched.simulator import ClusterView, RunningInfo
 
@@ -40,6 +47,9 @@ class PlacementSession(SessionMasks, SessionHints, SessionFeatures):
         moving: for a move, the running job as the simulator shows it (its current
             placement, slowdown and attained service); None for an arriving job.
         moves: for a move, how often the job has moved before.
+        gain: for a move offered by ``migration_offer: remaining``, the estimated net
+            saving of its best upgrade over its estimated remaining run
+            (:meth:`MoveBook.pick`).
     """
 
     def __init__(
@@ -50,12 +60,14 @@ class PlacementSession(SessionMasks, SessionHints, SessionFeatures):
         home: int,
         moving: RunningInfo | None = None,
         moves: int = 0,
+        gain: float = 0.0,
     ):
         self.builder = builder
         self.job = job
         self.view = view
         self.moving = moving
         self.moves = int(moves)
+        self.gain = float(gain)
         self.kept = False  # a move declined (the keep action)
         spec = CATALOGUE[job.model]
         self.spec = spec
@@ -175,6 +187,8 @@ class MoveBook:
         self.moves: dict[int, int] = {}  # job -> moves so far
         self.last_move: dict[int, float] = {}  # job -> time of its last move
         self.offered: set[int] = set()  # jobs offered at the current trigger
+        self._upgrade = None  # the upgrade rule whose candidates ``remaining`` offers
+        self.gains: dict[int, float] = {}  # job -> net saving / remaining run when offered
 
     def placed(self, job_id: int, placement: Placement) -> None:
         """A job started (or moved) on ``placement``: its workers' agents are the
@@ -191,30 +205,82 @@ class MoveBook:
         self.offered = set()
         return agents
 
-    def pick(self, view: ClusterView, agent: int) -> RunningInfo | None:
+    def pick(
+        self, view: ClusterView, agent: int, known: Callable[[int], Job | None] | None = None
+    ) -> RunningInfo | None:
         """The running job offered to ``agent`` (marked offered): of those with a
         worker in its scope that may move (not restarting, under the cap, past the
         minimum interval, the simulator's own cap and interval, not offered yet at
-        this trigger), the most slowed one (then the lowest id); None when none may."""
+        this trigger): ``migration_offer: slowdown``, of those with a worker in its
+        scope the most slowed one, then the lowest id; ``remaining``, the upgrade
+        rule's next candidate anywhere (:meth:`_upgradable`; ``known(job_id)``: the
+        job as the agents know it, its length an estimate; None: unknown, never
+        offered). None when none may."""
+        b = self.builder
+        if b.migration_offer == "remaining":
+            if known is None:
+                raise ValueError("migration_offer 'remaining' needs the jobs' estimates")
+            best = self._upgradable(view, known)
+        else:
+            best, key = None, None
+            for info in self._movable(view):
+                if agent not in b.group_scope[list(info.placement.worker_groups)]:
+                    continue
+                k = (min(info.slowdown, MAX_SLOWDOWN), -info.job_id)
+                if key is None or k > key:
+                    best, key = info, k
+        if best is not None:
+            self.offered.add(best.job_id)
+        return best
+
+    def _movable(self, view: ClusterView):
+        """The running jobs that may move now (not offered yet at this trigger, not
+        restarting, under the cap, past the minimum interval, the simulator's own cap
+        and interval where it has them)."""
         b, now = self.builder, view.now
-        best, key = None, None
         for info in view.running():
             jid = info.job_id
-            if (
+            if not (
                 jid in self.offered
                 or info.paused_until > now
                 or self.moves.get(jid, 0) >= b.migration_max_moves
                 or now - self.last_move.get(jid, -math.inf) < b.migration_min_interval_s
-                # the simulator's own cap and interval, where it has them
                 or now < getattr(info, "next_move_at", 0.0)
-                or agent not in b.group_scope[list(info.placement.worker_groups)]
             ):
-                continue
-            k = (min(info.slowdown, MAX_SLOWDOWN), -jid)
-            if key is None or k > key:
-                best, key = info, k
+                yield info
+
+    def _upgradable(self, view: ClusterView, known) -> RunningInfo | None:
+        """``migration_offer: remaining``: the ``upgrade`` rule's candidates (of the
+        jobs that may move, anywhere in the cluster, remaining work >= its
+        ``long_work_s``; the longest estimated remaining work first, at most
+        :data:`~marl_sched.policies.levers.UPGRADE_TRIES`): the first whose best faster
+        or consolidated option free now saves more than its restart (the rule's own
+        move), else the one whose option comes nearest (the largest net saving,
+        :meth:`~marl_sched.policies.levers.UpgradePolicy.best_option`: the learned
+        predictor's estimate and the measured restart); none without an option.
+        Whether to move, and where, is the agent's decision; the net saving over the
+        job's estimated remaining run is a feature (``upgrade_gain``, :attr:`gains`)."""
+        if self._upgrade is None:
+            self._upgrade = UpgradePolicy()
+            self._upgrade.reset(self.builder.topology, 0)
+        up, found = self._upgrade, []
+        for info in self._movable(view):
+            job = known(info.job_id)
+            work = -math.inf if job is None else remaining_work_s(job, info)
+            if up.is_candidate(work):
+                found.append((-work, info.job_id, info, job))
+        found.sort(key=lambda c: c[:2])
+        best, best_gain, share = None, -math.inf, 0.0
+        for _, _, info, job in found[:UPGRADE_TRIES]:
+            left = remaining_iterations(job, info)
+            gain = up.best_option(view, info, job, left)[1]
+            if gain > best_gain:
+                best, best_gain = info, gain
+                share = gain / max(left * info.iter_time, 1.0)
+            if gain > 0:  # the rule's own move: the first candidate whose option pays
+                break
         if best is not None:
-            self.offered.add(best.job_id)
+            self.gains[best.job_id] = share
         return best
 
     def session(
@@ -225,7 +291,8 @@ class MoveBook:
         own released, :meth:`marl_sched.simulator.Simulator.group_free_for`)."""
         released = released_view(view, info, group_free)
         return PlacementSession(self.builder, job, released, agent, moving=info,
-                                moves=self.moves.get(info.job_id, 0))  # fmt: skip
+                                moves=self.moves.get(info.job_id, 0),
+                                gain=self.gains.pop(info.job_id, 0.0))  # fmt: skip
 
     def moved(self, job_id: int, placement: Placement, now: float) -> None:
         """The simulator applied a move of ``job_id`` to ``placement`` at ``now``."""

@@ -17,6 +17,10 @@ WARM_START_BOUNDS = {
 }
 
 
+#: ``train.bc_move``'s values: the rule that labels a move (:class:`WarmStartSection`)
+MOVE_TEACHERS = ("load-control", "upgrade")
+
+
 def teacher_names() -> list[str]:
     """Every name ``train.bc_teacher`` accepts (besides null)."""
     from marl_sched.policies import control_names, heuristic_names
@@ -45,6 +49,11 @@ class WarmStartSection:
             0 = every decision alike).
         dagger_rounds: rounds of DAgger relabelling after behaviour cloning (0 = none):
             greedy ``bc_episodes``, teacher labels added, ``bc_epochs`` more passes.
+        bc_move: how a move offered to the agents (``env.migration: on``) is labelled
+            (:func:`agents.teachers.teacher_move`): ``load-control`` (MLFS's overload
+            trigger, the teacher placing the job again) or ``upgrade`` (the ``upgrade``
+            lever's rule: a long job to faster GPUs or one server when the estimated
+            saving beats the measured restart; :mod:`marl_sched.policies.levers`).
     """
 
     bc_teacher: str | None = "lookahead"
@@ -56,12 +65,15 @@ class WarmStartSection:
     bc_epochs: int = 12
     bc_weight_power: float = 0.0
     dagger_rounds: int = 0
+    bc_move: str = "load-control"
 
     def validate(self, where: str, key: str) -> None:
         check_bounds(self, WARM_START_BOUNDS, where, key)
         check(self.dagger_rounds >= 0, where, f"{key}.dagger_rounds",
               f"must be >= 0, got {self.dagger_rounds}")  # fmt: skip
         check(0.0 <= self.bc_margin < 1.0, where, f"{key}.bc_margin", "must be in [0, 1)")
+        check(self.bc_move in MOVE_TEACHERS, where, f"{key}.bc_move",
+              f"must be one of {', '.join(MOVE_TEACHERS)}, got {self.bc_move!r}")  # fmt: skip
         for name in ("bc_protect", "bc_speed", "bc_weight_power"):
             value = getattr(self, name)
             check(value >= 0, where, f"{key}.{name}", f"must be >= 0, got {value}")

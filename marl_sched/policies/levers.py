@@ -49,6 +49,23 @@ UPGRADE_MOVES = 1
 UPGRADE_TRIES = 8
 
 
+def remaining_iterations(job: Job, info: RunningInfo) -> float:
+    """``job``'s estimated iterations (the estimate it was placed with) less
+    ``attained_gpu_s / workers / iter_time`` of the running ``info`` (restart pauses
+    count as progress: errs towards fewer moves); nan without an estimate. What a real
+    cluster knows: the estimate, the attained service and the measured iteration time."""
+    if math.isnan(job.iterations):
+        return math.nan
+    done = info.attained_gpu_s / max(info.num_workers, 1) / info.iter_time
+    return max(job.iterations - done, 0.0)
+
+
+def remaining_work_s(job: Job, info: RunningInfo) -> float:
+    """:func:`remaining_iterations` in V100 seconds per worker (× the model's compute
+    time per iteration), the length the upgrade rule compares with ``long_work_s``."""
+    return remaining_iterations(job, info) * CATALOGUE[job.model].compute_s
+
+
 def _positive(key: str, value: float) -> float:
     value = float(value)
     if not value > 0 or not math.isfinite(value):
@@ -241,15 +258,6 @@ class UpgradePolicy(LengthAwarePolicy):
             self._placed[job.job_id] = job
         return placement
 
-    def remaining_iterations(self, job: Job, info: RunningInfo) -> float:
-        """The job's estimated iterations less ``attained_gpu_s / workers / iter_time``
-        (restart pauses count as progress: errs towards fewer moves); nan without an
-        estimate."""
-        if math.isnan(job.iterations):
-            return math.nan
-        done = info.attained_gpu_s / max(info.num_workers, 1) / info.iter_time
-        return max(job.iterations - done, 0.0)
-
     def rebalance(self, view: ClusterView) -> list[tuple[int, Placement]]:
         running = view.running()
         alive = {info.job_id for info in running}
@@ -259,9 +267,9 @@ class UpgradePolicy(LengthAwarePolicy):
             job = self._placed.get(info.job_id)
             if job is None or info.next_move_at > view.now or info.paused_until > view.now:
                 continue
-            left = self.remaining_iterations(job, info)
-            work = left * CATALOGUE[job.model].compute_s
-            if not math.isnan(work) and work >= self.long_work_s:
+            work = remaining_work_s(job, info)
+            if self.is_candidate(work):
+                left = remaining_iterations(job, info)
                 candidates.append((-work, info.job_id, info, job, left))
         candidates.sort(key=lambda c: c[:2])
         moves: list[tuple[int, Placement]] = []
@@ -272,6 +280,27 @@ class UpgradePolicy(LengthAwarePolicy):
                 if len(moves) >= self.max_moves:
                     break
         return moves
+
+    def is_candidate(self, work_s: float) -> bool:
+        """Whether a running job of estimated remaining work ``work_s`` (V100 s per
+        worker, :func:`remaining_work_s`) may be moved up: at least ``long_work_s``."""
+        return not math.isnan(work_s) and work_s >= self.long_work_s
+
+    def move_for(self, view: ClusterView, info: RunningInfo, job: Job) -> Placement | None:
+        """The rule's decision on one running job ``info`` (seen as ``job``, its
+        estimate): :meth:`upgrade_for` when it is a candidate, else None (it stays)."""
+        if not self.is_candidate(remaining_work_s(job, info)):
+            return None
+        return self.upgrade_for(view, info, job, remaining_iterations(job, info))
+
+    def options_on(
+        self, view: ClusterView, info: RunningInfo, job: Job
+    ) -> tuple[ClusterView, list[Placement]]:
+        """(the cluster ``view`` with the running ``info``'s resources given back and
+        its load taken off, :meth:`options_for` on it)."""
+        released = released_view(view, info, np.zeros(view.topology.n_servers, dtype=bool))
+        base = without_job(released, job, info.placement)
+        return base, self.options_for(base, info, job)
 
     def options_for(self, view: ClusterView, info: RunningInfo, job: Job) -> list[Placement]:
         """Where ``job`` could move on ``view`` (its own resources given back): its
@@ -305,20 +334,27 @@ class UpgradePolicy(LengthAwarePolicy):
         """The option saving the most over its cost (saving: ``left`` × the measured
         iteration time × ``1 - est(new) / est(now)``; cost: the measured restart,
         :meth:`~marl_sched.migration.MigrationCost.migration_s`), when positive; else None."""
-        released = released_view(view, info, np.zeros(view.topology.n_servers, dtype=bool))
-        base = without_job(released, job, info.placement)
-        options = self.options_for(base, info, job)
+        best, gain = self.best_option(view, info, job, left)
+        return best if gain > 0 else None
+
+    def best_option(
+        self, view: ClusterView, info: RunningInfo, job: Job, left: float
+    ) -> tuple[Placement | None, float]:
+        """(the option of the largest estimated saving less its cost, that net
+        saving in seconds); (None, -inf) when the job has no option
+        (:meth:`upgrade_for`'s terms)."""
+        base, options = self.options_on(view, info, job)
         if not options:
-            return None
+            return None, -math.inf
         times = estimated_iteration_times(base, job, [info.placement, *options], self._model)
-        best, best_gain = None, 0.0
+        best, best_gain = None, -math.inf
         for p, t in zip(options, times[1:], strict=True):
             saved = left * info.iter_time * (1.0 - t / times[0])
             cost = self.cost.migration_s(view.perf, base.link_jobs, job.model,
                                          info.placement.worker_groups, p.worker_groups)  # fmt: skip
             if saved - cost > best_gain:
                 best, best_gain = p, saved - cost
-        return best
+        return best, best_gain
 
 
 class ReferenceUpgrade(UpgradePolicy):

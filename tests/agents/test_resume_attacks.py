@@ -384,10 +384,14 @@ def test_a_run_signed_before_a_decision_option_existed_resumes_as_its_old_behavi
     with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
         check_config_data(tmp_path, changed)
     # train fields added since: the old run had no split share (0)
-    assert LATER_TRAIN_FIELDS == {"split_share": 0.0, "advantage_scale": "batch"}
+    assert LATER_TRAIN_FIELDS == {
+        "split_share": 0.0, "advantage_scale": "batch", "bc_move": "load-control"
+    }  # fmt: skip
+    assert LATER_OPTIONS == {"model_speed": False, "migration_offer": "slowdown"}
     for key, value in (
         ("split_share", 1.0),
         ("advantage_scale", "window"),
+        ("bc_move", "upgrade"),
     ):
         with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
             check_config_data(tmp_path, {**now, "train": {**now["train"], key: value}})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import pytest
 
 from agents.teachers import LookaheadTeacher, RolloutTeacher, predicted_iteration_time, proposals
@@ -405,3 +406,37 @@ def test_the_planner_labels_through_the_envs_simulator():
     obs, actions, _, _ = teacher_decisions(cfg, mc, train_config(cfg), 0)
     assert len(actions) > 5
     assert all(o["action_mask"][a] == 1.0 for o, a in zip(obs, actions, strict=True))
+
+
+def test_the_upgrade_move_teacher_labels_the_rules_paying_moves_only():
+    """``train.bc_move: upgrade`` on the remaining offer: a move is labelled exactly
+    when the upgrade rule's option pays (the offer's ``gain`` > 0) and the masks can
+    make it, to the rule's own placement; every other offer is kept."""
+    import envs
+    from agents.teachers import make_teacher, teacher_move
+    from marl_sched.policies.levers import UpgradePolicy, remaining_iterations
+    from tests.envs.helpers import TINY, masked_random_action
+
+    env = envs.make_env(TINY, env={"migration": True, "migration_offer": "remaining"})
+    teacher, rule = make_teacher("lookahead"), UpgradePolicy()
+    teacher.reset(env.topology, 0)
+    rule.reset(env.topology, 0)
+    rng = np.random.default_rng(0)
+    obs, _ = env.reset(seed=0)
+    labels = []
+    while env.acting_agent is not None:
+        agent, s = env.acting_agent, env.session
+        if s.moving is not None and s.task == 0:
+            view = env.sim.view()
+            p = teacher_move(teacher, s, view, rule)
+            if s.gain <= 0:
+                assert p is None
+            else:
+                left = remaining_iterations(s.job, s.moving)
+                best, saved = rule.best_option(view, s.moving, s.job, left)
+                assert saved > 0 and (p is None or p == best)
+            labels.append(p is not None)
+        obs, _, term, *_ = env.step({agent: masked_random_action(obs[agent], rng)})
+        if term["__all__"]:
+            break
+    assert any(labels) and not all(labels)

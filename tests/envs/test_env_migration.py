@@ -262,6 +262,87 @@ def test_move_features_are_what_mlf_h_reads():
     assert checked > 0
 
 
+REMAINING = {**ON, "migration_offer": "remaining"}
+
+
+def _move_offers(env, seed: int = 0):
+    """Each move offered in a random masked episode of ``env``, at its first task:
+    (session, observation, the cluster view, the jobs as the agents know them)."""
+    rng = np.random.default_rng(seed)
+    obs, _ = env.reset(seed=seed)
+    while env.acting_agent is not None:
+        agent, s = env.acting_agent, env.session
+        if s.moving is not None and s.task == 0:
+            env.predictor.sync(env.sim.records)
+            known = {
+                jid: env.predictor.visible_job(run.job) for jid, run in env.sim.running.items()
+            }
+            yield s, obs[agent], env.sim.view(), known
+        obs, _, term, *_ = env.step({agent: masked_random_action(obs[agent], rng)})
+        if term["__all__"]:
+            return
+
+
+def test_the_remaining_offer_is_the_upgrade_rules_best_candidate_with_its_gain_a_feature():
+    """``migration_offer: remaining``: of the longest-remaining candidates the upgrade
+    rule tries, wherever they run, the job offered is the rule's own move (the first
+    whose option pays), else the one whose option comes nearest; its net saving over
+    its remaining run is the ``upgrade_gain`` column. Some offers pay, some do not:
+    the agent decides."""
+    from marl_sched.policies.levers import (
+        UPGRADE_TRIES,
+        UpgradePolicy,
+        remaining_iterations,
+        remaining_work_s,
+    )
+
+    env = envs.make_env(TINY, env=REMAINING)
+    rule = UpgradePolicy()
+    rule.reset(env.topology, 0)
+    f = env.builder.features["job_x"]
+    signs = set()
+    for s, obs, view, known in _move_offers(env):
+        book = env._book
+        cands = sorted(
+            (-remaining_work_s(known[i.job_id], i), i.job_id, i) for i in view.running()
+            if i.paused_until <= view.now and book.moves.get(i.job_id, 0) < 1
+            and (i.job_id == s.moving.job_id or i.job_id not in book.offered)
+            and rule.is_candidate(remaining_work_s(known[i.job_id], i))
+        )[:UPGRADE_TRIES]  # fmt: skip
+        saved, run = {}, {}
+        for _, jid, info in cands:
+            left = remaining_iterations(known[jid], info)
+            saved[jid] = rule.best_option(view, info, known[jid], left)[1]
+            run[jid] = left * info.iter_time
+        pays = [jid for _, jid, _ in cands if saved[jid] > 0]
+        offered = s.moving.job_id
+        assert offered == (pays[0] if pays else max(saved, key=saved.get))
+        assert math.isfinite(saved[offered])
+        assert obs["job_x"][f.index("upgrade_gain")] == pytest.approx(
+            min(max(saved[offered] / run[offered], -1.0), 1.0), rel=1e-5, abs=1e-6
+        )
+        work = remaining_work_s(s.job, s.moving)
+        assert obs["job_x"][f.index("log10_remaining_s/7")] == pytest.approx(
+            math.log10(1 + work) / 7, abs=1e-6
+        )
+        signs.add(saved[offered] > 0)
+    assert signs == {True, False}
+
+
+def test_the_upgrade_columns_come_only_with_the_remaining_offer():
+    from envs.observations import UPGRADE_FEATURES
+
+    on, rem = envs.make_env(TINY, env=ON), envs.make_env(TINY, env=REMAINING)
+    assert rem.builder.features["job_x"] == on.builder.features["job_x"] + UPGRADE_FEATURES
+    off = envs.make_env(TINY, env={"migration_offer": "remaining"})  # v1: no move, no column
+    assert off.builder.features == envs.make_env(TINY).builder.features
+
+
+def test_an_unknown_migration_offer_is_refused_naming_the_key():
+    with pytest.raises(InputError, match=r"env\.migration_offer: must be one of slowdown, "):
+        envs.make_env(TINY, env={**ON, "migration_offer": "nearest"})
+
+
 @pytest.mark.parametrize("key, value", [
     ("migration_tick_s", -1.0), ("migration_max_moves", -1), ("migration_min_interval_s", -5.0),
 ])  # fmt: skip
