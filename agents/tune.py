@@ -113,7 +113,9 @@ def trial_config(base: dict, trial: dict, source: str):
 
 #: the columns of Tune's live progress table (``iteration``: the trial's own count)
 PROGRESS_COLUMNS = {
-    "iteration": "iteration", "env_steps": "env steps", METRIC: "validation avg JCT (s)"
+    "iteration": "iteration",
+    "env_steps": "env steps",
+    METRIC: "validation avg JCT (s)",
 }
 
 

@@ -133,7 +133,8 @@ key               shape        dt   content
                                     log10(1 + attained GPU-s per worker)/7; moves so
                                     far. ``+remaining`` offer: the offer's estimated
                                     net saving / its remaining run (in [-1, 1]);
-                                    log10(1 + estimated remaining work s)/7. ``+hints``: per hint, 1 while the job agrees
+                                    log10(1 + estimated remaining work s)/7.
+                                    ``+hints``: per hint, 1 while the job agrees
                                     with its plan
 ``peers_x``       (A, 9+)      f32  per scope: free GPU fraction; ln(1 + free GPUs);
                                     mean speed of free GPUs; best server's free GPUs

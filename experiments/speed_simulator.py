@@ -149,8 +149,12 @@ def main() -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="the first 10,000 jobs")
-    ap.add_argument("--playout-jobs", type=int, default=100,
-                    help="decisions a timed playout makes after the fork (1-10000)")
+    ap.add_argument(
+        "--playout-jobs",
+        type=int,
+        default=100,
+        help="decisions a timed playout makes after the fork (1-10000)",
+    )
     ap.add_argument("--out", default=str(RESULTS), help="the results file (JSON)")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--child-playout", type=int, help=argparse.SUPPRESS)
@@ -178,8 +182,10 @@ def main() -> int:
     cmd = [sys.executable, __file__, "--child-playout", str(args.playout_jobs)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True)
     playout = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"fork at decision {playout['at_decision']}, then {playout['playout_decisions']} "
-          "decisions played out (medians of 20)")
+    print(
+        f"fork at decision {playout['at_decision']}, then {playout['playout_decisions']} "
+        "decisions played out (medians of 20)"
+    )
     print(format_table([playout], PLAYOUT_COLUMNS))
     record = {"quick": args.quick, **figures, "playout": playout}
     print(json.dumps(record))

@@ -153,8 +153,10 @@ def write_figures(path: str | os.PathLike, command: str, load_before: float, fig
         "command": command,
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
         "cores": os.cpu_count(),
-        "load_average_1min": {"before": round(load_before, 2),
-                              "after": round(os.getloadavg()[0], 2)},  # fmt: skip
+        "load_average_1min": {
+            "before": round(load_before, 2),
+            "after": round(os.getloadavg()[0], 2),
+        },  # fmt: skip
         **figures,
     }
     Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -199,8 +199,10 @@ def check_cost_bound(cost: float | str, scale: float, longest_s: float, where: s
     whose dearest restart (``scale`` x the flat cost, or x the dearest measured
     restart) is more than :data:`MAX_COST_JOB_MULTIPLE` times ``longest_s``."""
     rule = MigrationCost.parse(cost, scale)
-    dearest = rule.flat_s if rule.flat_s is not None else max(
-        float(m["restart_s"]) for m in model_restart_table().values()
+    dearest = (
+        rule.flat_s
+        if rule.flat_s is not None
+        else max(float(m["restart_s"]) for m in model_restart_table().values())
     )
     worst = rule.scale * dearest
     limit = MAX_COST_JOB_MULTIPLE * longest_s

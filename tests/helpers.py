@@ -136,5 +136,3 @@ def check_served_or_refused(builder, sim, option: str) -> None:
     bad.reset(builder.topology)
     with pytest.raises(InputError):
         bad.place(job, sim.view())
-
-

@@ -21,8 +21,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 T = "tests/marl_sched/"
-SIM = [T + "test_simulator.py", T + "test_simulation_events.py", T + "test_ordering.py",
-       T + "test_golden.py"]
+SIM = [
+    T + "test_simulator.py",
+    T + "test_simulation_events.py",
+    T + "test_ordering.py",
+    T + "test_golden.py",
+]
 PERF = [T + "test_perf.py"]
 LEDGER = [T + "test_ledger.py"]
 INTEGRITY = ["tests/agents/test_integrity.py"]

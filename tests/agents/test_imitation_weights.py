@@ -51,5 +51,3 @@ def test_the_weights_change_what_is_learned():
     weighted = behaviour_cloning(cfg, model_config(cfg), heavy, 0, lambda _: None)
     assert all(torch.equal(plain[k], again[k]) for k in plain)  # seeded: repeatable
     assert any(not torch.equal(plain[k], weighted[k]) for k in plain)
-
-

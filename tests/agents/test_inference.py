@@ -157,8 +157,10 @@ def _tampered(tmp_path, change):
         (lambda m: m.update(share_parameters=False), "per-agent modules must be named"),
         (lambda m: m["dims"].update(Fg="16"), "dims.Fg: expected an integer"),
         (lambda m: m.update(modules="shared"), "modules: expected a list"),
-        (lambda m: m["env"]["options"].update(follow_commits=True),
-         r"env\.options\.follow_commits: True belongs to a study"),
+        (
+            lambda m: m["env"]["options"].update(follow_commits=True),
+            r"env\.options\.follow_commits: True belongs to a study",
+        ),
     ],
 )
 def test_a_malformed_manifest_is_one_line_not_a_traceback(tmp_path, capsys, change, message):

@@ -21,4 +21,3 @@ def test_clip_fraction_counts_ratios_outside_the_clip_range():
     assert clip_fraction(new, old, 0.2, mask).item() == pytest.approx(0.5)
     assert clip_fraction(new, old, 0.2, torch.tensor([True, True, False, False])).item() == 0.0
     assert not math.isnan(clip_fraction(new, old, 0.2, torch.zeros(4, dtype=torch.bool)).item())
-

@@ -86,5 +86,3 @@ def test_validation_at_each_load_of_each_window(tmp_path):
     assert len(slow) == len(fast) == tc.eval_max_jobs and slow[-1] > 0
     assert [s / 4 for s in slow] == pytest.approx(fast)
     assert json.loads((tmp_path / "validation.json").read_text()) == summary
-
-

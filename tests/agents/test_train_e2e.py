@@ -191,4 +191,3 @@ def test_same_seed_and_resumed_runs_give_identical_weights(run, tmp_path):
     first = "checkpoints/iter_000001"
     with pytest.raises(AssertionError):
         _assert_identical(run / first, third / first)
-

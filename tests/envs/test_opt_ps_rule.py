@@ -73,5 +73,3 @@ def test_option_recorded_and_served_from_the_manifest():
     del manifest["env"]["options"]["ps_rule"]  # a manifest must record every option
     with pytest.raises(InputError, match="option ps_rule missing"):
         check_manifest_env(manifest, "ckpt")
-
-

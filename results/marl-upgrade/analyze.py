@@ -1,0 +1,169 @@
+"""The agents trained on the upgrade lever, on the validation split's full track, paired
+on scenario and evaluation seed with the committed rule rows of
+``results/room-upgrade/runs.csv``. Reads ``bench/runs.csv`` (the benchmark's row per
+cell of ``marl``, one per training run); writes ``room.csv``, ``room.md`` and
+``strata.md`` here. Comparisons as ``results/room-rules/analyze.py``'s (geomean ratio of
+average JCT, hierarchical-bootstrap 95 % CI, MDE at 80 % power); ``marl`` pooled keeps
+each training run's ratios (the bootstrap resamples scenarios, then runs, then seeds);
+``marl (run k)`` is each training run alone. The share of the rule's gain taken,
+``(1 - r_marl) / (1 - r_rule)`` against ``masked:lookahead``, with a bootstrap over
+scenarios then pairs.
+
+    python results/marl-upgrade/analyze.py
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import runpy
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from marl_sched.benchmark.power import as_ratio_change, mde_log, mde_log_clustered
+from marl_sched.benchmark.stats import geomean_ratio
+
+HERE = Path(__file__).resolve().parent
+rules = runpy.run_path(str(HERE.parent / "room-rules" / "analyze.py"))
+REFS = ("masked:lookahead", "masked:lookahead+upgrade", "masked:lookahead+lc")
+RULE = "masked:lookahead+upgrade"
+BASE = "masked:lookahead"
+TIERS = ("light", "medium", "heavy", "contention", "all")
+
+
+def read(path: Path) -> list[dict]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def by_run(rows: list[dict]) -> dict[int, dict[tuple[str, int], dict]]:
+    """The ``marl`` rows by training run, then (scenario, evaluation seed)."""
+    out: dict[int, dict] = defaultdict(dict)
+    for r in rows:
+        if r["policy"] == "marl":
+            out[int(r["run"])][(r["scenario"], int(r["seed"]))] = r
+    return dict(sorted(out.items()))
+
+
+def pooled(runs: dict, refs: dict, ref: str, tier: str) -> dict | None:
+    """``marl`` over ``ref``: per scenario one array of log ratios per training run,
+    over the evaluation seeds every run and the reference finished."""
+    per_sc: dict[str, list[list[float]]] = defaultdict(lambda: [[] for _ in runs])
+    flat = []
+    for (sc, pol, seed), row in sorted(refs.items()):
+        if pol != ref or (tier != "all" and row["tier"] != tier):
+            continue
+        mine = [cells.get((sc, seed)) for cells in runs.values()]
+        if any(m is None for m in mine):
+            continue
+        b = float(row["avg_jct_s"])
+        logs = [math.log(float(m["avg_jct_s"]) / b) for m in mine]
+        for k, v in enumerate(logs):
+            per_sc[sc][k].append(v)
+        flat.append(float(np.mean(logs)))
+    if not per_sc:
+        return None
+    scores = [[np.asarray(v) for v in runs_] for runs_ in per_sc.values()]
+    est = geomean_ratio(scores)
+    by_scenario = [np.mean(np.asarray(r), axis=0) for r in scores]
+    return {
+        "comparison": f"marl ({len(runs)} runs pooled) / {ref}",
+        "tier": tier,
+        "scenarios": len(scores),
+        "pairs": len(flat),
+        "geomean_ratio": est.point,
+        "ci_low": est.low,
+        "ci_high": est.high,
+        "mde_pairs_pct": 100 * as_ratio_change(mde_log(np.asarray(flat))),
+        "mde_scenarios_pct": 100 * as_ratio_change(mde_log_clustered(by_scenario)),
+    }
+
+
+def share_of_gain(runs: dict, refs: dict, reps: int = 2000, seed: int = 0) -> tuple:
+    """(point, low, high) of (1 - r_marl) / (1 - r_rule), both over ``masked:lookahead``
+    on the same pairs (marl: the mean log ratio over its runs); scenarios resampled,
+    then their pairs."""
+    per_sc: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for (sc, pol, s), row in sorted(refs.items()):
+        rule = refs.get((sc, RULE, s))
+        mine = [cells.get((sc, s)) for cells in runs.values()]
+        if pol != BASE or rule is None or any(m is None for m in mine):
+            continue
+        b = float(row["avg_jct_s"])
+        m = float(np.mean([math.log(float(x["avg_jct_s"]) / b) for x in mine]))
+        per_sc[sc].append((m, math.log(float(rule["avg_jct_s"]) / b)))
+    groups = [np.asarray(v) for v in per_sc.values()]
+
+    def share(gs) -> float:
+        pairs = np.concatenate(gs)
+        a, r = np.exp(pairs.mean(axis=0))
+        return (1 - a) / (1 - r)
+
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(reps):
+        pick = rng.integers(len(groups), size=len(groups))
+        draws.append(share([groups[i][rng.integers(len(groups[i]), size=len(groups[i]))]
+                            for i in pick]))  # fmt: skip
+    low, high = np.percentile(draws, [2.5, 97.5])
+    return share(groups), float(low), float(high), sum(len(g) for g in groups)
+
+
+def strata(runs: dict, refs: dict) -> list[str]:
+    """Per stratum (tier x topology x trace source): pooled ``marl`` / masked:lookahead."""
+    cells: dict[tuple, list[float]] = defaultdict(list)
+    for (sc, pol, s), row in sorted(refs.items()):
+        mine = [c.get((sc, s)) for c in runs.values()]
+        if pol != BASE or any(m is None for m in mine):
+            continue
+        b = float(row["avg_jct_s"])
+        source = Path(row["trace"]).stem.split("-")[0] if row["trace"] else "?"
+        key = (row["tier"], row["topology"], source)
+        cells[key] += [math.log(float(m["avg_jct_s"]) / b) for m in mine]
+    lines = ["| tier | topology | source | cells | geomean marl / masked:lookahead |",
+             "|---|---|---|---|---|"]  # fmt: skip
+    for key, v in sorted(cells.items()):
+        flag = " (> 2 % worse)" if math.exp(np.mean(v)) > 1.02 else ""
+        lines.append(f"| {' | '.join(key)} | {len(v)} | {math.exp(np.mean(v)):.3f}{flag} |")
+    return lines
+
+
+def main() -> None:
+    rule_rows = read(HERE.parent / "room-upgrade" / "runs.csv")
+    refs = {(r["scenario"], r["policy"], int(r["seed"])): r for r in rule_rows}
+    runs = by_run(read(HERE / "bench" / "runs.csv"))
+    out = []
+    for ref in REFS:
+        for tier in TIERS:
+            row = pooled(runs, refs, ref, tier)
+            if row is not None:
+                out.append(row)
+    for k, cells in runs.items():
+        one = {(sc, f"marl (run {k})", s): r for (sc, s), r in cells.items()}
+        for tier in ("all",):
+            row = rules["compare"](one, f"marl (run {k})", refs, tier, BASE)
+            if row is not None:
+                out.append({"comparison": f"marl (run {k}) / {BASE}", **row})
+    base_row = rules["compare"](refs, RULE, refs, "all", BASE)
+    out.append({"comparison": f"{RULE} / {BASE} (all its pairs)", **base_row})
+    for r in out:
+        r.setdefault("queue_share_rule", math.nan)
+        r.setdefault("queue_share_ref", math.nan)
+        r.setdefault("slowdown_rule", math.nan)
+        r.setdefault("slowdown_ref", math.nan)
+        for k in ("queue_share_rule", "queue_share_ref", "slowdown_rule", "slowdown_ref"):
+            r[k] = r.pop(k)
+    rules["write_csv"](out, HERE / "room.csv")
+    lines = rules["markdown_table"](out)
+    point, low, high, n = share_of_gain(runs, refs)
+    lines += ["", f"Share of `{RULE}`'s gain over `{BASE}` taken by the pooled agents "
+              f"({n} pairs): {point:.2f} [{low:.2f}, {high:.2f}]"]  # fmt: skip
+    (HERE / "room.md").write_text("\n".join(lines) + "\n")
+    (HERE / "strata.md").write_text("\n".join(strata(runs, refs)) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
