@@ -273,6 +273,9 @@ _LAZY = (
      "masked:lookahead's placement with upgrade's migration rule: a long running job moves "
      "to faster GPUs or one whole server when the estimated saving beats the measured "
      "restart (simulation.migration: on)"),
+    ("masked:lookahead-learned+upgrade", "marl_sched.policies.levers:LearnedUpgrade", "lever",
+     "masked:lookahead-learned's placement with upgrade's migration rule (no "
+     "performance-model call on a hypothetical placement; simulation.migration: on)"),
     ("planner", "marl_sched.policies.planner:PlannerPolicy", "planner",
      "reference, not a contender: model-predictive control over the heuristics' proposals and "
      "defer, played out on the simulator over K sampled futures"),

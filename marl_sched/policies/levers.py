@@ -397,3 +397,22 @@ class ReferenceUpgrade(UpgradePolicy):
         if placement is not None:
             self._placed[job.job_id] = job
         return placement
+
+
+class LearnedUpgrade(ReferenceUpgrade):
+    """``masked:lookahead-learned``'s placement (the lookahead's proposals scored by
+    profiled GPU speed times the learned interference model's slowdown) with
+    :class:`UpgradePolicy`'s migration rule: the upgrade lever on a rule that never
+    calls the performance model, a contender beside the reference row
+    :class:`ReferenceUpgrade`.
+
+    Args:
+        restart_scale, max_moves, long_work_s, adequate: as :class:`UpgradePolicy`.
+    """
+
+    name = "masked:lookahead-learned+upgrade"
+    description = (
+        "masked:lookahead-learned's placement with upgrade's migration rule (no "
+        "performance-model call on a hypothetical placement; simulation.migration: on)"
+    )
+    placement = "masked:lookahead-learned"
