@@ -27,8 +27,10 @@ from marl_sched.benchmark.stats import geomean_ratio
 
 HERE = Path(__file__).resolve().parent
 rules = runpy.run_path(str(HERE.parent / "room-rules" / "analyze.py"))
-REFS = ("masked:lookahead", "masked:lookahead+upgrade", "masked:lookahead+lc")
 RULE = "masked:lookahead+upgrade"
+#: the contender with the same lever (no performance-model call), run beside ``marl``
+CONTENDER = "masked:lookahead-learned+upgrade"
+REFS = ("masked:lookahead", RULE, "masked:lookahead+lc", CONTENDER)
 BASE = "masked:lookahead"
 TIERS = ("light", "medium", "heavy", "contention", "all")
 
@@ -132,8 +134,10 @@ def strata(runs: dict, refs: dict) -> list[str]:
 
 def main() -> None:
     rule_rows = read(HERE.parent / "room-upgrade" / "runs.csv")
-    refs = {(r["scenario"], r["policy"], int(r["seed"])): r for r in rule_rows}
-    runs = by_run(read(HERE / "bench" / "runs.csv"))
+    bench = read(HERE / "bench" / "runs.csv")
+    refs = {(r["scenario"], r["policy"], int(r["seed"])): r
+            for r in rule_rows + [b for b in bench if b["policy"] == CONTENDER]}  # fmt: skip
+    runs = by_run(bench)
     out = []
     for ref in REFS:
         for tier in TIERS:
@@ -146,8 +150,11 @@ def main() -> None:
             row = rules["compare"](one, f"marl (run {k})", refs, tier, BASE)
             if row is not None:
                 out.append({"comparison": f"marl (run {k}) / {BASE}", **row})
-    base_row = rules["compare"](refs, RULE, refs, "all", BASE)
-    out.append({"comparison": f"{RULE} / {BASE} (all its pairs)", **base_row})
+    for pol, ref in ((RULE, BASE), (CONTENDER, BASE), (CONTENDER, RULE)):
+        for tier in TIERS:
+            row = rules["compare"](refs, pol, refs, tier, ref)
+            if row is not None:
+                out.append({"comparison": f"{pol} / {ref}", **row})
     for r in out:
         r.setdefault("queue_share_rule", math.nan)
         r.setdefault("queue_share_ref", math.nan)
