@@ -5,9 +5,10 @@ cell of ``marl``, one per training run); writes ``room.csv``, ``room.md`` and
 ``strata.md`` here. Comparisons as ``results/room-rules/analyze.py``'s (geomean ratio of
 average JCT, hierarchical-bootstrap 95 % CI, MDE at 80 % power); ``marl`` pooled keeps
 each training run's ratios (the bootstrap resamples scenarios, then runs, then seeds);
-``marl (run k)`` is each training run alone. The share of the rule's gain taken,
-``(1 - r_marl) / (1 - r_rule)`` against ``masked:lookahead``, with a bootstrap over
-scenarios then pairs.
+``marl (run k)`` is each training run alone; with ``bench-shipped/runs.csv``, the
+shipped full-track agents pooled (per pair the geomean of their runs). The share of
+the rule's gain taken, ``(1 - r_marl) / (1 - r_rule)`` against ``masked:lookahead``,
+with a bootstrap over scenarios then pairs.
 
     python results/marl-upgrade/analyze.py
 """
@@ -30,7 +31,9 @@ rules = runpy.run_path(str(HERE.parent / "room-rules" / "analyze.py"))
 RULE = "masked:lookahead+upgrade"
 #: the contender with the same lever (no performance-model call), run beside ``marl``
 CONTENDER = "masked:lookahead-learned+upgrade"
-REFS = ("masked:lookahead", RULE, "masked:lookahead+lc", CONTENDER)
+#: the shipped full-track agents (checkpoints/marl-sw-migration), pooled over their runs
+SHIPPED = "marl-sw-migration (pooled)"
+REFS = ("masked:lookahead", RULE, "masked:lookahead+lc", CONTENDER, SHIPPED)
 BASE = "masked:lookahead"
 TIERS = ("light", "medium", "heavy", "contention", "all")
 
@@ -138,6 +141,13 @@ def main() -> None:
     refs = {(r["scenario"], r["policy"], int(r["seed"])): r
             for r in rule_rows + [b for b in bench if b["policy"] == CONTENDER]}  # fmt: skip
     runs = by_run(bench)
+    shipped_csv = HERE / "bench-shipped" / "runs.csv"
+    shipped = by_run(read(shipped_csv)) if shipped_csv.is_file() else {}
+    if shipped:  # the shipped full-track agents pooled: per pair the geomean of their runs
+        for key in set.intersection(*(set(c) for c in shipped.values())):
+            rows = [c[key] for c in shipped.values()]
+            jct = math.exp(np.mean([math.log(float(r["avg_jct_s"])) for r in rows]))
+            refs[(key[0], SHIPPED, key[1])] = {**rows[0], "policy": SHIPPED, "avg_jct_s": jct}
     out = []
     for ref in REFS:
         for tier in TIERS:
@@ -150,7 +160,8 @@ def main() -> None:
             row = rules["compare"](one, f"marl (run {k})", refs, tier, BASE)
             if row is not None:
                 out.append({"comparison": f"marl (run {k}) / {BASE}", **row})
-    for pol, ref in ((RULE, BASE), (CONTENDER, BASE), (CONTENDER, RULE)):
+    for pol, ref in ((RULE, BASE), (CONTENDER, BASE), (CONTENDER, RULE), (SHIPPED, BASE),
+                     (SHIPPED, "masked:lookahead+lc")):  # fmt: skip
         for tier in TIERS:
             row = rules["compare"](refs, pol, refs, tier, ref)
             if row is not None:
