@@ -124,7 +124,7 @@ def strata(runs: dict, refs: dict) -> list[str]:
         if pol != BASE or any(m is None for m in mine):
             continue
         b = float(row["avg_jct_s"])
-        source = Path(row["trace"]).stem.split("-")[0] if row["trace"] else "?"
+        source = sc.split("-")[0]  # the suite's scenario names begin with their source
         key = (row["tier"], row["topology"], source)
         cells[key] += [math.log(float(m["avg_jct_s"]) / b) for m in mine]
     lines = ["| tier | topology | source | cells | geomean marl / masked:lookahead |",
