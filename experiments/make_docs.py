@@ -29,6 +29,7 @@ DOCS = (
     REPO_ROOT / "docs" / "benchmark.md",
     REPO_ROOT / "docs" / "performance-model.md",
     REPO_ROOT / "docs" / "room.md",
+    REPO_ROOT / "checkpoints" / "marl-upgrade" / "README.md",
 )
 FIGURES = REPO_ROOT / "docs" / "figures"
 LEDGER = REPO_ROOT / "benchmarks" / "ledger.jsonl"
@@ -259,6 +260,19 @@ def room_table(study: str, root: Path = RESULTS) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def room_overall(study: str, prefix: str, root: Path = RESULTS) -> str:
+    """A room study's table head and its ``all``-tier rows whose comparison starts
+    with ``prefix``, then its notes below the table (``results/<study>/room.md``)."""
+    path = root / study / "room.md"
+    if not path.is_file():
+        return f"No room measurement committed yet (`python results/{study}/analyze.py`).\n"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    table = [ln for ln in lines if ln.startswith("|")]
+    rows = [ln for ln in table[2:] if ln.startswith(f"| {prefix}") and "| all |" in ln]
+    notes = [ln for ln in lines if ln and not ln.startswith("|")]
+    return "\n".join([*table[:2], *rows, "", *notes]) + "\n"
+
+
 def lookahead_learned(root: Path = RESULTS) -> str:
     """The first table of ``results/lookahead-learned/summary.md`` (``marl-sched
     benchmark``: the learned-predictor lookahead against the exact one), with its title."""
@@ -343,6 +357,8 @@ BLOCKS = {
     "room-planner": lambda: room_table("room-planner"),
     "room-oracle": lambda: room_table("room-oracle"),
     "room-upgrade": lambda: room_table("room-upgrade"),
+    "marl-upgrade": lambda: room_table("marl-upgrade"),
+    "marl-upgrade-checkpoint": lambda: room_overall("marl-upgrade", "marl"),
     "lookahead-learned": lookahead_learned,
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, SHIPPED_RUN[t]))  # type: ignore[misc]

@@ -56,7 +56,7 @@ def pooled(runs: dict, refs: dict, ref: str, tier: str) -> dict | None:
     """``marl`` over ``ref``: per scenario one array of log ratios per training run,
     over the evaluation seeds every run and the reference finished."""
     per_sc: dict[str, list[list[float]]] = defaultdict(lambda: [[] for _ in runs])
-    flat = []
+    flat, q_rule, q_ref, s_rule, s_ref = [], [], [], [], []
     for (sc, pol, seed), row in sorted(refs.items()):
         if pol != ref or (tier != "all" and row["tier"] != tier):
             continue
@@ -65,6 +65,10 @@ def pooled(runs: dict, refs: dict, ref: str, tier: str) -> dict | None:
             continue
         b = float(row["avg_jct_s"])
         logs = [math.log(float(m["avg_jct_s"]) / b) for m in mine]
+        q_rule += [float(m["avg_queue_s"]) / float(m["avg_jct_s"]) for m in mine]
+        s_rule += [float(m["avg_slowdown"]) for m in mine]
+        q_ref.append(float(row["avg_queue_s"]) / b)
+        s_ref.append(float(row["avg_slowdown"]))
         for k, v in enumerate(logs):
             per_sc[sc][k].append(v)
         flat.append(float(np.mean(logs)))
@@ -83,6 +87,10 @@ def pooled(runs: dict, refs: dict, ref: str, tier: str) -> dict | None:
         "ci_high": est.high,
         "mde_pairs_pct": 100 * as_ratio_change(mde_log(np.asarray(flat))),
         "mde_scenarios_pct": 100 * as_ratio_change(mde_log_clustered(by_scenario)),
+        "queue_share_rule": float(np.mean(q_rule)),
+        "queue_share_ref": float(np.mean(q_ref)),
+        "slowdown_rule": float(np.mean(s_rule)),
+        "slowdown_ref": float(np.mean(s_ref)),
     }
 
 
@@ -166,13 +174,6 @@ def main() -> None:
             row = rules["compare"](refs, pol, refs, tier, ref)
             if row is not None:
                 out.append({"comparison": f"{pol} / {ref}", **row})
-    for r in out:
-        r.setdefault("queue_share_rule", math.nan)
-        r.setdefault("queue_share_ref", math.nan)
-        r.setdefault("slowdown_rule", math.nan)
-        r.setdefault("slowdown_ref", math.nan)
-        for k in ("queue_share_rule", "queue_share_ref", "slowdown_rule", "slowdown_ref"):
-            r[k] = r.pop(k)
     rules["write_csv"](out, HERE / "room.csv")
     lines = rules["markdown_table"](out)
     point, low, high, n = share_of_gain(runs, refs)

@@ -266,7 +266,14 @@ def test_only_a_v2_checkpoint_has_a_migration_rule(tmp_path):
 
 
 #: the shipped migration agents, and each seed's selected iteration
-MIGRATION_FOLDERS = {"marl-sw-migration": [0, 12, 0]}
+MIGRATION_FOLDERS = {"marl-sw-migration": [0, 12, 0], "marl-upgrade": [0, 6, 0]}
+#: each folder's loaded window of the default config: the overload trigger's agents move
+#: on a short one; the upgrade agents need faster GPUs freeing under long jobs (the
+#: lever tests' heavy window)
+MIGRATION_WINDOWS = {
+    "marl-sw-migration": {"max_jobs": 60, "load": 2.5},
+    "marl-upgrade": {"start": 2200, "max_jobs": 100, "load": 12.0},
+}
 
 
 @pytest.mark.parametrize("folder", sorted(MIGRATION_FOLDERS))
@@ -281,7 +288,7 @@ def test_the_shipped_migration_seeds_move_jobs_behind_simulate_in_the_full_track
     cfg = load_config(DEFAULT)
     cfg = dataclasses.replace(
         cfg,
-        workload=dataclasses.replace(cfg.workload, max_jobs=60, load=2.5),
+        workload=dataclasses.replace(cfg.workload, **MIGRATION_WINDOWS[folder]),
         simulation=dataclasses.replace(cfg.simulation, migration="on"),
     )
     topo, perf = build_cluster(cfg)
@@ -293,6 +300,7 @@ def test_the_shipped_migration_seeds_move_jobs_behind_simulate_in_the_full_track
         assert policy.migrates and has_migration_rule(policy)
         weights.add((path / "modules" / "shared.pt").read_bytes())
         metrics, records, _ = simulate(cfg, "marl", workload, topo, perf, policy=policy)
-        assert metrics["jobs_completed"] == 60 and len(records) == len(workload.jobs)  # all finish
+        n = MIGRATION_WINDOWS[folder]["max_jobs"]
+        assert metrics["jobs_completed"] == n and len(records) == len(workload.jobs)  # all finish
         assert metrics["migrations"] > 0, path.name
     assert len(weights) == 3  # three training seeds, three networks
