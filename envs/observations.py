@@ -16,7 +16,7 @@ from typing import Protocol
 import gymnasium as gym
 import numpy as np
 
-from envs.config import EnvConfig
+from envs.config import MIGRATION_OFFERS, EnvConfig
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.jobs import Job
 from marl_sched.perf import PerformanceModel
@@ -231,8 +231,8 @@ class ObservationBuilder:
         self.migration_tick_s = float(env.migration_tick_s)
         self.migration_max_moves = int(env.migration_max_moves)
         self.migration_min_interval_s = float(env.migration_min_interval_s)
-        if env.migration_offer not in ("slowdown", "remaining"):
-            raise ValueError(f"migration_offer must be 'slowdown' or 'remaining', "
+        if env.migration_offer not in MIGRATION_OFFERS:
+            raise ValueError(f"migration_offer must be one of {', '.join(MIGRATION_OFFERS)}, "
                              f"got {env.migration_offer!r}")  # fmt: skip
         self.migration_offer = env.migration_offer
         self.upgrade_features = self.migration and env.migration_offer == "remaining"
