@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from contextlib import contextmanager
+
 import numpy as np
 
 from marl_sched.catalogue import MODEL_NAMES
@@ -136,3 +139,33 @@ def check_served_or_refused(builder, sim, option: str) -> None:
     bad.reset(builder.topology)
     with pytest.raises(InputError):
         bad.place(job, sim.view())
+
+
+#: the iteration-time functions no contender may call on a hypothetical placement
+GUARDED_PERF = ("iteration_time", "alone_iteration_time", "isolated_iteration_time")
+#: the one caller the environment's own rules need while a policy decides: wait-to-fit
+#: compares the job's wait with its isolated run time, a bound that depends on no
+#: placement (envs/masks.py, PlacementSession.waits)
+ENV_RULE_CALLERS = {"isolated_iteration_time": {"waits"}}
+
+
+@contextmanager
+def performance_model_refused(monkeypatch, who: str):
+    """While inside, each :data:`GUARDED_PERF` function of ``PerformanceModel`` raises
+    ``AssertionError("<who> called PerformanceModel.<name>")`` unless its caller is one
+    of the environment's own rules (:data:`ENV_RULE_CALLERS`)."""
+
+    def refuse(name, real):
+        allowed = ENV_RULE_CALLERS.get(name, set())
+
+        def guard(*args, **kwargs):
+            if sys._getframe(1).f_code.co_name not in allowed:
+                raise AssertionError(f"{who} called PerformanceModel.{name}")
+            return real(*args, **kwargs)
+
+        return guard
+
+    with monkeypatch.context() as m:
+        for fn in GUARDED_PERF:
+            m.setattr(PerformanceModel, fn, refuse(fn, getattr(PerformanceModel, fn)))
+        yield

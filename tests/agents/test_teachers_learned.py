@@ -4,8 +4,6 @@ that has not happened."""
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 
@@ -28,16 +26,10 @@ from marl_sched.perf import PerformanceModel
 from marl_sched.policies import make_policy, policy_entries
 from marl_sched.policies.base import control_names, heuristic_names
 from marl_sched.simulator import Simulator, run_policy
-from tests.helpers import random_jobs, tiny_topology
+from tests.helpers import performance_model_refused, random_jobs, tiny_topology
 
 TOPO = tiny_topology(subclusters=3, racks=1, servers=2, gpus_per_group=2,
                      gpu_types=("k80", "v100", "p100"))  # fmt: skip
-#: the iteration-time functions no contender may call on a hypothetical placement
-GUARDED = ("iteration_time", "alone_iteration_time", "isolated_iteration_time")
-#: the one caller the environment's own rules need while a policy decides: wait-to-fit
-#: compares the job's wait with its isolated run time, a bound that depends on no
-#: placement (envs/masks.py, PlacementSession.waits)
-ENV_RULE_CALLERS = {"isolated_iteration_time": {"waits"}}
 
 
 def plan_options(teacher, session):
@@ -58,21 +50,9 @@ def _guarded_run(policy, monkeypatch) -> int:
     sim = Simulator(TOPO, jobs, perf=perf)
     decisions = 0
 
-    def refuse(name, real):
-        allowed = ENV_RULE_CALLERS.get(name, set())
-
-        def guard(*args, **kwargs):
-            if sys._getframe(1).f_code.co_name not in allowed:
-                raise AssertionError(f"the policy called PerformanceModel.{name}")
-            return real(*args, **kwargs)
-
-        return guard
-
     def place(job, view):
         nonlocal decisions
-        with monkeypatch.context() as m:
-            for fn in GUARDED:
-                m.setattr(PerformanceModel, fn, refuse(fn, getattr(PerformanceModel, fn)))
+        with performance_model_refused(monkeypatch, "the policy"):
             placement = policy.place(job, view)
         decisions += 1
         return placement

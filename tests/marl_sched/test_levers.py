@@ -4,7 +4,6 @@ minimum detectable effect of a paired comparison."""
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ from marl_sched.policies.base import control_names, heuristic_names
 from marl_sched.policies.levers import LONG_WORK_S, DeferLongPolicy, LengthAwarePolicy
 from marl_sched.simulator import Simulator, run_policy
 from marl_sched.topology import Topology
+from tests.helpers import performance_model_refused
 
 # servers 0, 1: V100; 2: P100; 3: K80 (8 GPUs each, 4 groups of 2: server s = groups 4s..4s+3)
 TOPO = Topology.from_config(
@@ -152,9 +152,6 @@ def test_recheck_of_a_placed_job_is_a_no_op():
     assert len(sim.result()) == 1
 
 
-PERF_ITERATION_FNS = ("iteration_time", "alone_iteration_time", "isolated_iteration_time")
-
-
 def test_rules_never_call_the_performance_model(monkeypatch):
     """Every decision of both rules on a busy mixed workload, with the performance
     model's iteration-time functions raising while the policy decides."""
@@ -171,18 +168,6 @@ def test_rules_never_call_the_performance_model(monkeypatch):
         for i in range(80)
     ]
 
-    def refuse(name, real):
-        # the one call the agents' own env rule makes (wait-to-fit's bound, the isolated
-        # run time, no placement: envs/masks.py), as tests/agents/test_teachers_learned.py
-        allowed = {"isolated_iteration_time": {"waits"}}.get(name, set())
-
-        def guard(*args, **kwargs):
-            if sys._getframe(1).f_code.co_name not in allowed:
-                raise AssertionError(f"a lever rule called PerformanceModel.{name}")
-            return real(*args, **kwargs)
-
-        return guard
-
     for name in ("length-aware", "defer-long", "upgrade", "masked:lookahead-learned+upgrade"):
         policy = make_policy(name)
         policy.reset(TOPO, 0)
@@ -190,9 +175,7 @@ def test_rules_never_call_the_performance_model(monkeypatch):
         held = 0
 
         def guarded(decide):
-            with monkeypatch.context() as m:
-                for fn in PERF_ITERATION_FNS:
-                    m.setattr(PerformanceModel, fn, refuse(fn, getattr(PerformanceModel, fn)))
+            with performance_model_refused(monkeypatch, "a lever rule"):
                 return decide()
 
         def place(job, view, policy=policy):
