@@ -23,9 +23,6 @@ from pathlib import Path
 
 import numpy as np
 
-from marl_sched.benchmark.power import as_ratio_change, mde_log, mde_log_clustered
-from marl_sched.benchmark.stats import geomean_ratio
-
 HERE = Path(__file__).resolve().parent
 rules = runpy.run_path(str(HERE.parent / "room-rules" / "analyze.py"))
 RULE = "masked:lookahead+upgrade"
@@ -52,17 +49,23 @@ def by_run(rows: list[dict]) -> dict[int, dict[tuple[str, int], dict]]:
     return dict(sorted(out.items()))
 
 
+def pairs(runs: dict, refs: dict, ref: str, tier: str = "all"):
+    """(scenario, seed, ``ref``'s row, each training run's row) of every pair in
+    ``tier`` that every run and ``ref`` finished, in scenario then seed order."""
+    for (sc, pol, seed), row in sorted(refs.items()):
+        if pol != ref or (tier != "all" and row["tier"] != tier):
+            continue
+        mine = [cells.get((sc, seed)) for cells in runs.values()]
+        if all(m is not None for m in mine):
+            yield sc, seed, row, mine
+
+
 def pooled(runs: dict, refs: dict, ref: str, tier: str) -> dict | None:
     """``marl`` over ``ref``: per scenario one array of log ratios per training run,
     over the evaluation seeds every run and the reference finished."""
     per_sc: dict[str, list[list[float]]] = defaultdict(lambda: [[] for _ in runs])
     flat, q_rule, q_ref, s_rule, s_ref = [], [], [], [], []
-    for (sc, pol, seed), row in sorted(refs.items()):
-        if pol != ref or (tier != "all" and row["tier"] != tier):
-            continue
-        mine = [cells.get((sc, seed)) for cells in runs.values()]
-        if any(m is None for m in mine):
-            continue
+    for sc, _, row, mine in pairs(runs, refs, ref, tier):
         b = float(row["avg_jct_s"])
         logs = [math.log(float(m["avg_jct_s"]) / b) for m in mine]
         q_rule += [float(m["avg_queue_s"]) / float(m["avg_jct_s"]) for m in mine]
@@ -75,22 +78,11 @@ def pooled(runs: dict, refs: dict, ref: str, tier: str) -> dict | None:
     if not per_sc:
         return None
     scores = [[np.asarray(v) for v in runs_] for runs_ in per_sc.values()]
-    est = geomean_ratio(scores)
     by_scenario = [np.mean(np.asarray(r), axis=0) for r in scores]
+    sides = (q_rule, q_ref, s_rule, s_ref)
     return {
         "comparison": f"marl ({len(runs)} runs pooled) / {ref}",
-        "tier": tier,
-        "scenarios": len(scores),
-        "pairs": len(flat),
-        "geomean_ratio": est.point,
-        "ci_low": est.low,
-        "ci_high": est.high,
-        "mde_pairs_pct": 100 * as_ratio_change(mde_log(np.asarray(flat))),
-        "mde_scenarios_pct": 100 * as_ratio_change(mde_log_clustered(by_scenario)),
-        "queue_share_rule": float(np.mean(q_rule)),
-        "queue_share_ref": float(np.mean(q_ref)),
-        "slowdown_rule": float(np.mean(s_rule)),
-        "slowdown_ref": float(np.mean(s_ref)),
+        **rules["summary_row"](tier, scores, np.asarray(flat), by_scenario, sides),
     }
 
 
@@ -99,10 +91,9 @@ def share_of_gain(runs: dict, refs: dict, reps: int = 2000, seed: int = 0) -> tu
     on the same pairs (marl: the mean log ratio over its runs); scenarios resampled,
     then their pairs."""
     per_sc: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for (sc, pol, s), row in sorted(refs.items()):
+    for sc, s, row, mine in pairs(runs, refs, BASE):
         rule = refs.get((sc, RULE, s))
-        mine = [cells.get((sc, s)) for cells in runs.values()]
-        if pol != BASE or rule is None or any(m is None for m in mine):
+        if rule is None:
             continue
         b = float(row["avg_jct_s"])
         m = float(np.mean([math.log(float(x["avg_jct_s"]) / b) for x in mine]))
@@ -127,10 +118,7 @@ def share_of_gain(runs: dict, refs: dict, reps: int = 2000, seed: int = 0) -> tu
 def strata(runs: dict, refs: dict) -> list[str]:
     """Per stratum (tier x topology x trace source): pooled ``marl`` / masked:lookahead."""
     cells: dict[tuple, list[float]] = defaultdict(list)
-    for (sc, pol, s), row in sorted(refs.items()):
-        mine = [c.get((sc, s)) for c in runs.values()]
-        if pol != BASE or any(m is None for m in mine):
-            continue
+    for sc, _, row, mine in pairs(runs, refs, BASE):
         b = float(row["avg_jct_s"])
         source = sc.split("-")[0]  # the suite's scenario names begin with their source
         key = (row["tier"], row["topology"], source)

@@ -72,8 +72,17 @@ def compare(
     if not by_sc:
         return None
     scores = [np.asarray(v) for v in by_sc.values()]
+    return summary_row(tier, scores, np.concatenate(scores), scores, (q_rule, q_ref, s_rule, s_ref))
+
+
+def summary_row(tier: str, scores, flat, by_scenario, sides) -> dict:
+    """One comparison's row in one tier: the geomean ratio of ``scores`` (log ratios in
+    ``marl_sched.benchmark.stats.Scores`` layout) with its interval, the MDE over the
+    ``flat`` pairs and with ``by_scenario`` (one array per scenario) as the unit, and
+    the means of ``sides`` = (queue shares of the row, of the reference, slowdowns of
+    the row, of the reference)."""
     est = geomean_ratio(scores)
-    flat = np.concatenate(scores)
+    q_rule, q_ref, s_rule, s_ref = sides
     return {
         "tier": tier,
         "scenarios": len(scores),
@@ -82,7 +91,7 @@ def compare(
         "ci_low": est.low,
         "ci_high": est.high,
         "mde_pairs_pct": 100 * as_ratio_change(mde_log(flat)),
-        "mde_scenarios_pct": 100 * as_ratio_change(mde_log_clustered(scores)),
+        "mde_scenarios_pct": 100 * as_ratio_change(mde_log_clustered(by_scenario)),
         # mean over cells of avg queue time / avg JCT, and of avg JCT / isolated run time
         "queue_share_rule": float(np.mean(q_rule)),
         "queue_share_ref": float(np.mean(q_ref)),
