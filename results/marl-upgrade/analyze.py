@@ -143,7 +143,11 @@ def main() -> None:
         for key in set.intersection(*(set(c) for c in shipped.values())):
             rows = [c[key] for c in shipped.values()]
             jct = math.exp(np.mean([math.log(float(r["avg_jct_s"])) for r in rows]))
-            refs[(key[0], SHIPPED, key[1])] = {**rows[0], "policy": SHIPPED, "avg_jct_s": jct}
+            # queue time and slowdown: the runs' means (the sides' columns)
+            mean = {k: float(np.mean([float(r[k]) for r in rows]))
+                    for k in ("avg_queue_s", "avg_slowdown")}  # fmt: skip
+            refs[(key[0], SHIPPED, key[1])] = {**rows[0], **mean, "policy": SHIPPED,
+                                               "avg_jct_s": jct}  # fmt: skip
     out = []
     for ref in REFS:
         for tier in TIERS:
