@@ -258,6 +258,8 @@ def teacher_move(teacher, session, view: ClusterView, upgrade=None) -> Placement
     topology (``bc_move: upgrade``): its decision on the job, seen with the estimate
     the agents see (:meth:`~marl_sched.policies.levers.UpgradePolicy.move_for`).
     Either is kept only when it changes the job's groups and the masks can make it.
+    With ``env.migration_where: rule`` (the session's ``plan``, the offered option) only
+    whether comes from ``upgrade``: the plan when its rule moves the job, else None.
     ``view``: the cluster between decisions; no simulator is forked."""
     from envs.session import PlacementSession, placement_steps
     from marl_sched.policies.load_control import move_for, released_view
@@ -276,6 +278,8 @@ def teacher_move(teacher, session, view: ClusterView, upgrade=None) -> Placement
         p = upgrade.move_for(view, session.moving, session.job)
     if p is None:
         return None
+    if session.plan is not None:  # where is the offered option; the rule says whether
+        return session.plan
     probe = PlacementSession(builder, session.job, session.view, agent,
                              moving=session.moving, moves=session.moves)  # fmt: skip
     for action in placement_steps(builder, agent, p):

@@ -76,7 +76,9 @@ and not offered to another agent at this trigger, the one of highest slowdown (c
 at 100), then lowest id (:class:`envs.session.MoveBook`); with
 ``env.migration_offer: remaining``, of the jobs anywhere in the cluster, the ``upgrade``
 rule's candidate (longest estimated remaining work first; its first paying move, else
-the nearest) with its estimated net saving as a feature. A move is a placement session
+the nearest) with its estimated net saving as a feature; with also
+``env.migration_where: rule`` the move is that option, and the agent chooses only keep
+or the action towards the option's first task, which places it whole. A move is a placement session
 on the cluster with the job's own resources counted free (``Simulator.group_free_for``);
 the own forward slot is keep until a task is placed. After the last task the env calls
 ``Simulator.migrate`` (the job keeps its progress and pays the restart delay); the same

@@ -25,6 +25,8 @@ ENV_ID_V2 = f"{ENV_NAME}-v{MIGRATION_VERSION}"
 FORWARD_RULES = ("must", "free")
 #: ``env.migration_offer``'s values (:class:`EnvConfig`)
 MIGRATION_OFFERS = ("slowdown", "remaining")
+#: ``env.migration_where``'s values (:class:`EnvConfig`)
+MIGRATION_WHERE = ("agent", "rule")
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,11 @@ class EnvConfig:
             move): ``slowdown`` (the most slowed, MLFS's overload target; the default)
             or ``remaining`` (the longest estimated remaining work, the upgrade
             lever's target: :func:`marl_sched.policies.levers.remaining_work_s`).
+        migration_where: where an offered move goes: ``agent`` (task by task, the
+            agents' own placement; the default) or ``rule`` (``migration_offer:
+            remaining`` only: the upgrade rule's option for the job, so the agent
+            decides only whether, in one action: keep, or the action towards the
+            option's first task).
 
     Episode and space options (a network serves any of them):
 
@@ -114,6 +121,7 @@ class EnvConfig:
     migration_max_moves: int = 1
     migration_min_interval_s: float = 0.0
     migration_offer: str = "slowdown"
+    migration_where: str = "agent"
     window_jobs: int | None = None
     window_warmup_jobs: int = 0
     pad: tuple[int, ...] = ()
@@ -141,6 +149,10 @@ class EnvConfig:
              f"must be one of {', '.join(FORWARD_RULES)}, got {self.forward_rule!r}"),
             (self.migration_offer in MIGRATION_OFFERS, "migration_offer",
              f"must be one of {', '.join(MIGRATION_OFFERS)}, got {self.migration_offer!r}"),
+            (self.migration_where in MIGRATION_WHERE, "migration_where",
+             f"must be one of {', '.join(MIGRATION_WHERE)}, got {self.migration_where!r}"),
+            (self.migration_where != "rule" or self.migration_offer == "remaining",
+             "migration_where", "'rule' needs migration_offer: remaining (the rule's option)"),
             (wj is None or wj >= 1, "window_jobs", f"must be >= 1, got {wj}"),
             (len(self.pad) in (0, 3) and all(1 <= p <= MAX_GPUS for p in self.pad), "pad",
              f"must be empty or three sizes >= 1 (each <= {MAX_GPUS:,}) [G_max, S_max, R_max], "
@@ -169,7 +181,7 @@ MIGRATION_OPTIONS = {
     f.name: f.default for f in dataclasses.fields(EnvConfig) if f.name.startswith("migration")
 }
 #: decision options added after checkpoints shipped: the value of one that records none
-LATER_OPTIONS = {"model_speed": False, "migration_offer": "slowdown"}
+LATER_OPTIONS = {"model_speed": False, "migration_offer": "slowdown", "migration_where": "agent"}
 #: decision options that no longer ship, with the value that meant "off": a config,
 #: signed run or manifest that carries one at that value reads as if it did not; any
 #: other value is refused, naming the git tag that keeps the option's code

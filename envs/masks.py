@@ -259,6 +259,13 @@ class SessionMasks:
         :meth:`act` changes the session, so the observation's mask and the check in
         :meth:`act` cost one computation)."""
         mask = self._masks.get(agent)
+        b = self.builder
+        if mask is None and agent == self.agent and self.move_action() is not None:
+            # migration_where: rule: keep, or the rule's option whole
+            mask = np.zeros(b.pad[0] + b.n_agents + len(b.hints), dtype=np.float32)
+            mask[self.move_action()] = 1.0
+            mask[b.pad[0] + agent] = 1.0
+            self._masks[agent] = mask
         if mask is None:
             mask = self._action_mask(agent)
             if not mask.any() and self.fast_servers() is not None:
@@ -267,7 +274,7 @@ class SessionMasks:
                 self._masks = {}  # any computed under the floor is stale
                 mask = self._action_mask(agent)
             if self.can_keep:
-                mask[self.builder.pad[0] + agent] = 1.0  # keep: the agent's own forward slot
+                mask[b.pad[0] + agent] = 1.0  # keep: the agent's own forward slot
             self._masks[agent] = mask
         return mask.copy()
 

@@ -16,7 +16,7 @@ from typing import Protocol
 import gymnasium as gym
 import numpy as np
 
-from envs.config import MIGRATION_OFFERS, EnvConfig
+from envs.config import MIGRATION_OFFERS, MIGRATION_WHERE, EnvConfig
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.jobs import Job
 from marl_sched.perf import PerformanceModel
@@ -235,6 +235,13 @@ class ObservationBuilder:
             raise ValueError(f"migration_offer must be one of {', '.join(MIGRATION_OFFERS)}, "
                              f"got {env.migration_offer!r}")  # fmt: skip
         self.migration_offer = env.migration_offer
+        if env.migration_where not in MIGRATION_WHERE or (
+            env.migration_where == "rule" and env.migration_offer != "remaining"
+        ):
+            raise ValueError(f"migration_where must be one of {', '.join(MIGRATION_WHERE)} "
+                             f"('rule' with migration_offer 'remaining'), "
+                             f"got {env.migration_where!r}")  # fmt: skip
+        self.migration_where = env.migration_where
         self.upgrade_features = self.migration and env.migration_offer == "remaining"
         self.hint_policies = [make_hint(h) for h in self.hints]
         self.global_policies = [make_hint(h) for h in self.global_hints]

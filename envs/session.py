@@ -50,6 +50,9 @@ class PlacementSession(SessionMasks, SessionHints, SessionFeatures):
         gain: for a move offered by ``migration_offer: remaining``, the estimated net
             saving of its best upgrade over its estimated remaining run
             (:meth:`MoveBook.pick`).
+        plan: for a move with ``migration_where: rule``, the upgrade rule's option
+            for the job: the acting agent's only actions are keep and
+            :meth:`move_action`, which places the whole option at once.
     """
 
     def __init__(
@@ -61,6 +64,7 @@ class PlacementSession(SessionMasks, SessionHints, SessionFeatures):
         moving: RunningInfo | None = None,
         moves: int = 0,
         gain: float = 0.0,
+        plan: Placement | None = None,
     ):
         self.builder = builder
         self.job = job
@@ -68,6 +72,7 @@ class PlacementSession(SessionMasks, SessionHints, SessionFeatures):
         self.moving = moving
         self.moves = int(moves)
         self.gain = float(gain)
+        self.plan = plan if moving is not None else None
         self.kept = False  # a move declined (the keep action)
         spec = CATALOGUE[job.model]
         self.spec = spec
@@ -93,6 +98,14 @@ class PlacementSession(SessionMasks, SessionHints, SessionFeatures):
         """A move before its first task is placed: the acting agent may keep the job
         where it is (its own forward slot)."""
         return self.moving is not None and self.task == 0 and not self.kept
+
+    def move_action(self) -> int | None:
+        """With a :attr:`plan` before any task is placed: the action that takes it
+        (:func:`action_towards` its first task's group: the agent's local slot, or
+        forwarding to the group's owner); else None."""
+        if self.plan is None or not self.can_keep:
+            return None
+        return action_towards(self.builder, self.agent, self.plan.worker_groups[0])
 
     @property
     def task(self) -> int:
@@ -124,6 +137,12 @@ class PlacementSession(SessionMasks, SessionHints, SessionFeatures):
             g = self.follow_targets(self.agent)[action - g_max - b.n_agents]
         elif action == g_max + self.agent and self.can_keep:
             self.kept = True  # the move is declined
+            return
+        elif action == self.move_action():  # the rule's option, whole
+            for g in (*self.plan.worker_groups, *self.plan.ps_groups):
+                self._add(g)
+            self._task_placed_masks()
+            self._task_placed_hints()
             return
         elif action >= g_max:
             self.agent = action - g_max
@@ -189,6 +208,7 @@ class MoveBook:
         self.offered: set[int] = set()  # jobs offered at the current trigger
         self._upgrade = None  # the upgrade rule whose candidates ``remaining`` offers
         self.gains: dict[int, float] = {}  # job -> net saving / remaining run when offered
+        self.options: dict[int, Placement] = {}  # job -> the rule's option when offered
 
     def placed(self, job_id: int, placement: Placement) -> None:
         """A job started (or moved) on ``placement``: its workers' agents are the
@@ -270,17 +290,18 @@ class MoveBook:
             if up.is_candidate(work):
                 found.append((-work, info.job_id, info, job))
         found.sort(key=lambda c: c[:2])
-        best, best_gain, share = None, -math.inf, 0.0
+        best, best_gain, share, option = None, -math.inf, 0.0, None
         for _, _, info, job in found[:UPGRADE_TRIES]:
             left = remaining_iterations(job, info)
-            gain = up.best_option(view, info, job, left)[1]
+            placement, gain = up.best_option(view, info, job, left)
             if gain > best_gain:
-                best, best_gain = info, gain
+                best, best_gain, option = info, gain, placement
                 share = gain / max(left * info.iter_time, 1.0)
             if gain > 0:  # the rule's own move: the first candidate whose option pays
                 break
         if best is not None:
             self.gains[best.job_id] = share
+            self.options[best.job_id] = option
         return best
 
     def session(
@@ -290,9 +311,12 @@ class MoveBook:
         with the job's own resources free (``group_free``: its usable GPUs were its
         own released, :meth:`marl_sched.simulator.Simulator.group_free_for`)."""
         released = released_view(view, info, group_free)
+        plan = self.options.pop(info.job_id, None)
+        if self.builder.migration_where != "rule":
+            plan = None
         return PlacementSession(self.builder, job, released, agent, moving=info,
                                 moves=self.moves.get(info.job_id, 0),
-                                gain=self.gains.pop(info.job_id, 0.0))  # fmt: skip
+                                gain=self.gains.pop(info.job_id, 0.0), plan=plan)  # fmt: skip
 
     def moved(self, job_id: int, placement: Placement, now: float) -> None:
         """The simulator applied a move of ``job_id`` to ``placement`` at ``now``."""
@@ -333,6 +357,8 @@ def plan_action(session: PlacementSession, plan: Placement) -> int | None:
     groups = (*plan.worker_groups, *plan.ps_groups)
     if session.task >= len(groups):
         return None
+    if session.move_action() is not None:  # migration_where: rule, keep or the option
+        return session.move_action() if plan == session.plan else None
     action = follow_action(session, plan)
     if action is None:
         action = action_towards(session.builder, session.agent, groups[session.task])

@@ -195,6 +195,8 @@ CADENCES = {
     ),
     # the upgrade rule's candidate anywhere, by the estimates each side knows
     "remaining-offer": ({"migration_offer": "remaining"}, {}),
+    # the same, the move going to the rule's option (the agent decides only whether)
+    "rule-option": ({"migration_offer": "remaining", "migration_where": "rule"}, {}),
 }
 
 

@@ -408,16 +408,21 @@ def test_the_planner_labels_through_the_envs_simulator():
     assert all(o["action_mask"][a] == 1.0 for o, a in zip(obs, actions, strict=True))
 
 
-def test_the_upgrade_move_teacher_labels_the_rules_paying_moves_only():
+@pytest.mark.parametrize("where", ["agent", "rule"])
+def test_the_upgrade_move_teacher_labels_the_rules_paying_moves_only(where):
     """``train.bc_move: upgrade`` on the remaining offer: a move is labelled exactly
     when the upgrade rule's option pays (the offer's ``gain`` > 0) and the masks can
-    make it, to the rule's own placement; every other offer is kept."""
+    make it, to the rule's own placement; every other offer is kept. With
+    ``env.migration_where: rule`` the label is only whether: the offered option, by
+    the one action that takes it, exactly when it pays."""
     import envs
     from agents.teachers import make_teacher, teacher_move
+    from envs.session import plan_action
     from marl_sched.policies.levers import UpgradePolicy, remaining_iterations
     from tests.envs.helpers import TINY, masked_random_action
 
-    env = envs.make_env(TINY, env={"migration": True, "migration_offer": "remaining"})
+    env = envs.make_env(TINY, env={"migration": True, "migration_offer": "remaining",
+                                   "migration_where": where})  # fmt: skip
     teacher, rule = make_teacher("lookahead"), UpgradePolicy()
     teacher.reset(env.topology, 0)
     rule.reset(env.topology, 0)
@@ -431,6 +436,10 @@ def test_the_upgrade_move_teacher_labels_the_rules_paying_moves_only():
             p = teacher_move(teacher, s, view, rule)
             if s.gain <= 0:
                 assert p is None
+            elif where == "rule":
+                assert p == s.plan
+                assert plan_action(s, p) == s.move_action()
+                assert obs[agent]["action_mask"][s.move_action()] == 1.0
             else:
                 left = remaining_iterations(s.job, s.moving)
                 best, saved = rule.best_option(view, s.moving, s.job, left)

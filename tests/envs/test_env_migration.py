@@ -338,6 +338,57 @@ def test_the_upgrade_columns_come_only_with_the_remaining_offer():
     assert off.builder.features == envs.make_env(TINY).builder.features
 
 
+RULE_WHERE = {**REMAINING, "migration_where": "rule"}
+
+
+def test_where_rule_leaves_keep_or_the_rules_option_and_places_it_whole():
+    """``migration_where: rule``: an offered move has two legal actions, keep and the
+    action towards the upgrade rule's option's first task; taking it puts the job on
+    that option (the rule's best, on the estimates the agents see) in one step."""
+    from marl_sched.policies.levers import UpgradePolicy, remaining_iterations
+
+    env = envs.make_env(TINY, env=RULE_WHERE)
+    rule = UpgradePolicy()
+    rule.reset(env.topology, 0)
+    keep_slot = env.builder.pad[0]
+    rng = np.random.default_rng(1)
+    obs, _ = env.reset(seed=0)
+    calls, real = [], env.sim.migrate
+    env.sim.migrate = lambda jid, placement: calls.append((jid, placement)) or real(jid, placement)
+    made = kept = 0
+    while env.acting_agent is not None:
+        agent, s = env.acting_agent, env.session
+        mask = obs[agent]["action_mask"]
+        if s.moving is None or s.task > 0:
+            action = masked_random_action(obs[agent], rng)
+            obs, _, term, *_ = env.step({agent: action})
+            if term["__all__"]:
+                break
+            continue
+        view, jid = env.sim.view(), s.moving.job_id
+        left = remaining_iterations(s.job, s.moving)
+        assert s.plan == rule.best_option(view, s.moving, s.job, left)[0]
+        legal = set(np.flatnonzero(mask).tolist())
+        assert legal == {keep_slot + s.agent, s.move_action()}
+        move, before = bool(rng.integers(2)), len(calls)
+        obs, _, term, *_ = env.step({agent: s.move_action() if move else keep_slot + s.agent})
+        assert env.session is not s  # one action decides the move
+        assert s.done and s.moved() == move
+        assert calls[before:] == ([(jid, s.plan)] if move else [])
+        made += move
+        kept += not move
+        if term["__all__"]:
+            break
+    assert made and kept
+
+
+def test_where_rule_without_the_remaining_offer_is_refused_naming_the_key():
+    with pytest.raises(InputError, match=r"env\.migration_where: 'rule' needs migration_offer"):
+        envs.make_env(TINY, env={**ON, "migration_where": "rule"})
+    with pytest.raises(InputError, match=r"env\.migration_where: must be one of agent, rule"):
+        envs.make_env(TINY, env={**REMAINING, "migration_where": "nearest"})
+
+
 def test_an_unknown_migration_offer_is_refused_naming_the_key():
     with pytest.raises(InputError, match=r"env\.migration_offer: must be one of slowdown, "):
         envs.make_env(TINY, env={**ON, "migration_offer": "nearest"})
