@@ -8,7 +8,11 @@ each training run's ratios (the bootstrap resamples scenarios, then runs, then s
 ``marl (run k)`` is each training run alone; with ``bench-shipped/runs.csv``, the
 shipped full-track agents pooled (per pair the geomean of their runs). The share of
 the rule's gain taken, ``(1 - r_marl) / (1 - r_rule)`` against ``masked:lookahead``,
-with a bootstrap over scenarios then pairs.
+with a bootstrap over scenarios then pairs. With ``bench-warm/runs.csv``, seed 1's PPO
+checkpoint over its own warm start (``ppo.md``); with ``bench-where/runs.csv``, the
+agents whose moves go to the rule's option (``env.migration_where: rule``) against the
+same references and the agents of ``bench/`` pooled (``room-where.md``,
+``strata-where.md``).
 
     python results/marl-upgrade/analyze.py
 """
@@ -131,49 +135,93 @@ def strata(runs: dict, refs: dict) -> list[str]:
     return lines
 
 
-def main() -> None:
-    rule_rows = read(HERE.parent / "room-upgrade" / "runs.csv")
-    bench = read(HERE / "bench" / "runs.csv")
-    refs = {(r["scenario"], r["policy"], int(r["seed"])): r
-            for r in rule_rows + [b for b in bench if b["policy"] == CONTENDER]}  # fmt: skip
-    runs = by_run(bench)
-    shipped_csv = HERE / "bench-shipped" / "runs.csv"
-    shipped = by_run(read(shipped_csv)) if shipped_csv.is_file() else {}
-    if shipped:  # the shipped full-track agents pooled: per pair the geomean of their runs
-        for key in set.intersection(*(set(c) for c in shipped.values())):
-            rows = [c[key] for c in shipped.values()]
-            jct = math.exp(np.mean([math.log(float(r["avg_jct_s"])) for r in rows]))
-            # queue time and slowdown: the runs' means (the sides' columns)
-            mean = {k: float(np.mean([float(r[k]) for r in rows]))
-                    for k in ("avg_queue_s", "avg_slowdown")}  # fmt: skip
-            refs[(key[0], SHIPPED, key[1])] = {**rows[0], **mean, "policy": SHIPPED,
-                                               "avg_jct_s": jct}  # fmt: skip
+def pooled_refs(refs: dict, rows: list[dict], name: str) -> None:
+    """Add ``rows``' ``marl`` runs to ``refs`` pooled as policy ``name``: per pair the
+    geomean of the runs' average JCT, their means of queue time and slowdown."""
+    runs = by_run(rows)
+    for key in set.intersection(*(set(c) for c in runs.values())):
+        cells = [c[key] for c in runs.values()]
+        jct = math.exp(np.mean([math.log(float(r["avg_jct_s"])) for r in cells]))
+        mean = {k: float(np.mean([float(r[k]) for r in cells]))
+                for k in ("avg_queue_s", "avg_slowdown")}  # fmt: skip
+        refs[(key[0], name, key[1])] = {**cells[0], **mean, "policy": name, "avg_jct_s": jct}
+
+
+def report(
+    runs: dict, refs: dict, others: tuple, stem: str, head: list[str], extra: tuple = ()
+) -> list[str]:
+    """``runs`` pooled over each of :data:`REFS` and ``extra`` found, each run alone,
+    then ``others`` ((policy, reference) over ``refs``), the share of the rule's gain and the strata:
+    written to ``{stem}.csv``, ``{stem}.md`` (after ``head``) and the strata to
+    ``strata{stem.removeprefix('room')}.md``."""
     out = []
-    for ref in REFS:
+    for ref in (*REFS, *extra):
         for tier in TIERS:
             row = pooled(runs, refs, ref, tier)
             if row is not None:
                 out.append(row)
     for k, cells in runs.items():
         one = {(sc, f"marl (run {k})", s): r for (sc, s), r in cells.items()}
-        for tier in ("all",):
-            row = rules["compare"](one, f"marl (run {k})", refs, tier, BASE)
-            if row is not None:
-                out.append({"comparison": f"marl (run {k}) / {BASE}", **row})
-    for pol, ref in ((RULE, BASE), (CONTENDER, BASE), (CONTENDER, RULE), (SHIPPED, BASE),
-                     (SHIPPED, "masked:lookahead+lc")):  # fmt: skip
+        row = rules["compare"](one, f"marl (run {k})", refs, "all", BASE)
+        if row is not None:
+            out.append({"comparison": f"marl (run {k}) / {BASE}", **row})
+    for pol, ref in others:
         for tier in TIERS:
             row = rules["compare"](refs, pol, refs, tier, ref)
             if row is not None:
                 out.append({"comparison": f"{pol} / {ref}", **row})
-    rules["write_csv"](out, HERE / "room.csv")
-    lines = rules["markdown_table"](out)
+    rules["write_csv"](out, HERE / f"{stem}.csv")
+    lines = head + rules["markdown_table"](out)
     point, low, high, n = share_of_gain(runs, refs)
     lines += ["", f"Share of `{RULE}`'s gain over `{BASE}` taken by the pooled agents "
               f"({n} pairs): {point:.2f} [{low:.2f}, {high:.2f}]"]  # fmt: skip
-    (HERE / "room.md").write_text("\n".join(lines) + "\n")
-    (HERE / "strata.md").write_text("\n".join(strata(runs, refs)) + "\n")
+    (HERE / f"{stem}.md").write_text("\n".join(lines) + "\n")
+    strata_md = HERE / f"strata{stem.removeprefix('room')}.md"
+    strata_md.write_text("\n".join(strata(runs, refs)) + "\n")
+    return lines
+
+
+def main() -> None:
+    rule_rows = read(HERE.parent / "room-upgrade" / "runs.csv")
+    bench = read(HERE / "bench" / "runs.csv")
+    refs = {(r["scenario"], r["policy"], int(r["seed"])): r
+            for r in rule_rows + [b for b in bench if b["policy"] == CONTENDER]}  # fmt: skip
+    shipped_csv = HERE / "bench-shipped" / "runs.csv"
+    if shipped_csv.is_file():  # the shipped full-track agents pooled
+        pooled_refs(refs, read(shipped_csv), SHIPPED)
+    others = ((RULE, BASE), (CONTENDER, BASE), (CONTENDER, RULE), (SHIPPED, BASE),
+              (SHIPPED, "masked:lookahead+lc"))  # fmt: skip
+    lines = report(by_run(bench), refs, others, "room", [])
+    warm_csv = HERE / "bench-warm" / "runs.csv"
+    if warm_csv.is_file():  # PPO's checkpoint (seed 1, run 1 of bench) over its warm start
+        warm = {(r["scenario"], WARM, int(r["seed"])): r for r in read(warm_csv)
+                if r["policy"] == "marl"}  # fmt: skip
+        ppo = {(sc, PPO, s): r for (sc, s), r in by_run(bench)[1].items()}
+        rows = []
+        for tier in TIERS:
+            row = rules["compare"](ppo, PPO, warm, tier, WARM)
+            if row is not None:
+                rows.append({"comparison": f"{PPO} / {WARM}", **row})
+        rules["write_csv"](rows, HERE / "ppo.csv")
+        (HERE / "ppo.md").write_text("\n".join(rules["markdown_table"](rows)) + "\n")
+        lines += ["", *rules["markdown_table"](rows)]
+    where_csv = HERE / "bench-where" / "runs.csv"
+    if where_csv.is_file():  # the agents whose moves go to the rule's option
+        pooled_refs(refs, bench, UPGRADE_AGENTS)
+        head = [
+            "Agents trained with `env.migration_where: rule` (pooled over their runs), "
+            f"and `{UPGRADE_AGENTS}` (the agents of `bench/`) pooled as a reference.",
+            "",
+        ]
+        where = by_run(read(where_csv))
+        lines += ["", *report(where, refs, (), "room-where", head, (UPGRADE_AGENTS,))]
     print("\n".join(lines))
+
+
+#: seed 1's PPO checkpoint (run 1 of ``bench/``) and its own warm start (``bench-warm/``)
+PPO, WARM = "marl seed 1 (PPO iteration 6)", "marl seed 1 warm start"
+#: the agents of ``bench/`` pooled, a reference for the agents of ``bench-where/``
+UPGRADE_AGENTS = "marl-upgrade (pooled)"
 
 
 if __name__ == "__main__":
