@@ -151,8 +151,8 @@ def report(
     runs: dict, refs: dict, others: tuple, stem: str, head: list[str], extra: tuple = ()
 ) -> list[str]:
     """``runs`` pooled over each of :data:`REFS` and ``extra`` found, each run alone,
-    then ``others`` ((policy, reference) over ``refs``), the share of the rule's gain and the strata:
-    written to ``{stem}.csv``, ``{stem}.md`` (after ``head``) and the strata to
+    then ``others`` ((policy, reference) over ``refs``), the share of the rule's gain
+    and the strata: written to ``{stem}.csv``, ``{stem}.md`` (after ``head``) and the strata to
     ``strata{stem.removeprefix('room')}.md``."""
     out = []
     for ref in (*REFS, *extra):
