@@ -387,7 +387,11 @@ def test_a_run_signed_before_a_decision_option_existed_resumes_as_its_old_behavi
     assert LATER_TRAIN_FIELDS == {
         "split_share": 0.0, "advantage_scale": "batch", "bc_move": "load-control"
     }  # fmt: skip
-    assert LATER_OPTIONS == {"model_speed": False, "migration_offer": "slowdown"}
+    assert LATER_OPTIONS == {
+        "model_speed": False, "migration_offer": "slowdown", "migration_where": "agent"
+    }  # fmt: skip
+    with pytest.raises(InputError, match="differs from the one the checkpoint signed"):
+        check_config_data(tmp_path, {**now, "env": {**now["env"], "migration_where": "rule"}})
     for key, value in (
         ("split_share", 1.0),
         ("advantage_scale", "window"),
