@@ -8,11 +8,11 @@ each training run's ratios (the bootstrap resamples scenarios, then runs, then s
 ``marl (run k)`` is each training run alone; with ``bench-shipped/runs.csv``, the
 shipped full-track agents pooled (per pair the geomean of their runs). The share of
 the rule's gain taken, ``(1 - r_marl) / (1 - r_rule)`` against ``masked:lookahead``,
-with a bootstrap over scenarios then pairs. With ``bench-warm/runs.csv``, seed 1's PPO
-checkpoint over its own warm start (``ppo.md``); with ``bench-where/runs.csv``, the
-agents whose moves go to the rule's option (``env.migration_where: rule``) against the
-same references and the agents of ``bench/`` pooled (``room-where.md``,
-``strata-where.md``).
+with a bootstrap over scenarios then pairs. With ``bench-warm/runs.csv``, each
+selected PPO checkpoint over its own warm start (``ppo.md``, :data:`PPO_RUNS`); with
+``bench-where/runs.csv``, the agents whose moves go to the rule's option
+(``env.migration_where: rule``) against the same references and the agents of
+``bench/`` pooled (``room-where.md``, ``strata-where.md``).
 
     python results/marl-upgrade/analyze.py
 """
@@ -193,19 +193,23 @@ def main() -> None:
               (SHIPPED, "masked:lookahead+lc"))  # fmt: skip
     lines = report(by_run(bench), refs, others, "room", [])
     warm_csv = HERE / "bench-warm" / "runs.csv"
-    if warm_csv.is_file():  # PPO's checkpoint (seed 1, run 1 of bench) over its warm start
-        warm = {(r["scenario"], WARM, int(r["seed"])): r for r in read(warm_csv)
-                if r["policy"] == "marl"}  # fmt: skip
-        ppo = {(sc, PPO, s): r for (sc, s), r in by_run(bench)[1].items()}
+    where_csv = HERE / "bench-where" / "runs.csv"
+    if warm_csv.is_file():  # each PPO checkpoint over its own warm start (PPO_RUNS)
+        warm_runs = by_run(read(warm_csv))
         rows = []
-        for tier in TIERS:
-            row = rules["compare"](ppo, PPO, warm, tier, WARM)
-            if row is not None:
-                rows.append({"comparison": f"{PPO} / {WARM}", **row})
+        for k, (name, csv_name, run) in enumerate(PPO_RUNS):
+            source = HERE / csv_name / "runs.csv"
+            if k not in warm_runs or not source.is_file():
+                continue
+            ppo = {(sc, name, s): r for (sc, s), r in by_run(read(source))[run].items()}
+            warm = {(sc, f"{name} warm start", s): r for (sc, s), r in warm_runs[k].items()}
+            for tier in TIERS:
+                row = rules["compare"](ppo, name, warm, tier, f"{name} warm start")
+                if row is not None:
+                    rows.append({"comparison": f"{name} / its warm start", **row})
         rules["write_csv"](rows, HERE / "ppo.csv")
         (HERE / "ppo.md").write_text("\n".join(rules["markdown_table"](rows)) + "\n")
         lines += ["", *rules["markdown_table"](rows)]
-    where_csv = HERE / "bench-where" / "runs.csv"
     if where_csv.is_file():  # the agents whose moves go to the rule's option
         pooled_refs(refs, bench, UPGRADE_AGENTS)
         head = [
@@ -218,8 +222,12 @@ def main() -> None:
     print("\n".join(lines))
 
 
-#: seed 1's PPO checkpoint (run 1 of ``bench/``) and its own warm start (``bench-warm/``)
-PPO, WARM = "marl seed 1 (PPO iteration 6)", "marl seed 1 warm start"
+#: the PPO checkpoints selected, in the order of their warm starts' runs in
+#: ``bench-warm/``: (name, the folder of their rows, their run there)
+PPO_RUNS = (
+    ("marl-upgrade seed 1 (PPO iteration 6)", "bench", 1),
+    ("rule-option seed 2 (PPO iteration 9)", "bench-where", 2),
+)
 #: the agents of ``bench/`` pooled, a reference for the agents of ``bench-where/``
 UPGRADE_AGENTS = "marl-upgrade (pooled)"
 
