@@ -259,7 +259,7 @@ def teacher_move(teacher, session, view: ClusterView, upgrade=None) -> Placement
     the agents see (:meth:`~marl_sched.policies.levers.UpgradePolicy.move_for`).
     Either is kept only when it changes the job's groups and the masks can make it.
     With ``env.migration_where: rule`` (the session's ``plan``, the offered option) only
-    whether comes from ``upgrade``: the plan when its rule moves the job, else None.
+    whether comes from the rule above: the plan when it moves the job, else None.
     ``view``: the cluster between decisions; no simulator is forked."""
     from envs.session import PlacementSession, placement_steps
     from marl_sched.policies.load_control import move_for, released_view
