@@ -252,18 +252,18 @@ def shipped_vs_rule(root: Path = RESULTS) -> str:
     )
 
 
-def room_table(study: str, root: Path = RESULTS) -> str:
-    """A room study's table (``results/<study>/analyze.py`` writes ``room.md``)."""
-    path = root / study / "room.md"
+def room_table(study: str, root: Path = RESULTS, stem: str = "room") -> str:
+    """A room study's table (``results/<study>/analyze.py`` writes ``<stem>.md``)."""
+    path = root / study / f"{stem}.md"
     if not path.is_file():
         return f"No room measurement committed yet (`python results/{study}/analyze.py`).\n"
     return path.read_text(encoding="utf-8")
 
 
-def room_overall(study: str, prefix: str, root: Path = RESULTS) -> str:
+def room_overall(study: str, prefix: str, root: Path = RESULTS, stem: str = "room") -> str:
     """A room study's table head and its ``all``-tier rows whose comparison starts
-    with ``prefix``, then its notes below the table (``results/<study>/room.md``)."""
-    path = root / study / "room.md"
+    with ``prefix``, then its notes below the table (``results/<study>/<stem>.md``)."""
+    path = root / study / f"{stem}.md"
     if not path.is_file():
         return f"No room measurement committed yet (`python results/{study}/analyze.py`).\n"
     lines = path.read_text(encoding="utf-8").splitlines()
@@ -359,6 +359,8 @@ BLOCKS = {
     "room-upgrade": lambda: room_table("room-upgrade"),
     "marl-upgrade": lambda: room_table("marl-upgrade"),
     "marl-upgrade-checkpoint": lambda: room_overall("marl-upgrade", "marl"),
+    "marl-upgrade-where": lambda: room_overall("marl-upgrade", "marl", stem="room-where"),
+    "marl-upgrade-ppo": lambda: room_table("marl-upgrade", stem="ppo"),
     "lookahead-learned": lookahead_learned,
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, SHIPPED_RUN[t]))  # type: ignore[misc]

@@ -68,7 +68,8 @@ REGIONS = [
     *({"trace": sia("newtrace", n), "split": "validation"} for n in (6, 7)),
     *({"trace": sia("newtrace", n), "split": "test"} for n in (8, 9, 10)),
     {"trace": ALIBABA, "jobs": [0, 500], "split": "validation"},
-    {"trace": ALIBABA, "jobs": [500, None], "split": "test"},
+    {"trace": ALIBABA, "jobs": [500, 4000], "split": "test"},
+    {"trace": ALIBABA, "jobs": [4000, None], "split": "train"},
 ]
 #: workload.arrival_jitter of every cell: each seed draws the window's inter-arrival
 #: gaps x Uniform(0.8, 1.2), so a seed varies every scenario even for policies that

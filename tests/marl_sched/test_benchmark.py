@@ -245,13 +245,20 @@ def test_shipped_suite_is_pre_registered() -> None:
         assert (sc.queue_share is not None) == (sc.tier in suite.queue_tiers), sc.name
     assert any("alibaba" in s.trace for s in test)
     assert not any("alibaba" in s.trace for s in suite.split("train"))
-    # Alibaba jobs 0-499 designed earlier recipes: validation, never test
+    # Alibaba jobs 0-499 designed earlier recipes: validation, never test; jobs 4,000
+    # on are train (no scenario of any split reads them), so training covers the source
     alibaba = [r for r in suite.regions if "alibaba" in r.trace]
     assert {(r.split, r.first, r.end) for r in alibaba} == {
         ("validation", 0, 500),
-        ("test", 500, None),
+        ("test", 500, 4000),
+        ("train", 4000, None),
     }
-    assert all(s.first_job >= 500 for s in test if "alibaba" in s.trace)
+    assert all(500 <= s.first_job and s.start + s.max_jobs <= 4000
+               for s in test if "alibaba" in s.trace)  # fmt: skip
+    trace = next(r.trace for r in alibaba)
+    check_not_test(trace, 4000, None, suite=suite)
+    with pytest.raises(InputError, match="overlap the test split"):
+        check_not_test(trace, 3999, 10, suite=suite)
     # Sia philly N repeats Pollux N's arrivals: never test while Pollux N is validation
     assert not any("sia_workloads/philly" in s.trace for s in test)
     assert suite.arrival_jitter > 0  # every seed varies every scenario
