@@ -12,7 +12,9 @@ with a bootstrap over scenarios then pairs. With ``bench-warm/runs.csv``, each
 selected PPO checkpoint over its own warm start (``ppo.md``, :data:`PPO_RUNS`); with
 ``bench-where/runs.csv``, the agents whose moves go to the rule's option
 (``env.migration_where: rule``) against the same references and the agents of
-``bench/`` pooled (``room-where.md``, ``strata-where.md``).
+``bench/`` pooled (``room-where.md``, ``strata-where.md``); with
+``bench-alibaba/runs.csv``, the agents of ``learn_full.yaml`` (``room-alibaba.md``,
+``strata-alibaba.md``).
 
     python results/marl-upgrade/analyze.py
 """
@@ -210,8 +212,8 @@ def main() -> None:
         rules["write_csv"](rows, HERE / "ppo.csv")
         (HERE / "ppo.md").write_text("\n".join(rules["markdown_table"](rows)) + "\n")
         lines += ["", *rules["markdown_table"](rows)]
+    pooled_refs(refs, bench, UPGRADE_AGENTS)
     if where_csv.is_file():  # the agents whose moves go to the rule's option
-        pooled_refs(refs, bench, UPGRADE_AGENTS)
         head = [
             "Agents trained with `env.migration_where: rule` (pooled over their runs), "
             f"and `{UPGRADE_AGENTS}` (the agents of `bench/`) pooled as a reference.",
@@ -219,6 +221,15 @@ def main() -> None:
         ]
         where = by_run(read(where_csv))
         lines += ["", *report(where, refs, (), "room-where", head, (UPGRADE_AGENTS,))]
+    alibaba_csv = HERE / "bench-alibaba" / "runs.csv"
+    if alibaba_csv.is_file():  # the recipe with the Alibaba windows (learn_full.yaml)
+        head = [
+            "Agents trained with `learn_full.yaml` (the Alibaba windows; pooled over "
+            f"their runs), and `{UPGRADE_AGENTS}` (the agents of `bench/`) as a reference.",
+            "",
+        ]
+        alibaba = by_run(read(alibaba_csv))
+        lines += ["", *report(alibaba, refs, (), "room-alibaba", head, (UPGRADE_AGENTS,))]
     print("\n".join(lines))
 
 
