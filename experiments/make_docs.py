@@ -361,6 +361,7 @@ BLOCKS = {
     "marl-upgrade-checkpoint": lambda: room_overall("marl-upgrade", "marl"),
     "marl-upgrade-where": lambda: room_overall("marl-upgrade", "marl", stem="room-where"),
     "marl-upgrade-ppo": lambda: room_table("marl-upgrade", stem="ppo"),
+    "marl-upgrade-alibaba": lambda: room_overall("marl-upgrade", "marl", stem="room-alibaba"),
     "lookahead-learned": lookahead_learned,
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, SHIPPED_RUN[t]))  # type: ignore[misc]
