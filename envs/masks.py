@@ -260,10 +260,10 @@ class SessionMasks:
         :meth:`act` cost one computation)."""
         mask = self._masks.get(agent)
         b = self.builder
-        if mask is None and agent == self.agent and self.move_action() is not None:
-            # migration_where: rule: keep, or the rule's option whole
+        move = self.move_action() if mask is None and agent == self.agent else None
+        if move is not None:  # migration_where: rule: keep, or the rule's option whole
             mask = np.zeros(b.pad[0] + b.n_agents + len(b.hints), dtype=np.float32)
-            mask[self.move_action()] = 1.0
+            mask[move] = 1.0
             mask[b.pad[0] + agent] = 1.0
             self._masks[agent] = mask
         if mask is None:

@@ -357,8 +357,9 @@ def plan_action(session: PlacementSession, plan: Placement) -> int | None:
     groups = (*plan.worker_groups, *plan.ps_groups)
     if session.task >= len(groups):
         return None
-    if session.move_action() is not None:  # migration_where: rule, keep or the option
-        return session.move_action() if plan == session.plan else None
+    move = session.move_action()
+    if move is not None:  # migration_where: rule, keep or the option
+        return move if plan == session.plan else None
     action = follow_action(session, plan)
     if action is None:
         action = action_towards(session.builder, session.agent, groups[session.task])

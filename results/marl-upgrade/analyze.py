@@ -195,7 +195,6 @@ def main() -> None:
               (SHIPPED, "masked:lookahead+lc"))  # fmt: skip
     lines = report(by_run(bench), refs, others, "room", [])
     warm_csv = HERE / "bench-warm" / "runs.csv"
-    where_csv = HERE / "bench-where" / "runs.csv"
     if warm_csv.is_file():  # each PPO checkpoint over its own warm start (PPO_RUNS)
         warm_runs = by_run(read(warm_csv))
         rows = []
@@ -213,23 +212,12 @@ def main() -> None:
         (HERE / "ppo.md").write_text("\n".join(rules["markdown_table"](rows)) + "\n")
         lines += ["", *rules["markdown_table"](rows)]
     pooled_refs(refs, bench, UPGRADE_AGENTS)
-    if where_csv.is_file():  # the agents whose moves go to the rule's option
-        head = [
-            "Agents trained with `env.migration_where: rule` (pooled over their runs), "
-            f"and `{UPGRADE_AGENTS}` (the agents of `bench/`) pooled as a reference.",
-            "",
-        ]
-        where = by_run(read(where_csv))
-        lines += ["", *report(where, refs, (), "room-where", head, (UPGRADE_AGENTS,))]
-    alibaba_csv = HERE / "bench-alibaba" / "runs.csv"
-    if alibaba_csv.is_file():  # the recipe with the Alibaba windows (learn_full.yaml)
-        head = [
-            "Agents trained with `learn_full.yaml` (the Alibaba windows; pooled over "
-            f"their runs), and `{UPGRADE_AGENTS}` (the agents of `bench/`) as a reference.",
-            "",
-        ]
-        alibaba = by_run(read(alibaba_csv))
-        lines += ["", *report(alibaba, refs, (), "room-alibaba", head, (UPGRADE_AGENTS,))]
+    for folder, stem, caption in LATER_RECIPES:  # each against the agents of bench/ too
+        path = HERE / folder / "runs.csv"
+        if path.is_file():
+            head = [caption.format(ref=UPGRADE_AGENTS), ""]
+            later = by_run(read(path))
+            lines += ["", *report(later, refs, (), stem, head, (UPGRADE_AGENTS,))]
     print("\n".join(lines))
 
 
@@ -239,8 +227,15 @@ PPO_RUNS = (
     ("marl-upgrade seed 1 (PPO iteration 6)", "bench", 1),
     ("rule-option seed 2 (PPO iteration 9)", "bench-where", 2),
 )
-#: the agents of ``bench/`` pooled, a reference for the agents of ``bench-where/``
+#: the agents of ``bench/`` pooled, a reference for the later recipes' agents
 UPGRADE_AGENTS = "marl-upgrade (pooled)"
+#: the later recipes: (the folder of their rows, the stem of their tables, its caption)
+LATER_RECIPES = (
+    ("bench-where", "room-where", "Agents trained with `env.migration_where: rule` (pooled "
+     "over their runs), and `{ref}` (the agents of `bench/`) pooled as a reference."),
+    ("bench-alibaba", "room-alibaba", "Agents trained with `learn_full.yaml` (the Alibaba "
+     "windows; pooled over their runs), and `{ref}` (the agents of `bench/`) as a reference."),
+)  # fmt: skip
 
 
 if __name__ == "__main__":
