@@ -39,7 +39,11 @@ Actions
   task, it is **keep**;
 - ``G + A + i``: follow hint ``i``: where heuristic ``env.hints[i]``'s plan for the job
   in this scope puts its next task of that kind, while every placed task agrees with
-  that plan and the group has room.
+  that plan and the group has room. A *plan hint* (``masked:lookahead-learned``,
+  :data:`marl_sched.policies.heuristics.PLAN_HINTS`) has one datacenter-wide plan for
+  every agent, its policy's placement of the job inside these masks from the home
+  agent; when another scope holds its next task, its follow action forwards the task
+  there (legal when that forward is).
 
 ``action_mask`` is 1 exactly for legal actions. A slot is legal iff it is a real group
 with room for the task (worker: a free GPU slot, ``cpu_worker`` cores, ``mem_gb``

@@ -63,7 +63,7 @@ class EnvConfig:
     Attributes:
         central: one agent ``"central"`` over the whole datacenter.
         hints: heuristics whose plan in the acting scope becomes features and a follow
-            action each.
+            action each (or a plan hint's datacenter-wide plan: :mod:`envs.hints`).
         global_hints: heuristics whose datacenter-wide plan becomes a ``peers_x`` column.
         consolidate: forward a multi-worker job's first task to a scope with one server
             for all its workers when the home scope has none.

@@ -30,6 +30,7 @@ class SessionHints:
         self._plans: dict[int, list[Placement | None]] = {}
         self._plan_counts: dict[int, list[tuple[_PlanCounts, _PlanCounts] | None]] = {}
         self._global: np.ndarray | None = None
+        self._job_plans: list[Placement | None] | None = None
         # the learned model's features of candidate placements, shared by every hint
         # of this job (InterferenceAwarePolicy.candidate_cache)
         self._candidates: dict = {}
@@ -44,20 +45,41 @@ class SessionHints:
 
     def plans(self, agent: int) -> list[Placement | None]:
         """Per hint heuristic: its placement of the job inside ``agent``'s scope (on the
-        view the job arrived on), or None."""
+        view the job arrived on), or None; per plan hint, its one placement of the job
+        (:meth:`job_plans`)."""
         if agent not in self._plans:
             b = self.builder
-            if self._cannot_host(b.hint_policies, self.arrival_capacity()[agent]):
-                plans = [None] * len(b.hint_policies)  # no heuristic can place it there
+            pairs = zip(b.hint_policies, b.plan_hints, strict=True)
+            scoped_hints = [h for h, whole in pairs if not whole]
+            if self._cannot_host(scoped_hints, self.arrival_capacity()[agent]):
+                asked = [None] * len(scoped_hints)  # no heuristic can place it there
             else:
                 view = self._whole_view() if b.central else scope_view(b, self.view, agent)
-                plans = self._ask(b.hint_policies, view)
+                asked = self._ask(scoped_hints, view)
+            whole, scoped_plans = iter(self.job_plans()), iter(asked)
+            plans = [next(whole) if w else next(scoped_plans) for w in b.plan_hints]
             self._plans[agent] = plans
             self._plan_counts[agent] = [
                 None if p is None else (_PlanCounts(p.worker_groups), _PlanCounts(p.ps_groups))
                 for p in plans
             ]
         return self._plans[agent]
+
+    def job_plans(self) -> list[Placement | None]:
+        """Per plan hint (in hint order): its policy's placement of the whole job on the
+        view the job arrived on, made inside the agents' masks from the job's home agent
+        (:class:`envs.controls.MaskedHeuristic`), the same for every agent; fixed for the
+        job. None for a move (its options are the upgrade rule's or the agent's own)."""
+        if self._job_plans is None:
+            b = self.builder
+            policies = [h for h, whole in zip(b.hint_policies, b.plan_hints, strict=True) if whole]
+            if self.moving is not None or self._cannot_host(
+                policies, self.arrival_capacity().sum()
+            ):
+                self._job_plans = [None] * len(policies)
+            else:
+                self._job_plans = [h.place(self.job, self.view) for h in policies]
+        return self._job_plans
 
     def _cannot_host(self, policies, capacity: float) -> bool:
         """May asking ``policies`` be skipped: ``capacity`` (:meth:`arrival_capacity`)
@@ -104,7 +126,9 @@ class SessionHints:
 
     def follow_targets(self, agent: int) -> list[int | None]:
         """Per hint: the global group its follow action puts the current task on, or
-        None when the action is not legal (:mod:`envs.cluster_env`)."""
+        None when the action is not legal (:mod:`envs.cluster_env`). A plan hint's
+        group may lie in another scope: its follow action forwards the task to that
+        scope's agent (legal when the forward is)."""
         if not self.builder.hints:
             return []
         if agent not in self._follow:

@@ -302,8 +302,13 @@ class SessionMasks:
                     forward = fast.copy()
                     forward[list(self.visited)] = False
             mask[g_max : g_max + a] = forward
-        mask[g_max + a : g_max + a + len(b.hints)] = [
-            g is not None and (servers is None or servers[b.topology.group_server[g]])
-            for g in self.follow_targets(agent)
-        ]
+        follow = []
+        for g in self.follow_targets(agent):
+            if g is None:
+                follow.append(False)
+            elif (owner := int(b.group_scope[g])) != agent:  # a plan hint's task elsewhere
+                follow.append(mask[g_max + owner] > 0)  # its follow forwards it there
+            else:
+                follow.append(servers is None or servers[b.topology.group_server[g]])
+        mask[g_max + a : g_max + a + len(b.hints)] = follow
         return mask

@@ -193,7 +193,7 @@ class ObservationBuilder:
     def __init__(
         self, topology: Topology, perf: PerformanceModel, env: EnvConfig | None = None
     ) -> None:
-        from marl_sched.policies.heuristics import hint_names, make_hint
+        from marl_sched.policies.heuristics import PLAN_HINTS, hint_names, make_hint
 
         env = EnvConfig() if env is None else env
         t = self.topology = topology
@@ -244,6 +244,8 @@ class ObservationBuilder:
         self.migration_where = env.migration_where
         self.upgrade_features = self.migration and env.migration_offer == "remaining"
         self.hint_policies = [make_hint(h) for h in self.hints]
+        # per hint: is it a plan hint (one datacenter-wide plan for every agent)?
+        self.plan_hints = tuple(h in PLAN_HINTS for h in self.hints)
         self.global_policies = [make_hint(h) for h in self.global_hints]
         for h in (*self.hint_policies, *self.global_policies):
             h.reset(topology, 0)

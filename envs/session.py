@@ -133,8 +133,13 @@ class PlacementSession(SessionMasks, SessionHints, SessionFeatures):
         if not (0 <= action < len(mask)) or mask[action] == 0:
             raise ValueError(f"agent {b.agent_ids[self.agent]}: action {action} is masked")
         self._masks = {}  # every action below changes what is legal
+        g = None
         if action >= g_max + b.n_agents:  # follow a hint's plan
             g = self.follow_targets(self.agent)[action - g_max - b.n_agents]
+            if int(b.group_scope[g]) != self.agent:  # a plan hint's task elsewhere
+                action, g = g_max + int(b.group_scope[g]), None  # forward it there
+        if g is not None:
+            pass  # the follow target, placed below
         elif action == g_max + self.agent and self.can_keep:
             self.kept = True  # the move is declined
             return

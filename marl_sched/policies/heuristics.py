@@ -707,11 +707,19 @@ class ResidentAwarePolicy(InterferenceAwarePolicy):
         super().__init__(**{"protect": 3.0, **options})
 
 
+#: policies whose whole placement of the job, made inside the agents' masks from the
+#: job's home agent, may be a hint (a *plan hint*, :mod:`envs.hints`): one plan for every
+#: agent, its follow action forwarding towards the plan's next task when another scope
+#: holds it
+PLAN_HINTS = ("masked:lookahead-learned",)
+
+
 def hint_names() -> list[str]:
-    """What ``env.hints`` may name: the registered heuristics."""
-    return heuristic_names()
+    """What ``env.hints`` may name: the registered heuristics and :data:`PLAN_HINTS`."""
+    return [*heuristic_names(), *PLAN_HINTS]
 
 
 def make_hint(name: str) -> Policy:
-    """A registered heuristic by name, as a hint or a teacher's proposer."""
+    """A registered heuristic (or a :data:`PLAN_HINTS` policy) by name, as a hint or a
+    teacher's proposer."""
     return make_policy(name)
