@@ -358,7 +358,7 @@ BLOCKS = {
     "room-oracle": lambda: room_table("room-oracle"),
     "room-upgrade": lambda: room_table("room-upgrade"),
     "marl-upgrade": lambda: room_table("marl-upgrade"),
-    "marl-upgrade-checkpoint": lambda: room_overall("marl-upgrade", "marl"),
+    "marl-upgrade-checkpoint": lambda: room_overall("marl-upgrade", "marl", stem="room-shipped"),
     "marl-upgrade-where": lambda: room_overall("marl-upgrade", "marl", stem="room-where"),
     "marl-upgrade-ppo": lambda: room_table("marl-upgrade", stem="ppo"),
     "marl-upgrade-alibaba": lambda: room_overall("marl-upgrade", "marl", stem="room-alibaba"),

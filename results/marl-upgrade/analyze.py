@@ -14,7 +14,9 @@ selected PPO checkpoint over its own warm start (``ppo.md``, :data:`PPO_RUNS`); 
 (``env.migration_where: rule``) against the same references and the agents of
 ``bench/`` pooled (``room-where.md``, ``strata-where.md``); with
 ``bench-alibaba/runs.csv``, the agents of ``learn_full.yaml`` (``room-alibaba.md``,
-``strata-alibaba.md``).
+``strata-alibaba.md``); ``checkpoints/marl-upgrade`` as shipped, seed 1 its warm
+start (``room-shipped.md``, ``strata-shipped.md``); with ``bench-plan/runs.csv``, the
+agents of ``learn_plan.yaml`` (``room-plan.md``, ``strata-plan.md``).
 
     python results/marl-upgrade/analyze.py
 """
@@ -212,12 +214,17 @@ def main() -> None:
         (HERE / "ppo.md").write_text("\n".join(rules["markdown_table"](rows)) + "\n")
         lines += ["", *rules["markdown_table"](rows)]
     pooled_refs(refs, bench, UPGRADE_AGENTS)
-    for folder, stem, caption in LATER_RECIPES:  # each against the agents of bench/ too
+    if warm_csv.is_file():  # as shipped: seed 1 (bench/ run 1) replaced by its warm start
+        swapped = {**by_run(bench), 1: by_run(read(warm_csv))[0]}
+        head = [SWAP_CAPTION.format(ref=UPGRADE_AGENTS), ""]
+        lines += ["", *report(swapped, refs, (), "room-shipped", head, (UPGRADE_AGENTS,))]
+        pooled_refs(refs, [{**r, "run": str(k)} for k, c in swapped.items() for r in c.values()],
+                    SWAPPED)  # fmt: skip
+    for folder, stem, caption, extra in LATER_RECIPES:  # each against earlier agents too
         path = HERE / folder / "runs.csv"
         if path.is_file():
-            head = [caption.format(ref=UPGRADE_AGENTS), ""]
-            later = by_run(read(path))
-            lines += ["", *report(later, refs, (), stem, head, (UPGRADE_AGENTS,))]
+            head = [caption.format(ref=UPGRADE_AGENTS, shipped=SWAPPED), ""]
+            lines += ["", *report(by_run(read(path)), refs, (), stem, head, extra)]
     print("\n".join(lines))
 
 
@@ -229,12 +236,24 @@ PPO_RUNS = (
 )
 #: the agents of ``bench/`` pooled, a reference for the later recipes' agents
 UPGRADE_AGENTS = "marl-upgrade (pooled)"
-#: the later recipes: (the folder of their rows, the stem of their tables, its caption)
+#: ``checkpoints/marl-upgrade`` as shipped: seed 1's PPO update does not beat its warm
+#: start, so by the PPO rule the warm start ships (``bench-warm/`` run 0 in its place)
+SWAPPED = "marl-upgrade as shipped (pooled)"
+SWAP_CAPTION = ("`checkpoints/marl-upgrade` as shipped: the runs of `bench/` with seed 1's "
+                "PPO update (run 1) replaced by its warm start (`bench-warm/` run 0); "
+                "`{ref}` (the three runs of `bench/`) pooled as a reference.")  # fmt: skip
+#: the later recipes: (the folder of their rows, the stem of their tables, its caption,
+#: the earlier agents they are compared with)
 LATER_RECIPES = (
     ("bench-where", "room-where", "Agents trained with `env.migration_where: rule` (pooled "
-     "over their runs), and `{ref}` (the agents of `bench/`) pooled as a reference."),
+     "over their runs), and `{ref}` (the agents of `bench/`) pooled as a reference.",
+     (UPGRADE_AGENTS,)),
     ("bench-alibaba", "room-alibaba", "Agents trained with `learn_full.yaml` (the Alibaba "
-     "windows; pooled over their runs), and `{ref}` (the agents of `bench/`) as a reference."),
+     "windows; pooled over their runs), and `{ref}` (the agents of `bench/`) as a reference.",
+     (UPGRADE_AGENTS,)),
+    ("bench-plan", "room-plan", "Agents trained with `learn_plan.yaml` (the contender's "
+     "placement as a plan hint; pooled over their runs), with `{ref}` (the agents of "
+     "`bench/`) and `{shipped}` as references.", (UPGRADE_AGENTS, SWAPPED)),
 )  # fmt: skip
 
 

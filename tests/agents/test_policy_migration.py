@@ -268,7 +268,7 @@ def test_only_a_v2_checkpoint_has_a_migration_rule(tmp_path):
 
 
 #: the shipped migration agents, and each seed's selected iteration
-MIGRATION_FOLDERS = {"marl-sw-migration": [0, 12, 0], "marl-upgrade": [0, 6, 0]}
+MIGRATION_FOLDERS = {"marl-sw-migration": [0, 12, 0], "marl-upgrade": [0, 0, 0]}
 #: each folder's loaded window of the default config: the overload trigger's agents move
 #: on a short one; the upgrade agents need faster GPUs freeing under long jobs (the
 #: lever tests' heavy window)
