@@ -362,6 +362,7 @@ BLOCKS = {
     "marl-upgrade-where": lambda: room_overall("marl-upgrade", "marl", stem="room-where"),
     "marl-upgrade-ppo": lambda: room_table("marl-upgrade", stem="ppo"),
     "marl-upgrade-alibaba": lambda: room_overall("marl-upgrade", "marl", stem="room-alibaba"),
+    "marl-upgrade-plan": lambda: room_overall("marl-upgrade", "marl", stem="room-plan"),
     "lookahead-learned": lookahead_learned,
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, SHIPPED_RUN[t]))  # type: ignore[misc]
