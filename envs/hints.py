@@ -69,12 +69,15 @@ class SessionHints:
         """Per plan hint (in hint order): its policy's placement of the whole job on the
         view the job arrived on, made inside the agents' masks from the job's home agent
         (:class:`envs.controls.MaskedHeuristic`), the same for every agent; fixed for the
-        job. None for a move (its options are the upgrade rule's or the agent's own)."""
+        job. None for a move (its options are the upgrade rule's or the agent's own) and
+        in a session that does not ask them (``plan_hints=False``)."""
         if self._job_plans is None:
             b = self.builder
             policies = [h for h, whole in zip(b.hint_policies, b.plan_hints, strict=True) if whole]
-            if self.moving is not None or self._cannot_host(
-                policies, self.arrival_capacity().sum()
+            if (
+                not self.ask_plan_hints
+                or self.moving is not None
+                or self._cannot_host(policies, self.arrival_capacity().sum())
             ):
                 self._job_plans = [None] * len(policies)
             else:

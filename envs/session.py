@@ -53,6 +53,9 @@ class PlacementSession(SessionMasks, SessionHints, SessionFeatures):
         plan: for a move with ``migration_where: rule``, the upgrade rule's option
             for the job: the acting agent's only actions are keep and
             :meth:`move_action`, which places the whole option at once.
+        plan_hints: ask the plan hints (:meth:`job_plans`); False for a session that
+            only checks which placements the masks can make (its follow actions are
+            never taken, and a plan hint's own check would repeat per proposal).
     """
 
     def __init__(
@@ -65,8 +68,10 @@ class PlacementSession(SessionMasks, SessionHints, SessionFeatures):
         moves: int = 0,
         gain: float = 0.0,
         plan: Placement | None = None,
+        plan_hints: bool = True,
     ):
         self.builder = builder
+        self.ask_plan_hints = plan_hints
         self.job = job
         self.view = view
         self.moving = moving
@@ -387,8 +392,9 @@ def placement_steps(builder: ObservationBuilder, start: int, placement: Placemen
 def follows_forward_rule(
     builder: ObservationBuilder, job: Job, view: ClusterView, home: int, placement: Placement
 ) -> bool:
-    """Can ``placement`` be made through the masks (forward when you must) from ``home``?"""
-    session = PlacementSession(builder, job, view, home)
+    """Can ``placement`` be made through the masks (forward when you must) from ``home``?
+    (No plan hint is asked: the check takes no follow action.)"""
+    session = PlacementSession(builder, job, view, home, plan_hints=False)
     for action in placement_steps(builder, home, placement):
         if session.action_mask(session.agent)[action] == 0:
             return False

@@ -110,3 +110,28 @@ def test_no_plan_for_a_move():
     moving = PlacementSession(builder, job, view, 0)
     moving.moving = object()
     assert moving.job_plans() == [None]
+
+
+def test_a_mask_check_session_asks_no_plan_hint():
+    """The teacher checks each proposal through the masks in a session of its own; that
+    session takes no follow action, so it must not ask the plan hint (one contender
+    placement per proposal): the plan hint is asked once per job, by the session."""
+    from agents.teachers import LookaheadTeacher, teacher_plan
+
+    cfg, topo, perf, builder = _builder((PLAN,))
+    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, max_jobs=5))
+    sim = Simulator(topo, load_workload(cfg, perf).jobs, perf=perf)
+    job = sim.next_decision()
+    policy, calls = builder.hint_policies[0], []
+    place = policy.place
+    policy.place = lambda *a: calls.append(1) or place(*a)
+    try:
+        s = PlacementSession(builder, job, sim.view(), home_agent(job, builder.n_agents))
+        teacher = LookaheadTeacher()
+        teacher.reset(topo, 0)
+        assert teacher_plan(teacher, s) is not None
+        assert calls == []
+        s.action_mask(s.agent), s.action_mask(s.agent)
+        assert calls == [1]
+    finally:
+        policy.place = place
