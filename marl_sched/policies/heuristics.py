@@ -286,9 +286,12 @@ def _open_min(
 
 def _groups_by_server_order(topo: Topology, server_order: np.ndarray) -> np.ndarray:
     """GPU groups, server by server in ``server_order``, groups in id order."""
-    starts = topo.server_groups_start[server_order]
-    counts = topo.server_n_groups[server_order]
-    return np.concatenate([np.arange(s, s + c) for s, c in zip(starts, counts, strict=True)])
+    starts = np.asarray(topo.server_groups_start[server_order], dtype=np.int64)
+    counts = np.asarray(topo.server_n_groups[server_order], dtype=np.int64)
+    # each group id is its server's first group plus its rank among that server's groups
+    # (one arange over all of them, not one per server)
+    first = np.cumsum(counts) - counts  # where each server's groups begin in the output
+    return np.repeat(starts - first, counts) + np.arange(int(counts.sum()), dtype=np.int64)
 
 
 @register

@@ -9,6 +9,7 @@ cluster states the interference-aware heuristic meets (with and without GPU shar
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -210,3 +211,21 @@ def test_segment_max_and_mean_are_each_segments_own(lengths, columns, seed):
         assert np.array_equal(top[k], seg.max(axis=0))
         assert np.array_equal(mean[k], seg.mean(axis=0))
         start += n
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), size=st.integers(0, 40))
+def test_groups_by_server_order_lists_each_servers_groups_in_turn(seed, size):
+    """The one-arange listing equals its definition, server by server in the given order
+    (any order, repeats and servers of several groups), on the default cluster."""
+    topo = _default_topology()
+    order = np.random.default_rng(seed).integers(0, topo.n_servers, size=size)
+    starts, counts = topo.server_groups_start, topo.server_n_groups
+    want = [g for s in order for g in range(starts[s], starts[s] + counts[s])]
+    got = heuristics._groups_by_server_order(topo, order)
+    assert got.dtype == np.int64 and got.tolist() == want
+
+
+@functools.cache
+def _default_topology():
+    return build_cluster(load_config(REPO_ROOT / "configs" / "default.yaml"))[0]
