@@ -9,7 +9,8 @@ each training run's ratios (the bootstrap resamples scenarios, then runs, then s
 shipped full-track agents pooled (per pair the geomean of their runs). The share of
 the rule's gain taken, ``(1 - r_marl) / (1 - r_rule)`` against ``masked:lookahead``,
 with a bootstrap over scenarios then pairs. With ``bench-warm/runs.csv``, each
-selected PPO checkpoint over its own warm start (``ppo.md``, :data:`PPO_RUNS`); with
+selected PPO checkpoint over its own warm start (``ppo.md``, :data:`PPO_RUNS`;
+``bench-warm-plan/runs.csv`` for the plan-hint run's); with
 ``bench-where/runs.csv``, the agents whose moves go to the rule's option
 (``env.migration_where: rule``) against the same references and the agents of
 ``bench/`` pooled (``room-where.md``, ``strata-where.md``); with
@@ -198,14 +199,14 @@ def main() -> None:
     lines = report(by_run(bench), refs, others, "room", [])
     warm_csv = HERE / "bench-warm" / "runs.csv"
     if warm_csv.is_file():  # each PPO checkpoint over its own warm start (PPO_RUNS)
-        warm_runs = by_run(read(warm_csv))
         rows = []
-        for k, (name, csv_name, run) in enumerate(PPO_RUNS):
-            source = HERE / csv_name / "runs.csv"
-            if k not in warm_runs or not source.is_file():
+        for name, csv_name, run, warm_name, warm_run in PPO_RUNS:
+            source, warm_source = HERE / csv_name / "runs.csv", HERE / warm_name / "runs.csv"
+            if not source.is_file() or not warm_source.is_file():
                 continue
             ppo = {(sc, name, s): r for (sc, s), r in by_run(read(source))[run].items()}
-            warm = {(sc, f"{name} warm start", s): r for (sc, s), r in warm_runs[k].items()}
+            warm_runs = by_run(read(warm_source))[warm_run]
+            warm = {(sc, f"{name} warm start", s): r for (sc, s), r in warm_runs.items()}
             for tier in TIERS:
                 row = rules["compare"](ppo, name, warm, tier, f"{name} warm start")
                 if row is not None:
@@ -228,11 +229,12 @@ def main() -> None:
     print("\n".join(lines))
 
 
-#: the PPO checkpoints selected, in the order of their warm starts' runs in
-#: ``bench-warm/``: (name, the folder of their rows, their run there)
+#: the PPO checkpoints selected: (name, the folder of their rows, their run there, the
+#: folder of their warm start's rows, its run there)
 PPO_RUNS = (
-    ("marl-upgrade seed 1 (PPO iteration 6)", "bench", 1),
-    ("rule-option seed 2 (PPO iteration 9)", "bench-where", 2),
+    ("marl-upgrade seed 1 (PPO iteration 6)", "bench", 1, "bench-warm", 0),
+    ("rule-option seed 2 (PPO iteration 9)", "bench-where", 2, "bench-warm", 1),
+    ("plan-hint seed 0 (PPO iteration 3)", "bench-plan", 0, "bench-warm-plan", 0),
 )
 #: the agents of ``bench/`` pooled, a reference for the later recipes' agents
 UPGRADE_AGENTS = "marl-upgrade (pooled)"
