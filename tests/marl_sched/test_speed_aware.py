@@ -11,6 +11,7 @@ from marl_sched.jobs import Job, Placement
 from marl_sched.perf import PerformanceModel
 from marl_sched.policies import heuristic_names
 from marl_sched.policies.heuristics import (
+    PLAN_HINTS,
     InterferenceAwarePolicy,
     hint_names,
     make_hint,
@@ -85,7 +86,8 @@ def test_slowness_is_zero_on_the_fastest_type_and_the_compute_share_elsewhere():
 
 def test_speed_and_resident_aware_are_registered_heuristics():
     assert {"speed-aware", "resident-aware"} <= set(heuristic_names())
-    assert hint_names() == heuristic_names()
+    # the hints are the registered heuristics, then the plan hints (envs/hints.py)
+    assert hint_names() == [*heuristic_names(), *PLAN_HINTS]
     hint = make_hint("speed-aware")
     assert isinstance(hint, InterferenceAwarePolicy) and (hint.protect, hint.speed) == (0.0, 1.0)
     hint = make_hint("resident-aware")
