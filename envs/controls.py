@@ -5,7 +5,7 @@ the benchmark's pre-registered options (:data:`CONTROL_RULES`, pinned here) and 
 the first legal action of:
 
 1. forward towards the heuristic's datacenter-wide plan for the task
-   (:func:`envs.session.action_towards`);
+   (:func:`envs.rules.action_towards`);
 2. the follow action of its plan inside the acting scope;
 3. the local slot of the group the datacenter-wide plan uses;
 4. the first legal GPU-group slot, else the first legal forward.
@@ -22,8 +22,8 @@ import numpy as np
 
 from envs.config import EnvConfig, env_config
 from envs.observations import ObservationBuilder
-from envs.rules import home_agent
-from envs.session import PlacementSession, action_towards
+from envs.rules import action_towards, home_agent
+from envs.session import PlacementSession
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.jobs import Job, Placement
 from marl_sched.policies.base import Policy, make_policy

@@ -49,8 +49,7 @@ class SessionHints:
         (:meth:`job_plans`)."""
         if agent not in self._plans:
             b = self.builder
-            pairs = zip(b.hint_policies, b.plan_hints, strict=True)
-            scoped_hints = [h for h, whole in pairs if not whole]
+            scoped_hints = b.scoped_hint_policies
             if self._cannot_host(scoped_hints, self.arrival_capacity()[agent]):
                 asked = [None] * len(scoped_hints)  # no heuristic can place it there
             else:
@@ -72,8 +71,7 @@ class SessionHints:
         job. None for a move (its options are the upgrade rule's or the agent's own) and
         in a session that does not ask them (``plan_hints=False``)."""
         if self._job_plans is None:
-            b = self.builder
-            policies = [h for h, whole in zip(b.hint_policies, b.plan_hints, strict=True) if whole]
+            policies = self.builder.plan_hint_policies
             if (
                 not self.ask_plan_hints
                 or self.moving is not None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.rules import forward_targets, scopes_can_host_rest, server_worker_slots
+from envs.rules import action_towards, forward_targets, scopes_can_host_rest, server_worker_slots
 
 
 class SessionMasks:
@@ -302,13 +302,10 @@ class SessionMasks:
                     forward = fast.copy()
                     forward[list(self.visited)] = False
             mask[g_max : g_max + a] = forward
-        follow = []
-        for g in self.follow_targets(agent):
-            if g is None:
-                follow.append(False)
-            elif (owner := int(b.group_scope[g])) != agent:  # a plan hint's task elsewhere
-                follow.append(mask[g_max + owner] > 0)  # its follow forwards it there
-            else:
-                follow.append(servers is None or servers[b.topology.group_server[g]])
-        mask[g_max + a : g_max + a + len(b.hints)] = follow
+        # a follow is legal when the action it takes is: the local slot of its target
+        # (which has room for the task), or a plan hint's forward to the target's owner
+        mask[g_max + a : g_max + a + len(b.hints)] = [
+            g is not None and mask[action_towards(b, agent, g)] > 0
+            for g in self.follow_targets(agent)
+        ]
         return mask

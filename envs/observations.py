@@ -244,8 +244,12 @@ class ObservationBuilder:
         self.migration_where = env.migration_where
         self.upgrade_features = self.migration and env.migration_offer == "remaining"
         self.hint_policies = [make_hint(h) for h in self.hints]
-        # per hint: is it a plan hint (one datacenter-wide plan for every agent)?
+        # per hint: is it a plan hint (one datacenter-wide plan for every agent)? Then
+        # the policies asked per scope, and the plan hints' (asked once per job)
         self.plan_hints = tuple(h in PLAN_HINTS for h in self.hints)
+        pairs = list(zip(self.hint_policies, self.plan_hints, strict=True))
+        self.scoped_hint_policies = [h for h, whole in pairs if not whole]
+        self.plan_hint_policies = [h for h, whole in pairs if whole]
         self.global_policies = [make_hint(h) for h in self.global_hints]
         for h in (*self.hint_policies, *self.global_policies):
             h.reset(topology, 0)

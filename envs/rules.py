@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import weakref
 import zlib
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -15,6 +15,9 @@ from marl_sched.jobs import Job, Placement
 from marl_sched.policies.heuristics import scoped
 from marl_sched.simulator import ClusterView
 from marl_sched.topology import Topology
+
+if TYPE_CHECKING:
+    from envs.observations import ObservationBuilder
 
 _EPS = 1e-9  # the simulator's capacity tolerance (Simulator._check)
 
@@ -26,6 +29,15 @@ class ScopeMap(Protocol):
     topology: Topology
     group_scope: np.ndarray  # (n_groups,) owning agent of each GPU group
     server_scope: np.ndarray  # (n_servers,) owning agent of each server
+
+
+def action_towards(builder: ObservationBuilder, agent: int, g: int) -> int:
+    """``agent``'s action that brings a task closer to GPU group ``g``: the local slot
+    of ``g`` when ``agent`` owns it, else forwarding straight to its owner."""
+    owner = int(builder.group_scope[g])
+    if owner != agent:
+        return builder.pad[0] + owner
+    return int(np.searchsorted(builder.scopes[owner].groups, g))
 
 
 def placement_key(p: Placement) -> tuple[tuple[int, ...], tuple[int, ...]]:

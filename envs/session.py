@@ -22,6 +22,7 @@ from envs.features import MAX_SLOWDOWN, SessionFeatures
 from envs.hints import SessionHints, follow_action
 from envs.masks import SessionMasks
 from envs.observations import ObservationBuilder
+from envs.rules import action_towards
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.jobs import Job, Placement
 from marl_sched.policies.heuristics import ps_near_workers
@@ -138,14 +139,11 @@ class PlacementSession(SessionMasks, SessionHints, SessionFeatures):
         if not (0 <= action < len(mask)) or mask[action] == 0:
             raise ValueError(f"agent {b.agent_ids[self.agent]}: action {action} is masked")
         self._masks = {}  # every action below changes what is legal
-        g = None
-        if action >= g_max + b.n_agents:  # follow a hint's plan
+        if action >= g_max + b.n_agents:  # follow a hint's plan: the action towards its
+            # next task's group (its local slot, or a plan hint's forward to its owner)
             g = self.follow_targets(self.agent)[action - g_max - b.n_agents]
-            if int(b.group_scope[g]) != self.agent:  # a plan hint's task elsewhere
-                action, g = g_max + int(b.group_scope[g]), None  # forward it there
-        if g is not None:
-            pass  # the follow target, placed below
-        elif action == g_max + self.agent and self.can_keep:
+            action = action_towards(b, self.agent, g)
+        if action == g_max + self.agent and self.can_keep:
             self.kept = True  # the move is declined
             return
         elif action == self.move_action():  # the rule's option, whole
@@ -349,15 +347,6 @@ def released_view(view: ClusterView, info: RunningInfo, group_free: np.ndarray) 
         server_mem_free=mem,
         free_gpus=view.free_gpus + info.num_workers,
     )
-
-
-def action_towards(builder: ObservationBuilder, agent: int, g: int) -> int:
-    """``agent``'s action that brings a task closer to GPU group ``g``: the local slot
-    of ``g`` when ``agent`` owns it, else forwarding straight to its owner."""
-    owner = int(builder.group_scope[g])
-    if owner != agent:
-        return builder.pad[0] + owner
-    return int(np.searchsorted(builder.scopes[owner].groups, g))
 
 
 def plan_action(session: PlacementSession, plan: Placement) -> int | None:
