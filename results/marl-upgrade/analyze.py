@@ -140,10 +140,9 @@ def strata(runs: dict, refs: dict) -> list[str]:
     return lines
 
 
-def pooled_refs(refs: dict, rows: list[dict], name: str) -> None:
-    """Add ``rows``' ``marl`` runs to ``refs`` pooled as policy ``name``: per pair the
+def pooled_refs(refs: dict, runs: dict, name: str) -> None:
+    """Add ``runs`` (:func:`by_run`) to ``refs`` pooled as policy ``name``: per pair the
     geomean of the runs' average JCT, their means of queue time and slowdown."""
-    runs = by_run(rows)
     for key in set.intersection(*(set(c) for c in runs.values())):
         cells = [c[key] for c in runs.values()]
         jct = math.exp(np.mean([math.log(float(r["avg_jct_s"])) for r in cells]))
@@ -193,7 +192,7 @@ def main() -> None:
             for r in rule_rows + [b for b in bench if b["policy"] == CONTENDER]}  # fmt: skip
     shipped_csv = HERE / "bench-shipped" / "runs.csv"
     if shipped_csv.is_file():  # the shipped full-track agents pooled
-        pooled_refs(refs, read(shipped_csv), SHIPPED)
+        pooled_refs(refs, by_run(read(shipped_csv)), SHIPPED)
     others = ((RULE, BASE), (CONTENDER, BASE), (CONTENDER, RULE), (SHIPPED, BASE),
               (SHIPPED, "masked:lookahead+lc"))  # fmt: skip
     lines = report(by_run(bench), refs, others, "room", [])
@@ -214,13 +213,12 @@ def main() -> None:
         rules["write_csv"](rows, HERE / "ppo.csv")
         (HERE / "ppo.md").write_text("\n".join(rules["markdown_table"](rows)) + "\n")
         lines += ["", *rules["markdown_table"](rows)]
-    pooled_refs(refs, bench, UPGRADE_AGENTS)
+    pooled_refs(refs, by_run(bench), UPGRADE_AGENTS)
     if warm_csv.is_file():  # as shipped: seed 1 (bench/ run 1) replaced by its warm start
         swapped = {**by_run(bench), 1: by_run(read(warm_csv))[0]}
         head = [SWAP_CAPTION.format(ref=UPGRADE_AGENTS), ""]
         lines += ["", *report(swapped, refs, (), "room-shipped", head, (UPGRADE_AGENTS,))]
-        pooled_refs(refs, [{**r, "run": str(k)} for k, c in swapped.items() for r in c.values()],
-                    SWAPPED)  # fmt: skip
+        pooled_refs(refs, swapped, SWAPPED)
     for folder, stem, caption, extra in LATER_RECIPES:  # each against earlier agents too
         path = HERE / folder / "runs.csv"
         if path.is_file():
