@@ -15,7 +15,7 @@ masks GPU types whose memory the model does not fit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,6 +30,8 @@ LEVEL_RESOURCES = np.array(
         [1.0, 0.0, 0.0, 1.0, 1.0],  # server: CPU cores, disk, NIC
     ]
 )
+#: up to this many own links, comm_time computes over Python floats, else over an array
+_PY_LINKS = 16
 #: a PS task presses on cpu, membw and net only
 PS_PRESSURE_MASK = np.array([1.0, 0.0, 1.0, 0.0, 1.0])
 
@@ -77,6 +79,13 @@ class JobLayout:
     comm_alone: float = 0.0  # max(link_cost): the communication time with no link shared
     gpus: np.ndarray | None = None  # GPU id of each worker (GPU sharing only)
     gpu_group_idx: np.ndarray | None = None  # index into groups of each worker's group
+    # the simulator's hot path reads these (the same values as above, laid out for it):
+    # one-worker-group jobs' own pressure per level as 1-D rows (weights' rows beside),
+    # the own links as Python lists, and compute_s / speed
+    unit_rows: tuple[np.ndarray, ...] | None = None
+    link_id_list: list[int] = field(default_factory=list)
+    link_cost_list: list[float] = field(default_factory=list)
+    compute_alone: float = 0.0
 
 
 def overlap_time(compute, comm, gamma: float):
@@ -91,6 +100,19 @@ def overlap_time(compute, comm, gamma: float):
     lo = np.minimum(compute, comm)
     safe = np.where(hi > 0, hi, 1.0)
     return hi * (1.0 + (lo / safe) ** gamma) ** (1.0 / gamma)
+
+
+def unit_term(pressure: np.ndarray, own: np.ndarray, weights: np.ndarray) -> float:
+    """One level's term of a one-worker-group job's interference: the others' pressure
+    there (``pressure`` minus the job's ``own``, rows of 5) weighted by ``weights``; a 1-D
+    dot product, BLAS's ddot, the kernel a (1, 5) @ (5,) product calls (the same bits)."""
+    return float((pressure - own).dot(weights))
+
+
+def unit_interference(group: float, socket: float, server: float) -> float:
+    """``I`` of a one-worker-group job from its three :func:`unit_term` values (the
+    simulator caches the group and socket terms while their pressure rows are unchanged)."""
+    return 1.0 + max(group + socket + server, 0.0)
 
 
 def _sum_by_key(keys: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -136,6 +158,7 @@ class PerformanceModel:
         self._present_types = np.unique(topology.server_type)
         self._type_speed_cache: dict[tuple, np.ndarray] = {}
         self._fits_cache: dict[tuple, np.ndarray] = {}
+        self._isolated_cache: dict[tuple, tuple[ModelSpec, float]] = {}
         self._max_pcie = float(topology.link_bw[: topology.n_groups].max())
         nic = topology.link_bw[topology.link_offset[2] : topology.link_offset[3]]
         self._max_nic = float(nic.max())
@@ -211,6 +234,9 @@ class PerformanceModel:
         alone = self._alone(spec, speed, link_cost)
         sock_idx = np.searchsorted(sockets, w_sock)
         srv_idx = np.searchsorted(servers, topo.group_server[groups])
+        weights = self.level_weights * spec.sensitivity
+        own_socket_press = socket_press[sock_idx]
+        own_server_press = server_press[srv_idx]
         return JobLayout(
             groups=groups,
             group_workers=group_workers,
@@ -233,14 +259,22 @@ class PerformanceModel:
             link_cost=link_cost,
             link_util=link_cost / alone,
             comm_alone=float(link_cost.max()) if len(link_cost) else 0.0,
-            weights=self.level_weights * spec.sensitivity,
-            own_socket_press=socket_press[sock_idx],
-            own_server_press=server_press[srv_idx],
+            weights=weights,
+            own_socket_press=own_socket_press,
+            own_server_press=own_server_press,
             single_unit=(
                 (int(groups[0]), int(w_sock[0]), int(topo.group_server[groups[0]]))
                 if len(groups) == 1
                 else None
             ),
+            unit_rows=(
+                (group_press[0], own_socket_press[0], own_server_press[0], *weights)
+                if len(groups) == 1
+                else None
+            ),
+            link_id_list=link_ids.tolist(),
+            link_cost_list=link_cost.tolist(),
+            compute_alone=spec.compute_s / speed,
         )
 
     def _traffic(
@@ -311,10 +345,15 @@ class PerformanceModel:
         """
         if not layout.links:
             return 0.0
-        u = link_load[layout.link_ids]
-        if u.max() <= 1.0:  # no link oversubscribed: cost x 1.0, the same bits
-            return layout.comm_alone
-        return float((layout.link_cost * np.maximum(u, 1.0)).max())
+        # each product max(U_l, 1) · cost_l and their max are exact in any order, so
+        # every form below gives the same bits: with no link oversubscribed, max(cost)
+        u = link_load.take(layout.link_ids)
+        if len(u) > _PY_LINKS:  # in place, three array calls
+            np.maximum(u, 1.0, out=u)
+            np.multiply(u, layout.link_cost, out=u)
+            return float(np.maximum.reduce(u))
+        costs, loads = layout.link_cost_list, u.tolist()  # a few links: Python floats
+        return max([c * x if x > 1.0 else c for c, x in zip(costs, loads, strict=True)])
 
     def interference(
         self,
@@ -330,26 +369,27 @@ class PerformanceModel:
         w = layout.weights
         unit = layout.single_unit
         if unit is not None and (layout.gpus is None or gpu_pressure is None):
-            # one worker group: the same arithmetic on (1, 5) views, and the three
-            # one-element sums added as Python floats (the same IEEE additions in the
-            # same order): the same bits as below, a third of the array calls
+            # one worker group: the same arithmetic on 1-D rows (unit_term), the three
+            # sums added as Python floats (the same IEEE additions in the same order):
+            # the same bits as below, a third of the array calls
             g, a, v = unit
-            total = (
-                ((group_pressure[g : g + 1] - layout.group_press) @ w[0]).item()
-                + ((socket_pressure[a : a + 1] - layout.own_socket_press) @ w[1]).item()
-                + ((server_pressure[v : v + 1] - layout.own_server_press) @ w[2]).item()
+            own_g, own_a, own_v, w0, w1, w2 = layout.unit_rows
+            return unit_interference(
+                unit_term(group_pressure[g], own_g, w0),
+                unit_term(socket_pressure[a], own_a, w1),
+                unit_term(server_pressure[v], own_v, w2),
             )
-            return 1.0 + max(total, 0.0)
-        p_group = group_pressure[layout.groups] - layout.group_press
-        p_sock = socket_pressure[layout.worker_sockets] - layout.own_socket_press
-        p_srv = server_pressure[layout.worker_servers] - layout.own_server_press
+        # (take: fancy indexing's rows, with less overhead)
+        p_group = group_pressure.take(layout.groups, axis=0) - layout.group_press
+        p_sock = socket_pressure.take(layout.worker_sockets, axis=0) - layout.own_socket_press
+        p_srv = server_pressure.take(layout.worker_servers, axis=0) - layout.own_server_press
         weighted = p_group @ w[0] + p_sock @ w[1] + p_srv @ w[2]
         if layout.gpus is not None and gpu_pressure is not None:
             # per worker: its group's levels plus its own GPU (one worker of the job each)
             p_gpu = gpu_pressure[layout.gpus] - spec.pressure
             same_gpu = p_gpu @ (self.gpu_coupling * spec.sensitivity)
             weighted = weighted[layout.gpu_group_idx] + same_gpu
-        return 1.0 + max(float(weighted.max()), 0.0)
+        return 1.0 + max(float(np.maximum.reduce(weighted)), 0.0)
 
     def overlapped(self, compute: float, comm: float) -> float:
         """Compute and communication of one iteration, partly overlapped:
@@ -403,6 +443,15 @@ class PerformanceModel:
         NIC's share when the workers cannot share one server with a PS, or span servers for
         all-reduce)."""
         spec = CATALOGUE[model]
+        key = (model, num_workers, num_ps)
+        got = self._isolated_cache.get(key)
+        if got is not None and got[0] is spec:  # a pure function of the spec and shape
+            return got[1]
+        value = self._isolated(spec, num_workers, num_ps)
+        self._isolated_cache[key] = (spec, value)
+        return value
+
+    def _isolated(self, spec: ModelSpec, num_workers: int, num_ps: int) -> float:
         compute = spec.compute_s / self.best_speed(spec)
         if num_ps >= 1:
             pcie = 2.0 * spec.model_bytes / self._max_pcie

@@ -36,6 +36,10 @@ class AccountingMixin:
         self.group_pressure = np.zeros((t.n_groups, N_RESOURCES))
         self.socket_pressure = np.zeros((t.n_sockets, N_RESOURCES))
         self.server_pressure = np.zeros((t.n_servers, N_RESOURCES))
+        # bumped whenever a group's / socket's pressure row changes: a running job's
+        # cached interference terms there are current while the version is the same
+        self._group_ver = [0] * t.n_groups
+        self._socket_ver = [0] * t.n_sockets
         self.link_jobs = np.zeros(t.n_links, dtype=np.int64)
         self.link_load = np.zeros(t.n_links)
         self.group_exposure = np.zeros((t.n_groups, N_RESOURCES))
@@ -369,6 +373,11 @@ class AccountingMixin:
         _add_rows(self.group_pressure, layout.groups, sign * layout.group_press)
         _add_rows(self.socket_pressure, layout.sockets, sign * layout.socket_press)
         _add_rows(self.server_pressure, layout.servers, sign * layout.server_press)
+        group_ver, socket_ver = self._group_ver, self._socket_ver
+        for g in layout.groups.tolist():
+            group_ver[g] += 1
+        for a in layout.sockets.tolist():
+            socket_ver[a] += 1
 
     def _add_exposure(self, job: Job, layout: JobLayout, sign: float) -> None:
         """``num_workers · λ_L M^L ⊙ s`` at every unit holding one of the job's workers
@@ -393,6 +402,10 @@ class AccountingMixin:
                     server[s] = 0.0
                     socket[a : a + t.server_sockets[s]] = 0.0
                     group[g : g + t.server_n_groups[s]] = 0.0
+                for i in range(int(a), int(a + t.server_sockets[s])):
+                    self._socket_ver[i] += 1
+                for i in range(int(g), int(g + t.server_n_groups[s])):
+                    self._group_ver[i] += 1
 
 
 def _add_rows(target: np.ndarray, rows: np.ndarray, values: np.ndarray) -> None:

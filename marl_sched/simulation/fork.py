@@ -52,6 +52,8 @@ class ForkMixin:
             "group_exposure", "socket_exposure", "server_exposure",
         ):  # fmt: skip
             setattr(f, name, getattr(self, name).copy())
+        f._group_ver = list(self._group_ver)
+        f._socket_ver = list(self._socket_ver)
         f._server_jobs = [set(s) for s in self._server_jobs]
         f._link_members = {k: set(v) for k, v in self._link_members.items()}
         for name in ("gpu_load", "gpu_pressure", "_gpu_models"):

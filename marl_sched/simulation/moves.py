@@ -84,6 +84,7 @@ class MovesMixin:
         layout = self._with_gpus(run.job, layout)
         new_srv, new_link, new_sat = self._occupy(run.job, placement, layout)
         run.placement, run.layout = placement, layout
+        run.group_ver = run.socket_ver = -1  # its cached interference terms were elsewhere
         run.paused_until = self.now + delay
         self.running[job_id] = run
         self._completions += 1  # resources moved: declined jobs may fit now

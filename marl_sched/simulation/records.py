@@ -40,6 +40,12 @@ class RunningJob:
     # when a job on one of its servers comes or goes, comm only when one on its links does
     interference: float = 1.0
     comm: float = 0.0
+    # a one-worker-group job's group and socket terms of interference and the versions
+    # of the pressure rows they were computed from (-1: not yet)
+    group_term: float = 0.0
+    group_ver: int = -1
+    socket_term: float = 0.0
+    socket_ver: int = -1
 
 
 @dataclass

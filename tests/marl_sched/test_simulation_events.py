@@ -58,3 +58,33 @@ def test_a_non_finite_completion_time_is_an_input_error_not_a_hang(iterations, o
     with pytest.raises(NonFiniteError, match=r"job 0 \(resnet-50\): iteration time"):
         while (j := sim.next_decision()) is not None:
             sim.apply(pol.place(j, sim.view()))
+
+
+def test_a_migrated_job_drops_the_interference_terms_it_cached_where_it_was():
+    """The simulator keeps a one-group job's group and socket interference terms while
+    those pressure rows are unchanged (per-row versions). A move whose new group happens
+    to be at the version the job cached at its old group must still price the new
+    group's neighbours: the speed after the move is what pricing afresh gives, bit for
+    bit."""
+    from marl_sched.catalogue import CATALOGUE
+    from marl_sched.jobs import Job
+
+    topo = tiny_topology(subclusters=1, racks=1, servers=1, sockets=1, groups_per_socket=2)
+    perf = PerformanceModel(topo)
+    jobs = [Job(0, "a", "resnet-50", 1, 0, 1e6, 0.0, 1e6),
+            Job(1, "b", "vgg-16", 1, 0, 1e6, 0.0, 1e6),
+            Job(2, "c", "seq2seq", 1, 0, 1e6, 0.0, 1e6)]  # fmt: skip
+    sim = Simulator(topo, jobs, perf=perf, migration_cost=0.0)
+    for group in (0, 0, 1):  # a and b share group 0, c is alone on group 1
+        assert sim.next_decision() is not None
+        sim.apply(Placement((group,), ()))
+    run = sim.running[0]
+    assert run.group_ver == sim._group_ver[0] == 2  # a's group term is b's pressure
+    assert sim._group_ver[1] == 1  # the move will bump it to 2: the versions collide
+    assert sim.migrate(0, Placement((1,), ()))
+    state = (sim.link_load, sim.group_pressure, sim.socket_pressure, sim.server_pressure)
+    fresh = perf.iteration_time(CATALOGUE["resnet-50"], run.layout, 0, *state)
+    assert sim._group_ver[1] == 2
+    assert run.iter_time == fresh
+    # c's pressure, not b's, is in a's group term now (they differ: the catch above bites)
+    assert CATALOGUE["vgg-16"].pressure.tolist() != CATALOGUE["seq2seq"].pressure.tolist()
