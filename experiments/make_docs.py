@@ -339,6 +339,24 @@ def simulator_playout(root: Path = RESULTS) -> str:
         f"**{p['planner_ms']:,.0f} ms**, of which one fork plus that playout is "
         f"{p['playout_share']:.1%}. Under `load-balance`, {whole} ({r['jobs']:,} jobs): "
         f"{r['cpu_s']:.1f} CPU s, {r['jobs_per_s']:,.0f} jobs/s, peak {r['peak_mb']:.0f} MB.\n"
+        + _simulator_against(r.get("against"))
+    )
+
+
+def _simulator_against(a: dict | None) -> str:
+    """The sentence on a ``--against`` comparison of ``results/speed/simulator.json``."""
+    if a is None:
+        return ""
+    pairs = ", ".join(f"{x:.2f}" for x in a["speedup_per_pair"])
+    this = ", ".join(f"{x:.1f}" for x in a["this_cpu_s"])
+    other = ", ".join(f"{x:.1f}" for x in a["other_cpu_s"])
+    same = "the same in every run" if a["this_deterministic"] else "NOT the same in every run"
+    return (
+        f"Against the code of commit {a['other_commit'][:7]} (with its own "
+        f"`configs/philly.yaml`), {a['pairs']} alternating pairs of whole-export runs, "
+        f"whole-process CPU seconds {this} (this code) and {other} (that code): "
+        f"**{a['speedup_median']:.2f}x faster** (median of the pairs {pairs}). This code's "
+        f"average JCT {a['this_avg_jct_s']:,.6f} s, {same}.\n"
     )
 
 

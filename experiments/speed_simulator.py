@@ -3,6 +3,7 @@ cost of a what-if playout (a fork of the state plus the next jobs played out).
 
     python experiments/speed_simulator.py [--quick] [--playout-jobs 100]
                                           [--out results/speed/simulator.json]
+                                          [--against OTHER_CHECKOUT --pairs 2]
 
 The whole Philly export (~82,000 jobs; ``--quick``: its first 10,000) on
 ``configs/philly.yaml`` (550 servers, 2,500 GPUs) under ``load-balance``, in a child
@@ -17,6 +18,14 @@ read as shares of it. Prints two tables and, as its last line, one JSON object w
 every figure, which it also writes to ``--out`` with the command, the date and the
 machine's cores and load (``docs/performance-model.md`` quotes it through
 ``python -m experiments.make_docs``).
+
+``--against`` times this checkout against another one (say an older commit's,
+``git worktree add ../old <commit>``) on the same whole-export run, in alternating pairs
+(this, other, this, other, ...: the ratio is taken pair by pair, so a drift of the
+machine's speed cuts both alike). Each run is a fresh process; its figure is the whole
+process's CPU seconds (user + system, start-up and set-up included, from
+``getrusage(RUSAGE_CHILDREN)``), and each checkout's average JCT is kept beside it. The
+other checkout runs with its own code and its own ``configs/philly.yaml``.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from marl_sched.config import REPO_ROOT
 from marl_sched.files import why_unwritable, write_figures
@@ -144,6 +154,73 @@ def measure_playout(jobs: int, at: int = 2000, reps: int = 20, planner_reps: int
     }
 
 
+#: the whole-export run of a ``--against`` pair: only names every checkout since the
+#: runner split has (load_config, build_cluster, load_workload, TraceOptions, simulate)
+PAIR_CHILD = """
+import json
+from marl_sched.config import REPO_ROOT, load_config
+from marl_sched.runner import TraceOptions, build_cluster, load_workload, simulate
+cfg = load_config(REPO_ROOT / "configs" / "philly.yaml")
+topo, perf = build_cluster(cfg)
+wl = load_workload(cfg, perf, TraceOptions(max_jobs=None))
+metrics, _, _ = simulate(cfg, "load-balance", wl, topo, perf)
+print(json.dumps({"jobs": metrics["jobs_completed"], "avg_jct_s": metrics["avg_jct_s"]}))
+"""
+
+
+def _checkout_commit(root: Path) -> str:
+    """``root``'s HEAD commit (``+dirty`` with uncommitted changes), or ``unknown``."""
+    try:
+        git = ["git", "-C", str(root)]
+        run = {"capture_output": True, "text": True, "check": True}
+        head = subprocess.run([*git, "rev-parse", "HEAD"], **run).stdout.strip()
+        dirty = subprocess.run([*git, "status", "--porcelain"], **run).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
+def _timed_run(root: Path) -> dict:
+    """One whole-export run of ``root``'s code in a fresh process: its CPU seconds and
+    wall seconds, whole process, and what it printed."""
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", PAIR_CHILD], capture_output=True, text=True,
+                         check=True, env=env, cwd=str(root))  # fmt: skip
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"cpu_s": cpu, "wall_s": wall, **json.loads(out.stdout.strip().splitlines()[-1])}
+
+
+def compare_against(other: Path, pairs: int) -> dict:
+    """``pairs`` alternating whole-export runs of this checkout and ``other``: each
+    run's figures and the per-pair ratios other / this (> 1: this checkout is faster)."""
+    import statistics
+
+    runs: dict[str, list[dict]] = {"this": [], "other": []}
+    for i in range(pairs):
+        for name, root in (("this", REPO_ROOT), ("other", other)):
+            runs[name].append(_timed_run(root))
+            r = runs[name][-1]
+            print(f"pair {i + 1}/{pairs}, {name}: {r['cpu_s']:.1f} CPU s", file=sys.stderr)
+    ratios = [o["cpu_s"] / t["cpu_s"] for t, o in zip(runs["this"], runs["other"], strict=True)]
+    return {
+        "other_commit": _checkout_commit(other),
+        "this_commit": _checkout_commit(REPO_ROOT),
+        "pairs": pairs,
+        "this_cpu_s": [r["cpu_s"] for r in runs["this"]],
+        "other_cpu_s": [r["cpu_s"] for r in runs["other"]],
+        "speedup_per_pair": ratios,
+        "speedup_median": statistics.median(ratios),
+        "this_avg_jct_s": runs["this"][0]["avg_jct_s"],
+        "other_avg_jct_s": runs["other"][0]["avg_jct_s"],
+        # the same code must give the same schedule in every run
+        "this_deterministic": len({r["avg_jct_s"] for r in runs["this"]}) == 1,
+    }
+
+
 def main() -> int:
     from marl_sched.cli import format_table
 
@@ -156,11 +233,23 @@ def main() -> int:
         help="decisions a timed playout makes after the fork (1-10000)",
     )
     ap.add_argument("--out", default=str(RESULTS), help="the results file (JSON)")
+    ap.add_argument("--against", help="another checkout to time this one against")
+    ap.add_argument("--pairs", type=int, default=2, help="alternating pairs (1-10)")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--child-playout", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if not 1 <= args.playout_jobs <= 10_000:
         ap.error(f"--playout-jobs: must be in 1..10000, got {args.playout_jobs}")
+    if not 1 <= args.pairs <= 10:
+        ap.error(f"--pairs: must be in 1..10, got {args.pairs}")
+    other = None
+    if args.against is not None:
+        other = Path(args.against).resolve()
+        if not (other / "marl_sched" / "runner.py").is_file():
+            ap.error(f"--against {args.against}: not a checkout of this project "
+                     "(no marl_sched/runner.py)")  # fmt: skip
+        if other == REPO_ROOT.resolve():
+            ap.error(f"--against {args.against}: that is this checkout")
     if args.child is not None:
         print(json.dumps(measure(args.child or None)))
         return 0
@@ -188,8 +277,15 @@ def main() -> int:
     )
     print(format_table([playout], PLAYOUT_COLUMNS))
     record = {"quick": args.quick, **figures, "playout": playout}
-    print(json.dumps(record))
     flags = [f"--playout-jobs {args.playout_jobs}"] + (["--quick"] if args.quick else [])
+    if other is not None:
+        record["against"] = compare_against(other, args.pairs)
+        a = record["against"]
+        print(f"whole export, this checkout vs {a['other_commit'][:12]}, {a['pairs']} pairs: "
+              f"{a['speedup_median']:.2f}x faster (median of the pairs; CPU s, whole "
+              "process)")  # fmt: skip
+        flags.append(f"--against OTHER_CHECKOUT --pairs {args.pairs}")
+    print(json.dumps(record))
     command = " ".join(["python experiments/speed_simulator.py", *flags])
     write_figures(args.out, command, load_before, record)
     print(f"wrote {args.out}", file=sys.stderr)

@@ -78,6 +78,27 @@ def test_the_playout_block_quotes_the_file(tmp_path: Path):
     assert "**250.0 ms** (400 decisions/s)" in text and "the fork is 0.6% of" in text
     assert "**5,000 ms**, of which one fork plus that playout is 5.0%" in text
     assert "the whole export (82,000 jobs): 52.5 CPU s" in text and "2026-01-02" in text
+    assert "Against the code" not in text
+    record["against"] = {"other_commit": "cd8215a0123", "pairs": 2, "this_cpu_s": [40.0, 42.0],
+                         "other_cpu_s": [80.0, 88.2], "speedup_per_pair": [2.0, 2.1],
+                         "speedup_median": 2.05, "this_avg_jct_s": 181912.3443974037,
+                         "this_deterministic": True}  # fmt: skip
+    (root / "speed" / "simulator.json").write_text(json.dumps(record), encoding="utf-8")
+    text = make_docs.simulator_playout(root)
+    assert "commit cd8215a (with its own" in text and "**2.05x faster** (median" in text
+    assert "40.0, 42.0 (this code) and 80.0, 88.2" in text and "181,912.344397 s, the same" in text
+
+
+def test_the_simulator_benchmark_refuses_a_bad_against_before_any_work(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    for args, line in (
+        (["--against", str(tmp_path)], "not a checkout of this project"),
+        (["--against", str(REPO_ROOT)], "that is this checkout"),
+        (["--pairs", "0"], "--pairs: must be in 1..10, got 0"),
+    ):
+        got = subprocess.run([sys.executable, str(SIMULATOR), *args], capture_output=True,
+                             text=True, timeout=120, env=env)  # fmt: skip
+        assert got.returncode == 2 and line in got.stderr.strip().splitlines()[-1]
 
 
 def test_write_figures_records_what_the_figures_depend_on(tmp_path: Path):
