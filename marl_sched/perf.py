@@ -348,7 +348,8 @@ class PerformanceModel:
         # each product max(U_l, 1) · cost_l and their max are exact in any order, so
         # every form below gives the same bits: with no link oversubscribed, max(cost)
         u = link_load.take(layout.link_ids)
-        if len(u) > _PY_LINKS:  # in place, three array calls
+        if len(u) > _PY_LINKS:  # in place (on a float copy), three array calls
+            u = u.astype(np.float64, copy=False)
             np.maximum(u, 1.0, out=u)
             np.multiply(u, layout.link_cost, out=u)
             return float(np.maximum.reduce(u))

@@ -319,3 +319,24 @@ def test_no_policy_places_a_model_where_it_does_not_fit(seed):
                 placed += 1
             sim.apply(placement)
         assert placed > 0, name
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64])
+def test_comm_time_is_the_array_formula_to_the_bit_on_few_and_many_links(dtype):
+    """comm_time takes Python floats for a job's few links and in-place array calls for
+    many: both give ``max_l cost_l * max(1, U_l)`` exactly as the array formula does."""
+    topo = tiny_topology(subclusters=2, racks=2, servers=2, gpus_per_group=1)
+    perf = PerformanceModel(topo)
+    rng = np.random.default_rng(7)
+    lengths = set()
+    for _ in range(200):
+        k = int(rng.integers(2, 9))
+        groups = rng.choice(topo.n_groups, k, replace=False)
+        layout = perf.layout(CATALOGUE["vgg-16"], groups, ())  # all-reduce: many links
+        load = rng.uniform(0.0, 3.0, topo.n_links)
+        load = np.round(load).astype(dtype) if dtype is np.int64 else load
+        u = load[layout.link_ids]
+        want = float((layout.link_cost * np.maximum(u, 1.0)).max())
+        assert perf.comm_time(layout, load) == want
+        lengths.add(len(layout.link_ids) > 16)
+    assert lengths == {False, True}  # both paths were taken
