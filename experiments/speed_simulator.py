@@ -39,6 +39,7 @@ import sys
 import time
 from pathlib import Path
 
+from marl_sched.benchmark.ledger import git_commit
 from marl_sched.config import REPO_ROOT
 from marl_sched.files import why_unwritable, write_figures
 
@@ -168,18 +169,6 @@ print(json.dumps({"jobs": metrics["jobs_completed"], "avg_jct_s": metrics["avg_j
 """
 
 
-def _checkout_commit(root: Path) -> str:
-    """``root``'s HEAD commit (``+dirty`` with uncommitted changes), or ``unknown``."""
-    try:
-        git = ["git", "-C", str(root)]
-        run = {"capture_output": True, "text": True, "check": True}
-        head = subprocess.run([*git, "rev-parse", "HEAD"], **run).stdout.strip()
-        dirty = subprocess.run([*git, "status", "--porcelain"], **run).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + ("+dirty" if dirty else "")
-
-
 def _timed_run(root: Path) -> dict:
     """One whole-export run of ``root``'s code in a fresh process: its CPU seconds and
     wall seconds, whole process, and what it printed."""
@@ -207,8 +196,8 @@ def compare_against(other: Path, pairs: int) -> dict:
             print(f"pair {i + 1}/{pairs}, {name}: {r['cpu_s']:.1f} CPU s", file=sys.stderr)
     ratios = [o["cpu_s"] / t["cpu_s"] for t, o in zip(runs["this"], runs["other"], strict=True)]
     return {
-        "other_commit": _checkout_commit(other),
-        "this_commit": _checkout_commit(REPO_ROOT),
+        "other_commit": git_commit(other),
+        "this_commit": git_commit(REPO_ROOT),
         "pairs": pairs,
         "this_cpu_s": [r["cpu_s"] for r in runs["this"]],
         "other_cpu_s": [r["cpu_s"] for r in runs["other"]],

@@ -81,11 +81,9 @@ class JobLayout:
     gpu_group_idx: np.ndarray | None = None  # index into groups of each worker's group
     # the simulator's hot path reads these (the same values as above, laid out for it):
     # one-worker-group jobs' own pressure per level as 1-D rows (weights' rows beside),
-    # the own links as Python lists, and compute_s / speed
+    # and the own links' costs as Python floats
     unit_rows: tuple[np.ndarray, ...] | None = None
-    link_id_list: list[int] = field(default_factory=list)
     link_cost_list: list[float] = field(default_factory=list)
-    compute_alone: float = 0.0
 
 
 def overlap_time(compute, comm, gamma: float):
@@ -272,9 +270,7 @@ class PerformanceModel:
                 if len(groups) == 1
                 else None
             ),
-            link_id_list=link_ids.tolist(),
             link_cost_list=link_cost.tolist(),
-            compute_alone=spec.compute_s / speed,
         )
 
     def _traffic(

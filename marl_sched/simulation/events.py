@@ -112,35 +112,26 @@ class EventsMixin:
         not recomputed keeps its cached value, bit for bit what recomputing would give."""
         now = self.now
         perf = self.perf
-        interference, comm_time = perf.interference, perf.comm_time
-        gamma, sync_s = perf.overlap_gamma, perf.sync_overhead_s
+        interference, comm_time, combine = perf.interference, perf.comm_time, perf.combine
         link_load = self.link_load
         pressures = (self.group_pressure, self.socket_pressure, self.server_pressure)
         if self.gpu_pressure is not None:  # GPU sharing: the same-GPU level (same server)
             pressures += (self.gpu_pressure,)
-        running, events = self.running, self._events
+        running, events, progress = self.running, self._events, self._progress
         group_p, socket_p, server_p = pressures[:3]
         group_ver, socket_ver = self._group_ver, self._socket_ver
         job_ids = near_srv | near_link
         if fresh is not None:
             job_ids.add(fresh)
         recomputed = 0
-        # the hottest loop of a run: _progress, PerformanceModel.combine and self._push
-        # inlined, the same float operations in the same order
         for jid in sorted(job_ids):
             run = running.get(jid)
             if run is None:
                 continue
             recomputed += 1
-            it = run.iter_time
-            if it < math.inf:  # _progress
-                if run.paused_until <= run.last_update:
-                    left = run.remaining - (now - run.last_update) / it
-                    run.remaining = 0.0 if left < 0.0 else left
-                elif now > run.paused_until:
-                    left = run.remaining - (now - run.paused_until) / it
-                    run.remaining = 0.0 if left < 0.0 else left
-            run.last_update = now
+            progress(run)
+            job = run.job
+            spec = CATALOGUE[job.model]
             layout = run.layout
             new_intf = jid in near_srv or jid == fresh
             if new_intf and layout.single_unit is not None and layout.gpus is None:
@@ -158,33 +149,24 @@ class EventsMixin:
                     run.group_term, run.socket_term, unit_term(server_p[v], own_v, w2)
                 )
             elif new_intf:
-                run.interference = interference(CATALOGUE[run.job.model], layout, *pressures)
+                run.interference = interference(spec, layout, *pressures)
             new_comm = jid == fresh or jid in near_sat
             if new_comm:
                 run.comm = comm_time(layout, link_load)
-            if new_intf or new_comm:  # combine
-                compute = layout.compute_alone * run.interference
-                if not layout.links:
-                    it = compute
-                elif gamma == 1.0:
-                    it = compute + run.comm + sync_s
-                else:  # overlap_time on floats
-                    comm = run.comm
-                    hi, lo = (compute, comm) if compute >= comm else (comm, compute)
-                    over = hi * (1.0 + (lo / hi) ** gamma) ** (1.0 / gamma) if hi > 0.0 else 0.0
-                    it = over + sync_s
-                run.iter_time = it
+            if new_intf or new_comm:
+                run.iter_time = combine(spec, layout, run.interference, run.comm)
             run.version += 1
             begin = now if run.paused_until <= now else run.paused_until
             end = begin + run.remaining * run.iter_time
             if not (0.0 < run.iter_time < math.inf and end < math.inf):
                 raise NonFiniteError(
-                    f"job {jid} ({run.job.model}): iteration time {run.iter_time!r} s "
+                    f"job {job.job_id} ({job.model}): iteration time {run.iter_time!r} s "
                     f"gives completion time {end!r}; a topology figure (bandwidth, speed, "
                     "oversubscription) or the job's length is out of range"
                 )
-            heapq.heappush(events, (end, _COMPLETION_PRIORITY, self._seq, COMPLETION,
-                                    (jid, run.version)))  # fmt: skip
+            # self._push inlined (the hottest loop of a run)
+            event = (end, _COMPLETION_PRIORITY, self._seq, COMPLETION, (jid, run.version))
+            heapq.heappush(events, event)
             self._seq += 1
         self.stats.recomputes += recomputed
         if len(self._events) > self._compact_at:
