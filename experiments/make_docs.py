@@ -316,6 +316,14 @@ def decision_latency(root: Path = RESULTS) -> str:
     )
 
 
+def _planner_memory(p: dict) -> str:
+    """The planner decision's memory, when the playout child measured it."""
+    if "planner_alloc_peak_mb" not in p:
+        return ""
+    return (f"; at its peak it allocates {p['planner_alloc_peak_mb']:.1f} MB, and the whole "
+            f"process peaks at {p['peak_mb']:.0f} MB (target <= 1 GiB)")  # fmt: skip
+
+
 def simulator_playout(root: Path = RESULTS) -> str:
     """A fork, a playout and a planner decision on the Philly cluster, and the whole
     export (``results/speed/simulator.json``, written by ``experiments/speed_simulator.py``)."""
@@ -337,7 +345,8 @@ def simulator_playout(root: Path = RESULTS) -> str:
         f"the two. One planner decision from that state (`{'`, `'.join(p['planner'])}`: "
         f"every option played out to the horizon on each future) takes "
         f"**{p['planner_ms']:,.0f} ms**, of which one fork plus that playout is "
-        f"{p['playout_share']:.1%}. Under `load-balance`, {whole} ({r['jobs']:,} jobs): "
+        f"{p['playout_share']:.1%}{_planner_memory(p)}. Under `load-balance`, {whole} "
+        f"({r['jobs']:,} jobs): "
         f"{r['cpu_s']:.1f} CPU s, {r['jobs_per_s']:,.0f} jobs/s, peak {r['peak_mb']:.0f} MB.\n"
         + _simulator_against(r.get("against"))
     )

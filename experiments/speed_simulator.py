@@ -14,10 +14,11 @@ fork, and of playing the fork on for ``--playout-jobs`` more decisions (what an 
 planner pays per candidate and sampled future), and of one planner decision from the
 same state (K = 2 futures, ``masked:lookahead`` as the rollout base, every option
 played out to the horizon: ``docs/planner.md``), so that the fork and the playout can be
-read as shares of it. Prints two tables and, as its last line, one JSON object with
-every figure, which it also writes to ``--out`` with the command, the date and the
-machine's cores and load (``docs/performance-model.md`` quotes it through
-``python -m experiments.make_docs``).
+read as shares of it; then that child's peak RSS and, traced, what one more planner
+decision allocates at its peak (target <= 1 GiB). Prints two tables and, as its last
+line, one JSON object with every figure, which it also writes to ``--out`` with the
+command, the date and the machine's cores and load (``docs/performance-model.md``
+quotes it through ``python -m experiments.make_docs``).
 
 ``--against`` times this checkout against another one (say an older commit's,
 ``git worktree add ../old <commit>``) on the same whole-export run, in alternating pairs
@@ -86,7 +87,9 @@ PLAYOUT_COLUMNS = [("running", "running jobs", "d"), ("queued", "queued", "d"),
                    ("playout_jobs_per_s", "playout jobs/s", ".0f"),
                    ("fork_share", "fork share", ".3f"),
                    ("planner_ms", "planner decision (ms)", ".0f"),
-                   ("playout_share", "fork+playout share", ".3f")]  # fmt: skip
+                   ("playout_share", "fork+playout share", ".3f"),
+                   ("planner_alloc_peak_mb", "planner decision peak alloc (MB)", ".1f"),
+                   ("peak_mb", "peak MB", ".0f")]  # fmt: skip
 
 
 def measure_playout(jobs: int, at: int = 2000, reps: int = 20, planner_reps: int = 3) -> dict:
@@ -138,6 +141,7 @@ def measure_playout(jobs: int, at: int = 2000, reps: int = 20, planner_reps: int
         planner.place(predictor.visible_job(job), f.view(), sim=f)
         decisions.append(clock() - t0)
     planner_s = statistics.median(decisions)
+    alloc_mb = _planner_alloc_mb(planner, predictor, sim)
     return {
         "at_decision": at,
         "running": len(sim.running),
@@ -152,7 +156,29 @@ def measure_playout(jobs: int, at: int = 2000, reps: int = 20, planner_reps: int
         "planner_ms": 1e3 * planner_s,
         # one fork and one playout of ``jobs`` decisions over one planner decision
         "playout_share": (fork_s + play_s) / planner_s,
+        # this process's peak RSS (the cluster at the fork point, the timed forks and
+        # planner decisions): a bound on what a planner decision needs in all
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "planner_alloc_peak_mb": alloc_mb,
     }
+
+
+def _planner_alloc_mb(planner, predictor, sim) -> float:
+    """The peak of what one planner decision on a fresh fork allocates beyond what was
+    allocated before it (MB, ``tracemalloc``: Python objects and numpy's arrays), in one
+    more decision after the timed ones (tracing slows it)."""
+    import tracemalloc
+
+    f = sim.fork()
+    job = f.next_decision()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        planner.place(predictor.visible_job(job), f.view(), sim=f)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return (peak - base) / 1e6
 
 
 #: the whole-export run of a ``--against`` pair: only names every checkout since the

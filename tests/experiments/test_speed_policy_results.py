@@ -78,7 +78,11 @@ def test_the_playout_block_quotes_the_file(tmp_path: Path):
     assert "**250.0 ms** (400 decisions/s)" in text and "the fork is 0.6% of" in text
     assert "**5,000 ms**, of which one fork plus that playout is 5.0%" in text
     assert "the whole export (82,000 jobs): 52.5 CPU s" in text and "2026-01-02" in text
-    assert "Against the code" not in text
+    assert "Against the code" not in text and "allocates" not in text
+    playout.update(planner_alloc_peak_mb=7.44, peak_mb=81.7)
+    (root / "speed" / "simulator.json").write_text(json.dumps(record), encoding="utf-8")
+    text = make_docs.simulator_playout(root)
+    assert "5.0%; at its peak it allocates 7.4 MB, and the whole process peaks at 82 MB" in text
     record["against"] = {"other_commit": "cd8215a0123", "pairs": 2, "this_cpu_s": [40.0, 42.0],
                          "other_cpu_s": [80.0, 88.2], "speedup_per_pair": [2.0, 2.1],
                          "speedup_median": 2.05, "this_avg_jct_s": 181912.3443974037,
@@ -111,3 +115,33 @@ def test_write_figures_records_what_the_figures_depend_on(tmp_path: Path):
     assert record["load_average_1min"]["before"] == 1.23
     assert record["load_average_1min"]["after"] >= 0 and record["cores"] == os.cpu_count()
     assert len(record["date"]) == 10 and record["p50_ms"] == 2.5 and record["rows"] == []
+
+
+def test_the_planner_memory_probe_traces_one_decision_on_a_fork():
+    import runpy
+    import tracemalloc
+
+    from marl_sched.config import load_config
+    from marl_sched.policies import build_policy, make_policy
+    from marl_sched.runner import TraceOptions, build_cluster, load_workload, make_simulator
+
+    bench = runpy.run_path(str(SIMULATOR), run_name="speed_simulator")
+    cfg_path = REPO_ROOT / "configs" / "tiny.yaml"
+    cfg = load_config(cfg_path)
+    topo, perf = build_cluster(cfg)
+    wl = load_workload(cfg, perf, TraceOptions(max_jobs=24))
+    pol = make_policy("load-balance")
+    pol.reset(topo, 0)
+    predictor = wl.predictor()
+    sim = make_simulator(cfg, topo, perf, wl.jobs, predictor, pol)
+    for _ in range(12):
+        job = sim.next_decision()
+        predictor.sync(sim.records)
+        sim.apply(pol.place(predictor.visible_job(job), sim.view()))
+    planner = build_policy("planner", config=load_config(cfg_path, list(bench["PLANNER"])))
+    planner.reset(topo, 0)
+    before = (sim.now, len(sim.running), len(sim.queue), sim.pending)
+    mb = bench["_planner_alloc_mb"](planner, predictor, sim)
+    assert 0.0 < mb < 1024.0  # a planner decision's arrays are traced, and bounded
+    assert not tracemalloc.is_tracing()
+    assert (sim.now, len(sim.running), len(sim.queue), sim.pending) == before  # on a fork
