@@ -19,6 +19,7 @@ from envs.rules import placement_key
 from marl_sched.catalogue import CATALOGUE
 from marl_sched.config import REPO_ROOT
 from marl_sched.jobs import Job, Placement
+from marl_sched.policies.heuristics import shared_candidates
 from marl_sched.policies.lookahead import fastest, predicted_iteration_time
 from marl_sched.simulator import ClusterView, Simulator, harm_to_residents
 
@@ -34,19 +35,21 @@ LOOKAHEAD_CANDIDATES = (
 
 def proposals(candidates, job: Job, views, legal=None) -> list[Placement]:
     """Distinct placements proposed by ``candidates`` on ``views`` that ``legal``
-    accepts, in proposal order."""
+    accepts, in proposal order. The views are of one cluster state, so the candidates
+    share one interference-feature cache (:func:`shared_candidates`)."""
     out, seen = [], set()
-    for view in views:
-        for c in candidates:
-            p = c.place(job, view)
-            if p is None:
-                continue
-            key = placement_key(p)
-            if key in seen:
-                continue
-            seen.add(key)
-            if legal is None or legal(p):
-                out.append(p)
+    with shared_candidates(candidates):
+        for view in views:
+            for c in candidates:
+                p = c.place(job, view)
+                if p is None:
+                    continue
+                key = placement_key(p)
+                if key in seen:
+                    continue
+                seen.add(key)
+                if legal is None or legal(p):
+                    out.append(p)
     return out
 
 
@@ -99,19 +102,26 @@ class LookaheadTeacher:
         for c in self.candidates:
             c.reset(topology, seed)
 
-    def fastest(self, job: Job, view: ClusterView, placements: list) -> Placement | None:
-        """The placement this teacher predicts fastest for the job (:func:`fastest`)."""
-        return fastest(job, view, placements)
+    def fastest(
+        self, job: Job, view: ClusterView, placements: list, legal=None
+    ) -> Placement | None:
+        """The placement ``legal`` accepts that this teacher predicts fastest for the
+        job (:func:`fastest`)."""
+        return fastest(job, view, placements, legal)
 
     def place(self, job, view, legal=None, views=None, sim=None):
-        """The fastest proposal, or the least total slowdown with ``harm`` (``sim`` is
-        not needed and ignored)."""
-        found = proposals(self.candidates, job, views or [view], legal)
+        """The fastest legal proposal, or the legal one with the least total slowdown
+        with ``harm`` (``sim`` is not needed and ignored).
+
+        Legality is asked lazily, only of a proposal that would win: the pick is the
+        one filtering first would give, and most proposals are never checked."""
+        found = proposals(self.candidates, job, views or [view])
         if not self.harm:
-            return self.fastest(job, view, found)
+            return self.fastest(job, view, found, legal)
         harms = residents_harm(job, view)
         costs = [total_slowdown(job, view, p, harms) for p in found]
-        return found[int(np.argmin(costs))] if found else None
+        order = np.argsort(costs, kind="stable")  # cost, then proposal order
+        return next((found[i] for i in order if legal is None or legal(found[i])), None)
 
 
 class RolloutTeacher(LookaheadTeacher):
@@ -359,9 +369,16 @@ class LearnedLookaheadTeacher(LookaheadTeacher):
         super().__init__(candidates)
         self.model = load_predictor()
 
-    def fastest(self, job: Job, view: ClusterView, placements: list) -> Placement | None:
+    def fastest(
+        self, job: Job, view: ClusterView, placements: list, legal=None
+    ) -> Placement | None:
         from marl_sched.interference.estimate import estimated_iteration_times
 
+        # Filter first: the predictor's rows are not batch-stable (a placement's estimate
+        # can differ in its last bits with the batch it is predicted in), so predicting
+        # illegal proposals too could change which legal one wins.
+        if legal is not None:
+            placements = [p for p in placements if legal(p)]
         if not placements:
             return None
         times = estimated_iteration_times(view, job, placements, self.model)

@@ -17,7 +17,7 @@ import numpy as np
 
 from envs.rules import placement_key, scope_view
 from marl_sched.jobs import Placement
-from marl_sched.policies.heuristics import scoped
+from marl_sched.policies.heuristics import scoped, shared_candidates
 from marl_sched.simulator import ClusterView
 
 
@@ -98,15 +98,8 @@ class SessionHints:
     def _ask(self, policies, view: ClusterView) -> list[Placement | None]:
         """Each policy's placement of the job on ``view``, the candidate features
         shared between them and every other hint of the job."""
-        for h in policies:
-            if hasattr(h, "candidate_cache"):
-                h.candidate_cache = self._candidates
-        try:
+        with shared_candidates(policies, self._candidates):
             return [h.place(self.job, view) for h in policies]
-        finally:
-            for h in policies:
-                if hasattr(h, "candidate_cache"):
-                    h.candidate_cache = None
 
     def global_shares(self) -> np.ndarray:
         """``(H_global, A)``: per global hint, the share of the job's tasks its

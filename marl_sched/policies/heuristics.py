@@ -29,9 +29,11 @@ respects GPU, CPU and memory capacity; when a job cannot be placed whole, it ret
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import weakref
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -546,9 +548,9 @@ class InterferenceAwarePolicy(Policy):
         #: terms under ``("cost",)``, ``("harm",)``, ``("slow",)`` (:meth:`_shared`).
         #: The candidate features of a placement depend only on the job, the placement
         #: and the residents' pressure and links, not on which groups a view leaves
-        #: free, so the hints of a job (each scope's, the global ones) share them:
-        #: envs.session.PlacementSession sets it while it asks its hints, and clears
-        #: it after.
+        #: free, so the hints of a job (each scope's, the global ones) and a teacher's
+        #: proposals on its views share them: :func:`shared_candidates` sets it while
+        #: they are asked, and restores it after.
         self.candidate_cache: dict | None = None
 
     def reset(self, topology: Topology, seed: int = 0) -> None:
@@ -681,6 +683,24 @@ class InterferenceAwarePolicy(Policy):
             worst = [slow[list(o.worker_groups)].max() for o in options]
             score = score + self.speed * np.array(worst)
         return int(np.argmin(score))
+
+
+@contextlib.contextmanager
+def shared_candidates(policies: Sequence[Policy], cache: dict | None = None) -> Iterator[dict]:
+    """Let the :class:`InterferenceAwarePolicy` among ``policies`` share one
+    :attr:`~InterferenceAwarePolicy.candidate_cache` (``cache``, else a new one) while
+    the block asks them to place one job on views of one cluster state (the whole view
+    and scoped ones); each gets back the cache it had before."""
+    cache = {} if cache is None else cache
+    sharing = [h for h in policies if isinstance(h, InterferenceAwarePolicy)]
+    before = [h.candidate_cache for h in sharing]
+    for h in sharing:
+        h.candidate_cache = cache
+    try:
+        yield cache
+    finally:
+        for h, old in zip(sharing, before, strict=True):
+            h.candidate_cache = old
 
 
 @register

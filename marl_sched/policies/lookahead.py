@@ -32,12 +32,14 @@ def predicted_iteration_time(job: Job, view: ClusterView, p: Placement) -> float
     return perf.iteration_time(spec, lay, job.num_ps, load, gp, sp, vp)
 
 
-def fastest(job: Job, view: ClusterView, placements) -> Placement | None:
-    """The placement with the lowest predicted iteration time (ties: the first)."""
+def fastest(job: Job, view: ClusterView, placements, legal=None) -> Placement | None:
+    """The placement ``legal`` accepts (all when None) with the lowest predicted
+    iteration time (ties: the first). ``legal`` is asked only of a placement that would
+    improve on the best so far, which picks exactly what filtering first would."""
     best, best_time = None, math.inf
     for p in placements:
         t = predicted_iteration_time(job, view, p)
-        if t < best_time - 1e-12:
+        if t < best_time - 1e-12 and (legal is None or legal(p)):
             best, best_time = p, t
     return best
 

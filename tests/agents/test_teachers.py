@@ -8,7 +8,14 @@ import math
 import numpy as np
 import pytest
 
-from agents.teachers import LookaheadTeacher, RolloutTeacher, predicted_iteration_time, proposals
+from agents.teachers import (
+    LookaheadTeacher,
+    RolloutTeacher,
+    predicted_iteration_time,
+    proposals,
+    residents_harm,
+    total_slowdown,
+)
 from envs.rules import placement_key
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.perf import PerformanceModel
@@ -60,6 +67,41 @@ def test_lookahead_picks_the_fastest_proposal():
         predicted_iteration_time(job, view, p) for p in proposals(teacher.candidates, job, [view])
     ]
     assert predicted_iteration_time(job, view, chosen) == pytest.approx(min(times))
+
+
+@pytest.mark.parametrize("harm", [False, True])
+@pytest.mark.parametrize("banned", [0, 1, 2])
+def test_legality_asked_lazily_picks_what_filtering_first_picks(harm, banned):
+    """The teacher asks ``legal`` only of a proposal that would win, yet picks exactly
+    the proposal it would pick among the legal ones filtered first."""
+    topo, sim, job = _busy_sim()
+    teacher = LookaheadTeacher(harm=harm)
+    teacher.reset(topo)
+    view = sim.view()
+    every = proposals(teacher.candidates, job, [view])
+    if harm:
+        harms = residents_harm(job, view)
+        scores = [total_slowdown(job, view, p, harms) for p in every]
+    else:
+        scores = [predicted_iteration_time(job, view, p) for p in every]
+    # ban the best proposals, so the winner must come from further down the list
+    ranked = sorted(range(len(every)), key=lambda i: (scores[i], i))
+    out = {placement_key(every[i]) for i in ranked[:banned]}
+    asked = []
+
+    def legal(p):
+        asked.append(placement_key(p))
+        return placement_key(p) not in out
+
+    allowed = [p for p in every if placement_key(p) not in out]
+    chosen = teacher.place(job, view, legal=legal)
+    if harm:
+        allowed_scores = [total_slowdown(job, view, p, harms) for p in allowed]
+    else:
+        allowed_scores = [predicted_iteration_time(job, view, p) for p in allowed]
+    expected = allowed[int(np.argmin(allowed_scores))]
+    assert placement_key(chosen) == placement_key(expected)
+    assert len(asked) < len(every)
 
 
 def test_rollout_score_is_the_total_jct_of_the_base_heuristic_run():
