@@ -290,8 +290,8 @@ def teacher_move(teacher, session, view: ClusterView, upgrade=None) -> Placement
         return None
     if session.plan is not None:  # where is the offered option; the rule says whether
         return session.plan
-    probe = PlacementSession(builder, session.job, session.view, agent,
-                             moving=session.moving, moves=session.moves)  # fmt: skip
+    probe = PlacementSession(builder, session.job, session.view, agent, moving=session.moving,
+                             moves=session.moves, follows=False)  # fmt: skip
     for action in placement_steps(builder, agent, p):
         if probe.done or probe.action_mask(probe.agent)[action] == 0:
             return None

@@ -69,7 +69,7 @@ class SessionHints:
         view the job arrived on, made inside the agents' masks from the job's home agent
         (:class:`envs.controls.MaskedHeuristic`), the same for every agent; fixed for the
         job. None for a move (its options are the upgrade rule's or the agent's own) and
-        in a session that does not ask them (``plan_hints=False``)."""
+        in a session that only checks placements (``follows=False``)."""
         if self._job_plans is None:
             policies = self.builder.plan_hint_policies
             if (

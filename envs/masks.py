@@ -302,6 +302,8 @@ class SessionMasks:
                     forward = fast.copy()
                     forward[list(self.visited)] = False
             mask[g_max : g_max + a] = forward
+        if not self.ask_follows:  # a session that only checks placements: no hint asked
+            return mask
         # a follow is legal when the action it takes is: the local slot of its target
         # (which has room for the task), or a plan hint's forward to the target's owner
         mask[g_max + a : g_max + a + len(b.hints)] = [

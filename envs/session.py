@@ -54,9 +54,11 @@ class PlacementSession(SessionMasks, SessionHints, SessionFeatures):
         plan: for a move with ``migration_where: rule``, the upgrade rule's option
             for the job: the acting agent's only actions are keep and
             :meth:`move_action`, which places the whole option at once.
-        plan_hints: ask the plan hints (:meth:`job_plans`); False for a session that
-            only checks which placements the masks can make (its follow actions are
-            never taken, and a plan hint's own check would repeat per proposal).
+        follows: False for a session that only checks which placements the masks can
+            make (:func:`follows_forward_rule`): its follow actions are never taken, so
+            no hint is asked and the follow columns of its masks stay 0; the local and
+            forward columns are the same either way. (A scoped hint that draws random
+            numbers is still asked, so that its generator advances as it would.)
     """
 
     def __init__(
@@ -69,10 +71,11 @@ class PlacementSession(SessionMasks, SessionHints, SessionFeatures):
         moves: int = 0,
         gain: float = 0.0,
         plan: Placement | None = None,
-        plan_hints: bool = True,
+        follows: bool = True,
     ):
         self.builder = builder
-        self.ask_plan_hints = plan_hints
+        self.ask_plan_hints = follows
+        self.ask_follows = follows or any(hasattr(h, "rng") for h in builder.scoped_hint_policies)
         self.job = job
         self.view = view
         self.moving = moving
@@ -382,8 +385,8 @@ def follows_forward_rule(
     builder: ObservationBuilder, job: Job, view: ClusterView, home: int, placement: Placement
 ) -> bool:
     """Can ``placement`` be made through the masks (forward when you must) from ``home``?
-    (No plan hint is asked: the check takes no follow action.)"""
-    session = PlacementSession(builder, job, view, home, plan_hints=False)
+    (No hint is asked: the check takes no follow action.)"""
+    session = PlacementSession(builder, job, view, home, follows=False)
     for action in placement_steps(builder, home, placement):
         if session.action_mask(session.agent)[action] == 0:
             return False

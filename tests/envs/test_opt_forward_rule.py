@@ -8,7 +8,7 @@ import numpy as np
 from envs.config import EnvConfig
 from envs.observations import ObservationBuilder
 from envs.rules import forward_targets, scope_view, scopes_can_host_rest
-from envs.session import PlacementSession, follows_forward_rule
+from envs.session import PlacementSession, follows_forward_rule, placement_steps
 from marl_sched.config import REPO_ROOT, load_config
 from marl_sched.jobs import Job, Placement
 from marl_sched.runner import build_cluster
@@ -67,6 +67,52 @@ def test_teacher_views_and_legality():
     split = Placement((int(home_groups[0]), int(other[0])), (int(home_groups[0]),))
     assert follows_forward_rule(builder, s.job, s.view, 0, whole_elsewhere)
     assert not follows_forward_rule(builder, s.job, s.view, 0, split)
+
+
+def _hinted(hints: tuple[str, ...]):
+    """A job of four workers and a PS on the tiny cluster, with ``hints``."""
+    cfg = load_config(TINY)
+    topo, perf = build_cluster(cfg)
+    builder = ObservationBuilder(topo, perf, EnvConfig(hints=hints))
+    job = _job(4, 1)
+    return builder, job, Simulator(topo, [job], perf=perf).view()
+
+
+def test_a_check_only_session_asks_no_hint_and_masks_places_alike(monkeypatch):
+    builder, job, view = _hinted(("first-fit", "locality"))
+    full = PlacementSession(builder, job, view, 0)
+    placement = None
+    while not full.done:  # a placement the masks make, following the first hint
+        mask = full.action_mask(full.agent)
+        follow = builder.pad[0] + builder.n_agents
+        full.act(follow if mask[follow] else int(np.flatnonzero(mask)[0]))
+    placement = full.placement()
+    asked = []
+    for h in builder.scoped_hint_policies:
+        monkeypatch.setattr(h, "place", lambda *a, **k: asked.append(a) or None)
+    check = PlacementSession(builder, job, view, 0, follows=False)
+    shown = PlacementSession(builder, job, view, 0)
+    n = builder.pad[0] + builder.n_agents  # local and forward columns
+    for action in placement_steps(builder, 0, placement):
+        m_check, m_shown = check.action_mask(check.agent), shown.action_mask(shown.agent)
+        np.testing.assert_array_equal(m_check[:n], m_shown[:n])
+        assert not m_check[n:].any()
+        check.act(action)
+        shown.act(action)
+    assert check.done and follows_forward_rule(builder, job, view, 0, placement)
+    before = len(asked)
+    assert follows_forward_rule(builder, job, view, 0, placement)
+    assert len(asked) == before  # the check asked no hint
+
+
+def test_a_check_only_session_still_asks_a_hint_that_draws_random_numbers():
+    builder, job, view = _hinted(("random", "first-fit"))
+    rng = next(h for h in builder.scoped_hint_policies if hasattr(h, "rng"))
+    rng.reset(builder.topology, 0)
+    state = rng.rng.bit_generator.state
+    check = PlacementSession(builder, job, view, 0, follows=False)
+    check.action_mask(check.agent)
+    assert rng.rng.bit_generator.state != state  # its generator advanced as it would
 
 
 def _host_rest_one_scope_at_a_time(t, group_start, gfree, cpu, mem, demands, workers, ps):
