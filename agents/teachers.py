@@ -226,7 +226,7 @@ def teacher_plan(teacher, session, sim: Simulator | None = None) -> Placement | 
     if getattr(teacher, "needs_simulator", False):  # the planner: forks the env's simulator
         p = teacher.place(job, view, sim=sim)
         return p if p is not None and legal(p) else None
-    views = _plan_views(session)
+    views = _plan_views(session, getattr(teacher, "home_only", False))
     if isinstance(teacher, LookaheadTeacher):
         return teacher.place(job, view, legal=legal, views=views, sim=sim)
     return next((q for v in views if (q := teacher.place(job, v)) and legal(q)), None)
@@ -245,16 +245,20 @@ def _forward_legal(session):
     return legal
 
 
-def _plan_views(session) -> list[ClusterView]:
+def _plan_views(session, home_only: bool = False) -> list[ClusterView]:
     """The views the heuristics are asked on: each subcluster that can hold the whole
-    job alone, then the whole view."""
+    job alone (with ``home_only``, the job's home subcluster only, if it can), then the
+    whole view."""
     from envs.rules import scope_view
 
     builder, view = session.builder, session.view
     if builder.n_agents == 1:
         return [view]
     rest = session.scope_can_host_rest()
-    return [scope_view(builder, view, k) for k in np.flatnonzero(rest)] + [view]
+    scopes = np.flatnonzero(rest)
+    if home_only:
+        scopes = scopes[scopes == session.agent]
+    return [scope_view(builder, view, k) for k in scopes] + [view]
 
 
 def teacher_move(teacher, session, view: ClusterView, upgrade=None) -> Placement | None:
@@ -363,11 +367,16 @@ class LearnedLookaheadTeacher(LookaheadTeacher):
 
     name = "lookahead-learned"
 
-    def __init__(self, candidates: tuple[str, ...] = LOOKAHEAD_CANDIDATES) -> None:
+    def __init__(
+        self, candidates: tuple[str, ...] = LOOKAHEAD_CANDIDATES, home_only: bool = False
+    ) -> None:
         from marl_sched.interference.estimate import load_predictor
 
         super().__init__(candidates)
         self.model = load_predictor()
+        #: ask the heuristics on the job's home subcluster and the whole view only
+        #: (:func:`teacher_plan`), not on every subcluster that can hold the job
+        self.home_only = home_only
 
     def fastest(
         self, job: Job, view: ClusterView, placements: list, legal=None
@@ -398,3 +407,19 @@ class MaskedLookaheadLearned(MaskedLookahead):
 
     def _make_planner(self):
         return LearnedLookaheadTeacher()
+
+
+class MaskedLookaheadLearnedHome(MaskedLookaheadLearned):
+    """:class:`MaskedLookaheadLearned` asking the heuristics on two views only: the
+    job's home subcluster (when it can hold the job alone) and the whole datacenter,
+    rather than on every subcluster that can, so its plan costs the same whatever the
+    number of subclusters."""
+
+    name = "masked:lookahead-learned-home"
+    description = (
+        "masked:lookahead-learned with the heuristics asked on the job's home subcluster "
+        "and the whole datacenter only"
+    )
+
+    def _make_planner(self):
+        return LearnedLookaheadTeacher(home_only=True)

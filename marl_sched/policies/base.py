@@ -247,6 +247,9 @@ _LAZY = (
     ("masked:lookahead-learned", "agents.teachers:MaskedLookaheadLearned", "teacher",
      "masked:lookahead scoring each proposal by profiled GPU speed times the learned "
      "interference model's slowdown (no performance-model call on a hypothetical placement)"),
+    ("masked:lookahead-learned-home", "agents.teachers:MaskedLookaheadLearnedHome", "teacher",
+     "masked:lookahead-learned with the heuristics asked on the job's home subcluster and "
+     "the whole datacenter only"),
     ("masked:lookahead-harm", "agents.teachers:MaskedLookaheadHarm", "teacher",
      "masked:lookahead choosing the proposal with the least total slowdown (its own plus what "
      "it adds to running jobs)"),

@@ -734,7 +734,7 @@ class ResidentAwarePolicy(InterferenceAwarePolicy):
 #: job's home agent, may be a hint (a *plan hint*, :mod:`envs.hints`): one plan for every
 #: agent, its follow action forwarding towards the plan's next task when another scope
 #: holds it
-PLAN_HINTS = ("masked:lookahead-learned",)
+PLAN_HINTS = ("masked:lookahead-learned", "masked:lookahead-learned-home")
 
 
 def hint_names() -> list[str]:

@@ -11,6 +11,7 @@ from agents.teachers import (
     LearnedLookaheadTeacher,
     MaskedLookahead,
     MaskedLookaheadLearned,
+    MaskedLookaheadLearnedHome,
     _forward_legal,
     _plan_views,
     proposals,
@@ -71,8 +72,48 @@ def test_registered_as_a_teacher_with_the_lookahead_policys_rules():
     assert "masked:lookahead-learned" not in control_names() + heuristic_names()
 
 
-def test_never_calls_the_performance_model_while_it_decides(monkeypatch):
-    assert _guarded_run(make_policy("masked:lookahead-learned"), monkeypatch) >= 60
+@pytest.mark.parametrize("name", ["masked:lookahead-learned", "masked:lookahead-learned-home"])
+def test_never_calls_the_performance_model_while_it_decides(name, monkeypatch):
+    assert _guarded_run(make_policy(name), monkeypatch) >= 60
+
+
+def test_the_home_variant_asks_the_home_subcluster_and_the_whole_view_only():
+    """``masked:lookahead-learned-home``: per job, the heuristics are asked on the job's
+    home subcluster (when it can hold the job alone) and the whole view, in that order;
+    its plan is the lowest estimate among those views' legal proposals, and over the
+    window the plain variant asks on more views somewhere."""
+    perf, jobs = _window()
+    home = make_policy("masked:lookahead-learned-home")
+    plain = make_policy("masked:lookahead-learned")
+    assert isinstance(home, MaskedLookaheadLearnedHome) and home.planner.home_only
+    assert policy_entries()["masked:lookahead-learned-home"].kind == "teacher"
+    assert home.options == plain.options
+    for p in (home, plain):
+        p.reset(TOPO, 0)
+    sim = Simulator(TOPO, jobs, perf=perf)
+    compared = fewer = 0
+    while (job := sim.next_decision()) is not None:
+        view = sim.view()
+        session = home.open_session(job, view)
+        if session.feasible() and not session.waits():
+            views = _plan_views(session, home_only=True)
+            every = _plan_views(session)
+            can = session.scope_can_host_rest()
+            assert views[-1] is session.view and len(views) == 1 + bool(can[session.agent])
+            if len(views) == 2:
+                outside = session.builder.group_scope != session.agent
+                assert not np.asarray(views[0].group_free)[outside].any()  # the home scope
+            options = proposals(home.planner.candidates, job, views, _forward_legal(session))
+            plan = teacher_plan(home.planner, session)
+            if options:
+                times = estimated_iteration_times(view, job, options, home.planner.model)
+                assert placement_key(plan) == placement_key(options[int(np.argmin(times))])
+                compared += 1
+            else:
+                assert plan is None
+            fewer += len(every) > len(views)
+        sim.apply(home.place(job, view))
+    assert compared >= 20 and fewer >= 1, (compared, fewer)
 
 
 def test_the_guard_bites_on_the_exact_model_reference(monkeypatch):
