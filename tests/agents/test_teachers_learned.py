@@ -43,6 +43,19 @@ def _window(n: int = 60, seed: int = 5):
     return perf, random_jobs(perf, n, seed, max_workers=4, mean_gap=40.0)
 
 
+def _walk(policy, *others):
+    """Each decision of ``policy`` over the mixed window (``others`` reset beside it):
+    the job, the view and ``policy``'s fresh session; ``policy`` places it after."""
+    perf, jobs = _window()
+    for p in (policy, *others):
+        p.reset(TOPO, 0)
+    sim = Simulator(TOPO, jobs, perf=perf)
+    while (job := sim.next_decision()) is not None:
+        view = sim.view()
+        yield job, view, policy.open_session(job, view)
+        sim.apply(policy.place(job, view))
+
+
 def _guarded_run(policy, monkeypatch) -> int:
     """Run ``policy`` over a mixed window with the guarded functions raising while its
     ``place`` runs (unless called by the environment's own rule); the decisions made."""
@@ -82,19 +95,13 @@ def test_the_home_variant_asks_the_home_subcluster_and_the_whole_view_only():
     home subcluster (when it can hold the job alone) and the whole view, in that order;
     its plan is the lowest estimate among those views' legal proposals, and over the
     window the plain variant asks on more views somewhere."""
-    perf, jobs = _window()
     home = make_policy("masked:lookahead-learned-home")
     plain = make_policy("masked:lookahead-learned")
     assert isinstance(home, MaskedLookaheadLearnedHome) and home.planner.home_only
     assert policy_entries()["masked:lookahead-learned-home"].kind == "teacher"
     assert home.options == plain.options
-    for p in (home, plain):
-        p.reset(TOPO, 0)
-    sim = Simulator(TOPO, jobs, perf=perf)
     compared = fewer = 0
-    while (job := sim.next_decision()) is not None:
-        view = sim.view()
-        session = home.open_session(job, view)
+    for job, view, session in _walk(home, plain):
         if session.feasible() and not session.waits():
             views = _plan_views(session, home_only=True)
             every = _plan_views(session)
@@ -112,7 +119,6 @@ def test_the_home_variant_asks_the_home_subcluster_and_the_whole_view_only():
             else:
                 assert plan is None
             fewer += len(every) > len(views)
-        sim.apply(home.place(job, view))
     assert compared >= 20 and fewer >= 1, (compared, fewer)
 
 
@@ -127,16 +133,10 @@ def test_it_takes_the_lowest_estimate_among_the_lookaheads_proposals():
     """Per job, the plan is one of the exact lookahead's own proposals (the same
     proposals, views and forward rule), the one of lowest estimate; over the window
     it parts from the exact lookahead somewhere."""
-    perf, jobs = _window()
     policy = make_policy("masked:lookahead-learned")
     exact = make_policy("masked:lookahead")
-    for p in (policy, exact):
-        p.reset(TOPO, 0)
-    sim = Simulator(TOPO, jobs, perf=perf)
     compared = differ = 0
-    while (job := sim.next_decision()) is not None:
-        view = sim.view()
-        session = policy.open_session(job, view)
+    for job, view, session in _walk(policy, exact):
         options = plan_options(exact.planner, session) if session.feasible() else []
         if options and not session.waits():
             plan = teacher_plan(policy.planner, session)
@@ -145,7 +145,6 @@ def test_it_takes_the_lowest_estimate_among_the_lookaheads_proposals():
             other = teacher_plan(exact.planner, exact.open_session(job, view))
             differ += placement_key(plan) != placement_key(other)
             compared += 1
-        sim.apply(policy.place(job, view))
     assert compared >= 20 and differ >= 1, (compared, differ)
 
 
