@@ -1,7 +1,8 @@
 """The cheaper plan (``masked:lookahead-learned-home``) against the plan hint's plan
 (``masked:lookahead-learned``) on the validation split's placement track, paired on
 scenario and evaluation seed (README.md: the registered plan). Reads ``bench/runs.csv``
-and ``plan_cost.json``; writes ``room.csv`` and ``room.md`` here and prints the reading.
+and ``plan_cost.json``; writes ``room.csv`` and ``room.md`` here (``report``) and prints
+the reading.
 The comparison is ``results/room-rules/analyze.py``'s (geomean ratio of average JCT,
 hierarchical-bootstrap 95 % CI over scenarios and seeds, MDE at 80 % power).
 
@@ -26,16 +27,11 @@ BOUND = 1.01
 def main() -> None:
     with (HERE / "bench" / "runs.csv").open(newline="") as fh:
         rows = {(r["scenario"], r["policy"], int(r["seed"])): r for r in csv.DictReader(fh)}
-    out = []
-    for tier in TIERS:
-        row = rules["compare"](rows, HOME, rows, tier, PLAIN)
-        if row is not None:
-            out.append({"comparison": f"{HOME} / {PLAIN}", **row})
-    rules["write_csv"](out, HERE / "room.csv")
-    lines = rules["markdown_table"](out)
-    (HERE / "room.md").write_text("\n".join(lines) + "\n")
+    lines = rules["report"]([(f"{HOME} / {PLAIN}", rows, HOME, rows, PLAIN)], HERE, TIERS)
     print("\n".join(lines))
-    whole = out[-1]
+    with (HERE / "room.csv").open(newline="") as fh:
+        row = next(r for r in csv.DictReader(fh) if r["tier"] == "all")
+    whole = {k: float(row[k]) if row[k] else None for k in ("geomean_ratio", "ci_low", "ci_high")}
     cost = {r["servers"]: r for r in json.loads((HERE / "plan_cost.json").read_text())["rows"]}
     big = cost[4000]
     cheaper = big[HOME]["p99_ms"] < big[PLAIN]["p99_ms"]
