@@ -47,12 +47,19 @@ def topology(n_servers: int) -> Topology:
     return Topology(cfg)
 
 
-def bench(n_servers: int, agents, jobs: int, seed: int) -> dict:
+def cluster_workload(n_servers: int, jobs: int):
+    """The :func:`topology` of ``n_servers``, its performance model and ``jobs`` jobs of
+    the Philly export from job 20,000 at a load scaled with the cluster."""
     topo = topology(n_servers)
     perf = PerformanceModel(topo)
     cfg = load_config(REPO_ROOT / "configs" / "large.yaml")
     load = 13.0 * n_servers / 4000
     work = load_workload(cfg, perf, TraceOptions(start=20000, max_jobs=jobs, load=load))
+    return topo, perf, work
+
+
+def bench(n_servers: int, agents, jobs: int, seed: int) -> dict:
+    topo, perf, work = cluster_workload(n_servers, jobs)
     if agents is None:  # an untrained network with the default options' feature dims
         builder = ObservationBuilder(topo, perf, EnvConfig())
         torch.manual_seed(seed)

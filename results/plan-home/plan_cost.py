@@ -1,8 +1,8 @@
 """What a plan hint's plan costs per job: CPU ms of ``policy.place(job, view)`` (the
 plan made inside the agents' masks, as :meth:`envs.hints.SessionHints.job_plans` asks
 it) for ``masked:lookahead-learned`` and ``masked:lookahead-learned-home`` on the same
-jobs, at 500 and 4,000 servers (``agents/latency.py``'s clusters and trace: the Philly
-export from job 20,000, 60 jobs, load scaled with the cluster), one torch thread; the
+jobs, at 500 and 4,000 servers (``agents.latency.cluster_workload``: the Philly export
+from job 20,000, 60 jobs, load scaled with the cluster), one torch thread; the
 simulator advances on the first policy's placement. Writes ``plan_cost.json`` here.
 
     python results/plan-home/plan_cost.py
@@ -19,11 +19,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from agents.latency import topology
-from marl_sched.config import REPO_ROOT, load_config
-from marl_sched.perf import PerformanceModel
+from agents.latency import cluster_workload
 from marl_sched.policies import make_policy
-from marl_sched.runner import TraceOptions, load_workload
 from marl_sched.simulator import Simulator
 
 HERE = Path(__file__).resolve().parent
@@ -31,11 +28,7 @@ POLICIES = ("masked:lookahead-learned", "masked:lookahead-learned-home")
 
 
 def measure(n_servers: int, jobs: int = 60) -> dict:
-    topo = topology(n_servers)
-    perf = PerformanceModel(topo)
-    cfg = load_config(REPO_ROOT / "configs" / "large.yaml")
-    load = 13.0 * n_servers / 4000
-    work = load_workload(cfg, perf, TraceOptions(start=20000, max_jobs=jobs, load=load))
+    topo, perf, work = cluster_workload(n_servers, jobs)
     policies = [make_policy(name) for name in POLICIES]
     for p in policies:
         p.reset(topo, 0)
