@@ -7,6 +7,8 @@ the mean CPU split per decision (hints / observe / forward / act)."""
 
 from __future__ import annotations
 
+import datetime
+import os
 import time
 
 import numpy as np
@@ -56,6 +58,21 @@ def cluster_workload(n_servers: int, jobs: int):
     load = 13.0 * n_servers / 4000
     work = load_workload(cfg, perf, TraceOptions(start=20000, max_jobs=jobs, load=load))
     return topo, perf, work
+
+
+def run_header(command: str) -> dict:
+    """What a timing file records of its run: the command, the UTC time, the cores and
+    the load average."""
+    return {"command": command,
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "cores": os.cpu_count(), "load_average": list(os.getloadavg())}  # fmt: skip
+
+
+def ms_summary(values) -> dict:
+    """Mean, median and 99th percentile of ``values`` (milliseconds)."""
+    a = np.asarray(values, dtype=float)
+    return {"mean_ms": float(a.mean()), "p50_ms": float(np.percentile(a, 50)),
+            "p99_ms": float(np.percentile(a, 99))}  # fmt: skip
 
 
 def bench(n_servers: int, agents, jobs: int, seed: int) -> dict:

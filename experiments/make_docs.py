@@ -316,6 +316,40 @@ def decision_latency(root: Path = RESULTS) -> str:
     )
 
 
+def plan_cost(root: Path = RESULTS) -> str:
+    """Where a plan hint's plan spends its CPU time, per job and part
+    (``results/plan-cost/parts.json``, written by ``results/plan-cost/parts.py``), and
+    what the 4,000-server p99 target leaves for it beside the shipped agents' decision
+    (``results/speed/policy.json``)."""
+    r = json.loads((root / "plan-cost" / "parts.json").read_text(encoding="utf-8"))
+    names = {"scoped": "heuristics on each subcluster that can hold the job",
+             "whole": "heuristics on the whole view",
+             "legality": "the masks' check of every proposal",
+             "predictor": "the learned predictor on the legal proposals",
+             "rest": "the rest (views, following the plan in the masks)",
+             "total": "**the plan**",
+             "whole+predictor": "the whole view's heuristics + the predictor"}  # fmt: skip
+    head = " | ".join(f"{row['servers']:,} servers ({row['subclusters']} subclusters) mean / p99"
+                      for row in r["rows"])  # fmt: skip
+    lines = [f"| part of the plan, CPU ms per job | {head} |",
+             "|---|" + "---|" * len(r["rows"])]  # fmt: skip
+    for key, name in names.items():
+        cells = " | ".join(f"{row[key]['mean_ms']:.2f} / {row[key]['p99_ms']:.2f}"
+                           for row in r["rows"])  # fmt: skip
+        lines.append(f"| {name} | {cells} |")
+    speed = json.loads((root / "speed" / "policy.json").read_text(encoding="utf-8"))
+    left = speed["target_p99_ms"] - speed["marl_p99_ms_at_4000"]
+    load = r["load_average"][0]
+    return (
+        f"`{r['command']}` ({r['date']}, `{r['policy']}`, {r['rows'][0]['jobs']} jobs per "
+        f"size, one torch thread, {r['cores']} cores at load average {load:.1f}):\n\n"
+        + "\n".join(lines)
+        + f"\n\nThe shipped agents' decision p99 at 4,000 servers is "
+        f"{speed['marl_p99_ms_at_4000']:.2f} ms without a plan (`results/speed/policy.json`),"
+        f" which leaves {left:.2f} ms of the {speed['target_p99_ms']:g} ms p99 target for it.\n"
+    )
+
+
 def _planner_memory(p: dict) -> str:
     """The planner decision's memory, when the playout child measured it."""
     if "planner_alloc_peak_mb" not in p:
@@ -380,6 +414,7 @@ BLOCKS = {
     "test-split-reads": ledger_reads,
     "shipped-vs-rule": shipped_vs_rule,
     "decision-latency": decision_latency,
+    "plan-cost": plan_cost,
     "simulator-playout": simulator_playout,
     "room-planner": lambda: room_table("room-planner"),
     "room-oracle": lambda: room_table("room-oracle"),

@@ -10,16 +10,13 @@ simulator advances on the first policy's placement. Writes ``plan_cost.json`` he
 
 from __future__ import annotations
 
-import datetime
 import json
-import os
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from agents.latency import cluster_workload
+from agents.latency import cluster_workload, ms_summary, run_header
 from marl_sched.policies import make_policy
 from marl_sched.simulator import Simulator
 
@@ -46,22 +43,14 @@ def measure(n_servers: int, jobs: int = 60) -> dict:
         sim.apply(plans[0])
     row = {"servers": n_servers, "subclusters": topo.n_subclusters, "jobs": len(ms[POLICIES[0]])}
     for name in POLICIES:
-        a = np.array(ms[name])
-        row[name] = {"mean_ms": float(a.mean()), "p50_ms": float(np.percentile(a, 50)),
-                     "p99_ms": float(np.percentile(a, 99)), "placed": placed[name]}  # fmt: skip
+        row[name] = {**ms_summary(ms[name]), "placed": placed[name]}
     return row
 
 
 def main() -> None:
     torch.set_num_threads(1)
     rows = [measure(n) for n in (500, 4000)]
-    out = {
-        "command": "python results/plan-home/plan_cost.py",
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "cores": os.cpu_count(),
-        "load_average": list(os.getloadavg()),
-        "rows": rows,
-    }
+    out = {**run_header("python results/plan-home/plan_cost.py"), "rows": rows}
     (HERE / "plan_cost.json").write_text(json.dumps(out, indent=1) + "\n")
     for r in rows:
         print(r["servers"], "servers,", r["subclusters"], "subclusters:",
