@@ -17,7 +17,9 @@ selected PPO checkpoint over its own warm start (``ppo.md``, :data:`PPO_RUNS`;
 ``bench-alibaba/runs.csv``, the agents of ``learn_full.yaml`` (``room-alibaba.md``,
 ``strata-alibaba.md``); ``checkpoints/marl-upgrade`` as shipped, seed 1 its warm
 start (``room-shipped.md``, ``strata-shipped.md``); with ``bench-plan/runs.csv``, the
-agents of ``learn_plan.yaml`` (``room-plan.md``, ``strata-plan.md``).
+agents of ``learn_plan.yaml`` (``room-plan.md``, ``strata-plan.md``); with
+``bench-dagger/runs.csv``, the shipped recipe with two more DAgger rounds
+(``room-dagger.md``, ``strata-dagger.md``).
 
     python results/marl-upgrade/analyze.py
 """
@@ -254,6 +256,10 @@ LATER_RECIPES = (
     ("bench-plan", "room-plan", "Agents trained with `learn_plan.yaml` (the contender's "
      "placement as a plan hint; pooled over their runs), with `{ref}` (the agents of "
      "`bench/`) and `{shipped}` as references.", (UPGRADE_AGENTS, SWAPPED)),
+    ("bench-dagger", "room-dagger", "Agents trained with two more DAgger rounds of the "
+     "shipped recipe and no PPO stage (their warm starts; pooled over their runs), with "
+     "`{ref}` (the agents of `bench/`) and `{shipped}` as references.",
+     (UPGRADE_AGENTS, SWAPPED)),
 )  # fmt: skip
 
 

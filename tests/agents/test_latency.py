@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.latency import bench, topology
+from agents.latency import bench, ms_summary, run_header, topology
 
 
 def test_topology_scales_the_large_config_by_servers():
@@ -22,3 +22,15 @@ def test_bench_times_every_decision_and_splits_its_cpu(shared_data):
     assert row["job_cpu_p50_ms"] >= row["cpu_p50_ms"] * 0.5
     assert set(row["cpu_split_ms"]) == {"hints", "observe", "forward", "act"}
     assert row["cpu_split_ms"]["forward"] > 0
+
+
+def test_ms_summary_gives_the_mean_median_and_99th_percentile():
+    row = ms_summary(list(range(101)))  # 0..100: mean 50, median 50, p99 99
+    assert row == {"mean_ms": 50.0, "p50_ms": 50.0, "p99_ms": 99.0}
+    assert ms_summary([2.0, 4.0])["p99_ms"] == pytest.approx(3.98)
+
+
+def test_run_header_records_the_command_time_cores_and_load():
+    head = run_header("python x.py")
+    assert head["command"] == "python x.py" and head["date"].endswith(" UTC")
+    assert head["cores"] >= 1 and len(head["load_average"]) == 3
