@@ -425,6 +425,7 @@ BLOCKS = {
     "marl-upgrade-ppo": lambda: room_table("marl-upgrade", stem="ppo"),
     "marl-upgrade-alibaba": lambda: room_overall("marl-upgrade", "marl", stem="room-alibaba"),
     "marl-upgrade-plan": lambda: room_overall("marl-upgrade", "marl", stem="room-plan"),
+    "marl-upgrade-dagger": lambda: room_overall("marl-upgrade", "marl", stem="room-dagger"),
     "lookahead-learned": lookahead_learned,
     **{
         f"benchmark-test-{t}": (lambda t=t: benchmark_test(RESULTS, t, SHIPPED_RUN[t]))  # type: ignore[misc]
