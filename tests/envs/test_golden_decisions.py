@@ -12,8 +12,13 @@ no observation bit. The data, in ``tests/envs/data/``:
   first decision that differs. The shipped checkpoint's cases are keyed by its weights
   (``window/marl@<tag>``, :func:`checkpoint_tag`): a retrained checkpoint decides
   otherwise and needs its own.
-- ``golden_decisions.json``: the walks' observations (each array's dtype, shape and
-  bytes) and the feature rows, as SHA-256 digests with counts that show each case did
+- ``golden_walks.npz``: the walks' observations, each key stacked over the steps (the
+  rewards from the second step on: the first observation has none). Integer arrays and
+  masks must be equal; feature and reward arrays equal to a relative 1e-5 (a machine
+  with other floating-point kernels, seen between two CPU types, moves their last bits;
+  a code change moves them further). A failure names the first step and key that differ.
+- ``golden_decisions.json``: the walks' step and hint counts (each walk did something)
+  and the feature rows, as SHA-256 digests with counts that show each case did
   something.
 
 A change that moves a decision or an observation on purpose regenerates both files on
@@ -40,6 +45,7 @@ from marl_sched.runner import build_cluster, load_workload, simulate
 
 GOLDEN = REPO_ROOT / "tests" / "envs" / "data" / "golden_decisions.json"
 GOLDEN_PLACEMENTS = REPO_ROOT / "tests" / "envs" / "data" / "golden_placements.json"
+GOLDEN_WALKS = REPO_ROOT / "tests" / "envs" / "data" / "golden_walks.npz"
 SHIPPED = REPO_ROOT / "checkpoints" / "marl-default"
 
 #: seeded windows: (config, jobs, load override, GPU sharing override)
@@ -191,19 +197,48 @@ def observations(walk: str) -> tuple[list[dict], int]:
     return out, asked[0]
 
 
-def _obs_digest(obs: list[dict]) -> str:
-    h = hashlib.sha256()
-    for o in obs:
-        for key in sorted(o):
-            a = np.ascontiguousarray(o[key])
-            h.update(f"{key}|{a.dtype.str}|{a.shape}|".encode())
-            h.update(a.tobytes())
-    return h.hexdigest()
-
-
-def record_walk(walk: str) -> dict:
+def record_walk(walk: str) -> tuple[dict, dict[str, np.ndarray]]:
+    """A walk's counts and its observations, each key stacked over the steps."""
     obs, asked = observations(walk)
-    return {"steps": len(obs), "hints_asked": asked, "sha256": _obs_digest(obs)}
+    assert obs[0]["rewards"].size == 0  # the first observation follows no step
+    arrays = {
+        key: np.stack([np.asarray(o[key]) for o in (obs[1:] if key == "rewards" else obs)])
+        for key in sorted(obs[0])
+    }
+    return {"steps": len(obs), "hints_asked": asked}, arrays
+
+
+#: float arrays match to this relative tolerance (and ``ATOL`` near zero)
+RTOL, ATOL = 1e-5, 1e-6
+
+
+def first_observation_difference(got: dict, want: dict) -> str | None:
+    """The first step and key where two stacked walks differ, as one line (None: equal
+    within :data:`RTOL` for features and rewards, exactly for integers and masks)."""
+    if sorted(got) != sorted(want):
+        return f"keys {sorted(got)}, golden {sorted(want)}"
+    first = None
+    for key in sorted(got):
+        g, w = got[key], want[key]
+        if g.dtype != w.dtype or g.shape != w.shape:
+            return f"{key}: {g.dtype}{g.shape}, golden {w.dtype}{w.shape}"
+        exact = key.endswith("mask") or not np.issubdtype(g.dtype, np.floating)
+        same = g == w if exact else np.isclose(g, w, rtol=RTOL, atol=ATOL)
+        bad = np.flatnonzero(~same.reshape(len(g), -1).all(axis=1))
+        if bad.size and (first is None or bad[0] < first[0]):
+            step = int(bad[0])
+            worst = float(np.max(np.abs(g[step].astype(np.float64) - w[step])))
+            first = (step, f"step {step}, {key}: off by up to {worst:.3g}")
+    return None if first is None else first[1]
+
+
+def _stored_walks() -> dict[str, dict[str, np.ndarray]]:
+    with np.load(GOLDEN_WALKS, allow_pickle=False) as data:
+        out: dict[str, dict[str, np.ndarray]] = {}
+        for name in data.files:
+            walk, key = name.split("/", 1)
+            out.setdefault(walk, {})[key] = data[name]
+    return out
 
 
 def _stored() -> dict:
@@ -250,12 +285,25 @@ def test_interference_features_are_the_golden_ones(window):
     assert {"rows": rows, "sha256": digest} == _stored()["features"][window]
 
 
+def test_an_observation_failure_names_the_first_differing_step():
+    want = {"group_x": np.zeros((3, 2), np.float32), "action_mask": np.ones((3, 4), np.float32)}
+    got = {k: v.copy() for k, v in want.items()}
+    assert first_observation_difference(got, want) is None
+    got["group_x"][2, 1] = 1e-7  # a last-bit difference near zero is within tolerance
+    assert first_observation_difference(got, want) is None
+    got["group_x"][2, 1] = 0.01
+    assert first_observation_difference(got, want) == "step 2, group_x: off by up to 0.01"
+    got["action_mask"][1, 0] = 0.0  # a mask must be equal, and the earlier step is named
+    assert first_observation_difference(got, want) == "step 1, action_mask: off by up to 1"
+
+
 @pytest.mark.parametrize("walk", sorted(WALKS))
 def test_observations_of_a_seeded_walk_are_the_golden_ones(walk):
-    want = _stored()["observations"][walk]
-    got = record_walk(walk)
-    assert got["hints_asked"] >= 50  # the walk asked hints (else it pins nothing)
-    assert got == want
+    counts, got = record_walk(walk)
+    assert counts["hints_asked"] >= 50  # the walk asked hints (else it pins nothing)
+    assert counts == _stored()["observations"][walk]
+    difference = first_observation_difference(got, _stored_walks()[walk])
+    assert difference is None, f"walk {walk}: {difference}"
 
 
 if __name__ == "__main__" and "--update" in sys.argv:
@@ -263,11 +311,14 @@ if __name__ == "__main__" and "--update" in sys.argv:
     cases = {case_key(w, p): placements(w, p) for w, p in CASES}
     lines = [f"{json.dumps(k)}: {json.dumps(v, separators=(',', ':'))}" for k, v in cases.items()]
     GOLDEN_PLACEMENTS.write_text("{\n" + ",\n".join(lines) + "\n}\n")
+    walks = {w: record_walk(w) for w in sorted(WALKS)}
+    arrays = {f"{w}/{k}": a for w, (_, got) in walks.items() for k, a in got.items()}
+    np.savez_compressed(GOLDEN_WALKS, **arrays)
     out = {
-        "observations": {w: record_walk(w) for w in sorted(WALKS)},
+        "observations": {w: counts for w, (counts, _) in walks.items()},
         "features": {
             w: dict(zip(("rows", "sha256"), feature_rows(w), strict=True)) for w in FEATURE_WINDOWS
         },
     }
     GOLDEN.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {GOLDEN_PLACEMENTS} and {GOLDEN}")
+    print(f"wrote {GOLDEN_PLACEMENTS}, {GOLDEN_WALKS} and {GOLDEN}")
