@@ -4,8 +4,8 @@ of candidate and running jobs, and the environment's observations and rewards on
 seeded random walk.
 
 A change that speeds up the hint paths (``marl_sched/policies/heuristics.py``,
-``marl_sched/interference/features.py``) or the simulator must change no decision and
-no observation bit. The data, in ``tests/envs/data/``:
+``marl_sched/interference/features.py``) or the simulator must change no decision, no
+feature row and no observation beyond the walks' float tolerance. The data, in ``tests/envs/data/``:
 
 - ``golden_placements.json``: per case (``window/policy``), every placement the policy
   made, in order, as ``[job id, [worker groups], [PS groups]]``; a failure names the
@@ -14,14 +14,14 @@ no observation bit. The data, in ``tests/envs/data/``:
   otherwise and needs its own.
 - ``golden_walks.npz``: the walks' observations, each key stacked over the steps (the
   rewards from the second step on: the first observation has none). Integer arrays and
-  masks must be equal; feature and reward arrays equal to a relative 1e-5 (a machine
-  with other floating-point kernels, seen between two CPU types, moves their last bits;
-  a code change moves them further). A failure names the first step and key that differ.
-- ``golden_decisions.json``: the walks' step and hint counts (each walk did something)
-  and the feature rows, as SHA-256 digests with counts that show each case did
-  something.
+  masks must be equal; feature and reward arrays equal to a relative 1e-5 (on another
+  machine type the tiny walk's bytes differed while every placement and feature row
+  matched: floating-point kernels move last bits, a code change moves them further). A
+  failure names the first step and key that differ.
+- ``golden_decisions.json``: the walks' step and hint counts, and the feature rows as
+  SHA-256 digests with their row counts (each case did something).
 
-A change that moves a decision or an observation on purpose regenerates both files on
+A change that moves a decision or an observation on purpose regenerates the three files on
 purpose, with the code before the change for a new checkpoint's cases::
 
     python -m tests.envs.test_golden_decisions --update
